@@ -1,0 +1,302 @@
+package learner
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Algorithm names an update rule.
+type Algorithm string
+
+// The algorithms. See Config for the hyperparameters each one reads.
+const (
+	// Perceptron: w += η·y·x when y·f(x) <= 0.
+	Perceptron Algorithm = "perceptron"
+	// Averaged is the Freund–Schapire averaged perceptron: it trains like
+	// Perceptron and predicts with the average of every weight vector it
+	// has held, kept lazily in O(nnz) per update.
+	Averaged Algorithm = "averaged"
+	// Margin is the perceptron that also updates on correct predictions
+	// with too small a margin: when y·f(x) <= Tau.
+	Margin Algorithm = "margin"
+	// PA, PA1 and PA2 are the passive-aggressive learners of Crammer et
+	// al. (2006): the smallest change that gives the example a hinge loss
+	// of zero, unbounded (PA), capped by C (PA1), or softened by C (PA2).
+	PA  Algorithm = "pa"
+	PA1 Algorithm = "pa1"
+	PA2 Algorithm = "pa2"
+	// Pegasos is stochastic sub-gradient descent on the hinge loss with L2
+	// regularisation Lambda, step 1/(Lambda·t), and projection onto the
+	// ball of radius 1/sqrt(Lambda).
+	Pegasos Algorithm = "pegasos"
+	// AROW is the diagonal form of adaptive regularisation of weights
+	// (Crammer, Kulesza, Dredze 2009): a per-weight confidence makes rare
+	// features learn faster than frequent ones.
+	AROW Algorithm = "arow"
+	// Kernel is the dual perceptron over a bounded support set.
+	Kernel Algorithm = "kernel"
+)
+
+// Algorithms lists every algorithm, in the order the documentation gives.
+var algorithms = []Algorithm{Perceptron, Averaged, Margin, PA, PA1, PA2, Pegasos, AROW, Kernel}
+
+// BiasRule is how the perceptron family moves the bias b on an update.
+type BiasRule string
+
+// The bias rules.
+const (
+	// BiasStandard: b += η·y (the plain rule of the worked example).
+	BiasStandard BiasRule = "standard"
+	// BiasR2: b += η·y·R², R the running maximum of ‖x‖ over labeled
+	// examples (for the kernel: of sqrt(K(x,x))). This is the rule under
+	// which the Novikoff bound (2R/γ)² is proved.
+	BiasR2 BiasRule = "r2"
+	// BiasNone keeps b at zero: a hyperplane through the origin.
+	BiasNone BiasRule = "none"
+)
+
+// Schedule is the learning-rate schedule η_t, t the 1-based count of
+// labeled examples.
+type Schedule string
+
+// The schedules.
+const (
+	Constant    Schedule = "constant"     // η_t = η
+	Inverse     Schedule = "inverse"      // η_t = η/t
+	InverseSqrt Schedule = "inverse_sqrt" // η_t = η/sqrt(t)
+)
+
+// KernelFunc names the kernel of the Kernel algorithm.
+type KernelFunc string
+
+// The kernels.
+const (
+	LinearKernel     KernelFunc = "linear" // x·z
+	PolynomialKernel KernelFunc = "poly"   // (Gamma·x·z + Coef0)^Degree
+	RBFKernel        KernelFunc = "rbf"    // exp(-Gamma·‖x-z‖²)
+)
+
+// MaxHashBits bounds HashBits: 2^30 weights are 8 GiB per class.
+const MaxHashBits = 30
+
+// Config is everything that defines a model. Start from DefaultConfig: the
+// zero value is not valid.
+type Config struct {
+	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm"`
+	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias"`
+	// Eta is the learning rate η of the perceptron family and the kernel
+	// perceptron. Passive-aggressive, Pegasos and AROW choose their own
+	// step and ignore it, and Schedule with it.
+	Eta      float64  `json:"eta" yaml:"eta" msgpack:"eta"`
+	Schedule Schedule `json:"schedule" yaml:"schedule" msgpack:"schedule"`
+	// HashBits sets the dimension: 2^HashBits weights per class.
+	HashBits int    `json:"hash_bits" yaml:"hash_bits" msgpack:"hash_bits"`
+	HashSeed uint64 `json:"hash_seed" yaml:"hash_seed" msgpack:"hash_seed"`
+	// Classes names the classes. Empty: a binary model with numeric
+	// labels. Two names: a binary model, the first name the negative class
+	// (-1), the second the positive (+1). Three or more: a multiclass model
+	// (Perceptron, Averaged and PA1 only).
+	Classes []string `json:"classes" yaml:"classes" msgpack:"classes"`
+	// Normalize scales every x to unit L2 norm before it is used.
+	Normalize bool `json:"normalize" yaml:"normalize" msgpack:"normalize"`
+	// Batch is the mini-batch size in labeled examples: 1 is on-line
+	// learning; above 1 the model stays fixed for Batch labeled examples
+	// and then applies the sum of their updates at once (Perceptron,
+	// Averaged and Margin only).
+	Batch int `json:"batch" yaml:"batch" msgpack:"batch"`
+	// Tau is the margin below which Margin updates.
+	Tau float64 `json:"tau" yaml:"tau" msgpack:"tau"`
+	// C is the aggressiveness of PA1 and PA2.
+	C float64 `json:"c" yaml:"c" msgpack:"c"`
+	// Lambda is Pegasos's L2 regularisation.
+	Lambda float64 `json:"lambda" yaml:"lambda" msgpack:"lambda"`
+	// AROWR is AROW's regularisation r: larger is more conservative.
+	AROWR float64 `json:"arow_r" yaml:"arow_r" msgpack:"arow_r"`
+	// Kernel, Degree, Gamma and Coef0 define the kernel; Budget bounds the
+	// support set. When the set is full the oldest support vector is
+	// removed to make room for the new one.
+	Kernel KernelFunc `json:"kernel" yaml:"kernel" msgpack:"kernel"`
+	Degree int        `json:"degree" yaml:"degree" msgpack:"degree"`
+	Gamma  float64    `json:"gamma" yaml:"gamma" msgpack:"gamma"`
+	Coef0  float64    `json:"coef0" yaml:"coef0" msgpack:"coef0"`
+	Budget int        `json:"budget" yaml:"budget" msgpack:"budget"`
+	// Window is the number of labeled examples behind the rolling accuracy.
+	Window int `json:"window" yaml:"window" msgpack:"window"`
+}
+
+// DefaultConfig is a binary perceptron with the standard bias rule, η = 1
+// and 2^18 weights.
+func DefaultConfig() Config {
+	return Config{
+		Algorithm: Perceptron,
+		Bias:      BiasStandard,
+		Eta:       1,
+		Schedule:  Constant,
+		HashBits:  18,
+		Batch:     1,
+		Tau:       1,
+		C:         1,
+		Lambda:    1e-4,
+		AROWR:     1,
+		Kernel:    LinearKernel,
+		Degree:    2,
+		Gamma:     1,
+		Coef0:     1,
+		Budget:    1000,
+		Window:    1000,
+	}
+}
+
+// FieldError says which configuration field is wrong and why. Field is
+// the configuration key (hash_bits, not HashBits).
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Dimension is the number of weights per class, 2^HashBits.
+func (c Config) Dimension() int { return 1 << uint(c.HashBits) }
+
+// Multiclass reports whether the model has one weight vector per class.
+func (c Config) Multiclass() bool { return len(c.Classes) > 2 }
+
+// outputs is the number of weight vectors: 1 for a binary model.
+func (c Config) outputs() int {
+	if c.Multiclass() {
+		return len(c.Classes)
+	}
+	return 1
+}
+
+func (a Algorithm) known() bool {
+	for _, k := range algorithms {
+		if a == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Algorithm) perceptronFamily() bool {
+	return a == Perceptron || a == Averaged || a == Margin
+}
+
+// Validate reports the first field that is wrong, as a *FieldError.
+func (c Config) Validate() error {
+	if !c.Algorithm.known() {
+		names := make([]string, len(algorithms))
+		for i, a := range algorithms {
+			names[i] = string(a)
+		}
+		return fieldErr("algorithm", "unknown algorithm %q (want one of %s)", c.Algorithm, strings.Join(names, ", "))
+	}
+	switch c.Bias {
+	case BiasStandard, BiasNone:
+	case BiasR2:
+		if !c.Algorithm.perceptronFamily() && c.Algorithm != Kernel {
+			return fieldErr("bias", "r2 applies to perceptron, averaged, margin and kernel, not %s (use standard or none)", c.Algorithm)
+		}
+	default:
+		return fieldErr("bias", "unknown bias rule %q (want standard, r2 or none)", c.Bias)
+	}
+	if !positive(c.Eta) {
+		return fieldErr("eta", "must be a positive number, got %v", c.Eta)
+	}
+	switch c.Schedule {
+	case Constant, Inverse, InverseSqrt:
+	default:
+		return fieldErr("schedule", "unknown schedule %q (want constant, inverse or inverse_sqrt)", c.Schedule)
+	}
+	if c.HashBits < 1 || c.HashBits > MaxHashBits {
+		return fieldErr("hash_bits", "must be between 1 and %d, got %d", MaxHashBits, c.HashBits)
+	}
+	if err := c.validateClasses(); err != nil {
+		return err
+	}
+	if c.Batch < 1 {
+		return fieldErr("batch", "must be at least 1, got %d", c.Batch)
+	}
+	if c.Batch > 1 && !c.Algorithm.perceptronFamily() {
+		return fieldErr("batch", "mini-batch mode applies to perceptron, averaged and margin, not %s", c.Algorithm)
+	}
+	if !(c.Tau >= 0) || math.IsInf(c.Tau, 0) {
+		return fieldErr("tau", "must be a finite number >= 0, got %v", c.Tau)
+	}
+	if !positive(c.C) {
+		return fieldErr("c", "must be a positive number, got %v", c.C)
+	}
+	if !positive(c.Lambda) {
+		return fieldErr("lambda", "must be a positive number, got %v", c.Lambda)
+	}
+	if !positive(c.AROWR) {
+		return fieldErr("arow_r", "must be a positive number, got %v", c.AROWR)
+	}
+	switch c.Kernel {
+	case LinearKernel, PolynomialKernel, RBFKernel:
+	default:
+		return fieldErr("kernel", "unknown kernel %q (want linear, poly or rbf)", c.Kernel)
+	}
+	if c.Degree < 1 || c.Degree > 16 {
+		return fieldErr("degree", "must be between 1 and 16, got %d", c.Degree)
+	}
+	if !positive(c.Gamma) {
+		return fieldErr("gamma", "must be a positive number, got %v", c.Gamma)
+	}
+	if !(c.Coef0 >= 0) || math.IsInf(c.Coef0, 0) {
+		return fieldErr("coef0", "must be a finite number >= 0, got %v", c.Coef0)
+	}
+	if c.Budget < 1 {
+		return fieldErr("budget", "must be at least 1, got %d", c.Budget)
+	}
+	if c.Window < 1 {
+		return fieldErr("window", "must be at least 1, got %d", c.Window)
+	}
+	return nil
+}
+
+func (c Config) validateClasses() error {
+	switch n := len(c.Classes); {
+	case n == 1:
+		return fieldErr("classes", "one class is not a classifier: give none (numeric binary labels), two (negative, positive) or three or more")
+	case n > 2:
+		if c.Algorithm != Perceptron && c.Algorithm != Averaged && c.Algorithm != PA1 {
+			return fieldErr("classes", "multiclass needs algorithm perceptron, averaged or pa1, not %s", c.Algorithm)
+		}
+		if n > 1<<16 {
+			return fieldErr("classes", "at most %d classes, got %d", 1<<16, n)
+		}
+		if uint64(n)<<uint(c.HashBits) > 1<<31 {
+			return fieldErr("classes", "%d classes of 2^%d weights exceed 2^31 weights; lower hash_bits", n, c.HashBits)
+		}
+	}
+	seen := make(map[string]bool, len(c.Classes))
+	for i, name := range c.Classes {
+		if name == "" {
+			return fieldErr("classes", "class %d has an empty name", i)
+		}
+		if seen[name] {
+			return fieldErr("classes", "class %q is named twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
+
+// ClassIndex is the index of the named class, or -1.
+func (c Config) ClassIndex(name string) int {
+	for i, n := range c.Classes {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}

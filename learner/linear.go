@@ -1,0 +1,360 @@
+package learner
+
+import "math"
+
+// linear is every primal rule: one weight vector and bias per output.
+//
+// Weights are laid out feature-major: the weight of feature i for output c
+// is w[i*k+c], so scoring a multiclass example reads each feature's
+// weights from one cache line.
+type linear struct {
+	cfg Config
+	k   int
+	w   []float64
+	b   []float64
+	raw []float64 // raw scores of the last predicted example
+
+	// Averaged: u accumulates t·Δw for the update made at labeled example
+	// t, so that after T labeled examples the average of the T+1 weight
+	// vectors w_0..w_T is w - u/(T+1).
+	u, ub []float64
+
+	// Pegasos: w = scale·v, with v held in w and b; the bias is a
+	// constant feature, regularised and projected with the weights.
+	// vnorm2 is ‖v‖² including the bias.
+	scale, vnorm2 float64
+
+	// AROW: the diagonal of the weights' covariance.
+	sigma, sigmaB []float64
+
+	// Mini-batch: the pending sum of updates, by flat weight index.
+	pw, pb  []float64
+	touched []uint32
+}
+
+func newLinear(cfg Config) *linear {
+	k := cfg.outputs()
+	d := cfg.Dimension()
+	l := &linear{
+		cfg: cfg,
+		k:   k,
+		w:   make([]float64, d*k),
+		b:   make([]float64, k),
+		raw: make([]float64, k),
+	}
+	switch cfg.Algorithm {
+	case Averaged:
+		l.u = make([]float64, d*k)
+		l.ub = make([]float64, k)
+	case Pegasos:
+		l.scale = 1
+	case AROW:
+		l.sigma = make([]float64, d)
+		for i := range l.sigma {
+			l.sigma[i] = 1
+		}
+		l.sigmaB = []float64{1}
+	}
+	if cfg.Batch > 1 {
+		l.pw = make([]float64, d*k)
+		l.pb = make([]float64, k)
+	}
+	return l
+}
+
+// dot is w·x for a binary layout. The explicit float64 conversions keep
+// the compiler from fusing multiply and add, which would round
+// differently on platforms with FMA and break bit-identical results.
+func dot(w []float64, x *Example) float64 {
+	var s float64
+	for j, i := range x.Index {
+		s += float64(w[i] * x.Value[j])
+	}
+	for i, v := range x.Dense {
+		s += float64(w[i] * v)
+	}
+	return s
+}
+
+// dotK adds w_c·x to out[c] for every output c of a k-output layout.
+func dotK(w []float64, k int, x *Example, out []float64) {
+	for j, i := range x.Index {
+		v := x.Value[j]
+		row := w[int(i)*k : int(i)*k+k]
+		for c, wc := range row {
+			out[c] += float64(wc * v)
+		}
+	}
+	for i, v := range x.Dense {
+		row := w[i*k : i*k+k]
+		for c, wc := range row {
+			out[c] += float64(wc * v)
+		}
+	}
+}
+
+// axpy adds a·x to output c of a k-output layout.
+func axpy(w []float64, k, c int, a float64, x *Example) {
+	for j, i := range x.Index {
+		w[int(i)*k+c] += float64(a * x.Value[j])
+	}
+	for i, v := range x.Dense {
+		w[i*k+c] += float64(a * v)
+	}
+}
+
+func (l *linear) predict(x *Example, out []float64, labeled uint64) {
+	if l.k == 1 {
+		f := dot(l.w, x)
+		if l.cfg.Algorithm == Pegasos {
+			f = l.scale * (f + l.b[0])
+		} else {
+			f += l.b[0]
+		}
+		l.raw[0] = f
+		if l.cfg.Algorithm == Averaged {
+			f -= (dot(l.u, x) + l.ub[0]) / float64(labeled+1)
+		}
+		out[0] = f
+		return
+	}
+	copy(l.raw, l.b)
+	dotK(l.w, l.k, x, l.raw)
+	if l.cfg.Algorithm != Averaged {
+		copy(out, l.raw)
+		return
+	}
+	// out = raw - (u·x + ub)/(labeled+1), accumulated in out itself.
+	clear(out)
+	dotK(l.u, l.k, x, out)
+	n := float64(labeled + 1)
+	for c := range out {
+		out[c] = l.raw[c] - (out[c]+l.ub[c])/n
+	}
+}
+
+func (l *linear) update(x *Example, y int, s step) bool {
+	var updated bool
+	switch l.cfg.Algorithm {
+	case Perceptron, Averaged:
+		updated = l.perceptron(x, y, s, 0)
+	case Margin:
+		updated = l.perceptron(x, y, s, l.cfg.Tau)
+	case PA, PA1, PA2:
+		updated = l.passiveAggressive(x, y, s)
+	case Pegasos:
+		return l.pegasos(x, y, s)
+	case AROW:
+		return l.arow(x, y, s)
+	}
+	if l.pw != nil && s.t%uint64(l.cfg.Batch) == 0 {
+		l.flush(s.t)
+	}
+	return updated
+}
+
+// perceptron updates when the raw margin is at most threshold.
+func (l *linear) perceptron(x *Example, y int, s step, threshold float64) bool {
+	var db float64
+	switch l.cfg.Bias {
+	case BiasStandard:
+		db = s.eta
+	case BiasR2:
+		db = s.eta * s.r2
+	}
+	if l.k == 1 {
+		fy := float64(y)
+		if fy*l.raw[0] > threshold {
+			return false
+		}
+		l.add(x, 0, fy*s.eta, fy*db, s.t)
+		return true
+	}
+	other := argmaxOther(l.raw, y)
+	if l.raw[y]-l.raw[other] > threshold {
+		return false
+	}
+	l.add(x, y, s.eta, db, s.t)
+	l.add(x, other, -s.eta, -db, s.t)
+	return true
+}
+
+func (l *linear) passiveAggressive(x *Example, y int, s step) bool {
+	var bias float64
+	if l.cfg.Bias != BiasNone {
+		bias = 1 // the bias is a constant feature of value 1
+	}
+	n2 := s.norm2 + bias
+	if n2 == 0 {
+		return false
+	}
+	var loss float64
+	other := -1
+	if l.k == 1 {
+		loss = 1 - float64(y)*l.raw[0]
+	} else {
+		other = argmaxOther(l.raw, y)
+		loss = 1 - (l.raw[y] - l.raw[other])
+		n2 *= 2 // the update moves two weight vectors
+	}
+	if loss <= 0 {
+		return false
+	}
+	var tau float64
+	switch l.cfg.Algorithm {
+	case PA:
+		tau = s.importance * loss / n2
+	case PA1:
+		tau = math.Min(l.cfg.C*s.importance, loss/n2)
+	case PA2:
+		tau = loss / (n2 + 1/(2*l.cfg.C*s.importance))
+	}
+	if l.k == 1 {
+		a := tau * float64(y)
+		l.add(x, 0, a, a*bias, s.t)
+		return true
+	}
+	l.add(x, y, tau, tau*bias, s.t)
+	l.add(x, other, -tau, -tau*bias, s.t)
+	return true
+}
+
+// add adds a·x to the weights and db to the bias of output c, or to the
+// pending batch. t is the labeled example causing it.
+func (l *linear) add(x *Example, c int, a, db float64, t uint64) {
+	if l.pw != nil {
+		for j, i := range x.Index {
+			l.pend(int(i)*l.k+c, float64(a*x.Value[j]))
+		}
+		for i, v := range x.Dense {
+			l.pend(i*l.k+c, float64(a*v))
+		}
+		l.pb[c] += db
+		return
+	}
+	axpy(l.w, l.k, c, a, x)
+	l.b[c] += db
+	if l.u != nil {
+		ct := float64(t)
+		axpy(l.u, l.k, c, float64(ct*a), x)
+		l.ub[c] += float64(ct * db)
+	}
+}
+
+func (l *linear) pend(j int, d float64) {
+	if l.pw[j] == 0 {
+		l.touched = append(l.touched, uint32(j))
+	}
+	l.pw[j] += d
+}
+
+// flush applies the pending batch at labeled example t.
+func (l *linear) flush(t uint64) {
+	ct := float64(t)
+	for _, j := range l.touched {
+		d := l.pw[j]
+		l.pw[j] = 0
+		l.w[j] += d
+		if l.u != nil {
+			l.u[j] += float64(ct * d)
+		}
+	}
+	l.touched = l.touched[:0]
+	for c, d := range l.pb {
+		l.pb[c] = 0
+		l.b[c] += d
+		if l.ub != nil {
+			l.ub[c] += float64(ct * d)
+		}
+	}
+}
+
+// pegasos is one step of Pegasos: shrink by 1 - 1/t, add
+// y·x/(λt) if the hinge loss is positive, project onto the ball of
+// radius 1/sqrt(λ).
+func (l *linear) pegasos(x *Example, y int, s step) bool {
+	fy := float64(y)
+	active := fy*l.raw[0] < 1
+	if s.t == 1 {
+		// 1 - 1/t is zero: the weights restart from nothing.
+		clear(l.w)
+		l.b[0] = 0
+		l.vnorm2 = 0
+		l.scale = 1
+	} else {
+		l.scale *= 1 - 1/float64(s.t)
+	}
+	if active {
+		a := fy * s.importance / (l.cfg.Lambda * float64(s.t)) / l.scale
+		for j, i := range x.Index {
+			d := float64(a * x.Value[j])
+			l.vnorm2 += float64(d * (2*l.w[i] + d))
+			l.w[i] += d
+		}
+		for i, v := range x.Dense {
+			d := float64(a * v)
+			l.vnorm2 += float64(d * (2*l.w[i] + d))
+			l.w[i] += d
+		}
+		if l.cfg.Bias != BiasNone {
+			l.vnorm2 += float64(a * (2*l.b[0] + a))
+			l.b[0] += a
+		}
+	}
+	if wn2 := l.scale * l.scale * l.vnorm2; wn2 > 1/l.cfg.Lambda {
+		l.scale *= math.Sqrt(1 / (l.cfg.Lambda * wn2))
+	}
+	if l.scale < 1e-9 {
+		// Fold the scale into v before it underflows.
+		for i := range l.w {
+			l.w[i] *= l.scale
+		}
+		l.b[0] *= l.scale
+		l.vnorm2 *= l.scale * l.scale
+		l.scale = 1
+	}
+	return active
+}
+
+func (l *linear) arow(x *Example, y int, s step) bool {
+	fy := float64(y)
+	m := l.raw[0]
+	if fy*m >= 1 {
+		return false
+	}
+	var conf float64
+	for j, i := range x.Index {
+		v := x.Value[j]
+		conf += float64(float64(v*v) * l.sigma[i])
+	}
+	for i, v := range x.Dense {
+		conf += float64(float64(v*v) * l.sigma[i])
+	}
+	bias := l.cfg.Bias != BiasNone
+	if bias {
+		conf += l.sigmaB[0]
+	}
+	beta := 1 / (conf + l.cfg.AROWR)
+	alpha := (1 - fy*m) * beta * s.importance
+	ay := alpha * fy
+	for j, i := range x.Index {
+		l.w[i] += float64(float64(ay*l.sigma[i]) * x.Value[j])
+	}
+	for i, v := range x.Dense {
+		l.w[i] += float64(float64(ay*l.sigma[i]) * v)
+	}
+	for j, i := range x.Index {
+		v, sg := x.Value[j], l.sigma[i]
+		l.sigma[i] -= float64(beta * float64(sg*sg) * float64(v*v))
+	}
+	for i, v := range x.Dense {
+		sg := l.sigma[i]
+		l.sigma[i] -= float64(beta * float64(sg*sg) * float64(v*v))
+	}
+	if bias {
+		sg := l.sigmaB[0]
+		l.b[0] += float64(ay * sg)
+		l.sigmaB[0] -= float64(beta * float64(sg*sg))
+	}
+	return true
+}

@@ -1,0 +1,228 @@
+package learner
+
+import (
+	"fmt"
+	"math"
+)
+
+// Prediction is a model's output for one example.
+type Prediction struct {
+	// Label is the predicted label: +1 or -1 for a binary model, the class
+	// index for a multiclass one (ties go to the lowest index).
+	Label int
+	// Score is f(x) = w·x + b for a binary model and the predicted class's
+	// score for a multiclass one.
+	Score float64
+	// Scores holds every class's score of a multiclass model (nil for a
+	// binary one). It is owned by the Model and overwritten by its next
+	// call.
+	Scores []float64
+}
+
+// Outcome is what Learn did with one example.
+type Outcome struct {
+	Prediction
+	Labeled bool
+	// Correct reports whether the prediction equals the label.
+	Correct bool
+	// Margin is y·f(x) for a binary model and, for a multiclass one, the
+	// label's score minus the best other score. It is measured on the
+	// prediction, before the update.
+	Margin float64
+	// Updated reports whether the example changed the model (or, in
+	// mini-batch mode, added to the pending update).
+	Updated bool
+}
+
+// engine is an update rule with its state.
+type engine interface {
+	// predict writes the published scores of x to out and keeps what a
+	// following update of the same x needs. labeled is the number of
+	// labeled examples learned so far.
+	predict(x *Example, out []float64, labeled uint64)
+	// update learns the label y of the x last predicted and reports
+	// whether it changed the model.
+	update(x *Example, y int, s step) bool
+	export(st *State)
+	restore(st *State) error
+}
+
+// step is what an update needs beyond the example.
+type step struct {
+	t          uint64  // 1-based index of this labeled example
+	eta        float64 // η_t · importance
+	importance float64
+	norm2      float64 // ‖x‖²
+	r2         float64 // R², running, including this example
+}
+
+// Model is an on-line classifier. Build one with New or Restore.
+type Model struct {
+	cfg     Config
+	eng     engine
+	metrics prequential
+	scores  []float64
+	norm    Example // the normalised copy of the current example
+}
+
+// New returns an untrained model for cfg, which must be valid.
+func New(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Classes = append([]string(nil), cfg.Classes...)
+	m := &Model{
+		cfg:     cfg,
+		metrics: newPrequential(cfg.Window),
+		scores:  make([]float64, cfg.outputs()),
+	}
+	if cfg.Algorithm == Kernel {
+		m.eng = newKernelPerceptron(cfg)
+	} else {
+		m.eng = newLinear(cfg)
+	}
+	return m, nil
+}
+
+// Config is the model's configuration.
+func (m *Model) Config() Config {
+	c := m.cfg
+	c.Classes = append([]string(nil), c.Classes...)
+	return c
+}
+
+// Metrics are the model's prequential counts.
+func (m *Model) Metrics() Metrics { return m.metrics.snapshot() }
+
+// Version is the number of updates applied so far.
+func (m *Model) Version() uint64 { return m.metrics.Updates }
+
+// Predict scores x without learning from it or counting it. A label on x
+// is ignored.
+func (m *Model) Predict(x *Example) Prediction {
+	x = m.prepare(x)
+	return m.predict(x)
+}
+
+// Learn scores x with the current model, then, if x is labeled, records
+// whether that prediction was right and updates the model. Unlabeled
+// examples are counted and never change the model.
+//
+// Learn panics if x's label or an index is out of range for the model:
+// decoders reject such input with an error before it gets here.
+func (m *Model) Learn(x *Example) Outcome {
+	x = m.prepare(x)
+	o := Outcome{Prediction: m.predict(x)}
+	m.metrics.Examples++
+	if !x.Labeled {
+		return o
+	}
+	y := x.Label
+	m.checkLabel(y)
+	o.Labeled = true
+	o.Correct = o.Label == y
+	if m.cfg.Multiclass() {
+		o.Margin = o.Scores[y] - bestOther(o.Scores, y)
+	} else {
+		o.Margin = float64(y) * o.Score
+		m.metrics.confusion(o.Label, y)
+	}
+	m.metrics.record(o.Correct)
+
+	n2 := x.norm2()
+	m.metrics.r2 = max(m.metrics.r2, n2)
+	t := m.metrics.Labeled
+	imp := x.importance()
+	s := step{
+		t:          t,
+		eta:        m.eta(t) * imp,
+		importance: imp,
+		norm2:      n2,
+		r2:         m.metrics.r2,
+	}
+	if m.eng.update(x, y, s) {
+		m.metrics.Updates++
+		o.Updated = true
+	}
+	return o
+}
+
+func (m *Model) predict(x *Example) Prediction {
+	m.eng.predict(x, m.scores, m.metrics.Labeled)
+	if !m.cfg.Multiclass() {
+		p := Prediction{Score: m.scores[0], Label: -1}
+		if p.Score >= 0 {
+			p.Label = 1
+		}
+		return p
+	}
+	best := 0
+	for c, s := range m.scores {
+		if s > m.scores[best] {
+			best = c
+		}
+	}
+	return Prediction{Label: best, Score: m.scores[best], Scores: m.scores}
+}
+
+// prepare returns x, or its normalised copy when the model normalises.
+func (m *Model) prepare(x *Example) *Example {
+	if !m.cfg.Normalize {
+		return x
+	}
+	n := math.Sqrt(x.norm2())
+	if n == 0 || n == 1 {
+		return x
+	}
+	c := &m.norm
+	c.Index = x.Index
+	c.Value = c.Value[:0]
+	for _, v := range x.Value {
+		c.Value = append(c.Value, v/n)
+	}
+	c.Dense = c.Dense[:0]
+	for _, v := range x.Dense {
+		c.Dense = append(c.Dense, v/n)
+	}
+	c.Labeled, c.Label, c.Weight = x.Labeled, x.Label, x.Weight
+	return c
+}
+
+func (m *Model) checkLabel(y int) {
+	if m.cfg.Multiclass() {
+		if y < 0 || y >= len(m.cfg.Classes) {
+			panic(fmt.Sprintf("learner: class %d out of range [0, %d)", y, len(m.cfg.Classes)))
+		}
+		return
+	}
+	if y != 1 && y != -1 {
+		panic(fmt.Sprintf("learner: binary label %d is neither +1 nor -1", y))
+	}
+}
+
+func (m *Model) eta(t uint64) float64 {
+	switch m.cfg.Schedule {
+	case Inverse:
+		return m.cfg.Eta / float64(t)
+	case InverseSqrt:
+		return m.cfg.Eta / math.Sqrt(float64(t))
+	}
+	return m.cfg.Eta
+}
+
+// bestOther is the largest score of a class other than y.
+func bestOther(scores []float64, y int) float64 {
+	return scores[argmaxOther(scores, y)]
+}
+
+// argmaxOther is the class other than y with the largest score, the
+// lowest index on ties.
+func argmaxOther(scores []float64, y int) int {
+	best := -1
+	for c, s := range scores {
+		if c != y && (best < 0 || s > scores[best]) {
+			best = c
+		}
+	}
+	return best
+}
