@@ -35,9 +35,9 @@ type Metrics struct {
 // prequential holds the counters and the rolling window.
 type prequential struct {
 	Metrics
-	window  []bool // ring of the last len(window) outcomes, true = correct
-	next    int    // slot of the next outcome
-	correct int    // true values in the filled part of window
+	window  []bool  // ring of the last len(window) outcomes, true = correct
+	next    int     // slot of the next outcome
+	correct int     // true values in the filled part of window
 	r2      float64 // R², kept squared so that the r2 bias rule is exact
 }
 
