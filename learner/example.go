@@ -5,7 +5,9 @@ package learner
 // index, an optional label and an importance weight.
 //
 // Index and Value have the same length. An index may repeat (two names that
-// hash to the same slot); repeats add up. Indices must be below the model's
+// hash to the same slot); repeats add up in scores and updates, while
+// ‖x‖², which R and the passive-aggressive steps use, counts them as
+// separate features. Only the kernel model merges them first. Indices must be below the model's
 // dimension 2^HashBits, and so must every dense position; decoders enforce
 // this, and a Model panics on an index out of range rather than guess.
 type Example struct {

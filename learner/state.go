@@ -253,3 +253,36 @@ func (k *kernelPerceptron) restore(st *State) error {
 	k.r2 = st.KernelR2
 	return nil
 }
+
+// Effective returns the weights and biases the model predicts with, in the
+// layout of Weights: the averaged ones for Averaged, the scaled ones for
+// Pegasos, Weights and Bias otherwise. A kernel model has no primal
+// weights: Effective returns nil weights and its bias.
+func (st *State) Effective() (weights, bias []float64) {
+	switch {
+	case st.Config.Algorithm == Kernel:
+		return nil, clone(st.Bias)
+	case st.Config.Algorithm == Averaged:
+		n := float64(st.Labeled + 1)
+		weights = make([]float64, len(st.Weights))
+		for i, w := range st.Weights {
+			weights[i] = w - st.SumWeights[i]/n
+		}
+		bias = make([]float64, len(st.Bias))
+		for c, b := range st.Bias {
+			bias[c] = b - st.SumBias[c]/n
+		}
+		return weights, bias
+	case st.Config.Algorithm == Pegasos:
+		weights = make([]float64, len(st.Weights))
+		for i, w := range st.Weights {
+			weights[i] = st.Scale * w
+		}
+		bias = make([]float64, len(st.Bias))
+		for c, b := range st.Bias {
+			bias[c] = st.Scale * b
+		}
+		return weights, bias
+	}
+	return clone(st.Weights), clone(st.Bias)
+}

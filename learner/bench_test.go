@@ -1,0 +1,50 @@
+package learner_test
+
+import (
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// BenchmarkLearn is learning alone on pre-hashed examples with 40 non-zero
+// features over 2^18 weights: one op is one example, predict then learn.
+func BenchmarkLearn(b *testing.B) {
+	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.Margin, learner.PA1, learner.Pegasos, learner.AROW} {
+		b.Run(string(alg), func(b *testing.B) {
+			cfg := learner.DefaultConfig()
+			cfg.Algorithm = alg
+			benchmarkLearn(b, cfg, 0)
+		})
+	}
+	b.Run("multiclass-perceptron-4", func(b *testing.B) {
+		cfg := learner.DefaultConfig()
+		cfg.Classes = []string{"a", "b", "c", "d"}
+		benchmarkLearn(b, cfg, 4)
+	})
+	b.Run("kernel-rbf-budget-100", func(b *testing.B) {
+		cfg := learner.DefaultConfig()
+		cfg.Algorithm, cfg.Kernel, cfg.Budget = learner.Kernel, learner.RBFKernel, 100
+		benchmarkLearn(b, cfg, 0)
+	})
+}
+
+func benchmarkLearn(b *testing.B, cfg learner.Config, classes int) {
+	xs := sparseStream(1, 4096, cfg.HashBits, 40, classes)
+	for i := range xs {
+		xs[i].Labeled = true
+		xs[i].Dense = nil
+		if classes == 0 && xs[i].Label == 0 {
+			xs[i].Label = 1
+		}
+	}
+	m := mustNew(b, cfg)
+	for i := range xs {
+		m.Learn(&xs[i]) // warm up: the weights are touched, the scratch sized
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		m.Learn(&xs[i&4095])
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "examples/s")
+}
