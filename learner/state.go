@@ -133,8 +133,10 @@ func stateErr(field, format string, args ...any) error {
 	return &StateError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
+// clone copies s; an empty s gives nil, so that states compare equal
+// whatever capacity their empty parts had.
 func clone[T any](s []T) []T {
-	if s == nil {
+	if len(s) == 0 {
 		return nil
 	}
 	return append(make([]T, 0, len(s)), s...)
@@ -163,9 +165,8 @@ func (l *linear) export(st *State) {
 	}
 	if l.pw != nil {
 		st.PendingIndex = clone(l.touched)
-		st.PendingValue = make([]float64, len(l.touched))
-		for n, j := range l.touched {
-			st.PendingValue[n] = l.pw[j]
+		for _, j := range l.touched {
+			st.PendingValue = append(st.PendingValue, l.pw[j])
 		}
 		st.PendingBias = clone(l.pb)
 	}
@@ -218,9 +219,8 @@ func (l *linear) restore(st *State) error {
 
 func (k *kernelPerceptron) export(st *State) {
 	st.Bias = []float64{k.b}
-	st.Support = make([]SupportVector, len(k.sv))
-	for i, sv := range k.sv {
-		st.Support[i] = SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2}
+	for _, sv := range k.sv {
+		st.Support = append(st.Support, SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
 	}
 	st.SupportNext = k.next
 	st.KernelR2 = k.r2

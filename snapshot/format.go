@@ -1,0 +1,368 @@
+// Package snapshot holds hyperplane's model file: a versioned, checksummed
+// msgpack document with the complete state of a model and the source
+// positions it includes. docs/snapshot-format.md documents it for readers
+// in other languages.
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Format is the version of the snapshot layout this package writes. It
+// reads this version only: a later one was written by a newer hyperplane.
+const Format = 1
+
+// Snapshot is a model's state with where it came from.
+type Snapshot struct {
+	// Model is the name of the model.
+	Model string
+	// Generation counts the snapshots of the model, from 1.
+	Generation uint64
+	Created    time.Time
+	// Writer identifies the worker that wrote the snapshot.
+	Writer string
+	// Positions are the source positions the state includes: for a Kafka
+	// partition (key "kafka:<topic>/<partition>") the next offset to
+	// read; for a JetStream stream (key "jetstream:<stream>") the last
+	// stream sequence learned.
+	Positions map[string]int64
+	State     *learner.State
+}
+
+// ErrCorrupt marks a snapshot that cannot be read: truncated, damaged or
+// not a snapshot at all. A store skips such a generation.
+var ErrCorrupt = errors.New("corrupt snapshot")
+
+// envelope is the outer document: the body is kept as bytes so that the
+// checksum covers exactly what was written.
+type envelope struct {
+	Format   int    `msgpack:"format"`
+	Checksum uint32 `msgpack:"checksum"` // CRC-32 (IEEE) of Body
+	Body     []byte `msgpack:"body"`
+}
+
+// body is the wire form of a Snapshot. Vectors of numbers are msgpack bin
+// values of little-endian float64 (or uint32 for indices), which every
+// language reads in one call and which keep every bit of the weights.
+type body struct {
+	Model      string           `msgpack:"model"`
+	Generation uint64           `msgpack:"generation"`
+	Created    string           `msgpack:"created"`
+	Writer     string           `msgpack:"writer"`
+	Positions  positions        `msgpack:"positions"`
+	Config     learner.Config   `msgpack:"config"`
+
+	Examples       uint64  `msgpack:"examples"`
+	Labeled        uint64  `msgpack:"labeled"`
+	Mistakes       uint64  `msgpack:"mistakes"`
+	Updates        uint64  `msgpack:"updates"`
+	R2             float64 `msgpack:"r2"`
+	TruePositives  uint64  `msgpack:"true_positives"`
+	FalsePositives uint64  `msgpack:"false_positives"`
+	TrueNegatives  uint64  `msgpack:"true_negatives"`
+	FalseNegatives uint64  `msgpack:"false_negatives"`
+	Window         []byte  `msgpack:"window"` // one byte per slot: 1 correct, 0 not
+	WindowNext     int     `msgpack:"window_next"`
+
+	Weights      []byte          `msgpack:"weights"`
+	Bias         []byte          `msgpack:"bias"`
+	Scale        float64         `msgpack:"scale,omitempty"`
+	VNorm2       float64         `msgpack:"vnorm2,omitempty"`
+	SumWeights   []byte          `msgpack:"sum_weights,omitempty"`
+	SumBias      []byte          `msgpack:"sum_bias,omitempty"`
+	Variance     []byte          `msgpack:"variance,omitempty"`
+	VarianceBias float64         `msgpack:"variance_bias,omitempty"`
+	PendingIndex []byte          `msgpack:"pending_index,omitempty"`
+	PendingValue []byte          `msgpack:"pending_value,omitempty"`
+	PendingBias  []byte          `msgpack:"pending_bias,omitempty"`
+	Support      []supportVector `msgpack:"support,omitempty"`
+	SupportNext  int             `msgpack:"support_next,omitempty"`
+	KernelR2     float64         `msgpack:"kernel_r2,omitempty"`
+}
+
+type supportVector struct {
+	Index []byte  `msgpack:"index"`
+	Value []byte  `msgpack:"value"`
+	Coef  float64 `msgpack:"coef"`
+	Norm2 float64 `msgpack:"norm2"`
+}
+
+// positions encodes its keys in order: the encoder's own key sorting does
+// not reach maps of int64.
+type positions map[string]int64
+
+func (p positions) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(len(p)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := enc.EncodeInt(p[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Marshal encodes s. The encoding is deterministic: the same snapshot
+// always gives the same bytes.
+func Marshal(s *Snapshot) ([]byte, error) {
+	if s.State == nil {
+		return nil, errors.New("snapshot: no state")
+	}
+	st := s.State
+	b := body{
+		Model:          s.Model,
+		Generation:     s.Generation,
+		Created:        s.Created.UTC().Format(time.RFC3339Nano),
+		Writer:         s.Writer,
+		Positions:      s.Positions,
+		Config:         st.Config,
+		Examples:       st.Examples,
+		Labeled:        st.Labeled,
+		Mistakes:       st.Mistakes,
+		Updates:        st.Updates,
+		R2:             st.R2,
+		TruePositives:  st.TruePositives,
+		FalsePositives: st.FalsePositives,
+		TrueNegatives:  st.TrueNegatives,
+		FalseNegatives: st.FalseNegatives,
+		Window:         make([]byte, len(st.Window)),
+		WindowNext:     st.WindowNext,
+		Weights:        f64bytes(st.Weights),
+		Bias:           f64bytes(st.Bias),
+		Scale:          st.Scale,
+		VNorm2:         st.VNorm2,
+		SumWeights:     f64bytes(st.SumWeights),
+		SumBias:        f64bytes(st.SumBias),
+		Variance:       f64bytes(st.Variance),
+		VarianceBias:   st.VarianceBias,
+		PendingIndex:   u32bytes(st.PendingIndex),
+		PendingValue:   f64bytes(st.PendingValue),
+		PendingBias:    f64bytes(st.PendingBias),
+		SupportNext:    st.SupportNext,
+		KernelR2:       st.KernelR2,
+	}
+	for i, ok := range st.Window {
+		if ok {
+			b.Window[i] = 1
+		}
+	}
+	for _, sv := range st.Support {
+		b.Support = append(b.Support, supportVector{Index: u32bytes(sv.Index), Value: f64bytes(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
+	}
+	raw, err := encode(&b)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: encode body: %w", err)
+	}
+	out, err := encode(&envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: encode: %w", err)
+	}
+	return out, nil
+}
+
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Unmarshal decodes a snapshot and checks that its state fits its
+// configuration. A damaged or truncated snapshot gives an error wrapping
+// ErrCorrupt that says what is wrong with it.
+func Unmarshal(data []byte) (*Snapshot, error) {
+	var env envelope
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)
+	}
+	if env.Format == 0 || env.Body == nil {
+		return nil, fmt.Errorf("%w: no format or body: not a hyperplane snapshot", ErrCorrupt)
+	}
+	if env.Format != Format {
+		return nil, fmt.Errorf("snapshot: format %d, this hyperplane reads format %d (upgrade hyperplane to read it)", env.Format, Format)
+	}
+	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
+		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
+	}
+	var b body
+	if err := msgpack.Unmarshal(env.Body, &b); err != nil {
+		return nil, fmt.Errorf("%w: body: %v", ErrCorrupt, err)
+	}
+	created, err := time.Parse(time.RFC3339Nano, b.Created)
+	if err != nil {
+		return nil, fmt.Errorf("%w: created: %v", ErrCorrupt, err)
+	}
+	st := &learner.State{
+		Config:         b.Config,
+		Examples:       b.Examples,
+		Labeled:        b.Labeled,
+		Mistakes:       b.Mistakes,
+		Updates:        b.Updates,
+		R2:             b.R2,
+		TruePositives:  b.TruePositives,
+		FalsePositives: b.FalsePositives,
+		TrueNegatives:  b.TrueNegatives,
+		FalseNegatives: b.FalseNegatives,
+		Window:         make([]bool, len(b.Window)),
+		WindowNext:     b.WindowNext,
+		Scale:          b.Scale,
+		VNorm2:         b.VNorm2,
+		VarianceBias:   b.VarianceBias,
+		SupportNext:    b.SupportNext,
+		KernelR2:       b.KernelR2,
+	}
+	for i, v := range b.Window {
+		st.Window[i] = v != 0
+	}
+	vectors := []struct {
+		name string
+		src  []byte
+		dst  *[]float64
+	}{
+		{"weights", b.Weights, &st.Weights},
+		{"bias", b.Bias, &st.Bias},
+		{"sum_weights", b.SumWeights, &st.SumWeights},
+		{"sum_bias", b.SumBias, &st.SumBias},
+		{"variance", b.Variance, &st.Variance},
+		{"pending_value", b.PendingValue, &st.PendingValue},
+		{"pending_bias", b.PendingBias, &st.PendingBias},
+	}
+	for _, v := range vectors {
+		if *v.dst, err = bytesF64(v.src); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, v.name, err)
+		}
+	}
+	if st.PendingIndex, err = bytesU32(b.PendingIndex); err != nil {
+		return nil, fmt.Errorf("%w: pending_index: %v", ErrCorrupt, err)
+	}
+	for i, sv := range b.Support {
+		var v learner.SupportVector
+		if v.Index, err = bytesU32(sv.Index); err != nil {
+			return nil, fmt.Errorf("%w: support %d index: %v", ErrCorrupt, i, err)
+		}
+		if v.Value, err = bytesF64(sv.Value); err != nil {
+			return nil, fmt.Errorf("%w: support %d value: %v", ErrCorrupt, i, err)
+		}
+		v.Coef, v.Norm2 = sv.Coef, sv.Norm2
+		st.Support = append(st.Support, v)
+	}
+	// Restoring checks every length and range against the configuration.
+	if _, err := learner.Restore(st); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return &Snapshot{
+		Model:      b.Model,
+		Generation: b.Generation,
+		Created:    created,
+		Writer:     b.Writer,
+		Positions:  map[string]int64(b.Positions),
+		State:      st,
+	}, nil
+}
+
+// IncompatibleError says that a snapshot was trained under a configuration
+// other than the one it is loaded with.
+type IncompatibleError struct {
+	Field     string // configuration key
+	Snapshot  string // its value in the snapshot
+	Requested string // its value in the configuration
+}
+
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("snapshot is incompatible with the configuration: %s is %s in the snapshot but %s in the configuration", e.Field, e.Snapshot, e.Requested)
+}
+
+// Compatible reports, as an *IncompatibleError naming the first field that
+// differs, whether s was trained with cfg. Every learner setting counts:
+// continuing a model under other settings would not give the model an
+// uninterrupted run gives.
+func (s *Snapshot) Compatible(cfg learner.Config) error {
+	have, want := reflect.ValueOf(s.State.Config), reflect.ValueOf(cfg)
+	t := have.Type()
+	for i := range t.NumField() {
+		a, b := have.Field(i).Interface(), want.Field(i).Interface()
+		if equalSetting(a, b) {
+			continue
+		}
+		name := t.Field(i).Tag.Get("json")
+		return &IncompatibleError{Field: name, Snapshot: fmt.Sprint(a), Requested: fmt.Sprint(b)}
+	}
+	return nil
+}
+
+func equalSetting(a, b any) bool {
+	if sa, ok := a.([]string); ok {
+		return slices.Equal(sa, b.([]string))
+	}
+	return a == b
+}
+
+func f64bytes(v []float64) []byte {
+	if v == nil {
+		return nil
+	}
+	out := make([]byte, 8*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(f))
+	}
+	return out
+}
+
+func bytesF64(b []byte) ([]float64, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("%d bytes is not a whole number of float64", len(b))
+	}
+	out := make([]float64, len(b)/8)
+	for i := range out {
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out, nil
+}
+
+func u32bytes(v []uint32) []byte {
+	if v == nil {
+		return nil
+	}
+	out := make([]byte, 4*len(v))
+	for i, u := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], u)
+	}
+	return out
+}
+
+func bytesU32(b []byte) ([]uint32, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%d bytes is not a whole number of uint32", len(b))
+	}
+	out := make([]uint32, len(b)/4)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return out, nil
+}

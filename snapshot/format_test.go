@@ -1,0 +1,250 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// train runs a reproducible stream through a model of cfg.
+func train(t testing.TB, cfg learner.Config, n int) *learner.Model {
+	t.Helper()
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	d := cfg.Dimension()
+	for e := range n {
+		x := learner.Example{Labeled: e%5 != 0}
+		var f float64
+		for range 5 {
+			i, v := r.IntN(d), float64(r.IntN(5)-2)
+			x.Add(uint32(i), v)
+			f += float64(i%3-1) * v
+		}
+		switch {
+		case cfg.Multiclass():
+			x.Label = int(uint(f*7) % uint(len(cfg.Classes)))
+		case f >= 0:
+			x.Label = 1
+		default:
+			x.Label = -1
+		}
+		m.Learn(&x)
+	}
+	return m
+}
+
+func snap(st *learner.State) *snapshot.Snapshot {
+	return &snapshot.Snapshot{
+		Model:      "clicks",
+		Generation: 7,
+		Created:    time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC),
+		Writer:     "worker-a",
+		Positions:  map[string]int64{"kafka:examples/0": 1200, "kafka:examples/1": 977},
+		State:      st,
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	algorithms := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.Margin, learner.PA, learner.PA1, learner.PA2, learner.Pegasos, learner.AROW, learner.Kernel}
+	for _, a := range algorithms {
+		for _, batch := range []int{1, 3} {
+			cfg := learner.DefaultConfig()
+			cfg.Algorithm, cfg.HashBits = a, 6
+			if batch > 1 {
+				if a != learner.Perceptron && a != learner.Averaged {
+					continue
+				}
+				cfg.Batch = batch
+			}
+			if a == learner.Averaged {
+				cfg.Classes = []string{"a", "b", "c"}
+			}
+			t.Run(string(a), func(t *testing.T) {
+				m := train(t, cfg, 301)
+				want := snap(m.State())
+				data, err := snapshot.Marshal(want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := snapshot.Unmarshal(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("round trip changed the snapshot:\n got %+v\nwant %+v", got, want)
+				}
+				again, err := snapshot.Marshal(got)
+				if err != nil || !bytes.Equal(again, data) {
+					t.Fatalf("encoding is not deterministic (err %v)", err)
+				}
+			})
+		}
+	}
+}
+
+// TestGolden pins the format: the golden file must decode to the model
+// that wrote it and re-encode to the same bytes. A change of layout that
+// breaks it needs a new Format number.
+func TestGolden(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.Algorithm, cfg.HashBits, cfg.Bias = learner.Averaged, 4, learner.BiasR2
+	want := snap(train(t, cfg, 50).State())
+	data, err := snapshot.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "averaged.msgpack")
+	if *update {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./snapshot -update to create it)", err)
+	}
+	if !bytes.Equal(golden, data) {
+		t.Fatal("the encoding differs from testdata/averaged.msgpack")
+	}
+	got, err := snapshot.Unmarshal(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("the golden file decodes to another snapshot")
+	}
+	// The golden model predicts like the model that wrote it.
+	m, err := learner.Restore(got.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := learner.Restore(want.State)
+	x := &learner.Example{Index: []uint32{1, 5, 9}, Value: []float64{1, -2, 0.5}}
+	if a, b := m.Predict(x), orig.Predict(x); a.Score != b.Score || a.Score == 0 {
+		t.Fatalf("score %v, the writer's %v", a.Score, b.Score)
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	good, err := snapshot.Marshal(snap(train(t, cfg, 100).State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)-40] ^= 0x10
+	cases := map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)/2],
+		"flipped":   flipped,
+		"json":      []byte(`{"format":1}`),
+		"random":    []byte("\x93\x01\x02\x03not a snapshot"),
+	}
+	for name, data := range cases {
+		if _, err := snapshot.Unmarshal(data); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, err := snapshot.Unmarshal(flipped); err == nil || !bytes.Contains([]byte(err.Error()), []byte("checksum")) {
+		t.Errorf("a flipped bit should be reported as a checksum mismatch, got %v", err)
+	}
+}
+
+func TestNewerFormatIsRefused(t *testing.T) {
+	data, err := msgpack.Marshal(map[string]any{"format": 2, "checksum": 0, "body": []byte{0x80}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = snapshot.Unmarshal(data)
+	if err == nil || errors.Is(err, snapshot.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("format 2")) {
+		t.Fatalf("got %v, want an error naming format 2 that is not ErrCorrupt", err)
+	}
+}
+
+func TestStateThatDoesNotFitItsConfigIsCorrupt(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	st := train(t, cfg, 10).State()
+	st.Weights = st.Weights[:10]
+	data, err := snapshot.Marshal(snap(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Unmarshal(data); !errors.Is(err, snapshot.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("weights")) {
+		t.Fatalf("got %v, want ErrCorrupt naming weights", err)
+	}
+}
+
+func TestCompatible(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	s := snap(train(t, cfg, 10).State())
+	if err := s.Compatible(cfg); err != nil {
+		t.Fatalf("same config: %v", err)
+	}
+	cases := map[string]func(*learner.Config){
+		"algorithm": func(c *learner.Config) { c.Algorithm = learner.Averaged },
+		"hash_bits": func(c *learner.Config) { c.HashBits = 7 },
+		"hash_seed": func(c *learner.Config) { c.HashSeed = 1 },
+		"classes":   func(c *learner.Config) { c.Classes = []string{"no", "yes"} },
+		"eta":       func(c *learner.Config) { c.Eta = 0.5 },
+	}
+	for field, modify := range cases {
+		other := cfg
+		modify(&other)
+		err := s.Compatible(other)
+		var ie *snapshot.IncompatibleError
+		if !errors.As(err, &ie) || ie.Field != field {
+			t.Errorf("%s: got %v, want an incompatibility on %s", field, err, field)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	cfg.Classes = []string{"a", "b", "c"}
+	m := train(t, cfg, 200)
+	sum := snapshot.Summarize(snap(m.State()), 5)
+	if sum.Metrics != m.Metrics() {
+		t.Errorf("metrics %+v, model says %+v", sum.Metrics, m.Metrics())
+	}
+	if sum.Weights == nil || sum.Weights.Count != 3*64 || sum.Weights.NonZero == 0 {
+		t.Fatalf("weight stats %+v", sum.Weights)
+	}
+	if len(sum.Largest) != 5 {
+		t.Fatalf("%d largest weights, want 5", len(sum.Largest))
+	}
+	st := m.State()
+	for i, w := range sum.Largest {
+		if w.Class == "" || st.Weights[int(w.Index)*3+cfg.ClassIndex(w.Class)] != w.Weight {
+			t.Errorf("largest %d: %+v does not match the weights", i, w)
+		}
+		if i > 0 && abs(w.Weight) > abs(sum.Largest[i-1].Weight) {
+			t.Errorf("largest weights out of order at %d", i)
+		}
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}

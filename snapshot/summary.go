@@ -1,0 +1,105 @@
+package snapshot
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// Summary is a snapshot in a form people read: what inspect prints.
+type Summary struct {
+	Format     int              `json:"format"`
+	Model      string           `json:"model"`
+	Generation uint64           `json:"generation"`
+	Created    time.Time        `json:"created"`
+	Writer     string           `json:"writer"`
+	Positions  map[string]int64 `json:"positions"`
+	Config     learner.Config   `json:"config"`
+	Metrics    learner.Metrics  `json:"metrics"`
+	// Weights describes the weights the model predicts with (averaged for
+	// the averaged perceptron, scaled for Pegasos).
+	Weights        *WeightStats `json:"weights,omitempty"`
+	Bias           []float64    `json:"bias"`
+	Largest        []Weight     `json:"largest,omitempty"`
+	SupportVectors int          `json:"support_vectors,omitempty"`
+}
+
+// WeightStats are statistics over every weight of a linear model.
+type WeightStats struct {
+	Count   int     `json:"count"`
+	NonZero int     `json:"non_zero"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	MeanAbs float64 `json:"mean_abs"`
+	L2      float64 `json:"l2_norm"`
+}
+
+// Weight is one weight: its hashed feature index, its class for a
+// multiclass model, and its value.
+type Weight struct {
+	Index  uint32  `json:"index"`
+	Class  string  `json:"class,omitempty"`
+	Weight float64 `json:"weight"`
+}
+
+// Summarize describes s, listing its top weights of largest magnitude.
+func Summarize(s *Snapshot, top int) Summary {
+	st := s.State
+	sum := Summary{
+		Format:         Format,
+		Model:          s.Model,
+		Generation:     s.Generation,
+		Created:        s.Created,
+		Writer:         s.Writer,
+		Positions:      s.Positions,
+		Config:         st.Config,
+		SupportVectors: len(st.Support),
+	}
+	if m, err := learner.Restore(st); err == nil {
+		sum.Metrics = m.Metrics()
+	}
+	weights, bias := st.Effective()
+	sum.Bias = bias
+	if weights == nil {
+		return sum
+	}
+	ws := &WeightStats{Count: len(weights), Min: math.Inf(1), Max: math.Inf(-1)}
+	var abs, sq float64
+	for _, w := range weights {
+		if w != 0 {
+			ws.NonZero++
+		}
+		ws.Min = math.Min(ws.Min, w)
+		ws.Max = math.Max(ws.Max, w)
+		abs += math.Abs(w)
+		sq += w * w
+	}
+	ws.MeanAbs = abs / float64(len(weights))
+	ws.L2 = math.Sqrt(sq)
+	sum.Weights = ws
+
+	outputs := len(weights) / st.Config.Dimension()
+	var order []int
+	for i, w := range weights {
+		if w != 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(math.Abs(weights[b]), math.Abs(weights[a])); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for _, i := range order[:min(top, len(order))] {
+		w := Weight{Index: uint32(i / outputs), Weight: weights[i]}
+		if outputs > 1 {
+			w.Class = st.Config.Classes[i%outputs]
+		}
+		sum.Largest = append(sum.Largest, w)
+	}
+	return sum
+}
