@@ -57,12 +57,12 @@ type envelope struct {
 // values of little-endian float64 (or uint32 for indices), which every
 // language reads in one call and which keep every bit of the weights.
 type body struct {
-	Model      string           `msgpack:"model"`
-	Generation uint64           `msgpack:"generation"`
-	Created    string           `msgpack:"created"`
-	Writer     string           `msgpack:"writer"`
-	Positions  positions        `msgpack:"positions"`
-	Config     learner.Config   `msgpack:"config"`
+	Model      string         `msgpack:"model"`
+	Generation uint64         `msgpack:"generation"`
+	Created    string         `msgpack:"created"`
+	Writer     string         `msgpack:"writer"`
+	Positions  positions      `msgpack:"positions"`
+	Config     learner.Config `msgpack:"config"`
 
 	Examples       uint64  `msgpack:"examples"`
 	Labeled        uint64  `msgpack:"labeled"`
