@@ -1,0 +1,92 @@
+// Command hyperplane learns on-line perceptrons from streams of labeled
+// examples. Run "hyperplane help" for its commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hyperplane:", err)
+		var u *usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// env is what a command gets from the process: tests pass their own.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"train", "learn a model from a file of examples", runTrain},
+		{"predict", "predict a file of examples with a saved model", runPredict},
+		{"inspect", "print a model file as readable JSON", runInspect},
+		{"gen", "generate a reproducible example stream", runGen},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// run is the whole program: main only adds the process around it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := &env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return usagef("no command given")
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		printUsage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	return usagef("unknown command %q (run hyperplane help)", name)
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: hyperplane <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "hyperplane <command> -h" for a command's flags.`)
+}
+
+// usageError is a mistake in the command line: the process exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// runCmd runs the program with args and returns its output.
+func runCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func mustRun(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, stderr, err := runCmd(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("hyperplane %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+func genFile(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(mustRun(t, "", append([]string{"gen"}, args...)...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestTrainPrintsOneJSONLine(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "ex.jsonl", "-examples", "3000", "-seed", "4", "-unlabeled", "0.1", "-vocab", "300")
+	out := mustRun(t, "", "train", "-input", data, "-hash-bits", "14")
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("want exactly one line, got %q", out)
+	}
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for _, k := range []string{"examples", "labeled", "mistakes", "accuracy", "updates", "seconds", "examples_per_second"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	if len(got) != 7 {
+		t.Errorf("keys %v, want exactly the seven documented", keys)
+	}
+	if got["examples"] != 3000 || got["labeled"] < 2500 || got["labeled"] > 2900 {
+		t.Errorf("counts wrong: %s", out)
+	}
+	if acc := 1 - got["mistakes"]/got["labeled"]; acc != got["accuracy"] || acc < 0.6 {
+		t.Errorf("accuracy %v (mistakes/labeled gives %v): %s", got["accuracy"], acc, out)
+	}
+	if got["updates"] < got["mistakes"] {
+		t.Errorf("fewer updates than mistakes for the perceptron: %s", out)
+	}
+}
+
+// TestTrainMatchesTheLearner checks that train, which decodes in
+// parallel, feeds the model exactly the stream in order: its model file
+// equals a model trained one example at a time here.
+func TestTrainMatchesTheLearner(t *testing.T) {
+	dir := t.TempDir()
+	for _, format := range []string{"jsonl", "msgpack"} {
+		data := genFile(t, dir, "ex."+format, "-examples", "5000", "-seed", "8", "-format", format, "-classes", "3")
+		modelPath := filepath.Join(dir, format+".model")
+		mustRun(t, "", "train", "-input", data, "-hash-bits", "12", "-algorithm", "averaged", "-classes", "3", "-passes", "2", "-out", modelPath, "-workers", "2")
+		s := readModel(t, modelPath)
+
+		cfg := learner.DefaultConfig()
+		cfg.HashBits, cfg.Algorithm, cfg.Classes = 12, learner.Averaged, []string{"0", "1", "2"}
+		m, err := learner.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			f, err := os.Open(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decodeAll(t, f, format, cfg, m)
+			f.Close()
+		}
+		if !reflect.DeepEqual(s.State, m.State()) {
+			t.Fatalf("%s: train's model differs from a sequential run", format)
+		}
+		if m.Metrics().Labeled != 10000 {
+			t.Fatalf("%s: %d labeled examples learned, want 10000", format, m.Metrics().Labeled)
+		}
+	}
+}
+
+func readModel(t *testing.T, path string) *snapshot.Snapshot {
+	t.Helper()
+	s, err := readModelFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPredict(t *testing.T) {
+	dir := t.TempDir()
+	train := genFile(t, dir, "train.jsonl", "-examples", "4000", "-seed", "1")
+	test := genFile(t, dir, "test.jsonl", "-examples", "500", "-seed", "1", "-unlabeled", "0.5")
+	modelPath := filepath.Join(dir, "m.model")
+	mustRun(t, "", "train", "-input", train, "-out", modelPath, "-name", "clicks")
+	out := mustRun(t, "", "predict", "-model", modelPath, "-input", test)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	n, labeled := 0, 0
+	for sc.Scan() {
+		n++
+		var ev struct {
+			EventID   string  `json:"event_id"`
+			ID        string  `json:"id"`
+			Predicted int     `json:"predicted"`
+			Score     float64 `json:"score"`
+			Label     *int    `json:"label"`
+			Correct   *bool   `json:"correct"`
+			Model     struct {
+				Name    string
+				Version uint64
+			}
+			Position struct {
+				Source string
+				Offset int64
+			}
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %d: %v: %s", n, err, sc.Text())
+		}
+		if ev.Position.Offset != int64(n) || ev.EventID != "file:"+test+"/"+ev.ID || ev.ID != strings.TrimLeft(ev.EventID[strings.LastIndex(ev.EventID, "/")+1:], "0") {
+			t.Fatalf("line %d: ids and positions disagree: %s", n, sc.Text())
+		}
+		if (ev.Score >= 0) != (ev.Predicted == 1) || ev.Model.Name != "clicks" || ev.Model.Version == 0 {
+			t.Fatalf("line %d: %s", n, sc.Text())
+		}
+		if (ev.Label == nil) != (ev.Correct == nil) {
+			t.Fatalf("line %d: label and correct must come together: %s", n, sc.Text())
+		}
+		if ev.Label != nil {
+			labeled++
+			if *ev.Correct != (*ev.Label == ev.Predicted) {
+				t.Fatalf("line %d: correct is wrong: %s", n, sc.Text())
+			}
+		}
+	}
+	if n != 500 || labeled < 200 || labeled > 300 {
+		t.Fatalf("%d predictions, %d labeled; want 500, about 250", n, labeled)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "ex.jsonl", "-examples", "1000")
+	modelPath := filepath.Join(dir, "m.model")
+	mustRun(t, "", "train", "-input", data, "-out", modelPath, "-hash-bits", "10")
+	var sum snapshot.Summary
+	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", modelPath)), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Format != snapshot.Format || sum.Config.HashBits != 10 || sum.Metrics.Examples != 1000 || sum.Weights == nil || sum.Weights.Count != 1024 || len(sum.Largest) != 20 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+func TestTrainFromStdin(t *testing.T) {
+	data := mustRun(t, "", "gen", "-examples", "200", "-format", "msgpack")
+	out := mustRun(t, data, "train", "-input", "-")
+	if !strings.Contains(out, `"examples":200`) {
+		t.Fatalf("got %s", out)
+	}
+}
+
+func TestBadInputIsSkippedAndNamed(t *testing.T) {
+	input := `{"label":1,"features":{"a":1}}
+{"label":1,"features":{"a":"x","b":[1]}}
+not json
+{"label":7,"features":{"a":1}}
+{"label":-1,"features":{"a":2}}
+`
+	out, stderr, err := runCmd(t, input, "train", "-input", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"examples":2,`) {
+		t.Errorf("want the two good examples learned, got %s", out)
+	}
+	for _, want := range []string{"record 2: features.b", "record 3:", "record 4: label"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "ex.jsonl", "-examples", "10")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command"},
+		{[]string{"fly"}, `unknown command "fly"`},
+		{[]string{"train"}, "-input: required"},
+		{[]string{"train", "-input", data, "-eta", "abc"}, "-eta"},
+		{[]string{"train", "-input", data, "-eta", "-1"}, "-eta: must be a positive number"},
+		{[]string{"train", "-input", data, "-hash-bits", "40"}, "-hash-bits: must be between 1 and 30"},
+		{[]string{"train", "-input", data, "-algorithm", "svm"}, `-algorithm: unknown algorithm "svm"`},
+		{[]string{"train", "-input", data, "-format", "xml"}, "-format: unknown format"},
+		{[]string{"train", "-input", data, "-passes", "0"}, "-passes: must be at least 1"},
+		{[]string{"train", "-input", "-", "-passes", "2"}, "-passes: 2 passes need a file"},
+		{[]string{"train", "-input", data, "-classes", "a"}, "-classes: one class"},
+		{[]string{"train", "-input", data, "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"predict", "-input", data}, "-model: required"},
+		{[]string{"inspect"}, "want one model file"},
+		{[]string{"gen", "-noise", "2"}, "-noise: must be a probability"},
+		{[]string{"gen", "-format", "csv"}, "-format: unknown format"},
+		{[]string{"gen", "-examples", "-3"}, "-examples: must be 0 or more"},
+	}
+	for _, c := range cases {
+		_, _, err := runCmd(t, "", c.args...)
+		var u *usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("hyperplane %s: got %v, want a one-line usage error containing %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
+func TestMissingAndCorruptModelFiles(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.model")
+	if err := os.WriteFile(bad, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCmd(t, "", "inspect", bad); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("corrupt model: got %v", err)
+	}
+	if _, _, err := runCmd(t, "", "inspect", filepath.Join(dir, "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing model: got %v", err)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	if out := mustRun(t, "", "train", "-h"); !strings.Contains(out, "-hash-bits") || !strings.Contains(out, "-algorithm") {
+		t.Errorf("train -h does not document the flags:\n%s", out)
+	}
+	if out := mustRun(t, "", "help"); !strings.Contains(out, "train") || !strings.Contains(out, "gen") {
+		t.Errorf("help: %s", out)
+	}
+	if out := mustRun(t, "", "version"); !strings.HasPrefix(out, "hyperplane dev go") {
+		t.Errorf("version: %s", out)
+	}
+}
+
+func TestGenIsReproducible(t *testing.T) {
+	a := mustRun(t, "", "gen", "-examples", "50", "-seed", "3")
+	b := mustRun(t, "", "gen", "-examples", "50", "-seed", "3")
+	c := mustRun(t, "", "gen", "-examples", "50", "-seed", "4")
+	if a != b || a == c || strings.Count(a, "\n") != 50 {
+		t.Fatal("gen is not a reproducible function of its seed")
+	}
+}

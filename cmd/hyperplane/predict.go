@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+func runPredict(ctx context.Context, e *env, args []string) error {
+	var in inputFlags
+	var modelPath string
+	fs := newFlagSet("predict", "-model MODEL_FILE -input PATH [flags]", e)
+	fs.StringVar(&modelPath, "model", "", "model `file` written by train (required)")
+	in.bind(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return ignoreHelp(err)
+	}
+	if modelPath == "" {
+		return usagef("-model: required (a model file written by train)")
+	}
+	ropts, err := in.check()
+	if err != nil {
+		return err
+	}
+	s, err := readModelFile(modelPath)
+	if err != nil {
+		return err
+	}
+	model, err := learner.Restore(s.State)
+	if err != nil {
+		return fmt.Errorf("%s: %w", modelPath, err)
+	}
+	cfg := model.Config()
+	labels := consumer.NewLabels(cfg)
+	source := "file:" + in.input
+	version := model.Version()
+
+	f, _, err := in.open(e)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(e.stdout, 1<<16)
+	invalid := &invalidReporter{w: e.stderr, input: in.input}
+	var line []byte
+	err = consumer.ReadExamples(ctx, f, in.decoders(cfg), ropts, func(rec *consumer.Record) error {
+		if rec.Err != nil {
+			invalid.report(rec)
+			return nil
+		}
+		x := rec.Example
+		p := model.Predict(x)
+		ev := consumer.Prediction{
+			Position: consumer.Position{Source: source, Offset: int64(rec.N)},
+			Meta:     rec.Meta,
+			Outcome:  learner.Outcome{Prediction: p, Labeled: x.Labeled, Correct: x.Labeled && p.Label == x.Label},
+			Label:    x.Label,
+			Model:    s.Model,
+			Version:  version,
+		}
+		line = ev.AppendJSON(line[:0], labels)
+		line = append(line, '\n')
+		_, err := w.Write(line)
+		return err
+	})
+	invalid.summary()
+	if err != nil {
+		return fmt.Errorf("%s: %w", in.input, err)
+	}
+	return w.Flush()
+}
+
+func runInspect(_ context.Context, e *env, args []string) error {
+	var top int
+	fs := newFlagSet("inspect", "[flags] MODEL_FILE", e)
+	fs.IntVar(&top, "top", 20, "how many of the largest weights to list")
+	if err := parseFlags(fs, args); err != nil {
+		return ignoreHelp(err)
+	}
+	if fs.NArg() != 1 {
+		return usagef("inspect: want one model file, got %d arguments", fs.NArg())
+	}
+	if top < 0 {
+		return usagef("-top: must be 0 or more, got %d", top)
+	}
+	s, err := readModelFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(snapshot.Summarize(s, top))
+}

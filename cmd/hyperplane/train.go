@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// trainResult is the one JSON line train prints. Examples, Labeled,
+// Mistakes and Accuracy are of the first pass, prequential; Updates and
+// ExamplesPerSecond count every pass.
+type trainResult struct {
+	Examples          uint64  `json:"examples"`
+	Labeled           uint64  `json:"labeled"`
+	Mistakes          uint64  `json:"mistakes"`
+	Accuracy          float64 `json:"accuracy"`
+	Updates           uint64  `json:"updates"`
+	Seconds           float64 `json:"seconds"`
+	ExamplesPerSecond float64 `json:"examples_per_second"`
+}
+
+// inputFlags are the flags of commands that read examples.
+type inputFlags struct {
+	input       string
+	format      string
+	workers     int
+	maxFeatures int
+	maxBytes    int
+}
+
+func (f *inputFlags) bind(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+}) {
+	fs.StringVar(&f.input, "input", "", "file of examples, JSON lines or msgpack maps; - for stdin (required)")
+	fs.StringVar(&f.format, "format", "auto", "input format: jsonl, msgpack or auto (by the first byte)")
+	fs.IntVar(&f.workers, "workers", 0, "decoding goroutines; 0 uses every core")
+	fs.IntVar(&f.maxFeatures, "max-features", consumer.DefaultMaxFeatures, "most features an example may have")
+	fs.IntVar(&f.maxBytes, "max-bytes", consumer.DefaultMaxBytes, "largest example in bytes")
+}
+
+func (f *inputFlags) check() (consumer.ReadOptions, error) {
+	if f.input == "" {
+		return consumer.ReadOptions{}, usagef("-input: required (a file, or - for stdin)")
+	}
+	format, err := consumer.ParseFormat(f.format)
+	if err != nil {
+		return consumer.ReadOptions{}, usagef("-format: %v", err)
+	}
+	switch {
+	case f.workers < 0:
+		return consumer.ReadOptions{}, usagef("-workers: must be 0 or more, got %d", f.workers)
+	case f.maxFeatures < 1:
+		return consumer.ReadOptions{}, usagef("-max-features: must be at least 1, got %d", f.maxFeatures)
+	case f.maxBytes < 1:
+		return consumer.ReadOptions{}, usagef("-max-bytes: must be at least 1, got %d", f.maxBytes)
+	}
+	return consumer.ReadOptions{Format: format, Workers: f.workers}, nil
+}
+
+func (f *inputFlags) decoders(cfg learner.Config) func() *consumer.Decoder {
+	opts := consumer.DecoderOptions{MaxFeatures: f.maxFeatures, MaxBytes: f.maxBytes}
+	return func() *consumer.Decoder { return consumer.NewDecoder(cfg, opts) }
+}
+
+// open opens the input; the size is 0 when unknown.
+func (f *inputFlags) open(e *env) (io.ReadCloser, int64, error) {
+	if f.input == "-" {
+		return io.NopCloser(e.stdin), 0, nil
+	}
+	file, err := os.Open(f.input)
+	if err != nil {
+		return nil, 0, err
+	}
+	var size int64
+	if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return file, size, nil
+}
+
+// invalidReporter prints the first few bad records and counts them all.
+type invalidReporter struct {
+	w     io.Writer
+	input string
+	count int
+}
+
+func (r *invalidReporter) report(rec *consumer.Record) {
+	r.count++
+	if r.count <= 10 {
+		fmt.Fprintf(r.w, "hyperplane: %s: record %d: %v (skipped)\n", r.input, rec.N, rec.Err)
+	}
+}
+
+func (r *invalidReporter) summary() {
+	if r.count > 10 {
+		fmt.Fprintf(r.w, "hyperplane: %s: %d invalid records skipped in all\n", r.input, r.count)
+	}
+}
+
+func runTrain(ctx context.Context, e *env, args []string) error {
+	cfg := learner.DefaultConfig()
+	var in inputFlags
+	var passes int
+	var out, name string
+	fs := newFlagSet("train", "-input PATH [flags]", e)
+	in.bind(fs)
+	learnerFlags(fs, &cfg)
+	fs.IntVar(&passes, "passes", 1, "passes over the input (more than one needs a file)")
+	fs.StringVar(&out, "out", "", "write the model to this `file`")
+	fs.StringVar(&name, "name", "default", "the model's name, recorded in the model file")
+	if err := parseFlags(fs, args); err != nil {
+		return ignoreHelp(err)
+	}
+	ropts, err := in.check()
+	if err != nil {
+		return err
+	}
+	if passes < 1 {
+		return usagef("-passes: must be at least 1, got %d", passes)
+	}
+	if passes > 1 && in.input == "-" {
+		return usagef("-passes: %d passes need a file to read again, not stdin", passes)
+	}
+	if err := validateLearner(cfg); err != nil {
+		return err
+	}
+	model, err := learner.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	invalid := &invalidReporter{w: e.stderr, input: in.input}
+	var total uint64
+	var first learner.Metrics
+	for pass := 1; pass <= passes; pass++ {
+		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, pass, passes)
+		total += n
+		if err != nil {
+			return err
+		}
+		if pass == 1 {
+			first = model.Metrics()
+		}
+	}
+	secs := time.Since(start).Seconds()
+	invalid.summary()
+
+	if out != "" {
+		s := &snapshot.Snapshot{Model: name, Generation: 1, Created: time.Now(), Writer: "hyperplane train", State: model.State()}
+		if err := writeModelFile(out, s); err != nil {
+			return err
+		}
+	}
+	res := trainResult{
+		Examples:          first.Examples,
+		Labeled:           first.Labeled,
+		Mistakes:          first.Mistakes,
+		Accuracy:          first.Accuracy,
+		Updates:           model.Metrics().Updates,
+		Seconds:           secs,
+		ExamplesPerSecond: float64(total) / secs,
+	}
+	return json.NewEncoder(e.stdout).Encode(res)
+}
+
+func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, pass, passes int) (uint64, error) {
+	f, size, err := in.open(e)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var read atomic.Int64
+	bar := newProgress(e.stderr, size, &read)
+	defer bar.done()
+	var n uint64
+	status := func() string {
+		m := model.Metrics()
+		return fmt.Sprintf("pass %d/%d  mistakes %d  rolling accuracy %.4f", pass, passes, m.Mistakes, m.RollingAccuracy)
+	}
+	err = consumer.ReadExamples(ctx, countingReader{f, &read}, in.decoders(cfg), ropts, func(rec *consumer.Record) error {
+		if rec.Err != nil {
+			if pass == 1 {
+				invalid.report(rec)
+			}
+			return nil
+		}
+		model.Learn(rec.Example)
+		n++
+		bar.update(n, status)
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", in.input, err)
+	}
+	return n, nil
+}
+
+// writeModelFile writes s to path through a temporary file and a rename,
+// so that a reader never sees half a model.
+func writeModelFile(path string, s *snapshot.Snapshot) error {
+	data, err := snapshot.Marshal(s)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write model: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write model %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write model %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write model: %w", err)
+	}
+	return nil
+}
+
+// readModelFile loads a model file.
+func readModelFile(path string) (*snapshot.Snapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := snapshot.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func ignoreHelp(err error) error {
+	if err == errHelp {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,244 @@
+// Package consumertest is the conformance suite that every source and sink
+// of package consumer passes: one set of tests, run against each broker
+// adapter with a real (in-process) broker.
+package consumertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+// SourceHarness connects the suite to one kind of source on a running
+// broker. Every call of Setup gives a fresh, empty place to read from
+// (a new topic or stream).
+type SourceHarness struct {
+	// Setup creates a new topic or stream with the given partition count
+	// (adapters that have no partitions get 1) and returns functions to
+	// produce to partition p and to open a source on it from the given
+	// resume positions (nil: from the beginning).
+	Setup func(t *testing.T, partitions int) (produce func(p int, values ...[]byte), open func(resume map[string]int64) consumer.Source)
+	// Partitions is the largest partition count the source supports.
+	Partitions int
+}
+
+// TestSource runs the source conformance suite.
+func TestSource(t *testing.T, h SourceHarness) {
+	t.Run("Order", func(t *testing.T) { testOrder(t, h) })
+	t.Run("Resume", func(t *testing.T) { testResume(t, h) })
+	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
+	t.Run("CommitDoesNotMove", func(t *testing.T) { testCommit(t, h) })
+	t.Run("WaitsForMessages", func(t *testing.T) { testWaits(t, h) })
+}
+
+func values(p, from, to int) [][]byte {
+	var out [][]byte
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Appendf(nil, "p%d-m%d", p, i))
+	}
+	return out
+}
+
+// drain fetches until it has n messages, copying them.
+func drain(t *testing.T, src consumer.Source, n int) []consumer.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []consumer.Message
+	for len(got) < n {
+		batch, err := src.Fetch(ctx, 64)
+		if err != nil {
+			t.Fatalf("Fetch after %d of %d messages: %v", len(got), n, err)
+		}
+		if len(batch) == 0 || len(batch) > 64 {
+			t.Fatalf("Fetch returned %d messages, want 1 to 64", len(batch))
+		}
+		for _, m := range batch {
+			m.Value = slices.Clone(m.Value)
+			got = append(got, m)
+		}
+	}
+	return got
+}
+
+// noMore checks that nothing else arrives for a short while.
+func noMore(t *testing.T, src consumer.Source) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if batch, err := src.Fetch(ctx, 64); err == nil {
+		t.Fatalf("unexpected extra messages: %d, first %q", len(batch), batch[0].Value)
+	}
+}
+
+func testOrder(t *testing.T, h SourceHarness) {
+	parts := min(3, h.Partitions)
+	produce, open := h.Setup(t, parts)
+	const n = 200
+	for p := range parts {
+		produce(p, values(p, 0, n)...)
+	}
+	src := open(nil)
+	defer src.Close()
+	got := drain(t, src, parts*n)
+	noMore(t, src)
+	next := map[string]int{}
+	last := map[string]consumer.Message{}
+	keys := map[string]int{}
+	for _, m := range got {
+		var p, i int
+		if _, err := fmt.Sscanf(string(m.Value), "p%d-m%d", &p, &i); err != nil {
+			t.Fatalf("bad value %q", m.Value)
+		}
+		src := m.Position.Source
+		if k, ok := keys[src]; ok && k != p {
+			t.Fatalf("source %s carries partitions %d and %d", src, k, p)
+		}
+		keys[src] = p
+		if i != next[src] {
+			t.Fatalf("%s: message %d arrived where %d was due", src, i, next[src])
+		}
+		next[src]++
+		if prev, ok := last[src]; ok && (m.Position.Offset <= prev.Position.Offset || m.Resume <= prev.Resume) {
+			t.Fatalf("%s: positions not increasing: %+v after %+v", src, m.Position, prev.Position)
+		}
+		last[src] = m
+	}
+	if len(keys) != parts {
+		t.Fatalf("%d distinct source keys, want %d", len(keys), parts)
+	}
+}
+
+func testResume(t *testing.T, h SourceHarness) {
+	produce, open := h.Setup(t, 1)
+	produce(0, values(0, 0, 50)...)
+	src := open(nil)
+	first := drain(t, src, 50)
+	src.Close()
+	cut := first[19]
+	resumed := open(map[string]int64{cut.Position.Source: cut.Resume})
+	defer resumed.Close()
+	rest := drain(t, resumed, 30)
+	for i, m := range rest {
+		if want := first[20+i]; string(m.Value) != string(want.Value) || m.Position != want.Position || m.Resume != want.Resume {
+			t.Fatalf("after resuming at %+v message %d is %q at %+v, want %q at %+v", cut.Position, i, m.Value, m.Position, want.Value, want.Position)
+		}
+	}
+	noMore(t, resumed)
+}
+
+// testReopen reads part of a stream, closes the source as a crash would,
+// produces more, and reopens from the last position read: nothing is lost
+// or repeated.
+func testReopen(t *testing.T, h SourceHarness) {
+	produce, open := h.Setup(t, 1)
+	produce(0, values(0, 0, 10)...)
+	src := open(nil)
+	got := drain(t, src, 10)
+	src.Close()
+	produce(0, values(0, 10, 25)...)
+	last := got[len(got)-1]
+	again := open(map[string]int64{last.Position.Source: last.Resume})
+	defer again.Close()
+	more := drain(t, again, 15)
+	for i, m := range more {
+		if want := fmt.Sprintf("p0-m%d", 10+i); string(m.Value) != want {
+			t.Fatalf("message %d after reopening is %q, want %q", i, m.Value, want)
+		}
+	}
+}
+
+func testCommit(t *testing.T, h SourceHarness) {
+	produce, open := h.Setup(t, 1)
+	produce(0, values(0, 0, 20)...)
+	src := open(nil)
+	defer src.Close()
+	got := drain(t, src, 10)
+	last := got[len(got)-1]
+	if err := src.Commit(context.Background(), map[string]int64{last.Position.Source: last.Resume}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	rest := drain(t, src, 10)
+	if string(rest[0].Value) != "p0-m10" {
+		t.Fatalf("after Commit the next message is %q, want p0-m10", rest[0].Value)
+	}
+}
+
+func testWaits(t *testing.T, h SourceHarness) {
+	produce, open := h.Setup(t, 1)
+	src := open(nil)
+	defer src.Close()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		produce(0, values(0, 0, 3)...)
+	}()
+	got := drain(t, src, 3)
+	if string(got[0].Value) != "p0-m0" {
+		t.Fatalf("first message %q", got[0].Value)
+	}
+}
+
+// SinkHarness connects the suite to one kind of sink on a running broker.
+type SinkHarness struct {
+	// Setup creates fresh topics (or subjects) named by topics and returns
+	// an open sink and a function that reads back every output on a topic
+	// so far, waiting up to a few seconds for n of them.
+	Setup func(t *testing.T, topics []string) (consumer.Sink, func(topic string, n int) []consumer.Output)
+}
+
+// TestSink runs the sink conformance suite.
+func TestSink(t *testing.T, h SinkHarness) {
+	t.Run("PublishesEverything", func(t *testing.T) {
+		topics := []string{"predictions", "misclassifications"}
+		sink, read := h.Setup(t, topics)
+		defer sink.Close()
+		var batch []consumer.Output
+		for i := range 300 {
+			batch = append(batch, consumer.Output{Topic: topics[i%2], Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sink.Publish(ctx, batch[:100]); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Publish(ctx, batch[100:]); err != nil {
+			t.Fatal(err)
+		}
+		for ti, topic := range topics {
+			got := read(topic, 150)
+			if len(got) != 150 {
+				t.Fatalf("%s: read %d outputs, want 150", topic, len(got))
+			}
+			want := map[string]string{}
+			for i := ti; i < 300; i += 2 {
+				want[batch[i].Key] = string(batch[i].Value)
+			}
+			for _, o := range got {
+				if v, ok := want[o.Key]; !ok || v != string(o.Value) {
+					t.Fatalf("%s: unexpected output %q = %q", topic, o.Key, o.Value)
+				}
+				delete(want, o.Key)
+			}
+		}
+	})
+	t.Run("EmptyBatch", func(t *testing.T) {
+		sink, _ := h.Setup(t, []string{"x"})
+		defer sink.Close()
+		if err := sink.Publish(context.Background(), nil); err != nil {
+			t.Fatalf("empty batch: %v", err)
+		}
+	})
+	t.Run("CancelledContext", func(t *testing.T) {
+		sink, _ := h.Setup(t, []string{"y"})
+		defer sink.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := sink.Publish(ctx, []consumer.Output{{Topic: "y", Key: "k", Value: []byte("v")}}); err == nil {
+			t.Fatal("Publish with a cancelled context returned nil")
+		}
+	})
+}

@@ -1,0 +1,416 @@
+package consumer
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// Limits a Decoder applies when DecoderOptions leaves them at zero.
+const (
+	DefaultMaxFeatures = 4096
+	DefaultMaxBytes    = 1 << 20
+)
+
+// maxDepth bounds the nesting of skipped JSON values (unknown keys), so a
+// hostile payload cannot make the decoder keep a large stack.
+const maxDepth = 1000
+
+// DecoderOptions are the limits a Decoder enforces on every example. A field
+// that is zero or negative takes its default.
+type DecoderOptions struct {
+	// MaxFeatures bounds the number of features of one example, sparse and
+	// dense together (DefaultMaxFeatures).
+	MaxFeatures int
+	// MaxBytes bounds the encoded size of one example (DefaultMaxBytes).
+	MaxBytes int
+}
+
+// Decoder turns encoded examples (JSON objects or msgpack maps, see
+// DESIGN.md §3) into learner.Examples for one model configuration: it hashes
+// feature names with the model's hasher, maps labels to the model's classes
+// and enforces the dimension and the DecoderOptions limits.
+//
+// A Decoder keeps scratch buffers between calls, so that decoding does not
+// allocate once they have grown to the size of the examples it sees. It is
+// not safe for concurrent use; give each goroutine its own.
+//
+// Every error a Decoder returns for bad input is a *DecodeError.
+type Decoder struct {
+	hasher      learner.Hasher
+	classes     []string
+	classIndex  map[string]int // multiclass models only
+	dim         int
+	maxFeatures int
+	maxBytes    int
+
+	// Scratch buffers for unescaped JSON strings and formatted ids. name
+	// and value are alive together (a categorical feature), id until the
+	// next call.
+	name  []byte
+	value []byte
+	id    []byte
+	skip  []byte
+	stack []byte
+	// Unknown top-level keys of the current example, for the duplicate
+	// check: their bytes end to end in keys, their ends in keyEnds.
+	keys    []byte
+	keyEnds []int
+	order   []int
+}
+
+// NewDecoder returns a Decoder for the model cfg describes. cfg must be
+// valid (see learner.Config.Validate).
+func NewDecoder(cfg learner.Config, opts DecoderOptions) *Decoder {
+	d := &Decoder{
+		hasher:      learner.NewHasher(cfg.HashBits, cfg.HashSeed),
+		classes:     slices.Clone(cfg.Classes),
+		dim:         cfg.Dimension(),
+		maxFeatures: opts.MaxFeatures,
+		maxBytes:    opts.MaxBytes,
+	}
+	if d.maxFeatures <= 0 {
+		d.maxFeatures = DefaultMaxFeatures
+	}
+	if d.maxBytes <= 0 {
+		d.maxBytes = DefaultMaxBytes
+	}
+	if len(d.classes) > 2 {
+		d.classIndex = make(map[string]int, len(d.classes))
+		for i, name := range d.classes {
+			d.classIndex[name] = i
+		}
+	}
+	return d
+}
+
+// Meta is what a Decoder keeps of an example besides its features.
+type Meta struct {
+	// ID is the text of the example's id: the string, or the decimal
+	// digits of an integer id. It aliases the decoded data or a scratch
+	// buffer of the Decoder, so it is valid only until the next call to
+	// the Decoder and while the data is unchanged; copy it to keep it.
+	ID []byte
+	// HasID reports whether the example had an id (an empty string is
+	// an id; null is not).
+	HasID bool
+}
+
+// DecodeError is an example the Decoder refused: Field is where the problem
+// is (a top-level key such as "label", a path such as "features.age" or
+// "x[3]", "payload" for the size limit, or "example" when the problem is
+// not inside a field), Problem says what is wrong.
+type DecodeError struct {
+	Field   string
+	Problem string
+	// err is the cause, if any: io.ErrUnexpectedEOF for truncated input.
+	err error
+}
+
+// Error is Field + ": " + Problem, e.g.
+// "features.age: value is not a number or string (got array)".
+func (e *DecodeError) Error() string { return e.Field + ": " + e.Problem }
+
+// Unwrap returns the cause: io.ErrUnexpectedEOF when the input ended inside
+// the example, else nil.
+func (e *DecodeError) Unwrap() error { return e.err }
+
+func decodeErr(field, format string, args ...any) *DecodeError {
+	return &DecodeError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Decode decodes data, which must hold exactly one example, JSON or
+// msgpack: the format is told by the first byte that is not JSON white
+// space ('{' for a JSON object; 0x80-0x8f, 0xde or 0xdf for a msgpack map).
+// White space may follow the example; nothing else may. x is reset first
+// and its slices are reused.
+//
+// On error, x is reset and the error is a *DecodeError; Meta holds the id
+// if it was read before the problem.
+func (d *Decoder) Decode(data []byte, x *learner.Example) (Meta, error) {
+	if len(data) > d.maxBytes {
+		d.start(x)
+		return Meta{}, d.sizeError(len(data))
+	}
+	i := skipSpace(data, 0)
+	if i == len(data) {
+		d.start(x)
+		return Meta{}, decodeErr("example", "empty payload")
+	}
+	switch c := data[i]; {
+	case c == '{':
+		return d.DecodeJSON(data, x)
+	case isMsgpackMap(c):
+		n, meta, err := d.DecodeMsgpack(data[i:], x)
+		if err != nil {
+			return meta, err
+		}
+		if end := skipSpace(data, i+n); end != len(data) {
+			x.Reset()
+			return meta, decodeErr("example", "%d bytes follow the msgpack map (at byte %d)", len(data)-end, end)
+		}
+		return meta, nil
+	default:
+		d.start(x)
+		return Meta{}, decodeErr("example", "not a JSON object or msgpack map (first byte 0x%02x)", c)
+	}
+}
+
+// The top-level keys, as bits of a set for the duplicate check.
+const (
+	keyID = 1 << iota
+	keyLabel
+	keyFeatures
+	keyX
+	keyWeight
+)
+
+// keyBit is the bit of a known top-level key, 0 for an unknown key.
+func keyBit(key []byte) int {
+	switch string(key) {
+	case "id":
+		return keyID
+	case "label":
+		return keyLabel
+	case "features":
+		return keyFeatures
+	case "x":
+		return keyX
+	case "weight":
+		return keyWeight
+	}
+	return 0
+}
+
+// start prepares the Decoder and x for a new example.
+func (d *Decoder) start(x *learner.Example) {
+	x.Reset()
+	d.keys = d.keys[:0]
+	d.keyEnds = d.keyEnds[:0]
+}
+
+// sizeError is the error for a payload of n bytes over the limit.
+func (d *Decoder) sizeError(n int) *DecodeError {
+	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes)
+}
+
+// tooManyFeatures is the error for an example with more than MaxFeatures.
+func (d *Decoder) tooManyFeatures() *DecodeError {
+	return decodeErr("features", "more than %d features", d.maxFeatures)
+}
+
+// full reports whether x already holds MaxFeatures features.
+func (d *Decoder) full(x *learner.Example) bool {
+	return len(x.Index)+len(x.Dense) >= d.maxFeatures
+}
+
+// tooManyValues is the error for a dense part longer than the dimension.
+func (d *Decoder) tooManyValues() *DecodeError {
+	return decodeErr("x", "more than %d values (the model's dimension)", d.dim)
+}
+
+// addDense appends v to the dense part of x.
+func (d *Decoder) addDense(x *learner.Example, v float64) *DecodeError {
+	if len(x.Dense) >= d.dim {
+		return d.tooManyValues()
+	}
+	if d.full(x) {
+		return d.tooManyFeatures()
+	}
+	x.Dense = append(x.Dense, v)
+	return nil
+}
+
+// setWeight sets the importance weight of x to v, if v is a positive
+// finite number.
+func setWeight(x *learner.Example, v float64) bool {
+	if !(v > 0) || !finite(v) {
+		return false
+	}
+	x.Weight = v
+	return true
+}
+
+// badWeight is the error for a weight that is not positive and finite;
+// text is the weight as the input wrote it.
+func badWeight(text string) *DecodeError {
+	return decodeErr("weight", "%s is not a positive finite number", text)
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return v-v == 0 }
+
+// noteUnknownKey records an unknown top-level key for the duplicate check.
+func (d *Decoder) noteUnknownKey(key []byte) {
+	d.keys = append(d.keys, key...)
+	d.keyEnds = append(d.keyEnds, len(d.keys))
+}
+
+// checkUnknownKeys reports an unknown top-level key that appeared twice.
+func (d *Decoder) checkUnknownKeys() *DecodeError {
+	n := len(d.keyEnds)
+	if n < 2 {
+		return nil
+	}
+	key := func(i int) []byte {
+		start := 0
+		if i > 0 {
+			start = d.keyEnds[i-1]
+		}
+		return d.keys[start:d.keyEnds[i]]
+	}
+	if n <= 8 {
+		for i := 1; i < n; i++ {
+			for j := 0; j < i; j++ {
+				if bytes.Equal(key(i), key(j)) {
+					return duplicateKey(key(i))
+				}
+			}
+		}
+		return nil
+	}
+	// Many unknown keys: sort their indices by key, then compare
+	// neighbours, so a hostile payload cannot make this quadratic.
+	order := d.order[:0]
+	for i := range n {
+		order = append(order, i)
+	}
+	d.order = order
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	for i := 1; i < n; i++ {
+		if bytes.Equal(key(order[i]), key(order[i-1])) {
+			return duplicateKey(key(order[i]))
+		}
+	}
+	return nil
+}
+
+func duplicateKey(key []byte) *DecodeError {
+	return &DecodeError{Field: quoteField(key), Problem: "duplicate key"}
+}
+
+// featureField is the field name of the feature name, for errors.
+func featureField(name []byte) string { return "features." + quoteField(name) }
+
+// quoteField shortens a name from the input to a readable field name:
+// names longer than 64 bytes are cut, and names with bytes that would not
+// read well in a message are quoted.
+func quoteField(name []byte) string {
+	const max = 64
+	s := string(name)
+	cut := ""
+	if len(s) > max {
+		s, cut = s[:max], "..."
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == '"' || r == 0x7f || r == 0xfffd }) {
+		return strconv.Quote(s) + cut
+	}
+	return s + cut
+}
+
+// quoteValue renders a string value from the input for a message.
+func quoteValue(value []byte) string {
+	const max = 64
+	if len(value) > max {
+		return strconv.Quote(string(value[:max])) + "..."
+	}
+	return strconv.Quote(string(value))
+}
+
+// binaryLabel is the label of a binary model for the number v: 1 is
+// positive, -1 and 0 negative.
+func binaryLabel(v float64) (int, bool) {
+	switch v {
+	case 1:
+		return 1, true
+	case -1, 0:
+		return -1, true
+	}
+	return 0, false
+}
+
+// labelNumber sets the label of x from the number v and reports whether v
+// is a label of the model; if not, badLabelNumber says why.
+func (d *Decoder) labelNumber(x *learner.Example, v float64) bool {
+	if len(d.classes) <= 2 {
+		y, ok := binaryLabel(v)
+		if ok {
+			x.Labeled, x.Label = true, y
+		}
+		return ok
+	}
+	if v != math.Trunc(v) || v < 0 || v >= float64(len(d.classes)) {
+		return false
+	}
+	x.Labeled, x.Label = true, int(v)
+	return true
+}
+
+// badLabelNumber is the error for a number v that labelNumber refused;
+// text is v as the input wrote it.
+func (d *Decoder) badLabelNumber(v float64, text string) *DecodeError {
+	if len(d.classes) <= 2 {
+		return d.notBinary(text)
+	}
+	if v != math.Trunc(v) {
+		return decodeErr("label", "%s is not a class (want a class name or an integer from 0 to %d)", text, len(d.classes)-1)
+	}
+	return decodeErr("label", "class %s is out of range (want a class name or an integer from 0 to %d)", text, len(d.classes)-1)
+}
+
+// labelBool sets the label of x from a boolean: true is positive.
+func (d *Decoder) labelBool(x *learner.Example, v bool) *DecodeError {
+	if len(d.classes) > 2 {
+		return decodeErr("label", "%t is not a class (want a class name or an integer from 0 to %d)", v, len(d.classes)-1)
+	}
+	x.Labeled, x.Label = true, -1
+	if v {
+		x.Label = 1
+	}
+	return nil
+}
+
+// labelString sets the label of x from a class name.
+func (d *Decoder) labelString(x *learner.Example, s []byte) *DecodeError {
+	switch len(d.classes) {
+	case 0:
+		return d.notBinary(quoteValue(s))
+	case 1, 2: // a valid Config has no single class
+		switch {
+		case string(s) == d.classes[0]:
+			x.Labeled, x.Label = true, -1
+		case len(d.classes) == 2 && string(s) == d.classes[1]:
+			x.Labeled, x.Label = true, 1
+		default:
+			return d.notBinary(quoteValue(s))
+		}
+		return nil
+	}
+	i, ok := d.classIndex[string(s)]
+	if !ok {
+		return decodeErr("label", "unknown class %s", quoteValue(s))
+	}
+	x.Labeled, x.Label = true, i
+	return nil
+}
+
+// notBinary is the error for a value that is not a binary label.
+func (d *Decoder) notBinary(text string) *DecodeError {
+	if len(d.classes) == 2 {
+		return decodeErr("label", "%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, d.classes[0], d.classes[1])
+	}
+	return decodeErr("label", "%s is not a binary label (want 1/-1, 0/1 or true/false)", text)
+}
+
+// badLabelType is the error for a label of the wrong type.
+func (d *Decoder) badLabelType(got string) *DecodeError {
+	if len(d.classes) > 2 {
+		return decodeErr("label", "value is not a class name or index (got %s)", got)
+	}
+	return decodeErr("label", "value is not a number, boolean or class name (got %s)", got)
+}

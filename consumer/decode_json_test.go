@@ -1,0 +1,581 @@
+package consumer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }
+
+// randomNumber is a JSON number of one of the forms producers write.
+func randomNumber(rng *rand.Rand) string {
+	switch rng.IntN(8) {
+	case 0:
+		return strconv.Itoa(rng.IntN(2001) - 1000)
+	case 1:
+		return strconv.FormatFloat(rng.NormFloat64()*1e3, 'g', -1, 64)
+	case 2:
+		return strconv.FormatFloat(rng.NormFloat64()*math.Pow10(rng.IntN(80)-40), 'e', rng.IntN(20), 64)
+	case 3:
+		return strconv.FormatFloat(math.Float64frombits(rng.Uint64()&^(0x7ff<<52)|uint64(rng.IntN(0x7ff))<<52), 'g', -1, 64)
+	default:
+		return strconv.FormatFloat(float64(rng.IntN(20001)-10000)/1e4, 'f', 4, 64)
+	}
+}
+
+func TestExactFloatIsCorrectlyRounded(t *testing.T) {
+	rng := newRand(1)
+	check := func(m uint64, exp int) {
+		t.Helper()
+		f, ok := exactFloat(m, exp)
+		if m <= 1<<53 && exp >= -22 && exp <= 22 && !ok {
+			t.Fatalf("exactFloat(%d, %d) refused a number of Clinger's fast path", m, exp)
+		}
+		if !ok {
+			return
+		}
+		s := strconv.FormatUint(m, 10) + "e" + strconv.Itoa(exp)
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameFloat(f, want) {
+			t.Fatalf("exactFloat(%d, %d) = %v (%#x), strconv says %v (%#x)", m, exp, f, math.Float64bits(f), want, math.Float64bits(want))
+		}
+	}
+	edges := []uint64{0, 1, 9, 10, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<52 + 1, 999999999999999, 4503599627370497, 9007199254740991}
+	for _, m := range edges {
+		for exp := -25; exp <= 40; exp++ {
+			check(m, exp)
+		}
+	}
+	for range 300000 {
+		m := rng.Uint64N(1<<53 + 1)
+		if rng.IntN(2) == 0 {
+			m >>= rng.IntN(53) // short mantissas too
+		}
+		check(m, rng.IntN(64)-24)
+	}
+}
+
+func TestParseNumberMatchesStrconv(t *testing.T) {
+	inputs := []string{
+		"0", "-0", "0.0", "-0.0", "0e0", "0E+5", "-0e-5", "1", "-1", "0.5", "0.5123", "-0.9876",
+		"1e1", "1E-1", "1e+1", "0.1", "0.2", "0.3", "0.30000000000000004", "123.456e-7",
+		"9007199254740991", "9007199254740992", "9007199254740993", "9007199254740994", "9007199254740995",
+		"18446744073709551615", "18446744073709551616", "99999999999999999999", "1234567890123456789",
+		"12345678901234567890", "1234567890123456789.5", "0.1234567890123456789", "0.12345678901234567891",
+		"0.000000000000000000001234", "1000000000000000000000000", "1e22", "1e23", "9e22", "9.5e22",
+		"123456789e22", "8999999999999999e22", "9007199254740991e22", "9007199254740993e22", "1e37", "1e38",
+		"4503599627370497e-22", "1e-22", "1e-23", "5e-324", "4e-324", "3e-324", "2e-324", "1e-324",
+		"2.4703282292062327e-324", "2.4703282292062328e-324", "2.2250738585072011e-308", "2.2250738585072012e-308",
+		"1.7976931348623157e308", "1.7976931348623158e308", "1.7976931348623159e308", "8.98846567431158e307",
+		"1e308", "1e309", "1e999", "-1e999", "1e-999", "1e100000", "1e-100000", "1e99999999999999999999",
+		"0e99999999999999999999", "100000000000000016777215", "100000000000000016777216", "7.038531e-26",
+		"3.4028234663852886e38", "0.000001", "1e-5", "12345e-5", "2.5e-3",
+		"1" + strings.Repeat("0", 400), "0." + strings.Repeat("0", 400) + "1", strings.Repeat("9", 800),
+		"1." + strings.Repeat("9", 40) + "e-10", "-" + strings.Repeat("1", 30) + "." + strings.Repeat("2", 30),
+	}
+	rng := newRand(2)
+	for range 200000 {
+		switch rng.IntN(4) {
+		case 0: // any float64, shortest form
+			f := math.Float64frombits(rng.Uint64())
+			if !math.IsNaN(f) && !math.IsInf(f, 0) {
+				inputs = append(inputs, strconv.FormatFloat(f, "eg"[rng.IntN(2)], -1, 64))
+			}
+		case 1: // any float64, rounded to some digits
+			f := math.Float64frombits(rng.Uint64())
+			if !math.IsNaN(f) && !math.IsInf(f, 0) {
+				inputs = append(inputs, strconv.FormatFloat(f, 'e', rng.IntN(25), 64))
+			}
+		case 2: // digits, point and exponent at random
+			inputs = append(inputs, randomDecimal(rng))
+		default:
+			inputs = append(inputs, randomNumber(rng))
+		}
+	}
+	for _, s := range inputs {
+		b := []byte(s + ",") // the byte after the number must not be read as part of it
+		got, end, st := parseNumber(b, 0)
+		want, err := strconv.ParseFloat(s, 64)
+		if e, ok := numberEnd(b, 0); !ok || e != len(s) {
+			t.Errorf("numberEnd(%s) = %d, %v; want %d, true", s, e, ok, len(s))
+		}
+		switch {
+		case end != len(s):
+			t.Errorf("parseNumber(%s) ended at %d, want %d", s, end, len(s))
+		case err != nil && math.IsInf(want, 0):
+			if st != numRange {
+				t.Errorf("parseNumber(%s): status %d, want out of range", s, st)
+			}
+		case err != nil:
+			t.Errorf("strconv.ParseFloat(%s): %v", s, err)
+		case st != numOK || !sameFloat(got, want):
+			t.Errorf("parseNumber(%s) = %v (%#x, status %d), strconv says %v (%#x)", s, got, math.Float64bits(got), st, want, math.Float64bits(want))
+		}
+	}
+}
+
+// randomDecimal is a JSON number with random digits, point and exponent.
+func randomDecimal(rng *rand.Rand) string {
+	var b strings.Builder
+	if rng.IntN(2) == 0 {
+		b.WriteByte('-')
+	}
+	digits := func(n int) {
+		for range n {
+			b.WriteByte(byte('0' + rng.IntN(10)))
+		}
+	}
+	if rng.IntN(3) == 0 {
+		b.WriteByte('0')
+	} else {
+		b.WriteByte(byte('1' + rng.IntN(9)))
+		digits(rng.IntN(25))
+	}
+	if rng.IntN(2) == 0 {
+		b.WriteByte('.')
+		if rng.IntN(4) == 0 {
+			b.WriteString(strings.Repeat("0", rng.IntN(30)))
+		}
+		digits(1 + rng.IntN(25))
+	}
+	if rng.IntN(2) == 0 {
+		b.WriteString([]string{"e", "E", "e+", "e-", "E-"}[rng.IntN(5)])
+		b.WriteString(strconv.Itoa(rng.IntN(400)))
+	}
+	return b.String()
+}
+
+func TestParseNumberRejectsWhatJSONRejects(t *testing.T) {
+	for _, s := range []string{"", "-", "--1", "+1", "01", "-01", "00", "1.", "1.e5", ".5", "-.5", "1e", "1e+", "1E-", "1ee5", "0x10", "Inf", "-Inf", "NaN", "1_000"} {
+		v, end, st := parseNumber([]byte(s), 0)
+		if st == numOK && end == len(s) {
+			t.Errorf("parseNumber(%q) = %v, want an error", s, v)
+		}
+		if end, ok := numberEnd([]byte(s), 0); ok && end == len(s) {
+			t.Errorf("numberEnd(%q) accepted it", s)
+		}
+		if json.Valid([]byte(s)) {
+			t.Errorf("test input %q is valid JSON", s)
+		}
+	}
+}
+
+func TestJSONStringsMatchEncodingJSON(t *testing.T) {
+	pieces := []string{
+		"a", "Z", " ", "é", "日本", "😀", `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`,
+		`\u0000`, `\u001f`, `\u0041`, `\u00e9`, `\u00E9`, `\u20ac`, `\uFFFF`, `\ud83d\ude00`, `\uD83D\uDE00`,
+		`\ud83d`, `\ude00`, `\ud83d\u0041`, `\ud83dx`, `\ud83d\ud83d\ude00`, `\udbff\udfff`, `\ud800\udc00`,
+	}
+	rng := newRand(3)
+	var buf []byte
+	for range 20000 {
+		var s strings.Builder
+		for range rng.IntN(12) {
+			s.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		if rng.IntN(3) == 0 {
+			s.WriteString(strings.Repeat("x", rng.IntN(20))) // long runs for the 8-byte scan
+		}
+		lit := `"` + s.String() + `"`
+		var want string
+		if err := json.Unmarshal([]byte(lit), &want); err != nil {
+			t.Fatalf("%s: %v", lit, err)
+		}
+		got, end, err := scanString([]byte(lit+`,"`), 0, &buf)
+		if err != nil || end != len(lit) || string(got) != want {
+			t.Fatalf("scanString(%s) = %q, %d, %v; want %q, %d", lit, got, end, err, want, len(lit))
+		}
+	}
+}
+
+func TestJSONSyntaxErrors(t *testing.T) {
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	tests := []struct {
+		name, doc, field, problem string
+		eof                       bool // the error must wrap io.ErrUnexpectedEOF
+	}{
+		{"empty", "", "example", "unexpected end of input at byte 0", true},
+		{"open brace", "{", "example", "unexpected end of input at byte 1 (want a key)", true},
+		{"trailing comma", `{"a":1,}`, "example", "unexpected '}' at byte 7 (want a key)", false},
+		{"missing colon", `{"a" 1}`, "a", "unexpected '1' at byte 5 (want ':')", false},
+		{"missing value", `{"label":}`, "label", "unexpected '}' at byte 9 (want a value)", false},
+		{"unquoted key", `{a:1}`, "example", "unexpected 'a' at byte 1 (want a key)", false},
+		{"single quotes", `{'a':1}`, "example", `unexpected '\'' at byte 1`, false},
+		{"missing comma", `{"features":{"a":1 "b":2}}`, "features", `unexpected '"' at byte 19 (want ',' or '}')`, false},
+		{"missing comma at the top", `{"a":1 "b":2}`, "example", "(want ',' or '}')", false},
+		{"leading zero", `{"features":{"a":01}}`, "features.a", "malformed number at byte 17 (unexpected '1' at byte 18)", false},
+		{"point without digits", `{"features":{"a":1.}}`, "features.a", "malformed number at byte 17", false},
+		{"minus alone", `{"features":{"a":-}}`, "features.a", "malformed number", false},
+		{"exponent without digits", `{"x":[1e]}`, "x[0]", "malformed number", false},
+		{"exponent sign without digits", `{"weight":1e+}`, "weight", "malformed number", false},
+		{"point first", `{"features":{"a":.5}}`, "features.a", "unexpected '.' at byte 17 (want a value)", false},
+		{"plus sign", `{"x":[+1]}`, "x[0]", "unexpected '+'", false},
+		{"NaN", `{"features":{"a":NaN}}`, "features.a", "unexpected 'N'", false},
+		{"bad literal", `{"label":tru}`, "label", "unexpected '}' at byte 12 (want 'e')", false},
+		{"bad null", `{"id":nul}`, "id", "(want 'l')", false},
+		{"capital literal", `{"label":True}`, "label", "unexpected 'T'", false},
+		{"garbage after", `{"a":1} x`, "example", "unexpected 'x' after the object at byte 8", false},
+		{"two objects", `{"a":1}{"b":2}`, "example", "unexpected '{' after the object at byte 7", false},
+		{"unclosed array", `{"a":[1,2}`, "a", "unexpected '}' at byte 9 (want ',' or ']')", false},
+		{"colon missing inside", `{"a":{"b" 1}}`, "a", "(want ':')", false},
+		{"bad escape", `{"a":"\x"}`, "a", `invalid escape "\\x" in a string at byte 6`, false},
+		{"bad escape in a name", `{"features":{"a\q":1}}`, "features", "invalid escape", false},
+		{"bad escape in a key", `{"\q":1}`, "example", "invalid escape", false},
+		{"bad hex", `{"id":"\u12G4"}`, "id", `invalid \u escape at byte 7 (want 4 hex digits)`, false},
+		{"short hex", `{"id":"\u12"}`, "id", `invalid \u escape`, false},
+		{"control character", "{\"features\":{\"a\":\"x\x01\"}}", "features.a", "control character 0x01 in a string at byte 19", false},
+		{"raw new line", "{\"id\":\"a\nb\"}", "id", "control character 0x0a", false},
+		{"deep unknown value", `{"u":` + deep + `}`, "u", fmt.Sprintf("values nest deeper than %d", maxDepth), false},
+		{"truncated string", `{"id":"abc`, "id", "unexpected end of input at byte 10", true},
+		{"truncated escape", `{"id":"abc\`, "id", "unexpected end of input", true},
+		{"truncated hex", `{"id":"\u12`, "id", "unexpected end of input", true},
+		{"truncated array", `{"x":[1,2`, "x", "unexpected end of input", true},
+		{"truncated number", `{"x":[1,2.`, "x[1]", "unexpected end of input", true},
+		{"truncated feature", `{"features":{"a":"b`, "features.a", "unexpected end of input", true},
+		{"truncated unknown", `{"u":{"v":[`, "u", "unexpected end of input", true},
+		{"truncated literal", `{"label":tr`, "label", "unexpected end of input", true},
+		{"space only", " \n", "example", "unexpected end of input", true},
+		{"null", "null", "example", "not a JSON object (got null)", false},
+		{"number", "12", "example", "not a JSON object (got number)", false},
+		{"garbage", "hello", "example", "unexpected 'h' at byte 0 (want a JSON object)", false},
+		{"byte order mark", "\ufeff{}", "example", "unexpected byte 0xef at byte 0", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var x learner.Example
+			_, err := NewDecoder(binaryConfig(), DecoderOptions{}).DecodeJSON([]byte(tt.doc), &x)
+			checkDecodeError(t, "json", err, tt.field, tt.problem)
+			if got := errors.Is(err, io.ErrUnexpectedEOF); got != tt.eof {
+				t.Errorf("errors.Is(%v, io.ErrUnexpectedEOF) = %v, want %v", err, got, tt.eof)
+			}
+			// The test inputs are malformed, but for three examples that are
+			// valid JSON, just not acceptable.
+			acceptable := tt.name == "null" || tt.name == "number" || tt.name == "deep unknown value"
+			if json.Valid([]byte(tt.doc)) != acceptable {
+				t.Errorf("json.Valid(%q) = %v", tt.doc, !acceptable)
+			}
+		})
+	}
+}
+
+func TestJSONSkipsValuesUpToMaxDepth(t *testing.T) {
+	nested := strings.Repeat(`{"a":[`, maxDepth/2) + "1" + strings.Repeat("]}", maxDepth/2)
+	doc := `{"u":` + nested + `,"features":{"f":2}}`
+	var x learner.Example
+	if _, err := NewDecoder(binaryConfig(), DecoderOptions{}).DecodeJSON([]byte(doc), &x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Index) != 1 || x.Value[0] != 2 {
+		t.Errorf("features %v %v, want one of value 2", x.Index, x.Value)
+	}
+}
+
+func TestJSONHashesInvalidUTF8AsItIs(t *testing.T) {
+	cfg := binaryConfig()
+	name := "a\xffb"
+	var x learner.Example
+	if _, err := NewDecoder(cfg, DecoderOptions{}).DecodeJSON([]byte(`{"features":{"`+name+`":1}}`), &x); err != nil {
+		t.Fatal(err)
+	}
+	if want := learner.Index(hasher(cfg), name); len(x.Index) != 1 || x.Index[0] != want {
+		t.Errorf("index %v, want [%d]", x.Index, want)
+	}
+}
+
+// referenceDecodeJSON decodes an example with encoding/json, by the rules
+// of DESIGN.md §3, as an independent check of the hand-written decoder.
+// It replaces invalid UTF-8 in strings with U+FFFD, which DecodeJSON does
+// not, and it nests deeper than maxDepth.
+func referenceDecodeJSON(cfg learner.Config, opts DecoderOptions, data []byte) (learner.Example, Meta, error) {
+	var x learner.Example
+	var meta Meta
+	if len(data) > opts.MaxBytes {
+		return x, meta, errors.New("too large")
+	}
+	h := hasher(cfg)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	number := func(tok json.Token) (float64, error) {
+		n, ok := tok.(json.Number)
+		if !ok {
+			return 0, fmt.Errorf("%v is not a number", tok)
+		}
+		f, err := strconv.ParseFloat(n.String(), 64)
+		if err != nil && !math.IsInf(f, 0) {
+			return 0, err
+		}
+		return f, nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return x, meta, err
+	}
+	if tok != json.Delim('{') {
+		return x, meta, errors.New("not an object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return x, meta, err
+		}
+		key := tok.(string)
+		if seen[key] {
+			return x, meta, errors.New("duplicate key")
+		}
+		seen[key] = true
+		if key != "id" && key != "label" && key != "features" && key != "x" && key != "weight" {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return x, meta, err
+			}
+			continue
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return x, meta, err
+		}
+		if tok == nil {
+			continue
+		}
+		switch key {
+		case "id":
+			switch v := tok.(type) {
+			case string:
+				meta.ID, meta.HasID = []byte(v), true
+			case json.Number:
+				if strings.ContainsAny(v.String(), ".eE") {
+					return x, meta, errors.New("id not an integer")
+				}
+				meta.ID, meta.HasID = []byte(v.String()), true
+			default:
+				return x, meta, errors.New("bad id")
+			}
+		case "label":
+			y, ok := -1, false
+			switch v := tok.(type) {
+			case bool:
+				ok = len(cfg.Classes) <= 2
+				if v {
+					y = 1
+				}
+			case string:
+				switch i := cfg.ClassIndex(v); {
+				case i < 0:
+				case len(cfg.Classes) == 2:
+					y, ok = 2*i-1, true
+				default:
+					y, ok = i, true
+				}
+			case json.Number:
+				f, _ := number(v)
+				switch {
+				case len(cfg.Classes) <= 2 && (f == 1 || f == -1 || f == 0):
+					y, ok = -1, true
+					if f == 1 {
+						y = 1
+					}
+				case len(cfg.Classes) > 2 && f >= 0 && f < float64(len(cfg.Classes)) && f == math.Floor(f):
+					y, ok = int(f), true
+				}
+			}
+			if !ok {
+				return x, meta, errors.New("bad label")
+			}
+			x.Labeled, x.Label = true, y
+		case "features":
+			if tok != json.Delim('{') {
+				return x, meta, errors.New("features not an object")
+			}
+			for dec.More() {
+				name, err := dec.Token()
+				if err != nil {
+					return x, meta, err
+				}
+				v, err := dec.Token()
+				if err != nil {
+					return x, meta, err
+				}
+				if s, ok := v.(string); ok {
+					x.Add(learner.CategoricalIndex(h, name.(string), s), 1)
+					continue
+				}
+				f, err := number(v)
+				if err != nil || math.IsInf(f, 0) {
+					return x, meta, errors.New("bad feature")
+				}
+				x.Add(learner.Index(h, name.(string)), f)
+			}
+			if _, err := dec.Token(); err != nil {
+				return x, meta, err
+			}
+		case "x":
+			if tok != json.Delim('[') {
+				return x, meta, errors.New("x not an array")
+			}
+			for dec.More() {
+				v, err := dec.Token()
+				if err != nil {
+					return x, meta, err
+				}
+				f, err := number(v)
+				if err != nil || math.IsInf(f, 0) {
+					return x, meta, errors.New("bad x")
+				}
+				x.Dense = append(x.Dense, f)
+			}
+			if _, err := dec.Token(); err != nil {
+				return x, meta, err
+			}
+			if len(x.Dense) > cfg.Dimension() {
+				return x, meta, errors.New("x too long")
+			}
+		case "weight":
+			f, err := number(tok)
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+				return x, meta, errors.New("bad weight")
+			}
+			x.Weight = f
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return x, meta, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return x, meta, fmt.Errorf("after the object: %v", err)
+	}
+	if x.NNZ() > opts.MaxFeatures {
+		return x, meta, errors.New("too many features")
+	}
+	return x, meta, nil
+}
+
+// fuzzConfigs are the models the fuzz tests decode for: a small dimension,
+// so that dense parts can exceed it, and each kind of label.
+func fuzzConfigs() []learner.Config {
+	small := binaryConfig()
+	small.HashBits = 4
+	named := namedConfig()
+	named.HashBits = 8
+	multi := multiConfig()
+	multi.HashBits = 8
+	return []learner.Config{small, named, multi}
+}
+
+// fuzzOptions are the limits of the fuzz tests: low enough to be reached.
+func fuzzOptions() DecoderOptions { return DecoderOptions{MaxFeatures: 40, MaxBytes: 4096} }
+
+// checkDecoded checks what must hold of any example a decoder accepts.
+func checkDecoded(t *testing.T, cfg learner.Config, x *learner.Example) {
+	t.Helper()
+	dim := cfg.Dimension()
+	if len(x.Index) != len(x.Value) {
+		t.Fatalf("%d indices, %d values", len(x.Index), len(x.Value))
+	}
+	for i, j := range x.Index {
+		if int(j) >= dim {
+			t.Fatalf("index %d >= dimension %d", j, dim)
+		}
+		if math.IsNaN(x.Value[i]) || math.IsInf(x.Value[i], 0) {
+			t.Fatalf("value %v", x.Value[i])
+		}
+	}
+	if len(x.Dense) > dim {
+		t.Fatalf("%d dense values > dimension %d", len(x.Dense), dim)
+	}
+	for _, v := range x.Dense {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("dense value %v", v)
+		}
+	}
+	if x.NNZ() > fuzzOptions().MaxFeatures {
+		t.Fatalf("%d features > %d", x.NNZ(), fuzzOptions().MaxFeatures)
+	}
+	if x.Weight != 0 && !(x.Weight > 0 && !math.IsInf(x.Weight, 0)) {
+		t.Fatalf("weight %v", x.Weight)
+	}
+	if x.Labeled {
+		if cfg.Multiclass() && (x.Label < 0 || x.Label >= len(cfg.Classes)) ||
+			!cfg.Multiclass() && x.Label != 1 && x.Label != -1 {
+			t.Fatalf("label %d", x.Label)
+		}
+	}
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add([]byte(`{"id":"a1","label":1,"features":{"f1":0.5,"color":"red"},"x":[1,2.5],"weight":2}`))
+	f.Add([]byte(`{"id":7,"label":"dog","features":{"caf\u00e9":"\ud83d\ude00","n":-1e-7},"u":[{"v":null}]}`))
+	f.Add([]byte(`{"label":"pos","features":{},"x":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, cfg := range fuzzConfigs() {
+			d := NewDecoder(cfg, fuzzOptions())
+			var x learner.Example
+			meta, err := d.DecodeJSON(data, &x)
+			var de *DecodeError
+			if err != nil && !errors.As(err, &de) {
+				t.Fatalf("error %v is a %T, not a *DecodeError", err, err)
+			}
+			if err == nil {
+				checkDecoded(t, cfg, &x)
+				if !json.Valid(data) {
+					t.Fatalf("accepted invalid JSON")
+				}
+			}
+			// The scratch buffers must not leak one example into the next.
+			id := bytes.Clone(meta.ID)
+			var x2 learner.Example
+			meta2, err2 := d.DecodeJSON(data, &x2)
+			if (err == nil) != (err2 == nil) || diffExample(x, x2) != "" || !bytes.Equal(id, meta2.ID) {
+				t.Fatalf("second decode differs: %v %+v, then %v %+v", err, x, err2, x2)
+			}
+			if !utf8.Valid(data) || err != nil && strings.Contains(err.Error(), "values nest deeper") {
+				// encoding/json replaces invalid UTF-8, so that keys that
+				// differ may be the same to it, and it nests deeper.
+				continue
+			}
+			ref, refMeta, refErr := referenceDecodeJSON(cfg, fuzzOptions(), data)
+			if (err == nil) != (refErr == nil) {
+				t.Fatalf("DecodeJSON: %v; encoding/json: %v", err, refErr)
+			}
+			if err == nil {
+				if diff := diffExample(x, ref); diff != "" {
+					t.Fatalf("DecodeJSON and encoding/json differ:\n%s", diff)
+				}
+				if meta.HasID != refMeta.HasID || !bytes.Equal(meta.ID, refMeta.ID) {
+					t.Fatalf("id %q, encoding/json %q", meta.ID, refMeta.ID)
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	examples := typicalExamples(b, 256)
+	d := NewDecoder(learner.DefaultConfig(), DecoderOptions{})
+	var x learner.Example
+	size := 0
+	for _, e := range examples {
+		size += len(e.json)
+	}
+	b.SetBytes(int64(size / len(examples)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := d.DecodeJSON(examples[i%len(examples)].json, &x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+)
+
+func decoders() func() *consumer.Decoder {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 16
+	return func() *consumer.Decoder { return consumer.NewDecoder(cfg, consumer.DecoderOptions{}) }
+}
+
+// stream is n generated records in format.
+func stream(n int, format consumer.Format) []byte {
+	o := synth.DefaultOptions()
+	o.Features, o.Unlabeled = 5, 0.1
+	s := synth.New(o)
+	var buf []byte
+	for range n {
+		if format == consumer.FormatMsgpack {
+			buf = synth.AppendMsgpack(buf, s.Next())
+		} else {
+			buf = synth.AppendJSON(buf, s.Next())
+		}
+	}
+	return buf
+}
+
+// TestReadExamplesKeepsOrder reads with chunks far smaller than a record,
+// so that records straddle chunks and the buffer grows, on several
+// workers: the records must still arrive once each, in order.
+func TestReadExamplesKeepsOrder(t *testing.T) {
+	for _, format := range []consumer.Format{consumer.FormatJSON, consumer.FormatMsgpack} {
+		for _, chunk := range []int{7, 100, 4096} {
+			for _, hint := range []consumer.Format{format, consumer.FormatAuto} {
+				t.Run(fmt.Sprintf("%s/chunk=%d/as=%s", format, chunk, hint), func(t *testing.T) {
+					data := stream(500, format)
+					var ids []string
+					err := consumer.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), consumer.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *consumer.Record) error {
+						if r.Err != nil {
+							return r.Err
+						}
+						if r.N != len(ids)+1 {
+							return fmt.Errorf("record %d arrived as number %d", len(ids)+1, r.N)
+						}
+						ids = append(ids, string(r.Meta.ID))
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(ids) != 500 {
+						t.Fatalf("%d records, want 500", len(ids))
+					}
+					for i, id := range ids {
+						if id != fmt.Sprint(i+1) {
+							t.Fatalf("record %d has id %s", i+1, id)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestReadExamplesReportsBadRecordsAndGoesOn(t *testing.T) {
+	in := "{\"label\":1,\"features\":{\"a\":1}}\n\n   \n{\"label\":\"x\"}\nnot json\n{\"label\":-1,\"x\":[1,2]}"
+	var got []string
+	err := consumer.ReadExamples(context.Background(), strings.NewReader(in), decoders(), consumer.ReadOptions{}, func(r *consumer.Record) error {
+		if r.Err != nil {
+			got = append(got, fmt.Sprintf("%d:err", r.N))
+		} else {
+			got = append(got, fmt.Sprintf("%d:%d", r.N, r.Example.Label))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "1:1 4:err 5:err 6:-1"; strings.Join(got, " ") != want {
+		t.Fatalf("got %v, want %s (blank lines skipped, line numbers kept)", got, want)
+	}
+}
+
+func TestReadExamplesTruncatedMsgpack(t *testing.T) {
+	data := stream(10, consumer.FormatMsgpack)
+	n := 0
+	err := consumer.ReadExamples(context.Background(), bytes.NewReader(data[:len(data)-5]), decoders(), consumer.ReadOptions{Format: consumer.FormatMsgpack}, func(r *consumer.Record) error {
+		n++
+		return r.Err
+	})
+	if err == nil || !strings.Contains(err.Error(), "record 10") {
+		t.Fatalf("got %v, want an error naming record 10", err)
+	}
+	if n != 9 {
+		t.Fatalf("%d records before the truncated one, want 9", n)
+	}
+}
+
+func TestReadExamplesStopsOnCallbackError(t *testing.T) {
+	stop := errors.New("enough")
+	n := 0
+	err := consumer.ReadExamples(context.Background(), bytes.NewReader(stream(5000, consumer.FormatJSON)), decoders(), consumer.ReadOptions{ChunkSize: 512}, func(*consumer.Record) error {
+		n++
+		if n == 100 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 100 {
+		t.Fatalf("got %v after %d records", err, n)
+	}
+}
+
+func TestReadExamplesCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	err := consumer.ReadExamples(ctx, bytes.NewReader(stream(5000, consumer.FormatJSON)), decoders(), consumer.ReadOptions{ChunkSize: 512}, func(*consumer.Record) error {
+		n++
+		if n == 10 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n >= 5000 {
+		t.Fatalf("got %v after %d records", err, n)
+	}
+}

@@ -1,0 +1,90 @@
+package consumer
+
+import (
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a worker's Prometheus metrics. Register them on a registry
+// of your own with NewMetrics.
+type Metrics struct {
+	Examples        *prometheus.CounterVec // by result: correct, mistake, unlabeled, invalid
+	Updates         prometheus.Counter
+	RollingAccuracy prometheus.Gauge
+	DecodeErrors    prometheus.Counter
+	PublishErrors   prometheus.Counter
+	Position        *prometheus.GaugeVec // by source: the model's position
+	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
+	BatchLatency    prometheus.Histogram // from fetch to outputs durable
+	ModelVersion    prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Examples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperplane_examples_total",
+			Help: "Examples processed, by result: correct, mistake (a labeled example predicted wrong), unlabeled, invalid (sent to the dead letters).",
+		}, []string{"result"}),
+		Updates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_updates_total",
+			Help: "Updates applied to the model.",
+		}),
+		RollingAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_rolling_accuracy",
+			Help: "Prequential accuracy over the last window of labeled examples.",
+		}),
+		DecodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_decode_errors_total",
+			Help: "Messages that were not valid examples.",
+		}),
+		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_publish_errors_total",
+			Help: "Failed attempts to publish a batch of outputs (each is retried).",
+		}),
+		Position: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_position",
+			Help: "The model's position in each source partition or stream: the next Kafka offset, or the last JetStream sequence.",
+		}, []string{"source"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_lag",
+			Help: "Messages not yet read in each source partition or stream, as the broker reports it.",
+		}, []string{"source"}),
+		BatchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hyperplane_batch_latency_seconds",
+			Help:    "Time from fetching a batch of messages to its outputs being durable.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		ModelVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_model_version",
+			Help: "Updates applied to the model since it was created.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion)
+	}
+	return m
+}
+
+// observe records a batch: the model's counts before and after it and
+// the positions it reached.
+func (m *Metrics) observe(before, after learner.Metrics, resume map[string]int64) {
+	labeled := after.Labeled - before.Labeled
+	mistakes := after.Mistakes - before.Mistakes
+	m.Examples.WithLabelValues("correct").Add(float64(labeled - mistakes))
+	m.Examples.WithLabelValues("mistake").Add(float64(mistakes))
+	m.Examples.WithLabelValues("unlabeled").Add(float64(after.Examples - before.Examples - labeled))
+	m.Updates.Add(float64(after.Updates - before.Updates))
+	m.RollingAccuracy.Set(after.RollingAccuracy)
+	m.ModelVersion.Set(float64(after.Updates))
+	for src, pos := range resume {
+		m.Position.WithLabelValues(src).Set(float64(pos))
+	}
+}
+
+// SetLag records the broker's view of the lag.
+func (m *Metrics) SetLag(lag map[string]int64) {
+	for src, n := range lag {
+		m.Lag.WithLabelValues(src).Set(float64(n))
+	}
+}

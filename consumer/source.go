@@ -1,0 +1,80 @@
+package consumer
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one message from a source.
+type Message struct {
+	// Position is the message's place: its partition or stream and its
+	// offset or sequence. The event ids derive from it.
+	Position Position
+	// Resume is what the model's position for Position.Source becomes once
+	// the message is in the model, in the form the source is opened with:
+	// the next offset for a Kafka partition, the message's own sequence
+	// for a JetStream stream.
+	Resume int64
+	Value  []byte
+	Time   time.Time
+}
+
+// Source delivers messages, in order within each partition or stream.
+//
+// A Source is opened at positions chosen by the worker (see the adapters'
+// constructors), so what it delivers follows from those positions alone:
+// never from broker-side commits.
+type Source interface {
+	// Fetch waits until at least one message is available and returns
+	// up to max of them, without waiting for more. The slice and the
+	// messages are valid until the next Fetch. It returns ctx's error
+	// when ctx is done, and keeps retrying through broker restarts.
+	Fetch(ctx context.Context, max int) ([]Message, error)
+	// Commit tells the broker how far the model has got (the Resume
+	// values of the last messages it includes, by source key), for lag
+	// monitoring and retention. It never changes what Fetch returns.
+	Commit(ctx context.Context, resume map[string]int64) error
+	// Close releases the source.
+	Close() error
+}
+
+// Output is one message for a sink.
+type Output struct {
+	// Topic is the Kafka topic or NATS subject.
+	Topic string
+	// Key is the event id: the Kafka message key, the JetStream
+	// Nats-Msg-Id header.
+	Key   string
+	Value []byte
+}
+
+// Sink publishes outputs.
+type Sink interface {
+	// Publish returns nil once the broker holds every output of batch
+	// durably (Kafka: acknowledged by all in-sync replicas; JetStream: a
+	// publish acknowledgement for each), and an error otherwise, in which
+	// case the caller publishes the whole batch again: outputs are
+	// at-least-once, and their keys let readers drop the repeats.
+	Publish(ctx context.Context, batch []Output) error
+	Close() error
+}
+
+// backoff is an exponential delay for retries: 50ms doubling to 5s.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) wait(ctx context.Context) error {
+	if b.next == 0 {
+		b.next = 50 * time.Millisecond
+	}
+	t := time.NewTimer(b.next)
+	defer t.Stop()
+	b.next = min(2*b.next, 5*time.Second)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (b *backoff) reset() { b.next = 0 }
