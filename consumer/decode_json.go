@@ -716,6 +716,12 @@ func parseNumber(b []byte, i int) (float64, int, numStatus) {
 	trunc := false
 	if nd := (intEnd - intStart) + (fracEnd - fracStart); nd <= 19 {
 		exp -= fracEnd - fracStart
+		// The common case, a few decimals: the division of exactFloat,
+		// without the call.
+		if m != 0 && m <= 1<<53 && exp < 0 && exp >= -22 {
+			f := float64(m) / math.Pow10(-exp)
+			return math.Float64frombits(math.Float64bits(f) | sign<<63), i, numOK
+		}
 	} else {
 		var e int
 		m, e, trunc = slowMantissa(b[intStart:intEnd], b[fracStart:fracEnd])

@@ -24,7 +24,8 @@ const (
 	fnvPrime64  = 0x100000001b3
 )
 
-// NewHasher returns a Hasher into 2^bits slots. bits must be in [1, 31].
+// NewHasher returns a Hasher into 2^bits slots. bits must be in
+// [1, MaxHashBits].
 func NewHasher(bits int, seed uint64) Hasher {
 	if bits < 1 || bits > MaxHashBits {
 		panic("learner: hash bits out of range")
