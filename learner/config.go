@@ -83,46 +83,46 @@ const MaxHashBits = 30
 // Config is everything that defines a model. Start from DefaultConfig: the
 // zero value is not valid.
 type Config struct {
-	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm"`
-	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias"`
+	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm" help:"learning rule: perceptron, averaged, margin, pa, pa1, pa2, pegasos, arow or kernel"`
+	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias rule of the perceptron family: standard (b += η·y), r2 (b += η·y·R²) or none"`
 	// Eta is the learning rate η of the perceptron family and the kernel
 	// perceptron. Passive-aggressive, Pegasos and AROW choose their own
 	// step and ignore it, and Schedule with it.
-	Eta      float64  `json:"eta" yaml:"eta" msgpack:"eta"`
-	Schedule Schedule `json:"schedule" yaml:"schedule" msgpack:"schedule"`
+	Eta      float64  `json:"eta" yaml:"eta" msgpack:"eta" help:"learning rate η of the perceptron family and the kernel perceptron"`
+	Schedule Schedule `json:"schedule" yaml:"schedule" msgpack:"schedule" help:"learning-rate schedule: constant, inverse (η/t) or inverse_sqrt (η/√t)"`
 	// HashBits sets the dimension: 2^HashBits weights per class.
-	HashBits int    `json:"hash_bits" yaml:"hash_bits" msgpack:"hash_bits"`
-	HashSeed uint64 `json:"hash_seed" yaml:"hash_seed" msgpack:"hash_seed"`
+	HashBits int    `json:"hash_bits" yaml:"hash_bits" msgpack:"hash_bits" help:"feature hashing into 2^N weights per class"`
+	HashSeed uint64 `json:"hash_seed" yaml:"hash_seed" msgpack:"hash_seed" help:"seed of the feature hash"`
 	// Classes names the classes. Empty: a binary model with numeric
 	// labels. Two names: a binary model, the first name the negative class
 	// (-1), the second the positive (+1). Three or more: a multiclass model
 	// (Perceptron, Averaged and PA1 only).
-	Classes []string `json:"classes" yaml:"classes" msgpack:"classes"`
+	Classes []string `json:"classes" yaml:"classes" msgpack:"classes" help:"class names, comma-separated; none: binary labels 1/-1, two: binary (negative, positive), three or more: multiclass"`
 	// Normalize scales every x to unit L2 norm before it is used.
-	Normalize bool `json:"normalize" yaml:"normalize" msgpack:"normalize"`
+	Normalize bool `json:"normalize" yaml:"normalize" msgpack:"normalize" help:"scale every example to unit L2 norm"`
 	// Batch is the mini-batch size in labeled examples: 1 is on-line
 	// learning; above 1 the model stays fixed for Batch labeled examples
 	// and then applies the sum of their updates at once (Perceptron,
 	// Averaged and Margin only).
-	Batch int `json:"batch" yaml:"batch" msgpack:"batch"`
+	Batch int `json:"batch" yaml:"batch" msgpack:"batch" help:"mini-batch size in labeled examples; 1 is on-line learning"`
 	// Tau is the margin below which Margin updates.
-	Tau float64 `json:"tau" yaml:"tau" msgpack:"tau"`
+	Tau float64 `json:"tau" yaml:"tau" msgpack:"tau" help:"margin below which the margin perceptron updates"`
 	// C is the aggressiveness of PA1 and PA2.
-	C float64 `json:"c" yaml:"c" msgpack:"c"`
+	C float64 `json:"c" yaml:"c" msgpack:"c" help:"aggressiveness C of pa1 and pa2"`
 	// Lambda is Pegasos's L2 regularisation.
-	Lambda float64 `json:"lambda" yaml:"lambda" msgpack:"lambda"`
+	Lambda float64 `json:"lambda" yaml:"lambda" msgpack:"lambda" help:"L2 regularisation λ of pegasos"`
 	// AROWR is AROW's regularisation r: larger is more conservative.
-	AROWR float64 `json:"arow_r" yaml:"arow_r" msgpack:"arow_r"`
+	AROWR float64 `json:"arow_r" yaml:"arow_r" msgpack:"arow_r" help:"regularisation r of arow"`
 	// Kernel, Degree, Gamma and Coef0 define the kernel; Budget bounds the
 	// support set. When the set is full the oldest support vector is
 	// removed to make room for the new one.
-	Kernel KernelFunc `json:"kernel" yaml:"kernel" msgpack:"kernel"`
-	Degree int        `json:"degree" yaml:"degree" msgpack:"degree"`
-	Gamma  float64    `json:"gamma" yaml:"gamma" msgpack:"gamma"`
-	Coef0  float64    `json:"coef0" yaml:"coef0" msgpack:"coef0"`
-	Budget int        `json:"budget" yaml:"budget" msgpack:"budget"`
+	Kernel KernelFunc `json:"kernel" yaml:"kernel" msgpack:"kernel" help:"kernel of the kernel algorithm: linear, poly or rbf"`
+	Degree int        `json:"degree" yaml:"degree" msgpack:"degree" help:"degree of the poly kernel"`
+	Gamma  float64    `json:"gamma" yaml:"gamma" msgpack:"gamma" help:"scale γ of the poly and rbf kernels"`
+	Coef0  float64    `json:"coef0" yaml:"coef0" msgpack:"coef0" help:"constant term of the poly kernel"`
+	Budget int        `json:"budget" yaml:"budget" msgpack:"budget" help:"most support vectors the kernel model keeps (the oldest goes first)"`
 	// Window is the number of labeled examples behind the rolling accuracy.
-	Window int `json:"window" yaml:"window" msgpack:"window"`
+	Window int `json:"window" yaml:"window" msgpack:"window" help:"labeled examples behind the rolling accuracy"`
 }
 
 // DefaultConfig is a binary perceptron with the standard bias rule, η = 1

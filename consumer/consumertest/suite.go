@@ -50,12 +50,13 @@ func drain(t *testing.T, src consumer.Source, n int) []consumer.Message {
 	defer cancel()
 	var got []consumer.Message
 	for len(got) < n {
-		batch, err := src.Fetch(ctx, 64)
+		limit := min(64, n-len(got))
+		batch, err := src.Fetch(ctx, limit)
 		if err != nil {
 			t.Fatalf("Fetch after %d of %d messages: %v", len(got), n, err)
 		}
-		if len(batch) == 0 || len(batch) > 64 {
-			t.Fatalf("Fetch returned %d messages, want 1 to 64", len(batch))
+		if len(batch) == 0 || len(batch) > limit {
+			t.Fatalf("Fetch returned %d messages, want 1 to %d", len(batch), limit)
 		}
 		for _, m := range batch {
 			m.Value = slices.Clone(m.Value)

@@ -1,0 +1,133 @@
+// Package config is hyperplane's one configuration surface: a Config
+// struct loaded from a YAML file, then HYPERPLANE_* environment
+// variables, then command-line flags (flag > env > file > default), and
+// validated with errors that name the field.
+package config
+
+import "github.com/hyperplane-ml/hyperplane/learner"
+
+// Config is everything the worker needs. Every leaf field is a key: a YAML
+// key (its yaml tag, nested with dots: kafka.sasl.username), an
+// environment variable (HYPERPLANE_KAFKA_SASL_USERNAME) and a flag
+// (--kafka.sasl.username). A field tagged secret:"true" is never shown
+// by Usage, String or Redacted. Start from Default, or Load.
+type Config struct {
+	// Model names the model and holds its hyperparameters.
+	Model Model `yaml:"model"`
+	// Kafka and NATS are the broker connections the source and the
+	// outputs use.
+	Kafka Kafka `yaml:"kafka"`
+	NATS  NATS  `yaml:"nats"`
+	// Source is where examples come from.
+	Source Source `yaml:"source"`
+	// Outputs are where events go.
+	Outputs Outputs `yaml:"outputs"`
+	HTTP    HTTP    `yaml:"http"`
+	Log     Log     `yaml:"log"`
+}
+
+// Model is the model's identity and hyperparameters.
+type Model struct {
+	Name    string         `yaml:"name" help:"name of the model, used in events and snapshot keys"`
+	Learner learner.Config `yaml:"learner"`
+}
+
+// Kafka is how to reach the Kafka cluster.
+type Kafka struct {
+	Brokers  []string `yaml:"brokers" help:"bootstrap brokers, host:port, comma-separated"`
+	ClientID string   `yaml:"client_id" help:"client id sent to the brokers"`
+	TLS      TLS      `yaml:"tls"`
+	SASL     SASL     `yaml:"sasl"`
+}
+
+// SASL is Kafka authentication.
+type SASL struct {
+	Mechanism string `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
+	Username  string `yaml:"username" help:"SASL user name"`
+	Password  string `yaml:"password" secret:"true" help:"SASL password (never logged)"`
+}
+
+// TLS is a client TLS setting.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled" help:"connect with TLS"`
+	CAFile             string `yaml:"ca_file" help:"PEM file of the CAs to trust (default: the system's)"`
+	CertFile           string `yaml:"cert_file" help:"PEM client certificate, for mutual TLS"`
+	KeyFile            string `yaml:"key_file" help:"PEM client key, for mutual TLS"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" help:"do not verify the server's certificate (testing only)"`
+}
+
+// NATS is how to reach the NATS server.
+type NATS struct {
+	URL             string `yaml:"url" help:"server URLs, comma-separated, e.g. nats://localhost:4222"`
+	CredentialsFile string `yaml:"credentials_file" help:"NATS credentials (.creds) file"`
+	NKeyFile        string `yaml:"nkey_file" help:"NKey seed file"`
+	TLS             TLS    `yaml:"tls"`
+}
+
+// Source is where examples come from.
+type Source struct {
+	// Kind is kafka, jetstream or nats (core NATS: at-most-once, no replay).
+	Kind string `yaml:"kind" help:"kafka, jetstream or nats (core NATS, at-most-once)"`
+	// Topics are the Kafka topics (Kind kafka).
+	Topics []string `yaml:"topics" help:"Kafka topics to read, every partition"`
+	// Group is the Kafka consumer group that progress is committed to, for
+	// lag monitoring only: the worker never reads its offsets back.
+	Group string `yaml:"group" help:"Kafka consumer group for lag monitoring (default hyperplane-<model>)"`
+	// Stream is the JetStream stream (Kind jetstream).
+	Stream string `yaml:"stream" help:"JetStream stream to read"`
+	// Subject is the NATS subject (Kind nats), or a filter on the stream
+	// (Kind jetstream).
+	Subject string `yaml:"subject" help:"NATS subject (core NATS), or subject filter (JetStream)"`
+	// Start is where to begin when there is no snapshot: earliest, latest,
+	// offset:N (Kafka offset or JetStream sequence) or time:RFC3339.
+	Start string `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
+	// Format is the examples' encoding: auto, jsonl or msgpack.
+	Format      string `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
+	MaxBytes    int    `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
+	MaxFeatures int    `yaml:"max_features" help:"most features per example; more go to the dead letters"`
+	// Batch is the most messages processed between two publishes.
+	Batch int `yaml:"batch" help:"most messages processed between two publishes of outputs"`
+}
+
+// Outputs are where events go. A destination is "kafka:<topic>",
+// "jetstream:<subject>" or "nats:<subject>"; empty means none.
+type Outputs struct {
+	Predictions        string `yaml:"predictions" help:"destination of prediction events: kafka:<topic>, jetstream:<subject> or nats:<subject>"`
+	Misclassifications string `yaml:"misclassifications" help:"destination of misclassification events"`
+	DeadLetter         string `yaml:"dead_letter" help:"destination of dead-letter events (bad input)"`
+	// Publish says which predictions are published: all, unlabeled or
+	// none. Misclassifications are always published when they have a
+	// destination.
+	Publish string `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
+	// Format is the events' encoding: json or msgpack.
+	Format string `yaml:"format" help:"event encoding: json or msgpack"`
+}
+
+// HTTP is the metrics and health server.
+type HTTP struct {
+	Addr string `yaml:"addr" help:"address of /metrics, /healthz and /readyz; empty disables"`
+}
+
+// Log is the logger.
+type Log struct {
+	Level  string `yaml:"level" help:"debug, info, warn or error"`
+	Format string `yaml:"format" help:"json, console, or auto (console on a terminal, else json)"`
+}
+
+// Default is the configuration before any file, variable or flag.
+func Default() Config {
+	return Config{
+		Model: Model{Name: "default", Learner: learner.DefaultConfig()},
+		Kafka: Kafka{ClientID: "hyperplane", SASL: SASL{Mechanism: "none"}},
+		Source: Source{
+			Start:       "earliest",
+			Format:      "auto",
+			MaxBytes:    1 << 20,
+			MaxFeatures: 4096,
+			Batch:       512,
+		},
+		Outputs: Outputs{Publish: "all", Format: "json"},
+		HTTP:    HTTP{Addr: ":8080"},
+		Log:     Log{Level: "info", Format: "auto"},
+	}
+}

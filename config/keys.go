@@ -1,0 +1,212 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// envPrefix starts every environment variable of a key.
+const envPrefix = "HYPERPLANE_"
+
+// configEnv names the config file when no --config flag does.
+const configEnv = envPrefix + "CONFIG"
+
+// key is one leaf of Config: a setting with a YAML path, an environment
+// variable and a flag.
+type key struct {
+	path   string       // dotted YAML path, also the flag name: model.learner.eta
+	env    string       // HYPERPLANE_MODEL_LEARNER_ETA
+	index  []int        // field index path from Config, for reflect.Value.FieldByIndex
+	typ    reflect.Type // the field's type
+	help   string       // the help tag
+	secret bool         // the secret tag: the value is never shown
+}
+
+// keys lists every key of Config in declaration order. It is built by
+// reflection so that a field added to Config is a YAML key, a variable and
+// a flag without further code. It panics on a field of a type it cannot
+// parse: that is a programming error, caught by the package's tests.
+func keys() []key {
+	var ks []key
+	walkKeys(reflect.TypeFor[Config](), nil, nil, &ks)
+	return ks
+}
+
+func walkKeys(t reflect.Type, prefix []string, index []int, ks *[]key) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, ok := yamlName(f)
+		if !ok {
+			continue
+		}
+		path := append(append([]string(nil), prefix...), name)
+		idx := append(append([]int(nil), index...), i)
+		if f.Type.Kind() == reflect.Struct {
+			walkKeys(f.Type, path, idx, ks)
+			continue
+		}
+		if !supported(f.Type) {
+			panic(fmt.Sprintf("config: key %s has unsupported type %s", strings.Join(path, "."), f.Type))
+		}
+		secret := f.Tag.Get("secret") == "true"
+		if secret && f.Type.Kind() != reflect.String {
+			panic(fmt.Sprintf("config: secret key %s must be a string", strings.Join(path, ".")))
+		}
+		*ks = append(*ks, key{
+			path:   strings.Join(path, "."),
+			env:    envPrefix + strings.ToUpper(strings.Join(path, "_")),
+			index:  idx,
+			typ:    f.Type,
+			help:   f.Tag.Get("help"),
+			secret: secret,
+		})
+	}
+}
+
+// yamlName is the YAML key of a struct field as yaml.v3 names it, and
+// false for a field that is not a key (unexported or tagged "-").
+func yamlName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	tag := f.Tag.Get("yaml")
+	if tag == "-" {
+		return "", false
+	}
+	name, opts, _ := strings.Cut(tag, ",")
+	if strings.Contains(opts, "inline") {
+		panic(fmt.Sprintf("config: field %s: inline YAML fields are not supported", f.Name))
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, true
+}
+
+// fieldByYAMLName is the index of the field of struct type t whose YAML key
+// is name.
+func fieldByYAMLName(t reflect.Type, name string) (int, bool) {
+	for i := range t.NumField() {
+		if n, ok := yamlName(t.Field(i)); ok && n == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// yamlNames lists the YAML keys of struct type t, for error messages.
+func yamlNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		if n, ok := yamlName(t.Field(i)); ok {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// supported reports whether parseText can produce a value of type t.
+func supported(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Uint64, reflect.Float64:
+		return true
+	case reflect.Slice:
+		return t.Elem().Kind() == reflect.String
+	}
+	return false
+}
+
+// typeName is how Usage names a key's type.
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int:
+		return "int"
+	case reflect.Uint64:
+		return "uint"
+	case reflect.Float64:
+		return "float"
+	case reflect.Slice:
+		return "list"
+	}
+	return "string"
+}
+
+// parseText parses s, the text of an environment variable, a flag or a
+// YAML scalar, as a value of type t. Numbers and booleans may be
+// surrounded by spaces; a list is comma-separated, each element trimmed,
+// empty elements dropped, so "" is the empty list. The error says what s
+// is not, quoting it; the caller adds where s came from.
+func parseText(t reflect.Type, s string) (reflect.Value, error) {
+	v := reflect.New(t).Elem()
+	trimmed := strings.TrimSpace(s)
+	switch t.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(trimmed)
+		if err != nil {
+			return v, fmt.Errorf("%q is not a boolean (want true or false)", s)
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		n, err := strconv.ParseInt(trimmed, 0, t.Bits())
+		if err != nil {
+			return v, numError(s, "an integer", err)
+		}
+		v.SetInt(n)
+	case reflect.Uint64:
+		n, err := strconv.ParseUint(trimmed, 0, 64)
+		if err != nil {
+			return v, numError(s, "a non-negative integer", err)
+		}
+		v.SetUint(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(trimmed, 64)
+		if err != nil {
+			return v, numError(s, "a number", err)
+		}
+		v.SetFloat(f)
+	case reflect.Slice:
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				v = reflect.Append(v, reflect.ValueOf(part).Convert(t.Elem()))
+			}
+		}
+	default:
+		return v, fmt.Errorf("unsupported type %s", t)
+	}
+	return v, nil
+}
+
+func numError(s, what string, err error) error {
+	if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		return fmt.Errorf("%q is out of range", s)
+	}
+	return fmt.Errorf("%q is not %s", s, what)
+}
+
+// formatText is the text form of v that parseText reads back: a list is
+// comma-separated.
+func formatText(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.Int:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
+	case reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = v.Index(i).String()
+		}
+		return strings.Join(parts, ",")
+	}
+	return v.String()
+}

@@ -1,0 +1,268 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load builds the configuration from, in increasing precedence, Default(),
+// a YAML file, HYPERPLANE_* environment variables and the flags in args.
+// It does not validate the result: call Validate.
+//
+// The file is named by --config PATH (also -config, --config=PATH) or,
+// without that flag, by HYPERPLANE_CONFIG. It is read strictly: an unknown
+// or repeated key, a value of the wrong type or a second YAML document is
+// an error naming the file, the line and the dotted key. A key given with
+// no value (null) keeps the value beneath it.
+//
+// Every key model.learner.hash_bits is read from the variable
+// HYPERPLANE_MODEL_LEARNER_HASH_BITS (getenv; an empty variable counts as
+// unset) and from the flag --model.learner.hash_bits VALUE. Lists are
+// comma-separated in variables and flags, YAML lists in the file; a list
+// flag given more than once collects every value. A bool flag alone means
+// true; to turn one off write --key=false.
+//
+// args hold only --config and keys: an unknown flag or a positional
+// argument is an error naming it. -h or --help returns flag.ErrHelp
+// (check with errors.Is) and the caller prints Usage. On any error Load
+// returns the zero Config.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	ks := keys()
+	fs := flag.NewFlagSet("hyperplane run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var file string
+	fileFlag := false
+	fs.Func("config", "YAML file to read", func(s string) error {
+		file, fileFlag = s, true
+		return nil
+	})
+	flagged := make([]reflect.Value, len(ks)) // parsed flag values, applied last
+	for i := range ks {
+		fs.Var(&flagValue{k: &ks[i], v: &flagged[i]}, ks[i].path, ks[i].help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, flag.ErrHelp
+		}
+		return Config{}, fmt.Errorf("flags: %w", err)
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		return Config{}, fmt.Errorf("flags: unexpected argument %q: settings are given as --key value", rest[0])
+	}
+
+	cfg := Default()
+	if !fileFlag {
+		file = getenv(configEnv)
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return Config{}, fmt.Errorf("config file: %w", err)
+		}
+		if err := decodeYAML(file, data, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	root := reflect.ValueOf(&cfg).Elem()
+	for _, k := range ks {
+		s := getenv(k.env)
+		if s == "" {
+			continue
+		}
+		v, err := parseText(k.typ, s)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", k.env, err)
+		}
+		root.FieldByIndex(k.index).Set(v)
+	}
+	for i, k := range ks {
+		if flagged[i].IsValid() {
+			root.FieldByIndex(k.index).Set(flagged[i])
+		}
+	}
+	return cfg, nil
+}
+
+// flagValue is the flag of one key. Set parses its text at once, so a bad
+// value is reported by the flag package with the flag's name, and keeps it
+// in *v until the file and the environment have been applied beneath it.
+type flagValue struct {
+	k *key
+	v *reflect.Value
+}
+
+func (f *flagValue) Set(s string) error {
+	v, err := parseText(f.k.typ, s)
+	if err != nil {
+		return err
+	}
+	if f.k.typ.Kind() == reflect.Slice && f.v.IsValid() {
+		v = reflect.AppendSlice(*f.v, v)
+	}
+	*f.v = v
+	return nil
+}
+
+func (f *flagValue) String() string {
+	if f == nil || f.v == nil || !f.v.IsValid() || f.k.secret {
+		return ""
+	}
+	return formatText(*f.v)
+}
+
+// IsBoolFlag lets a bool key be given as a bare --key.
+func (f *flagValue) IsBoolFlag() bool {
+	return f != nil && f.k != nil && f.k.typ.Kind() == reflect.Bool
+}
+
+// decodeYAML applies the YAML document data, read from the file name, onto
+// cfg. Keys are matched against Config's yaml tags by walking the node tree
+// rather than by yaml.v3's KnownFields, so that an error names the dotted
+// key (source.colour) and not a Go type; values are parsed by parseText,
+// the same parser as variables and flags, so that one text means one
+// value everywhere.
+func decodeYAML(name string, data []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file sets nothing
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return fmt.Errorf("%s: line %d: a second YAML document; the configuration is one document", name, extra.Line)
+	case !errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	d := yamlDecoder{file: name}
+	return d.decodeStruct(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
+}
+
+// yamlDecoder decodes the nodes of one file.
+type yamlDecoder struct {
+	file string
+}
+
+func (d yamlDecoder) errorf(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("%s: line %d: %s", d.file, n.Line, fmt.Sprintf(format, args...))
+}
+
+// resolve follows aliases (*anchor) to the node they stand for.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// decodeStruct applies mapping node n onto struct v, whose dotted path is
+// path ("" for the top).
+func (d yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error {
+	n = resolve(n)
+	if isNull(n) {
+		return nil
+	}
+	what := path
+	if what == "" {
+		what = "the configuration"
+	}
+	if n.Kind != yaml.MappingNode {
+		return d.errorf(n, "%s must be a mapping of keys, not %s", what, nodeKind(n))
+	}
+	t := v.Type()
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := resolve(n.Content[i]), n.Content[i+1]
+		full := kn.Value
+		if path != "" {
+			full = path + "." + kn.Value
+		}
+		if kn.Kind != yaml.ScalarNode {
+			return d.errorf(kn, "a key of %s is %s, not a name", what, nodeKind(kn))
+		}
+		if first, dup := seen[kn.Value]; dup {
+			return d.errorf(kn, "key %s is given twice (first at line %d)", full, first)
+		}
+		seen[kn.Value] = kn.Line
+		fi, ok := fieldByYAMLName(t, kn.Value)
+		if !ok {
+			return d.errorf(kn, "unknown key %s (%s has %s)", full, what, strings.Join(yamlNames(t), ", "))
+		}
+		fv := v.Field(fi)
+		var err error
+		if fv.Kind() == reflect.Struct {
+			err = d.decodeStruct(vn, fv, full)
+		} else {
+			err = d.decodeLeaf(vn, fv, full)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeLeaf sets the key v, whose dotted path is path, from node n.
+func (d yamlDecoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) error {
+	n = resolve(n)
+	switch {
+	case isNull(n):
+		return nil
+	case n.Kind == yaml.SequenceNode && v.Kind() == reflect.Slice:
+		list := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+		for _, item := range n.Content {
+			item = resolve(item)
+			if item.Kind != yaml.ScalarNode || isNull(item) {
+				return d.errorf(item, "%s: an element is %s, not a string", path, nodeKind(item))
+			}
+			list = reflect.Append(list, reflect.ValueOf(item.Value).Convert(v.Type().Elem()))
+		}
+		if list.Len() == 0 {
+			list = reflect.Zero(v.Type())
+		}
+		v.Set(list)
+		return nil
+	case v.Kind() == reflect.Slice:
+		return d.errorf(n, "%s: want a YAML list such as [a, b], not %s", path, nodeKind(n))
+	case n.Kind != yaml.ScalarNode:
+		return d.errorf(n, "%s: want a single value, not %s", path, nodeKind(n))
+	}
+	val, err := parseText(v.Type(), n.Value)
+	if err != nil {
+		return d.errorf(n, "%s: %v", path, err)
+	}
+	v.Set(val)
+	return nil
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if isNull(n) {
+		return "null"
+	}
+	return fmt.Sprintf("the value %q", n.Value)
+}

@@ -1,0 +1,482 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// FieldError says which key is wrong and why. Field is the dotted key
+// (kafka.sasl.password), as in the YAML file and the flags.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first key that is wrong, as a *FieldError, checking
+// the model, the source, the outputs, the broker connections, HTTP and the
+// log in that order. A key is checked even when nothing uses it (a Kafka
+// SASL setting with a NATS source), and every file the configuration names
+// must be readable now. Validate starts nothing and opens no connection.
+func (c Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateModel,
+		c.validateSource,
+		c.validateOutputs,
+		c.validateKafka,
+		c.validateNATS,
+		c.validateHTTP,
+		c.validateLog,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KafkaGroup is the Kafka consumer group that progress is committed to:
+// source.group, or "hyperplane-<model.name>" when that is empty.
+func (c Config) KafkaGroup() string {
+	if c.Source.Group != "" {
+		return c.Source.Group
+	}
+	return "hyperplane-" + c.Model.Name
+}
+
+// maxNameLen bounds model.name, which is one segment of object keys.
+const maxNameLen = 200
+
+func (c Config) validateModel() error {
+	name := c.Model.Name
+	switch {
+	case name == "":
+		return fieldErr("model.name", "required: the model's name, used in events and snapshot keys")
+	case len(name) > maxNameLen:
+		return fieldErr("model.name", "longer than %d bytes", maxNameLen)
+	case name == "." || name == "..":
+		return fieldErr("model.name", "%q is not a name (it is part of object keys)", name)
+	}
+	for _, r := range name {
+		if !isNameRune(r) {
+			return fieldErr("model.name", "%q may hold only letters, digits, '.', '_' and '-' (it is part of object keys)", name)
+		}
+	}
+	if err := c.Model.Learner.Validate(); err != nil {
+		var fe *learner.FieldError
+		if errors.As(err, &fe) {
+			return &FieldError{Field: "model.learner." + fe.Field, Problem: fe.Problem}
+		}
+		return &FieldError{Field: "model.learner", Problem: err.Error()}
+	}
+	return nil
+}
+
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// Source kinds.
+const (
+	kindKafka     = "kafka"
+	kindJetStream = "jetstream"
+	kindNATS      = "nats"
+)
+
+// maxBatch bounds source.batch.
+const maxBatch = 100000
+
+func (c Config) validateSource() error {
+	s := c.Source
+	switch s.Kind {
+	case kindKafka:
+		if len(c.Kafka.Brokers) == 0 {
+			return fieldErr("kafka.brokers", "required when source.kind is kafka")
+		}
+		if len(s.Topics) == 0 {
+			return fieldErr("source.topics", "required when source.kind is kafka: the topics to read")
+		}
+		for _, t := range s.Topics {
+			if err := checkTopic(t); err != nil {
+				return fieldErr("source.topics", "%v", err)
+			}
+		}
+	case kindJetStream:
+		if c.NATS.URL == "" {
+			return fieldErr("nats.url", "required when source.kind is jetstream")
+		}
+		if s.Stream == "" {
+			return fieldErr("source.stream", "required when source.kind is jetstream: the stream to read")
+		}
+		if strings.ContainsAny(s.Stream, " \t\r\n.*>/\\") {
+			return fieldErr("source.stream", "%q is not a stream name (no spaces, '.', '*', '>', '/' or '\\')", s.Stream)
+		}
+		if s.Subject != "" {
+			if err := checkSubject(s.Subject, true); err != nil {
+				return fieldErr("source.subject", "%v", err)
+			}
+		}
+	case kindNATS:
+		if c.NATS.URL == "" {
+			return fieldErr("nats.url", "required when source.kind is nats")
+		}
+		if s.Subject == "" {
+			return fieldErr("source.subject", "required when source.kind is nats: the subject to subscribe to")
+		}
+		if err := checkSubject(s.Subject, true); err != nil {
+			return fieldErr("source.subject", "%v", err)
+		}
+	case "":
+		return fieldErr("source.kind", "required: kafka, jetstream or nats")
+	default:
+		return fieldErr("source.kind", "unknown kind %q (want kafka, jetstream or nats)", s.Kind)
+	}
+	if _, err := ParseStart(s.Start); err != nil {
+		return fieldErr("source.start", "%v", err)
+	}
+	switch s.Format {
+	case "auto", "jsonl", "json", "msgpack":
+	default:
+		return fieldErr("source.format", "unknown format %q (want auto, jsonl, json or msgpack)", s.Format)
+	}
+	if s.MaxBytes < 1 {
+		return fieldErr("source.max_bytes", "must be at least 1, got %d", s.MaxBytes)
+	}
+	if s.MaxFeatures < 1 {
+		return fieldErr("source.max_features", "must be at least 1, got %d", s.MaxFeatures)
+	}
+	if s.Batch < 1 || s.Batch > maxBatch {
+		return fieldErr("source.batch", "must be between 1 and %d, got %d", maxBatch, s.Batch)
+	}
+	return nil
+}
+
+func (c Config) validateOutputs() error {
+	o := c.Outputs
+	for _, d := range []struct{ field, dest string }{
+		{"outputs.predictions", o.Predictions},
+		{"outputs.misclassifications", o.Misclassifications},
+		{"outputs.dead_letter", o.DeadLetter},
+	} {
+		if d.dest == "" {
+			continue
+		}
+		kind, _, err := ParseDestination(d.dest)
+		if err != nil {
+			return fieldErr(d.field, "%v", err)
+		}
+		if kind == kindKafka && len(c.Kafka.Brokers) == 0 {
+			return fieldErr("kafka.brokers", "required by %s (%s)", d.field, d.dest)
+		}
+		if kind != kindKafka && c.NATS.URL == "" {
+			return fieldErr("nats.url", "required by %s (%s)", d.field, d.dest)
+		}
+	}
+	switch o.Publish {
+	case "all", "unlabeled", "none":
+	default:
+		return fieldErr("outputs.publish", "unknown value %q (want all, unlabeled or none)", o.Publish)
+	}
+	switch o.Format {
+	case "json", "msgpack":
+	default:
+		return fieldErr("outputs.format", "unknown format %q (want json or msgpack)", o.Format)
+	}
+	return nil
+}
+
+func (c Config) validateKafka() error {
+	k := c.Kafka
+	for _, b := range k.Brokers {
+		if err := checkHostPort(b, false); err != nil {
+			return fieldErr("kafka.brokers", "%v", err)
+		}
+	}
+	s := k.SASL
+	switch s.Mechanism {
+	case "none":
+		if s.Username != "" || s.Password != "" {
+			return fieldErr("kafka.sasl.mechanism", "is none, but a username or password is set: choose plain, scram-sha-256 or scram-sha-512")
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if s.Username == "" {
+			return fieldErr("kafka.sasl.username", "required when kafka.sasl.mechanism is %s", s.Mechanism)
+		}
+		if s.Password == "" {
+			return fieldErr("kafka.sasl.password", "required when kafka.sasl.mechanism is %s", s.Mechanism)
+		}
+	default:
+		return fieldErr("kafka.sasl.mechanism", "unknown mechanism %q (want none, plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
+	}
+	return checkTLS("kafka.tls", k.TLS)
+}
+
+func (c Config) validateNATS() error {
+	n := c.NATS
+	if n.URL != "" {
+		for _, u := range strings.Split(n.URL, ",") {
+			if err := checkNATSURL(strings.TrimSpace(u)); err != nil {
+				return fieldErr("nats.url", "%v", err)
+			}
+		}
+	}
+	if n.CredentialsFile != "" && n.NKeyFile != "" {
+		return fieldErr("nats.nkey_file", "set nats.credentials_file or nats.nkey_file, not both")
+	}
+	if err := checkFile("nats.credentials_file", n.CredentialsFile); err != nil {
+		return err
+	}
+	if err := checkFile("nats.nkey_file", n.NKeyFile); err != nil {
+		return err
+	}
+	return checkTLS("nats.tls", n.TLS)
+}
+
+func (c Config) validateHTTP() error {
+	if c.HTTP.Addr == "" {
+		return nil
+	}
+	if err := checkHostPort(c.HTTP.Addr, true); err != nil {
+		return fieldErr("http.addr", "%v", err)
+	}
+	return nil
+}
+
+func (c Config) validateLog() error {
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fieldErr("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "auto", "json", "console":
+	default:
+		return fieldErr("log.format", "unknown format %q (want auto, json or console)", c.Log.Format)
+	}
+	return nil
+}
+
+// checkTLS checks the TLS section whose dotted path is prefix. Files and
+// insecure_skip_verify without enabled are an error rather than silently
+// ignored.
+func checkTLS(prefix string, t TLS) error {
+	if !t.Enabled {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"ca_file", t.CAFile != ""},
+			{"cert_file", t.CertFile != ""},
+			{"key_file", t.KeyFile != ""},
+			{"insecure_skip_verify", t.InsecureSkipVerify},
+		} {
+			if f.set {
+				return fieldErr(prefix+".enabled", "is false, but %s.%s is set: enable TLS or remove it", prefix, f.name)
+			}
+		}
+		return nil
+	}
+	if t.CertFile != "" && t.KeyFile == "" {
+		return fieldErr(prefix+".key_file", "required with %s.cert_file", prefix)
+	}
+	if t.KeyFile != "" && t.CertFile == "" {
+		return fieldErr(prefix+".cert_file", "required with %s.key_file", prefix)
+	}
+	for _, f := range []struct{ field, path string }{
+		{prefix + ".ca_file", t.CAFile},
+		{prefix + ".cert_file", t.CertFile},
+		{prefix + ".key_file", t.KeyFile},
+	} {
+		if err := checkFile(f.field, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFile reports, as the key field, a named file that cannot be opened
+// for reading or is a directory. An empty path names no file.
+func checkFile(field, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fieldErr(field, "%v", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fieldErr(field, "%v", err)
+	}
+	if info.IsDir() {
+		return fieldErr(field, "%s is a directory, not a file", path)
+	}
+	return nil
+}
+
+// checkHostPort checks a host:port address. A listening address may leave
+// the host empty (all interfaces) and use port 0 (any free port).
+func checkHostPort(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if host == "" && !listen {
+		return fmt.Errorf("%q has no host", addr)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 && !listen {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
+}
+
+// checkNATSURL checks one server URL the way nats.go reads it: a bare
+// host[:port] means nats://host[:port].
+func checkNATSURL(s string) error {
+	if s == "" {
+		return errors.New("an empty server URL")
+	}
+	raw := s
+	if !strings.Contains(s, "://") {
+		raw = "nats://" + s
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "nats", "tls", "ws", "wss":
+	default:
+		return fmt.Errorf("%q: unknown scheme %q (want nats, tls, ws or wss)", s, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	return nil
+}
+
+// maxTopicLen is Kafka's limit on a topic name.
+const maxTopicLen = 249
+
+// checkTopic checks a Kafka topic name as the broker will.
+func checkTopic(t string) error {
+	if t == "" {
+		return errors.New("an empty topic name")
+	}
+	if len(t) > maxTopicLen || t == "." || t == ".." {
+		return fmt.Errorf("%q is not a Kafka topic name", t)
+	}
+	for _, r := range t {
+		if !isNameRune(r) {
+			return fmt.Errorf("%q is not a Kafka topic name (letters, digits, '.', '_' and '-' only)", t)
+		}
+	}
+	return nil
+}
+
+// checkSubject checks a NATS subject: dot-separated non-empty tokens with
+// no white space. With wildcards, a token may be "*" and the last may be
+// ">"; without, neither may appear, as in a subject to publish to.
+func checkSubject(s string, wildcards bool) error {
+	if s == "" {
+		return errors.New("an empty subject")
+	}
+	if strings.ContainsAny(s, " \t\r\n") {
+		return fmt.Errorf("subject %q contains white space", s)
+	}
+	tokens := strings.Split(s, ".")
+	for i, tok := range tokens {
+		switch {
+		case tok == "":
+			return fmt.Errorf("subject %q has an empty token", s)
+		case tok == "*" || tok == ">":
+			if !wildcards {
+				return fmt.Errorf("subject %q has a wildcard: events are published to one subject", s)
+			}
+			if tok == ">" && i != len(tokens)-1 {
+				return fmt.Errorf("subject %q has '>' before its last token", s)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseDestination splits an output destination "kafka:<topic>",
+// "jetstream:<subject>" or "nats:<subject>" into its kind and name, and
+// checks the name: a Kafka topic name, or a NATS subject without
+// wildcards. An empty destination (no output) is an error here: callers
+// skip it before parsing.
+func ParseDestination(s string) (kind, name string, err error) {
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not a destination (want kafka:<topic>, jetstream:<subject> or nats:<subject>)", s)
+	}
+	switch kind {
+	case kindKafka:
+		err = checkTopic(name)
+	case kindJetStream, kindNATS:
+		err = checkSubject(name, false)
+	default:
+		return "", "", fmt.Errorf("%q: unknown kind %q (want kafka, jetstream or nats)", s, kind)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("%q: %w", s, err)
+	}
+	return kind, name, nil
+}
+
+// The kinds of Start.
+const (
+	StartEarliest = "earliest" // the oldest message the broker holds
+	StartLatest   = "latest"   // only messages that arrive after the start
+	StartOffset   = "offset"   // Start.Offset: a Kafka offset or a JetStream sequence
+	StartTime     = "time"     // the first message at or after Start.Time
+)
+
+// Start is where a source begins when there is no snapshot to resume
+// from: source.start parsed.
+type Start struct {
+	Kind   string // StartEarliest, StartLatest, StartOffset or StartTime
+	Offset int64  // Kind StartOffset: the first offset (Kafka) or sequence (JetStream) to read, >= 0
+	Time   time.Time
+}
+
+// ParseStart parses source.start: "earliest", "latest", "offset:N" with N
+// an integer >= 0, or "time:T" with T an RFC 3339 time
+// (time:2024-05-01T12:00:00Z).
+func ParseStart(s string) (Start, error) {
+	switch {
+	case s == StartEarliest:
+		return Start{Kind: StartEarliest}, nil
+	case s == StartLatest:
+		return Start{Kind: StartLatest}, nil
+	case strings.HasPrefix(s, StartOffset+":"):
+		n, err := strconv.ParseInt(strings.TrimPrefix(s, StartOffset+":"), 10, 64)
+		if err != nil || n < 0 {
+			return Start{}, fmt.Errorf("%q: offset:N needs an integer N >= 0", s)
+		}
+		return Start{Kind: StartOffset, Offset: n}, nil
+	case strings.HasPrefix(s, StartTime+":"):
+		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(s, StartTime+":"))
+		if err != nil {
+			return Start{}, fmt.Errorf("%q: time:T needs an RFC 3339 time such as 2024-05-01T12:00:00Z: %w", s, err)
+		}
+		return Start{Kind: StartTime, Time: t}, nil
+	}
+	return Start{}, fmt.Errorf("unknown start %q (want earliest, latest, offset:N or time:RFC3339)", s)
+}

@@ -1,0 +1,343 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validKafka is a valid configuration reading from Kafka.
+func validKafka() Config {
+	c := Default()
+	c.Model.Name = "clicks"
+	c.Kafka.Brokers = []string{"k1:9092", "k2:9092"}
+	c.Source.Kind = "kafka"
+	c.Source.Topics = []string{"examples"}
+	c.Outputs.Predictions = "kafka:predictions"
+	c.Outputs.Misclassifications = "kafka:misclassifications"
+	c.Outputs.DeadLetter = "kafka:dead-letter"
+	return c
+}
+
+// validJetStream is a valid configuration reading from JetStream.
+func validJetStream() Config {
+	c := Default()
+	c.Model.Name = "sensors"
+	c.NATS.URL = "nats://localhost:4222"
+	c.Source.Kind = "jetstream"
+	c.Source.Stream = "EXAMPLES"
+	c.Outputs.Predictions = "jetstream:predictions"
+	return c
+}
+
+// validNATS is a valid configuration reading from core NATS.
+func validNATS() Config {
+	c := Default()
+	c.Model.Name = "sensors"
+	c.NATS.URL = "localhost:4222"
+	c.Source.Kind = "nats"
+	c.Source.Subject = "examples.>"
+	c.Outputs.Predictions = "nats:predictions"
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.pem")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+
+	cases := []struct {
+		name    string
+		base    func() Config
+		mutate  func(*Config)
+		field   string // "" for valid
+		problem string // a substring of the problem, when set
+	}{
+		{name: "kafka valid", base: validKafka, mutate: func(*Config) {}},
+		{name: "jetstream valid", base: validJetStream, mutate: func(*Config) {}},
+		{name: "nats valid", base: validNATS, mutate: func(*Config) {}},
+		{name: "default has no source", base: Default, mutate: func(*Config) {}, field: "source.kind"},
+
+		// model
+		{name: "model.name empty", base: validKafka, mutate: func(c *Config) { c.Model.Name = "" }, field: "model.name"},
+		{name: "model.name slash", base: validKafka, mutate: func(c *Config) { c.Model.Name = "a/b" }, field: "model.name"},
+		{name: "model.name space", base: validKafka, mutate: func(c *Config) { c.Model.Name = "a b" }, field: "model.name"},
+		{name: "model.name dotdot", base: validKafka, mutate: func(c *Config) { c.Model.Name = ".." }, field: "model.name"},
+		{name: "model.name too long", base: validKafka, mutate: func(c *Config) { c.Model.Name = strings.Repeat("a", 201) }, field: "model.name"},
+		{name: "model.name safe", base: validKafka, mutate: func(c *Config) { c.Model.Name = "Clicks-v1.2_b" }},
+		{name: "learner hash_bits", base: validKafka, mutate: func(c *Config) { c.Model.Learner.HashBits = 0 }, field: "model.learner.hash_bits", problem: "between 1 and 30"},
+		{name: "learner algorithm", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Algorithm = "svm" }, field: "model.learner.algorithm"},
+		{name: "learner eta", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Eta = -1 }, field: "model.learner.eta"},
+		{name: "learner classes", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Classes = []string{"only"} }, field: "model.learner.classes"},
+
+		// source
+		{name: "source.kind unknown", base: validKafka, mutate: func(c *Config) { c.Source.Kind = "redis" }, field: "source.kind", problem: `"redis"`},
+		{name: "kafka source without brokers", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = nil }, field: "kafka.brokers"},
+		{name: "kafka source without topics", base: validKafka, mutate: func(c *Config) { c.Source.Topics = nil }, field: "source.topics"},
+		{name: "kafka source bad topic", base: validKafka, mutate: func(c *Config) { c.Source.Topics = []string{"ok", "not ok"} }, field: "source.topics", problem: `"not ok"`},
+		{name: "kafka source empty topic", base: validKafka, mutate: func(c *Config) { c.Source.Topics = []string{""} }, field: "source.topics"},
+		{name: "jetstream without url", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "" }, field: "nats.url"},
+		{name: "jetstream without stream", base: validJetStream, mutate: func(c *Config) { c.Source.Stream = "" }, field: "source.stream"},
+		{name: "jetstream bad stream", base: validJetStream, mutate: func(c *Config) { c.Source.Stream = "a.b" }, field: "source.stream"},
+		{name: "jetstream subject filter", base: validJetStream, mutate: func(c *Config) { c.Source.Subject = "examples.*.x" }},
+		{name: "jetstream bad subject filter", base: validJetStream, mutate: func(c *Config) { c.Source.Subject = "a..b" }, field: "source.subject"},
+		{name: "nats without url", base: validNATS, mutate: func(c *Config) { c.NATS.URL = "" }, field: "nats.url"},
+		{name: "nats without subject", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "" }, field: "source.subject"},
+		{name: "nats subject > not last", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "a.>.b" }, field: "source.subject"},
+		{name: "start latest", base: validKafka, mutate: func(c *Config) { c.Source.Start = "latest" }},
+		{name: "start offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:0" }},
+		{name: "start time", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-05-01T12:00:00+02:00" }},
+		{name: "start unknown", base: validKafka, mutate: func(c *Config) { c.Source.Start = "yesterday" }, field: "source.start"},
+		{name: "start negative offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:-1" }, field: "source.start"},
+		{name: "start offset not a number", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:ten" }, field: "source.start"},
+		{name: "start bad time", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-13-01T00:00:00Z" }, field: "source.start"},
+		{name: "start time without zone", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-05-01T12:00:00" }, field: "source.start"},
+		{name: "format jsonl", base: validKafka, mutate: func(c *Config) { c.Source.Format = "jsonl" }},
+		{name: "format json", base: validKafka, mutate: func(c *Config) { c.Source.Format = "json" }},
+		{name: "format msgpack", base: validKafka, mutate: func(c *Config) { c.Source.Format = "msgpack" }},
+		{name: "format unknown", base: validKafka, mutate: func(c *Config) { c.Source.Format = "xml" }, field: "source.format"},
+		{name: "max_bytes 0", base: validKafka, mutate: func(c *Config) { c.Source.MaxBytes = 0 }, field: "source.max_bytes"},
+		{name: "max_features 0", base: validKafka, mutate: func(c *Config) { c.Source.MaxFeatures = 0 }, field: "source.max_features"},
+		{name: "batch 0", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 0 }, field: "source.batch"},
+		{name: "batch 100001", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 100001 }, field: "source.batch"},
+		{name: "batch 100000", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 100000 }},
+		{name: "batch 1", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 1 }},
+
+		// outputs
+		{name: "no outputs", base: validKafka, mutate: func(c *Config) { c.Outputs = Default().Outputs }},
+		{name: "predictions without kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "predictions" }, field: "outputs.predictions"},
+		{name: "predictions unknown kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "redis:p" }, field: "outputs.predictions"},
+		{name: "predictions empty topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "kafka:" }, field: "outputs.predictions"},
+		{name: "misclassifications bad topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = "kafka:a/b" }, field: "outputs.misclassifications"},
+		{name: "misclassifications wildcard subject", base: validJetStream, mutate: func(c *Config) { c.Outputs.Misclassifications = "jetstream:m.*" }, field: "outputs.misclassifications"},
+		{name: "dead_letter empty subject", base: validNATS, mutate: func(c *Config) { c.Outputs.DeadLetter = "nats:" }, field: "outputs.dead_letter"},
+		{name: "kafka output without brokers", base: validJetStream, mutate: func(c *Config) { c.Outputs.DeadLetter = "kafka:dlq" }, field: "kafka.brokers", problem: "outputs.dead_letter"},
+		{name: "jetstream output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "jetstream:p" }, field: "nats.url", problem: "outputs.predictions"},
+		{name: "nats output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = "nats:m" }, field: "nats.url", problem: "outputs.misclassifications"},
+		{name: "kafka source, jetstream output", base: validKafka, mutate: func(c *Config) {
+			c.NATS.URL = "nats://n:4222"
+			c.Outputs.Predictions = "jetstream:p"
+		}},
+		{name: "publish unlabeled", base: validKafka, mutate: func(c *Config) { c.Outputs.Publish = "unlabeled" }},
+		{name: "publish none", base: validKafka, mutate: func(c *Config) { c.Outputs.Publish = "none" }},
+		{name: "publish unknown", base: validKafka, mutate: func(c *Config) { c.Outputs.Publish = "some" }, field: "outputs.publish"},
+		{name: "outputs.format msgpack", base: validKafka, mutate: func(c *Config) { c.Outputs.Format = "msgpack" }},
+		{name: "outputs.format unknown", base: validKafka, mutate: func(c *Config) { c.Outputs.Format = "avro" }, field: "outputs.format"},
+
+		// kafka
+		{name: "broker without port", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = []string{"k1"} }, field: "kafka.brokers", problem: `"k1"`},
+		{name: "broker without host", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = []string{":9092"} }, field: "kafka.brokers"},
+		{name: "broker bad port", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = []string{"k:99999"} }, field: "kafka.brokers"},
+		{name: "broker port 0", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = []string{"k:0"} }, field: "kafka.brokers"},
+		{name: "broker ipv6", base: validKafka, mutate: func(c *Config) { c.Kafka.Brokers = []string{"[::1]:9092"} }},
+		{name: "unused brokers still checked", base: validNATS, mutate: func(c *Config) { c.Kafka.Brokers = []string{"nope"} }, field: "kafka.brokers"},
+		{name: "sasl unknown", base: validKafka, mutate: func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" }, field: "kafka.sasl.mechanism"},
+		{name: "sasl empty", base: validKafka, mutate: func(c *Config) { c.Kafka.SASL.Mechanism = "" }, field: "kafka.sasl.mechanism"},
+		{name: "sasl plain without username", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.SASL = SASL{Mechanism: "plain", Password: "p"}
+		}, field: "kafka.sasl.username"},
+		{name: "sasl scram without password", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.SASL = SASL{Mechanism: "scram-sha-256", Username: "u"}
+		}, field: "kafka.sasl.password"},
+		{name: "sasl scram-sha-512", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.SASL = SASL{Mechanism: "scram-sha-512", Username: "u", Password: "p"}
+		}},
+		{name: "sasl none with a username", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.SASL = SASL{Mechanism: "none", Username: "u"}
+		}, field: "kafka.sasl.mechanism"},
+		{name: "kafka tls cert without key", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CertFile: file}
+		}, field: "kafka.tls.key_file"},
+		{name: "kafka tls key without cert", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, KeyFile: file}
+		}, field: "kafka.tls.cert_file"},
+		{name: "kafka tls files", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CAFile: file, CertFile: file, KeyFile: file}
+		}},
+		{name: "kafka tls missing ca_file", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CAFile: missing}
+		}, field: "kafka.tls.ca_file", problem: missing + ": no such file or directory"},
+		{name: "kafka tls missing cert_file", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CertFile: missing, KeyFile: file}
+		}, field: "kafka.tls.cert_file", problem: missing},
+		{name: "kafka tls missing key_file", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CertFile: file, KeyFile: missing}
+		}, field: "kafka.tls.key_file", problem: missing},
+		{name: "kafka tls ca_file is a directory", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CAFile: dir}
+		}, field: "kafka.tls.ca_file", problem: "directory"},
+		{name: "kafka tls files while disabled", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{CAFile: file}
+		}, field: "kafka.tls.enabled", problem: "kafka.tls.ca_file"},
+		{name: "kafka tls insecure while disabled", base: validKafka, mutate: func(c *Config) {
+			c.Kafka.TLS = TLS{InsecureSkipVerify: true}
+		}, field: "kafka.tls.enabled"},
+
+		// nats
+		{name: "nats url list", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "tls://a:4222, nats://b:4222,c" }},
+		{name: "nats url websocket", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "wss://a" }},
+		{name: "nats url bad scheme", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "http://a:4222" }, field: "nats.url"},
+		{name: "nats url no host", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "nats://" }, field: "nats.url"},
+		{name: "nats url empty element", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "a:4222,,b:4222" }, field: "nats.url"},
+		{name: "nats credentials file", base: validJetStream, mutate: func(c *Config) { c.NATS.CredentialsFile = file }},
+		{name: "nats nkey file", base: validJetStream, mutate: func(c *Config) { c.NATS.NKeyFile = file }},
+		{name: "nats missing credentials file", base: validJetStream, mutate: func(c *Config) { c.NATS.CredentialsFile = missing }, field: "nats.credentials_file", problem: missing},
+		{name: "nats missing nkey file", base: validJetStream, mutate: func(c *Config) { c.NATS.NKeyFile = missing }, field: "nats.nkey_file", problem: missing},
+		{name: "nats credentials and nkey", base: validJetStream, mutate: func(c *Config) {
+			c.NATS.CredentialsFile, c.NATS.NKeyFile = file, file
+		}, field: "nats.nkey_file"},
+		{name: "nats tls missing ca_file", base: validJetStream, mutate: func(c *Config) {
+			c.NATS.TLS = TLS{Enabled: true, CAFile: missing}
+		}, field: "nats.tls.ca_file", problem: missing},
+		{name: "nats tls cert without key", base: validJetStream, mutate: func(c *Config) {
+			c.NATS.TLS = TLS{Enabled: true, CertFile: file}
+		}, field: "nats.tls.key_file"},
+		{name: "nats tls key file while disabled", base: validJetStream, mutate: func(c *Config) {
+			c.NATS.TLS = TLS{KeyFile: file}
+		}, field: "nats.tls.enabled", problem: "nats.tls.key_file"},
+
+		// http
+		{name: "http off", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = "" }},
+		{name: "http any port", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = "127.0.0.1:0" }},
+		{name: "http ipv6", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = "[::1]:9090" }},
+		{name: "http without port", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = "localhost" }, field: "http.addr", problem: "missing port"},
+		{name: "http bad port", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = ":http-alt" }, field: "http.addr"},
+		{name: "http port too big", base: validKafka, mutate: func(c *Config) { c.HTTP.Addr = ":65536" }, field: "http.addr"},
+
+		// log
+		{name: "log debug", base: validKafka, mutate: func(c *Config) { c.Log.Level = "debug" }},
+		{name: "log warn console", base: validKafka, mutate: func(c *Config) { c.Log.Level, c.Log.Format = "warn", "console" }},
+		{name: "log error json", base: validKafka, mutate: func(c *Config) { c.Log.Level, c.Log.Format = "error", "json" }},
+		{name: "log level unknown", base: validKafka, mutate: func(c *Config) { c.Log.Level = "trace" }, field: "log.level"},
+		{name: "log format unknown", base: validKafka, mutate: func(c *Config) { c.Log.Format = "text" }, field: "log.format"},
+
+		// order: the first problem wins
+		{name: "model before log", base: validKafka, mutate: func(c *Config) {
+			c.Model.Name = ""
+			c.Log.Level = "trace"
+		}, field: "model.name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.base()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("valid config: %v", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v (%T), want a *FieldError for %s", err, err, tc.field)
+			}
+			if fe.Field != tc.field {
+				t.Errorf("field = %q, want %q (%v)", fe.Field, tc.field, err)
+			}
+			if !strings.Contains(fe.Problem, tc.problem) {
+				t.Errorf("problem %q does not contain %q", fe.Problem, tc.problem)
+			}
+			if err.Error() != fe.Field+": "+fe.Problem {
+				t.Errorf("Error() = %q, want field: problem", err.Error())
+			}
+		})
+	}
+}
+
+func TestKafkaGroup(t *testing.T) {
+	c := validKafka()
+	if got := c.KafkaGroup(); got != "hyperplane-clicks" {
+		t.Errorf("default group = %q, want hyperplane-clicks", got)
+	}
+	c.Source.Group = "audit"
+	if got := c.KafkaGroup(); got != "audit" {
+		t.Errorf("group = %q, want audit", got)
+	}
+}
+
+func TestParseDestination(t *testing.T) {
+	cases := []struct {
+		in         string
+		kind, name string
+		err        string // a substring of the error; "" for none
+	}{
+		{in: "kafka:predictions", kind: "kafka", name: "predictions"},
+		{in: "kafka:a.b_c-d", kind: "kafka", name: "a.b_c-d"},
+		{in: "jetstream:events.predictions", kind: "jetstream", name: "events.predictions"},
+		{in: "nats:p", kind: "nats", name: "p"},
+		{in: "", err: "not a destination"},
+		{in: "predictions", err: "not a destination"},
+		{in: "kafka:", err: "empty topic"},
+		{in: "kafka:a b", err: "not a Kafka topic name"},
+		{in: "kafka:" + strings.Repeat("t", 250), err: "not a Kafka topic name"},
+		{in: "jetstream:", err: "empty subject"},
+		{in: "nats:a.>", err: "wildcard"},
+		{in: "nats:a..b", err: "empty token"},
+		{in: "s3:bucket", err: `unknown kind "s3"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			kind, name, err := ParseDestination(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kind != tc.kind || name != tc.name {
+				t.Errorf("got %q, %q; want %q, %q", kind, name, tc.kind, tc.name)
+			}
+		})
+	}
+}
+
+func TestParseStart(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Start
+		err  bool
+	}{
+		{in: "earliest", want: Start{Kind: StartEarliest}},
+		{in: "latest", want: Start{Kind: StartLatest}},
+		{in: "offset:0", want: Start{Kind: StartOffset}},
+		{in: "offset:9223372036854775807", want: Start{Kind: StartOffset, Offset: 9223372036854775807}},
+		{in: "time:2024-05-01T12:00:00Z", want: Start{Kind: StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}},
+		{in: "time:2024-05-01T14:00:00.5+02:00", want: Start{Kind: StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)}},
+		{in: "", err: true},
+		{in: "Earliest", err: true},
+		{in: "offset:", err: true},
+		{in: "offset:-1", err: true},
+		{in: "offset:1.5", err: true},
+		{in: "offset:9223372036854775808", err: true},
+		{in: "time:", err: true},
+		{in: "time:2024-05-01", err: true},
+		{in: "time:1714564800", err: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseStart(tc.in)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("no error; got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Kind != tc.want.Kind || got.Offset != tc.want.Offset || !got.Time.Equal(tc.want.Time) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

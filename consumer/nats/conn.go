@@ -1,0 +1,146 @@
+// Package nats connects the worker to NATS: a source and a sink for
+// JetStream, where positions are stream sequences and reading can resume
+// exactly where a snapshot left off, and a source and a sink for core NATS,
+// which keeps nothing and is therefore at-most-once.
+//
+// Positions. A JetStream message is at {Source: "jetstream:<stream>",
+// Offset: its stream sequence}, and its Resume value is that same sequence:
+// the worker records the last sequence the model includes, and a source
+// opened with it starts at the sequence after. A core NATS message has no
+// place in any log; it is numbered from 1 in the order this process received
+// it, under "nats:<subject>", and the numbers mean nothing to another
+// process.
+//
+// Acknowledgements. Neither source acknowledges anything to the server: the
+// JetStream source reads with an ordered consumer (ephemeral, no acks), so
+// the position lives only in the worker's snapshots, which is what makes the
+// model exactly-once. The sinks are at-least-once: the JetStream sink returns
+// nil only when the stream acknowledged every message, and each message
+// carries its event id in the Nats-Msg-Id header, so a batch published again
+// after an error is stored once within the stream's duplicate window.
+package nats
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// Config says how to reach and authenticate to NATS.
+type Config struct {
+	// URL is one server URL or several, comma-separated
+	// (nats://host:4222,nats://other:4222).
+	URL string
+	// CredentialsFile is a user JWT and NKey seed (.creds) file.
+	CredentialsFile string
+	// NKeyFile is a file holding an NKey user seed.
+	NKeyFile string
+	// TLS, when set, is used for every connection (and required).
+	TLS *tls.Config
+	// Name is the connection name the server shows in its monitoring.
+	Name string
+}
+
+// Connect dials NATS. The first connection must succeed (an error names the
+// servers, with any password in the URL redacted); after that the connection
+// reconnects forever, backing off from 100ms to 2s between rounds over the
+// servers, and logs each disconnect, reconnect and asynchronous error (such
+// as a slow consumer dropping core NATS messages). While it is
+// reconnecting, publishes are buffered by the client (up to its
+// reconnect buffer) and the sources wait. The caller owns the connection and
+// closes it after the sources and sinks that use it.
+func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
+	if strings.TrimSpace(cfg.URL) == "" {
+		return nil, errors.New("nats: no server URL")
+	}
+	servers := redactURLs(cfg.URL)
+	opts := []natsgo.Option{
+		natsgo.Name(cfg.Name),
+		natsgo.MaxReconnects(-1),
+		natsgo.CustomReconnectDelay(reconnectDelay),
+		natsgo.DisconnectErrHandler(func(nc *natsgo.Conn, err error) {
+			log.Warn("nats disconnected", zap.String("servers", servers), zap.Error(err))
+		}),
+		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
+			log.Info("nats reconnected", zap.String("server", nc.ConnectedUrlRedacted()))
+		}),
+		natsgo.ClosedHandler(func(nc *natsgo.Conn) {
+			log.Info("nats connection closed", zap.String("servers", servers))
+		}),
+		natsgo.ErrorHandler(func(nc *natsgo.Conn, sub *natsgo.Subscription, err error) {
+			fields := []zap.Field{zap.Error(err)}
+			if sub != nil {
+				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			log.Error("nats asynchronous error", fields...)
+		}),
+	}
+	if cfg.CredentialsFile != "" {
+		opts = append(opts, natsgo.UserCredentials(cfg.CredentialsFile))
+	}
+	if cfg.NKeyFile != "" {
+		opt, err := natsgo.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey file %s: %w", cfg.NKeyFile, err)
+		}
+		opts = append(opts, opt)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, natsgo.Secure(cfg.TLS))
+	}
+	nc, err := natsgo.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats connect %s: %w", servers, err)
+	}
+	return nc, nil
+}
+
+// reconnectDelay is the pause after each unsuccessful round over the
+// servers: 100ms doubling to 2s, so a restarted server is found again
+// quickly without a tight loop during a long outage.
+func reconnectDelay(rounds int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < rounds && d < 2*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 2*time.Second)
+}
+
+// redactURLs returns the comma-separated URLs with passwords replaced, for
+// logs and errors.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				p = u.Redacted()
+			} else {
+				// A bare user part is a token: hide it too.
+				u.User = url.User("xxxxx")
+				p = u.String()
+			}
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// Start is where a source begins reading when the worker has no position
+// for it.
+type Start struct {
+	// Kind is "earliest" (or empty), "latest", "offset" or "time".
+	Kind string
+	// Offset, for Kind "offset", is the first stream sequence to deliver
+	// (JetStream sequences start at 1).
+	Offset int64
+	// Time, for Kind "time", selects the first message stored at or after
+	// it.
+	Time time.Time
+}

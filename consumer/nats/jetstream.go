@@ -1,0 +1,316 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// bufferSize bounds the messages the JetStream source holds in the client:
+// the pull requests ask for at most this many, and the hand-over to Fetch
+// holds at most this many more.
+const bufferSize = 256
+
+// errClosed is what Fetch returns after Close.
+var errClosed = errors.New("nats: source closed")
+
+// JetStreamSource reads one stream, in stream-sequence order, with an
+// ordered consumer: an ephemeral, in-memory consumer with no acks, fed by
+// pull requests of bounded size (the flow control) and recreated by the
+// client, at the sequence after the last one it delivered, whenever the
+// connection comes back, heartbeats stop or a delivery sequence is skipped.
+// Should the client give up on it (the connection closes, a recreation
+// fails), the source makes a new one itself, at the same place, after a
+// backoff. So whatever happens to the server, Fetch delivers each sequence
+// of the stream (matching the filter) once, in order, from where the source
+// was opened.
+//
+// Nothing is acknowledged: the server does not know how far the worker has
+// got, and the position is only what the worker's snapshots record. Fetch
+// and Commit must not be called concurrently with each other; Lag may be
+// called at any time.
+type JetStreamSource struct {
+	js     jetstream.JetStream
+	nc     *natsgo.Conn
+	stream string
+	key    string
+	log    *zap.Logger
+
+	msgs  chan delivery // filled by run, in sequence order
+	batch []consumer.Message
+	stop  context.CancelFunc // stops run
+	done  chan struct{}      // closed when run returns
+	err   error              // why run returned; read after done
+
+	closeOnce sync.Once
+	mu        sync.Mutex
+	iter      jetstream.MessagesContext // the current one, stopped by Close
+	cons      jetstream.Consumer
+	closed    bool
+	pending   int64 // messages after the last fetched one, or after the start
+	fetched   bool  // pending comes from a fetched message
+}
+
+type delivery struct {
+	msg     consumer.Message
+	pending uint64
+}
+
+// NewJetStreamSource opens stream (only the messages on subject, a subject
+// filter with wildcards allowed, unless subject is empty) at the sequence
+// after resume["jetstream:<stream>"], the last sequence the model includes.
+// Without that key it opens at start: the stream's first message
+// ("earliest"), the next message stored after this call ("latest": the
+// sequence after the stream's last one now), the sequence start.Offset
+// ("offset"), or the first message stored at or after start.Time ("time").
+// It fails if the stream does not exist or start is invalid.
+func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start Start, log *zap.Logger) (*JetStreamSource, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream %s: %w", stream, err)
+	}
+	s := &JetStreamSource{
+		js:     js,
+		nc:     nc,
+		stream: stream,
+		key:    "jetstream:" + stream,
+		log:    log.With(zap.String("source", "jetstream:"+stream)),
+		msgs:   make(chan delivery, bufferSize),
+		done:   make(chan struct{}),
+	}
+	cfg := jetstream.OrderedConsumerConfig{}
+	if subject != "" {
+		cfg.FilterSubjects = []string{subject}
+	}
+	if seq, ok := resume[s.key]; ok {
+		if seq < 0 {
+			return nil, fmt.Errorf("jetstream %s: resume sequence %d is negative", stream, seq)
+		}
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = uint64(seq) + 1
+	} else {
+		switch start.Kind {
+		case "", "earliest":
+			cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+		case "latest":
+			// A sequence rather than DeliverNew, so that a consumer recreated
+			// before the first message arrives still starts at the same place.
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return nil, fmt.Errorf("jetstream %s: %w", stream, err)
+			}
+			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+			cfg.OptStartSeq = st.CachedInfo().State.LastSeq + 1
+		case "offset":
+			if start.Offset < 1 {
+				return nil, fmt.Errorf("jetstream %s: start offset %d: stream sequences start at 1", stream, start.Offset)
+			}
+			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+			cfg.OptStartSeq = uint64(start.Offset)
+		case "time":
+			if start.Time.IsZero() {
+				return nil, fmt.Errorf("jetstream %s: start kind time without a time", stream)
+			}
+			t := start.Time
+			cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+			cfg.OptStartTime = &t
+		default:
+			return nil, fmt.Errorf("jetstream %s: unknown start kind %q (want earliest, latest, offset or time)", stream, start.Kind)
+		}
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if err := s.open(ctx, cfg); err != nil {
+		stop()
+		return nil, err
+	}
+	go s.run(runCtx, cfg)
+	return s, nil
+}
+
+// open creates an ordered consumer from cfg and starts pulling from it.
+func (s *JetStreamSource) open(ctx context.Context, cfg jetstream.OrderedConsumerConfig) error {
+	cons, err := s.js.OrderedConsumer(ctx, s.stream, cfg)
+	if err != nil {
+		return fmt.Errorf("jetstream %s: ordered consumer: %w", s.stream, err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(bufferSize))
+	if err != nil {
+		return fmt.Errorf("jetstream %s: pull: %w", s.stream, err)
+	}
+	info := cons.CachedInfo()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		iter.Stop()
+		return errClosed
+	}
+	s.iter, s.cons = iter, cons
+	if info != nil && !s.fetched {
+		s.pending = int64(info.NumPending)
+	}
+	return nil
+}
+
+// run moves messages from the current iterator to s.msgs until ctx is done,
+// and replaces the ordered consumer when the client gives up on it.
+func (s *JetStreamSource) run(ctx context.Context, cfg jetstream.OrderedConsumerConfig) {
+	defer close(s.done)
+	delay := 100 * time.Millisecond
+	for {
+		s.mu.Lock()
+		iter := s.iter
+		s.mu.Unlock()
+		err := s.pump(ctx, iter, &cfg)
+		iter.Stop()
+		if ctx.Err() != nil {
+			s.err = errClosed
+			return
+		}
+		if s.nc.IsClosed() {
+			s.err = fmt.Errorf("jetstream %s: %w", s.stream, natsgo.ErrConnectionClosed)
+			return
+		}
+		s.log.Warn("jetstream consumer stopped; recreating it", zap.Uint64("next_sequence", cfg.OptStartSeq), zap.Error(err))
+		for {
+			select {
+			case <-ctx.Done():
+				s.err = errClosed
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 5*time.Second)
+			err := s.open(ctx, cfg)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || errors.Is(err, errClosed) {
+				s.err = errClosed
+				return
+			}
+			s.log.Warn("jetstream consumer not recreated", zap.Error(err))
+		}
+		delay = 100 * time.Millisecond
+	}
+}
+
+// pump hands the iterator's messages over until it fails, keeping cfg at
+// the sequence after the last one handed over.
+func (s *JetStreamSource) pump(ctx context.Context, iter jetstream.MessagesContext, cfg *jetstream.OrderedConsumerConfig) error {
+	for {
+		msg, err := iter.Next()
+		if err != nil {
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("jetstream %s: message metadata: %w", s.stream, err)
+		}
+		seq := int64(meta.Sequence.Stream)
+		d := delivery{
+			msg: consumer.Message{
+				Position: consumer.Position{Source: s.key, Offset: seq},
+				Resume:   seq,
+				Value:    msg.Data(),
+				Time:     meta.Timestamp,
+			},
+			pending: meta.NumPending,
+		}
+		select {
+		case s.msgs <- d:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = meta.Sequence.Stream + 1
+		cfg.OptStartTime = nil
+	}
+}
+
+// Fetch waits for the next message and returns it with those already
+// received after it, up to limit, in stream order. It waits through server
+// restarts and returns ctx's error when ctx is done, and an error once the
+// source is closed or its connection is.
+func (s *JetStreamSource) Fetch(ctx context.Context, limit int) ([]consumer.Message, error) {
+	select {
+	case <-s.done:
+		return nil, s.err
+	default:
+	}
+	var last delivery
+	select {
+	case last = <-s.msgs:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, s.err
+	}
+	s.batch = append(s.batch[:0], last.msg)
+more:
+	for len(s.batch) < limit {
+		select {
+		case last = <-s.msgs:
+			s.batch = append(s.batch, last.msg)
+		default:
+			break more
+		}
+	}
+	s.mu.Lock()
+	s.pending, s.fetched = int64(last.pending), true
+	s.mu.Unlock()
+	return s.batch, nil
+}
+
+// Commit does nothing and returns nil. The ordered consumer acknowledges
+// nothing (AckNone) and is ephemeral, so there is no server-side position
+// to move: the worker's snapshots hold it, and Lag reports the backlog
+// without one.
+func (s *JetStreamSource) Commit(ctx context.Context, resume map[string]int64) error {
+	return nil
+}
+
+// Lag returns, under the source's key, how many messages matching the filter
+// the stream held after the last fetched one when the server delivered it
+// (before the first Fetch: after the start, when the consumer was created).
+// It does not count messages stored since, so it is a lower bound that the
+// next Fetch brings up to date.
+func (s *JetStreamSource) Lag() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]int64{s.key: s.pending}
+}
+
+// Close stops reading, waits for the source's goroutine and deletes the
+// consumer on the server (it would otherwise expire after five minutes of
+// inactivity). It does not close the connection. If the client is in the
+// middle of recreating its consumer after a reconnect, Close waits for that
+// attempt, up to about 20s.
+func (s *JetStreamSource) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.mu.Lock()
+		s.closed = true
+		iter, cons := s.iter, s.cons
+		s.mu.Unlock()
+		iter.Stop()
+		<-s.done
+		if !s.nc.IsConnected() {
+			return
+		}
+		if info := cons.CachedInfo(); info != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := s.js.DeleteConsumer(ctx, s.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				s.log.Debug("jetstream consumer not deleted", zap.String("consumer", info.Name), zap.Error(err))
+			}
+		}
+	})
+	return nil
+}

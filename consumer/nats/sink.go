@@ -1,0 +1,152 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+const (
+	// ackTimeout bounds the wait for one JetStream publish acknowledgement
+	// (and a core NATS flush when Publish's context has no deadline), so a
+	// batch sent while the server is unreachable fails instead of hanging.
+	ackTimeout = 10 * time.Second
+	// maxPending is how many JetStream publishes are in flight at once; a
+	// larger batch is sent in windows of this size.
+	maxPending = 1024
+)
+
+// Sink publishes outputs to NATS, each on the subject named by its Topic
+// and with its Key in the Nats-Msg-Id header.
+//
+// To JetStream, Publish returns nil only once a stream has acknowledged
+// every message (a message reported as a duplicate counts: the stream
+// already holds it). On an error the caller publishes the batch again, and
+// the stream drops the messages it already has by their Nats-Msg-Id,
+// provided the retry comes within the stream's duplicate window (two
+// minutes unless configured). A subject no stream captures is an error.
+//
+// To core NATS, Publish returns nil once the server has received every
+// message (a flush), which says nothing about subscribers: core NATS
+// delivers at most once, to whoever is subscribed at that moment.
+type Sink struct {
+	nc  *natsgo.Conn
+	js  jetstream.JetStream // nil for core NATS
+	log *zap.Logger
+}
+
+// NewSink returns a sink publishing on nc, to JetStream streams if
+// jetStream is set and as core NATS messages otherwise.
+func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
+	s := &Sink{nc: nc, log: log}
+	if jetStream {
+		js, err := jetstream.New(nc,
+			jetstream.WithPublishAsyncTimeout(ackTimeout),
+			jetstream.WithPublishAsyncMaxPending(maxPending))
+		if err != nil {
+			return nil, fmt.Errorf("jetstream sink: %w", err)
+		}
+		s.js = js
+	}
+	return s, nil
+}
+
+// Publish sends batch, in order, and waits until it is held (see Sink). It
+// fails at once while the connection is down, and otherwise when ctx is
+// done or, at the latest, ackTimeout after the last message was sent (the
+// connection dropped while the batch was in flight). Once the connection is
+// back it succeeds again. The stream keeps the batch's order unless a
+// failure interrupts it: then messages of the failed attempt may be stored
+// after some of the retry's.
+func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("nats publish: %w", err)
+	}
+	if !s.nc.IsConnected() {
+		// Fail now rather than fill the client's reconnect buffer: its
+		// contents would reach the server after the reconnect, behind
+		// the caller's retry of the same batch and out of order.
+		return fmt.Errorf("nats publish: %w (%s)", natsgo.ErrDisconnected, s.nc.Status())
+	}
+	if s.js == nil {
+		return s.publishCore(ctx, batch)
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), maxPending)
+		if err := s.publishJetStream(ctx, batch[:n]); err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// publishJetStream sends at most maxPending messages and waits for every
+// acknowledgement (or ctx), returning the first error.
+func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(batch))
+	var first error
+	for _, o := range batch {
+		f, err := s.js.PublishMsgAsync(message(o), jetstream.WithStallWait(time.Second))
+		if err != nil {
+			first = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
+			break
+		}
+		futures = append(futures, f)
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if first == nil {
+				first = fmt.Errorf("jetstream publish %s (%s): %w", batch[i].Topic, batch[i].Key, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", len(futures)-i, len(batch), ctx.Err())
+		}
+	}
+	return first
+}
+
+func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
+	for _, o := range batch {
+		if err := s.nc.PublishMsg(message(o)); err != nil {
+			return fmt.Errorf("nats publish %s (%s): %w", o.Topic, o.Key, err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ackTimeout)
+		defer cancel()
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats publish: flush: %w", err)
+	}
+	return nil
+}
+
+func message(o consumer.Output) *natsgo.Msg {
+	m := &natsgo.Msg{Subject: o.Topic, Data: o.Value}
+	if o.Key != "" {
+		m.Header = natsgo.Header{jetstream.MsgIDHeader: []string{o.Key}}
+	}
+	return m
+}
+
+// Close releases the sink's reply subscription; acknowledgements still
+// outstanding from a failed Publish are abandoned. It does not close the
+// connection.
+func (s *Sink) Close() error {
+	if s.js != nil {
+		s.js.CleanupPublisher()
+	}
+	return nil
+}

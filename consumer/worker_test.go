@@ -1,0 +1,278 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/nats-io/nats-server/v2/server"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap/zaptest"
+)
+
+// broker is an in-process NATS server with JetStream and the streams a
+// worker test uses: IN for examples, PRED, MIS and DEAD for events.
+type broker struct {
+	nc *natsgo.Conn
+	js jetstream.JetStream
+}
+
+func newBroker(t *testing.T) *broker {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	nc, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"IN", "PRED", "MIS", "DEAD"} {
+		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &broker{nc: nc, js: js}
+}
+
+func (b *broker) publish(t *testing.T, msgs [][]byte) {
+	t.Helper()
+	for _, m := range msgs {
+		if _, err := b.js.Publish(context.Background(), "t.IN", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (b *broker) read(t *testing.T, stream string) [][]byte {
+	t.Helper()
+	ctx := context.Background()
+	s, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(info.State.Msgs)
+	var out [][]byte
+	if n == 0 {
+		return nil
+	}
+	c, err := b.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(out) < n {
+		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			out = append(out, m.Data())
+		}
+	}
+	return out
+}
+
+// messages is a generated stream with garbage at every 50th place and a
+// fifth of the examples unlabeled.
+func messages(n int) (msgs [][]byte, garbage int) {
+	o := synth.DefaultOptions()
+	o.Vocab, o.Unlabeled, o.Features = 200, 0.2, 10
+	s := synth.New(o)
+	for i := range n {
+		if i%50 == 49 {
+			msgs = append(msgs, []byte(`{"label": "maybe", "features": {"a": 1}}`))
+			garbage++
+			continue
+		}
+		b := synth.AppendJSON(nil, s.Next())
+		msgs = append(msgs, b[:len(b)-1])
+	}
+	return msgs, garbage
+}
+
+// runWorker runs a worker over the IN stream until it has consumed n
+// messages and published their outputs, then stops it.
+func runWorker(t *testing.T, b *broker, cfg consumer.WorkerConfig, model *learner.Model, n int) (*consumer.Worker, *consumer.Metrics) {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	src, err := natsio.NewJetStreamSource(context.Background(), b.nc, "IN", "", nil, natsio.Start{Kind: "earliest"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	sink, err := natsio.NewSink(b.nc, true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	for _, d := range []*consumer.Destination{&cfg.Predictions, &cfg.Misclassifications, &cfg.DeadLetter} {
+		if d.Topic != "" {
+			d.Sink = sink
+		}
+	}
+	metrics := consumer.NewMetrics(nil)
+	w := consumer.NewWorker(cfg, src, model, nil, metrics, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Published()["jetstream:IN"] < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker reached %v of %d messages", w.Published(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !w.Ready() {
+		t.Error("a running worker with working outputs is not ready")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w, metrics
+}
+
+func newModel(t *testing.T) *learner.Model {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 12
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestWorker(t *testing.T) {
+	b := newBroker(t)
+	msgs, garbage := messages(1000)
+	b.publish(t, msgs)
+	cfg := consumer.WorkerConfig{
+		Model:              "m",
+		Predictions:        consumer.Destination{Topic: "t.PRED"},
+		Misclassifications: consumer.Destination{Topic: "t.MIS"},
+		DeadLetter:         consumer.Destination{Topic: "t.DEAD"},
+		Batch:              64,
+	}
+	w, metrics := runWorker(t, b, cfg, newModel(t), len(msgs))
+
+	// The reference: the learner alone over the valid examples, in order.
+	ref := newModel(t)
+	d := consumer.NewDecoder(ref.Config(), consumer.DecoderOptions{})
+	var x learner.Example
+	for _, m := range msgs {
+		if _, err := d.Decode(m, &x); err == nil {
+			ref.Learn(&x)
+		}
+	}
+	got := w.Model().Metrics()
+	if got != ref.Metrics() {
+		t.Fatalf("worker model %+v, reference %+v", got, ref.Metrics())
+	}
+	if pos := w.Positions()["jetstream:IN"]; pos != int64(len(msgs)) {
+		t.Fatalf("position %d, want %d", pos, len(msgs))
+	}
+	if n := len(b.read(t, "PRED")); n != len(msgs)-garbage {
+		t.Fatalf("%d predictions, want %d", n, len(msgs)-garbage)
+	}
+	if n := len(b.read(t, "MIS")); n != int(ref.Metrics().Mistakes) {
+		t.Fatalf("%d misclassifications, the model made %d mistakes", n, ref.Metrics().Mistakes)
+	}
+	dead := b.read(t, "DEAD")
+	if len(dead) != garbage {
+		t.Fatalf("%d dead letters, want %d", len(dead), garbage)
+	}
+	var dl struct {
+		EventID string `json:"event_id"`
+		Error   string `json:"error"`
+		Payload []byte `json:"payload"`
+	}
+	if err := json.Unmarshal(dead[0], &dl); err != nil {
+		t.Fatal(err)
+	}
+	if dl.EventID != "jetstream:IN/50" || string(dl.Payload) != string(msgs[49]) || dl.Error == "" {
+		t.Fatalf("dead letter %+v", dl)
+	}
+	if v := testutil.ToFloat64(metrics.DecodeErrors); v != float64(garbage) {
+		t.Errorf("decode errors metric %v, want %d", v, garbage)
+	}
+	if v := testutil.ToFloat64(metrics.Examples.WithLabelValues("mistake")); v != float64(ref.Metrics().Mistakes) {
+		t.Errorf("mistake metric %v, want %d", v, ref.Metrics().Mistakes)
+	}
+}
+
+func TestWorkerPublishModesAndMsgpack(t *testing.T) {
+	for _, mode := range []consumer.Publish{consumer.PublishUnlabeled, consumer.PublishNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			b := newBroker(t)
+			msgs, _ := messages(400)
+			b.publish(t, msgs)
+			cfg := consumer.WorkerConfig{
+				Model:              "m",
+				Predictions:        consumer.Destination{Topic: "t.PRED"},
+				Misclassifications: consumer.Destination{Topic: "t.MIS"},
+				Publish:            mode,
+				Encoding:           consumer.EncodingMsgpack,
+			}
+			w, _ := runWorker(t, b, cfg, newModel(t), len(msgs))
+			preds := b.read(t, "PRED")
+			for _, p := range preds {
+				var ev map[string]any
+				if err := msgpack.Unmarshal(p, &ev); err != nil {
+					t.Fatal(err)
+				}
+				if _, labeled := ev["label"]; labeled {
+					t.Fatalf("mode %s published a labeled prediction: %v", mode, ev)
+				}
+			}
+			m := w.Model().Metrics()
+			if want := int(m.Examples - m.Labeled); mode == consumer.PublishUnlabeled && len(preds) != want {
+				t.Fatalf("%d predictions, want the %d unlabeled", len(preds), want)
+			}
+			if mode == consumer.PublishNone && len(preds) != 0 {
+				t.Fatalf("%d predictions published with mode none", len(preds))
+			}
+			if n := len(b.read(t, "MIS")); n != int(m.Mistakes) || n == 0 {
+				t.Fatalf("%d misclassifications, %d mistakes: they are published in every mode", n, m.Mistakes)
+			}
+		})
+	}
+}
+
+func TestWorkerWithoutDeadLetterDestination(t *testing.T) {
+	b := newBroker(t)
+	msgs, garbage := messages(200)
+	b.publish(t, msgs)
+	cfg := consumer.WorkerConfig{Model: "m", Predictions: consumer.Destination{Topic: "t.PRED"}}
+	_, metrics := runWorker(t, b, cfg, newModel(t), len(msgs))
+	if v := testutil.ToFloat64(metrics.DecodeErrors); v != float64(garbage) {
+		t.Fatalf("decode errors %v, want %d", v, garbage)
+	}
+	if n := len(b.read(t, "DEAD")); n != 0 {
+		t.Fatalf("%d dead letters with no destination", n)
+	}
+	if n := len(b.read(t, "PRED")); n != len(msgs)-garbage {
+		t.Fatalf("%d predictions, want %d", n, len(msgs)-garbage)
+	}
+}
