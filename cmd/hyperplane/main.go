@@ -42,6 +42,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "stream generated examples through the worker on an embedded NATS server", runDemo},
+		{"run", "run the worker: consume examples, publish predictions, learn", runRun},
 		{"train", "learn a model from a file of examples", runTrain},
 		{"predict", "predict a file of examples with a saved model", runPredict},
 		{"inspect", "print a model file as readable JSON", runInspect},

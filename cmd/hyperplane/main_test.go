@@ -237,6 +237,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"gen", "-noise", "2"}, "-noise: must be a probability"},
 		{[]string{"gen", "-format", "csv"}, "-format: unknown format"},
 		{[]string{"gen", "-examples", "-3"}, "-examples: must be 0 or more"},
+		{[]string{"run"}, "config: source.kind"},
+		{[]string{"run", "--source.kind", "carrier-pigeon"}, "source.kind"},
+		{[]string{"run", "--source.kind", "kafka", "--source.topics", "t"}, "kafka.brokers"},
+		{[]string{"run", "--model.learner.eta", "-1"}, "model.learner.eta"},
+		{[]string{"run", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{[]string{"run", "--colour", "red"}, "colour"},
+		{[]string{"demo", "-examples", "0"}, "-examples: must be at least 1"},
 	}
 	for _, c := range cases {
 		_, _, err := runCmd(t, "", c.args...)
@@ -270,6 +277,20 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if out := mustRun(t, "", "version"); !strings.HasPrefix(out, "hyperplane dev go") {
 		t.Errorf("version: %s", out)
+	}
+}
+
+// TestDemo runs the main job on its embedded default: everything it
+// streams must come out as events.
+func TestDemo(t *testing.T) {
+	out, stderr, err := runCmd(t, "", "demo", "-examples", "3000", "-garbage", "0.01", "-http", "")
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"done: 2970 examples", "2970     prediction events", "30       dead-letter events", "misclassification events"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
 	}
 }
 

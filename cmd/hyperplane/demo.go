@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/nats-io/nats-server/v2/server"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+type demoStream struct{ name, subject, what string }
+
+// demoStreams are the demo's streams: examples in, three kinds of events
+// out.
+func demoStreams() []demoStream {
+	return []demoStream{
+		{"EXAMPLES", "demo.examples", "examples"},
+		{"PREDICTIONS", "demo.predictions", "prediction events"},
+		{"MISCLASSIFICATIONS", "demo.misclassifications", "misclassification events"},
+		{"DEAD_LETTERS", "demo.dead_letters", "dead-letter events"},
+	}
+}
+
+func runDemo(ctx context.Context, e *env, args []string) error {
+	o := synth.DefaultOptions()
+	o.Seed, o.Vocab = 1, 1000
+	var n int
+	var garbage float64
+	cfg := config.Default()
+	cfg.Model.Name = "demo"
+	cfg.Model.Learner.Algorithm = "averaged"
+	fs := newFlagSet("demo", "[flags]", e)
+	fs.IntVar(&n, "examples", 200000, "number of examples to stream")
+	fs.Float64Var(&o.Noise, "noise", o.Noise, "probability that a label is wrong")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated stream")
+	fs.Float64Var(&garbage, "garbage", 0.0005, "share of malformed messages, to show the dead letters")
+	fs.StringVar(&cfg.HTTP.Addr, "http", "127.0.0.1:0", "address of /metrics, /healthz and /readyz; empty disables")
+	learnerFlags(fs, &cfg.Model.Learner)
+	if err := parseFlags(fs, args); err != nil {
+		return ignoreHelp(err)
+	}
+	if n < 1 {
+		return usagef("-examples: must be at least 1, got %d", n)
+	}
+	if !(garbage >= 0 && garbage <= 1) {
+		return usagef("-garbage: must be a probability in [0, 1], got %v", garbage)
+	}
+	if err := validateLearner(cfg.Model.Learner); err != nil {
+		return err
+	}
+
+	storeDir, err := os.MkdirTemp("", "hyperplane-demo-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(storeDir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: storeDir, NoSigs: true})
+	if err != nil {
+		return fmt.Errorf("nats server: %w", err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("nats server: not ready after 10s")
+	}
+	nc, err := natsgo.Connect(ns.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, s := range demoStreams() {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.subject}}); err != nil {
+			return fmt.Errorf("create stream %s: %w", s.name, err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "hyperplane demo: an embedded NATS JetStream server at %s\n", ns.ClientURL())
+	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
+
+	cfg.NATS.URL = ns.ClientURL()
+	cfg.Source.Kind = "jetstream"
+	cfg.Source.Stream = "EXAMPLES"
+	cfg.Outputs.Predictions = "jetstream:demo.predictions"
+	cfg.Outputs.Misclassifications = "jetstream:demo.misclassifications"
+	cfg.Outputs.DeadLetter = "jetstream:demo.dead_letters"
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	feedErr := make(chan error, 1)
+	go func() { feedErr <- feed(ctx, js, o, n, garbage) }()
+
+	started := make(chan *worker, 1)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, cfg, zap.NewNop(), started) }()
+	var w *worker
+	select {
+	case w = <-started:
+	case err := <-served:
+		return err
+	}
+
+	bar := newProgress(e.stderr, 0, nil)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	begin := time.Now()
+	var last time.Time
+	for done := false; !done; {
+		select {
+		case err := <-feedErr:
+			if err != nil {
+				return fmt.Errorf("feed: %w", err)
+			}
+			feedErr = nil
+		case err := <-served:
+			return fmt.Errorf("worker stopped early: %w", err)
+		case <-tick.C:
+		}
+		pos := w.Published()["jetstream:EXAMPLES"]
+		m := w.Metrics()
+		done = pos >= int64(n)
+		line := fmt.Sprintf("%7d/%d examples  %6.0f/s  mistakes %d  rolling accuracy %.4f", pos, n, float64(pos)/time.Since(begin).Seconds(), m.Mistakes, m.RollingAccuracy)
+		if bar.on {
+			fmt.Fprintf(e.stderr, "\r%s\x1b[K", line)
+		} else if time.Since(last) >= time.Second || done {
+			fmt.Fprintln(e.stderr, line)
+			last = time.Now()
+		}
+	}
+	bar.done()
+	secs := time.Since(begin).Seconds()
+	cancel()
+	if err := <-served; err != nil {
+		return err
+	}
+	m := w.Model().Metrics()
+	fmt.Fprintf(e.stdout, "done: %d examples in %.1fs (%.0f/s), %d labeled, %d mistakes, prequential accuracy %.4f, rolling accuracy %.4f, %d updates\n\n",
+		m.Examples, secs, float64(m.Examples)/secs, m.Labeled, m.Mistakes, m.Accuracy, m.RollingAccuracy, m.Updates)
+	for _, s := range demoStreams() {
+		st, err := js.Stream(context.Background(), s.name)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "  %-8d %-26s in JetStream stream %-18s (subject %s)\n", info.State.Msgs, s.what, s.name, s.subject)
+	}
+	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
+	return nil
+}
+
+// feed publishes n generated examples to the demo's example stream, a
+// share of them malformed.
+func feed(ctx context.Context, js jetstream.JetStream, o synth.Options, n int, garbage float64) error {
+	s := synth.New(o)
+	var buf []byte
+	every := 0
+	if garbage > 0 {
+		every = int(1 / garbage)
+	}
+	for i := 1; i <= n; i++ {
+		if every > 0 && i%every == 0 {
+			buf = append(buf[:0], `{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`...)
+		} else {
+			buf = synth.AppendJSON(buf[:0], s.Next())
+			buf = buf[:len(buf)-1] // one message per example: no newline
+		}
+		if _, err := js.PublishAsync("demo.examples", buf); err != nil {
+			return err
+		}
+		if i%4096 == 0 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

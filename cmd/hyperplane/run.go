@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	cfg, err := config.Load(args, e.getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(e.stdout, "Usage: hyperplane run [--config FILE] [--key value ...]")
+		fmt.Fprintln(e.stdout)
+		fmt.Fprintln(e.stdout, "Every key below is also a YAML field of the config file and an HYPERPLANE_* variable;")
+		fmt.Fprintln(e.stdout, "a flag beats a variable, a variable beats the file, the file beats the default.")
+		fmt.Fprintln(e.stdout)
+		config.Usage(e.stdout)
+		return nil
+	}
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{msg: "config: " + err.Error()}
+	}
+	log, err := newLogger(cfg.Log, e.stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	return serve(ctx, cfg, log, nil)
+}
+
+// newLogger builds the process's logger: JSON in containers, console on a
+// terminal, unless the config says which.
+func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+	var level zapcore.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	format := c.Format
+	if format == "auto" || format == "" {
+		format = "json"
+		if isTerminal(w) {
+			format = "console"
+		}
+	}
+	var enc zapcore.Encoder
+	if format == "console" {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
+}
+
+// worker is a running worker with what it was built from.
+type worker struct {
+	*consumer.Worker
+	source  consumer.Source
+	closers []func() error
+	reg     *prometheus.Registry
+	metrics *consumer.Metrics
+}
+
+func (w *worker) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]() //nolint:errcheck // best effort at shutdown
+	}
+}
+
+// serve runs the worker of cfg and its HTTP server until ctx is done or
+// one of them fails. started, if not nil, receives the worker once it is
+// running.
+func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *worker) error {
+	w, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	log.Info("worker starting", zap.String("model", cfg.Model.Name), zap.String("source", cfg.Source.Kind),
+		zap.String("algorithm", string(cfg.Model.Learner.Algorithm)))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() { errc <- w.Run(ctx) }()
+	var srv *http.Server
+	if cfg.HTTP.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		if err != nil {
+			cancel()
+			<-errc
+			return fmt.Errorf("http.addr: %w", err)
+		}
+		srv = &http.Server{Handler: w.handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+		log.Info("http listening", zap.String("addr", ln.Addr().String()))
+	}
+	go w.reportLag(ctx)
+	if started != nil {
+		started <- w
+	}
+	// The first to stop stops the others.
+	err = <-errc
+	cancel()
+	if srv != nil {
+		shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		srv.Shutdown(shutdownCtx) //nolint:errcheck // the listener is gone either way
+		done()
+	}
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		m := w.Model().Metrics()
+		log.Info("worker stopped", zap.Uint64("examples", m.Examples), zap.Uint64("mistakes", m.Mistakes), zap.Any("positions", w.Positions()))
+		return nil
+	}
+	return err
+}
+
+// build connects to the brokers and assembles the worker.
+func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, error) {
+	w := &worker{reg: prometheus.NewRegistry()}
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.metrics = consumer.NewMetrics(w.reg)
+	ok := false
+	defer func() {
+		if !ok {
+			w.close()
+		}
+	}()
+
+	model, err := learner.New(cfg.Model.Learner)
+	if err != nil {
+		return nil, fmt.Errorf("model.learner: %w", err)
+	}
+	var positions map[string]int64
+
+	var nc *natsgo.Conn
+	natsConn := func() (*natsgo.Conn, error) {
+		if nc != nil {
+			return nc, nil
+		}
+		tc, err := tlsConfig(cfg.NATS.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("nats.tls: %w", err)
+		}
+		nc, err = natsio.Connect(natsio.Config{URL: cfg.NATS.URL, CredentialsFile: cfg.NATS.CredentialsFile, NKeyFile: cfg.NATS.NKeyFile, TLS: tc, Name: "hyperplane " + cfg.Model.Name}, log)
+		if err != nil {
+			return nil, fmt.Errorf("nats: %w", err)
+		}
+		w.closers = append(w.closers, func() error { nc.Close(); return nil })
+		return nc, nil
+	}
+	kafkaConfig := func() (kafkaio.Config, error) {
+		tc, err := tlsConfig(cfg.Kafka.TLS)
+		if err != nil {
+			return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
+		}
+		mech, err := kafkaio.ParseSASL(cfg.Kafka.SASL.Mechanism, cfg.Kafka.SASL.Username, cfg.Kafka.SASL.Password)
+		if err != nil {
+			return kafkaio.Config{}, fmt.Errorf("kafka.sasl: %w", err)
+		}
+		return kafkaio.Config{Brokers: cfg.Kafka.Brokers, ClientID: cfg.Kafka.ClientID, TLS: tc, SASL: mech}, nil
+	}
+
+	start, err := config.ParseStart(cfg.Source.Start)
+	if err != nil {
+		return nil, fmt.Errorf("source.start: %w", err)
+	}
+	switch cfg.Source.Kind {
+	case "kafka":
+		kc, err := kafkaConfig()
+		if err != nil {
+			return nil, err
+		}
+		src, err := kafkaio.NewSource(ctx, kc, cfg.Source.Topics, cfg.KafkaGroup(), positions, kafkaio.Start(start), log)
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		w.source = src
+	case "jetstream", "nats":
+		conn, err := natsConn()
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Source.Kind == "jetstream" {
+			w.source, err = natsio.NewJetStreamSource(ctx, conn, cfg.Source.Stream, cfg.Source.Subject, positions, natsio.Start(start), log)
+		} else {
+			w.source, err = natsio.NewCoreSource(conn, cfg.Source.Subject, log)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+	}
+	w.closers = append(w.closers, w.source.Close)
+
+	sinks := map[string]consumer.Sink{}
+	destination := func(key, dest string) (consumer.Destination, error) {
+		if dest == "" {
+			return consumer.Destination{}, nil
+		}
+		kind, topic, err := config.ParseDestination(dest)
+		if err != nil {
+			return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
+		}
+		if s, ok := sinks[kind]; ok {
+			return consumer.Destination{Sink: s, Topic: topic}, nil
+		}
+		var s consumer.Sink
+		switch kind {
+		case "kafka":
+			kc, err := kafkaConfig()
+			if err != nil {
+				return consumer.Destination{}, err
+			}
+			s, err = kafkaio.NewSink(kc, log)
+			if err != nil {
+				return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
+			}
+		default:
+			conn, err := natsConn()
+			if err != nil {
+				return consumer.Destination{}, err
+			}
+			s, err = natsio.NewSink(conn, kind == "jetstream", log)
+			if err != nil {
+				return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		sinks[kind] = s
+		w.closers = append(w.closers, s.Close)
+		return consumer.Destination{Sink: s, Topic: topic}, nil
+	}
+	wc := consumer.WorkerConfig{
+		Model:    cfg.Model.Name,
+		Publish:  consumer.Publish(cfg.Outputs.Publish),
+		Encoding: consumer.Encoding(cfg.Outputs.Format),
+		Batch:    cfg.Source.Batch,
+		Decoder:  consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes},
+	}
+	if wc.Format, err = consumer.ParseFormat(cfg.Source.Format); err != nil {
+		return nil, fmt.Errorf("source.format: %w", err)
+	}
+	if wc.Predictions, err = destination("outputs.predictions", cfg.Outputs.Predictions); err != nil {
+		return nil, err
+	}
+	if wc.Misclassifications, err = destination("outputs.misclassifications", cfg.Outputs.Misclassifications); err != nil {
+		return nil, err
+	}
+	if wc.DeadLetter, err = destination("outputs.dead_letter", cfg.Outputs.DeadLetter); err != nil {
+		return nil, err
+	}
+	w.Worker = consumer.NewWorker(wc, w.source, model, positions, w.metrics, log)
+	ok = true
+	return w, nil
+}
+
+// handler serves /metrics, /healthz and /readyz.
+func (w *worker) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{Registry: w.reg}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if !w.Ready() {
+			http.Error(rw, "not ready: not consuming, or outputs failing", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, "ready")
+	})
+	return mux
+}
+
+// lagReporter is a source that knows the broker's view of its lag.
+type lagReporter interface{ Lag() map[string]int64 }
+
+func (w *worker) reportLag(ctx context.Context) {
+	lr, ok := w.source.(lagReporter)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.metrics.SetLag(lr.Lag())
+		}
+	}
+}
+
+// tlsConfig builds a client TLS configuration, or nil when TLS is off.
+func tlsConfig(c config.TLS) (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}

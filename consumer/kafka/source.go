@@ -1,0 +1,463 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+// Reader settings. Latency at the tail comes from minBytes = 1: the broker
+// answers a fetch as soon as it has a single new byte, so maxWait only
+// bounds how long an idle fetch is held (and how long Close can take: a
+// kafka-go reader cannot interrupt a fetch in flight). Throughput when
+// catching up comes from maxBytes: up to that much per partition per round
+// trip, which kafka-go streams from the socket rather than buffering.
+const (
+	minBytes = 1
+	maxBytes = 8 << 20
+	// maxWait must stay clear of [1s, ~1.5s): kafka-go subtracts up to one
+	// second of assumed round trip from it before sending it to the broker,
+	// and a broker wait of zero turns an idle reader into a busy loop. At
+	// 500ms the broker holds an idle fetch for 375ms.
+	maxWait = 500 * time.Millisecond
+	// readBatchTimeout is the socket deadline for each message read out of
+	// a fetch response.
+	readBatchTimeout = 10 * time.Second
+	// queueCapacity is how many messages kafka-go buffers per partition;
+	// buffered is how many the source buffers across partitions. Together
+	// they bound the messages read ahead of Fetch.
+	queueCapacity = 128
+	buffered      = 1024
+)
+
+// errClosed is what Fetch and Commit return once the source is closed.
+var errClosed = errors.New("kafka: source closed")
+
+// Start is where a partition with no resume position begins.
+type Start struct {
+	// Kind is "earliest" (the partition's first offset still held; also
+	// the meaning of ""), "latest" (the partition's end when the source
+	// opens: only messages produced after that), "offset" (Offset) or
+	// "time" (the first message whose timestamp is at or after Time, or
+	// the end if there is none).
+	Kind   string
+	Offset int64
+	Time   time.Time
+}
+
+func (s Start) String() string {
+	switch s.Kind {
+	case "offset":
+		return fmt.Sprintf("offset:%d", s.Offset)
+	case "time":
+		return "time:" + s.Time.Format(time.RFC3339Nano)
+	}
+	return s.Kind
+}
+
+func (s Start) validate() error {
+	switch s.Kind {
+	case "", "earliest", "latest", "time":
+		return nil
+	case "offset":
+		if s.Offset < 0 {
+			return fmt.Errorf("kafka: start offset %d is negative", s.Offset)
+		}
+		return nil
+	}
+	return fmt.Errorf("kafka: unknown start %q (want earliest, latest, offset or time)", s.Kind)
+}
+
+// Source reads every partition of a set of topics, one kafka-go partition
+// reader (and goroutine) per partition, without joining a consumer group.
+// It implements consumer.Source, plus Lag for metrics.
+//
+// Fetch is for one goroutine at a time; Commit, Lag and Close may be
+// called from any goroutine.
+type Source struct {
+	log       *zap.Logger
+	group     string
+	client    *kafkago.Client
+	transport *kafkago.Transport
+	parts     []*partition
+	byKey     map[string]*partition
+	msgs      chan delivery
+	buf       []consumer.Message
+
+	ctx    context.Context // done once Close starts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+type partition struct {
+	key    string
+	topic  string
+	id     int
+	reader *kafkago.Reader
+	errs   *errorLog
+	// hwm is the partition's high watermark as of the reader's latest
+	// fetch (its end when the source opened, before the first).
+	hwm atomic.Int64
+	// next is the Resume of the last message Fetch returned (its start
+	// offset before the first).
+	next atomic.Int64
+}
+
+type delivery struct {
+	p   *partition
+	msg consumer.Message
+}
+
+// NewSource opens partition readers on every partition of topics, as they
+// are when it is called (partitions added later are read after a restart).
+//
+// A partition whose key "kafka:<topic>/<partition>" is in resume starts at
+// that offset, the next offset to read; the others start at start. Keys in
+// resume for other sources are ignored. A starting offset (from resume or a
+// start of kind "offset") must lie between the partition's first offset and
+// its end, inclusive, or NewSource fails naming the partition:
+//
+//   - below the first offset, retention (or DeleteRecords) removed messages
+//     the model never consumed, and starting at the first offset would leave
+//     them out of a model that claims to hold every example exactly once.
+//     To accept the loss, start that partition afresh (drop it from the
+//     snapshot or restore an older one).
+//   - beyond the end, the topic was deleted and recreated or its log was
+//     truncated (an unclean leader election): the offsets no longer mean
+//     what the snapshot recorded.
+//
+// The check happens once, here. If retention overtakes a source that lags
+// behind while it runs, kafka-go skips to the new first offset and logs
+// that at warn: size retention well above the worker's worst lag.
+//
+// group, if not empty, is the consumer group that Commit writes offsets to.
+// ctx bounds the metadata and offset lookups NewSource makes; the source
+// itself lives until Close.
+func NewSource(ctx context.Context, cfg Config, topics []string, group string, resume map[string]int64, start Start, log *zap.Logger) (*Source, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if len(topics) == 0 {
+		return nil, errors.New("kafka: no topics to read")
+	}
+	if err := start.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Source{
+		log:       log,
+		group:     group,
+		transport: cfg.transport(sctx, topics),
+		byKey:     map[string]*partition{},
+		msgs:      make(chan delivery, buffered),
+		ctx:       sctx,
+		cancel:    cancel,
+	}
+	s.client = &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: s.transport}
+	starts, err := s.plan(ctx, topics, resume, start)
+	if err != nil {
+		cancel()
+		s.transport.CloseIdleConnections()
+		return nil, err
+	}
+	dialer := cfg.dialer()
+	for _, ps := range starts {
+		p := &partition{key: sourceKey(ps.topic, ps.id), topic: ps.topic, id: ps.id}
+		p.errs = &errorLog{log: log.With(zap.String("source", p.key))}
+		p.reader = kafkago.NewReader(kafkago.ReaderConfig{
+			Brokers:          cfg.Brokers,
+			Topic:            ps.topic,
+			Partition:        ps.id,
+			Dialer:           dialer,
+			QueueCapacity:    queueCapacity,
+			MinBytes:         minBytes,
+			MaxBytes:         maxBytes,
+			MaxWait:          maxWait,
+			ReadBatchTimeout: readBatchTimeout,
+			ReadLagInterval:  -1, // Lag comes from the fetched messages' watermarks
+			ErrorLogger:      p.errs,
+		})
+		// Before the first FetchMessage this only records the offset.
+		if err := p.reader.SetOffset(ps.offset); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("kafka: %s: set offset %d: %w", p.key, ps.offset, err)
+		}
+		p.hwm.Store(ps.end)
+		p.next.Store(ps.offset)
+		s.parts = append(s.parts, p)
+		s.byKey[p.key] = p
+		log.Info("kafka partition opened", zap.String("source", p.key), zap.Int64("offset", ps.offset),
+			zap.String("from", ps.from), zap.Int64("first", ps.first), zap.Int64("end", ps.end))
+	}
+	for _, p := range s.parts {
+		s.wg.Add(1)
+		go s.read(p)
+	}
+	return s, nil
+}
+
+// partitionStart is where one partition's reader begins, and why.
+type partitionStart struct {
+	topic      string
+	id         int
+	offset     int64
+	first, end int64
+	from       string // "resume" or the start
+}
+
+// plan looks up the partitions of topics and their offsets, and resolves
+// where each reader starts to an absolute offset. Resolving "latest" here,
+// rather than leaving it to the reader's first connection, makes it mean
+// "after NewSource returned".
+func (s *Source) plan(ctx context.Context, topics []string, resume map[string]int64, start Start) ([]partitionStart, error) {
+	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metadata for %q: %w", topics, err)
+	}
+	ids := map[string][]int{}
+	for _, t := range md.Topics {
+		if t.Error != nil {
+			return nil, fmt.Errorf("kafka: topic %s: %w", t.Name, t.Error)
+		}
+		for _, p := range t.Partitions {
+			ids[t.Name] = append(ids[t.Name], p.ID)
+		}
+	}
+	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	for _, topic := range topics {
+		if len(ids[topic]) == 0 {
+			return nil, fmt.Errorf("kafka: topic %s: no partitions (does it exist?)", topic)
+		}
+		slices.Sort(ids[topic])
+		for _, id := range ids[topic] {
+			req.Topics[topic] = append(req.Topics[topic], kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
+			if start.Kind == "time" {
+				req.Topics[topic] = append(req.Topics[topic], kafkago.TimeOffsetOf(id, start.Time))
+			}
+		}
+	}
+	res, err := s.client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: list offsets of %q: %w", topics, err)
+	}
+	offsets := map[string]kafkago.PartitionOffsets{}
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			offsets[sourceKey(topic, p.Partition)] = p
+		}
+	}
+	var out []partitionStart
+	for _, topic := range topics {
+		for _, id := range ids[topic] {
+			key := sourceKey(topic, id)
+			po, ok := offsets[key]
+			if !ok {
+				return nil, fmt.Errorf("kafka: %s: no offsets in the broker's answer", key)
+			}
+			if po.Error != nil {
+				return nil, fmt.Errorf("kafka: %s: list offsets: %w", key, po.Error)
+			}
+			ps := partitionStart{topic: topic, id: id, first: po.FirstOffset, end: po.LastOffset, from: "resume"}
+			if off, ok := resume[key]; ok {
+				ps.offset = off
+			} else {
+				ps.from = "start " + start.String()
+				switch start.Kind {
+				case "", "earliest":
+					ps.offset = po.FirstOffset
+				case "latest":
+					ps.offset = po.LastOffset
+				case "offset":
+					ps.offset = start.Offset
+				case "time":
+					ps.offset = po.LastOffset
+					for off := range po.Offsets { // one entry; -1 if no message is that recent
+						if off >= 0 {
+							ps.offset = off
+						}
+					}
+				}
+			}
+			switch {
+			case ps.offset < ps.first:
+				return nil, fmt.Errorf("kafka: %s: %s offset %d is below the partition's first offset %d: "+
+					"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
+					key, ps.from, ps.offset, ps.first, ps.first-ps.offset)
+			case ps.offset > ps.end:
+				return nil, fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
+					"was the topic recreated or its log truncated?", key, ps.from, ps.offset, ps.end)
+			}
+			out = append(out, ps)
+		}
+	}
+	for key := range resume {
+		if _, ok := offsets[key]; !ok && slices.ContainsFunc(topics, func(t string) bool { return inTopic(key, t) }) {
+			s.log.Warn("resume position for a partition the topic no longer has; ignored", zap.String("source", key))
+		}
+	}
+	return out, nil
+}
+
+// inTopic reports whether key is "kafka:<topic>/<something>".
+func inTopic(key, topic string) bool {
+	prefix := "kafka:" + topic + "/"
+	return len(key) > len(prefix) && key[:len(prefix)] == prefix
+}
+
+// read forwards one partition's messages, in order, until Close. kafka-go
+// retries connection and broker errors by itself; the errors it still
+// returns are reported and reading goes on.
+func (s *Source) read(p *partition) {
+	defer s.wg.Done()
+	for {
+		m, err := p.reader.FetchMessage(s.ctx)
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return
+			}
+			p.errs.Printf("fetch %s: %v", p.key, err)
+			continue
+		}
+		p.hwm.Store(m.HighWaterMark)
+		d := delivery{p: p, msg: consumer.Message{
+			Position: consumer.Position{Source: p.key, Offset: m.Offset},
+			Resume:   m.Offset + 1,
+			Value:    m.Value,
+			Time:     m.Time,
+		}}
+		select {
+		case s.msgs <- d:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// Fetch waits for the first message from any partition, then takes up to
+// max in all of those already read ahead, without waiting for more.
+// Messages of one partition come in offset order. Each message's Resume is
+// its offset + 1: the next offset to read, as NewSource takes it. The slice
+// is reused by the next Fetch. Fetch returns ctx's error when ctx is done
+// and an error once the source is closed; broker outages only delay it.
+func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("kafka: Fetch of %d messages", max)
+	}
+	s.buf = s.buf[:0]
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errClosed
+	case d := <-s.msgs:
+		s.add(d)
+	}
+	for len(s.buf) < max {
+		select {
+		case d := <-s.msgs:
+			s.add(d)
+		default:
+			return s.buf, nil
+		}
+	}
+	return s.buf, nil
+}
+
+func (s *Source) add(d delivery) {
+	d.p.next.Store(d.msg.Resume)
+	s.buf = append(s.buf, d.msg)
+}
+
+// Commit writes resume (next offsets, by source key) as the offsets of the
+// source's group, for lag monitoring and tooling; it never changes what
+// Fetch returns, and keys of other sources are ignored. It does so without
+// joining the group (a "simple" commit, generation -1), which the broker
+// refuses while the group has live members: the group must be dedicated
+// to this worker. Without a group Commit does nothing.
+func (s *Source) Commit(ctx context.Context, resume map[string]int64) error {
+	if s.group == "" {
+		return nil
+	}
+	if s.ctx.Err() != nil {
+		return errClosed
+	}
+	topics := map[string][]kafkago.OffsetCommit{}
+	for key, off := range resume {
+		if p := s.byKey[key]; p != nil {
+			topics[p.topic] = append(topics[p.topic], kafkago.OffsetCommit{Partition: p.id, Offset: off})
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	res, err := s.client.OffsetCommit(ctx, &kafkago.OffsetCommitRequest{
+		GroupID:      s.group,
+		GenerationID: -1,
+		Topics:       topics,
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: commit offsets of group %s: %w", s.group, err)
+	}
+	var errs []error
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			if p.Error != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", sourceKey(topic, p.Partition), p.Error))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kafka: commit offsets of group %s: %w", s.group, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Lag is, per source key, how many messages the partition holds beyond the
+// last one Fetch returned: the high watermark of the reader's latest fetch
+// (the partition's end when the source opened, until then) minus the next
+// offset. It is the broker's view, for metrics: it lags the broker by up to
+// one fetch round trip and does not move while a partition is idle.
+func (s *Source) Lag() map[string]int64 {
+	lag := make(map[string]int64, len(s.parts))
+	for _, p := range s.parts {
+		lag[p.key] = max(0, p.hwm.Load()-p.next.Load())
+	}
+	return lag
+}
+
+// Close stops the readers and their goroutines and waits for them; it can
+// take up to maxWait, the time an idle fetch is held by the broker. Fetch
+// and Commit then fail. Close is idempotent.
+func (s *Source) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		var wg sync.WaitGroup
+		for _, p := range s.parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.reader.Close(); err != nil {
+					s.log.Warn("kafka reader close", zap.String("source", p.key), zap.Error(err))
+				}
+			}()
+		}
+		wg.Wait()
+		s.wg.Wait()
+		s.transport.CloseIdleConnections()
+	})
+	return nil
+}

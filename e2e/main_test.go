@@ -1,0 +1,185 @@
+// Package e2e runs the real hyperplane binary against real brokers: an
+// in-process NATS server with JetStream (or the one HYPERPLANE_E2E_NATS_URL
+// names) and franz-go's in-process Kafka, kfake.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the hyperplane binary TestMain builds.
+type binary struct{ path string }
+
+var hyperplane binary //nolint:gochecknoglobals // built once by TestMain for every test
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hyperplane-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	hyperplane.path = filepath.Join(dir, "hyperplane")
+	build := exec.Command("go", "build", "-o", hyperplane.path, "../cmd/hyperplane")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build hyperplane:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running hyperplane process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string // its HTTP address
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+}
+
+// start runs hyperplane with args and an HTTP server on a free port.
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &proc{t: t, addr: addr, done: make(chan error, 1)}
+	p.cmd = exec.Command(hyperplane.path, append(args, "--http.addr", addr)...)
+	p.cmd.Env = append(os.Environ(), "HYPERPLANE_LOG_FORMAT=json")
+	r, w := io.Pipe()
+	p.cmd.Stderr = w
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.Write(sc.Bytes())
+			p.stderr.WriteByte('\n')
+			p.mu.Unlock()
+		}
+	}()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		w.Close()
+		p.done <- err
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill() //nolint:errcheck // may have exited
+		if t.Failed() {
+			t.Logf("hyperplane stderr:\n%s", p.log())
+		}
+	})
+	return p
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *proc) stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Fatalf("hyperplane exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		p.t.Fatal("hyperplane did not exit within 30s of SIGTERM")
+	}
+}
+
+// metric reads one sample from /metrics, e.g.
+// hyperplane_examples_total{result="mistake"}: NaN while the server is
+// not up yet.
+func (p *proc) metric(name string) float64 {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		return math.NaN()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`)
+	m := re.FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return v
+}
+
+// ready reports /readyz.
+func (p *proc) ready() bool {
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(strings.TrimSpace(yaml)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
