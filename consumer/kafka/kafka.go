@@ -131,5 +131,5 @@ func (l *errorLog) Printf(format string, args ...any) {
 	n := l.suppressed
 	l.last, l.suppressed = now, 0
 	l.mu.Unlock()
-	l.log.Warn("kafka client error (retrying)", zap.String("error", fmt.Sprintf(format, args...)), zap.Int("suppressed", n))
+	l.log.Warn("kafka client error", zap.String("error", fmt.Sprintf(format, args...)), zap.Int("suppressed", n))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,8 @@ func (s Start) String() string {
 		return fmt.Sprintf("offset:%d", s.Offset)
 	case "time":
 		return "time:" + s.Time.Format(time.RFC3339Nano)
+	case "":
+		return "earliest"
 	}
 	return s.Kind
 }
@@ -82,6 +85,11 @@ func (s Start) validate() error {
 // reader (and goroutine) per partition, without joining a consumer group.
 // It implements consumer.Source, plus Lag for metrics.
 //
+// Topics written by transactional producers are not fully supported:
+// kafka-go (v0.4.51) hands transaction markers over as messages (6-byte
+// values the worker dead-letters) and does not drop the records of
+// aborted transactions, whatever the isolation level.
+//
 // Fetch is for one goroutine at a time; Commit, Lag and Close may be
 // called from any goroutine.
 type Source struct {
@@ -93,6 +101,7 @@ type Source struct {
 	byKey     map[string]*partition
 	msgs      chan delivery
 	buf       []consumer.Message
+	err       error // what ended Fetch for good; Fetch's alone
 
 	ctx    context.Context // done once Close starts
 	cancel context.CancelFunc
@@ -114,9 +123,11 @@ type partition struct {
 	next atomic.Int64
 }
 
+// delivery is a message, or (err set) why its partition can go no further.
 type delivery struct {
 	p   *partition
 	msg consumer.Message
+	err error
 }
 
 // NewSource opens partition readers on every partition of topics, as they
@@ -131,15 +142,17 @@ type delivery struct {
 //   - below the first offset, retention (or DeleteRecords) removed messages
 //     the model never consumed, and starting at the first offset would leave
 //     them out of a model that claims to hold every example exactly once.
-//     To accept the loss, start that partition afresh (drop it from the
-//     snapshot or restore an older one).
+//     To accept the loss, the worker must be told so, e.g. by dropping the
+//     partition's position so that it begins at start.
 //   - beyond the end, the topic was deleted and recreated or its log was
 //     truncated (an unclean leader election): the offsets no longer mean
 //     what the snapshot recorded.
 //
-// The check happens once, here. If retention overtakes a source that lags
-// behind while it runs, kafka-go skips to the new first offset and logs
-// that at warn: size retention well above the worker's worst lag.
+// The same holds while the source runs: if retention overtakes a reader
+// that lags behind, Fetch fails naming the partition (kafka-go itself
+// would skip ahead silently), and reopening fails as above. Size retention
+// well above the worker's worst lag. Jumps over offsets that hold no
+// messages (records removed by compaction) cost one offset lookup each.
 //
 // group, if not empty, is the consumer group that Commit writes offsets to.
 // ctx bounds the metadata and offset lookups NewSource makes; the source
@@ -148,6 +161,7 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	topics = unique(topics)
 	if len(topics) == 0 {
 		return nil, errors.New("kafka: no topics to read")
 	}
@@ -203,11 +217,22 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 		log.Info("kafka partition opened", zap.String("source", p.key), zap.Int64("offset", ps.offset),
 			zap.String("from", ps.from), zap.Int64("first", ps.first), zap.Int64("end", ps.end))
 	}
-	for _, p := range s.parts {
+	for i, p := range s.parts {
 		s.wg.Add(1)
-		go s.read(p)
+		go s.read(p, starts[i].offset)
 	}
 	return s, nil
+}
+
+// unique is topics without repeats or empty names, in order.
+func unique(topics []string) []string {
+	var out []string
+	for _, t := range topics {
+		if t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // partitionStart is where one partition's reader begins, and why.
@@ -314,14 +339,15 @@ func (s *Source) plan(ctx context.Context, topics []string, resume map[string]in
 
 // inTopic reports whether key is "kafka:<topic>/<something>".
 func inTopic(key, topic string) bool {
-	prefix := "kafka:" + topic + "/"
-	return len(key) > len(prefix) && key[:len(prefix)] == prefix
+	rest, ok := strings.CutPrefix(key, "kafka:"+topic+"/")
+	return ok && rest != ""
 }
 
 // read forwards one partition's messages, in order, until Close. kafka-go
 // retries connection and broker errors by itself; the errors it still
-// returns are reported and reading goes on.
-func (s *Source) read(p *partition) {
+// returns are reported and reading goes on. next is the offset the reader
+// starts at.
+func (s *Source) read(p *partition, next int64) {
 	defer s.wg.Done()
 	for {
 		m, err := p.reader.FetchMessage(s.ctx)
@@ -332,30 +358,99 @@ func (s *Source) read(p *partition) {
 			p.errs.Printf("fetch %s: %v", p.key, err)
 			continue
 		}
+		if m.Offset > next {
+			if err := s.checkGap(p, next); err != nil {
+				if s.ctx.Err() == nil {
+					s.send(delivery{p: p, err: err})
+				}
+				return
+			}
+		}
+		next = m.Offset + 1
 		p.hwm.Store(m.HighWaterMark)
-		d := delivery{p: p, msg: consumer.Message{
+		if !s.send(delivery{p: p, msg: consumer.Message{
 			Position: consumer.Position{Source: p.key, Offset: m.Offset},
 			Resume:   m.Offset + 1,
 			Value:    m.Value,
 			Time:     m.Time,
-		}}
-		select {
-		case s.msgs <- d:
-		case <-s.ctx.Done():
+		}}) {
 			return
 		}
 	}
+}
+
+func (s *Source) send(d delivery) bool {
+	select {
+	case s.msgs <- d:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// checkGap tells why the reader jumped over the offsets from next on. A
+// jump is harmless where the log still starts at or before next: those
+// offsets hold no messages (transaction markers, compaction). But when
+// retention deleted them before the reader got there, kafka-go skips to
+// the new first offset without a word, and that is an error: the model
+// would silently miss messages, as NewSource refuses to let it at open.
+func (s *Source) checkGap(p *partition, next int64) error {
+	delay := 100 * time.Millisecond
+	for {
+		first, err := s.firstOffset(p)
+		if err == nil {
+			if first > next {
+				return fmt.Errorf("kafka: %s: offsets %d to %d were deleted (retention?) before the source read them; refusing to skip them",
+					p.key, next, first-1)
+			}
+			return nil
+		}
+		p.errs.Printf("%s: look up the first offset after a gap at %d: %v", p.key, next, err)
+		select {
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+func (s *Source) firstOffset(p *partition) (int64, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	res, err := s.client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{
+		Topics: map[string][]kafkago.OffsetRequest{p.topic: {kafkago.FirstOffsetOf(p.id)}},
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, po := range res.Topics[p.topic] {
+		if po.Partition == p.id {
+			return po.FirstOffset, po.Error
+		}
+	}
+	return 0, errors.New("no offset in the broker's answer")
 }
 
 // Fetch waits for the first message from any partition, then takes up to
 // max in all of those already read ahead, without waiting for more.
 // Messages of one partition come in offset order. Each message's Resume is
 // its offset + 1: the next offset to read, as NewSource takes it. The slice
-// is reused by the next Fetch. Fetch returns ctx's error when ctx is done
-// and an error once the source is closed; broker outages only delay it.
+// is reused by the next Fetch.
+//
+// Fetch returns ctx's error when ctx is done; broker outages only delay
+// it. It fails for good once the source is closed, or once it finds that
+// retention deleted messages of a partition before they were read (see
+// NewSource); the messages read before that are returned first.
 func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("kafka: Fetch of %d messages", max)
+	}
+	if s.ctx.Err() != nil {
+		return nil, errClosed
+	}
+	if s.err != nil {
+		return nil, s.err
 	}
 	s.buf = s.buf[:0]
 	select {
@@ -364,12 +459,16 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 	case <-s.ctx.Done():
 		return nil, errClosed
 	case d := <-s.msgs:
-		s.add(d)
+		if !s.add(d) {
+			return nil, s.err
+		}
 	}
 	for len(s.buf) < max {
 		select {
 		case d := <-s.msgs:
-			s.add(d)
+			if !s.add(d) {
+				return s.buf, nil
+			}
 		default:
 			return s.buf, nil
 		}
@@ -377,9 +476,15 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 	return s.buf, nil
 }
 
-func (s *Source) add(d delivery) {
+// add appends d's message to the batch, or records its error and says no.
+func (s *Source) add(d delivery) bool {
+	if d.err != nil {
+		s.err = d.err
+		return false
+	}
 	d.p.next.Store(d.msg.Resume)
 	s.buf = append(s.buf, d.msg)
+	return true
 }
 
 // Commit writes resume (next offsets, by source key) as the offsets of the

@@ -1,0 +1,889 @@
+package kafka_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
+	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
+)
+
+// newCluster starts a one-broker in-process Kafka that lives as long as
+// the test.
+func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newClient is a franz-go client on c, for what the tests do besides the
+// code under test: create topics, produce, read back, inspect.
+func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("kgo: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func config(c *kfake.Cluster) kafka.Config {
+	return kafka.Config{Brokers: c.ListenAddrs(), ClientID: "hyperplane-test"}
+}
+
+// createTopic creates a topic with configs given as name, value pairs.
+func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int, configs ...string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), 1
+	for i := 0; i+1 < len(configs); i += 2 {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = configs[i], &configs[i+1]
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// produce writes values to one partition. It may run on another goroutine,
+// so it reports with Errorf.
+func produce(t *testing.T, cl *kgo.Client, topic string, p int, values ...[]byte) {
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(p), Value: v}
+	}
+	produceRecords(t, cl, recs...)
+}
+
+func produceRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Errorf("produce: %v", err)
+	}
+}
+
+func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start kafka.Start, log *zap.Logger) *kafka.Source {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	src, err := kafka.NewSource(ctx, cfg, topics, group, resume, start, log)
+	if err != nil {
+		t.Fatalf("NewSource: %v", err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// fetchN fetches until it has n messages, copying them.
+func fetchN(t *testing.T, src *kafka.Source, n int) []consumer.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var got []consumer.Message
+	for len(got) < n {
+		batch, err := src.Fetch(ctx, n-len(got))
+		if err != nil {
+			t.Fatalf("Fetch after %d of %d messages: %v", len(got), n, err)
+		}
+		for _, m := range batch {
+			m.Value = append([]byte(nil), m.Value...)
+			got = append(got, m)
+		}
+	}
+	return got
+}
+
+func values(prefix string, from, to int) [][]byte {
+	var out [][]byte
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Appendf(nil, "%s%d", prefix, i))
+	}
+	return out
+}
+
+func TestSourceConformance(t *testing.T) {
+	consumertest.TestSource(t, consumertest.SourceHarness{
+		Partitions: 3,
+		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), func(map[string]int64) consumer.Source) {
+			c := newCluster(t)
+			cl := newClient(t, c)
+			createTopic(t, cl, "examples", partitions)
+			log := zaptest.NewLogger(t)
+			return func(p int, values ...[]byte) { produce(t, cl, "examples", p, values...) },
+				func(resume map[string]int64) consumer.Source {
+					return openSource(t, config(c), []string{"examples"}, "", resume, kafka.Start{Kind: "earliest"}, log)
+				}
+		},
+	})
+}
+
+func TestSinkConformance(t *testing.T) {
+	consumertest.TestSink(t, consumertest.SinkHarness{
+		Setup: func(t *testing.T, topics []string) (consumer.Sink, func(string, int) []consumer.Output) {
+			c := newCluster(t)
+			cl := newClient(t, c)
+			for _, topic := range topics {
+				createTopic(t, cl, topic, 3)
+			}
+			sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sink, func(topic string, n int) []consumer.Output {
+				var out []consumer.Output
+				for _, r := range readBack(t, c, topic, n) {
+					out = append(out, consumer.Output{Topic: r.Topic, Key: string(r.Key), Value: r.Value})
+				}
+				return out
+			}
+		},
+	})
+}
+
+// readBack reads a topic from the start with franz-go, for up to 5s or
+// until it has n records.
+func readBack(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("read back %s/%d: %v", topic, p, err)
+			}
+		})
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+func TestStart(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i, tc := range []struct {
+		name  string
+		start kafka.Start
+		want  int // first message delivered, m10 being the one produced after opening
+	}{
+		{"default", kafka.Start{}, 0},
+		{"earliest", kafka.Start{Kind: "earliest"}, 0},
+		{"latest", kafka.Start{Kind: "latest"}, 10},
+		{"offset", kafka.Start{Kind: "offset", Offset: 4}, 4},
+		{"offset at end", kafka.Start{Kind: "offset", Offset: 10}, 10},
+		{"time before all", kafka.Start{Kind: "time", Time: base.Add(-time.Minute)}, 0},
+		{"time of a message", kafka.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6},
+		{"time between messages", kafka.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6},
+		{"time after all", kafka.Start{Kind: "time", Time: base.Add(time.Minute)}, 10},
+	} {
+		topic := fmt.Sprintf("start-%d", i)
+		createTopic(t, cl, topic, 1)
+		var recs []*kgo.Record
+		for j := range 10 {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "m%d", j), Timestamp: base.Add(time.Duration(j) * time.Second)})
+		}
+		produceRecords(t, cl, recs...)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := openSource(t, config(c), []string{topic}, "", nil, tc.start, zaptest.NewLogger(t))
+			produce(t, cl, topic, 0, []byte("m10"))
+			m := fetchN(t, src, 1)[0]
+			want := consumer.Message{Position: consumer.Position{Source: "kafka:" + topic + "/0", Offset: int64(tc.want)}, Resume: int64(tc.want) + 1}
+			if string(m.Value) != fmt.Sprintf("m%d", tc.want) || m.Position != want.Position || m.Resume != want.Resume {
+				t.Fatalf("first message %q at %+v resume %d, want m%d at %+v resume %d", m.Value, m.Position, m.Resume, tc.want, want.Position, want.Resume)
+			}
+			if tc.want < 10 {
+				if wantTime := base.Add(time.Duration(tc.want) * time.Second); !m.Time.Equal(wantTime) {
+					t.Fatalf("message time %v, want %v", m.Time, wantTime)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 2)
+	produce(t, cl, "t", 0, values("m", 0, 10)...)
+	produce(t, cl, "t", 1, values("m", 0, 3)...)
+	// Retention, as far as the broker is concerned: offsets below 4 are gone.
+	deleteRecords(t, cl, "t", 0, 4)
+
+	for _, tc := range []struct {
+		name   string
+		topics []string
+		resume map[string]int64
+		start  kafka.Start
+		want   string // in the error
+	}{
+		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, kafka.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
+		{"start below first offset", []string{"t"}, nil, kafka.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
+		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, kafka.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
+		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, kafka.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
+		{"missing topic", []string{"t", "nope"}, nil, kafka.Start{}, "topic nope"},
+		{"no topics", nil, nil, kafka.Start{}, "no topics"},
+		{"bad start", []string{"t"}, nil, kafka.Start{Kind: "newest"}, `unknown start "newest"`},
+		{"negative start", []string{"t"}, nil, kafka.Start{Kind: "offset", Offset: -1}, "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			src, err := kafka.NewSource(ctx, config(c), tc.topics, "", tc.resume, tc.start, zaptest.NewLogger(t))
+			if err == nil {
+				src.Close()
+				t.Fatalf("NewSource succeeded, want an error with %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("at the bounds", func(t *testing.T) {
+		// The first offset and the end are both valid starts; keys of
+		// other sources are ignored.
+		resume := map[string]int64{"kafka:t/0": 4, "kafka:t/1": 3, "kafka:other/0": 99, "file:x": 7}
+		src := openSource(t, config(c), []string{"t", "t"}, "", resume, kafka.Start{}, zaptest.NewLogger(t)) // a repeated topic is read once
+		produce(t, cl, "t", 1, []byte("m3"))
+		got := fetchN(t, src, 7)
+		want := map[string][]string{"kafka:t/0": {"4=m4", "5=m5", "6=m6", "7=m7", "8=m8", "9=m9"}, "kafka:t/1": {"3=m3"}}
+		by := map[string][]string{}
+		for _, m := range got {
+			by[m.Position.Source] = append(by[m.Position.Source], fmt.Sprintf("%d=%s", m.Position.Offset, m.Value))
+		}
+		if fmt.Sprint(by) != fmt.Sprint(want) {
+			t.Fatalf("got %v, want %v", by, want)
+		}
+	})
+	t.Run("earliest on a trimmed partition", func(t *testing.T) {
+		src := openSource(t, config(c), []string{"t"}, "", map[string]int64{"kafka:t/1": 4}, kafka.Start{Kind: "earliest"}, zaptest.NewLogger(t))
+		for i, m := range fetchN(t, src, 6) {
+			if m.Position.Source != "kafka:t/0" || m.Position.Offset != int64(4+i) {
+				t.Fatalf("message %d at %+v, want kafka:t/0 offset %d", i, m.Position, 4+i)
+			}
+		}
+	})
+}
+
+func TestCommit(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 2)
+	produce(t, cl, "t", 0, values("m", 0, 5)...)
+	src := openSource(t, config(c), []string{"t"}, "lag-monitor", nil, kafka.Start{}, zaptest.NewLogger(t))
+	ctx := context.Background()
+
+	committed := func(group string) map[int32]int64 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0, 1}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Fatalf("offset fetch: %v", err)
+		}
+		out := map[int32]int64{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.Offset >= 0 {
+					out[p.Partition] = p.Offset
+				}
+			}
+		}
+		return out
+	}
+
+	if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 3, "kafka:t/1": 0, "kafka:other/0": 9}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if got := committed("lag-monitor"); fmt.Sprint(got) != fmt.Sprint(map[int32]int64{0: 3, 1: 0}) {
+		t.Fatalf("committed %v, want map[0:3 1:0]", got)
+	}
+	// A later commit overwrites, even downwards (a restored older snapshot).
+	if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 2}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if got := committed("lag-monitor")[0]; got != 2 {
+		t.Fatalf("committed %d for partition 0, want 2", got)
+	}
+	// Commit does not move the source.
+	if m := fetchN(t, src, 1)[0]; string(m.Value) != "m0" {
+		t.Fatalf("first message after Commit %q, want m0", m.Value)
+	}
+
+	t.Run("no group", func(t *testing.T) {
+		src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+		if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5}); err != nil {
+			t.Fatalf("Commit without a group: %v", err)
+		}
+	})
+
+	t.Run("group with live members", func(t *testing.T) {
+		member := newClient(t, c, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("t"))
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		member.PollFetches(pctx) // joins the group and reads m0..
+		src := openSource(t, config(c), []string{"t"}, "busy", nil, kafka.Start{}, zaptest.NewLogger(t))
+		err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5})
+		if !errors.Is(err, kafkago.UnknownMemberId) && !errors.Is(err, kafkago.IllegalGeneration) {
+			t.Fatalf("Commit to a group with a live member: %v, want UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION", err)
+		}
+		if !strings.Contains(err.Error(), "kafka:t/0") {
+			t.Fatalf("error %q does not name the partition", err)
+		}
+	})
+
+	t.Run("closed", func(t *testing.T) {
+		src.Close()
+		if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5}); err == nil {
+			t.Fatal("Commit after Close succeeded")
+		}
+		if _, err := src.Fetch(ctx, 1); err == nil {
+			t.Fatal("Fetch after Close succeeded")
+		}
+		if err := src.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	})
+}
+
+func TestLag(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 2)
+	produce(t, cl, "t", 0, values("m", 0, 10)...)
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	check := func(want0 int64) {
+		t.Helper()
+		if lag := src.Lag(); len(lag) != 2 || lag["kafka:t/0"] != want0 || lag["kafka:t/1"] != 0 {
+			t.Fatalf("Lag() = %v, want kafka:t/0 %d, kafka:t/1 0", lag, want0)
+		}
+	}
+	check(10) // from the offsets NewSource looked up
+	fetchN(t, src, 4)
+	check(6)
+	fetchN(t, src, 6)
+	check(0)
+	produce(t, cl, "t", 0, values("m", 10, 15)...)
+	// The reader fetches them ahead of Fetch, learning the new watermark.
+	deadline := time.Now().Add(5 * time.Second)
+	for src.Lag()["kafka:t/0"] != 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(5)
+	fetchN(t, src, 5)
+	check(0)
+}
+
+// failWhile makes the cluster fail requests of key while on is set, with
+// fail's answer, and counts the failures.
+func failWhile(c *kfake.Cluster, key kmsg.Key, on *atomic.Bool, failures *atomic.Int64, fail func(kmsg.Request) (kmsg.Response, error)) {
+	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !on.Load() {
+			return nil, nil, false
+		}
+		failures.Add(1)
+		resp, err := fail(req)
+		return resp, err, true
+	})
+}
+
+func TestSinkProduceOutage(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "out", 2)
+	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var outputs []consumer.Output
+	for i := range 20 {
+		outputs = append(outputs, consumer.Output{Topic: "out", Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+
+	var failing atomic.Bool
+	var failures atomic.Int64
+	failing.Store(true)
+	failWhile(c, kmsg.Produce, &failing, &failures, func(req kmsg.Request) (kmsg.Response, error) {
+		preq := req.(*kmsg.ProduceRequest)
+		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range preq.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = sink.Publish(ctx, outputs)
+	if err == nil {
+		t.Fatal("Publish succeeded while the broker failed every produce request")
+	}
+	if took := time.Since(began); took > 10*time.Second || ctx.Err() != nil {
+		t.Fatalf("Publish took %v to fail", took)
+	}
+	if !errors.Is(err, kafkago.NotEnoughReplicas) || !strings.Contains(err.Error(), "of 20 outputs failed") {
+		t.Fatalf("Publish error %q, want NOT_ENOUGH_REPLICAS and a count", err)
+	}
+	if n := failures.Load(); n < 2 {
+		t.Fatalf("%d produce requests failed, want retries", n)
+	}
+
+	failing.Store(false)
+	if err := sink.Publish(ctx, outputs); err != nil {
+		t.Fatalf("Publish after the outage: %v", err)
+	}
+	recs := readBack(t, c, "out", 20)
+	if len(recs) != 20 {
+		t.Fatalf("read back %d records, want 20 (failed attempts must not have written)", len(recs))
+	}
+}
+
+func TestSinkKeysPartition(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "out", 4)
+	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var batch []consumer.Output
+	for round := range 4 {
+		for k := range 10 {
+			batch = append(batch, consumer.Output{Topic: "out", Key: fmt.Sprintf("key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
+		}
+	}
+	began := time.Now()
+	if err := sink.Publish(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	// kafka-go's default BatchTimeout would hold a small synchronous
+	// write for a second.
+	if took := time.Since(began); took > 800*time.Millisecond {
+		t.Fatalf("Publish of %d outputs took %v", len(batch), took)
+	}
+	recs := readBack(t, c, "out", len(batch))
+	if len(recs) != len(batch) {
+		t.Fatalf("read back %d records, want %d", len(recs), len(batch))
+	}
+	partitionOf := map[string]int32{}
+	rounds := map[string]string{}
+	used := map[int32]bool{}
+	for _, r := range recs {
+		k := string(r.Key)
+		if p, ok := partitionOf[k]; ok && p != r.Partition {
+			t.Fatalf("key %s on partitions %d and %d", k, p, r.Partition)
+		}
+		partitionOf[k] = r.Partition
+		used[r.Partition] = true
+		rounds[k] += string(r.Value)
+	}
+	for k, r := range rounds {
+		if r != "0123" {
+			t.Fatalf("key %s: values in order %q, want 0123", k, r)
+		}
+	}
+	if len(used) < 2 {
+		t.Fatalf("10 keys all hashed to %v", used)
+	}
+}
+
+func TestSinkUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	sink, err := kafka.NewSink(kafka.Config{Brokers: []string{addr}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := sink.Publish(ctx, []consumer.Output{{Topic: "out", Key: "k", Value: []byte("v")}}); err == nil {
+		t.Fatal("Publish to an unreachable broker succeeded")
+	}
+	if _, err := kafka.NewSink(kafka.Config{}, nil); err == nil {
+		t.Fatal("NewSink without brokers succeeded")
+	}
+}
+
+// observed is a test logger that also records warnings.
+func observed(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	return zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))), logs
+}
+
+func TestSourceFetchOutage(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 2)
+	for p := range 2 {
+		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 0, 5)...)
+	}
+	log, logs := observed(t)
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, log)
+	got := fetchN(t, src, 10)
+
+	var failing atomic.Bool
+	var failures atomic.Int64
+	failing.Store(true)
+	failWhile(c, kmsg.Fetch, &failing, &failures, func(kmsg.Request) (kmsg.Response, error) {
+		return nil, errors.New("injected fetch failure") // kfake drops the connection
+	})
+	// Let the readers' fetches in flight end and their retries fail.
+	deadline := time.Now().Add(5 * time.Second)
+	for failures.Load() < 6 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := failures.Load(); n < 6 {
+		t.Fatalf("only %d fetches failed", n)
+	}
+	for p := range 2 {
+		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 5, 10)...)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if logs.FilterMessage("kafka client error").Len() == 0 {
+		t.Fatal("no warning about the failing fetches")
+	}
+	failing.Store(false)
+	got = append(got, fetchN(t, src, 10)...)
+	next := map[string]int{}
+	for _, m := range got {
+		p := m.Position.Source[len(m.Position.Source)-1:]
+		if want := fmt.Sprintf("p%s-m%d", p, next[p]); string(m.Value) != want || m.Position.Offset != int64(next[p]) {
+			t.Fatalf("%s: got %q at %d, want %q", m.Position.Source, m.Value, m.Position.Offset, want)
+		}
+		next[p]++
+	}
+	if n := logs.FilterMessage("kafka client error").Len(); n > 4 {
+		t.Fatalf("%d warnings for one outage: not rate-limited", n)
+	}
+}
+
+// deleteRecords moves the partition's first offset to before, as
+// retention would.
+func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, before int64) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, before
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+}
+
+// TestSourceRetentionOvertakes deletes messages the source has not read
+// yet while it runs: Fetch must fail rather than skip them.
+func TestSourceRetentionOvertakes(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 2)
+	produce(t, cl, "t", 0, values("m", 0, 10)...)
+	var failing atomic.Bool
+	var failures atomic.Int64
+	failing.Store(true)
+	failWhile(c, kmsg.Fetch, &failing, &failures, func(kmsg.Request) (kmsg.Response, error) {
+		return nil, errors.New("injected fetch failure")
+	})
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	deadline := time.Now().Add(5 * time.Second)
+	for failures.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	deleteRecords(t, cl, "t", 0, 4)
+	failing.Store(false)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs, err := src.Fetch(ctx, 10)
+	want := "kafka:t/0: offsets 0 to 3 were deleted"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Fetch = %d messages, %v; want an error with %q", len(msgs), err, want)
+	}
+	if _, err2 := src.Fetch(ctx, 10); err2 == nil || err2.Error() != err.Error() {
+		t.Fatalf("second Fetch: %v, want the same error", err2)
+	}
+}
+
+// TestSourceCompactionGaps reads a compacted partition, whose offsets have
+// holes that are not data loss.
+func TestSourceCompactionGaps(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 1, "cleanup.policy", "compact")
+	for i, k := range []string{"k0", "k1", "k1", "k2", "k3"} {
+		// One batch each: compaction keeps the last batch whole.
+		produceRecords(t, cl, &kgo.Record{Topic: "t", Key: []byte(k), Value: fmt.Appendf(nil, "m%d", i)})
+	}
+	c.Compact()
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	var got []string
+	for _, m := range fetchN(t, src, 4) {
+		got = append(got, fmt.Sprintf("%d=%s", m.Position.Offset, m.Value))
+	}
+	if fmt.Sprint(got) != "[0=m0 2=m2 3=m3 4=m4]" {
+		t.Fatalf("got %v, want [0=m0 2=m2 3=m3 4=m4] (offset 1 compacted away)", got)
+	}
+}
+
+// TestSourceTransactionMarkers pins down a kafka-go limitation the Source
+// documents: transaction markers (control records) reach Fetch as
+// messages. If this fails, kafka-go learned to hide them: update the doc.
+func TestSourceTransactionMarkers(t *testing.T) {
+	c := newCluster(t)
+	createTopic(t, newClient(t, c), "t", 1)
+	txn := newClient(t, c, kgo.TransactionalID("producer"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, txn, "t", 0, values("m", 0, 2)...)
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	got := fetchN(t, src, 3)
+	if string(got[0].Value) != "m0" || string(got[1].Value) != "m1" || got[2].Position.Offset != 2 || len(got[2].Value) != 6 {
+		t.Fatalf("got %q, %q, %q at offset %d; want m0, m1 and the 6-byte commit marker at 2",
+			got[0].Value, got[1].Value, got[2].Value, got[2].Position.Offset)
+	}
+}
+
+func TestSourceBrokerRestart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	start := func() *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir))
+		if err != nil {
+			t.Fatalf("kfake: %v", err)
+		}
+		return c
+	}
+	c := start()
+	cl := newClient(t, c)
+	createTopic(t, cl, "t", 1)
+	produce(t, cl, "t", 0, values("m", 0, 5)...)
+	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	got := fetchN(t, src, 5)
+	cl.Close()
+	c.Close()
+
+	// Down long enough for kafka-go to give up its first attempts and
+	// hand the error to the source, which must keep reading.
+	time.Sleep(2 * time.Second)
+	c = start()
+	defer c.Close()
+	produce(t, newClient(t, c), "t", 0, values("m", 5, 10)...)
+	got = append(got, fetchN(t, src, 5)...)
+	for i, m := range got {
+		if string(m.Value) != fmt.Sprintf("m%d", i) || m.Position.Offset != int64(i) {
+			t.Fatalf("message %d is %q at %d across the restart", i, m.Value, m.Position.Offset)
+		}
+	}
+	began := time.Now()
+	src.Close()
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("Close took %v", took)
+	}
+}
+
+func TestParseSASL(t *testing.T) {
+	for _, tc := range []struct {
+		mechanism, user string
+		name            string // of the mechanism; "" for none
+		err             bool
+	}{
+		{"", "", "", false},
+		{"none", "u", "", false},
+		{"plain", "u", "PLAIN", false},
+		{"PLAIN", "u", "PLAIN", false},
+		{"scram-sha-256", "u", "SCRAM-SHA-256", false},
+		{"scram-sha-512", "u", "SCRAM-SHA-512", false},
+		{"plain", "", "", true},
+		{"gssapi", "u", "", true},
+	} {
+		m, err := kafka.ParseSASL(tc.mechanism, tc.user, "pw")
+		if (err != nil) != tc.err {
+			t.Fatalf("ParseSASL(%q, %q): error %v, want error %v", tc.mechanism, tc.user, err, tc.err)
+		}
+		switch {
+		case tc.name == "" && m != nil:
+			t.Fatalf("ParseSASL(%q) = %s, want none", tc.mechanism, m.Name())
+		case tc.name != "" && (m == nil || m.Name() != tc.name):
+			t.Fatalf("ParseSASL(%q) = %v, want %s", tc.mechanism, m, tc.name)
+		}
+	}
+}
+
+// selfSigned returns a server certificate for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "kfake"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+func TestTLSAndSASL(t *testing.T) {
+	cert, pool := selfSigned(t)
+	c := newCluster(t,
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "plain-user", "secret"),
+		kfake.Superuser("SCRAM-SHA-256", "scram256-user", "secret"),
+		kfake.Superuser("SCRAM-SHA-512", "scram512-user", "secret"),
+		kfake.SeedTopics(1, "secure"),
+	)
+	for i, tc := range []struct{ mech, user string }{
+		{"plain", "plain-user"},
+		{"scram-sha-256", "scram256-user"},
+		{"scram-sha-512", "scram512-user"},
+	} {
+		mech := tc.mech
+		t.Run(mech, func(t *testing.T) {
+			m, err := kafka.ParseSASL(mech, tc.user, "secret")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := kafka.Config{Brokers: c.ListenAddrs(), TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, SASL: m}
+			sink, err := kafka.NewSink(cfg, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			value := fmt.Appendf(nil, "via %s", mech)
+			if err := sink.Publish(ctx, []consumer.Output{{Topic: "secure", Key: mech, Value: value}}); err != nil {
+				t.Fatalf("Publish: %v", err)
+			}
+			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, kafka.Start{}, zaptest.NewLogger(t))
+			if got := fetchN(t, src, 1)[0]; string(got.Value) != string(value) {
+				t.Fatalf("read back %q, want %q", got.Value, value)
+			}
+			if err := src.Commit(ctx, map[string]int64{"kafka:secure/0": int64(i + 1)}); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+
+			wrong, _ := kafka.ParseSASL(mech, tc.user, "wrong")
+			bad := cfg
+			bad.SASL = wrong
+			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if src, err := kafka.NewSource(ctx, bad, []string{"secure"}, "", nil, kafka.Start{}, zaptest.NewLogger(t)); err == nil {
+				src.Close()
+				t.Fatal("NewSource with a wrong password succeeded")
+			}
+		})
+	}
+	t.Run("plaintext client", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if src, err := kafka.NewSource(ctx, kafka.Config{Brokers: c.ListenAddrs()}, []string{"secure"}, "", nil, kafka.Start{}, zaptest.NewLogger(t)); err == nil {
+			src.Close()
+			t.Fatal("NewSource without TLS on a TLS listener succeeded")
+		}
+	})
+}

@@ -1,0 +1,308 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	// The drivers register their URL schemes with gocloud's default mux:
+	// importing them is how a store URL can name them.
+	_ "gocloud.dev/blob/azureblob"
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob"
+	_ "gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob"
+)
+
+// ErrFenced marks a write refused because the snapshot's key already
+// exists: another worker has written that generation of the model, so
+// this one must stop writing it.
+var ErrFenced = errors.New("fenced off")
+
+// ErrNotFound marks a model with no readable snapshot in the store.
+var ErrNotFound = errors.New("no snapshot")
+
+// keyExt ends every snapshot key.
+const keyExt = ".msgpack"
+
+// generationDigits pads generations in keys so that their lexical order
+// (the order object stores list in) is their numeric order.
+const generationDigits = 20
+
+// Key is where generation gen of model is kept under prefix:
+// "<prefix>/<model>/<gen, zero-padded to 20 digits>.msgpack", or without
+// "<prefix>/" when prefix is empty. Twenty digits hold every uint64.
+func Key(prefix, model string, gen uint64) string {
+	return modelDir(prefix, model) + fmt.Sprintf("%0*d", generationDigits, gen) + keyExt
+}
+
+func modelDir(prefix, model string) string {
+	if prefix = strings.Trim(prefix, "/"); prefix == "" {
+		return model + "/"
+	}
+	return prefix + "/" + model + "/"
+}
+
+// Store keeps the snapshots of models in a blob bucket, one immutable
+// object per generation (see Key). It is safe for concurrent use.
+type Store struct {
+	bucket *blob.Bucket
+	prefix string
+}
+
+// OpenStore opens the store a URL names:
+//
+//	file:///var/lib/hyperplane          a directory (it must exist; add ?create_dir=1 to create it)
+//	s3://bucket/prefix?region=us-east-1 AWS S3, or with endpoint=http://host:9000&use_path_style=true MinIO and other S3 servers
+//	gs://bucket/prefix                  Google Cloud Storage
+//	azblob://container/prefix           Azure Blob Storage
+//	mem://                              memory, empty at every open: for tests
+//
+// The key prefix is the URL's path after the bucket, followed by the
+// value of an optional prefix query parameter; for file:// the path is
+// the directory, so only the prefix parameter sets a key prefix. Every
+// other query parameter goes to the driver (gocloud.dev/blob/s3blob and
+// the others document theirs). S3 credentials come from the standard AWS
+// environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...
+func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot store: %w", err)
+	}
+	q := u.Query()
+	var parts []string
+	if u.Scheme != "file" {
+		parts = append(parts, u.Path)
+		u.Path, u.RawPath = "", ""
+	}
+	parts = append(parts, q.Get("prefix"))
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	var prefix []string
+	for _, p := range parts {
+		for seg := range strings.SplitSeq(p, "/") {
+			if seg != "" {
+				prefix = append(prefix, seg)
+			}
+		}
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot store %s: %w", redact(u), err)
+	}
+	return NewStore(b, strings.Join(prefix, "/")), nil
+}
+
+// redact hides query values, which may hold secrets, in error messages.
+func redact(u *url.URL) string {
+	c := *u
+	c.RawQuery = ""
+	return c.String()
+}
+
+// NewStore keeps snapshots in b under the key prefix (which may be
+// empty). The store owns b: Close closes it.
+func NewStore(b *blob.Bucket, prefix string) *Store {
+	return &Store{bucket: b, prefix: strings.Trim(prefix, "/")}
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error {
+	return s.bucket.Close()
+}
+
+func checkModel(model string) error {
+	if model == "" || model == "." || model == ".." || strings.ContainsAny(model, "/\\") {
+		return fmt.Errorf("snapshot: model name %q cannot be a key segment (empty, . or .., or has a slash)", model)
+	}
+	return nil
+}
+
+// Write stores snap under Key(prefix, snap.Model, snap.Generation).
+// Keys are immutable: the key is created only if absent, never
+// overwritten. If it exists, another worker wrote that generation and the
+// error wraps ErrFenced. Existence is checked first, which catches a
+// worker that started after another, and the write itself carries the
+// driver's create-if-absent precondition (S3 If-None-Match: *, GCS
+// DoesNotExist, Azure If-None-Match: *), which catches two writes at the
+// same time. Two exceptions: fileblob checks with a stat before renaming,
+// so two processes writing the same key in the same instant can both
+// succeed, the last one winning; and an S3-compatible server that ignores
+// If-None-Match (on PutObject, or on CompleteMultipartUpload for
+// snapshots over the 8 MiB part size) overwrites in that case too.
+//
+// On any other error the key may or may not exist: retrying the same
+// generation can then fail with ErrFenced even though no other worker
+// wrote it, so a writer retries with the next generation instead.
+func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
+	if err := checkModel(snap.Model); err != nil {
+		return err
+	}
+	if snap.Generation == 0 {
+		return fmt.Errorf("snapshot: model %s: generation 0 (generations count from 1)", snap.Model)
+	}
+	key := Key(s.prefix, snap.Model, snap.Generation)
+	data, err := Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	exists, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	if exists {
+		return fenced(snap, key, nil)
+	}
+	// Upload with a seekable reader, not WriteAll: S3 then knows the
+	// length and sends small snapshots in one PutObject; and WriteAll's
+	// Content-MD5 check fails with FailedPrecondition too, which would be
+	// taken for fencing.
+	err = s.bucket.Upload(ctx, key, bytes.NewReader(data), &blob.WriterOptions{
+		ContentType: "application/msgpack",
+		IfNotExist:  true,
+	})
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fenced(snap, key, err)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	return nil
+}
+
+func fenced(snap *Snapshot, key string, cause error) error {
+	msg := fmt.Sprintf("snapshot %s: generation %d of model %s already exists: a second worker is writing this model",
+		key, snap.Generation, snap.Model)
+	if cause != nil {
+		return fmt.Errorf("%s (%v): %w", msg, cause, ErrFenced)
+	}
+	return fmt.Errorf("%s: %w", msg, ErrFenced)
+}
+
+// Latest returns the newest valid snapshot of model: the one of highest
+// generation that reads, passes its checksum and fits its configuration.
+// A generation that is corrupt (errors.Is(err, ErrCorrupt)) or that
+// vanished between listing and reading is skipped with a warning on log
+// naming its key, and the one before it is tried. Any other error
+// (storage unreachable, a format newer than this hyperplane reads) is
+// returned: skipping it could resume from an older state than the store
+// holds. With no snapshot left, the error is ErrNotFound.
+//
+// Latest does not check that the snapshot fits the configuration it will
+// be trained under: the caller refuses an incompatible one with
+// Snapshot.Compatible (unless asked to start afresh). log may be nil.
+func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (*Snapshot, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	gens, err := s.Generations(ctx, model)
+	if err != nil {
+		return nil, err
+	}
+	for _, gen := range slices.Backward(gens) {
+		snap, err := s.Load(ctx, model, gen)
+		switch {
+		case err == nil:
+			return snap, nil
+		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrNotFound):
+			log.Warn("skipping unreadable snapshot, trying the previous generation",
+				zap.String("key", Key(s.prefix, model, gen)), zap.String("model", model),
+				zap.Uint64("generation", gen), zap.Error(err))
+		default:
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("snapshot: model %s under %q: %w", model, s.prefix, ErrNotFound)
+}
+
+// Load reads generation gen of model. An absent key gives an error
+// wrapping ErrNotFound; a damaged one, or one whose content names another
+// model or generation than its key, an error wrapping ErrCorrupt.
+func (s *Store) Load(ctx context.Context, model string, gen uint64) (*Snapshot, error) {
+	if err := checkModel(model); err != nil {
+		return nil, err
+	}
+	key := Key(s.prefix, model, gen)
+	data, err := s.bucket.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("snapshot %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	snap, err := Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	if snap.Model != model || snap.Generation != gen {
+		return nil, fmt.Errorf("snapshot %s: %w: it holds generation %d of model %s",
+			key, ErrCorrupt, snap.Generation, snap.Model)
+	}
+	return snap, nil
+}
+
+// Generations lists the generations of model in the store, ascending.
+// Keys in the model's directory that are not snapshot keys are ignored.
+func (s *Store) Generations(ctx context.Context, model string) ([]uint64, error) {
+	if err := checkModel(model); err != nil {
+		return nil, err
+	}
+	dir := modelDir(s.prefix, model)
+	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	var gens []uint64
+	for {
+		obj, err := it.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
+		}
+		if gen, ok := parseGeneration(strings.TrimPrefix(obj.Key, dir)); ok && !obj.IsDir {
+			gens = append(gens, gen)
+		}
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// parseGeneration reads the generation from a key's base name, accepting
+// only what Key writes.
+func parseGeneration(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, keyExt)
+	if !ok || len(digits) != generationDigits {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(digits, 10, 64)
+	return gen, err == nil
+}
+
+// Retain deletes all but the newest keep generations of model. keep must
+// be at least 1: a store never deletes the last snapshot. A generation
+// already gone (another worker retaining too) is not an error.
+func (s *Store) Retain(ctx context.Context, model string, keep int) error {
+	if keep < 1 {
+		return fmt.Errorf("snapshot: retain %d generations of model %s: keep at least 1", keep, model)
+	}
+	gens, err := s.Generations(ctx, model)
+	if err != nil {
+		return err
+	}
+	for _, gen := range gens[:max(len(gens)-keep, 0)] {
+		key := Key(s.prefix, model, gen)
+		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("snapshot %s: delete: %w", key, err)
+		}
+	}
+	return nil
+}

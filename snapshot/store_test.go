@@ -1,0 +1,564 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+)
+
+// backend opens a store under a key prefix.
+type backend struct {
+	name string
+	open func(t testing.TB, prefix string) fixture
+}
+
+// fixture is a store with the bucket it writes to, for tests that reach
+// past the store, and the key prefix it writes under in that bucket.
+type fixture struct {
+	*snapshot.Store
+	raw    *blob.Bucket
+	prefix string
+}
+
+func (f fixture) key(model string, gen uint64) string {
+	return snapshot.Key(f.prefix, model, gen)
+}
+
+// backends are every store that runs here: memory, a directory, and S3
+// (in-process, or the server HYPERPLANE_TEST_S3_ENDPOINT names).
+func backends() []backend {
+	return []backend{
+		{"mem", func(t testing.TB, prefix string) fixture {
+			b := memblob.OpenBucket(nil)
+			s := snapshot.NewStore(b, prefix)
+			t.Cleanup(func() { s.Close() })
+			return fixture{s, b, prefix}
+		}},
+		{"file", func(t testing.TB, prefix string) fixture {
+			dir := t.TempDir()
+			return fixture{openStore(t, "file://"+dir+"?prefix="+prefix), openBucket(t, "file://"+dir), prefix}
+		}},
+		{"s3", func(t testing.TB, prefix string) fixture {
+			bucket, query := s3Server(t)
+			prefix = s3Prefix(t) + "/" + prefix
+			raw := openBucket(t, "s3://"+bucket+"?"+query)
+			t.Cleanup(func() { deleteAll(t, raw, prefix+"/") })
+			return fixture{openStore(t, "s3://"+bucket+"/"+prefix+"?"+query), raw, prefix}
+		}},
+	}
+}
+
+// s3Server returns a bucket and the query that reaches it: the external
+// server in HYPERPLANE_TEST_S3_ENDPOINT (with _ACCESS_KEY, _SECRET_KEY,
+// _BUCKET) if set, else a new in-process gofakes3 on loopback.
+// Credentials go through the standard AWS environment, as in production.
+func s3Server(t testing.TB) (bucket, query string) {
+	endpoint := os.Getenv("HYPERPLANE_TEST_S3_ENDPOINT")
+	access, secret := os.Getenv("HYPERPLANE_TEST_S3_ACCESS_KEY"), os.Getenv("HYPERPLANE_TEST_S3_SECRET_KEY")
+	bucket = os.Getenv("HYPERPLANE_TEST_S3_BUCKET")
+	if endpoint == "" {
+		mem := s3mem.New()
+		srv := httptest.NewServer(gofakes3.New(mem).Server())
+		t.Cleanup(srv.Close)
+		endpoint, access, secret, bucket = srv.URL, "test-access", "test-secret", "hyperplane"
+		if err := mem.CreateBucket(bucket); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bucket == "" {
+		t.Fatal("HYPERPLANE_TEST_S3_ENDPOINT is set but HYPERPLANE_TEST_S3_BUCKET is not")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	// Neither the developer's ~/.aws nor the instance metadata service.
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return bucket, "endpoint=" + endpoint + "&region=us-east-1&use_path_style=true"
+}
+
+// s3Prefix keeps runs against a shared external server apart.
+func s3Prefix(t testing.TB) string {
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return fmt.Sprintf("hyperplane-test/%s-%d", name, time.Now().UnixNano())
+}
+
+func deleteAll(t testing.TB, b *blob.Bucket, prefix string) {
+	ctx := context.Background()
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err != nil {
+			return
+		}
+		if err := b.Delete(ctx, obj.Key); err != nil {
+			t.Logf("clean up %s: %v", obj.Key, err)
+		}
+	}
+}
+
+func openStore(t testing.TB, url string) *snapshot.Store {
+	t.Helper()
+	s, err := snapshot.OpenStore(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openBucket(t testing.TB, url string) *blob.Bucket {
+	t.Helper()
+	b, err := blob.OpenBucket(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// generation is a small trained snapshot of model at gen.
+func generation(t testing.TB, model string, gen uint64) *snapshot.Snapshot {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	s := snap(train(t, cfg, 20+int(gen)).State())
+	s.Model, s.Generation = model, gen
+	s.Positions = map[string]int64{"kafka:examples/0": int64(100 * gen)}
+	return s
+}
+
+func write(t testing.TB, s *snapshot.Store, model string, gens ...uint64) {
+	t.Helper()
+	for _, g := range gens {
+		if err := s.Write(context.Background(), generation(t, model, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func eachBackend(t *testing.T, test func(t *testing.T, s fixture)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { test(t, b.open(t, "models")) })
+	}
+}
+
+func TestStoreWriteThenLatest(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		want := generation(t, "clicks", 1)
+		if err := s.Write(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Latest(ctx, "clicks", zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Latest returned another snapshot than was written:\n got %+v\nwant %+v", got, want)
+		}
+		loaded, err := s.Load(ctx, "clicks", 1)
+		if err != nil || !reflect.DeepEqual(loaded, want) {
+			t.Fatalf("Load: %v, equal %v", err, reflect.DeepEqual(loaded, want))
+		}
+	})
+}
+
+// TestStoreGenerationsInOrder writes more than ten generations out of
+// order: the store lists them in numeric order, because zero-padded keys
+// sort like their numbers ("10" < "9" otherwise).
+func TestStoreGenerationsInOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		want := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+		shuffled := slices.Clone(want)
+		rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		write(t, s.Store, "clicks", shuffled...)
+
+		got, err := s.Generations(ctx, "clicks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("generations %v, want %v", got, want)
+		}
+		// The bucket itself lists the keys in generation order.
+		var listed []string
+		it := s.raw.List(&blob.ListOptions{Prefix: s.prefix + "/clicks/"})
+		for {
+			obj, err := it.Next(ctx)
+			if err != nil {
+				break
+			}
+			listed = append(listed, obj.Key)
+		}
+		var keys []string
+		for _, g := range want {
+			keys = append(keys, s.key("clicks", g))
+		}
+		if !slices.Equal(listed, keys) {
+			t.Fatalf("bucket lists\n%v\nwant\n%v", listed, keys)
+		}
+		latest, err := s.Latest(ctx, "clicks", nil)
+		if err != nil || latest.Generation != 12 {
+			t.Fatalf("Latest: generation %v, error %v; want 12", latest, err)
+		}
+	})
+}
+
+func TestStoreKey(t *testing.T) {
+	tests := []struct {
+		prefix, model string
+		gen           uint64
+		want          string
+	}{
+		{"models", "clicks", 7, "models/clicks/00000000000000000007.msgpack"},
+		{"a/b/", "clicks", 12, "a/b/clicks/00000000000000000012.msgpack"},
+		{"", "clicks", 1, "clicks/00000000000000000001.msgpack"},
+		{"m", "x", ^uint64(0), "m/x/18446744073709551615.msgpack"},
+	}
+	for _, tt := range tests {
+		if got := snapshot.Key(tt.prefix, tt.model, tt.gen); got != tt.want {
+			t.Errorf("Key(%q, %q, %d) = %q, want %q", tt.prefix, tt.model, tt.gen, got, tt.want)
+		}
+	}
+}
+
+func TestStoreSecondWriterIsFenced(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		first := generation(t, "clicks", 3)
+		if err := s.Write(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		second := generation(t, "clicks", 3)
+		second.Writer, second.Positions = "worker-b", map[string]int64{"kafka:examples/0": 1}
+		err := s.Write(ctx, second)
+		if !errors.Is(err, snapshot.ErrFenced) {
+			t.Fatalf("second write of generation 3: %v, want ErrFenced", err)
+		}
+		for _, want := range []string{"second worker", "clicks", "generation 3", s.key("clicks", 3)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not mention %q", err, want)
+			}
+		}
+		got, err := s.Load(ctx, "clicks", 3)
+		if err != nil || !reflect.DeepEqual(got, first) {
+			t.Fatalf("the fenced write changed the snapshot (load error %v)", err)
+		}
+	})
+}
+
+// TestStoreConcurrentWritersOneWins races writers of one generation past
+// the existence check: the driver's create-if-absent precondition lets
+// exactly one through. fileblob checks with a stat before renaming, so it
+// cannot promise this (Store.Write documents the race).
+func TestStoreConcurrentWritersOneWins(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		if strings.HasSuffix(t.Name(), "/file") {
+			t.Skip("fileblob's IfNotExist is a stat then a rename")
+		}
+		const writers = 8
+		snaps := make([]*snapshot.Snapshot, writers)
+		for i := range snaps {
+			snaps[i] = generation(t, "clicks", 4)
+			snaps[i].Writer = fmt.Sprintf("worker-%d", i)
+		}
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() { errs[i] = s.Write(context.Background(), snaps[i]) })
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, snapshot.ErrFenced):
+				t.Errorf("a losing writer failed with %v, want ErrFenced", err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d writers of generation 4 succeeded, want 1", won)
+		}
+	})
+}
+
+func TestStoreSkipsCorruptNewest(t *testing.T) {
+	ctx := context.Background()
+	valid2, err := snapshot.Marshal(generation(t, "clicks", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid3, err := snapshot.Marshal(generation(t, "clicks", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := slices.Clone(valid3)
+	damaged[len(damaged)-10] ^= 0xff
+	corruptions := []struct {
+		name string
+		data []byte
+	}{
+		{"garbage", []byte("this is not a snapshot")},
+		{"empty", nil},
+		{"truncated", valid3[:len(valid3)/2]},
+		{"flipped byte", damaged},
+		{"another generation's content", valid2},
+	}
+	for _, b := range backends() {
+		for _, c := range corruptions {
+			t.Run(b.name+"/"+c.name, func(t *testing.T) {
+				s := b.open(t, "models")
+				write(t, s.Store, "clicks", 1, 2, 3)
+				key := s.key("clicks", 3)
+				if err := s.raw.Delete(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.raw.WriteAll(ctx, key, c.data, nil); err != nil {
+					t.Fatal(err)
+				}
+				core, logs := observer.New(zapcore.WarnLevel)
+				got, err := s.Latest(ctx, "clicks", zap.New(core))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Generation != 2 {
+					t.Fatalf("Latest returned generation %d, want 2 (3 is corrupt)", got.Generation)
+				}
+				warned := logs.FilterField(zap.String("key", key)).All()
+				if len(warned) != 1 || !strings.Contains(warned[0].Message, "previous") {
+					t.Fatalf("want one warning naming %s, logged %v", key, logs.All())
+				}
+				if _, err := s.Load(ctx, "clicks", 3); !errors.Is(err, snapshot.ErrCorrupt) {
+					t.Fatalf("Load of the corrupt generation: %v, want ErrCorrupt", err)
+				}
+			})
+		}
+	}
+}
+
+func TestStoreAllCorruptIsNotFound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		write(t, s.Store, "clicks", 1)
+		key := s.key("clicks", 1)
+		if err := s.raw.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.raw.WriteAll(ctx, key, []byte{0xc1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zapcore.WarnLevel)
+		if _, err := s.Latest(ctx, "clicks", zap.New(core)); !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatalf("Latest: %v, want ErrNotFound", err)
+		}
+		if logs.Len() != 1 {
+			t.Fatalf("%d warnings, want 1", logs.Len())
+		}
+	})
+}
+
+func TestStoreEmptyModel(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		if _, err := s.Latest(ctx, "clicks", nil); !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatalf("Latest: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Load(ctx, "clicks", 1); !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatalf("Load: %v, want ErrNotFound", err)
+		}
+		gens, err := s.Generations(ctx, "clicks")
+		if err != nil || len(gens) != 0 {
+			t.Fatalf("Generations: %v, %v; want none", gens, err)
+		}
+	})
+}
+
+func TestStoreRetain(t *testing.T) {
+	tests := []struct {
+		keep int
+		want []uint64
+	}{
+		{1, []uint64{5}},
+		{3, []uint64{3, 4, 5}},
+		{5, []uint64{1, 2, 3, 4, 5}},
+		{9, []uint64{1, 2, 3, 4, 5}},
+	}
+	for _, b := range backends() {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/keep %d", b.name, tt.keep), func(t *testing.T) {
+				ctx := context.Background()
+				s := b.open(t, "models")
+				write(t, s.Store, "clicks", 1, 2, 3, 4, 5)
+				write(t, s.Store, "views", 1, 2)
+				if err := s.Retain(ctx, "clicks", tt.keep); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Generations(ctx, "clicks")
+				if err != nil || !slices.Equal(got, tt.want) {
+					t.Fatalf("after Retain(%d): %v (%v), want %v", tt.keep, got, err, tt.want)
+				}
+				if views, _ := s.Generations(ctx, "views"); len(views) != 2 {
+					t.Fatalf("Retain of clicks touched views: %v", views)
+				}
+				if err := s.Retain(ctx, "clicks", 0); err == nil {
+					t.Fatal("Retain(0) deleted every snapshot")
+				}
+			})
+		}
+	}
+}
+
+// TestStoreModelsApart: models under one prefix do not see each other,
+// even when one name starts with the other.
+func TestStoreModelsApart(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		write(t, s.Store, "clicks", 1, 2, 3)
+		write(t, s.Store, "clicks2", 7)
+		write(t, s.Store, "views", 4)
+		want := map[string][]uint64{"clicks": {1, 2, 3}, "clicks2": {7}, "views": {4}, "click": nil}
+		for model, gens := range want {
+			got, err := s.Generations(ctx, model)
+			if err != nil || !slices.Equal(got, gens) {
+				t.Errorf("%s: %v (%v), want %v", model, got, err, gens)
+			}
+		}
+		latest, err := s.Latest(ctx, "clicks", nil)
+		if err != nil || latest.Model != "clicks" || latest.Generation != 3 {
+			t.Fatalf("Latest of clicks: %+v, %v", latest, err)
+		}
+	})
+}
+
+func TestStoreRefusesBadNames(t *testing.T) {
+	s := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer s.Close()
+	ctx := context.Background()
+	for _, model := range []string{"", ".", "..", "a/b"} {
+		if err := s.Write(ctx, generation(t, model, 1)); err == nil {
+			t.Errorf("model %q was written", model)
+		}
+	}
+	if err := s.Write(ctx, generation(t, "clicks", 0)); err == nil {
+		t.Error("generation 0 was written")
+	}
+}
+
+// TestOpenStoreURL checks where keys land for each form of URL, S3 with
+// its endpoint and path-style options included.
+func TestOpenStoreURL(t *testing.T) {
+	ctx := context.Background()
+	t.Run("file", func(t *testing.T) {
+		tests := []struct{ query, want string }{
+			{"", ""},
+			{"?prefix=models", "models/"},
+			{"?prefix=/a/b/", "a/b/"},
+		}
+		for _, tt := range tests {
+			dir := t.TempDir()
+			s := openStore(t, "file://"+dir+tt.query)
+			write(t, s, "clicks", 1)
+			want := filepath.Join(dir, filepath.FromSlash(tt.want+"clicks/00000000000000000001.msgpack"))
+			if _, err := os.Stat(want); err != nil {
+				t.Errorf("file://%s%s: %v", dir, tt.query, err)
+			}
+		}
+	})
+	t.Run("s3", func(t *testing.T) {
+		bucket, query := s3Server(t)
+		base := s3Prefix(t)
+		raw := openBucket(t, "s3://"+bucket+"?"+query)
+		t.Cleanup(func() { deleteAll(t, raw, base+"/") })
+		tests := []struct{ path, query, want string }{
+			{"/" + base + "/team/models", "", base + "/team/models/"},
+			{"/" + base + "/team/", "&prefix=models", base + "/team/models/"},
+			{"", "&prefix=" + base + "/p", base + "/p/"},
+		}
+		for _, tt := range tests {
+			url := "s3://" + bucket + tt.path + "?" + query + tt.query
+			s := openStore(t, url)
+			write(t, s, "clicks", 1)
+			key := tt.want + "clicks/00000000000000000001.msgpack"
+			if ok, err := raw.Exists(ctx, key); !ok {
+				t.Errorf("%s: no %s (%v)", url, key, err)
+			}
+			if err := raw.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Run("unknown scheme", func(t *testing.T) {
+		if _, err := snapshot.OpenStore(ctx, "ftp://host/x"); err == nil {
+			t.Fatal("ftp:// opened")
+		}
+	})
+}
+
+// BenchmarkStoreRoundTrip writes a model of 2^20 weights and reads it
+// back; MB/s counts the snapshot's bytes once per round trip.
+func BenchmarkStoreRoundTrip(b *testing.B) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 20
+	m, err := learner.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := m.State()
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range st.Weights {
+		st.Weights[i] = r.NormFloat64()
+	}
+	s := snap(st)
+	data, err := snapshot.Marshal(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, be := range backends() {
+		if be.name == "mem" {
+			continue
+		}
+		b.Run(be.name, func(b *testing.B) {
+			ctx := context.Background()
+			store := be.open(b, "bench")
+			for gen := uint64(1); b.Loop(); gen++ {
+				s.Generation = gen
+				if err := store.Write(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := store.Load(ctx, s.Model, gen); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := store.Retain(ctx, s.Model, 1); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(len(data))*float64(b.N)/1e6/b.Elapsed().Seconds(), "MB/s")
+		})
+	}
+}
