@@ -124,7 +124,7 @@ func Default() Config {
 			Format:      "auto",
 			MaxBytes:    1 << 20,
 			MaxFeatures: 4096,
-			Batch:       512,
+			Batch:       1024,
 		},
 		Outputs: Outputs{Publish: "all", Format: "json"},
 		HTTP:    HTTP{Addr: ":8080"},

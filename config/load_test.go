@@ -50,7 +50,7 @@ func TestLoadPrecedence(t *testing.T) {
 			name: "int", yaml: "source:\n  batch: 10\n",
 			env: "HYPERPLANE_SOURCE_BATCH", envVal: "20", flag: "--source.batch=30",
 			get: func(c Config) any { return c.Source.Batch },
-			def: 512, file: 10, fromEnv: 20, flagged: 30,
+			def: Default().Source.Batch, file: 10, fromEnv: 20, flagged: 30,
 		},
 		{
 			name: "float", yaml: "model:\n  learner:\n    eta: 0.25\n",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,7 @@ type Worker struct {
 // snapshot), nil for a new model. metrics may be nil.
 func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Worker {
 	if cfg.Batch <= 0 {
-		cfg.Batch = 512
+		cfg.Batch = 1024
 	}
 	if cfg.Publish == "" {
 		cfg.Publish = PublishAll
@@ -202,7 +203,8 @@ func (b *outBatch) seal() {
 // publishes what it has processed, and returns. A clean shutdown returns
 // nil.
 func (w *Worker) Run(ctx context.Context) error {
-	queue := make(chan *outBatch, 2)
+	// The queue bounds how far learning runs ahead of durable outputs.
+	queue := make(chan *outBatch, 8)
 	pubDone := make(chan error, 1)
 	// The publisher outlives ctx so that processed messages are flushed on
 	// shutdown; it stops early only if flushing fails for too long.
@@ -320,43 +322,104 @@ func (w *Worker) decode(value []byte, x *learner.Example) (Meta, error) {
 }
 
 // publishLoop publishes the batches in order, each until it succeeds, and
-// then commits the positions they cover to the source.
+// then commits the positions they cover to the source. Batches that queue
+// up while a publish is in flight go out together in the next one, so a
+// slow broker round trip makes publishes larger rather than the worker
+// slower.
 func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) error {
 	var bo backoff
+	var group []*outBatch
+	var merged []Output
 	for b := range queue {
-		for i, sink := range b.sinks {
-			if len(b.outputs[i]) == 0 {
+		group = append(group[:0], b)
+		outputs := b.count()
+	more:
+		for outputs < maxPublish {
+			select {
+			case next, ok := <-queue:
+				if !ok {
+					break more
+				}
+				group = append(group, next)
+				outputs += next.count()
+			default:
+				break more
+			}
+		}
+		for _, sink := range sinksOf(group) {
+			merged = merged[:0]
+			for _, g := range group {
+				merged = append(merged, g.outputsFor(sink)...)
+			}
+			if len(merged) == 0 {
 				continue
 			}
 			for {
-				err := sink.Publish(ctx, b.outputs[i])
+				err := sink.Publish(ctx, merged)
 				if err == nil {
 					break
 				}
 				w.metrics.PublishErrors.Inc()
 				w.ready.Store(false)
 				if ctx.Err() != nil {
-					return fmt.Errorf("%d outputs not published: %w", len(b.outputs[i]), err)
+					return fmt.Errorf("%d outputs not published: %w", len(merged), err)
 				}
-				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(b.outputs[i])))
+				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(merged)))
 				if werr := bo.wait(ctx); werr != nil {
-					return fmt.Errorf("%d outputs not published: %w", len(b.outputs[i]), err)
+					return fmt.Errorf("%d outputs not published: %w", len(merged), err)
 				}
 			}
 			bo.reset()
 		}
 		w.ready.Store(true)
-		w.metrics.BatchLatency.Observe(time.Since(b.fetched).Seconds())
 		w.mu.Lock()
-		maps.Copy(w.published, b.resume)
+		for _, g := range group {
+			maps.Copy(w.published, g.resume)
+		}
 		done := maps.Clone(w.published)
 		w.mu.Unlock()
 		if err := w.src.Commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
 			w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 		}
-		w.batchPool.Put(b)
+		for _, g := range group {
+			w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
+			w.batchPool.Put(g)
+		}
 	}
 	return nil
+}
+
+// maxPublish bounds the outputs of one coalesced publish.
+const maxPublish = 16384
+
+func (b *outBatch) count() int {
+	n := 0
+	for _, o := range b.outputs {
+		n += len(o)
+	}
+	return n
+}
+
+func (b *outBatch) outputsFor(s Sink) []Output {
+	for i, sink := range b.sinks {
+		if sink == s {
+			return b.outputs[i]
+		}
+	}
+	return nil
+}
+
+// sinksOf lists the sinks of a group of batches, in first-use order.
+func sinksOf(group []*outBatch) []Sink {
+	var sinks []Sink
+	for _, g := range group {
+		for _, s := range g.sinks {
+			if !slices.Contains(sinks, s) {
+				sinks = append(sinks, s)
+			}
+		}
+	}
+	return sinks
 }
 
 // rateLimiter lets one event through per period and counts the rest.

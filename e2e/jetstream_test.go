@@ -17,14 +17,14 @@ import (
 // natsServer is a NATS server with JetStream for one test: in-process, or
 // the standalone server HYPERPLANE_E2E_NATS_URL names.
 type natsServer struct {
-	t        *testing.T
+	t        testing.TB
 	url      string
 	srv      *server.Server // nil when standalone
 	storeDir string
 	port     int
 }
 
-func startNATS(t *testing.T) *natsServer {
+func startNATS(t testing.TB) *natsServer {
 	t.Helper()
 	if url := os.Getenv("HYPERPLANE_E2E_NATS_URL"); url != "" {
 		return &natsServer{t: t, url: url}

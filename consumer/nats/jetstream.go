@@ -16,7 +16,7 @@ import (
 // bufferSize bounds the messages the JetStream source holds in the client:
 // the pull requests ask for at most this many, and the hand-over to Fetch
 // holds at most this many more.
-const bufferSize = 256
+const bufferSize = 1024
 
 // errClosed is what Fetch returns after Close.
 var errClosed = errors.New("nats: source closed")
