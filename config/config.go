@@ -22,8 +22,26 @@ type Config struct {
 	Source Source `yaml:"source"`
 	// Outputs are where events go.
 	Outputs Outputs `yaml:"outputs"`
-	HTTP    HTTP    `yaml:"http"`
-	Log     Log     `yaml:"log"`
+	// Snapshot is where and how often the model is made durable.
+	Snapshot Snapshot `yaml:"snapshot"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+}
+
+// Snapshot configures the model's snapshots in object storage. Without a
+// URL there are none: a restarted worker begins again at source.start.
+type Snapshot struct {
+	URL string `yaml:"url" help:"object storage for snapshots: file:///dir, s3://bucket/prefix?endpoint=...&region=...&use_path_style=true, gs://, azblob://, mem://; empty: no snapshots"`
+	// Every is the number of labeled examples between snapshots.
+	Every int `yaml:"every" help:"take a snapshot after this many labeled examples; 0: only by interval"`
+	// Interval is the most time between snapshots, a Go duration.
+	Interval string `yaml:"interval" help:"take a snapshot at least this often (a duration: 30s, 5m); 0s: only by count"`
+	Keep     int    `yaml:"keep" help:"how many of the newest snapshots to keep"`
+	// Reset starts a new model when the newest snapshot was trained under
+	// other settings, instead of refusing to start.
+	Reset bool `yaml:"reset" help:"start a new model if the stored one is incompatible with model.learner"`
+	// Writer identifies this worker in the snapshots it writes.
+	Writer string `yaml:"writer" help:"this worker's name in its snapshots (default: the host name)"`
 }
 
 // Model is the model's identity and hyperparameters.
@@ -126,8 +144,9 @@ func Default() Config {
 			MaxFeatures: 4096,
 			Batch:       1024,
 		},
-		Outputs: Outputs{Publish: "all", Format: "json"},
-		HTTP:    HTTP{Addr: ":8080"},
-		Log:     Log{Level: "info", Format: "auto"},
+		Outputs:  Outputs{Publish: "all", Format: "json"},
+		Snapshot: Snapshot{Every: 100000, Interval: "60s", Keep: 10},
+		HTTP:     HTTP{Addr: ":8080"},
+		Log:      Log{Level: "info", Format: "auto"},
 	}
 }

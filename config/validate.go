@@ -38,6 +38,7 @@ func (c Config) Validate() error {
 		c.validateOutputs,
 		c.validateKafka,
 		c.validateNATS,
+		c.validateSnapshot,
 		c.validateHTTP,
 		c.validateLog,
 	} {
@@ -46,6 +47,40 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (c Config) validateSnapshot() error {
+	s := c.Snapshot
+	if s.URL != "" {
+		scheme, _, ok := strings.Cut(s.URL, "://")
+		switch {
+		case !ok:
+			return fieldErr("snapshot.url", "%q is not a URL (want file:///dir, s3://bucket/prefix, gs://, azblob:// or mem://)", s.URL)
+		case scheme != "file" && scheme != "s3" && scheme != "gs" && scheme != "azblob" && scheme != "mem":
+			return fieldErr("snapshot.url", "unknown scheme %q (want file, s3, gs, azblob or mem)", scheme)
+		}
+	}
+	if s.Every < 0 {
+		return fieldErr("snapshot.every", "must be 0 or more, got %d", s.Every)
+	}
+	d, err := time.ParseDuration(s.Interval)
+	if err != nil || d < 0 {
+		return fieldErr("snapshot.interval", "%q is not a duration >= 0 such as 30s or 5m", s.Interval)
+	}
+	if s.URL != "" && s.Every == 0 && d == 0 {
+		return fieldErr("snapshot.every", "with snapshot.interval 0s too, no snapshot would ever be taken")
+	}
+	if s.Keep < 1 {
+		return fieldErr("snapshot.keep", "must be at least 1, got %d", s.Keep)
+	}
+	return nil
+}
+
+// SnapshotInterval is snapshot.interval as a duration (0 if invalid:
+// Validate reports that).
+func (c Config) SnapshotInterval() time.Duration {
+	d, _ := time.ParseDuration(c.Snapshot.Interval)
+	return d
 }
 
 // KafkaGroup is the Kafka consumer group that progress is committed to:

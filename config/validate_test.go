@@ -64,6 +64,15 @@ func TestValidate(t *testing.T) {
 		{name: "nats valid", base: validNATS, mutate: func(*Config) {}},
 		{name: "default has no source", base: Default, mutate: func(*Config) {}, field: "source.kind"},
 
+		// snapshot
+		{name: "snapshot url", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL = "s3://bucket/prefix?region=eu-west-1" }},
+		{name: "snapshot url not a url", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL = "/var/lib/x" }, field: "snapshot.url", problem: "not a URL"},
+		{name: "snapshot url scheme", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL = "ftp://x" }, field: "snapshot.url", problem: "unknown scheme"},
+		{name: "snapshot every negative", base: validKafka, mutate: func(c *Config) { c.Snapshot.Every = -1 }, field: "snapshot.every"},
+		{name: "snapshot interval", base: validKafka, mutate: func(c *Config) { c.Snapshot.Interval = "often" }, field: "snapshot.interval"},
+		{name: "snapshot never", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL, c.Snapshot.Every, c.Snapshot.Interval = "mem://", 0, "0s" }, field: "snapshot.every", problem: "no snapshot"},
+		{name: "snapshot keep", base: validKafka, mutate: func(c *Config) { c.Snapshot.Keep = 0 }, field: "snapshot.keep"},
+
 		// model
 		{name: "model.name empty", base: validKafka, mutate: func(c *Config) { c.Model.Name = "" }, field: "model.name"},
 		{name: "model.name slash", base: validKafka, mutate: func(c *Config) { c.Model.Name = "a/b" }, field: "model.name"},

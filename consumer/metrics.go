@@ -8,15 +8,17 @@ import (
 // Metrics are a worker's Prometheus metrics. Register them on a registry
 // of your own with NewMetrics.
 type Metrics struct {
-	Examples        *prometheus.CounterVec // by result: correct, mistake, unlabeled, invalid
-	Updates         prometheus.Counter
-	RollingAccuracy prometheus.Gauge
-	DecodeErrors    prometheus.Counter
-	PublishErrors   prometheus.Counter
-	Position        *prometheus.GaugeVec // by source: the model's position
-	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
-	BatchLatency    prometheus.Histogram // from fetch to outputs durable
-	ModelVersion    prometheus.Gauge
+	Examples         *prometheus.CounterVec // by result: correct, mistake, unlabeled, invalid
+	Updates          prometheus.Counter
+	RollingAccuracy  prometheus.Gauge
+	DecodeErrors     prometheus.Counter
+	PublishErrors    prometheus.Counter
+	Position         *prometheus.GaugeVec // by source: the model's position
+	Lag              *prometheus.GaugeVec // by source: messages behind, as the broker tells it
+	BatchLatency     prometheus.Histogram // from fetch to outputs durable
+	ModelVersion     prometheus.Gauge
+	Checkpoints      prometheus.Counter
+	CheckpointErrors prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -59,9 +61,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_model_version",
 			Help: "Updates applied to the model since it was created.",
 		}),
+		Checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_snapshots_total",
+			Help: "Snapshots of the model written.",
+		}),
+		CheckpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_snapshot_errors_total",
+			Help: "Failed attempts to write a snapshot (each is retried).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion)
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Checkpoints, m.CheckpointErrors)
 	}
 	return m
 }

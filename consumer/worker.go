@@ -51,6 +51,29 @@ type WorkerConfig struct {
 	// Format is the encoding of the examples: FormatAuto detects it per
 	// message.
 	Format Format
+
+	// Checkpoints, if set, makes the model durable: every CheckpointEvery
+	// labeled examples, every CheckpointInterval, and at shutdown (either
+	// may be 0 to disable it). A checkpoint covers a batch boundary and is
+	// written only once the outputs of every message it includes are
+	// durable, and the source is committed only after the checkpoint is.
+	Checkpoints        Checkpointer
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+}
+
+// Checkpointer makes a model's state durable with the positions it
+// includes.
+type Checkpointer interface {
+	// Checkpoint returns nil once st and positions are durable. An error
+	// wrapping ErrFatal stops the worker; any other is retried.
+	Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error
+}
+
+// checkpoint is a copy of the model taken at a batch boundary.
+type checkpoint struct {
+	state     *learner.State
+	positions map[string]int64
 }
 
 // Worker runs one model over one source: for each message, in order, it
@@ -85,6 +108,13 @@ type Worker struct {
 	ready     atomic.Bool
 	deadLogs  rateLimiter
 	batchPool sync.Pool
+
+	// The checkpoint hand-over: the newest checkpoint whose outputs are
+	// durable waits in pending; an older one not yet started is replaced.
+	ckMu      sync.Mutex
+	ckPending *checkpoint
+	ckSignal  chan struct{}
+	fatal     chan error
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -117,6 +147,8 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		w.published = map[string]int64{}
 	}
 	w.batchPool.New = func() any { return new(outBatch) }
+	w.ckSignal = make(chan struct{}, 1)
+	w.fatal = make(chan error, 1)
 	return w
 }
 
@@ -159,6 +191,7 @@ type outBatch struct {
 	resume   map[string]int64
 	fetched  time.Time
 	messages int
+	check    *checkpoint // taken after this batch, if any
 }
 
 func (b *outBatch) reset() {
@@ -168,6 +201,7 @@ func (b *outBatch) reset() {
 	}
 	b.arena = b.arena[:0]
 	clear(b.resume)
+	b.check = nil
 }
 
 // add appends an output whose value is arena[valueStart:] and whose key is
@@ -200,50 +234,156 @@ func (b *outBatch) seal() {
 }
 
 // Run consumes until ctx is done or the source fails, then stops reading,
-// publishes what it has processed, and returns. A clean shutdown returns
-// nil.
+// publishes what it has processed, writes a last checkpoint, and returns.
+// A clean shutdown returns nil. A fatal checkpoint error (another worker
+// writing the model) stops it with that error.
 func (w *Worker) Run(ctx context.Context) error {
 	// The queue bounds how far learning runs ahead of durable outputs.
 	queue := make(chan *outBatch, 8)
 	pubDone := make(chan error, 1)
-	// The publisher outlives ctx so that processed messages are flushed on
-	// shutdown; it stops early only if flushing fails for too long.
+	ckDone := make(chan error, 1)
+	ckStop := make(chan struct{})
+	// The publisher and the checkpointer outlive ctx so that processed
+	// messages are flushed on shutdown; they stop early only if that takes
+	// too long.
 	flushCtx, cancelFlush := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFlush()
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
 	go func() { pubDone <- w.publishLoop(flushCtx, queue) }()
+	go func() {
+		err := w.checkpointLoop(flushCtx, ckStop)
+		if err != nil {
+			stopConsuming()
+		}
+		ckDone <- err
+	}()
 
 	w.ready.Store(true)
-	err := w.consume(ctx, queue)
+	err := w.consume(consumeCtx, queue)
 	close(queue)
 	if err != nil {
 		cancelFlush()
 	} else {
-		// Give the outputs a bounded time to drain.
 		timer := time.AfterFunc(30*time.Second, cancelFlush)
 		defer timer.Stop()
 	}
 	perr := <-pubDone
+	close(ckStop)
+	cerr := <-ckDone
 	w.ready.Store(false)
-	if err != nil {
+	switch {
+	case cerr != nil:
+		return cerr
+	case err != nil:
 		return err
-	}
-	if perr != nil {
+	case perr != nil:
 		return fmt.Errorf("flush outputs: %w", perr)
 	}
 	return nil
 }
 
+// ErrFatal marks a checkpoint error that must stop the worker.
+var ErrFatal = errors.New("fatal")
+
+// checkpointLoop writes the checkpoints handed over, newest first, each
+// until it succeeds, and commits their positions to the source. When stop
+// closes it writes what is pending and returns.
+func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error {
+	if w.cfg.Checkpoints == nil {
+		<-stop
+		return nil
+	}
+	var bo backoff
+	for {
+		stopping := false
+		select {
+		case <-w.ckSignal:
+		case <-stop:
+			stopping = true
+		}
+		w.ckMu.Lock()
+		ck := w.ckPending
+		w.ckPending = nil
+		w.ckMu.Unlock()
+		if ck != nil {
+			for {
+				err := w.cfg.Checkpoints.Checkpoint(ctx, ck.state, ck.positions)
+				if err == nil {
+					break
+				}
+				if errors.Is(err, ErrFatal) {
+					return err
+				}
+				w.metrics.CheckpointErrors.Inc()
+				w.ready.Store(false)
+				if ctx.Err() != nil {
+					return fmt.Errorf("last checkpoint not written: %w", err)
+				}
+				w.log.Warn("checkpoint failed; retrying", zap.Error(err))
+				if bo.wait(ctx) != nil {
+					return fmt.Errorf("last checkpoint not written: %w", err)
+				}
+			}
+			bo.reset()
+			w.ready.Store(true)
+			w.metrics.Checkpoints.Inc()
+			if err := w.src.Commit(ctx, ck.positions); err != nil && !errors.Is(err, context.Canceled) {
+				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
+			}
+		}
+		if stopping {
+			return nil
+		}
+	}
+}
+
+// handOver queues ck for writing, replacing an older one not yet begun.
+func (w *Worker) handOver(ck *checkpoint) {
+	w.ckMu.Lock()
+	w.ckPending = ck
+	w.ckMu.Unlock()
+	select {
+	case w.ckSignal <- struct{}{}:
+	default:
+	}
+}
+
 func (w *Worker) consume(ctx context.Context, queue chan<- *outBatch) error {
 	var x learner.Example
 	var line []byte
+	lastLabeled, lastTime, dirty := w.model.Metrics().Labeled, time.Now(), false
+	// checkpoint copies the model if one is due (or final) and anything
+	// changed since the last.
+	checkpoint := func(final bool) *checkpoint {
+		if w.cfg.Checkpoints == nil {
+			return nil
+		}
+		labeled := w.model.Metrics().Labeled
+		due := final ||
+			(w.cfg.CheckpointEvery > 0 && labeled-lastLabeled >= uint64(w.cfg.CheckpointEvery)) ||
+			(w.cfg.CheckpointInterval > 0 && time.Since(lastTime) >= w.cfg.CheckpointInterval)
+		if !due || !dirty {
+			return nil
+		}
+		lastLabeled, lastTime, dirty = labeled, time.Now(), false
+		return &checkpoint{state: w.model.State(), positions: maps.Clone(w.positions)}
+	}
 	for {
 		msgs, err := w.src.Fetch(ctx, w.cfg.Batch)
 		if err != nil {
 			if ctx.Err() != nil {
+				if ck := checkpoint(true); ck != nil {
+					b := w.batchPool.Get().(*outBatch)
+					b.reset()
+					b.fetched, b.check = time.Now(), ck
+					queue <- b
+				}
 				return nil
 			}
 			return fmt.Errorf("fetch: %w", err)
 		}
+		dirty = true
 		b := w.batchPool.Get().(*outBatch)
 		b.reset()
 		if b.resume == nil {
@@ -262,11 +402,19 @@ func (w *Worker) consume(ctx context.Context, queue chan<- *outBatch) error {
 		w.stats = end
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
+		final := ctx.Err() != nil
+		b.check = checkpoint(final)
 		select {
 		case queue <- b:
 		case <-ctx.Done():
 			// Processed: it is in the model, so it must still be published.
+			if b.check == nil {
+				b.check = checkpoint(true)
+			}
 			queue <- b
+			return nil
+		}
+		if final {
 			return nil
 		}
 	}
@@ -378,8 +526,18 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) error 
 		}
 		done := maps.Clone(w.published)
 		w.mu.Unlock()
-		if err := w.src.Commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
-			w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
+		if w.cfg.Checkpoints == nil {
+			if err := w.src.Commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
+				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
+			}
+		}
+		// The outputs of every message a checkpoint includes are durable
+		// now: it may be written.
+		for i := len(group) - 1; i >= 0; i-- {
+			if ck := group[i].check; ck != nil {
+				w.handOver(ck)
+				break
+			}
 		}
 		for _, g := range group {
 			w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())

@@ -98,9 +98,18 @@ func (p *proc) log() string {
 	return p.stderr.String()
 }
 
-// stop sends SIGTERM and requires a clean exit.
+// stop sends SIGTERM, once the process serves HTTP (so its signal
+// handler is in place), and requires a clean exit.
 func (p *proc) stop() {
 	p.t.Helper()
+	eventually(p.t, 30*time.Second, "the process to serve /healthz", func() bool {
+		resp, err := http.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatal(err)
 	}

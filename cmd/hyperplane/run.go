@@ -18,6 +18,7 @@ import (
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -155,11 +156,10 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		}
 	}()
 
-	model, err := learner.New(cfg.Model.Learner)
+	model, positions, checkpoints, err := loadModel(ctx, cfg, log, w)
 	if err != nil {
-		return nil, fmt.Errorf("model.learner: %w", err)
+		return nil, err
 	}
-	var positions map[string]int64
 
 	var nc *natsgo.Conn
 	natsConn := func() (*natsgo.Conn, error) {
@@ -258,11 +258,13 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		return consumer.Destination{Sink: s, Topic: topic}, nil
 	}
 	wc := consumer.WorkerConfig{
-		Model:    cfg.Model.Name,
-		Publish:  consumer.Publish(cfg.Outputs.Publish),
-		Encoding: consumer.Encoding(cfg.Outputs.Format),
-		Batch:    cfg.Source.Batch,
-		Decoder:  consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes},
+		Model:              cfg.Model.Name,
+		CheckpointEvery:    cfg.Snapshot.Every,
+		CheckpointInterval: cfg.SnapshotInterval(),
+		Publish:            consumer.Publish(cfg.Outputs.Publish),
+		Encoding:           consumer.Encoding(cfg.Outputs.Format),
+		Batch:              cfg.Source.Batch,
+		Decoder:            consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes},
 	}
 	if wc.Format, err = consumer.ParseFormat(cfg.Source.Format); err != nil {
 		return nil, fmt.Errorf("source.format: %w", err)
@@ -276,9 +278,80 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 	if wc.DeadLetter, err = destination("outputs.dead_letter", cfg.Outputs.DeadLetter); err != nil {
 		return nil, err
 	}
+	if checkpoints != nil {
+		wc.Checkpoints = checkpoints
+	}
 	w.Worker = consumer.NewWorker(wc, w.source, model, positions, w.metrics, log)
 	ok = true
 	return w, nil
+}
+
+// loadModel returns the model to continue: the newest valid snapshot in
+// snapshot.url, or a new model when there is none (or no store). An
+// incompatible snapshot stops start-up with the field named, unless
+// snapshot.reset is set. The checkpointer writes the generations after
+// the loaded one; it is nil without a store.
+func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worker) (*learner.Model, map[string]int64, consumer.Checkpointer, error) {
+	if cfg.Snapshot.URL == "" {
+		m, err := learner.New(cfg.Model.Learner)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("model.learner: %w", err)
+		}
+		return m, nil, nil, nil
+	}
+	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot.url: %w", err)
+	}
+	w.closers = append(w.closers, store.Close)
+	writer := cfg.Snapshot.Writer
+	if writer == "" {
+		writer, _ = os.Hostname()
+	}
+	latest, err := store.Latest(ctx, cfg.Model.Name, log)
+	var next uint64 = 1
+	switch {
+	case errors.Is(err, snapshot.ErrNotFound):
+		log.Info("no snapshot: a new model", zap.String("model", cfg.Model.Name), zap.String("start", cfg.Source.Start))
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("snapshot: %w", err)
+	default:
+		next = latest.Generation + 1
+		if err := latest.Compatible(cfg.Model.Learner); err != nil {
+			if !cfg.Snapshot.Reset {
+				return nil, nil, nil, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", cfg.Model.Name, latest.Generation, err)
+			}
+			log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
+			latest = nil
+		}
+	}
+	ck := fatalFencing{snapshot.NewCheckpointer(store, cfg.Model.Name, writer, next, cfg.Snapshot.Keep, log)}
+	if latest == nil {
+		m, err := learner.New(cfg.Model.Learner)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("model.learner: %w", err)
+		}
+		return m, nil, ck, nil
+	}
+	m, err := learner.Restore(latest.State)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot generation %d: %w", latest.Generation, err)
+	}
+	log.Info("resuming from snapshot", zap.String("model", cfg.Model.Name), zap.Uint64("generation", latest.Generation),
+		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
+	return m, latest.Positions, ck, nil
+}
+
+// fatalFencing makes a fenced snapshot write stop the worker: another
+// worker is writing the model.
+type fatalFencing struct{ *snapshot.Checkpointer }
+
+func (f fatalFencing) Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error {
+	err := f.Checkpointer.Checkpoint(ctx, st, positions)
+	if errors.Is(err, snapshot.ErrFenced) {
+		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
+	}
+	return err
 }
 
 // handler serves /metrics, /healthz and /readyz.

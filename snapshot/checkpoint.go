@@ -1,0 +1,52 @@
+package snapshot
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"go.uber.org/zap"
+)
+
+// Checkpointer writes the successive generations of one model to a
+// Store and keeps the newest few.
+type Checkpointer struct {
+	store  *Store
+	model  string
+	writer string
+	keep   int
+	next   uint64
+	log    *zap.Logger
+}
+
+// NewCheckpointer writes model's snapshots to store from generation next
+// on, keeping the newest keep generations.
+func NewCheckpointer(store *Store, model, writer string, next uint64, keep int, log *zap.Logger) *Checkpointer {
+	return &Checkpointer{store: store, model: model, writer: writer, keep: keep, next: next, log: log}
+}
+
+// Checkpoint writes st and the positions it includes as the next
+// generation, then deletes the generations beyond the newest keep. An
+// error wrapping ErrFenced means another worker wrote that generation
+// first: it is writing this model, and this one must stop. After any other
+// error the same generation is tried again on the next call.
+func (c *Checkpointer) Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error {
+	s := &Snapshot{
+		Model:      c.model,
+		Generation: c.next,
+		Created:    time.Now(),
+		Writer:     c.writer,
+		Positions:  maps.Clone(positions),
+		State:      st,
+	}
+	if err := c.store.Write(ctx, s); err != nil {
+		return err
+	}
+	c.log.Info("snapshot written", zap.String("model", c.model), zap.Uint64("generation", c.next), zap.Any("positions", positions))
+	c.next++
+	if err := c.store.Retain(ctx, c.model, c.keep); err != nil {
+		c.log.Warn("snapshot retention failed", zap.String("model", c.model), zap.Error(err))
+	}
+	return nil
+}
