@@ -3,7 +3,10 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +100,110 @@ snapshot:
 		}
 	}
 	t.Logf("%d kills, final generation %d", kills, latest.Generation)
+}
+
+// snapshotConfig is a JetStream worker configuration with snapshots in
+// store.
+func snapshotConfig(t *testing.T, ns *natsServer, prefix, store string) string {
+	return writeConfig(t, jetStreamConfig(ns.url, prefix)+fmt.Sprintf(`
+snapshot:
+  url: %s
+  every: 500
+  interval: 1s
+`, store))
+}
+
+// TestCorruptSnapshot damages the newest snapshot between two runs: the
+// worker says so, starts from the generation before, and still ends with
+// the model of an uninterrupted run.
+func TestCorruptSnapshot(t *testing.T) {
+	ctx := testContext(t)
+	t.Setenv("HYPERPLANE_E2E_NATS_URL", "")
+	ns := startNATS(t)
+	prefix := uniquePrefix("CORRUPT")
+	js, _ := ns.streams(ctx, prefix)
+	in := makeInput(4000, 12, 0)
+	dir := t.TempDir()
+	cfg := snapshotConfig(t, ns, prefix, "file://"+dir)
+
+	publishAll(t, ctx, js, prefix+".IN", in.messages[:2000])
+	p := start(t, "run", "--config", cfg, "--source.batch", "100")
+	eventually(t, time.Minute, "the first half", func() bool { return count(t, ctx, js, prefix+"_PRED") >= 2000 })
+	p.stop()
+
+	s, err := snapshot.OpenStore(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gens, err := s.Generations(ctx, "e2e")
+	if err != nil || len(gens) < 2 {
+		t.Fatalf("generations %v (%v): want at least two", gens, err)
+	}
+	newest := filepath.Join(dir, filepath.FromSlash(snapshot.Key("", "e2e", gens[len(gens)-1])))
+	if err := os.WriteFile(newest, []byte("not a snapshot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	publishAll(t, ctx, js, prefix+".IN", in.messages[2000:])
+	p = start(t, "run", "--config", cfg, "--source.batch", "100")
+	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
+	p.stop()
+	if !strings.Contains(p.log(), "skipping unreadable snapshot") {
+		t.Errorf("the worker did not say it skipped the corrupt snapshot:\n%s", p.log())
+	}
+	latest, err := s.Latest(ctx, "e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(latest.State, in.reference(t, testLearner()).State()) {
+		t.Fatal("the model differs from an uninterrupted run")
+	}
+}
+
+// TestSecondWorkerIsFenced starts a second worker on a model that a
+// first one is writing: one of them stops with the error that a second
+// worker is writing the model, and the other goes on to the end.
+func TestSecondWorkerIsFenced(t *testing.T) {
+	ctx := testContext(t)
+	t.Setenv("HYPERPLANE_E2E_NATS_URL", "")
+	ns := startNATS(t)
+	prefix := uniquePrefix("FENCE")
+	js, _ := ns.streams(ctx, prefix)
+	in := makeInput(20000, 13, 0)
+	cfg := snapshotConfig(t, ns, prefix, "file://"+t.TempDir())
+	publishAll(t, ctx, js, prefix+".IN", in.messages[:1000])
+	first := start(t, "run", "--config", cfg, "--source.batch", "50")
+	eventually(t, time.Minute, "a first snapshot", func() bool { return first.metric("hyperplane_snapshots_total") >= 1 })
+	second := start(t, "run", "--config", cfg, "--source.batch", "50")
+	go func() {
+		for _, m := range in.messages[1000:] {
+			if _, err := js.Publish(ctx, prefix+".IN", m); err != nil {
+				return // the test fails on the missing positions
+			}
+		}
+	}()
+
+	var fenced, survivor *proc
+	select {
+	case err := <-first.done:
+		fenced, survivor = first, second
+		if err == nil {
+			t.Fatal("the first worker exited cleanly while the second ran")
+		}
+	case err := <-second.done:
+		fenced, survivor = second, first
+		if err == nil {
+			t.Fatal("the second worker exited cleanly")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("both workers are still writing the same model after a minute")
+	}
+	if !strings.Contains(fenced.log(), "a second worker is writing this model") {
+		t.Fatalf("the fenced worker did not say why:\n%s", fenced.log())
+	}
+	eventually(t, time.Minute, "the survivor to finish the stream", func() bool {
+		return survivor.metric("hyperplane_position{source=\"jetstream:"+prefix+"_IN\"}") >= float64(len(in.messages))
+	})
+	survivor.stop()
 }

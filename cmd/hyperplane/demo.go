@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,6 +44,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated stream")
 	fs.Float64Var(&garbage, "garbage", 0.0005, "share of malformed messages, to show the dead letters")
 	fs.StringVar(&cfg.HTTP.Addr, "http", "127.0.0.1:0", "address of /metrics, /healthz and /readyz; empty disables")
+	var dataDir string
+	fs.StringVar(&dataDir, "data", "hyperplane-data", "`directory` for the model's snapshots (the previous demo's are replaced)")
 	learnerFlags(fs, &cfg.Model.Learner)
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
@@ -55,6 +59,22 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := validateLearner(cfg.Model.Learner); err != nil {
 		return err
 	}
+
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	// Each demo streams a new stream: the previous demo's model would
+	// resume from positions this one does not have.
+	if err := os.RemoveAll(filepath.Join(dataDir, cfg.Model.Name)); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
+	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, "2s"
+	cfg.Snapshot.Writer = "hyperplane demo"
 
 	storeDir, err := os.MkdirTemp("", "hyperplane-demo-nats-")
 	if err != nil {
@@ -158,6 +178,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "  %-8d %-26s in JetStream stream %-18s (subject %s)\n", info.State.Msgs, s.what, s.name, s.subject)
+	}
+	if s, err := snapshot.LoadURL(context.Background(), cfg.Snapshot.URL+"/"+cfg.Model.Name, nil); err == nil {
+		fmt.Fprintf(e.stdout, "\n  snapshots of the model in %s (newest: generation %d, at position %d)\n", filepath.Join(dataDir, cfg.Model.Name), s.Generation, s.Positions["jetstream:EXAMPLES"])
+		fmt.Fprintf(e.stdout, "  look inside: hyperplane inspect %s/%s\n", cfg.Snapshot.URL, cfg.Model.Name)
 	}
 	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
 	return nil

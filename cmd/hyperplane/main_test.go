@@ -283,14 +283,24 @@ func TestHelpAndVersion(t *testing.T) {
 // TestDemo runs the main job on its embedded default: everything it
 // streams must come out as events.
 func TestDemo(t *testing.T) {
-	out, stderr, err := runCmd(t, "", "demo", "-examples", "3000", "-garbage", "0.01", "-http", "")
+	data := t.TempDir()
+	out, stderr, err := runCmd(t, "", "demo", "-examples", "3000", "-garbage", "0.01", "-http", "", "-data", data)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"done: 2970 examples", "2970     prediction events", "30       dead-letter events", "misclassification events"} {
+	for _, want := range []string{"done: 2970 examples", "2970     prediction events", "30       dead-letter events", "misclassification events", "snapshots of the model in " + filepath.Join(data, "demo"), "at position 3000"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	// The snapshot the demo wrote is the model it trained, and inspect
+	// reads it from its URL.
+	var sum snapshot.Summary
+	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "file://"+data+"/demo")), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Metrics.Examples != 2970 || sum.Positions["jetstream:EXAMPLES"] != 3000 || sum.Model != "demo" {
+		t.Fatalf("the demo's snapshot: %+v", sum)
 	}
 }
 

@@ -15,7 +15,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	var in inputFlags
 	var modelPath string
 	fs := newFlagSet("predict", "-model MODEL_FILE -input PATH [flags]", e)
-	fs.StringVar(&modelPath, "model", "", "model `file` written by train (required)")
+	fs.StringVar(&modelPath, "model", "", "model `file` written by train, or a snapshot URL such as file:///dir/MODEL (required)")
 	in.bind(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
@@ -77,7 +77,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 
 func runInspect(_ context.Context, e *env, args []string) error {
 	var top int
-	fs := newFlagSet("inspect", "[flags] MODEL_FILE", e)
+	fs := newFlagSet("inspect", "[flags] MODEL_FILE|SNAPSHOT_URL", e)
 	fs.IntVar(&top, "top", 20, "how many of the largest weights to list")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)

@@ -309,14 +309,22 @@ func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worke
 		writer, _ = os.Hostname()
 	}
 	latest, err := store.Latest(ctx, cfg.Model.Name, log)
+	// The next generation follows every key there is, corrupt ones
+	// included: keys are never written twice.
+	gens, gerr := store.Generations(ctx, cfg.Model.Name)
+	if gerr != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot: %w", gerr)
+	}
 	var next uint64 = 1
+	if len(gens) > 0 {
+		next = gens[len(gens)-1] + 1
+	}
 	switch {
 	case errors.Is(err, snapshot.ErrNotFound):
 		log.Info("no snapshot: a new model", zap.String("model", cfg.Model.Name), zap.String("start", cfg.Source.Start))
 	case err != nil:
 		return nil, nil, nil, fmt.Errorf("snapshot: %w", err)
 	default:
-		next = latest.Generation + 1
 		if err := latest.Compatible(cfg.Model.Learner); err != nil {
 			if !cfg.Snapshot.Reset {
 				return nil, nil, nil, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", cfg.Model.Name, latest.Generation, err)

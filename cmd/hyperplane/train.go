@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -232,8 +233,12 @@ func writeModelFile(path string, s *snapshot.Snapshot) error {
 	return nil
 }
 
-// readModelFile loads a model file.
+// readModelFile loads a model file, or a snapshot from object storage when
+// path is a URL (see snapshot.LoadURL).
 func readModelFile(path string) (*snapshot.Snapshot, error) {
+	if strings.Contains(path, "://") {
+		return snapshot.LoadURL(context.Background(), path, nil)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

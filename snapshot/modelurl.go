@@ -1,0 +1,62 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// LoadURL loads a snapshot named by a URL: a store URL (as OpenStore
+// takes) whose path ends in the model's name, for its newest valid
+// generation, or in <model>/<generation>.msgpack for that generation:
+//
+//	file:///var/lib/hyperplane/clicks
+//	s3://models/prod/clicks/00000000000000000042.msgpack?region=eu-west-1
+func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (*Snapshot, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("model URL: %w", err)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	var gen uint64
+	if strings.HasSuffix(p, ".msgpack") {
+		gen, err = strconv.ParseUint(strings.TrimSuffix(path.Base(p), ".msgpack"), 10, 64)
+		if err != nil || gen == 0 {
+			return nil, fmt.Errorf("model URL %s: %s is not a generation", redactURL(u), path.Base(p))
+		}
+		p = path.Dir(p)
+	}
+	model := path.Base(p)
+	if model == "" || model == "." || model == "/" {
+		return nil, fmt.Errorf("model URL %s: no model name at the end of the path", redactURL(u))
+	}
+	u.Path = path.Dir(p)
+	if u.Path == "." {
+		u.Path = ""
+	}
+	u.RawPath = ""
+	if u.Scheme != "file" && u.Path == "/" {
+		u.Path = ""
+	}
+	store, err := OpenStore(ctx, u.String())
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	if gen > 0 {
+		return store.Load(ctx, model, gen)
+	}
+	return store.Latest(ctx, model, log)
+}
+
+// redactURL is u without its query, which may hold credentials.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.RawQuery = ""
+	return c.String()
+}
