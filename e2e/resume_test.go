@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestKillAndResume kills the worker with SIGKILL at random points
@@ -206,4 +208,94 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 		return survivor.metric("hyperplane_position{source=\"jetstream:"+prefix+"_IN\"}") >= float64(len(in.messages))
 	})
 	survivor.stop()
+}
+
+// TestKillAndResumeKafka is TestKillAndResume over a single-partition
+// Kafka topic: the worker resumes from the next offset its snapshot
+// records.
+func TestKillAndResumeKafka(t *testing.T) {
+	ctx := testContext(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "examples", "predictions", "misclassifications", "dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in := makeInput(30000, 14, 0)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fed := make(chan error, 1)
+	go func() {
+		for i := 0; i < len(in.messages); i += 1000 {
+			var recs []*kgo.Record
+			for _, m := range in.messages[i:min(i+1000, len(in.messages))] {
+				recs = append(recs, &kgo.Record{Topic: "examples", Value: m})
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				fed <- err
+				return
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+		fed <- nil
+	}()
+	preds := readTopic(t, c, "predictions")
+	store := "file://" + t.TempDir()
+	cfg := writeConfig(t, kafkaConfig(c)+fmt.Sprintf(`
+snapshot:
+  url: %s
+  every: 300
+  interval: 200ms
+  keep: 3
+`, store))
+
+	r := rand.New(rand.NewPCG(3, 4))
+	kills := 0
+	for kills < 3 {
+		p := start(t, "run", "--config", cfg, "--source.batch", "64")
+		time.Sleep(time.Duration(300+r.IntN(400)) * time.Millisecond)
+		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
+		<-p.done
+		kills++
+	}
+	if err := <-fed; err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "run", "--config", cfg, "--source.batch", "64")
+	eventually(t, time.Minute, "the whole topic", func() bool {
+		return p.metric(`hyperplane_position{source="kafka:examples/0"}`) >= float64(len(in.messages))
+	})
+	p.stop()
+
+	s, err := snapshot.OpenStore(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	latest, err := s.Latest(ctx, "e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := latest.Positions["kafka:examples/0"]; pos != int64(len(in.messages)) {
+		t.Fatalf("the last snapshot is at offset %d, want %d", pos, len(in.messages))
+	}
+	if !reflect.DeepEqual(latest.State, in.reference(t, testLearner()).State()) {
+		t.Fatalf("after %d kills the model differs from an uninterrupted run", kills)
+	}
+	eventually(t, time.Minute, "every prediction read back", func() bool { return preds.count() >= len(in.messages) })
+	seen := map[string]int{}
+	for _, rec := range preds.records() {
+		seen[string(rec.Key)]++
+	}
+	dups := 0
+	for i := range in.messages {
+		n := seen[fmt.Sprintf("kafka:examples/0/%d", i)]
+		if n == 0 {
+			t.Fatalf("offset %d has no prediction", i)
+		}
+		dups += n - 1
+	}
+	t.Logf("%d kills, final generation %d, %d repeated predictions (at-least-once)", kills, latest.Generation, dups)
 }
