@@ -44,6 +44,7 @@ func commands() []command {
 	return []command{
 		{"demo", "stream generated examples through the worker on an embedded NATS server", runDemo},
 		{"run", "run the worker: consume examples, publish predictions, learn", runRun},
+		{"replay", "rebuild a model from a range of the source, apart from the live model", runReplay},
 		{"train", "learn a model from a file of examples", runTrain},
 		{"predict", "predict a file of examples with a saved model", runPredict},
 		{"inspect", "print a model file as readable JSON", runInspect},

@@ -84,6 +84,7 @@ type worker struct {
 	closers []func() error
 	reg     *prometheus.Registry
 	metrics *consumer.Metrics
+	config  consumer.WorkerConfig
 }
 
 func (w *worker) close() {
@@ -281,6 +282,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 	if checkpoints != nil {
 		wc.Checkpoints = checkpoints
 	}
+	w.config = wc
 	w.Worker = consumer.NewWorker(wc, w.source, model, positions, w.metrics, log)
 	ok = true
 	return w, nil

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// runReplay rebuilds a model from a range of the source: a new model,
+// trained from --from to --to, written to --out if given. The live model's
+// snapshots are never read or written, and events are published only with
+// --publish.
+func runReplay(ctx context.Context, e *env, args []string) error {
+	var from, to, out string
+	var publish bool
+	fs := newFlagSet("replay", "--config FILE --from START [--to END] [--out URL] [--publish] [--key value ...]", e)
+	fs.StringVar(&from, "from", "earliest", "where to begin: earliest, offset:N or time:RFC3339")
+	fs.StringVar(&to, "to", "latest", "where to end: latest (until the source has nothing more) or offset:N (exclusive)")
+	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, only the summary)")
+	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would")
+	own, cfgArgs := splitReplayArgs(args)
+	if err := parseFlags(fs, own); err != nil {
+		return ignoreHelp(err)
+	}
+	cfg, err := config.Load(cfgArgs, e.getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return nil
+	}
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if from == "latest" {
+		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
+	}
+	cfg.Source.Start = from
+	var end int64 = -1
+	if to != "latest" {
+		n, ok := strings.CutPrefix(to, "offset:")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || v < 0 {
+			return usagef("-to: want latest or offset:N, got %q", to)
+		}
+		end = v
+	}
+	if !publish {
+		cfg.Outputs = config.Outputs{Publish: "none", Format: cfg.Outputs.Format}
+	}
+	cfg.Snapshot = config.Default().Snapshot
+	cfg.Snapshot.URL = out
+	cfg.HTTP.Addr = ""
+	if err := cfg.Validate(); err != nil {
+		return &usageError{msg: "config: " + err.Error()}
+	}
+	log, err := newLogger(config.Log{Level: "warn", Format: cfg.Log.Format}, e.stderr)
+	if err != nil {
+		return err
+	}
+	if out != "" {
+		if _, err := snapshot.LoadURL(ctx, strings.TrimSuffix(out, "/")+"/"+cfg.Model.Name, log); err == nil {
+			return usagef("-out: %s already holds model %s; replay writes a new model, so give another store or model.name", out, cfg.Model.Name)
+		}
+	}
+	// Only the final snapshot: nothing periodic.
+	cfg.Snapshot.Every, cfg.Snapshot.Interval = 0, "0s"
+
+	w, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	bounded := &boundedSource{Source: w.source, end: end, done: make(chan struct{})}
+	if lr, ok := w.source.(lagReporter); ok && end < 0 {
+		bounded.lag = lr
+	}
+	worker := consumer.NewWorker(w.config, bounded, w.Model(), nil, w.metrics, log)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(runCtx) }()
+	bar := newProgress(e.stderr, 0, nil)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+loop:
+	for {
+		select {
+		case err := <-done:
+			return fmt.Errorf("replay stopped: %w", err)
+		case <-bounded.done:
+			break loop
+		case <-tick.C:
+			if bar.on {
+				m := worker.Metrics()
+				fmt.Fprintf(e.stderr, "\r%d examples  %.0f/s  mistakes %d  rolling accuracy %.4f\x1b[K", m.Examples, float64(m.Examples)/time.Since(start).Seconds(), m.Mistakes, m.RollingAccuracy)
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	bar.done()
+	m := worker.Model().Metrics()
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s}`+"\n",
+		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()))
+	return nil
+}
+
+// splitReplayArgs separates replay's own flags from the configuration
+// flags, which go to config.Load as for run.
+func splitReplayArgs(args []string) (own, cfg []string) {
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		switch name {
+		case "publish", "h", "help":
+			own = append(own, args[i])
+		case "from", "to", "out":
+			own = append(own, args[i])
+			if !hasValue && i+1 < len(args) {
+				i++
+				own = append(own, args[i])
+			}
+		default:
+			cfg = append(cfg, args[i])
+		}
+	}
+	return own, cfg
+}
+
+func positionsJSON(p map[string]int64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	first := true
+	for k, v := range p {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		fmt.Fprintf(&b, "%q:%d", k, v)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// boundedSource ends a replay: it drops the messages at or after end (by
+// offset or sequence) and closes done once every partition has reached
+// it, or, with no end, once the broker reports nothing left to read.
+type boundedSource struct {
+	consumer.Source
+	end  int64
+	lag  lagReporter
+	once sync.Once
+	done chan struct{}
+
+	mu      sync.Mutex
+	reached map[string]bool
+	kept    []consumer.Message
+}
+
+func (b *boundedSource) finish() { b.once.Do(func() { close(b.done) }) }
+
+func (b *boundedSource) Fetch(ctx context.Context, max int) ([]consumer.Message, error) {
+	for {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		msgs, err := b.Source.Fetch(fctx, max)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				// Idle: with no end given, the replay is over when the
+				// broker has nothing more.
+				if b.end < 0 && b.lag != nil && allZero(b.lag.Lag()) {
+					b.finish()
+				}
+				continue
+			}
+			return nil, err
+		}
+		if b.end < 0 {
+			if b.lag != nil && allZero(b.lag.Lag()) {
+				defer b.finish()
+			}
+			return msgs, nil
+		}
+		b.mu.Lock()
+		if b.reached == nil {
+			b.reached = map[string]bool{}
+		}
+		b.kept = b.kept[:0]
+		for _, m := range msgs {
+			if m.Position.Offset >= b.end {
+				b.reached[m.Position.Source] = true
+				continue
+			}
+			if m.Resume >= b.end {
+				b.reached[m.Position.Source] = true
+			}
+			b.kept = append(b.kept, m)
+		}
+		all := b.allReached()
+		b.mu.Unlock()
+		if all {
+			defer b.finish()
+		}
+		if len(b.kept) > 0 {
+			return b.kept, nil
+		}
+	}
+}
+
+func (b *boundedSource) allReached() bool {
+	lr, ok := b.Source.(lagReporter)
+	if !ok {
+		return len(b.reached) > 0
+	}
+	for src := range lr.Lag() {
+		if !b.reached[src] {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(lag map[string]int64) bool {
+	for _, n := range lag {
+		if n > 0 {
+			return false
+		}
+	}
+	return len(lag) > 0
+}
