@@ -146,6 +146,9 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		w.positions = map[string]int64{}
 		w.published = map[string]int64{}
 	}
+	for src, pos := range w.positions {
+		metrics.Position.WithLabelValues(src).Set(float64(pos))
+	}
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.ckSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)

@@ -43,27 +43,10 @@ func TestKillAndResume(t *testing.T) {
 		fed <- nil
 	}()
 	store := "file://" + t.TempDir()
-	cfg := writeConfig(t, jetStreamConfig(ns.url, prefix)+fmt.Sprintf(`
-snapshot:
-  url: %s
-  every: 300
-  interval: 200ms
-  keep: 3
-`, store))
-
-	r := rand.New(rand.NewPCG(1, 2))
-	kills := 0
-	for kills < 3 {
-		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		time.Sleep(time.Duration(150+r.IntN(400)) * time.Millisecond)
-		if n := count(t, ctx, js, prefix+"_PRED"); n >= in.valid() {
-			t.Logf("the stream was done before kill %d", kills+1)
-			break
-		}
-		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
-		<-p.done
-		kills++
-	}
+	cfg := writeConfig(t, jetStreamConfig(ns.url, prefix)+killSnapshots(store))
+	kills := killRepeatedly(t, cfg, rand.New(rand.NewPCG(1, 2)), 150, func() bool {
+		return count(t, ctx, js, prefix+"_PRED") >= in.valid()
+	})
 	if err := <-fed; err != nil {
 		t.Fatal(err)
 	}
@@ -74,24 +57,7 @@ snapshot:
 		t.Fatal("the worker was never killed: the test proves nothing")
 	}
 
-	s, err := snapshot.OpenStore(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	latest, err := s.Latest(ctx, "e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pos := latest.Positions["jetstream:"+prefix+"_IN"]; pos != int64(len(in.messages)) {
-		t.Fatalf("the last snapshot is at %d, want %d", pos, len(in.messages))
-	}
-	ref := in.reference(t, testLearner())
-	if !reflect.DeepEqual(latest.State, ref.State()) {
-		got, want := latest.State, ref.State()
-		t.Fatalf("after %d kills the model differs from an uninterrupted run: examples %d/%d, mistakes %d/%d, updates %d/%d",
-			kills, got.Examples, want.Examples, got.Mistakes, want.Mistakes, got.Updates, want.Updates)
-	}
+	gen := assertExactModel(t, store, "jetstream:"+prefix+"_IN", in, kills)
 	seen := map[int64]bool{}
 	for _, e := range decodeEvents(t, readAll(t, ctx, js, prefix+"_PRED")) {
 		seen[e.Position.Offset] = true
@@ -101,7 +67,65 @@ snapshot:
 			t.Fatalf("message %d has no prediction", seq)
 		}
 	}
-	t.Logf("%d kills, final generation %d", kills, latest.Generation)
+	t.Logf("%d kills, final generation %d", kills, gen)
+}
+
+// killSnapshots is the snapshot section of the kill tests: frequent
+// snapshots, so that the kills fall between them.
+func killSnapshots(store string) string {
+	return fmt.Sprintf(`
+snapshot:
+  url: %s
+  every: 300
+  interval: 200ms
+  keep: 3
+`, store)
+}
+
+// killRepeatedly starts the worker and kills it with SIGKILL after a
+// random while, three times or until done says the stream is through,
+// and returns how many kills there were.
+func killRepeatedly(t *testing.T, cfg string, r *rand.Rand, minDelay int, done func() bool) int {
+	t.Helper()
+	kills := 0
+	for kills < 3 {
+		p := start(t, "run", "--config", cfg, "--source.batch", "64")
+		time.Sleep(time.Duration(minDelay+r.IntN(400)) * time.Millisecond)
+		if done() {
+			t.Logf("the stream was done before kill %d", kills+1)
+			break
+		}
+		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
+		<-p.done
+		kills++
+	}
+	return kills
+}
+
+// assertExactModel checks that the newest snapshot in store includes the
+// whole input at source and is bit-identical to the learner run once over
+// it, and returns its generation.
+func assertExactModel(t *testing.T, store, source string, in input, kills int) uint64 {
+	t.Helper()
+	ctx := testContext(t)
+	s, err := snapshot.OpenStore(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	latest, err := s.Latest(ctx, "e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := latest.Positions[source]; pos != int64(len(in.messages)) {
+		t.Fatalf("the last snapshot is at %d of %s, want %d", pos, source, len(in.messages))
+	}
+	ref := in.reference(t, testLearner())
+	if got, want := latest.State, ref.State(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after %d kills the model differs from an uninterrupted run: examples %d/%d, mistakes %d/%d, updates %d/%d",
+			kills, got.Examples, want.Examples, got.Mistakes, want.Mistakes, got.Updates, want.Updates)
+	}
+	return latest.Generation
 }
 
 // snapshotConfig is a JetStream worker configuration with snapshots in
@@ -243,23 +267,8 @@ func TestKillAndResumeKafka(t *testing.T) {
 	}()
 	preds := readTopic(t, c, "predictions")
 	store := "file://" + t.TempDir()
-	cfg := writeConfig(t, kafkaConfig(c)+fmt.Sprintf(`
-snapshot:
-  url: %s
-  every: 300
-  interval: 200ms
-  keep: 3
-`, store))
-
-	r := rand.New(rand.NewPCG(3, 4))
-	kills := 0
-	for kills < 3 {
-		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		time.Sleep(time.Duration(300+r.IntN(400)) * time.Millisecond)
-		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
-		<-p.done
-		kills++
-	}
+	cfg := writeConfig(t, kafkaConfig(c)+killSnapshots(store))
+	kills := killRepeatedly(t, cfg, rand.New(rand.NewPCG(3, 4)), 300, func() bool { return false })
 	if err := <-fed; err != nil {
 		t.Fatal(err)
 	}
@@ -269,21 +278,7 @@ snapshot:
 	})
 	p.stop()
 
-	s, err := snapshot.OpenStore(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	latest, err := s.Latest(ctx, "e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pos := latest.Positions["kafka:examples/0"]; pos != int64(len(in.messages)) {
-		t.Fatalf("the last snapshot is at offset %d, want %d", pos, len(in.messages))
-	}
-	if !reflect.DeepEqual(latest.State, in.reference(t, testLearner()).State()) {
-		t.Fatalf("after %d kills the model differs from an uninterrupted run", kills)
-	}
+	gen := assertExactModel(t, store, "kafka:examples/0", in, kills)
 	eventually(t, time.Minute, "every prediction read back", func() bool { return preds.count() >= len(in.messages) })
 	seen := map[string]int{}
 	for _, rec := range preds.records() {
@@ -297,5 +292,5 @@ snapshot:
 		}
 		dups += n - 1
 	}
-	t.Logf("%d kills, final generation %d, %d repeated predictions (at-least-once)", kills, latest.Generation, dups)
+	t.Logf("%d kills, final generation %d, %d repeated predictions (at-least-once)", kills, gen, dups)
 }
