@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -44,7 +45,8 @@ func TestKillAndResume(t *testing.T) {
 	}()
 	store := "file://" + t.TempDir()
 	cfg := writeConfig(t, jetStreamConfig(ns.url, prefix)+killSnapshots(store))
-	kills := killRepeatedly(t, cfg, rand.New(rand.NewPCG(1, 2)), 150, func() bool {
+	source := "jetstream:" + prefix + "_IN"
+	snaps := killRepeatedly(t, cfg, store, source, rand.New(rand.NewPCG(1, 2)), 150, func() bool {
 		return count(t, ctx, js, prefix+"_PRED") >= in.valid()
 	})
 	if err := <-fed; err != nil {
@@ -53,21 +55,23 @@ func TestKillAndResume(t *testing.T) {
 	p := start(t, "run", "--config", cfg, "--source.batch", "64")
 	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
 	p.stop()
-	if kills == 0 {
+	if len(snaps) == 0 {
 		t.Fatal("the worker was never killed: the test proves nothing")
 	}
 
-	gen := assertExactModel(t, store, "jetstream:"+prefix+"_IN", in, kills)
-	seen := map[int64]bool{}
+	gen := assertExactModel(t, store, source, in, len(snaps))
+	seen := map[int64]int{}
 	for _, e := range decodeEvents(t, readAll(t, ctx, js, prefix+"_PRED")) {
-		seen[e.Position.Offset] = true
+		seen[e.Position.Offset]++
 	}
 	for seq := int64(1); seq <= int64(len(in.messages)); seq++ {
-		if !seen[seq] {
+		if seen[seq] == 0 {
 			t.Fatalf("message %d has no prediction", seq)
 		}
 	}
-	t.Logf("%d kills, final generation %d", kills, gen)
+	// A snapshot at sequence s includes the messages up to s.
+	dups := assertRepeatsAfterSnapshots(t, seen, snaps, func(seq, s int64) bool { return seq <= s })
+	t.Logf("%d kills after snapshots at %v, final generation %d, %d repeated predictions", len(snaps), snaps, gen, dups)
 }
 
 // killSnapshots is the snapshot section of the kill tests: frequent
@@ -83,23 +87,62 @@ snapshot:
 }
 
 // killRepeatedly starts the worker and kills it with SIGKILL after a
-// random while, three times or until done says the stream is through,
-// and returns how many kills there were.
-func killRepeatedly(t *testing.T, cfg string, r *rand.Rand, minDelay int, done func() bool) int {
+// random while, three times or until done says the stream is through. It
+// returns, for each kill, the position at source of the newest snapshot in
+// store when the worker died (0 when there was none): where the next run
+// resumed.
+func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDelay int, done func() bool) []int64 {
 	t.Helper()
-	kills := 0
-	for kills < 3 {
+	ctx := testContext(t)
+	s, err := snapshot.OpenStore(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var snaps []int64
+	for len(snaps) < 3 {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
 		time.Sleep(time.Duration(minDelay+r.IntN(400)) * time.Millisecond)
 		if done() {
-			t.Logf("the stream was done before kill %d", kills+1)
+			t.Logf("the stream was done before kill %d", len(snaps)+1)
 			break
 		}
 		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
 		<-p.done
-		kills++
+		var pos int64
+		switch latest, err := s.Latest(ctx, "e2e", nil); {
+		case err == nil:
+			pos = latest.Positions[source]
+		case !errors.Is(err, snapshot.ErrNotFound):
+			t.Fatal(err)
+		}
+		snaps = append(snaps, pos)
 	}
-	return kills
+	return snaps
+}
+
+// assertRepeatsAfterSnapshots checks that the positions with more than one
+// prediction are after the last snapshot before a kill: each kill may
+// repeat a position its snapshot did not include, once, and nothing else
+// is ever repeated. seen counts the predictions by position; included says
+// whether a snapshot at s includes position p. It returns the number of
+// repeats.
+func assertRepeatsAfterSnapshots(t *testing.T, seen map[int64]int, snaps []int64, included func(p, s int64) bool) int {
+	t.Helper()
+	repeats := 0
+	for p, n := range seen {
+		allowed := 1
+		for _, s := range snaps {
+			if !included(p, s) {
+				allowed++
+			}
+		}
+		if n > allowed {
+			t.Errorf("position %d has %d predictions; the snapshots before the kills (%v) allow at most %d", p, n, snaps, allowed)
+		}
+		repeats += n - 1
+	}
+	return repeats
 }
 
 // assertExactModel checks that the newest snapshot in store includes the
@@ -268,7 +311,8 @@ func TestKillAndResumeKafka(t *testing.T) {
 	preds := readTopic(t, c, "predictions")
 	store := "file://" + t.TempDir()
 	cfg := writeConfig(t, kafkaConfig(c)+killSnapshots(store))
-	kills := killRepeatedly(t, cfg, rand.New(rand.NewPCG(3, 4)), 300, func() bool { return false })
+	source := "kafka:examples/0"
+	snaps := killRepeatedly(t, cfg, store, source, rand.New(rand.NewPCG(3, 4)), 300, func() bool { return false })
 	if err := <-fed; err != nil {
 		t.Fatal(err)
 	}
@@ -278,19 +322,22 @@ func TestKillAndResumeKafka(t *testing.T) {
 	})
 	p.stop()
 
-	gen := assertExactModel(t, store, "kafka:examples/0", in, kills)
+	gen := assertExactModel(t, store, source, in, len(snaps))
 	eventually(t, time.Minute, "every prediction read back", func() bool { return preds.count() >= len(in.messages) })
-	seen := map[string]int{}
+	var values [][]byte
 	for _, rec := range preds.records() {
-		seen[string(rec.Key)]++
+		values = append(values, rec.Value)
 	}
-	dups := 0
-	for i := range in.messages {
-		n := seen[fmt.Sprintf("kafka:examples/0/%d", i)]
-		if n == 0 {
+	seen := map[int64]int{}
+	for _, e := range decodeEvents(t, values) {
+		seen[e.Position.Offset]++
+	}
+	for i := range int64(len(in.messages)) {
+		if seen[i] == 0 {
 			t.Fatalf("offset %d has no prediction", i)
 		}
-		dups += n - 1
 	}
-	t.Logf("%d kills, final generation %d, %d repeated predictions (at-least-once)", kills, gen, dups)
+	// A snapshot at offset s includes the offsets before s.
+	dups := assertRepeatsAfterSnapshots(t, seen, snaps, func(off, s int64) bool { return off < s })
+	t.Logf("%d kills after snapshots at %v, final generation %d, %d repeated predictions (at-least-once)", len(snaps), snaps, gen, dups)
 }
