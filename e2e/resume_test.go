@@ -4,16 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"gocloud.dev/blob"
 )
 
 // TestKillAndResume kills the worker with SIGKILL at random points
@@ -43,7 +44,7 @@ func TestKillAndResume(t *testing.T) {
 		<-js.PublishAsyncComplete()
 		fed <- nil
 	}()
-	store := "file://" + t.TempDir()
+	store := s3test.Start(t).URL(t)
 	cfg := writeConfig(t, jetStreamConfig(ns.url, prefix)+killSnapshots(store))
 	source := "jetstream:" + prefix + "_IN"
 	snaps := killRepeatedly(t, cfg, store, source, rand.New(rand.NewPCG(1, 2)), 150, func() bool {
@@ -192,15 +193,16 @@ func TestCorruptSnapshot(t *testing.T) {
 	prefix := uniquePrefix("CORRUPT")
 	js, _ := ns.streams(ctx, prefix)
 	in := makeInput(4000, 12, 0)
-	dir := t.TempDir()
-	cfg := snapshotConfig(t, ns, prefix, "file://"+dir)
+	srv := s3test.Start(t)
+	store := srv.URL(t)
+	cfg := snapshotConfig(t, ns, prefix, store)
 
 	publishAll(t, ctx, js, prefix+".IN", in.messages[:2000])
 	p := start(t, "run", "--config", cfg, "--source.batch", "100")
 	eventually(t, time.Minute, "the first half", func() bool { return count(t, ctx, js, prefix+"_PRED") >= 2000 })
 	p.stop()
 
-	s, err := snapshot.OpenStore(ctx, "file://"+dir)
+	s, err := snapshot.OpenStore(ctx, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +211,18 @@ func TestCorruptSnapshot(t *testing.T) {
 	if err != nil || len(gens) < 2 {
 		t.Fatalf("generations %v (%v): want at least two", gens, err)
 	}
-	newest := filepath.Join(dir, filepath.FromSlash(snapshot.Key("", "e2e", gens[len(gens)-1])))
-	if err := os.WriteFile(newest, []byte("not a snapshot"), 0o644); err != nil {
+	// The store URL's path is its prefix within the bucket.
+	u, err := url.Parse(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := blob.OpenBucket(ctx, "s3://"+srv.Bucket+"?"+srv.Query())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	newest := snapshot.Key(strings.TrimPrefix(u.Path, "/"), "e2e", gens[len(gens)-1])
+	if err := bucket.WriteAll(ctx, newest, []byte("not a snapshot"), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -240,7 +252,7 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 	prefix := uniquePrefix("FENCE")
 	js, _ := ns.streams(ctx, prefix)
 	in := makeInput(20000, 13, 0)
-	cfg := snapshotConfig(t, ns, prefix, "file://"+t.TempDir())
+	cfg := snapshotConfig(t, ns, prefix, s3test.Start(t).URL(t))
 	publishAll(t, ctx, js, prefix+".IN", in.messages[:1000])
 	first := start(t, "run", "--config", cfg, "--source.batch", "50")
 	eventually(t, time.Minute, "a first snapshot", func() bool { return first.metric("hyperplane_snapshots_total") >= 1 })
@@ -309,7 +321,7 @@ func TestKillAndResumeKafka(t *testing.T) {
 		fed <- nil
 	}()
 	preds := readTopic(t, c, "predictions")
-	store := "file://" + t.TempDir()
+	store := s3test.Start(t).URL(t)
 	cfg := writeConfig(t, kafkaConfig(c)+killSnapshots(store))
 	source := "kafka:examples/0"
 	snaps := killRepeatedly(t, cfg, store, source, rand.New(rand.NewPCG(3, 4)), 300, func() bool { return false })

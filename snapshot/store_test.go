@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,12 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -59,50 +56,13 @@ func backends() []backend {
 			return fixture{openStore(t, "file://"+dir+"?prefix="+prefix), openBucket(t, "file://"+dir), prefix}
 		}},
 		{"s3", func(t testing.TB, prefix string) fixture {
-			bucket, query := s3Server(t)
-			prefix = s3Prefix(t) + "/" + prefix
-			raw := openBucket(t, "s3://"+bucket+"?"+query)
+			srv := s3test.Start(t)
+			prefix = s3test.Prefix(t) + "/" + prefix
+			raw := openBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())
 			t.Cleanup(func() { deleteAll(t, raw, prefix+"/") })
-			return fixture{openStore(t, "s3://"+bucket+"/"+prefix+"?"+query), raw, prefix}
+			return fixture{openStore(t, "s3://"+srv.Bucket+"/"+prefix+"?"+srv.Query()), raw, prefix}
 		}},
 	}
-}
-
-// s3Server returns a bucket and the query that reaches it: the external
-// server in HYPERPLANE_TEST_S3_ENDPOINT (with _ACCESS_KEY, _SECRET_KEY,
-// _BUCKET) if set, else a new in-process gofakes3 on loopback.
-// Credentials go through the standard AWS environment, as in production.
-func s3Server(t testing.TB) (bucket, query string) {
-	endpoint := os.Getenv("HYPERPLANE_TEST_S3_ENDPOINT")
-	access, secret := os.Getenv("HYPERPLANE_TEST_S3_ACCESS_KEY"), os.Getenv("HYPERPLANE_TEST_S3_SECRET_KEY")
-	bucket = os.Getenv("HYPERPLANE_TEST_S3_BUCKET")
-	if endpoint == "" {
-		mem := s3mem.New()
-		srv := httptest.NewServer(gofakes3.New(mem).Server())
-		t.Cleanup(srv.Close)
-		endpoint, access, secret, bucket = srv.URL, "test-access", "test-secret", "hyperplane"
-		if err := mem.CreateBucket(bucket); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if bucket == "" {
-		t.Fatal("HYPERPLANE_TEST_S3_ENDPOINT is set but HYPERPLANE_TEST_S3_BUCKET is not")
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	// Neither the developer's ~/.aws nor the instance metadata service.
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return bucket, "endpoint=" + endpoint + "&region=us-east-1&use_path_style=true"
-}
-
-// s3Prefix keeps runs against a shared external server apart.
-func s3Prefix(t testing.TB) string {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	return fmt.Sprintf("hyperplane-test/%s-%d", name, time.Now().UnixNano())
 }
 
 func deleteAll(t testing.TB, b *blob.Bucket, prefix string) {
@@ -272,38 +232,43 @@ func TestStoreSecondWriterIsFenced(t *testing.T) {
 
 // TestStoreConcurrentWritersOneWins races writers of one generation past
 // the existence check: the driver's create-if-absent precondition lets
-// exactly one through. fileblob checks with a stat before renaming, so it
-// cannot promise this (Store.Write documents the race).
+// exactly one through. It runs on the stores whose precondition is
+// atomic: fileblob checks with a stat before renaming, so it cannot
+// promise this (Store.Write documents the race).
 func TestStoreConcurrentWritersOneWins(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
-		if strings.HasSuffix(t.Name(), "/file") {
-			t.Skip("fileblob's IfNotExist is a stat then a rename")
+	for _, b := range backends() {
+		if b.name == "file" {
+			continue
 		}
-		const writers = 8
-		snaps := make([]*snapshot.Snapshot, writers)
-		for i := range snaps {
-			snaps[i] = generation(t, "clicks", 4)
-			snaps[i].Writer = fmt.Sprintf("worker-%d", i)
+		t.Run(b.name, func(t *testing.T) { concurrentWritersOneWins(t, b.open(t, "models")) })
+	}
+}
+
+func concurrentWritersOneWins(t *testing.T, s fixture) {
+	const writers = 8
+	snaps := make([]*snapshot.Snapshot, writers)
+	for i := range snaps {
+		snaps[i] = generation(t, "clicks", 4)
+		snaps[i].Writer = fmt.Sprintf("worker-%d", i)
+	}
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() { errs[i] = s.Write(context.Background(), snaps[i]) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, snapshot.ErrFenced):
+			t.Errorf("a losing writer failed with %v, want ErrFenced", err)
 		}
-		errs := make([]error, writers)
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Go(func() { errs[i] = s.Write(context.Background(), snaps[i]) })
-		}
-		wg.Wait()
-		won := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, snapshot.ErrFenced):
-				t.Errorf("a losing writer failed with %v, want ErrFenced", err)
-			}
-		}
-		if won != 1 {
-			t.Fatalf("%d writers of generation 4 succeeded, want 1", won)
-		}
-	})
+	}
+	if won != 1 {
+		t.Fatalf("%d writers of generation 4 succeeded, want 1", won)
+	}
 }
 
 func TestStoreSkipsCorruptNewest(t *testing.T) {
@@ -489,8 +454,8 @@ func TestOpenStoreURL(t *testing.T) {
 		}
 	})
 	t.Run("s3", func(t *testing.T) {
-		bucket, query := s3Server(t)
-		base := s3Prefix(t)
+		srv := s3test.Start(t)
+		bucket, query, base := srv.Bucket, srv.Query(), s3test.Prefix(t)
 		raw := openBucket(t, "s3://"+bucket+"?"+query)
 		t.Cleanup(func() { deleteAll(t, raw, base+"/") })
 		tests := []struct{ path, query, want string }{

@@ -1,0 +1,113 @@
+// Package s3test gives tests an S3 server to write snapshots to: the
+// server named by HYPERPLANE_TEST_S3_ENDPOINT (MinIO, in CI) if it is set,
+// else an in-process one on loopback.
+//
+// The external server is configured by
+//
+//	HYPERPLANE_TEST_S3_ENDPOINT    http://127.0.0.1:9000
+//	HYPERPLANE_TEST_S3_ACCESS_KEY  the access key
+//	HYPERPLANE_TEST_S3_SECRET_KEY  the secret key
+//	HYPERPLANE_TEST_S3_BUCKET      a bucket, created if it does not exist
+//
+// Credentials reach the store through the standard AWS environment
+// variables, as they do in production, so a test that uses a Server must
+// not run in parallel with others.
+package s3test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+// Server is an S3 bucket a test may write to.
+type Server struct {
+	Endpoint string
+	Bucket   string
+}
+
+// Query is the part of an s3:// URL that reaches the server.
+func (s Server) Query() string {
+	return "endpoint=" + s.Endpoint + "&region=us-east-1&use_path_style=true"
+}
+
+// URL is a store URL under a prefix of the bucket that is new for every
+// call, so that runs against a shared server stay apart.
+func (s Server) URL(t testing.TB) string {
+	return "s3://" + s.Bucket + "/" + Prefix(t) + "?" + s.Query()
+}
+
+// Start returns the external server if HYPERPLANE_TEST_S3_ENDPOINT is set,
+// creating its bucket when missing, and otherwise starts an in-process
+// one that lives as long as the test. Either way it points the AWS
+// credential variables at the server and away from the developer's own
+// configuration.
+func Start(t testing.TB) Server {
+	t.Helper()
+	endpoint := os.Getenv("HYPERPLANE_TEST_S3_ENDPOINT")
+	access, secret := os.Getenv("HYPERPLANE_TEST_S3_ACCESS_KEY"), os.Getenv("HYPERPLANE_TEST_S3_SECRET_KEY")
+	bucket := os.Getenv("HYPERPLANE_TEST_S3_BUCKET")
+	if endpoint == "" {
+		mem := s3mem.New()
+		srv := httptest.NewServer(gofakes3.New(mem).Server())
+		t.Cleanup(srv.Close)
+		endpoint, access, secret, bucket = srv.URL, "test-access", "test-secret", "hyperplane"
+		if err := mem.CreateBucket(bucket); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if bucket == "" {
+			t.Fatal("HYPERPLANE_TEST_S3_ENDPOINT is set but HYPERPLANE_TEST_S3_BUCKET is not")
+		}
+		if err := createBucket(endpoint, access, secret, bucket); err != nil {
+			t.Fatalf("create bucket %s at %s: %v", bucket, endpoint, err)
+		}
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	// Neither the developer's ~/.aws nor the instance metadata service.
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return Server{Endpoint: endpoint, Bucket: bucket}
+}
+
+// Prefix is a key prefix unique to this test and moment.
+func Prefix(t testing.TB) string {
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return fmt.Sprintf("hyperplane-test/%s-%d", name, time.Now().UnixNano())
+}
+
+// createBucket creates bucket unless it exists already.
+func createBucket(endpoint, access, secret, bucket string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := s3.New(s3.Options{
+		BaseEndpoint: aws.String(endpoint),
+		Region:       "us-east-1",
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),
+	})
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	var exists *types.BucketAlreadyExists
+	if errors.As(err, &owned) || errors.As(err, &exists) {
+		return nil
+	}
+	return err
+}
