@@ -19,6 +19,7 @@ type Metrics struct {
 	ModelVersion     prometheus.Gauge
 	Checkpoints      prometheus.Counter
 	CheckpointErrors prometheus.Counter
+	LastCheckpoint   prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -69,9 +70,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_snapshot_errors_total",
 			Help: "Failed attempts to write a snapshot (each is retried).",
 		}),
+		LastCheckpoint: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_last_snapshot_timestamp_seconds",
+			Help: "When the newest snapshot this worker wrote became durable, in Unix seconds; 0 before the first.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Checkpoints, m.CheckpointErrors)
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Checkpoints, m.CheckpointErrors, m.LastCheckpoint)
 	}
 	return m
 }

@@ -331,6 +331,7 @@ func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error
 			bo.reset()
 			w.ready.Store(true)
 			w.metrics.Checkpoints.Inc()
+			w.metrics.LastCheckpoint.SetToCurrentTime()
 			if err := w.src.Commit(ctx, ck.positions); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}

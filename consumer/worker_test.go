@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,12 +11,14 @@ import (
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
 )
 
 // broker is an in-process NATS server with JetStream and the streams a
@@ -274,5 +277,64 @@ func TestWorkerWithoutDeadLetterDestination(t *testing.T) {
 	}
 	if n := len(b.read(t, "PRED")); n != len(msgs)-garbage {
 		t.Fatalf("%d predictions, want %d", n, len(msgs)-garbage)
+	}
+}
+
+// TestWorkerCheckpoints: with a Checkpointer, the worker writes snapshots
+// as it goes and one at shutdown that includes every message, with the
+// model's final state, and its metrics count them.
+func TestWorkerCheckpoints(t *testing.T) {
+	b := newBroker(t)
+	msgs, _ := messages(1000)
+	b.publish(t, msgs)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	cfg := consumer.WorkerConfig{
+		Model:           "m",
+		Predictions:     consumer.Destination{Topic: "t.PRED"},
+		Batch:           64,
+		Checkpoints:     snapshot.NewCheckpointer(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
+		CheckpointEvery: 200,
+	}
+	before := time.Now()
+	w, metrics := runWorker(t, b, cfg, newModel(t), len(msgs))
+
+	ctx := context.Background()
+	gens, err := store.Generations(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About 780 labeled examples: a snapshot after the first 200, then
+	// one at shutdown; the ones between coalesce while a write is behind.
+	if len(gens) < 2 {
+		t.Fatalf("generations %v: want a snapshot every 200 labeled examples and one at shutdown", gens)
+	}
+	var last int64
+	for _, g := range gens {
+		s, err := store.Load(ctx, "m", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := s.Positions["jetstream:IN"]
+		if pos <= last {
+			t.Fatalf("generation %d is at %d, not after the one before (%d)", g, pos, last)
+		}
+		last = pos
+	}
+	latest, err := store.Latest(ctx, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := latest.Positions["jetstream:IN"]; pos != int64(len(msgs)) {
+		t.Fatalf("the shutdown snapshot is at %d, want %d", pos, len(msgs))
+	}
+	if !reflect.DeepEqual(latest.State, w.Model().State()) {
+		t.Fatal("the shutdown snapshot is not the final model")
+	}
+	if v := testutil.ToFloat64(metrics.Checkpoints); v != float64(len(gens)) {
+		t.Errorf("snapshots metric %v, want %d", v, len(gens))
+	}
+	if v := testutil.ToFloat64(metrics.LastCheckpoint); v < float64(before.Unix()) || v > float64(time.Now().Unix()+1) {
+		t.Errorf("last snapshot timestamp %v, want between %d and now", v, before.Unix())
 	}
 }

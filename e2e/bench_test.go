@@ -11,6 +11,8 @@ import (
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/nats-io/nats.go/jetstream"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -117,20 +119,22 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 			if err != nil {
 				return func() { src.Close() }, err
 			}
-			err = runBenchWorker(src, consumer.Destination{Sink: sink, Topic: prefix + ".PRED"}, "jetstream:"+prefix+"_IN", int64(len(msgs)))
+			err = runBenchWorker(b, consumer.WorkerConfig{Predictions: consumer.Destination{Sink: sink, Topic: prefix + ".PRED"}}, learner.DefaultConfig(), src, "jetstream:"+prefix+"_IN", int64(len(msgs)))
 			return func() { src.Close(); sink.Close() }, err
 		})
 	})
 }
 
-// runBenchWorker runs a worker until its outputs for n messages are out.
-func runBenchWorker(src consumer.Source, pred consumer.Destination, key string, n int64) error {
-	cfg := learner.DefaultConfig()
-	model, err := learner.New(cfg)
+// runBenchWorker runs a worker with cfg until its outputs for the n
+// messages at source key are out, then stops the timer and the worker:
+// shutdown is not timed.
+func runBenchWorker(b *testing.B, cfg consumer.WorkerConfig, lcfg learner.Config, src consumer.Source, key string, n int64) error {
+	model, err := learner.New(lcfg)
 	if err != nil {
 		return err
 	}
-	w := consumer.NewWorker(consumer.WorkerConfig{Model: "bench", Predictions: pred, Batch: 1024}, src, model, nil, nil, zap.NewNop())
+	cfg.Model, cfg.Batch = "bench", 1024
+	w := consumer.NewWorker(cfg, src, model, nil, nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -142,49 +146,56 @@ func runBenchWorker(src consumer.Source, pred consumer.Destination, key string, 
 		case <-time.After(time.Millisecond):
 		}
 	}
+	b.StopTimer()
 	cancel()
 	return <-done
 }
 
+// benchKafkaTopics runs pass b.N times, each time on a new in-process
+// Kafka cluster whose topic in holds msgs, and reports msgs/s. Only pass
+// is timed; the cleanup it returns is not.
+func benchKafkaTopics(b *testing.B, msgs [][]byte, pass func(b *testing.B, addrs []string, in, out string) (func(), error)) {
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		addrs := c.ListenAddrs()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.AllowAutoTopicCreation())
+		if err != nil {
+			b.Fatal(err)
+		}
+		const in, out = "examples", "predictions"
+		var recs []*kgo.Record
+		for _, m := range msgs {
+			recs = append(recs, &kgo.Record{Topic: in, Value: m})
+		}
+		recs = append(recs, &kgo.Record{Topic: out, Value: []byte("x")})
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		cl.Close()
+		b.StartTimer()
+		cleanup, err := pass(b, addrs, in, out)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cleanup()
+		c.Close()
+	}
+	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
+}
+
 func benchKafka(b *testing.B, msgs [][]byte) {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	addrs := c.ListenAddrs()
-	topics := 0
-	run := func(b *testing.B, pass func(in, out string) (func(), error)) {
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			topics++
-			in, out := fmt.Sprintf("in%d", topics), fmt.Sprintf("out%d", topics)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.AllowAutoTopicCreation())
-			if err != nil {
-				b.Fatal(err)
-			}
-			var recs []*kgo.Record
-			for _, m := range msgs {
-				recs = append(recs, &kgo.Record{Topic: in, Value: m})
-			}
-			recs = append(recs, &kgo.Record{Topic: out, Value: []byte("x")})
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				b.Fatal(err)
-			}
-			cl.Close()
-			b.StartTimer()
-			cleanup, err := pass(in, out)
-			b.StopTimer()
-			if err != nil {
-				b.Fatal(err)
-			}
-			cleanup()
-		}
-		b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
+	run := func(b *testing.B, pass func(addrs []string, in, out string) (func(), error)) {
+		benchKafkaTopics(b, msgs, func(_ *testing.B, addrs []string, in, out string) (func(), error) { return pass(addrs, in, out) })
 	}
 	b.Run("passthrough", func(b *testing.B) {
-		run(b, func(in, out string) (func(), error) {
+		run(b, func(addrs []string, in, out string) (func(), error) {
 			r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: addrs, Topic: in, Partition: 0, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
 			w := &kafkago.Writer{Addr: kafkago.TCP(addrs...), Transport: &kafkago.Transport{}, RequiredAcks: kafkago.RequireAll, BatchSize: 512, BatchTimeout: time.Millisecond, BatchBytes: 16 << 20}
 			cleanup := func() { r.Close(); w.Close() }
@@ -206,7 +217,7 @@ func benchKafka(b *testing.B, msgs [][]byte) {
 		})
 	})
 	b.Run("worker", func(b *testing.B) {
-		run(b, func(in, out string) (func(), error) {
+		run(b, func(addrs []string, in, out string) (func(), error) {
 			kc := kafkaio.Config{Brokers: addrs}
 			src, err := kafkaio.NewSource(ctx, kc, []string{in}, "", nil, kafkaio.Start{Kind: "earliest"}, zap.NewNop())
 			if err != nil {
@@ -216,8 +227,67 @@ func benchKafka(b *testing.B, msgs [][]byte) {
 			if err != nil {
 				return func() { src.Close() }, err
 			}
-			err = runBenchWorker(src, consumer.Destination{Sink: sink, Topic: out}, "kafka:"+in+"/0", int64(len(msgs)))
+			err = runBenchWorker(b, consumer.WorkerConfig{Predictions: consumer.Destination{Sink: sink, Topic: out}}, learner.DefaultConfig(), src, "kafka:"+in+"/0", int64(len(msgs)))
 			return func() { src.Close(); sink.Close() }, err
 		})
 	})
+}
+
+// BenchmarkSnapshotting measures the worker's throughput over a Kafka
+// topic with a model of 2^20 weights, without snapshots and with one every
+// second to S3 (in-process, or the server HYPERPLANE_TEST_S3_ENDPOINT
+// names). One op is a stream of a few seconds, so that the snapshots fall
+// inside it; the ratio of the two msgs/s figures is the cost of
+// snapshotting. snapshots/op counts the one at shutdown, which is not
+// timed.
+func BenchmarkSnapshotting(b *testing.B) {
+	msgs, size := benchMessages(32 * benchN)
+	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 20
+	srv := s3test.Start(b)
+	for _, every := range []time.Duration{0, time.Second} {
+		name := "off"
+		if every > 0 {
+			name = "every-" + every.String()
+		}
+		b.Run(name, func(b *testing.B) {
+			var snapshots int
+			benchKafkaTopics(b, msgs, func(b *testing.B, addrs []string, in, out string) (func(), error) {
+				kc := kafkaio.Config{Brokers: addrs}
+				src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, kafkaio.Start{Kind: "earliest"}, zap.NewNop())
+				if err != nil {
+					return func() {}, err
+				}
+				sink, err := kafkaio.NewSink(kc, zap.NewNop())
+				if err != nil {
+					return func() { src.Close() }, err
+				}
+				cleanup := func() { src.Close(); sink.Close() }
+				cfg := consumer.WorkerConfig{Predictions: consumer.Destination{Sink: sink, Topic: out}}
+				var store *snapshot.Store
+				if every > 0 {
+					store, err = snapshot.OpenStore(context.Background(), srv.URL(b))
+					if err != nil {
+						return cleanup, err
+					}
+					cleanup = func() { src.Close(); sink.Close(); store.Close() }
+					cfg.Checkpoints = snapshot.NewCheckpointer(store, "bench", "bench", 1, 2, zap.NewNop())
+					cfg.CheckpointInterval = every
+				}
+				if err := runBenchWorker(b, cfg, lcfg, src, "kafka:"+in+"/0", int64(len(msgs))); err != nil {
+					return cleanup, err
+				}
+				if store != nil {
+					gens, err := store.Generations(context.Background(), "bench")
+					if err != nil {
+						return cleanup, err
+					}
+					snapshots += int(gens[len(gens)-1])
+				}
+				return cleanup, nil
+			})
+			b.ReportMetric(float64(snapshots)/float64(b.N), "snapshots/op")
+		})
+	}
 }

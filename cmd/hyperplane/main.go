@@ -49,6 +49,7 @@ func commands() []command {
 		{"predict", "predict a file of examples with a saved model", runPredict},
 		{"inspect", "print a model file as readable JSON", runInspect},
 		{"gen", "generate a reproducible example stream", runGen},
+		{"config", "print the configuration reference (--defaults) or the effective configuration", runConfig},
 		{"version", "print the version", runVersion},
 	}
 }
