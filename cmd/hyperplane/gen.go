@@ -2,15 +2,25 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"go.uber.org/zap"
 )
 
 func runGen(ctx context.Context, e *env, args []string) error {
 	o := synth.DefaultOptions()
 	var n int
-	var format string
+	var format, to, brokers, natsURL string
+	var rate float64
 	fs := newFlagSet("gen", "[flags]", e)
 	fs.IntVar(&n, "examples", 1000, "number of examples")
 	fs.IntVar(&o.Features, "features", o.Features, "non-zero features per example")
@@ -20,6 +30,10 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Classes, "classes", o.Classes, "0 for binary labels 1/-1, or the number of classes (labels 0..N-1)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed: the same flags give the same stream")
 	fs.StringVar(&format, "format", "jsonl", "output format: jsonl or msgpack")
+	fs.StringVar(&to, "to", "", "publish to kafka:<topic>, jetstream:<subject> or nats:<subject> instead of writing to standard output")
+	fs.StringVar(&brokers, "kafka-brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated (-to kafka:...)")
+	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
+	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
@@ -37,6 +51,19 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("-format: unknown format %q (want jsonl or msgpack)", format)
 	}
+	if rate < 0 {
+		return usagef("-rate: must be 0 or more, got %v", rate)
+	}
+	if to != "" {
+		message := appendRecord
+		if format != "msgpack" {
+			// A message is one example, without the line end.
+			message = func(dst []byte, r *synth.Record) []byte {
+				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
+			}
+		}
+		return publishGen(ctx, e, synth.New(o), n, message, to, brokers, natsURL, rate, o.Seed)
+	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
 	s := synth.New(o)
 	var buf []byte
@@ -50,4 +77,75 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return w.Flush()
+}
+
+// publishGen publishes n examples of s, each encoded by message, to the
+// destination to, in batches,
+// at most rate a second. Each message's key (the Kafka key, the JetStream
+// Nats-Msg-Id) is gen-<seed>-<index>, so the same stream published twice
+// is recognisably the same.
+func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to, brokers, natsURL string, rate float64, seed uint64) error {
+	kind, topic, err := config.ParseDestination(to)
+	if err != nil {
+		return usagef("-to: %v", err)
+	}
+	log, err := newLogger(config.Log{Level: "warn", Format: "auto"}, e.stderr)
+	if err != nil {
+		return err
+	}
+	var sink consumer.Sink
+	switch kind {
+	case "kafka":
+		sink, err = kafkaio.NewSink(kafkaio.Config{Brokers: strings.Split(brokers, ","), ClientID: "hyperplane-gen"}, log)
+	default:
+		nc, cerr := natsio.Connect(natsio.Config{URL: natsURL, Name: "hyperplane gen"}, log)
+		if cerr != nil {
+			return cerr
+		}
+		defer nc.Close()
+		sink, err = natsio.NewSink(nc, kind == "jetstream", log)
+	}
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+
+	const batchSize = 500
+	batch := make([]consumer.Output, 0, batchSize)
+	began := time.Now()
+	for i := 0; i < n; {
+		batch = batch[:0]
+		for ; i < n && len(batch) < batchSize; i++ {
+			batch = append(batch, consumer.Output{
+				Topic: topic,
+				Key:   fmt.Sprintf("gen-%d-%d", seed, i),
+				Value: message(nil, s.Next()),
+			})
+		}
+		for attempt := 1; ; attempt++ {
+			err := sink.Publish(ctx, batch)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			log.Warn("publish failed; retrying", zap.String("to", to), zap.Int("attempt", attempt), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)):
+			}
+		}
+		if rate > 0 {
+			due := began.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(due)):
+			}
+		}
+	}
+	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v\n", n, to, time.Since(began).Round(time.Millisecond))
+	return nil
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestGenPublishesToKafka: gen -to kafka:<topic> publishes the stream that
+// gen writes to standard output, one example per message, keyed by seed
+// and index.
+func TestGenPublishesToKafka(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 1200
+	want := strings.Split(strings.TrimSuffix(mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "9"), "\n"), "\n")
+	_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "9",
+		"-to", "kafka:examples", "-kafka-brokers", strings.Join(c.ListenAddrs(), ","))
+	if err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, fmt.Sprintf("published %d examples to kafka:examples", n)) {
+		t.Errorf("gen did not say what it published: %q", stderr)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("examples"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("after %d messages: %v", len(got), err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)] = string(r.Value) })
+	}
+	for i, line := range want {
+		if v := got[fmt.Sprintf("gen-9-%d", i)]; v != line {
+			t.Fatalf("message %d is %q, want %q", i, v, line)
+		}
+	}
+}
+
+// TestGenPublishesToJetStream: the same over JetStream, where the key is
+// the Nats-Msg-Id, so publishing the stream twice stores it once.
+func TestGenPublishesToJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	nc, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"gen", "-examples", "700", "-seed", "2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.ClientURL()}
+	mustRun(t, "", args...)
+	mustRun(t, "", args...)
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 700 {
+		t.Fatalf("the stream holds %d messages after publishing 700 twice, want 700", info.State.Msgs)
+	}
+	m, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := mustRun(t, "", "gen", "-examples", "1", "-seed", "2", "-format", "msgpack")
+	if string(m.Data) != first || m.Header.Get(jetstream.MsgIDHeader) != "gen-2-0" {
+		t.Fatalf("first message %x (id %q), want %x (id gen-2-0)", m.Data, m.Header.Get(jetstream.MsgIDHeader), first)
+	}
+}
+
+// TestConfigCommand: config --defaults is a config file that run accepts
+// as it is, and config prints the configuration run would use, with the
+// flags applied and secrets redacted.
+func TestConfigCommand(t *testing.T) {
+	defaults := mustRun(t, "", "config", "--defaults")
+	if !strings.Contains(defaults, "# HYPERPLANE_SOURCE_KIND, --source.kind\n  kind: \"\"") {
+		t.Fatalf("the defaults do not document source.kind:\n%s", defaults)
+	}
+	out := mustRun(t, "", "config", "--source.kind", "jetstream", "--source.stream", "EX", "--nats.url", "nats://n:4222",
+		"--kafka.sasl.mechanism", "plain", "--kafka.sasl.username", "u", "--kafka.sasl.password", "hunter2")
+	for _, want := range []string{"kind: jetstream", "stream: EX", "url: nats://n:4222", "password: '[redacted]'"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Error("config printed the password")
+	}
+	if _, _, err := runCmd(t, "", "config", "--defaults", "--source.kind", "kafka"); err == nil {
+		t.Error("config --defaults with other arguments succeeded")
+	}
+}
