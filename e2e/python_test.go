@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// pythonEnv, when set, makes TestPythonExample fail rather than skip
+// without a Python that has msgpack; .ci/run sets it after installing
+// Debian's python3-msgpack.
+const pythonEnv = "HYPERPLANE_E2E_REQUIRE_PYTHON"
+
+// pythonWithMsgpack is a Python 3 interpreter that can import msgpack:
+// the one on PATH, or the system's.
+func pythonWithMsgpack(t *testing.T) string {
+	t.Helper()
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(py, "-c", "import msgpack").Run() == nil {
+			return py
+		}
+	}
+	if os.Getenv(pythonEnv) != "" {
+		t.Fatal("no python3 with the msgpack package (Debian: apt-get install python3-msgpack)")
+	}
+	t.Skipf("no python3 with the msgpack package: install Debian's python3-msgpack to run the documentation's Python example (%s=1 makes this an error)", pythonEnv)
+	return ""
+}
+
+// docExample is the Python example of docs/snapshot-format.md.
+func docExample(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "snapshot-format.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- begin: predict.py -->\n```python\n", "```\n<!-- end: predict.py -->"
+	_, rest, ok := strings.Cut(string(doc), begin)
+	if !ok {
+		t.Fatal("docs/snapshot-format.md has no Python example")
+	}
+	code, _, ok := strings.Cut(rest, end)
+	if !ok {
+		t.Fatal("the Python example in docs/snapshot-format.md does not end")
+	}
+	path := filepath.Join(t.TempDir(), "predict.py")
+	if err := os.WriteFile(path, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// scored is a prediction, from the worker or the Python example.
+type scored struct {
+	ID        string          `json:"id"`
+	Predicted json.RawMessage `json:"predicted"`
+	Score     float64         `json:"score"`
+}
+
+// TestPythonExample runs the documentation's Python example on a snapshot
+// the worker wrote, over examples without labels, and checks its scores
+// and predictions against the ones the worker published for the same
+// examples after resuming from that snapshot (unlabeled examples do not
+// change the model).
+func TestPythonExample(t *testing.T) {
+	py := pythonWithMsgpack(t)
+	script := docExample(t)
+	ctx := testContext(t)
+	t.Setenv("HYPERPLANE_E2E_NATS_URL", "")
+	ns := startNATS(t)
+	prefix := uniquePrefix("PY")
+	js, _ := ns.streams(ctx, prefix)
+	in := makeInput(3000, 21, 0)
+	dir := t.TempDir()
+	cfg := snapshotConfig(t, ns, prefix, "file://"+dir)
+	// The averaged perceptron with normalised examples: the example's
+	// every step matters.
+	flags := []string{"run", "--config", cfg, "--model.learner.algorithm", "averaged", "--model.learner.normalize=true"}
+
+	publishAll(t, ctx, js, prefix+".IN", in.messages)
+	p := start(t, flags...)
+	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
+	p.stop()
+
+	s, err := snapshot.OpenStore(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	latest, err := s.Latest(ctx, "e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, filepath.FromSlash(snapshot.Key("", "e2e", latest.Generation)))
+
+	// Unlabeled examples: generated ones, and categorical and dense
+	// features.
+	o := synth.DefaultOptions()
+	o.Seed, o.Unlabeled, o.Vocab = 22, 1, 500
+	gen := synth.New(o)
+	var unlabeled [][]byte
+	for range 200 {
+		b := synth.AppendJSON(nil, gen.Next())
+		unlabeled = append(unlabeled, b[:len(b)-1])
+	}
+	unlabeled = append(unlabeled,
+		[]byte(`{"id": "categorical", "features": {"color": "red", "f3": 0.5, "f7": -2}}`),
+		[]byte(`{"id": "dense", "x": [0.25, 1, -3], "features": {"f1": 1}}`),
+	)
+	var stdin bytes.Buffer
+	for _, u := range unlabeled {
+		stdin.Write(u)
+		stdin.WriteByte('\n')
+	}
+	cmd := exec.Command(py, script, file)
+	cmd.Stdin = &stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s %s: %v\n%s", py, script, file, err, stderr.String())
+	}
+	python := map[string]scored{}
+	for line := range strings.Lines(string(out)) {
+		var sc scored
+		if err := json.Unmarshal([]byte(line), &sc); err != nil {
+			t.Fatalf("python printed %q: %v", line, err)
+		}
+		python[sc.ID] = sc
+	}
+	if len(python) != len(unlabeled) {
+		t.Fatalf("python scored %d examples, want %d", len(python), len(unlabeled))
+	}
+
+	publishAll(t, ctx, js, prefix+".IN", unlabeled)
+	p = start(t, flags...)
+	want := in.valid() + len(unlabeled)
+	eventually(t, time.Minute, "the predictions of the unlabeled examples", func() bool { return count(t, ctx, js, prefix+"_PRED") >= want })
+	p.stop()
+	events := readAll(t, ctx, js, prefix+"_PRED")
+	compared := 0
+	for _, v := range events[in.valid():] {
+		var w scored
+		if err := json.Unmarshal(v, &w); err != nil {
+			t.Fatal(err)
+		}
+		py, ok := python[w.ID]
+		if !ok {
+			t.Fatalf("the worker predicted %q, which python did not", w.ID)
+		}
+		if string(py.Predicted) != string(w.Predicted) || math.Abs(py.Score-w.Score) > 1e-9*math.Max(1, math.Abs(w.Score)) {
+			t.Errorf("%s: python predicts %s with score %v, the worker %s with %v", w.ID, py.Predicted, py.Score, w.Predicted, w.Score)
+		}
+		compared++
+	}
+	if compared != len(unlabeled) {
+		t.Fatalf("compared %d predictions, want %d", compared, len(unlabeled))
+	}
+	t.Logf("python and the worker agree on %d examples (generation %d, %d labeled)", compared, latest.Generation, latest.State.Labeled)
+}
