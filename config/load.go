@@ -53,6 +53,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, flag.ErrHelp
 		}
+		if strings.HasPrefix(err.Error(), "flag provided but not defined") {
+			return Config{}, fmt.Errorf("flags: %w (every key is a flag: hyperplane config --defaults lists them)", err)
+		}
 		return Config{}, fmt.Errorf("flags: %w", err)
 	}
 	if rest := fs.Args(); len(rest) > 0 {
@@ -66,7 +69,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, fmt.Errorf("config file: %w", err)
+			return Config{}, fmt.Errorf("config file: %w (pass --config or %s the path of a YAML config file; hyperplane config --defaults prints one)", err, configEnv)
 		}
 		if err := decodeYAML(file, data, &cfg); err != nil {
 			return Config{}, err
@@ -137,7 +140,7 @@ func decodeYAML(name string, data []byte, cfg *Config) error {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file sets nothing
 		}
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w (the file is not valid YAML)", name, err)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {

@@ -280,7 +280,7 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("both workers are still writing the same model after a minute")
 	}
-	if !strings.Contains(fenced.log(), "a second worker is writing this model") {
+	if !strings.Contains(fenced.log(), "a second worker is writing this model") || !strings.Contains(fenced.log(), "stop the other one, or give this one its own model.name") {
 		t.Fatalf("the fenced worker did not say why:\n%s", fenced.log())
 	}
 	eventually(t, time.Minute, "the survivor to finish the stream", func() bool {

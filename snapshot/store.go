@@ -181,7 +181,8 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 }
 
 func fenced(snap *Snapshot, key string, cause error) error {
-	msg := fmt.Sprintf("snapshot %s: generation %d of model %s already exists: a second worker is writing this model",
+	msg := fmt.Sprintf("snapshot %s: generation %d of model %s already exists: a second worker is writing this model "+
+		"(run one worker per model: stop the other one, or give this one its own model.name)",
 		key, snap.Generation, snap.Model)
 	if cause != nil {
 		return fmt.Errorf("%s (%v): %w", msg, cause, ErrFenced)

@@ -97,6 +97,15 @@ func (w *worker) close() {
 // one of them fails. started, if not nil, receives the worker once it is
 // running.
 func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *worker) error {
+	// The port first: a taken one is the quickest start-up error to report.
+	var ln net.Listener
+	if cfg.HTTP.Addr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("http.addr: %w (choose a free address, or set http.addr empty to run without /metrics and the probes)", err)
+		}
+		defer ln.Close()
+	}
 	w, err := build(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -110,13 +119,7 @@ func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan
 	errc := make(chan error, 3)
 	go func() { errc <- w.Run(ctx) }()
 	var srv *http.Server
-	if cfg.HTTP.Addr != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-		if err != nil {
-			cancel()
-			<-errc
-			return fmt.Errorf("http.addr: %w", err)
-		}
+	if ln != nil {
 		srv = &http.Server{Handler: w.handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -173,7 +176,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		}
 		nc, err = natsio.Connect(natsio.Config{URL: cfg.NATS.URL, CredentialsFile: cfg.NATS.CredentialsFile, NKeyFile: cfg.NATS.NKeyFile, TLS: tc, Name: "hyperplane " + cfg.Model.Name}, log)
 		if err != nil {
-			return nil, fmt.Errorf("nats: %w", err)
+			return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
 		}
 		w.closers = append(w.closers, func() error { nc.Close(); return nil })
 		return nc, nil
@@ -202,7 +205,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		}
 		src, err := kafkaio.NewSource(ctx, kc, cfg.Source.Topics, cfg.KafkaGroup(), positions, kafkaio.Start(start), log)
 		if err != nil {
-			return nil, fmt.Errorf("source: %w", err)
+			return nil, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
 		}
 		w.source = src
 	case "jetstream", "nats":
@@ -212,11 +215,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		}
 		if cfg.Source.Kind == "jetstream" {
 			w.source, err = natsio.NewJetStreamSource(ctx, conn, cfg.Source.Stream, cfg.Source.Subject, positions, natsio.Start(start), log)
+			if err != nil {
+				return nil, fmt.Errorf("source: %w (check that the stream of source.stream exists and that source.subject is one of its subjects)", err)
+			}
 		} else {
 			w.source, err = natsio.NewCoreSource(conn, cfg.Source.Subject, log)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("source: %w", err)
+			if err != nil {
+				return nil, fmt.Errorf("source: %w", err)
+			}
 		}
 	}
 	w.closers = append(w.closers, w.source.Close)
@@ -303,20 +309,20 @@ func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worke
 	}
 	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot.url: %w", err)
+		return nil, nil, nil, fmt.Errorf("snapshot.url: %w (a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket)", err)
 	}
 	w.closers = append(w.closers, store.Close)
 	writer := cfg.Snapshot.Writer
 	if writer == "" {
 		writer, _ = os.Hostname()
 	}
-	latest, err := store.Latest(ctx, cfg.Model.Name, log)
 	// The next generation follows every key there is, corrupt ones
 	// included: keys are never written twice.
-	gens, gerr := store.Generations(ctx, cfg.Model.Name)
-	if gerr != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot: %w", gerr)
+	gens, err := store.Generations(ctx, cfg.Model.Name)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
 	}
+	latest, err := store.Latest(ctx, cfg.Model.Name, log)
 	var next uint64 = 1
 	if len(gens) > 0 {
 		next = gens[len(gens)-1] + 1

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// TestStartupErrors meets every error that stops "hyperplane run" at
+// start-up once: each must name the problem and say what to do, on one
+// line, and a configuration mistake must be a usage error (exit status 2).
+func TestStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	// Real servers for the errors that need one: a NATS server without
+	// the stream, a Kafka cluster without the topic.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	closed := closedAddr(t)
+
+	// A store holding a model trained with 2^16 weights.
+	store := "file://" + t.TempDir()
+	old := learner.DefaultConfig()
+	old.HashBits = 16
+	writeSnapshot(t, store, "clicks", old)
+
+	jetstream := []string{"--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.ClientURL(), "--http.addr", "127.0.0.1:0"}
+	kafka := []string{"--source.kind", "kafka", "--source.topics", "examples", "--http.addr", "127.0.0.1:0"}
+	cases := []struct {
+		name    string
+		args    []string
+		usage   bool   // a usage error, exit status 2
+		problem string // names what is wrong
+		todo    string // says what to do
+	}{
+		{"config file missing", []string{"--config", filepath.Join(dir, "missing.yaml")}, true,
+			"missing.yaml: no such file", "hyperplane config --defaults prints one"},
+		{"config file not YAML", []string{"--config", file("bad.yaml", "model:\n  name: [x\n")}, true,
+			"bad.yaml: yaml: line", "the file is not valid YAML"},
+		{"unknown key", []string{"--config", file("typo.yaml", "modle:\n  name: x\n")}, true,
+			"line 1: unknown key modle", "the configuration has model, kafka"},
+		{"value of the wrong type", []string{"--config", file("eta.yaml", "model:\n  learner:\n    eta: fast\n")}, true,
+			`model.learner.eta: "fast" is not a number`, "line 3"},
+		{"unknown flag", []string{"--colour", "red"}, true,
+			"-colour", "hyperplane config --defaults lists them"},
+		{"no source", nil, true,
+			"source.kind: required", "kafka, jetstream or nats"},
+		{"kafka without brokers", kafka, true,
+			"kafka.brokers", "required when source.kind is kafka"},
+		{"hash bits out of range", append(slicesClone(jetstream), "--model.learner.hash_bits", "40"), true,
+			"model.learner.hash_bits", "between 1 and 30"},
+		{"snapshot URL scheme", append(slicesClone(jetstream), "--snapshot.url", "ftp://host/x"), true,
+			`snapshot.url: unknown scheme "ftp"`, "want file, s3, gs, azblob or mem"},
+		{"TLS file missing", append(slicesClone(kafka), "--kafka.brokers", closed, "--kafka.tls.enabled", "--kafka.tls.ca_file", filepath.Join(dir, "ca.pem")), true,
+			"kafka.tls.ca_file", "ca.pem: no such file"},
+		{"log level", append(slicesClone(jetstream), "--log.level", "loud"), true,
+			`log.level: unknown level "loud"`, "want debug, info, warn or error"},
+		{"port taken", append(slicesClone(jetstream), "--http.addr", taken.Addr().String()), false,
+			"address already in use", "choose a free address"},
+		{"kafka unreachable", append(slicesClone(kafka), "--kafka.brokers", closed), false,
+			"connection refused", "check kafka.brokers, that the brokers are up"},
+		{"kafka topic missing", append(slicesClone(kafka), "--kafka.brokers", kc.ListenAddrs()[0]), false,
+			"topic examples", "every topic of source.topics exists"},
+		{"nats unreachable", append(slicesClone(jetstream), "--nats.url", "nats://"+closed), false,
+			"no servers available", "check nats.url"},
+		{"stream missing", jetstream, false,
+			"stream not found", "check that the stream of source.stream exists"},
+		{"snapshot directory missing", append(slicesClone(jetstream), "--snapshot.url", "file://"+filepath.Join(dir, "nowhere")), false,
+			"nowhere: no such file or directory", "add ?create_dir=1"},
+		{"incompatible snapshot", append(slicesClone(jetstream), "--model.name", "clicks", "--snapshot.url", store), false,
+			"hash_bits is 16 in the snapshot but 18 in the configuration", "set snapshot.reset to start a new model"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			err := run(ctx, append([]string{"run"}, c.args...), func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+			if err == nil {
+				t.Fatal("run started")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, c.problem) || !strings.Contains(msg, c.todo) {
+				t.Errorf("error %q\nwant the problem %q and what to do, %q", msg, c.problem, c.todo)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q is more than one line", msg)
+			}
+			var u *usageError
+			if errors.As(err, &u) != c.usage {
+				t.Errorf("usage error (exit status 2): %v, want %v", errors.As(err, &u), c.usage)
+			}
+		})
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// writeSnapshot writes a new model of cfg as generation 1 of model in the
+// store at url.
+func writeSnapshot(t *testing.T, url, model string, cfg learner.Config) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := snapshot.OpenStore(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, &snapshot.Snapshot{Model: model, Generation: 1, Writer: "test", State: m.State()}); err != nil {
+		t.Fatal(err)
+	}
+}
