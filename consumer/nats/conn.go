@@ -65,6 +65,9 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 		natsgo.MaxReconnects(-1),
 		natsgo.CustomReconnectDelay(reconnectDelay),
 		natsgo.DisconnectErrHandler(func(nc *natsgo.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed on purpose: the closed handler says so
+			}
 			log.Warn("nats disconnected", zap.String("servers", servers), zap.Error(err))
 		}),
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
