@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Examples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperplane_examples_total",
-			Help: "Examples processed, by result: correct, mistake (a labeled example predicted wrong), unlabeled, invalid (sent to the dead letters).",
+			Help: "Examples processed, by result: correct, mistake (a labeled example predicted wrong) or unlabeled; messages that are not examples count in hyperplane_decode_errors_total.",
 		}, []string{"result"}),
 		Updates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_updates_total",
