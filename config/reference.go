@@ -11,10 +11,11 @@ import (
 
 // WriteYAML writes c as a config file that Load reads back to c: every
 // key, in declaration order, under a comment with its help, its
-// environment variable and its flag. Secrets that are set are written as
-// "[redacted]". Written with Default, it is the configuration reference.
+// environment variable and its flag. Secrets are never written: one that
+// is set is left empty, with a comment saying so. Written with Default, it
+// is the configuration reference.
 func WriteYAML(w io.Writer, c Config) error {
-	doc := yamlMapping(reflect.ValueOf(c.Redacted()), nil)
+	doc := yamlMapping(reflect.ValueOf(c), nil)
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
@@ -41,7 +42,11 @@ func yamlMapping(v reflect.Value, prefix []string) *yaml.Node {
 		}
 		dotted := strings.Join(path, ".")
 		k.HeadComment = fmt.Sprintf("%s\n%s%s, --%s", f.Tag.Get("help"), envPrefix, strings.ToUpper(strings.Join(path, "_")), dotted)
-		m.Content = append(m.Content, k, yamlValue(v.Field(i)))
+		val := yamlValue(v.Field(i))
+		if f.Tag.Get("secret") == "true" && val.Value != "" {
+			val.Value, val.LineComment = "", "set, not shown"
+		}
+		m.Content = append(m.Content, k, val)
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -59,11 +60,74 @@ func docExample(t *testing.T) string {
 	return path
 }
 
-// scored is a prediction, from the worker or the Python example.
+// scored is a prediction, from the worker or the Python example. Score is
+// a number, or an object of class name to number for a multiclass model.
 type scored struct {
 	ID        string          `json:"id"`
 	Predicted json.RawMessage `json:"predicted"`
-	Score     float64         `json:"score"`
+	Score     json.RawMessage `json:"score"`
+}
+
+// sameScores reports whether two scores agree within rounding: the Python
+// example adds in another order than the learner.
+func sameScores(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	near := func(p, q float64) bool { return math.Abs(p-q) <= 1e-9*math.Max(1, math.Abs(q)) }
+	switch x := x.(type) {
+	case float64:
+		y, ok := y.(float64)
+		return ok && near(x, y)
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			p, ok1 := v.(float64)
+			q, ok2 := y[k].(float64)
+			if !ok1 || !ok2 || !near(p, q) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// runPython runs the example script on the snapshot file with examples on
+// its standard input, and returns its predictions by example id.
+func runPython(t *testing.T, py, script, file string, examples [][]byte) map[string]scored {
+	t.Helper()
+	var stdin bytes.Buffer
+	for _, u := range examples {
+		stdin.Write(u)
+		stdin.WriteByte('\n')
+	}
+	cmd := exec.Command(py, script, file)
+	cmd.Stdin = &stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s %s: %v\n%s", py, script, file, err, stderr.String())
+	}
+	return decodeScored(t, out)
+}
+
+func decodeScored(t *testing.T, out []byte) map[string]scored {
+	t.Helper()
+	byID := map[string]scored{}
+	for line := range strings.Lines(string(out)) {
+		var sc scored
+		if err := json.Unmarshal([]byte(line), &sc); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		byID[sc.ID] = sc
+	}
+	return byID
 }
 
 // TestPythonExample runs the documentation's Python example on a snapshot
@@ -116,27 +180,7 @@ func TestPythonExample(t *testing.T) {
 		[]byte(`{"id": "categorical", "features": {"color": "red", "f3": 0.5, "f7": -2}}`),
 		[]byte(`{"id": "dense", "x": [0.25, 1, -3], "features": {"f1": 1}}`),
 	)
-	var stdin bytes.Buffer
-	for _, u := range unlabeled {
-		stdin.Write(u)
-		stdin.WriteByte('\n')
-	}
-	cmd := exec.Command(py, script, file)
-	cmd.Stdin = &stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s %s %s: %v\n%s", py, script, file, err, stderr.String())
-	}
-	python := map[string]scored{}
-	for line := range strings.Lines(string(out)) {
-		var sc scored
-		if err := json.Unmarshal([]byte(line), &sc); err != nil {
-			t.Fatalf("python printed %q: %v", line, err)
-		}
-		python[sc.ID] = sc
-	}
+	python := runPython(t, py, script, file, unlabeled)
 	if len(python) != len(unlabeled) {
 		t.Fatalf("python scored %d examples, want %d", len(python), len(unlabeled))
 	}
@@ -157,8 +201,8 @@ func TestPythonExample(t *testing.T) {
 		if !ok {
 			t.Fatalf("the worker predicted %q, which python did not", w.ID)
 		}
-		if string(py.Predicted) != string(w.Predicted) || math.Abs(py.Score-w.Score) > 1e-9*math.Max(1, math.Abs(w.Score)) {
-			t.Errorf("%s: python predicts %s with score %v, the worker %s with %v", w.ID, py.Predicted, py.Score, w.Predicted, w.Score)
+		if string(py.Predicted) != string(w.Predicted) || !sameScores(py.Score, w.Score) {
+			t.Errorf("%s: python predicts %s with score %s, the worker %s with %s", w.ID, py.Predicted, py.Score, w.Predicted, w.Score)
 		}
 		compared++
 	}
@@ -166,4 +210,67 @@ func TestPythonExample(t *testing.T) {
 		t.Fatalf("compared %d predictions, want %d", compared, len(unlabeled))
 	}
 	t.Logf("python and the worker agree on %d examples (generation %d, %d labeled)", compared, latest.Generation, latest.State.Labeled)
+}
+
+// TestPythonExampleModels runs the documentation's Python example on
+// models of the other shapes it covers, trained by hyperplane train:
+// multiclass with class names, binary with class names, the scaled
+// weights of pegasos, mini-batch mode, a hash seed. Its predictions must
+// be those of hyperplane predict.
+func TestPythonExampleModels(t *testing.T) {
+	py := pythonWithMsgpack(t)
+	script := docExample(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name  string
+		gen   []string
+		train []string
+	}{
+		{"multiclass averaged", []string{"-classes", "3"}, []string{"-algorithm", "averaged", "-classes", "red,green,blue"}},
+		{"multiclass pa1 normalized", []string{"-classes", "4"}, []string{"-algorithm", "pa1", "-classes", "4", "-normalize"}},
+		{"binary names pegasos", nil, []string{"-algorithm", "pegasos", "-classes", "neg,pos"}},
+		{"perceptron r2 batch seed", nil, []string{"-bias", "r2", "-batch", "8", "-hash-seed", "42"}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			train := filepath.Join(dir, fmt.Sprintf("train%d.jsonl", i))
+			test := filepath.Join(dir, fmt.Sprintf("test%d.jsonl", i))
+			model := filepath.Join(dir, fmt.Sprintf("model%d.msgpack", i))
+			writeOutput(t, train, append([]string{"gen", "-examples", "3000", "-seed", fmt.Sprint(30 + i)}, c.gen...)...)
+			writeOutput(t, test, append([]string{"gen", "-examples", "100", "-unlabeled", "1", "-seed", fmt.Sprint(40 + i)}, c.gen...)...)
+			if out, err := exec.Command(hyperplane.path, append([]string{"train", "-input", train, "-out", model, "-hash-bits", "14"}, c.train...)...).CombinedOutput(); err != nil {
+				t.Fatalf("train: %v\n%s", err, out)
+			}
+			want, err := exec.Command(hyperplane.path, "predict", "-model", model, "-input", test).Output()
+			if err != nil {
+				t.Fatalf("predict: %v", err)
+			}
+			examples, err := os.ReadFile(test)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runPython(t, py, script, model, bytes.Split(bytes.TrimSpace(examples), []byte("\n")))
+			workers := decodeScored(t, want)
+			if len(got) != len(workers) || len(got) != 100 {
+				t.Fatalf("python scored %d examples, hyperplane predict %d, want 100", len(got), len(workers))
+			}
+			for id, w := range workers {
+				if p := got[id]; string(p.Predicted) != string(w.Predicted) || !sameScores(p.Score, w.Score) {
+					t.Errorf("%s: python predicts %s with %s, hyperplane %s with %s", id, p.Predicted, p.Score, w.Predicted, w.Score)
+				}
+			}
+		})
+	}
+}
+
+// writeOutput writes what hyperplane prints for args to path.
+func writeOutput(t *testing.T, path string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(hyperplane.path, args...).Output()
+	if err != nil {
+		t.Fatalf("hyperplane %v: %v", args, err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

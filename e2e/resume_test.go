@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gocloud.dev/blob"
@@ -27,6 +28,13 @@ func TestKillAndResume(t *testing.T) {
 	ns := startNATS(t)
 	prefix := uniquePrefix("KILL")
 	js, _ := ns.streams(ctx, prefix)
+	// Keep the repeated predictions: with the default two-minute
+	// duplicate window the stream would drop them by Nats-Msg-Id, and the
+	// check that repeats come only after the last snapshot would see none.
+	// (100ms is the least JetStream allows; a restart takes longer.)
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: prefix + "_PRED", Subjects: []string{prefix + ".PRED"}, Duplicates: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
 	in := makeInput(30000, 11, 0)
 	// The stream arrives over a few seconds, so that the kills land in it.
 	fed := make(chan error, 1)
@@ -106,6 +114,7 @@ func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDe
 		time.Sleep(time.Duration(minDelay+r.IntN(400)) * time.Millisecond)
 		if done() {
 			t.Logf("the stream was done before kill %d", len(snaps)+1)
+			p.stop()
 			break
 		}
 		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -62,7 +63,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
 			}
 		}
-		return publishGen(ctx, e, synth.New(o), n, message, to, brokers, natsURL, rate, o.Seed)
+		return publishGen(ctx, e, synth.New(o), n, message, to, brokers, natsURL, rate, streamID(o, format))
 	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
 	s := synth.New(o)
@@ -79,12 +80,25 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	return w.Flush()
 }
 
+// genAttempts is how many times gen tries to publish a batch before it
+// gives up: a missing topic or stream does not come back by waiting.
+const genAttempts = 8
+
+// streamID names a generated stream: the same options and format give the
+// same stream, so gen-<id>-<index> identifies an example across runs.
+func streamID(o synth.Options, format string) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%+v %s", o, format)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
 // publishGen publishes n examples of s, each encoded by message, to the
-// destination to, in batches,
-// at most rate a second. Each message's key (the Kafka key, the JetStream
-// Nats-Msg-Id) is gen-<seed>-<index>, so the same stream published twice
-// is recognisably the same.
-func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to, brokers, natsURL string, rate float64, seed uint64) error {
+// destination to, at most rate a second (0: as fast as the broker takes
+// them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
+// gen-<id>-<index>, id naming the stream's options, so the same stream
+// published twice is recognisably the same (and JetStream stores it once
+// within its duplicate window).
+func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to, brokers, natsURL string, rate float64, id string) error {
 	kind, topic, err := config.ParseDestination(to)
 	if err != nil {
 		return usagef("-to: %v", err)
@@ -110,7 +124,12 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 	}
 	defer sink.Close()
 
-	const batchSize = 500
+	// Batches of a tenth of a second's examples when paced, so that the
+	// pace holds at low rates too.
+	batchSize := 500
+	if rate > 0 {
+		batchSize = max(1, min(batchSize, int(rate/10)))
+	}
 	batch := make([]consumer.Output, 0, batchSize)
 	began := time.Now()
 	for i := 0; i < n; {
@@ -118,7 +137,7 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 		for ; i < n && len(batch) < batchSize; i++ {
 			batch = append(batch, consumer.Output{
 				Topic: topic,
-				Key:   fmt.Sprintf("gen-%d-%d", seed, i),
+				Key:   fmt.Sprintf("gen-%s-%d", id, i),
 				Value: message(nil, s.Next()),
 			})
 		}
@@ -130,11 +149,15 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if attempt == genAttempts {
+				return fmt.Errorf("-to %s: %d examples published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
+					to, i-len(batch), attempt, err)
+			}
 			log.Warn("publish failed; retrying", zap.String("to", to), zap.Int("attempt", attempt), zap.Error(err))
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)):
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 			}
 		}
 		if rate > 0 {

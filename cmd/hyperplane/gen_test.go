@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,8 +50,11 @@ func TestGenPublishesToKafka(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)] = string(r.Value) })
 	}
+	o := synth.DefaultOptions()
+	o.Seed = 9
+	id := streamID(o, "jsonl")
 	for i, line := range want {
-		if v := got[fmt.Sprintf("gen-9-%d", i)]; v != line {
+		if v := got[fmt.Sprintf("gen-%s-%d", id, i)]; v != line {
 			t.Fatalf("message %d is %q, want %q", i, v, line)
 		}
 	}
@@ -97,8 +101,23 @@ func TestGenPublishesToJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := mustRun(t, "", "gen", "-examples", "1", "-seed", "2", "-format", "msgpack")
-	if string(m.Data) != first || m.Header.Get(jetstream.MsgIDHeader) != "gen-2-0" {
-		t.Fatalf("first message %x (id %q), want %x (id gen-2-0)", m.Data, m.Header.Get(jetstream.MsgIDHeader), first)
+	o := synth.DefaultOptions()
+	o.Seed = 2
+	wantID := "gen-" + streamID(o, "msgpack") + "-0"
+	if string(m.Data) != first || m.Header.Get(jetstream.MsgIDHeader) != wantID {
+		t.Fatalf("first message %x (id %q), want %x (id %s)", m.Data, m.Header.Get(jetstream.MsgIDHeader), first, wantID)
+	}
+
+	// Another stream (other noise, same seed) is stored beside it.
+	mustRun(t, "", "gen", "-examples", "700", "-seed", "2", "-noise", "0.2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.ClientURL())
+	if info, err = stream.Info(ctx); err != nil || info.State.Msgs != 1400 {
+		t.Fatalf("the stream holds %d messages (%v) after another stream of 700, want 1400", info.State.Msgs, err)
+	}
+
+	// A subject no stream listens to: gen gives up with the reason.
+	_, _, err = runCmd(t, "", "gen", "-examples", "10", "-to", "jetstream:nowhere", "-nats-url", srv.ClientURL())
+	if err == nil || !strings.Contains(err.Error(), "check that the topic or stream exists") {
+		t.Fatalf("publishing to a subject without a stream: %v", err)
 	}
 }
 
@@ -112,7 +131,7 @@ func TestConfigCommand(t *testing.T) {
 	}
 	out := mustRun(t, "", "config", "--source.kind", "jetstream", "--source.stream", "EX", "--nats.url", "nats://n:4222",
 		"--kafka.sasl.mechanism", "plain", "--kafka.sasl.username", "u", "--kafka.sasl.password", "hunter2")
-	for _, want := range []string{"kind: jetstream", "stream: EX", "url: nats://n:4222", "password: '[redacted]'"} {
+	for _, want := range []string{"kind: jetstream", "stream: EX", "url: nats://n:4222", `password: "" # set, not shown`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config output lacks %q:\n%s", want, out)
 		}

@@ -89,7 +89,12 @@ func Start(t testing.TB) Server {
 
 // Prefix is a key prefix unique to this test and moment.
 func Prefix(t testing.TB) string {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '-'
+	}, t.Name())
 	return fmt.Sprintf("hyperplane-test/%s-%d", name, time.Now().UnixNano())
 }
 
