@@ -15,38 +15,38 @@ import (
 // is set is left empty, with a comment saying so. Written with Default, it
 // is the configuration reference.
 func WriteYAML(w io.Writer, c Config) error {
-	doc := yamlMapping(reflect.ValueOf(c), nil)
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	v := reflect.ValueOf(c)
+	for _, k := range keys() {
+		parts := strings.Split(k.path, ".")
+		m := section(root, parts[:len(parts)-1])
+		name := &yaml.Node{Kind: yaml.ScalarNode, Value: parts[len(parts)-1],
+			HeadComment: fmt.Sprintf("%s\n%s, --%s", k.help, k.env, k.path)}
+		val := yamlValue(v.FieldByIndex(k.index))
+		if k.secret && val.Value != "" {
+			val.Value, val.LineComment = "", "set, not shown"
+		}
+		m.Content = append(m.Content, name, val)
+	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
+	if err := enc.Encode(root); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return enc.Close()
 }
 
-// yamlMapping is struct v as a YAML mapping, each key commented.
-func yamlMapping(v reflect.Value, prefix []string) *yaml.Node {
-	m := &yaml.Node{Kind: yaml.MappingNode}
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, ok := yamlName(f)
-		if !ok {
-			continue
+// section is the mapping at path below m, added at the end of m if it is
+// not there yet: keys come in declaration order, so a section's keys are
+// consecutive.
+func section(m *yaml.Node, path []string) *yaml.Node {
+	for _, name := range path {
+		n := len(m.Content)
+		if n == 0 || m.Content[n-2].Value != name {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, &yaml.Node{Kind: yaml.MappingNode})
+			n += 2
 		}
-		path := append(append([]string(nil), prefix...), name)
-		k := &yaml.Node{Kind: yaml.ScalarNode, Value: name}
-		if f.Type.Kind() == reflect.Struct {
-			m.Content = append(m.Content, k, yamlMapping(v.Field(i), path))
-			continue
-		}
-		dotted := strings.Join(path, ".")
-		k.HeadComment = fmt.Sprintf("%s\n%s%s, --%s", f.Tag.Get("help"), envPrefix, strings.ToUpper(strings.Join(path, "_")), dotted)
-		val := yamlValue(v.Field(i))
-		if f.Tag.Get("secret") == "true" && val.Value != "" {
-			val.Value, val.LineComment = "", "set, not shown"
-		}
-		m.Content = append(m.Content, k, val)
+		m = m.Content[n-1]
 	}
 	return m
 }

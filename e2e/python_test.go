@@ -155,15 +155,7 @@ func TestPythonExample(t *testing.T) {
 	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
 	p.stop()
 
-	s, err := snapshot.OpenStore(ctx, "file://"+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	latest, err := s.Latest(ctx, "e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	latest := latestSnapshot(t, "file://"+dir)
 	file := filepath.Join(dir, filepath.FromSlash(snapshot.Key("", "e2e", latest.Generation)))
 
 	// Unlabeled examples: generated ones, and categorical and dense

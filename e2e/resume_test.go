@@ -163,16 +163,7 @@ func assertRepeatsAfterSnapshots(t *testing.T, seen map[int64]int, snaps []int64
 // it, and returns its generation.
 func assertExactModel(t *testing.T, store, source string, in input, kills int) uint64 {
 	t.Helper()
-	ctx := testContext(t)
-	s, err := snapshot.OpenStore(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	latest, err := s.Latest(ctx, "e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	latest := latestSnapshot(t, store)
 	if pos := latest.Positions[source]; pos != int64(len(in.messages)) {
 		t.Fatalf("the last snapshot is at %d of %s, want %d", pos, source, len(in.messages))
 	}
@@ -182,6 +173,23 @@ func assertExactModel(t *testing.T, store, source string, in input, kills int) u
 			kills, got.Examples, want.Examples, got.Mistakes, want.Mistakes, got.Updates, want.Updates)
 	}
 	return latest.Generation
+}
+
+// latestSnapshot is the newest valid snapshot of the tests' model in the
+// store at url.
+func latestSnapshot(t *testing.T, url string) *snapshot.Snapshot {
+	t.Helper()
+	ctx := testContext(t)
+	s, err := snapshot.OpenStore(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	latest, err := s.Latest(ctx, "e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return latest
 }
 
 // snapshotConfig is a JetStream worker configuration with snapshots in

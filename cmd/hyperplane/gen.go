@@ -47,6 +47,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	appendRecord := synth.AppendJSON
 	switch format {
 	case "jsonl", "json":
+		format = "jsonl" // one name for one stream in streamID
 	case "msgpack":
 		appendRecord = synth.AppendMsgpack
 	default:

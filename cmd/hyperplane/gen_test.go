@@ -63,15 +63,7 @@ func TestGenPublishesToKafka(t *testing.T) {
 // TestGenPublishesToJetStream: the same over JetStream, where the key is
 // the Nats-Msg-Id, so publishing the stream twice stores it once.
 func TestGenPublishesToJetStream(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
+	srv := startNATS(t)
 	nc, err := natsgo.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -121,25 +113,17 @@ func TestGenPublishesToJetStream(t *testing.T) {
 	}
 }
 
-// TestConfigCommand: config --defaults is a config file that run accepts
-// as it is, and config prints the configuration run would use, with the
-// flags applied and secrets redacted.
-func TestConfigCommand(t *testing.T) {
-	defaults := mustRun(t, "", "config", "--defaults")
-	if !strings.Contains(defaults, "# HYPERPLANE_SOURCE_KIND, --source.kind\n  kind: \"\"") {
-		t.Fatalf("the defaults do not document source.kind:\n%s", defaults)
+// startNATS starts an in-process NATS server with JetStream for one test.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := mustRun(t, "", "config", "--source.kind", "jetstream", "--source.stream", "EX", "--nats.url", "nats://n:4222",
-		"--kafka.sasl.mechanism", "plain", "--kafka.sasl.username", "u", "--kafka.sasl.password", "hunter2")
-	for _, want := range []string{"kind: jetstream", "stream: EX", "url: nats://n:4222", `password: "" # set, not shown`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("config output lacks %q:\n%s", want, out)
-		}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
 	}
-	if strings.Contains(out, "hunter2") {
-		t.Error("config printed the password")
-	}
-	if _, _, err := runCmd(t, "", "config", "--defaults", "--source.kind", "kafka"); err == nil {
-		t.Error("config --defaults with other arguments succeeded")
-	}
+	return srv
 }

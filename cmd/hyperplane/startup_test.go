@@ -7,13 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -32,15 +32,7 @@ func TestStartupErrors(t *testing.T) {
 
 	// Real servers for the errors that need one: a NATS server without
 	// the stream, a Kafka cluster without the topic.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
+	ns := startNATS(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -82,27 +74,27 @@ func TestStartupErrors(t *testing.T) {
 			"source.kind: required", "kafka, jetstream or nats"},
 		{"kafka without brokers", kafka, true,
 			"kafka.brokers", "required when source.kind is kafka"},
-		{"hash bits out of range", append(slicesClone(jetstream), "--model.learner.hash_bits", "40"), true,
+		{"hash bits out of range", append(slices.Clone(jetstream), "--model.learner.hash_bits", "40"), true,
 			"model.learner.hash_bits", "between 1 and 30"},
-		{"snapshot URL scheme", append(slicesClone(jetstream), "--snapshot.url", "ftp://host/x"), true,
+		{"snapshot URL scheme", append(slices.Clone(jetstream), "--snapshot.url", "ftp://host/x"), true,
 			`snapshot.url: unknown scheme "ftp"`, "want file, s3, gs, azblob or mem"},
-		{"TLS file missing", append(slicesClone(kafka), "--kafka.brokers", closed, "--kafka.tls.enabled", "--kafka.tls.ca_file", filepath.Join(dir, "ca.pem")), true,
+		{"TLS file missing", append(slices.Clone(kafka), "--kafka.brokers", closed, "--kafka.tls.enabled", "--kafka.tls.ca_file", filepath.Join(dir, "ca.pem")), true,
 			"kafka.tls.ca_file", "ca.pem: no such file"},
-		{"log level", append(slicesClone(jetstream), "--log.level", "loud"), true,
+		{"log level", append(slices.Clone(jetstream), "--log.level", "loud"), true,
 			`log.level: unknown level "loud"`, "want debug, info, warn or error"},
-		{"port taken", append(slicesClone(jetstream), "--http.addr", taken.Addr().String()), false,
+		{"port taken", append(slices.Clone(jetstream), "--http.addr", taken.Addr().String()), false,
 			"address already in use", "choose a free address"},
-		{"kafka unreachable", append(slicesClone(kafka), "--kafka.brokers", closed), false,
+		{"kafka unreachable", append(slices.Clone(kafka), "--kafka.brokers", closed), false,
 			"connection refused", "check kafka.brokers, that the brokers are up"},
-		{"kafka topic missing", append(slicesClone(kafka), "--kafka.brokers", kc.ListenAddrs()[0]), false,
+		{"kafka topic missing", append(slices.Clone(kafka), "--kafka.brokers", kc.ListenAddrs()[0]), false,
 			"topic examples", "every topic of source.topics exists"},
-		{"nats unreachable", append(slicesClone(jetstream), "--nats.url", "nats://"+closed), false,
+		{"nats unreachable", append(slices.Clone(jetstream), "--nats.url", "nats://"+closed), false,
 			"no servers available", "check nats.url"},
 		{"stream missing", jetstream, false,
 			"stream not found", "check that the stream of source.stream exists"},
-		{"snapshot directory missing", append(slicesClone(jetstream), "--snapshot.url", "file://"+filepath.Join(dir, "nowhere")), false,
+		{"snapshot directory missing", append(slices.Clone(jetstream), "--snapshot.url", "file://"+filepath.Join(dir, "nowhere")), false,
 			"nowhere: no such file or directory", "add ?create_dir=1"},
-		{"incompatible snapshot", append(slicesClone(jetstream), "--model.name", "clicks", "--snapshot.url", store), false,
+		{"incompatible snapshot", append(slices.Clone(jetstream), "--model.name", "clicks", "--snapshot.url", store), false,
 			"hash_bits is 16 in the snapshot but 18 in the configuration", "set snapshot.reset to start a new model"},
 	}
 	for _, c := range cases {
@@ -128,8 +120,6 @@ func TestStartupErrors(t *testing.T) {
 		})
 	}
 }
-
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // closedAddr is a loopback address where nothing listens.
 func closedAddr(t *testing.T) string {
