@@ -10,7 +10,9 @@ import "github.com/hyperplane-ml/hyperplane/learner"
 // key (its yaml tag, nested with dots: kafka.sasl.username), an
 // environment variable (HYPERPLANE_KAFKA_SASL_USERNAME) and a flag
 // (--kafka.sasl.username). A field tagged secret:"true" is never shown
-// by Usage, String or Redacted. Start from Default, or Load.
+// by Usage, String, Redacted or WriteYAML; one tagged secret:"url" holds
+// URLs or addresses, shown with their credentials (user info, query
+// values) hidden. Start from Default, or Load.
 type Config struct {
 	// Model names the model and holds its hyperparameters.
 	Model Model `yaml:"model"`
@@ -24,6 +26,8 @@ type Config struct {
 	Outputs Outputs `yaml:"outputs"`
 	// Snapshot is where and how often the model is made durable.
 	Snapshot Snapshot `yaml:"snapshot"`
+	// Shutdown bounds how long the worker takes to stop.
+	Shutdown Shutdown `yaml:"shutdown"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
 }
@@ -31,7 +35,7 @@ type Config struct {
 // Snapshot configures the model's snapshots in object storage. Without a
 // URL there are none: a restarted worker begins again at source.start.
 type Snapshot struct {
-	URL string `yaml:"url" help:"object storage for snapshots: file:///dir, s3://bucket/prefix?endpoint=...&region=...&use_path_style=true, gs://, azblob://, mem://; empty: no snapshots"`
+	URL string `yaml:"url" secret:"url" help:"object storage for snapshots: file:///dir, s3://bucket/prefix?endpoint=...&region=...&use_path_style=true, gs://, azblob://, mem://; empty: no snapshots"`
 	// Every is the number of labeled examples between snapshots.
 	Every int `yaml:"every" help:"take a snapshot after this many labeled examples; 0: only by interval"`
 	// Interval is the most time between snapshots, a Go duration.
@@ -52,7 +56,7 @@ type Model struct {
 
 // Kafka is how to reach the Kafka cluster.
 type Kafka struct {
-	Brokers  []string `yaml:"brokers" help:"bootstrap brokers, host:port, comma-separated"`
+	Brokers  []string `yaml:"brokers" secret:"url" help:"bootstrap brokers, host:port, comma-separated"`
 	ClientID string   `yaml:"client_id" help:"client id sent to the brokers"`
 	TLS      TLS      `yaml:"tls"`
 	SASL     SASL     `yaml:"sasl"`
@@ -76,7 +80,7 @@ type TLS struct {
 
 // NATS is how to reach the NATS server.
 type NATS struct {
-	URL             string `yaml:"url" help:"server URLs, comma-separated, e.g. nats://localhost:4222"`
+	URL             string `yaml:"url" secret:"url" help:"server URLs, comma-separated, e.g. nats://localhost:4222"`
 	CredentialsFile string `yaml:"credentials_file" help:"NATS credentials (.creds) file"`
 	NKeyFile        string `yaml:"nkey_file" help:"NKey seed file"`
 	TLS             TLS    `yaml:"tls"`
@@ -121,6 +125,14 @@ type Outputs struct {
 	Format string `yaml:"format" help:"event encoding: json or msgpack"`
 }
 
+// Shutdown bounds a shutdown: after SIGTERM the worker stops reading,
+// publishes the outputs of what it processed and writes a last snapshot,
+// within Timeout. What does not fit is named in the exit error and read
+// again at the next start (its positions were not committed).
+type Shutdown struct {
+	Timeout string `yaml:"timeout" help:"most time from SIGTERM to exit for flushing outputs and the last snapshot (a duration: 25s); keep it below the orchestrator's grace period"`
+}
+
 // HTTP is the metrics and health server.
 type HTTP struct {
 	Addr string `yaml:"addr" help:"address of /metrics, /healthz and /readyz; empty disables"`
@@ -146,6 +158,7 @@ func Default() Config {
 		},
 		Outputs:  Outputs{Publish: "all", Format: "json"},
 		Snapshot: Snapshot{Every: 100000, Interval: "60s", Keep: 10},
+		Shutdown: Shutdown{Timeout: "25s"},
 		HTTP:     HTTP{Addr: ":8080"},
 		Log:      Log{Level: "info", Format: "auto"},
 	}

@@ -21,7 +21,29 @@ type key struct {
 	index  []int        // field index path from Config, for reflect.Value.FieldByIndex
 	typ    reflect.Type // the field's type
 	help   string       // the help tag
-	secret bool         // the secret tag: the value is never shown
+	secret secrecy      // the secret tag: what of the value is never shown
+}
+
+// secrecy is what of a key's value is never shown, by its secret tag.
+type secrecy int
+
+const (
+	public       secrecy = iota // no secret tag: shown as it is
+	secretValue                 // secret:"true": the whole value (a password)
+	secretInURLs                // secret:"url": the credentials in its URLs (see redactURLs)
+)
+
+// parseSecrecy reads a secret tag.
+func parseSecrecy(tag string) (secrecy, bool) {
+	switch tag {
+	case "":
+		return public, true
+	case "true":
+		return secretValue, true
+	case "url":
+		return secretInURLs, true
+	}
+	return public, false
 }
 
 // keys lists every key of Config in declaration order. It is built by
@@ -50,9 +72,13 @@ func walkKeys(t reflect.Type, prefix []string, index []int, ks *[]key) {
 		if !supported(f.Type) {
 			panic(fmt.Sprintf("config: key %s has unsupported type %s", strings.Join(path, "."), f.Type))
 		}
-		secret := f.Tag.Get("secret") == "true"
-		if secret && f.Type.Kind() != reflect.String {
-			panic(fmt.Sprintf("config: secret key %s must be a string", strings.Join(path, ".")))
+		secret, ok := parseSecrecy(f.Tag.Get("secret"))
+		switch {
+		case !ok:
+			panic(fmt.Sprintf("config: key %s: secret tag %q is not true or url", strings.Join(path, "."), f.Tag.Get("secret")))
+		case secret == secretValue && f.Type.Kind() != reflect.String,
+			secret == secretInURLs && f.Type.Kind() != reflect.String && f.Type.Kind() != reflect.Slice:
+			panic(fmt.Sprintf("config: secret key %s must be a string (or, for URLs, a list)", strings.Join(path, ".")))
 		}
 		*ks = append(*ks, key{
 			path:   strings.Join(path, "."),

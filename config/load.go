@@ -28,7 +28,9 @@ import (
 // unset) and from the flag --model.learner.hash_bits VALUE. Lists are
 // comma-separated in variables and flags, YAML lists in the file; a list
 // flag given more than once collects every value. A bool flag alone means
-// true; to turn one off write --key=false.
+// true; to turn one off write --key=false. Any other HYPERPLANE_*
+// variable is ignored: UnknownEnv finds them, for the caller to warn
+// about (Load prints nothing).
 //
 // args hold only --config and keys: an unknown flag or a positional
 // argument is an error naming it. -h or --help returns flag.ErrHelp
@@ -59,7 +61,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("flags: %w", err)
 	}
 	if rest := fs.Args(); len(rest) > 0 {
-		return Config{}, fmt.Errorf("flags: unexpected argument %q: settings are given as --key value", rest[0])
+		return Config{}, fmt.Errorf("flags: unexpected argument %q: settings are given as --key value", shownArg(ks, args, len(args)-len(rest)))
 	}
 
 	cfg := Default()
@@ -95,6 +97,36 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
+// shownArg is args[i], a stray positional argument, as an error may
+// quote it: hidden if it follows a secret's value (a secret with a space
+// in it, not quoted, or given after --key= and a space), and with the
+// credentials of any URL in it hidden.
+func shownArg(ks []key, args []string, i int) string {
+	secretFlag := func(arg string) (secret, withValue bool) {
+		if !strings.HasPrefix(arg, "-") {
+			return false, false
+		}
+		name, _, withValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		for _, k := range ks {
+			if k.path == name {
+				return k.secret == secretValue, withValue
+			}
+		}
+		return false, false
+	}
+	if i >= 1 {
+		if secret, withValue := secretFlag(args[i-1]); secret && withValue {
+			return redactedText
+		}
+	}
+	if i >= 2 {
+		if secret, withValue := secretFlag(args[i-2]); secret && !withValue {
+			return redactedText
+		}
+	}
+	return redactURLs(args[i])
+}
+
 // flagValue is the flag of one key. Set parses its text at once, so a bad
 // value is reported by the flag package with the flag's name, and keeps it
 // in *v until the file and the environment have been applied beneath it.
@@ -116,8 +148,11 @@ func (f *flagValue) Set(s string) error {
 }
 
 func (f *flagValue) String() string {
-	if f == nil || f.v == nil || !f.v.IsValid() || f.k.secret {
+	if f == nil || f.v == nil || !f.v.IsValid() || f.k.secret == secretValue {
 		return ""
+	}
+	if f.k.secret == secretInURLs {
+		return redactURLs(formatText(*f.v))
 	}
 	return formatText(*f.v)
 }
@@ -152,13 +187,17 @@ func decodeYAML(name string, data []byte, cfg *Config) error {
 	if len(doc.Content) == 0 {
 		return nil
 	}
-	d := yamlDecoder{file: name}
+	d := yamlDecoder{file: name, secret: make(map[string]secrecy)}
+	for _, k := range keys() {
+		d.secret[k.path] = k.secret
+	}
 	return d.decodeStruct(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
 }
 
 // yamlDecoder decodes the nodes of one file.
 type yamlDecoder struct {
-	file string
+	file   string
+	secret map[string]secrecy // by dotted path, so that no error quotes a secret
 }
 
 func (d yamlDecoder) errorf(n *yaml.Node, format string, args ...any) error {
@@ -243,7 +282,11 @@ func (d yamlDecoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) erro
 		v.Set(list)
 		return nil
 	case v.Kind() == reflect.Slice:
-		return d.errorf(n, "%s: want a YAML list such as [a, b], not %s", path, nodeKind(n))
+		what := nodeKind(n)
+		if d.secret[path] != public && n.Kind == yaml.ScalarNode {
+			what = "a single value" // not quoted: it may hold credentials
+		}
+		return d.errorf(n, "%s: want a YAML list such as [a, b], not %s", path, what)
 	case n.Kind != yaml.ScalarNode:
 		return d.errorf(n, "%s: want a single value, not %s", path, nodeKind(n))
 	}

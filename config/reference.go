@@ -9,22 +9,27 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// WriteYAML writes c as a config file that Load reads back to c: every
-// key, in declaration order, under a comment with its help, its
-// environment variable and its flag. Secrets are never written: one that
-// is set is left empty, with a comment saying so. Written with Default, it
-// is the configuration reference.
+// WriteYAML writes c as a config file: every key, in declaration order,
+// under a comment with its help, its environment variable and its flag.
+// Load reads it back to c unless c holds credentials, which are never
+// written: a secret that is set is left empty, and a URL-valued key
+// (secret:"url") is written with its credentials hidden as Redacted does,
+// each with a comment saying so. Written with Default, it is the
+// configuration reference.
 func WriteYAML(w io.Writer, c Config) error {
 	root := &yaml.Node{Kind: yaml.MappingNode}
-	v := reflect.ValueOf(c)
+	v, shown := reflect.ValueOf(c), reflect.ValueOf(c.Redacted())
 	for _, k := range keys() {
 		parts := strings.Split(k.path, ".")
 		m := section(root, parts[:len(parts)-1])
 		name := &yaml.Node{Kind: yaml.ScalarNode, Value: parts[len(parts)-1],
 			HeadComment: fmt.Sprintf("%s\n%s, --%s", k.help, k.env, k.path)}
-		val := yamlValue(v.FieldByIndex(k.index))
-		if k.secret && val.Value != "" {
+		val := yamlValue(shown.FieldByIndex(k.index))
+		switch {
+		case k.secret == secretValue && val.Value != "":
 			val.Value, val.LineComment = "", "set, not shown"
+		case k.secret == secretInURLs && !reflect.DeepEqual(v.FieldByIndex(k.index).Interface(), shown.FieldByIndex(k.index).Interface()):
+			val.LineComment = "credentials not shown"
 		}
 		m.Content = append(m.Content, name, val)
 	}

@@ -39,6 +39,7 @@ func (c Config) Validate() error {
 		c.validateKafka,
 		c.validateNATS,
 		c.validateSnapshot,
+		c.validateShutdown,
 		c.validateHTTP,
 		c.validateLog,
 	} {
@@ -55,9 +56,13 @@ func (c Config) validateSnapshot() error {
 		scheme, _, ok := strings.Cut(s.URL, "://")
 		switch {
 		case !ok:
-			return fieldErr("snapshot.url", "%q is not a URL (want file:///dir, s3://bucket/prefix, gs://, azblob:// or mem://)", s.URL)
+			return fieldErr("snapshot.url", "%q is not a URL (want file:///dir, s3://bucket/prefix, gs://, azblob:// or mem://)", redactURLs(s.URL))
 		case scheme != "file" && scheme != "s3" && scheme != "gs" && scheme != "azblob" && scheme != "mem":
 			return fieldErr("snapshot.url", "unknown scheme %q (want file, s3, gs, azblob or mem)", scheme)
+		case scheme == "file":
+			if err := checkFileURL(s.URL); err != nil {
+				return fieldErr("snapshot.url", "%v", err)
+			}
 		}
 	}
 	if s.Every < 0 {
@@ -74,6 +79,21 @@ func (c Config) validateSnapshot() error {
 		return fieldErr("snapshot.keep", "must be at least 1, got %d", s.Keep)
 	}
 	return nil
+}
+
+func (c Config) validateShutdown() error {
+	d, err := time.ParseDuration(c.Shutdown.Timeout)
+	if err != nil || d <= 0 {
+		return fieldErr("shutdown.timeout", "%q is not a duration > 0 such as 25s", c.Shutdown.Timeout)
+	}
+	return nil
+}
+
+// ShutdownTimeout is shutdown.timeout as a duration (0 if invalid:
+// Validate reports that).
+func (c Config) ShutdownTimeout() time.Duration {
+	d, _ := time.ParseDuration(c.Shutdown.Timeout)
+	return d
 }
 
 // SnapshotInterval is snapshot.interval as a duration (0 if invalid:
@@ -236,6 +256,9 @@ func (c Config) validateOutputs() error {
 func (c Config) validateKafka() error {
 	k := c.Kafka
 	for _, b := range k.Brokers {
+		if strings.Contains(b, "@") {
+			return fieldErr("kafka.brokers", "%q has user info: a broker is host:port, and Kafka credentials go in kafka.sasl.username and kafka.sasl.password", redactURLs(b))
+		}
 		if err := checkHostPort(b, false); err != nil {
 			return fieldErr("kafka.brokers", "%v", err)
 		}
@@ -366,8 +389,16 @@ func checkFile(field, path string) error {
 // checkHostPort checks a host:port address. A listening address may leave
 // the host empty (all interfaces) and use port 0 (any free port).
 func checkHostPort(addr string, listen bool) error {
+	shown := redactURLs(addr) // what an error may quote: addr may carry credentials
+	if shown != addr {
+		return fmt.Errorf("%q is not host:port: it has user info, a query or a fragment", shown)
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
 		return fmt.Errorf("%q is not host:port: %w", addr, err)
 	}
 	if host == "" && !listen {
@@ -380,6 +411,25 @@ func checkHostPort(addr string, listen bool) error {
 	return nil
 }
 
+// checkFileURL checks a file:// store URL: its directory is its path,
+// which is absolute. The text after "file://" up to the next '/' is a
+// host, and a host other than localhost is not a directory: file://data
+// would open the root directory, not ./data. gocloud's fileblob reads
+// file://./dir as the relative directory dir.
+func checkFileURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", redactURLs(s))
+	}
+	switch u.Host {
+	case "", "localhost", ".":
+		return nil
+	}
+	rel := redactURLs(strings.TrimSuffix(u.Host+u.Path, "/"))
+	return fmt.Errorf("%q names the host %q, not a directory: for the directory %s write file:///absolute/path/%s, or file://./%s relative to the current directory",
+		redactURLs(s), u.Host, rel, rel, rel)
+}
+
 // checkNATSURL checks one server URL the way nats.go reads it: a bare
 // host[:port] means nats://host[:port].
 func checkNATSURL(s string) error {
@@ -390,17 +440,26 @@ func checkNATSURL(s string) error {
 	if !strings.Contains(s, "://") {
 		raw = "nats://" + s
 	}
+	shown := redactURLs(s) // what an error may quote: s may carry credentials
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%q: %w", s, err)
+		if shown != s {
+			// The parser's message may quote part of the credentials.
+			return fmt.Errorf("%q is not a URL", shown)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%q is not a URL: %w", s, err)
 	}
 	switch u.Scheme {
 	case "nats", "tls", "ws", "wss":
 	default:
-		return fmt.Errorf("%q: unknown scheme %q (want nats, tls, ws or wss)", s, u.Scheme)
+		return fmt.Errorf("%q: unknown scheme %q (want nats, tls, ws or wss)", shown, u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%q has no host", shown)
 	}
 	return nil
 }

@@ -29,22 +29,64 @@ func (e Encoding) appendMisclassification(dst []byte, m *Misclassification, l La
 	return m.AppendJSON(dst, l)
 }
 
-func (e Encoding) appendDeadLetter(dst []byte, pos Position, err error, payload []byte) []byte {
+// appendDeadLetter appends the dead letter for the message at pos that err
+// refused, whose bytes are payload, in at most limit bytes: with the whole
+// payload if that fits, and otherwise with the longest prefix of it that
+// fits, marked Truncated. It returns dst unchanged and false when not even
+// an empty payload fits (a limit below a few hundred bytes, since errors
+// are short).
+func (e Encoding) appendDeadLetter(dst []byte, pos Position, err error, payload []byte, limit int) ([]byte, bool) {
+	start := len(dst)
 	d := DeadLetter{Position: pos, Error: err.Error(), Payload: payload}
+	if dst = e.appendDeadLetterEvent(dst, &d); len(dst)-start <= limit {
+		return dst, true
+	}
+	d.Payload, d.Truncated, d.PayloadBytes = nil, true, len(payload)
+	dst = e.appendDeadLetterEvent(dst[:start], &d)
+	room := limit - (len(dst) - start)
+	if room < 0 {
+		return dst[:start], false
+	}
+	d.Payload = payload[:min(e.payloadFitting(room), len(payload))]
+	return e.appendDeadLetterEvent(dst[:start], &d), true
+}
+
+func (e Encoding) appendDeadLetterEvent(dst []byte, d *DeadLetter) []byte {
 	if e == EncodingMsgpack {
 		return d.AppendMsgpack(dst)
 	}
 	return d.AppendJSON(dst)
 }
 
-// DeadLetter is the event for a message that is not a valid example.
+// payloadFitting is the most payload bytes whose encoding in a dead letter
+// takes at most room bytes more than an empty payload does.
+func (e Encoding) payloadFitting(room int) int {
+	if e != EncodingMsgpack {
+		return room / 4 * 3 // base64: 4 characters for every 3 bytes
+	}
+	// A bin header grows from 2 bytes (empty) to 3 or 5 with the length.
+	n := room
+	for n > 0 && n+msgpackBinHeader(n)-msgpackBinHeader(0) > room {
+		n--
+	}
+	return n
+}
+
+// DeadLetter is the event for a message that is not a valid example, or
+// whose event is too large for its output.
 type DeadLetter struct {
 	Position Position
 	// Error says what is wrong and where, e.g. "features.age: value is
 	// not a number or string (got array)".
 	Error string
-	// Payload is the message as it arrived.
+	// Payload is the message as it arrived, or its first bytes if
+	// Truncated.
 	Payload []byte
+	// Truncated says Payload was cut to fit the output's size limit;
+	// PayloadBytes is then the message's full size. Both are written only
+	// when Truncated is set.
+	Truncated    bool
+	PayloadBytes int
 }
 
 // AppendJSON appends the event:
@@ -53,7 +95,8 @@ type DeadLetter struct {
 //	 "position":{"source":"kafka:t/0","offset":42}}
 //
 // payload is the original bytes in standard base64, since they need not
-// be text.
+// be text. A truncated payload adds "payload_bytes" (the message's size)
+// and "truncated":true after "payload".
 func (d *DeadLetter) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event_id":"`...)
 	dst = appendJSONStringBody(dst, d.Position.Source)
@@ -63,7 +106,13 @@ func (d *DeadLetter) AppendJSON(dst []byte) []byte {
 	dst = appendJSONString(dst, d.Error)
 	dst = append(dst, `,"payload":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, d.Payload)
-	dst = append(dst, `","position":`...)
+	dst = append(dst, '"')
+	if d.Truncated {
+		dst = append(dst, `,"payload_bytes":`...)
+		dst = strconv.AppendInt(dst, int64(d.PayloadBytes), 10)
+		dst = append(dst, `,"truncated":true`...)
+	}
+	dst = append(dst, `,"position":`...)
 	dst = appendJSONPosition(dst, d.Position)
 	return append(dst, '}')
 }
@@ -71,13 +120,23 @@ func (d *DeadLetter) AppendJSON(dst []byte) []byte {
 // AppendMsgpack appends the event as a msgpack map with the keys of
 // AppendJSON; payload is a bin value of the original bytes.
 func (d *DeadLetter) AppendMsgpack(dst []byte) []byte {
-	dst = msgpackMap(dst, 4)
+	n := 4
+	if d.Truncated {
+		n += 2
+	}
+	dst = msgpackMap(dst, n)
 	dst = msgpackStr(dst, "event_id")
 	dst = msgpackEventID(dst, d.Position)
 	dst = msgpackStr(dst, "error")
 	dst = msgpackStr(dst, d.Error)
 	dst = msgpackStr(dst, "payload")
 	dst = msgpackBin(dst, d.Payload)
+	if d.Truncated {
+		dst = msgpackStr(dst, "payload_bytes")
+		dst = msgpackInt(dst, int64(d.PayloadBytes))
+		dst = msgpackStr(dst, "truncated")
+		dst = msgpackBool(dst, true)
+	}
 	dst = msgpackStr(dst, "position")
 	return msgpackPosition(dst, d.Position)
 }
@@ -214,15 +273,26 @@ func msgpackStr[T string | []byte](dst []byte, s T) []byte {
 
 func msgpackBin(dst []byte, b []byte) []byte {
 	n := len(b)
-	switch {
-	case n < 1<<8:
+	switch msgpackBinHeader(n) {
+	case 2:
 		dst = append(dst, 0xc4, byte(n))
-	case n < 1<<16:
+	case 3:
 		dst = append(dst, 0xc5, byte(n>>8), byte(n))
 	default:
 		dst = append(dst, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return append(dst, b...)
+}
+
+// msgpackBinHeader is the size of the header of a bin value of n bytes.
+func msgpackBinHeader(n int) int {
+	switch {
+	case n < 1<<8:
+		return 2
+	case n < 1<<16:
+		return 3
+	}
+	return 5
 }
 
 func msgpackInt(dst []byte, v int64) []byte {

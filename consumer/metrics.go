@@ -103,3 +103,13 @@ func (m *Metrics) SetLag(lag map[string]int64) {
 		m.Lag.WithLabelValues(src).Set(float64(n))
 	}
 }
+
+// restored sets the gauges from a model as it was restored (or created):
+// its version, its rolling accuracy and its positions.
+func (m *Metrics) restored(mt learner.Metrics, positions map[string]int64) {
+	m.RollingAccuracy.Set(mt.RollingAccuracy)
+	m.ModelVersion.Set(float64(mt.Updates))
+	for src, pos := range positions {
+		m.Position.WithLabelValues(src).Set(float64(pos))
+	}
+}

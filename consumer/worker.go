@@ -1,13 +1,15 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -60,7 +62,25 @@ type WorkerConfig struct {
 	Checkpoints        Checkpointer
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
+
+	// ShutdownTimeout bounds shutdown, from the moment ctx is done (or a
+	// fatal error stops consuming) to Run's return: publishing what was
+	// processed and writing the last checkpoint must fit in it. What does
+	// not is reported in Run's error and lost to nothing: its positions
+	// were not committed, so the next start reads it again. 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 }
+
+// DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
+// inside Kubernetes' default grace period of 30 seconds after SIGTERM,
+// which is followed by SIGKILL.
+const DefaultShutdownTimeout = 25 * time.Second
+
+// queueBatches is how many processed batches may wait for their outputs
+// to be published: how far learning runs ahead of durable outputs before
+// back-pressure stops consumption.
+const queueBatches = 8
 
 // Checkpointer makes a model's state durable with the positions it
 // includes.
@@ -105,7 +125,7 @@ type Worker struct {
 	// stats are the model's metrics as of the last batch.
 	stats learner.Metrics
 
-	ready     atomic.Bool
+	readiness readiness
 	deadLogs  rateLimiter
 	batchPool sync.Pool
 
@@ -127,6 +147,9 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	if cfg.Publish == "" {
 		cfg.Publish = PublishAll
 	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -146,18 +169,25 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		w.positions = map[string]int64{}
 		w.published = map[string]int64{}
 	}
-	for src, pos := range w.positions {
-		metrics.Position.WithLabelValues(src).Set(float64(pos))
-	}
+	// The gauges start from the restored model, not from zero: alerts
+	// compare against them before the first new example arrives.
+	metrics.restored(model.Metrics(), w.positions)
+	w.readiness.fail(NotReadySource, "not consuming yet")
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.ckSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
 	return w
 }
 
-// Ready reports whether the worker is consuming and its outputs are being
-// published: false before Run starts and while the outputs fail.
-func (w *Worker) Ready() bool { return w.ready.Load() }
+// Ready reports whether the worker is consuming, its outputs are being
+// published and its snapshots written: false before Run starts, after it
+// returns, and while either the outputs or the snapshot store fail.
+func (w *Worker) Ready() bool { return w.readiness.ready() }
+
+// NotReady lists why the worker is not ready, one "reason: why" per
+// failing reason (NotReadySource, NotReadyOutputs, NotReadySnapshots),
+// sorted; it is empty when the worker is ready.
+func (w *Worker) NotReady() []string { return w.readiness.reasons() }
 
 // Positions returns the model's positions: for each source key, the
 // Resume value of the last message the model includes.
@@ -238,22 +268,43 @@ func (b *outBatch) seal() {
 
 // Run consumes until ctx is done or the source fails, then stops reading,
 // publishes what it has processed, writes a last checkpoint, and returns.
+//
+// Shutdown is bounded: from the moment consuming stops (ctx done, a
+// failed source, a fatal checkpoint error) Run returns within
+// cfg.ShutdownTimeout, plus the time a sink or the store takes to notice
+// a cancelled context. What it could not flush by then it names in a
+// *ShutdownError. Nothing is lost that way: the positions of whatever was
+// not flushed were never committed or snapshotted, so the next start
+// reads those messages again.
+//
 // A clean shutdown returns nil. A fatal checkpoint error (another worker
 // writing the model) stops it with that error.
 func (w *Worker) Run(ctx context.Context) error {
-	// The queue bounds how far learning runs ahead of durable outputs.
-	queue := make(chan *outBatch, 8)
-	pubDone := make(chan error, 1)
+	queue := make(chan *outBatch, queueBatches)
+	pubDone := make(chan []*outBatch, 1)
 	ckDone := make(chan error, 1)
 	ckStop := make(chan struct{})
 	// The publisher and the checkpointer outlive ctx so that processed
-	// messages are flushed on shutdown; they stop early only if that takes
-	// too long.
+	// messages are flushed on shutdown; flushCtx ends them when the
+	// shutdown limit passes.
 	flushCtx, cancelFlush := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFlush()
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
 	defer stopConsuming()
-	go func() { pubDone <- w.publishLoop(flushCtx, queue) }()
+	// The limit runs from the moment consuming stops, not from when the
+	// reading loop has handed over its last batch: that hand-over itself
+	// waits while the outputs fail.
+	stopLimit := context.AfterFunc(consumeCtx, func() {
+		t := time.AfterFunc(w.cfg.ShutdownTimeout, cancelFlush)
+		context.AfterFunc(flushCtx, func() { t.Stop() })
+	})
+	defer stopLimit()
+	var perr error
+	go func() {
+		left, err := w.publishLoop(flushCtx, queue)
+		perr = err
+		pubDone <- left
+	}()
 	go func() {
 		err := w.checkpointLoop(flushCtx, ckStop)
 		if err != nil {
@@ -262,29 +313,80 @@ func (w *Worker) Run(ctx context.Context) error {
 		ckDone <- err
 	}()
 
-	w.ready.Store(true)
-	err := w.consume(consumeCtx, queue)
+	w.readiness.ok(NotReadySource)
+	unsent, err := w.consume(consumeCtx, flushCtx, queue)
+	w.readiness.fail(NotReadySource, "stopped consuming")
+	stopConsuming()
 	close(queue)
-	if err != nil {
-		cancelFlush()
-	} else {
-		timer := time.AfterFunc(30*time.Second, cancelFlush)
-		defer timer.Stop()
+	left := <-pubDone
+	// What the publisher did not get to is still queued.
+	for b := range queue {
+		left = append(left, b)
 	}
-	perr := <-pubDone
+	if unsent != nil {
+		left = append(left, unsent)
+	}
 	close(ckStop)
 	cerr := <-ckDone
-	w.ready.Store(false)
-	switch {
-	case cerr != nil:
+
+	if errors.Is(cerr, ErrFatal) {
 		return cerr
+	}
+	var shut *ShutdownError
+	if len(left) > 0 || cerr != nil {
+		shut = &ShutdownError{Timeout: w.cfg.ShutdownTimeout, Snapshot: cerr != nil, Err: cmp.Or(perr, cerr)}
+		for _, b := range left {
+			shut.Messages += b.messages
+			shut.Outputs += b.count()
+			shut.Snapshot = shut.Snapshot || b.check != nil
+		}
+	}
+	switch {
+	case err != nil && shut != nil:
+		return errors.Join(err, shut)
 	case err != nil:
 		return err
-	case perr != nil:
-		return fmt.Errorf("flush outputs: %w", perr)
+	case shut != nil:
+		return shut
 	}
 	return nil
 }
+
+// ShutdownError is what a shutdown that ran out of time could not flush.
+// None of it is lost: its positions were not committed (and no snapshot
+// includes them), so the next start reads those messages again and
+// publishes their outputs then, with the same event ids.
+type ShutdownError struct {
+	Timeout time.Duration
+	// Messages were processed but their outputs, Outputs in all, were not
+	// all published.
+	Messages, Outputs int
+	// Snapshot is true when the last snapshot was not written.
+	Snapshot bool
+	// Err is the last publish or snapshot error.
+	Err error
+}
+
+func (e *ShutdownError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shutdown stopped after %s: ", e.Timeout)
+	if e.Messages > 0 || e.Outputs > 0 {
+		fmt.Fprintf(&b, "the outputs of %d processed messages (%d events) were not published", e.Messages, e.Outputs)
+		if e.Snapshot {
+			b.WriteString(" and ")
+		}
+	}
+	if e.Snapshot {
+		b.WriteString("the last snapshot was not written")
+	}
+	b.WriteString("; their positions were not committed, so the next start reads them again")
+	if e.Err != nil {
+		fmt.Fprintf(&b, " (last error: %v)", e.Err)
+	}
+	return b.String()
+}
+
+func (e *ShutdownError) Unwrap() error { return e.Err }
 
 // ErrFatal marks a checkpoint error that must stop the worker.
 var ErrFatal = errors.New("fatal")
@@ -316,10 +418,11 @@ func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error
 					break
 				}
 				if errors.Is(err, ErrFatal) {
+					w.readiness.fail(NotReadySnapshots, err.Error())
 					return err
 				}
 				w.metrics.CheckpointErrors.Inc()
-				w.ready.Store(false)
+				w.readiness.fail(NotReadySnapshots, err.Error())
 				if ctx.Err() != nil {
 					return fmt.Errorf("last checkpoint not written: %w", err)
 				}
@@ -329,7 +432,7 @@ func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error
 				}
 			}
 			bo.reset()
-			w.ready.Store(true)
+			w.readiness.ok(NotReadySnapshots)
 			w.metrics.Checkpoints.Inc()
 			w.metrics.LastCheckpoint.SetToCurrentTime()
 			if err := w.src.Commit(ctx, ck.positions); err != nil && !errors.Is(err, context.Canceled) {
@@ -353,13 +456,17 @@ func (w *Worker) handOver(ck *checkpoint) {
 	}
 }
 
-func (w *Worker) consume(ctx context.Context, queue chan<- *outBatch) error {
+// consume reads, processes and queues batches until ctx is done or the
+// source fails. A batch it has processed is in the model, so it is always
+// queued, even after ctx is done: only flushCtx, the shutdown limit, stops
+// that hand-over, and then consume returns the batch it could not queue.
+func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) (unsent *outBatch, err error) {
 	var x learner.Example
 	var line []byte
 	lastLabeled, lastTime, dirty := w.model.Metrics().Labeled, time.Now(), false
-	// checkpoint copies the model if one is due (or final) and anything
+	// takeCheckpoint copies the model if one is due (or final) and anything
 	// changed since the last.
-	checkpoint := func(final bool) *checkpoint {
+	takeCheckpoint := func(final bool) *checkpoint {
 		if w.cfg.Checkpoints == nil {
 			return nil
 		}
@@ -373,19 +480,51 @@ func (w *Worker) consume(ctx context.Context, queue chan<- *outBatch) error {
 		lastLabeled, lastTime, dirty = labeled, time.Now(), false
 		return &checkpoint{state: w.model.State(), positions: maps.Clone(w.positions)}
 	}
+	// send queues b; false means the shutdown limit passed first.
+	send := func(b *outBatch) bool {
+		select {
+		case queue <- b:
+			return true
+		case <-flushCtx.Done():
+			unsent = b
+			return false
+		}
+	}
+	// sendCheckpoint queues a batch without messages that carries ck.
+	sendCheckpoint := func(ck *checkpoint) bool {
+		b := w.batchPool.Get().(*outBatch)
+		b.reset()
+		b.messages = 0
+		b.fetched, b.check = time.Now(), ck
+		return send(b)
+	}
+	// On an idle stream Fetch waits for ever; the alarm ends it when a
+	// snapshot by interval falls due while the model holds examples that
+	// no snapshot does.
+	alarm := newAlarm(ctx)
+	defer alarm.stop()
 	for {
-		msgs, err := w.src.Fetch(ctx, w.cfg.Batch)
+		if dirty && w.cfg.Checkpoints != nil && w.cfg.CheckpointInterval > 0 {
+			alarm.set(time.Until(lastTime.Add(w.cfg.CheckpointInterval)))
+		} else {
+			alarm.clear()
+		}
+		msgs, err := w.src.Fetch(alarm.context(), w.cfg.Batch)
 		if err != nil {
 			if ctx.Err() != nil {
-				if ck := checkpoint(true); ck != nil {
-					b := w.batchPool.Get().(*outBatch)
-					b.reset()
-					b.fetched, b.check = time.Now(), ck
-					queue <- b
+				if ck := takeCheckpoint(true); ck != nil {
+					sendCheckpoint(ck)
 				}
-				return nil
+				return unsent, nil
 			}
-			return fmt.Errorf("fetch: %w", err)
+			if errors.Is(err, context.Canceled) {
+				// The alarm (or a spurious wake-up: then nothing is due).
+				if ck := takeCheckpoint(false); ck != nil && !sendCheckpoint(ck) {
+					return unsent, nil
+				}
+				continue
+			}
+			return nil, fmt.Errorf("fetch: %w", err)
 		}
 		dirty = true
 		b := w.batchPool.Get().(*outBatch)
@@ -407,56 +546,170 @@ func (w *Worker) consume(ctx context.Context, queue chan<- *outBatch) error {
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
 		final := ctx.Err() != nil
-		b.check = checkpoint(final)
+		b.check = takeCheckpoint(final)
 		select {
 		case queue <- b:
 		case <-ctx.Done():
 			// Processed: it is in the model, so it must still be published.
 			if b.check == nil {
-				b.check = checkpoint(true)
+				b.check = takeCheckpoint(true)
 			}
-			queue <- b
-			return nil
+			send(b)
+			return unsent, nil
 		}
 		if final {
-			return nil
+			return nil, nil
 		}
 	}
 }
 
+// alarm is a context that a timer cancels, renewed once it has gone off.
+// Setting and clearing it do not allocate; only a renewal does.
+type alarm struct {
+	parent context.Context
+	timer  *time.Timer
+
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newAlarm(parent context.Context) *alarm {
+	a := &alarm{parent: parent}
+	a.ctx, a.cancel = context.WithCancel(parent)
+	a.timer = time.AfterFunc(time.Hour, a.fire)
+	a.timer.Stop()
+	return a
+}
+
+func (a *alarm) fire() {
+	a.mu.Lock()
+	a.cancel()
+	a.mu.Unlock()
+}
+
+// set makes the alarm go off after d (at once if d <= 0).
+func (a *alarm) set(d time.Duration) { a.timer.Reset(d) }
+
+// clear stops the alarm. One that was going off as it was cleared may
+// still end the current context: callers treat a wake-up as a hint.
+func (a *alarm) clear() { a.timer.Stop() }
+
+// context is done when the parent is or once the alarm went off after
+// the last call.
+func (a *alarm) context() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctx.Err() != nil && a.parent.Err() == nil {
+		a.ctx, a.cancel = context.WithCancel(a.parent)
+	}
+	return a.ctx
+}
+
+func (a *alarm) stop() {
+	a.timer.Stop()
+	a.mu.Lock()
+	a.cancel()
+	a.mu.Unlock()
+}
+
 // process handles one message: the heart of the worker.
+//
+// Every output it adds fits its destination's limit (see limitedSink):
+// one that did not would be refused on every attempt and stall the stream.
+// An event over the limit is replaced by a dead letter that says so; the
+// model has learned from the example all the same, so its state never
+// depends on the outputs' limits. A message gets at most one dead letter.
 func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
 	b.resume[m.Position.Source] = m.Resume
 	meta, err := w.decode(m.Value, x)
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
 		w.metrics.DecodeErrors.Inc()
-		if w.cfg.DeadLetter.enabled() {
-			start := len(b.arena)
-			b.arena = w.cfg.Encoding.appendDeadLetter(b.arena, m.Position, err, m.Value)
-			b.add(w.cfg.DeadLetter, key, start)
-		} else if n := w.deadLogs.allow(); n >= 0 {
-			w.log.Warn("invalid example dropped (no dead-letter destination)",
-				zap.String("event_id", string(key)), zap.Error(err), zap.Int("suppressed", n))
-		}
+		w.deadLetter(m, key, err, b)
 		return key
 	}
 	version := w.model.Version()
 	o := w.model.Learn(x)
 	ev := Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+	dead := false
 	if w.cfg.Predictions.enabled() && (w.cfg.Publish == PublishAll || (w.cfg.Publish == PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendPrediction(b.arena, &ev, w.labels)
-		b.add(w.cfg.Predictions, key, start)
+		if err := b.addWithin(w.cfg.Predictions, "prediction", key, start); err != nil {
+			w.deadLetter(m, key, err, b)
+			dead = true
+		}
 	}
 	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
 		mt := w.model.Metrics()
 		mc := Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendMisclassification(b.arena, &mc, w.labels)
-		b.add(w.cfg.Misclassifications, key, start)
+		if err := b.addWithin(w.cfg.Misclassifications, "misclassification", key, start); err != nil && !dead {
+			w.deadLetter(m, key, err, b)
+		}
 	}
 	return key
+}
+
+// limitedSink is a Sink that knows how large an output the broker takes.
+// The broker adapters implement it; a Sink that does not is taken to have
+// no limit.
+type limitedSink interface {
+	// MaxOutputBytes is the size of the largest output, counted as
+	// len(Key)+len(Value), that Publish can deliver to topic: the
+	// broker's real limit for it, less what the sink adds to each
+	// message. An output over it would be refused on every attempt. The
+	// limit is looked up once per topic, in bounded time; if that fails,
+	// the sink logs a warning once and returns a documented fallback. It
+	// is safe to call concurrently with Publish.
+	MaxOutputBytes(topic string) int
+}
+
+// maxOutputBytes is the largest output d takes (see limitedSink).
+func (d Destination) maxOutputBytes() int {
+	if s, ok := d.Sink.(limitedSink); ok {
+		return s.MaxOutputBytes(d.Topic)
+	}
+	return math.MaxInt
+}
+
+// addWithin adds the event of the given kind encoded at arena[start:] for
+// d, keyed by key, if it fits d's limit. If not, it drops the event and
+// returns an error naming its kind, its size and the limit.
+func (b *outBatch) addWithin(d Destination, kind string, key []byte, start int) error {
+	size := len(key) + len(b.arena) - start
+	if limit := d.maxOutputBytes(); size > limit {
+		b.arena = b.arena[:start]
+		return fmt.Errorf("%s event: %d bytes exceed the limit of %d of output %s", kind, size, limit, d.Topic)
+	}
+	b.add(d, key, start)
+	return nil
+}
+
+// deadLetter adds the dead letter of m, refused with cause, keyed by key:
+// with as much of m's bytes as the dead-letter output takes (see
+// Encoding.appendDeadLetter). With no dead-letter destination, or one too
+// small for even an empty payload, it logs the event id and cause instead,
+// at most once a second.
+func (w *Worker) deadLetter(m *Message, key []byte, cause error, b *outBatch) {
+	d := w.cfg.DeadLetter
+	why := "no dead-letter destination"
+	if d.enabled() {
+		start := len(b.arena)
+		var ok bool
+		b.arena, ok = w.cfg.Encoding.appendDeadLetter(b.arena, m.Position, cause, m.Value, d.maxOutputBytes()-len(key))
+		if ok {
+			b.add(d, key, start)
+			return
+		}
+		why = "dead-letter output limit too small"
+	}
+	if n := w.deadLogs.allow(); n >= 0 {
+		w.log.Warn("dead letter dropped", zap.String("reason", why),
+			zap.String("event_id", string(key)), zap.Error(cause), zap.Int("suppressed", n))
+	}
 }
 
 func (w *Worker) decode(value []byte, x *learner.Example) (Meta, error) {
@@ -477,8 +730,9 @@ func (w *Worker) decode(value []byte, x *learner.Example) (Meta, error) {
 // then commits the positions they cover to the source. Batches that queue
 // up while a publish is in flight go out together in the next one, so a
 // slow broker round trip makes publishes larger rather than the worker
-// slower.
-func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) error {
+// slower. It returns when queue is closed and empty, or when ctx ends
+// with the batches it was publishing then, and the last publish error.
+func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*outBatch, error) {
 	var bo backoff
 	var group []*outBatch
 	var merged []Output
@@ -512,18 +766,18 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) error 
 					break
 				}
 				w.metrics.PublishErrors.Inc()
-				w.ready.Store(false)
+				w.readiness.fail(NotReadyOutputs, err.Error())
 				if ctx.Err() != nil {
-					return fmt.Errorf("%d outputs not published: %w", len(merged), err)
+					return group, err
 				}
 				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(merged)))
 				if werr := bo.wait(ctx); werr != nil {
-					return fmt.Errorf("%d outputs not published: %w", len(merged), err)
+					return group, err
 				}
 			}
 			bo.reset()
 		}
-		w.ready.Store(true)
+		w.readiness.ok(NotReadyOutputs)
 		w.mu.Lock()
 		for _, g := range group {
 			maps.Copy(w.published, g.resume)
@@ -544,11 +798,13 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) error 
 			}
 		}
 		for _, g := range group {
-			w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
+			if g.messages > 0 {
+				w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
+			}
 			w.batchPool.Put(g)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // maxPublish bounds the outputs of one coalesced publish.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -21,7 +22,7 @@ func runConfig(_ context.Context, e *env, args []string) error {
 		}
 		return config.WriteYAML(e.stdout, config.Default())
 	}
-	cfg, err := config.Load(args, e.getenv)
+	cfg, err := loadConfig(e, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(e.stdout, "Usage: hyperplane config --defaults")
 		fmt.Fprintln(e.stdout, "       hyperplane config [--config FILE] [--key value ...]")
@@ -37,4 +38,22 @@ func runConfig(_ context.Context, e *env, args []string) error {
 		return &usageError{msg: "config: " + err.Error()}
 	}
 	return config.WriteYAML(e.stdout, cfg)
+}
+
+// loadConfig is config.Load for the commands that take the configuration
+// (config, run, replay, setup): it also warns on stderr about every
+// HYPERPLANE_* variable that is not a setting, which Load ignores
+// (config.UnknownEnv), unless help was asked for. The variables' names
+// come from the process, their values only from e.getenv: a variable
+// counts only if getenv gives it a value, so a test that passes its own
+// getenv sees no warning about the environment it runs in.
+func loadConfig(e *env, args []string) (config.Config, error) {
+	cfg, err := config.Load(args, e.getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return cfg, err
+	}
+	for _, w := range config.UnknownEnv(os.Environ(), e.getenv) {
+		fmt.Fprintln(e.stderr, "hyperplane: warning:", w)
+	}
+	return cfg, err
 }

@@ -73,7 +73,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
-	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, "2s"
+	// Snapshots by count only, not by time: the same demo writes the same
+	// generations however fast the machine is (the README shows them).
+	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, "0s"
 	cfg.Snapshot.Writer = "hyperplane demo"
 
 	storeDir, err := os.MkdirTemp("", "hyperplane-demo-nats-")
@@ -95,10 +97,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	pub, err := newJSPublisher(nc, 0)
 	if err != nil {
 		return err
 	}
+	js := pub.js
 	for _, s := range demoStreams() {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.subject}}); err != nil {
 			return fmt.Errorf("create stream %s: %w", s.name, err)
@@ -120,7 +123,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feedErr := make(chan error, 1)
-	go func() { feedErr <- feed(ctx, js, o, n, garbage) }()
+	go func() { feedErr <- feed(ctx, pub, o, n, garbage) }()
 
 	started := make(chan *worker, 1)
 	served := make(chan error, 1)
@@ -133,6 +136,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 
 	bar := newProgress(e.stderr, 0, nil)
+	defer bar.end() // an error, printed by main, starts a line of its own
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	begin := time.Now()
@@ -153,7 +157,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		done = pos >= int64(n)
 		line := fmt.Sprintf("%7d/%d examples  %6.0f/s  mistakes %d  rolling accuracy %.4f", pos, n, float64(pos)/time.Since(begin).Seconds(), m.Mistakes, m.RollingAccuracy)
 		if bar.on {
-			fmt.Fprintf(e.stderr, "\r%s\x1b[K", line)
+			bar.show(line)
 		} else if time.Since(last) >= time.Second || done {
 			fmt.Fprintln(e.stderr, line)
 			last = time.Now()
@@ -188,36 +192,25 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 }
 
 // feed publishes n generated examples to the demo's example stream, a
-// share of them malformed.
-func feed(ctx context.Context, js jetstream.JetStream, o synth.Options, n int, garbage float64) error {
+// share of them malformed, and waits until the stream holds them all.
+func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage float64) error {
 	s := synth.New(o)
-	var buf []byte
 	every := 0
 	if garbage > 0 {
 		every = int(1 / garbage)
 	}
 	for i := 1; i <= n; i++ {
+		var data []byte
 		if every > 0 && i%every == 0 {
-			buf = append(buf[:0], `{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`...)
+			data = []byte(`{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`)
 		} else {
-			buf = synth.AppendJSON(buf[:0], s.Next())
-			buf = buf[:len(buf)-1] // one message per example: no newline
+			data = synth.AppendJSON(nil, s.Next())
+			data = data[:len(data)-1] // one message per example: no newline
 		}
-		if _, err := js.PublishAsync("demo.examples", buf); err != nil {
+		if err := pub.send(ctx, &natsgo.Msg{Subject: "demo.examples", Data: data}); err != nil {
 			return err
 		}
-		if i%4096 == 0 {
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := pub.flush(ctx)
+	return err
 }

@@ -14,6 +14,8 @@ import (
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
@@ -35,6 +37,11 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&brokers, "kafka-brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated (-to kafka:...)")
 	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
 	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
+	flagsUsage := fs.Usage
+	fs.Usage = func() {
+		flagsUsage()
+		fmt.Fprint(e.stdout, genIDsHelp)
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
@@ -81,6 +88,22 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	return w.Flush()
 }
 
+// genIDsHelp ends gen -h.
+const genIDsHelp = `
+Message ids (with -to):
+  Every published example carries an id, gen-<stream>-<index>: <stream> is a
+  hash of the options that make the stream (-features, -vocab, -noise,
+  -unlabeled, -classes, -seed and -format; not -examples) and <index> counts
+  the examples from 0. The id is the Kafka record key and the JetStream
+  Nats-Msg-Id header.
+  Running gen again with the same options sends the same ids, and JetStream
+  drops every message whose id it has already stored within the stream's
+  duplicate window (2 minutes unless the stream says otherwise): gen reports
+  how many the stream stored and how many it dropped as duplicates. To publish
+  new examples, change -seed. Kafka and core NATS do not deduplicate: they
+  keep every copy.
+`
+
 // genAttempts is how many times gen tries to publish a batch before it
 // gives up: a missing topic or stream does not come back by waiting.
 const genAttempts = 8
@@ -98,7 +121,7 @@ func streamID(o synth.Options, format string) string {
 // them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
 // gen-<id>-<index>, id naming the stream's options, so the same stream
 // published twice is recognisably the same (and JetStream stores it once
-// within its duplicate window).
+// within its duplicate window: gen counts what it stored and dropped).
 func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to, brokers, natsURL string, rate float64, id string) error {
 	kind, topic, err := config.ParseDestination(to)
 	if err != nil {
@@ -108,22 +131,36 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 	if err != nil {
 		return err
 	}
-	var sink consumer.Sink
+	var send batchSender
+	var pub *jsPublisher // JetStream only: it counts what the stream kept
 	switch kind {
 	case "kafka":
-		sink, err = kafkaio.NewSink(kafkaio.Config{Brokers: strings.Split(brokers, ","), ClientID: "hyperplane-gen"}, log)
+		sink, err := kafkaio.NewSink(kafkaio.Config{Brokers: strings.Split(brokers, ","), ClientID: "hyperplane-gen"}, log)
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		send = sinkSender(sink)
 	default:
-		nc, cerr := natsio.Connect(natsio.Config{URL: natsURL, Name: "hyperplane gen"}, log)
-		if cerr != nil {
-			return cerr
+		nc, err := natsio.Connect(natsio.Config{URL: natsURL, Name: "hyperplane gen"}, log)
+		if err != nil {
+			return err
 		}
 		defer nc.Close()
-		sink, err = natsio.NewSink(nc, kind == "jetstream", log)
+		if kind == "jetstream" {
+			if pub, err = newJSPublisher(nc, genAckTimeout); err != nil {
+				return err
+			}
+			send = pub.sendBatch
+			break
+		}
+		sink, err := natsio.NewSink(nc, false, log)
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		send = sinkSender(sink)
 	}
-	if err != nil {
-		return err
-	}
-	defer sink.Close()
 
 	// Batches of a tenth of a second's examples when paced, so that the
 	// pace holds at low rates too.
@@ -142,8 +179,8 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 				Value: message(nil, s.Next()),
 			})
 		}
-		for attempt := 1; ; attempt++ {
-			err := sink.Publish(ctx, batch)
+		for attempt, left := 1, batch; ; attempt++ {
+			retry, err := send(ctx, left)
 			if err == nil {
 				break
 			}
@@ -154,12 +191,13 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 				return fmt.Errorf("-to %s: %d examples published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
 					to, i-len(batch), attempt, err)
 			}
-			log.Warn("publish failed; retrying", zap.String("to", to), zap.Int("attempt", attempt), zap.Error(err))
+			log.Warn("publish failed; retrying", zap.String("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 			}
+			left = retry
 		}
 		if rate > 0 {
 			due := began.Add(time.Duration(float64(i) / rate * float64(time.Second)))
@@ -170,6 +208,57 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 			}
 		}
 	}
-	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v\n", n, to, time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v", n, to, time.Since(began).Round(time.Millisecond))
+	if pub != nil {
+		fmt.Fprintf(e.stderr, ": %d stored, %d dropped as duplicates", pub.stored, pub.duplicates)
+		if pub.duplicates > 0 {
+			fmt.Fprint(e.stderr, " (the stream already held messages with their ids: see gen -h)")
+		}
+	}
+	fmt.Fprintln(e.stderr)
 	return nil
+}
+
+// genAckTimeout is how long gen waits for a JetStream acknowledgement
+// before it sends the message again.
+const genAckTimeout = 10 * time.Second
+
+// batchSender publishes batch and waits until the broker holds it. After a
+// failure it returns the part of the batch to send again.
+type batchSender func(ctx context.Context, batch []consumer.Output) (retry []consumer.Output, err error)
+
+// sinkSender sends batches through sink, again in full after a failure.
+func sinkSender(sink consumer.Sink) batchSender {
+	return func(ctx context.Context, batch []consumer.Output) ([]consumer.Output, error) {
+		if err := sink.Publish(ctx, batch); err != nil {
+			return batch, err
+		}
+		return nil, nil
+	}
+}
+
+// sendBatch publishes batch, each output's Key as its Nats-Msg-Id, and
+// waits for the acknowledgements. After a failure it returns the outputs
+// that failed or were not sent.
+func (p *jsPublisher) sendBatch(ctx context.Context, batch []consumer.Output) ([]consumer.Output, error) {
+	var unsent []consumer.Output
+	for i, o := range batch {
+		m := &natsgo.Msg{Subject: o.Topic, Data: o.Value, Header: natsgo.Header{jetstream.MsgIDHeader: []string{o.Key}}}
+		if err := p.send(ctx, m); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			unsent = batch[i+1:]
+			break
+		}
+	}
+	failed, err := p.flush(ctx)
+	if err == nil {
+		return nil, nil
+	}
+	retry := make([]consumer.Output, 0, len(failed)+len(unsent))
+	for _, m := range failed {
+		retry = append(retry, consumer.Output{Topic: m.Subject, Key: m.Header.Get(jetstream.MsgIDHeader), Value: m.Data})
+	}
+	return append(retry, unsent...), err
 }

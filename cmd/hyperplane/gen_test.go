@@ -127,3 +127,57 @@ func startNATS(t *testing.T) *server.Server {
 	}
 	return srv
 }
+
+// TestGenCountsDuplicates: JetStream drops a message whose id it already
+// holds, so gen says how many examples the stream stored and how many it
+// dropped, and gen -h says why.
+func TestGenCountsDuplicates(t *testing.T) {
+	srv := startNATS(t)
+	nc, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(n int) string {
+		t.Helper()
+		_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "5", "-to", "jetstream:examples", "-nats-url", srv.ClientURL())
+		if err != nil {
+			t.Fatalf("gen: %v\n%s", err, stderr)
+		}
+		return stderr
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{1500, ": 1500 stored, 0 dropped as duplicates\n"},
+		{1500, "0 stored, 1500 dropped as duplicates (the stream already held messages with their ids: see gen -h)\n"},
+		{2000, "500 stored, 1500 dropped as duplicates"},
+	} {
+		if got := gen(c.n); !strings.Contains(got, c.want) {
+			t.Errorf("gen -examples %d said %q, want %q", c.n, got, c.want)
+		}
+	}
+	if out := gen(1); !strings.HasSuffix(out, ": 0 stored, 1 dropped as duplicates (the stream already held messages with their ids: see gen -h)\n") {
+		t.Errorf("gen -examples 1 said %q", out)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 2000 {
+		t.Fatalf("the stream holds %d messages (%v), want 2000", info.State.Msgs, err)
+	}
+
+	help := mustRun(t, "", "gen", "-h")
+	for _, want := range []string{"gen-<stream>-<index>", "Nats-Msg-Id", "same options sends the same ids", "duplicate window"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("gen -h does not explain the message ids (%q):\n%s", want, help)
+		}
+	}
+}

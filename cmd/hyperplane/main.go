@@ -43,6 +43,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "stream generated examples through the worker on an embedded NATS server", runDemo},
+		{"setup", "create the topics and streams a config names that are missing", runSetup},
 		{"run", "run the worker: consume examples, publish predictions, learn", runRun},
 		{"replay", "rebuild a model from a range of the source, apart from the live model", runReplay},
 		{"train", "learn a model from a file of examples", runTrain},

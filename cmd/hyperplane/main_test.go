@@ -57,13 +57,13 @@ func TestTrainPrintsOneJSONLine(t *testing.T) {
 	for k := range got {
 		keys = append(keys, k)
 	}
-	for _, k := range []string{"examples", "labeled", "mistakes", "accuracy", "updates", "seconds", "examples_per_second"} {
+	for _, k := range []string{"examples", "invalid", "labeled", "mistakes", "accuracy", "updates", "seconds", "examples_per_second"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("no %q in %s", k, out)
 		}
 	}
-	if len(got) != 7 {
-		t.Errorf("keys %v, want exactly the seven documented", keys)
+	if len(got) != 8 {
+		t.Errorf("keys %v, want exactly the eight documented", keys)
 	}
 	if got["examples"] != 3000 || got["labeled"] < 2500 || got["labeled"] > 2900 {
 		t.Errorf("counts wrong: %s", out)

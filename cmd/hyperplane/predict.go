@@ -15,13 +15,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	var in inputFlags
 	var modelPath string
 	fs := newFlagSet("predict", "-model MODEL_FILE -input PATH [flags]", e)
-	fs.StringVar(&modelPath, "model", "", "model `file` written by train, or a snapshot URL such as file:///dir/MODEL (required)")
+	fs.StringVar(&modelPath, "model", "", "model `file` written by train, a model's snapshot directory (hyperplane-data/demo), or a snapshot URL such as file:///dir/MODEL (required)")
 	in.bind(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
 	if modelPath == "" {
-		return usagef("-model: required (a model file written by train)")
+		return usagef("-model: required (a model file written by train, a snapshot directory or URL)")
 	}
 	ropts, err := in.check()
 	if err != nil {
@@ -77,13 +77,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 
 func runInspect(_ context.Context, e *env, args []string) error {
 	var top int
-	fs := newFlagSet("inspect", "[flags] MODEL_FILE|SNAPSHOT_URL", e)
+	fs := newFlagSet("inspect", "[flags] MODEL_FILE|SNAPSHOT_DIR|SNAPSHOT_URL", e)
 	fs.IntVar(&top, "top", 20, "how many of the largest weights to list")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
 	if fs.NArg() != 1 {
-		return usagef("inspect: want one model file, got %d arguments", fs.NArg())
+		return usagef("inspect: want one model file, snapshot directory or snapshot URL, got %d arguments", fs.NArg())
 	}
 	if top < 0 {
 		return usagef("-top: must be 0 or more, got %d", top)

@@ -21,9 +21,15 @@ func isTerminal(w io.Writer) bool {
 
 // progress draws a one-line progress bar on a terminal, at most five
 // times a second. On anything else it draws nothing.
+//
+// The bar's line has no line end while it is live: whatever is printed
+// next would be glued onto it. So a command ends the bar before it prints
+// anything else on the same terminal, and before it returns, since main
+// prints its error: done on success, end on every path (deferred).
 type progress struct {
 	w     io.Writer
 	on    bool
+	live  bool          // a line is drawn and not ended
 	total int64         // bytes, or 0 if unknown
 	read  *atomic.Int64 // bytes read so far
 	start time.Time
@@ -57,13 +63,34 @@ func (p *progress) draw(examples uint64, status string) {
 		n := int(frac * width)
 		bar = fmt.Sprintf("%3.0f%% [%s%s] ", frac*100, strings.Repeat("=", n), strings.Repeat(" ", width-n))
 	}
-	fmt.Fprintf(p.w, "\r%s%d examples  %.0f/s  %s\x1b[K", bar, examples, rate, status)
+	p.show(fmt.Sprintf("%s%d examples  %.0f/s  %s", bar, examples, rate, status))
 }
 
-// done clears the bar.
+// show draws line as the bar, in place of the previous one.
+func (p *progress) show(line string) {
+	if !p.on {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	p.live = true
+}
+
+// done clears the bar's line: the command finished, and its result takes
+// the line's place.
 func (p *progress) done() {
 	if p.on {
 		fmt.Fprint(p.w, "\r\x1b[K")
+		p.live = false
+	}
+}
+
+// end ends a live line with a line end, leaving it in view to say how far
+// the command got, so that what is printed next (the error that stopped the
+// command) starts a line of its own. After done, it does nothing.
+func (p *progress) end() {
+	if p.live {
+		fmt.Fprintln(p.w)
+		p.live = false
 	}
 }
 

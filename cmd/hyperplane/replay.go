@@ -31,7 +31,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, own); err != nil {
 		return ignoreHelp(err)
 	}
-	cfg, err := config.Load(cfgArgs, e.getenv)
+	cfg, err := loadConfig(e, cfgArgs)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
 		return nil

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -28,7 +29,7 @@ import (
 )
 
 func runRun(ctx context.Context, e *env, args []string) error {
-	cfg, err := config.Load(args, e.getenv)
+	cfg, err := loadConfig(e, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(e.stdout, "Usage: hyperplane run [--config FILE] [--key value ...]")
 		fmt.Fprintln(e.stdout)
@@ -160,7 +161,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		}
 	}()
 
-	model, positions, checkpoints, err := loadModel(ctx, cfg, log, w)
+	model, positions, checkpoints, restored, err := loadModel(ctx, cfg, log, w)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +269,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 		Model:              cfg.Model.Name,
 		CheckpointEvery:    cfg.Snapshot.Every,
 		CheckpointInterval: cfg.SnapshotInterval(),
+		ShutdownTimeout:    cfg.ShutdownTimeout(),
 		Publish:            consumer.Publish(cfg.Outputs.Publish),
 		Encoding:           consumer.Encoding(cfg.Outputs.Format),
 		Batch:              cfg.Source.Batch,
@@ -290,6 +292,9 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 	}
 	w.config = wc
 	w.Worker = consumer.NewWorker(wc, w.source, model, positions, w.metrics, log)
+	if !restored.IsZero() {
+		w.metrics.LastCheckpoint.Set(float64(restored.UnixNano()) / 1e9)
+	}
 	ok = true
 	return w, nil
 }
@@ -298,18 +303,21 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (*worker, er
 // snapshot.url, or a new model when there is none (or no store). An
 // incompatible snapshot stops start-up with the field named, unless
 // snapshot.reset is set. The checkpointer writes the generations after
-// the loaded one; it is nil without a store.
-func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worker) (*learner.Model, map[string]int64, consumer.Checkpointer, error) {
+// the loaded one; it is nil without a store. restored is when the loaded
+// snapshot was written, zero for a new model.
+func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worker) (m *learner.Model, positions map[string]int64, ck consumer.Checkpointer, restored time.Time, err error) {
 	if cfg.Snapshot.URL == "" {
+		log.Warn("no snapshot.url: the model is not saved and is lost when the worker stops; a restart begins again at source.start",
+			zap.String("start", cfg.Source.Start))
 		m, err := learner.New(cfg.Model.Learner)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("model.learner: %w", err)
+			return nil, nil, nil, time.Time{}, fmt.Errorf("model.learner: %w", err)
 		}
-		return m, nil, nil, nil
+		return m, nil, nil, time.Time{}, nil
 	}
 	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot.url: %w (a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket)", err)
+		return nil, nil, nil, time.Time{}, fmt.Errorf("snapshot.url: %w (a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket)", err)
 	}
 	w.closers = append(w.closers, store.Close)
 	writer := cfg.Snapshot.Writer
@@ -320,7 +328,7 @@ func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worke
 	// included: keys are never written twice.
 	gens, err := store.Generations(ctx, cfg.Model.Name)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
+		return nil, nil, nil, time.Time{}, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
 	}
 	latest, err := store.Latest(ctx, cfg.Model.Name, log)
 	var next uint64 = 1
@@ -331,31 +339,31 @@ func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worke
 	case errors.Is(err, snapshot.ErrNotFound):
 		log.Info("no snapshot: a new model", zap.String("model", cfg.Model.Name), zap.String("start", cfg.Source.Start))
 	case err != nil:
-		return nil, nil, nil, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, nil, time.Time{}, fmt.Errorf("snapshot: %w", err)
 	default:
 		if err := latest.Compatible(cfg.Model.Learner); err != nil {
 			if !cfg.Snapshot.Reset {
-				return nil, nil, nil, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", cfg.Model.Name, latest.Generation, err)
+				return nil, nil, nil, time.Time{}, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", cfg.Model.Name, latest.Generation, err)
 			}
 			log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
 			latest = nil
 		}
 	}
-	ck := fatalFencing{snapshot.NewCheckpointer(store, cfg.Model.Name, writer, next, cfg.Snapshot.Keep, log)}
+	checkpointer := fatalFencing{snapshot.NewCheckpointer(store, cfg.Model.Name, writer, next, cfg.Snapshot.Keep, log)}
 	if latest == nil {
 		m, err := learner.New(cfg.Model.Learner)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("model.learner: %w", err)
+			return nil, nil, nil, time.Time{}, fmt.Errorf("model.learner: %w", err)
 		}
-		return m, nil, ck, nil
+		return m, nil, checkpointer, time.Time{}, nil
 	}
-	m, err := learner.Restore(latest.State)
+	m, err = learner.Restore(latest.State)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot generation %d: %w", latest.Generation, err)
+		return nil, nil, nil, time.Time{}, fmt.Errorf("snapshot generation %d: %w", latest.Generation, err)
 	}
 	log.Info("resuming from snapshot", zap.String("model", cfg.Model.Name), zap.Uint64("generation", latest.Generation),
 		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
-	return m, latest.Positions, ck, nil
+	return m, latest.Positions, checkpointer, latest.Created, nil
 }
 
 // fatalFencing makes a fenced snapshot write stop the worker: another
@@ -378,8 +386,10 @@ func (w *worker) handler() http.Handler {
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !w.Ready() {
-			http.Error(rw, "not ready: not consuming, or outputs failing", http.StatusServiceUnavailable)
+		// Each failing reason on a line of its own: source, outputs,
+		// snapshots.
+		if reasons := w.NotReady(); len(reasons) > 0 {
+			http.Error(rw, "not ready:\n"+strings.Join(reasons, "\n"), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(rw, "ready")

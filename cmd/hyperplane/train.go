@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,11 +15,14 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// trainResult is the one JSON line train prints. Examples, Labeled,
-// Mistakes and Accuracy are of the first pass, prequential; Updates and
-// ExamplesPerSecond count every pass.
+// trainResult is the one JSON line train prints. Examples, Invalid,
+// Labeled, Mistakes and Accuracy are of the first pass, prequential;
+// Updates and ExamplesPerSecond count every pass. Examples are the valid
+// ones, learned; Invalid are the records that could not be decoded,
+// skipped.
 type trainResult struct {
 	Examples          uint64  `json:"examples"`
+	Invalid           uint64  `json:"invalid"`
 	Labeled           uint64  `json:"labeled"`
 	Mistakes          uint64  `json:"mistakes"`
 	Accuracy          float64 `json:"accuracy"`
@@ -158,7 +160,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	secs := time.Since(start).Seconds()
 	invalid.summary()
 
-	if out != "" {
+	learned := first.Labeled > 0
+	if out != "" && learned {
 		s := &snapshot.Snapshot{Model: name, Generation: 1, Created: time.Now(), Writer: "hyperplane train", State: model.State()}
 		if err := writeModelFile(out, s); err != nil {
 			return err
@@ -166,6 +169,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	res := trainResult{
 		Examples:          first.Examples,
+		Invalid:           uint64(invalid.count),
 		Labeled:           first.Labeled,
 		Mistakes:          first.Mistakes,
 		Accuracy:          first.Accuracy,
@@ -173,7 +177,40 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Seconds:           secs,
 		ExamplesPerSecond: float64(total) / secs,
 	}
-	return json.NewEncoder(e.stdout).Encode(res)
+	if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
+		return err
+	}
+	if !learned {
+		return nothingLearned(in.input, out, res)
+	}
+	return nil
+}
+
+// nothingLearned is the error of a train whose input held no labeled
+// example: the model is as it began, so no model file is written and the
+// command fails rather than pass an untrained model off as trained.
+func nothingLearned(input, out string, res trainResult) error {
+	var why string
+	switch {
+	case res.Examples == 0 && res.Invalid == 0:
+		why = "it holds no example"
+	case res.Examples == 0 && res.Invalid == 1:
+		why = "its one record is not a valid example (see the error above)"
+	case res.Examples == 0:
+		why = fmt.Sprintf("none of its %d records is a valid example (see the errors above)", res.Invalid)
+	case res.Examples == 1:
+		why = "its one example has no label"
+	default:
+		why = fmt.Sprintf("none of its %d valid examples has a label", res.Examples)
+	}
+	if input == "-" {
+		input = "standard input"
+	}
+	msg := fmt.Sprintf("train: nothing learned from %s: %s", input, why)
+	if out != "" {
+		msg += "; no model written to " + out
+	}
+	return errors.New(msg)
 }
 
 func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, pass, passes int) (uint64, error) {
@@ -206,48 +243,6 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadO
 		return n, fmt.Errorf("%s: %w", in.input, err)
 	}
 	return n, nil
-}
-
-// writeModelFile writes s to path through a temporary file and a rename,
-// so that a reader never sees half a model.
-func writeModelFile(path string, s *snapshot.Snapshot) error {
-	data, err := snapshot.Marshal(s)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	return nil
-}
-
-// readModelFile loads a model file, or a snapshot from object storage when
-// path is a URL (see snapshot.LoadURL).
-func readModelFile(path string) (*snapshot.Snapshot, error) {
-	if strings.Contains(path, "://") {
-		return snapshot.LoadURL(context.Background(), path, nil)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s, err := snapshot.Unmarshal(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
 }
 
 func ignoreHelp(err error) error {

@@ -33,6 +33,7 @@ func TestSource(t *testing.T, h SourceHarness) {
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	t.Run("CommitDoesNotMove", func(t *testing.T) { testCommit(t, h) })
 	t.Run("WaitsForMessages", func(t *testing.T) { testWaits(t, h) })
+	t.Run("CancelledFetchLosesNothing", func(t *testing.T) { testCancelledFetch(t, h) })
 }
 
 func values(p, from, to int) [][]byte {
@@ -180,6 +181,42 @@ func testWaits(t *testing.T, h SourceHarness) {
 	got := drain(t, src, 3)
 	if string(got[0].Value) != "p0-m0" {
 		t.Fatalf("first message %q", got[0].Value)
+	}
+}
+
+// testCancelledFetch checks that a Fetch ended by its context loses
+// nothing: the worker ends Fetch on an idle stream when a snapshot falls
+// due, and the next Fetch must go on from the same place.
+func testCancelledFetch(t *testing.T, h SourceHarness) {
+	produce, open := h.Setup(t, 1)
+	src := open(nil)
+	defer src.Close()
+	// On an empty source: the context's error, and nothing else.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if _, err := src.Fetch(ctx, 8); err == nil {
+		t.Fatal("Fetch on an empty source returned without its context's error")
+	}
+	cancel()
+	produce(0, values(0, 0, 20)...)
+	// Fetches whose context is already done either return messages or
+	// the context's error; either way the stream goes on in order.
+	var got []consumer.Message
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	for range 20 {
+		batch, err := src.Fetch(done, 1)
+		if err == nil {
+			for _, m := range batch {
+				m.Value = slices.Clone(m.Value)
+				got = append(got, m)
+			}
+		}
+	}
+	got = append(got, drain(t, src, 20-len(got))...)
+	for i, m := range got {
+		if want := fmt.Sprintf("p0-m%d", i); string(m.Value) != want {
+			t.Fatalf("message %d is %q, want %q", i, m.Value, want)
+		}
 	}
 }
 

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -22,11 +27,10 @@ const (
 	// before the timer can send the batch.
 	batchTimeout = time.Millisecond
 	// batchSize is the most messages per produce request and partition;
-	// batchBytes, the broker's default message.max.bytes, bounds it too.
-	// kafka-go preallocates batchSize messages per partition batch, which
-	// keeps it from being much larger.
-	batchSize  = 1000
-	batchBytes = 1 << 20
+	// the topic's limit bounds its bytes too (see topicWriter). kafka-go
+	// preallocates batchSize messages per partition batch, which keeps it
+	// from being much larger.
+	batchSize = 1000
 	// maxAttempts is how often kafka-go tries a partition's batch before
 	// Publish fails: few, since the caller retries the whole batch with
 	// its own backoff and must learn soon that the output is down.
@@ -35,14 +39,67 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
+// Message size limits. A broker refuses a record batch larger than the
+// topic's max.message.bytes (by default the broker's message.max.bytes),
+// and kafka-go refuses, before sending, a message larger than the
+// Writer's BatchBytes; either refusal repeats on every retry.
+const (
+	// FallbackMaxMessageBytes is the max.message.bytes assumed for a
+	// topic whose limit cannot be looked up (DescribeConfigs not allowed,
+	// the cluster unreachable): 1 MiB, just under Kafka's default of
+	// 1048588.
+	FallbackMaxMessageBytes = 1 << 20
+	// recordBatchOverhead is the header of a v2 record batch (Kafka 0.11
+	// and later), which the broker counts against max.message.bytes
+	// besides the records.
+	recordBatchOverhead = 61
+	// messageOverhead is what kafka-go counts for each message besides
+	// its key and value (kafka.Message's size in the legacy format) when
+	// it checks a message against BatchBytes and fills a batch up to it.
+	// The v2 record of one of the sink's messages (no headers, no
+	// timestamp of its own, so a delta of 0; at most batchSize in a
+	// batch) takes at most 20 bytes besides key and value, so a batch
+	// kafka-go fills up to BatchBytes is at most
+	// BatchBytes+recordBatchOverhead bytes on the wire.
+	messageOverhead = 23
+	// lookupTimeout bounds the lookup of one topic's limit.
+	lookupTimeout = 10 * time.Second
+)
+
 // Sink publishes outputs to Kafka topics. It implements consumer.Sink.
+//
+// Each topic gets its own kafka-go Writer, created on first use with the
+// topic's limit, so that no batch it sends is larger than the topic
+// takes, and no message the topic takes is refused before it is sent.
 type Sink struct {
-	w         *kafkago.Writer
+	addr      net.Addr
 	transport *kafkago.Transport
+	client    *kafkago.Client
 	cancel    context.CancelFunc // ends the transport's background work
+	log       *zap.Logger
+	errorLog  *errorLog // the writers' retries
+
+	mu     sync.Mutex
+	topics map[string]*topicWriter // nil once closed
 }
 
-// NewSink returns a sink on the cluster. It connects on the first Publish.
+// topicWriter writes to one topic.
+type topicWriter struct {
+	w *kafkago.Writer
+	// maxMessageBytes is the topic's max.message.bytes as looked up (or
+	// FallbackMaxMessageBytes). It never changes: a topic whose limit is
+	// changed keeps the old one until the sink is created again.
+	maxMessageBytes int
+}
+
+// maxOutputBytes is the largest key and value that fit maxMessageBytes:
+// alone in a record batch, and within the writer's BatchBytes.
+func (tw *topicWriter) maxOutputBytes() int {
+	return max(0, tw.maxMessageBytes-recordBatchOverhead-messageOverhead)
+}
+
+// NewSink returns a sink on the cluster. It connects on the first Publish
+// or MaxOutputBytes.
 func NewSink(cfg Config, log *zap.Logger) (*Sink, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -52,35 +109,154 @@ func NewSink(cfg Config, log *zap.Logger) (*Sink, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := cfg.transport(ctx, nil)
+	addr := kafkago.TCP(cfg.Brokers...)
+	log = log.With(zap.String("sink", "kafka"))
 	return &Sink{
+		addr:      addr,
 		transport: t,
+		client:    &kafkago.Client{Addr: addr, Transport: t},
 		cancel:    cancel,
+		log:       log,
+		// Attempts that fail are logged here; the final error is
+		// Publish's to return.
+		errorLog: &errorLog{log: log},
+		topics:   map[string]*topicWriter{},
+	}, nil
+}
+
+// MaxOutputBytes is the largest output, counted as len(Key)+len(Value),
+// that Publish delivers to topic: its max.message.bytes less the record
+// batch's overhead. The topic's own setting counts if it has one, and the
+// broker's message.max.bytes otherwise (also for a topic that does not
+// exist yet). The first call for a topic looks its limit up, within
+// lookupTimeout; if that fails, it logs a warning and uses
+// FallbackMaxMessageBytes for the topic until the sink is created again.
+func (s *Sink) MaxOutputBytes(topic string) int {
+	tw, err := s.writer(topic)
+	if err != nil {
+		return (&topicWriter{maxMessageBytes: FallbackMaxMessageBytes}).maxOutputBytes()
+	}
+	return tw.maxOutputBytes()
+}
+
+// writer returns topic's writer, creating it on first use. The lookup of
+// the limit holds the sink's lock: it happens once per topic.
+func (s *Sink) writer(topic string) (*topicWriter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.topics == nil {
+		return nil, errors.New("kafka: sink closed")
+	}
+	if tw := s.topics[topic]; tw != nil {
+		return tw, nil
+	}
+	limit, err := s.lookupLimit(topic)
+	if err != nil {
+		limit = FallbackMaxMessageBytes
+		s.log.Warn("cannot look up the topic's message size limit; assuming the fallback until restarted",
+			zap.String("topic", topic), zap.Int("max_message_bytes", limit), zap.Error(err))
+	}
+	tw := &topicWriter{
+		maxMessageBytes: limit,
 		w: &kafkago.Writer{
-			Addr:         kafkago.TCP(cfg.Brokers...),
-			Transport:    t,
+			Addr:         s.addr,
+			Transport:    s.transport,
 			Balancer:     &kafkago.Hash{},
 			RequiredAcks: kafkago.RequireAll,
 			Async:        false,
 			BatchTimeout: batchTimeout,
 			BatchSize:    batchSize,
-			BatchBytes:   batchBytes,
+			BatchBytes:   int64(max(1, limit-recordBatchOverhead)),
 			MaxAttempts:  maxAttempts,
 			WriteTimeout: writeTimeout,
-			// Attempts that fail are logged here; the final error is
-			// Publish's to return.
-			ErrorLogger: &errorLog{log: log.With(zap.String("sink", "kafka"))},
+			ErrorLogger:  s.errorLog,
 		},
-	}, nil
+	}
+	s.topics[topic] = tw
+	return tw, nil
 }
 
-// Publish writes batch with one synchronous WriteMessages: each output to
-// its Topic, keyed by its Key, on the partition the key hashes to (FNV-1a,
-// as Sarama does), so one event id always lands on one partition. It
-// returns nil once every in-sync replica holds every output, and otherwise
-// an error saying how many failed, after which the caller publishes the
-// whole batch again (outputs are at-least-once; partitions that succeeded
-// get duplicates with the same keys). Outputs of one partition are written
-// in batch order.
+// lookupLimit asks the cluster for topic's max.message.bytes: the topic's
+// own setting if it has one, else the broker's message.max.bytes (which a
+// topic without a setting of its own inherits), else what the topic
+// reports (the broker default, to a broker that will not describe
+// itself).
+func (s *Sink) lookupLimit(topic string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	limit, own, terr := s.describeConfig(ctx, kafkago.ResourceTypeTopic, topic, "max.message.bytes")
+	if terr == nil && own {
+		return limit, nil
+	}
+	broker, berr := s.broker(ctx)
+	if berr == nil {
+		var blimit int
+		if blimit, _, berr = s.describeConfig(ctx, kafkago.ResourceTypeBroker, broker, "message.max.bytes"); berr == nil {
+			return blimit, nil
+		}
+	}
+	if terr == nil {
+		return limit, nil
+	}
+	return 0, fmt.Errorf("topic %s: %w; broker: %w", topic, terr, berr)
+}
+
+// broker is the id of a broker to ask for broker configs: the controller,
+// else any.
+func (s *Sink) broker(ctx context.Context) (string, error) {
+	meta, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case meta.Controller.Host != "":
+		return strconv.Itoa(meta.Controller.ID), nil
+	case len(meta.Brokers) > 0:
+		return strconv.Itoa(meta.Brokers[0].ID), nil
+	}
+	return "", fmt.Errorf("no brokers in the cluster metadata")
+}
+
+// describeConfig returns the integer config name of a resource, and
+// whether it is set on the resource itself rather than inherited.
+func (s *Sink) describeConfig(ctx context.Context, typ kafkago.ResourceType, resource, name string) (value int, own bool, err error) {
+	resp, err := s.client.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{
+		Resources: []kafkago.DescribeConfigRequestResource{{ResourceType: typ, ResourceName: resource, ConfigNames: []string{name}}},
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return 0, false, fmt.Errorf("describe %s: %w", name, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName != name {
+				continue
+			}
+			value, err := strconv.Atoi(e.ConfigValue)
+			if err != nil || value <= 0 {
+				return 0, false, fmt.Errorf("%s is %q", name, e.ConfigValue)
+			}
+			// Sources: 1 is a topic's own setting; 0 (unknown) is all
+			// a version 0 response says, with IsDefault.
+			own = e.ConfigSource == 1 || (e.ConfigSource == 0 && !e.IsDefault)
+			return value, own, nil
+		}
+	}
+	return 0, false, fmt.Errorf("describe %s: not in the response", name)
+}
+
+// Publish writes batch: each output to its Topic, keyed by its Key, on the
+// partition the key hashes to (FNV-1a, as Sarama does), so one event id
+// always lands on one partition. It returns nil once every in-sync replica
+// holds every output, and otherwise an error saying how many failed, after
+// which the caller publishes the whole batch again (outputs are
+// at-least-once; partitions that succeeded get duplicates with the same
+// keys). Outputs of one partition are written in batch order; the topics
+// of a batch are written concurrently, each with one synchronous
+// WriteMessages. An output larger than MaxOutputBytes of its topic fails
+// on every attempt.
 //
 // Publish copies the batch, so the caller may reuse its buffers once it
 // returns, even when ctx ended it while kafka-go still retries in the
@@ -111,30 +287,87 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 		buf = append(buf, o.Value...)
 		m.Value = buf[v:len(buf):len(buf)]
 	}
-	err := s.w.WriteMessages(ctx, msgs...)
+	// One run of messages per topic, each in batch order.
+	slices.SortStableFunc(msgs, func(a, b kafkago.Message) int { return strings.Compare(a.Topic, b.Topic) })
+	var runs []topicRun
+	for len(msgs) > 0 {
+		n := 1
+		for n < len(msgs) && msgs[n].Topic == msgs[0].Topic {
+			n++
+		}
+		tw, err := s.writer(msgs[0].Topic)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, topicRun{tw: tw, msgs: msgs[:n]})
+		msgs = msgs[n:]
+	}
+	if len(runs) == 1 {
+		runs[0].write(ctx)
+	} else {
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Go(func() { runs[i].write(ctx) })
+		}
+		wg.Wait()
+	}
+	failed := 0
+	var first error
+	for _, r := range runs {
+		failed += r.failed
+		if first == nil {
+			first = r.err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("kafka: publish: %d of %d outputs failed: %w", failed, len(batch), first)
+	}
+	return nil
+}
+
+// topicRun is the messages of one Publish to one topic.
+type topicRun struct {
+	tw     *topicWriter
+	msgs   []kafkago.Message
+	failed int   // how many
+	err    error // the first failure
+}
+
+func (r *topicRun) write(ctx context.Context) {
+	err := r.tw.w.WriteMessages(ctx, r.msgs...)
 	if err == nil {
-		return nil
+		return
 	}
 	var werrs kafkago.WriteErrors
-	if errors.As(err, &werrs) {
-		var first error
-		for _, e := range werrs {
-			if e != nil && first == nil {
-				first = e
-			}
-		}
-		return fmt.Errorf("kafka: publish: %d of %d outputs failed: %w", werrs.Count(), len(batch), first)
+	if !errors.As(err, &werrs) {
+		r.failed, r.err = len(r.msgs), err
+		return
 	}
-	return fmt.Errorf("kafka: publish %d outputs: %w", len(batch), err)
+	r.failed = werrs.Count()
+	for _, e := range werrs {
+		if e != nil {
+			r.err = e
+			return
+		}
+	}
 }
 
 // Close waits for writes in flight (kafka-go finishes or gives up on them)
-// and closes the connections.
+// and closes the connections. Publish fails after Close.
 func (s *Sink) Close() error {
-	err := s.w.Close()
+	s.mu.Lock()
+	topics := s.topics
+	s.topics = nil
+	s.mu.Unlock()
+	var errs []error
+	for topic, tw := range topics {
+		if err := tw.w.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", topic, err))
+		}
+	}
 	s.cancel()
 	s.transport.CloseIdleConnections()
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka: close sink: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -19,6 +20,22 @@ const (
 	// maxPending is how many JetStream publishes are in flight at once; a
 	// larger batch is sent in windows of this size.
 	maxPending = 1024
+)
+
+// Message size limits. The server counts a message's headers and data
+// against its max_payload (the client refuses a larger message before
+// sending it) and against the max_msg_size of the stream that stores it.
+const (
+	// FallbackMaxPayload is the max_payload assumed while the connection
+	// has not yet heard the server's: the server's default, 1 MiB.
+	FallbackMaxPayload = 1 << 20
+	// msgIDHeaderOverhead is what the Nats-Msg-Id header adds to a
+	// message besides the key: "NATS/1.0\r\n", "Nats-Msg-Id: <key>\r\n"
+	// and the closing "\r\n".
+	msgIDHeaderOverhead = len("NATS/1.0\r\n") + len(jetstream.MsgIDHeader+": \r\n") + len("\r\n")
+	// lookupTimeout bounds the lookup of the stream that captures a
+	// subject.
+	lookupTimeout = 10 * time.Second
 )
 
 // Sink publishes outputs to NATS, each on the subject named by its Topic
@@ -38,12 +55,21 @@ type Sink struct {
 	nc  *natsgo.Conn
 	js  jetstream.JetStream // nil for core NATS
 	log *zap.Logger
+
+	mu sync.Mutex
+	// streamLimits is, by subject, the max_msg_size of the stream that
+	// captures it, as first looked up: 0 if it sets none or the lookup
+	// failed.
+	streamLimits map[string]int
 }
 
 // NewSink returns a sink publishing on nc, to JetStream streams if
 // jetStream is set and as core NATS messages otherwise.
 func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
-	s := &Sink{nc: nc, log: log}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Sink{nc: nc, log: log, streamLimits: map[string]int{}}
 	if jetStream {
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncTimeout(ackTimeout),
@@ -56,13 +82,68 @@ func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
 	return s, nil
 }
 
+// MaxOutputBytes is the largest output, counted as len(Key)+len(Value),
+// that Publish delivers to subject: the server's max_payload as the
+// connection last heard it (FallbackMaxPayload before it has) and, to
+// JetStream, the max_msg_size of the stream that captures subject if that
+// is smaller, less the Nats-Msg-Id header. The stream is looked up on the
+// first call for a subject, within lookupTimeout; if that fails (no stream
+// captures the subject, no permission for the JetStream API), the sink
+// logs a warning and goes by max_payload alone for the subject from then
+// on. A stream's max_msg_size changed later is not seen until the sink is
+// created again.
+func (s *Sink) MaxOutputBytes(subject string) int {
+	limit := int(s.nc.MaxPayload())
+	if limit <= 0 {
+		limit = FallbackMaxPayload
+	}
+	if s.js != nil {
+		if m := s.streamLimit(subject); m > 0 {
+			limit = min(limit, m)
+		}
+	}
+	return max(0, limit-msgIDHeaderOverhead)
+}
+
+// streamLimit is the max_msg_size of the stream that captures subject, or
+// 0. The lookup holds the sink's lock: it happens once per subject.
+func (s *Sink) streamLimit(subject string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.streamLimits[subject]; ok {
+		return m
+	}
+	m, err := s.lookupStreamLimit(subject)
+	if err != nil {
+		s.log.Warn("cannot look up the stream of a subject for its message size limit; going by the server's max_payload",
+			zap.String("subject", subject), zap.Error(err))
+	}
+	s.streamLimits[subject] = m
+	return m
+}
+
+func (s *Sink) lookupStreamLimit(subject string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	name, err := s.js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return 0, fmt.Errorf("stream of %s: %w", subject, err)
+	}
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", name, err)
+	}
+	return max(0, int(st.CachedInfo().Config.MaxMsgSize)), nil // -1: no limit
+}
+
 // Publish sends batch, in order, and waits until it is held (see Sink). It
 // fails at once while the connection is down, and otherwise when ctx is
 // done or, at the latest, ackTimeout after the last message was sent (the
 // connection dropped while the batch was in flight). Once the connection is
 // back it succeeds again. The stream keeps the batch's order unless a
 // failure interrupts it: then messages of the failed attempt may be stored
-// after some of the retry's.
+// after some of the retry's. An output larger than MaxOutputBytes of its
+// subject fails on every attempt.
 func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	if len(batch) == 0 {
 		return nil

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDemoDefaultOnBusyMachine runs the demo a user runs, at its default
+// size, while goroutines spin on every core, three times. It once failed
+// most runs on a loaded machine: the feeder let more publishes await their
+// acknowledgements than nats.go allows, and nats.go gave up on the stalled
+// one ("stalled with too many outstanding async published messages").
+//
+// A run takes 20 to 40 seconds on two busy cores, and two to three minutes
+// with -race: then it runs once.
+func TestDemoDefaultOnBusyMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 200,000 examples three times on a busy machine")
+	}
+	runs := 3
+	if raceDetector {
+		runs = 1
+	}
+	defer spinCores()()
+	for i := range runs {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			began := time.Now()
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"demo", "-data", t.TempDir()}, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+			t.Logf("the demo took %v", time.Since(began).Round(time.Millisecond))
+			if err != nil {
+				t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+			}
+			checkDemoSummary(t, out.String(), 200000, 100)
+			if !strings.Contains(errOut.String(), "200000/200000 examples") {
+				t.Errorf("the progress never reached the end:\n%s", errOut.String())
+			}
+		})
+	}
+}
+
+// spinCores keeps every core busy until the function it returns is
+// called.
+func spinCores() (stop func()) {
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := uint64(1); !stopped.Load(); x = x*6364136223846793005 + 1 {
+			}
+		}()
+	}
+	return func() {
+		stopped.Store(true)
+		wg.Wait()
+	}
+}
+
+var (
+	demoDone       = regexp.MustCompile(`(?m)^done: (\d+) examples in [^,]+, (\d+) labeled, (\d+) mistakes, `)
+	demoStreamLine = regexp.MustCompile(`(?m)^  (\d+) +(examples|prediction events|misclassification events|dead-letter events) +in JetStream stream `)
+	demoNewest     = regexp.MustCompile(`\(newest: generation (\d+), at position (\d+)\)`)
+)
+
+// checkDemoSummary checks that the demo's summary accounts for all n
+// examples it streamed, malformed of them malformed, and that the README
+// shows the same summary for the default demo.
+func checkDemoSummary(t *testing.T, out string, n, malformed int) {
+	t.Helper()
+	done := demoDone.FindStringSubmatch(out)
+	if done == nil {
+		t.Fatalf("no summary:\n%s", out)
+	}
+	examples, labeled, mistakes := atoi(t, done[1]), atoi(t, done[2]), atoi(t, done[3])
+	streams := map[string]int{}
+	for _, m := range demoStreamLine.FindAllStringSubmatch(out, -1) {
+		streams[m[2]] = atoi(t, m[1])
+	}
+	want := map[string]int{
+		"examples":                 n,
+		"prediction events":        n - malformed,
+		"misclassification events": mistakes,
+		"dead-letter events":       malformed,
+	}
+	for what, count := range want {
+		if got, ok := streams[what]; !ok || got != count {
+			t.Errorf("%s: %d (found %v), want %d\n%s", what, got, ok, count, out)
+		}
+	}
+	if examples != n-malformed || labeled != examples {
+		t.Errorf("%d examples learned, %d labeled; want %d, all labeled\n%s", examples, labeled, n-malformed, out)
+	}
+	newest := demoNewest.FindStringSubmatch(out)
+	if newest == nil || atoi(t, newest[2]) != n {
+		t.Fatalf("the newest snapshot is not at position %d:\n%s", n, out)
+	}
+	// A snapshot every 50,000 labeled examples, and one at the end.
+	if want := (labeled + 49999) / 50000; labeled%50000 != 0 && atoi(t, newest[1]) != want {
+		t.Errorf("newest snapshot: generation %s, want %d", newest[1], want)
+	}
+
+	// The README shows this very summary: the same counts, generation
+	// and position.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 200000 {
+		return
+	}
+	for _, re := range []*regexp.Regexp{demoStreamLine, demoNewest} {
+		for _, m := range re.FindAllString(string(readme), -1) {
+			if !strings.Contains(out, m) {
+				t.Errorf("the README shows %q; the demo printed\n%s", m, out)
+			}
+		}
+	}
+	if m := demoDone.FindStringSubmatch(string(readme)); m == nil || m[1] != done[1] || m[2] != done[2] || m[3] != done[3] {
+		t.Errorf("the README's summary %q differs from the demo's %q", m, done)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestProgressEndsItsLine: what is printed after a live progress line, an
+// error most of all, starts a line of its own.
+func TestProgressEndsItsLine(t *testing.T) {
+	const errLine = "hyperplane: feed: it broke\n"
+	cases := []struct {
+		name string
+		draw func(p *progress)
+		want string // before the error
+	}{
+		{"error while the line is live", func(p *progress) { p.show("42/100 examples"); p.end() }, "\r42/100 examples\x1b[K\n"},
+		{"error while a bar is live", func(p *progress) { p.draw(4096, "mistakes 3"); p.end() }, "mistakes 3\x1b[K\n"},
+		{"ended twice", func(p *progress) { p.show("42/100 examples"); p.end(); p.end() }, "\r42/100 examples\x1b[K\n"},
+		{"error after the bar is done", func(p *progress) { p.show("42/100 examples"); p.done(); p.end() }, "\r42/100 examples\x1b[K\r\x1b[K"},
+		{"error before anything is drawn", func(p *progress) { p.end() }, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var w bytes.Buffer
+			p := &progress{w: &w, on: true, start: time.Now()}
+			c.draw(p)
+			w.WriteString(errLine)
+			if got := w.String(); !strings.HasSuffix(got, c.want+errLine) || (c.want == "" && got != errLine) {
+				t.Errorf("got %q, want the error line after %q", got, c.want)
+			}
+		})
+	}
+
+	// Off a terminal the bar draws nothing, and has nothing to end.
+	var w bytes.Buffer
+	p := newProgress(&w, 0, nil)
+	p.show("42/100 examples")
+	p.end()
+	p.done()
+	if w.Len() != 0 {
+		t.Errorf("off a terminal the bar wrote %q", w.String())
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestHelpPrintsUsageOnce: every command's -h prints its usage once, on
+// standard output, and succeeds.
+func TestHelpPrintsUsageOnce(t *testing.T) {
+	for _, c := range commands() {
+		for _, h := range []string{"-h", "--help"} {
+			t.Run(c.name+h, func(t *testing.T) {
+				out, stderr, err := runCmd(t, "", c.name, h)
+				if err != nil {
+					t.Fatalf("hyperplane %s %s: %v\n%s", c.name, h, err, stderr)
+				}
+				if n := strings.Count(out, "Usage: hyperplane "+c.name); n != 1 {
+					t.Errorf("the usage is printed %d times:\n%s", n, out)
+				}
+				if stderr != "" {
+					t.Errorf("stderr: %q", stderr)
+				}
+			})
+		}
+	}
+}
+
+// TestHelpShowsTheCommandsDefaults: the defaults -h shows are the ones the
+// command uses, the demo's averaged perceptron included.
+func TestHelpShowsTheCommandsDefaults(t *testing.T) {
+	cases := []struct {
+		command string
+		want    []string
+	}{
+		{"demo", []string{"-algorithm rule", "(default averaged)", "(default standard)", "(default constant)", "(default linear)", "-examples int", "(default 200000)"}},
+		{"train", []string{"(default perceptron)", "(default standard)", "(default constant)", "(default linear)", "(default 18)"}},
+	}
+	for _, c := range cases {
+		out := mustRun(t, "", c.command, "-h")
+		for _, want := range c.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s -h lacks %q:\n%s", c.command, want, out)
+			}
+		}
+		// A default named once, by the flag package.
+		if n := len(regexp.MustCompile(`default \w+\) \(default`).FindAllString(out, -1)); n != 0 {
+			t.Errorf("%s -h names a default twice:\n%s", c.command, out)
+		}
+		if c.command == "demo" && strings.Contains(out, "(default perceptron)") {
+			t.Errorf("demo -h says perceptron, the demo learns with averaged:\n%s", out)
+		}
+	}
+}
+
+// TestFlagMistakePrintsNoUsage: a mistake on the command line is one error
+// line, printed by main; the usage is only for -h.
+func TestFlagMistakePrintsNoUsage(t *testing.T) {
+	out, stderr, err := runCmd(t, "", "gen", "-nope")
+	if err == nil || !strings.Contains(err.Error(), "-nope") {
+		t.Fatalf("got %v", err)
+	}
+	if out != "" || stderr != "" {
+		t.Errorf("printed %q and %q besides the error", out, stderr)
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestInspectAndPredictFindSnapshots: inspect and predict take a model's
+// snapshots alike, by the directory of a file store (relative or
+// absolute), by a file URL (file:///abs, file://./rel, file://rel,
+// file:rel) or by one generation's file; and when nothing is there, the
+// error names the absolute place searched and the URL of the models
+// found next to it.
+func TestInspectAndPredictFindSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	genFile(t, dir, "train.jsonl", "-examples", "500", "-seed", "2")
+	genFile(t, dir, "test.jsonl", "-examples", "20", "-seed", "3")
+	if err := os.MkdirAll(filepath.Join("data", "clicks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join("data", "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Generation 1 as train writes it, then generation 2 through the store.
+	mustRun(t, "", "train", "-input", "train.jsonl", "-name", "clicks", "-out", filepath.Join("data", "clicks", "00000000000000000001.msgpack"))
+	s := readModel(t, filepath.Join("data", "clicks", "00000000000000000001.msgpack"))
+	s.Generation = 2
+	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Write(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	abs := filepath.ToSlash(dir)
+
+	found := map[string]uint64{
+		"data/clicks":                                     2,
+		"data/clicks/":                                    2,
+		"./data/clicks":                                   2,
+		dir + "/data/clicks":                              2,
+		"file://data/clicks":                              2,
+		"file://./data/clicks":                            2,
+		"file:data/clicks":                                2,
+		"file://" + abs + "/data/clicks":                  2,
+		"file://localhost" + abs + "/data/clicks":         2,
+		"file://" + abs + "/data/clicks?create_dir=1":     2,
+		"data/clicks/00000000000000000001.msgpack":        1,
+		"data/clicks/1.msgpack":                           1,
+		"file://data/clicks/00000000000000000001.msgpack": 1,
+		"file://" + abs + "/data/clicks/1.msgpack":        1,
+	}
+	for where, gen := range found {
+		var sum snapshot.Summary
+		out, stderr, err := runCmd(t, "", "inspect", "-top", "0", where)
+		if err != nil {
+			t.Errorf("inspect %s: %v\n%s", where, err, stderr)
+			continue
+		}
+		if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Model != "clicks" || sum.Generation != gen {
+			t.Errorf("inspect %s: model %q generation %d (%v), want clicks generation %d", where, sum.Model, sum.Generation, err, gen)
+		}
+		out, stderr, err = runCmd(t, "", "predict", "-model", where, "-input", "test.jsonl")
+		if err != nil || strings.Count(out, "\n") != 20 || !strings.Contains(out, `"model":{"name":"clicks"`) {
+			t.Errorf("predict -model %s: %v\n%s%s", where, err, stderr, out)
+		}
+	}
+
+	clicksURL := "file://" + abs + "/data/clicks"
+	missing := []struct {
+		where string
+		want  []string
+	}{
+		{"data", []string{abs + "/data is a snapshot store, not one model's directory", clicksURL}},
+		{"file://data", []string{abs + "/data is a snapshot store", clicksURL}},
+		{"data/views", []string{"no model file or snapshot directory " + abs + "/data/views", clicksURL}},
+		{"data/empty", []string{"no snapshot in " + abs + "/data/empty", clicksURL}},
+		{"file://elsewhere/clicks", []string{abs + "/elsewhere/clicks", "read as elsewhere/clicks, relative to the current directory", "file:///path"}},
+		{"data/clicks/9.msgpack", []string{"generation 9 in " + abs + "/data/clicks", "no snapshot"}},
+	}
+	for _, c := range missing {
+		for _, args := range [][]string{{"inspect", c.where}, {"predict", "-model", c.where, "-input", "test.jsonl"}} {
+			_, _, err := runCmd(t, "", args...)
+			if err == nil {
+				t.Errorf("%s: no error", strings.Join(args, " "))
+				continue
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %v\ndoes not say %q", strings.Join(args, " "), err, w)
+				}
+			}
+		}
+	}
+	if _, _, err := runCmd(t, "", "inspect", "data/views"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing model: %v, want os.ErrNotExist", err)
+	}
+}

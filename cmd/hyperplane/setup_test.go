@@ -1,0 +1,430 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestSetupJetStream: setup creates the source stream and a stream per
+// output subject with the options given; a second run, with other
+// options, reports them as existing and changes none; and run then
+// starts against them and processes what gen published.
+func TestSetupJetStream(t *testing.T) {
+	srv := startNATS(t)
+	dir := t.TempDir()
+	path := writeSetupConfig(t, dir, fmt.Sprintf(`
+nats:
+  url: %s
+source:
+  kind: jetstream
+  stream: EXAMPLES
+  subject: in.examples.>
+outputs:
+  predictions: jetstream:out.predictions
+  misclassifications: jetstream:out.misclassifications
+  dead_letter: jetstream:out.dead_letter
+`, srv.ClientURL()))
+	streams := map[string]string{ // stream: its subject
+		"EXAMPLES":               "in.examples.>",
+		"OUT_PREDICTIONS":        "out.predictions",
+		"OUT_MISCLASSIFICATIONS": "out.misclassifications",
+		"OUT_DEAD_LETTER":        "out.dead_letter",
+	}
+
+	out := mustRun(t, "", "setup", "--config", path, "--retention", "1h", "--duplicate-window", "5m")
+	checkSetupReport(t, out, "created", "jetstream stream", slices.Collect(maps.Keys(streams))...)
+	nc, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before := map[string]*jetstream.StreamInfo{}
+	for name, subject := range streams {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		c := s.CachedInfo().Config
+		if !reflect.DeepEqual(c.Subjects, []string{subject}) || c.MaxAge != time.Hour || c.Duplicates != 5*time.Minute || c.Replicas != 1 || c.Storage != jetstream.FileStorage {
+			t.Errorf("stream %s: subjects %v, max age %v, duplicates %v, replicas %d, %v storage; want [%s], 1h, 5m, 1, file",
+				name, c.Subjects, c.MaxAge, c.Duplicates, c.Replicas, c.Storage, subject)
+		}
+		before[name] = s.CachedInfo()
+	}
+
+	out = mustRun(t, "", "setup", "--config", path, "--retention", "2h", "--duplicate-window", "1m", "--replicas", "1")
+	checkSetupReport(t, out, "exists", "jetstream stream", slices.Collect(maps.Keys(streams))...)
+	for name, b := range before {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := s.CachedInfo(); !reflect.DeepEqual(a.Config, b.Config) || !a.Created.Equal(b.Created) {
+			t.Errorf("the second setup changed stream %s:\n%+v\nwas\n%+v", name, a.Config, b.Config)
+		}
+	}
+
+	const n = 300
+	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-to", "jetstream:in.examples.gen", "-nats-url", srv.ClientURL())
+	runUntil(t, path, func() (bool, error) {
+		s, err := js.Stream(ctx, "OUT_PREDICTIONS")
+		if err != nil {
+			return false, err
+		}
+		return s.CachedInfo().State.Msgs >= n, nil
+	}, n)
+}
+
+// TestSetupKafka: the same over Kafka, where the options are the
+// partitions and the retention, and the default replication factor is
+// the broker's.
+func TestSetupKafka(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	path := writeSetupConfig(t, dir, fmt.Sprintf(`
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [examples]
+outputs:
+  predictions: kafka:predictions
+  dead_letter: kafka:dead-letter
+`, c.ListenAddrs()[0]))
+	topics := []string{"examples", "predictions", "dead-letter"}
+
+	out := mustRun(t, "", "setup", "--config", path, "--partitions", "2", "--retention", "1h")
+	checkSetupReport(t, out, "created", "kafka topic", topics...)
+	if !strings.Contains(oneSpaced(out), "2 partitions, replication factor the brokers' default, retention 1h for source.topics") {
+		t.Errorf("setup does not report the settings it created the topics with:\n%s", out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	check := func() {
+		t.Helper()
+		for _, name := range topics {
+			if p, r := kafkaTopic(t, cl, name); p != 2 || r != "3600000" {
+				t.Errorf("topic %s has %d partitions and retention.ms %s, want 2 and 3600000", name, p, r)
+			}
+		}
+	}
+	check()
+
+	out = mustRun(t, "", "setup", "--config", path, "--partitions", "3", "--retention", "2h", "--replication-factor", "1")
+	checkSetupReport(t, out, "exists", "kafka topic", topics...)
+	if !strings.Contains(oneSpaced(out), "2 partitions, replication factor 1, retention 1h for outputs.predictions") {
+		t.Errorf("setup does not report the settings of the topics that exist:\n%s", out)
+	}
+	check()
+
+	const n = 300
+	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-to", "kafka:examples", "-kafka-brokers", c.ListenAddrs()[0])
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("predictions"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	predictions := 0
+	runUntil(t, path, func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		fs := consumer.PollFetches(ctx)
+		predictions += fs.NumRecords()
+		return predictions >= n, nil
+	}, n)
+}
+
+// TestSetupReportsProblems: bad options and configurations are usage
+// errors naming the flag or key; an unreachable broker is an error naming
+// the key to check; what cannot be created, or exists but would not work,
+// is a failed line and a non-zero exit, and what exists is left as it is.
+func TestSetupReportsProblems(t *testing.T) {
+	srv := startNATS(t)
+	closed := closedAddr(t)
+
+	t.Run("help", func(t *testing.T) {
+		out := mustRun(t, "", "setup", "-h")
+		for _, want := range []string{"-partitions", "-replication-factor", "-retention", "-duplicate-window", "-replicas", "source.topics", "source.stream", "outputs.dead_letter", "kafka.sasl", "nats.url"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("setup -h does not mention %s:\n%s", want, out)
+			}
+		}
+	})
+
+	usage := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"partitions", []string{"--partitions", "0"}, "-partitions: must be at least 1"},
+		{"replication factor", []string{"--replication-factor", "0"}, "-replication-factor: must be at least 1, or -1"},
+		{"replicas", []string{"--replicas", "7"}, "-replicas: must be between 1 and 5"},
+		{"window beyond retention", []string{"--retention", "1m", "--duplicate-window", "5m"}, "-duplicate-window 5m0s is longer than -retention 1m0s"},
+		{"window too short", []string{"--duplicate-window", "1ms"}, "-duplicate-window: must be 0"},
+		{"not a duration", []string{"--retention", "week"}, "-retention"},
+		{"no source", nil, "source.kind: required"},
+		{"unknown key", []string{"--source.colour", "red"}, "-source.colour"},
+	}
+	for _, c := range usage {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCmd(t, "", append([]string{"setup"}, c.args...)...)
+			var u *usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want a usage error with %q", err, c.want)
+			}
+		})
+	}
+
+	t.Run("core NATS", func(t *testing.T) {
+		// Nothing to create, so nothing to connect to.
+		out := mustRun(t, "", "setup", "--source.kind", "nats", "--source.subject", "in.x", "--nats.url", "nats://"+closed, "--outputs.predictions", "nats:out.x")
+		for _, want := range []string{"nothing nats subject in.x core NATS stores no messages: nothing to create for source.subject", "nothing nats subject out.x "} {
+			if !strings.Contains(oneSpaced(out), want) {
+				t.Errorf("report without %q:\n%s", want, out)
+			}
+		}
+	})
+
+	unreachable := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nats", []string{"--source.kind", "jetstream", "--source.stream", "S", "--nats.url", "nats://" + closed}, "check nats.url"},
+		{"kafka", []string{"--source.kind", "kafka", "--source.topics", "t", "--kafka.brokers", closed}, "check kafka.brokers"},
+	}
+	for _, c := range unreachable {
+		t.Run(c.name+" unreachable", func(t *testing.T) {
+			_, _, err := runCmd(t, "", append([]string{"setup"}, c.args...)...)
+			var u *usageError
+			if err == nil || errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying to %s", err, c.want)
+			}
+		})
+	}
+
+	// A stream that stores in.> and out.taken: setup must leave it alone.
+	nc, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	all, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ALL", Subjects: []string{"in.>", "out.taken"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := all.CachedInfo().Config
+	nats := []string{"setup", "--nats.url", srv.ClientURL(), "--source.kind", "jetstream"}
+	failures := []struct {
+		name  string
+		args  []string
+		lines []string // in the report
+	}{
+		{"subjects taken", []string{"--source.stream", "EXAMPLES", "--source.subject", "in.examples", "--outputs.predictions", "jetstream:out.taken"}, []string{
+			"failed jetstream stream EXAMPLES could not create it for in.examples: ",
+			"exists jetstream stream ALL subjects in.> out.taken, max age unlimited, duplicate window 2m, 1 replica, file storage, 0 messages for outputs.predictions",
+		}},
+		{"stream without the subject", []string{"--source.stream", "ALL", "--source.subject", "elsewhere.>"}, []string{
+			"failed jetstream stream ALL exists, but its subjects in.> out.taken do not include source.subject elsewhere.>",
+		}},
+		{"outputs read back", []string{"--source.stream", "ALL", "--source.subject", "in.>", "--outputs.dead_letter", "jetstream:in.dead"}, []string{
+			"exists jetstream stream ALL subjects in.> out.taken, ",
+			"failed jetstream stream ALL exists and stores in.dead, but it is the source stream",
+		}},
+	}
+	for _, c := range failures {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := runCmd(t, "", append(append([]string{}, nats...), c.args...)...)
+			var u *usageError
+			if err == nil || errors.As(err, &u) || !strings.Contains(err.Error(), "could not be set up") {
+				t.Errorf("error %v, want a failure saying what could not be set up", err)
+			}
+			for _, want := range c.lines {
+				if !strings.Contains(oneSpaced(out), want) {
+					t.Errorf("report without %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+	if s, err := js.Stream(ctx, "ALL"); err != nil || !reflect.DeepEqual(s.CachedInfo().Config, was) {
+		t.Errorf("setup changed the stream that existed (%v)", err)
+	}
+	if _, err := js.Stream(ctx, "EXAMPLES"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("stream EXAMPLES: %v, want none", err)
+	}
+}
+
+func TestSetupSubjectWithin(t *testing.T) {
+	cases := []struct {
+		sub, of string
+		want    bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.b", "a.*", true},
+		{"a.*", "a.*", true},
+		{"a.*", "a.b", false},
+		{"a.b.c", "a.>", true},
+		{"a.>", "a.>", true},
+		{"a", "a.>", false},
+		{"a.>", "a.*", false},
+		{"a.b.c", "a.*", false},
+		{"a.*.c", "a.>", true},
+		{"a.b", ">", true},
+		{"a.b", "a.b.c", false},
+	}
+	for _, c := range cases {
+		if got := subjectWithin(c.sub, c.of); got != c.want {
+			t.Errorf("subjectWithin(%q, %q) = %v, want %v", c.sub, c.of, got, c.want)
+		}
+	}
+	if got := streamNameFor("sensors.dead-letter"); got != "SENSORS_DEAD-LETTER" {
+		t.Errorf("the stream of sensors.dead-letter is %s", got)
+	}
+}
+
+// writeSetupConfig writes a config file of the broker part given and a
+// snapshot store, a model and logs every test of setup shares.
+func writeSetupConfig(t *testing.T, dir, brokers string) string {
+	t.Helper()
+	path := filepath.Join(dir, "config.yaml")
+	text := fmt.Sprintf("model:\n  name: setup\nsnapshot:\n  url: file://%s?create_dir=1\nhttp:\n  addr: \"\"\nlog:\n  format: json\n%s",
+		filepath.ToSlash(filepath.Join(dir, "snapshots")), brokers)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkSetupReport checks that out has one line for each name, with
+// state first and then what the name is.
+func checkSetupReport(t *testing.T, out, state, what string, names ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(names) {
+		t.Errorf("%d lines, want one for each of %d:\n%s", len(lines), len(names), out)
+	}
+	for _, name := range names {
+		want := state + " " + what + " " + name + " "
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(oneSpaced(l), want) }) {
+			t.Errorf("no line %q:\n%s", want, out)
+		}
+	}
+}
+
+// oneSpaced is s with every run of spaces made one, as the report's
+// columns are padded.
+func oneSpaced(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// runUntil runs "hyperplane run --config path" until done says so, then
+// stops it and checks that it stopped cleanly having processed n examples.
+func runUntil(t *testing.T, path string, done func() (bool, error), n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, []string{"run", "--config", path}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("run stopped: %v\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-stopped
+			t.Fatalf("run did not publish %d predictions in 30s:\n%s", n, stderr.String())
+		}
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if want := fmt.Sprintf(`"msg":"worker stopped","examples":%d`, n); !strings.Contains(stderr.String(), want) {
+		t.Errorf("run's log has no %s:\n%s", want, stderr.String())
+	}
+}
+
+// kafkaTopic is the partition count and retention.ms of a topic, asked
+// of the broker with another client than setup's.
+func kafkaTopic(t *testing.T, cl *kgo.Client, name string) (partitions int, retention string) {
+	t.Helper()
+	ctx := context.Background()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(name)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("topic %s: %+v", name, mresp.Topics)
+	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, name, []string{"retention.ms"}
+	dreq.Resources = append(dreq.Resources, r)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range dresp.Resources {
+		for _, c := range res.Configs {
+			if c.Name == "retention.ms" && c.Value != nil {
+				retention = *c.Value
+			}
+		}
+	}
+	return len(mresp.Topics[0].Partitions), retention
+}

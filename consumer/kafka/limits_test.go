@@ -1,0 +1,161 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
+)
+
+// overhead is what a topic's max.message.bytes must hold besides one
+// output's key and value: the record batch header (61 bytes) and
+// kafka-go's accounting of a message (23 bytes).
+const overhead = 61 + 23
+
+// TestSinkMaxOutputBytes: the sink learns each topic's real limit (its
+// own max.message.bytes, else the broker's message.max.bytes), publishes
+// an output of exactly that size, batches smaller ones within it, and
+// refuses one byte more at once.
+func TestSinkMaxOutputBytes(t *testing.T) {
+	const brokerMax = 3 << 20
+	c := newCluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(brokerMax)}))
+	cl := newClient(t, c)
+	createTopic(t, cl, "big", 1, "max.message.bytes", strconv.Itoa(64<<20))
+	createTopic(t, cl, "small", 1, "max.message.bytes", "20000")
+	createTopic(t, cl, "plain", 1)
+	log, logs := observed(t)
+	sink, err := kafka.NewSink(config(c), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	for _, tc := range []struct {
+		topic string
+		want  int // max.message.bytes
+	}{
+		{"big", 64 << 20},
+		{"small", 20000},
+		{"plain", brokerMax},
+		{"not-yet", brokerMax}, // what a topic created by the first produce gets
+	} {
+		if got := sink.MaxOutputBytes(tc.topic); got != tc.want-overhead {
+			t.Errorf("%s: MaxOutputBytes = %d, want %d (max.message.bytes %d)", tc.topic, got, tc.want-overhead, tc.want)
+		}
+	}
+
+	// An output at the limit goes through; one byte more fails at once.
+	for _, topic := range []string{"small", "plain"} {
+		limit := sink.MaxOutputBytes(topic)
+		key := "kafka:in/0/7"
+		fits := consumer.Output{Topic: topic, Key: key, Value: bytes.Repeat([]byte{'v'}, limit-len(key))}
+		if err := sink.Publish(ctx, []consumer.Output{fits}); err != nil {
+			t.Fatalf("%s: publishing an output of exactly MaxOutputBytes: %v", topic, err)
+		}
+		if recs := readBack(t, c, topic, 1); len(recs) != 1 || len(recs[0].Value) != len(fits.Value) {
+			t.Fatalf("%s: read back %d records, want the one at the limit", topic, len(recs))
+		}
+		over := fits
+		over.Value = append(over.Value, 'v')
+		began := time.Now()
+		if err := sink.Publish(ctx, []consumer.Output{over}); err == nil {
+			t.Fatalf("%s: an output one byte over MaxOutputBytes was published", topic)
+		}
+		if took := time.Since(began); took > 2*time.Second {
+			t.Fatalf("%s: refusing an output over the limit took %v", topic, took)
+		}
+	}
+
+	// Over kafka-go's default BatchBytes (1 MiB), within the topic's limit.
+	large := consumer.Output{Topic: "big", Key: "k", Value: bytes.Repeat([]byte{'b'}, 2<<20)}
+	if err := sink.Publish(ctx, []consumer.Output{large}); err != nil {
+		t.Fatalf("publishing 2 MiB to a topic that takes 64 MiB: %v", err)
+	}
+
+	// Many outputs for one partition of the small topic, with one for
+	// another topic: the small topic's batches stay within its limit.
+	var batch []consumer.Output
+	for i := range 12 {
+		batch = append(batch, consumer.Output{Topic: "small", Key: "same", Value: bytes.Repeat([]byte{byte('a' + i)}, 6000)})
+	}
+	batch = append(batch, consumer.Output{Topic: "plain", Key: "other", Value: []byte("x")})
+	if err := sink.Publish(ctx, batch); err != nil {
+		t.Fatalf("publishing 12 outputs of 6000 bytes to a topic of 20000: %v", err)
+	}
+	recs := readBack(t, c, "small", 13)
+	if len(recs) != 13 {
+		t.Fatalf("read back %d records from small, want 13", len(recs))
+	}
+	for i, r := range recs[1:] {
+		if r.Value[0] != byte('a'+i) {
+			t.Fatalf("record %d is %q..., out of order", i+1, r.Value[:1])
+		}
+	}
+	if n := logs.FilterMessageSnippet("cannot look up").Len(); n != 0 {
+		t.Fatalf("%d lookup warnings with a cluster that answers", n)
+	}
+}
+
+// TestSinkMaxOutputBytesFallback: a cluster that will not describe its
+// configs gives the documented fallback, with one warning per topic, and
+// publishing still works.
+func TestSinkMaxOutputBytesFallback(t *testing.T) {
+	c := newCluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
+	cl := newClient(t, c)
+	createTopic(t, cl, "out", 1)
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		dreq := req.(*kmsg.DescribeConfigsRequest)
+		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dreq.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
+				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			}
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	log, logs := observed(t)
+	sink, err := kafka.NewSink(config(c), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	want := kafka.FallbackMaxMessageBytes - overhead
+	for range 3 {
+		if got := sink.MaxOutputBytes("out"); got != want {
+			t.Fatalf("MaxOutputBytes = %d, want the fallback's %d", got, want)
+		}
+	}
+	if n := logs.FilterMessageSnippet("cannot look up").Len(); n != 1 {
+		t.Fatalf("%d warnings about the failed lookup, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := consumer.Output{Topic: "out", Key: "k", Value: bytes.Repeat([]byte{'v'}, want-1)}
+	if err := sink.Publish(ctx, []consumer.Output{out}); err != nil {
+		t.Fatalf("publishing at the fallback limit: %v", err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Publish(ctx, []consumer.Output{out}); err == nil {
+		t.Fatal("Publish after Close succeeded")
+	}
+	if got := sink.MaxOutputBytes("other"); got != want {
+		t.Fatalf("MaxOutputBytes after Close = %d, want the fallback's %d", got, want)
+	}
+}

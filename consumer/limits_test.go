@@ -1,0 +1,349 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// pill is the poison pill of the issue: an invalid example whose dead
+// letter, with the payload in base64 (1,066,684 bytes), is over 1 MiB,
+// though the message itself is within every input limit.
+var pill = []byte(`{"label":"` + strings.Repeat("a", 800_000) + `"}`)
+
+// withPill is 10 valid examples, the pill, and 10 valid examples.
+func withPill() [][]byte {
+	valid, _ := messages(20)
+	return append(append(valid[:10:10], pill), valid[10:]...)
+}
+
+// Per-message overhead of the sinks besides key and value: the
+// Nats-Msg-Id header; a Kafka record batch and kafka-go's accounting.
+const (
+	natsOverhead  = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
+	kafkaOverhead = 61 + 23
+)
+
+// deadLetter is a dead-letter event as JSON.
+type deadLetter struct {
+	EventID      string `json:"event_id"`
+	Error        string `json:"error"`
+	Payload      []byte `json:"payload"`
+	PayloadBytes *int   `json:"payload_bytes"`
+	Truncated    *bool  `json:"truncated"`
+}
+
+// checkPill checks the outputs of withPill: 20 predictions, and one dead
+// letter for the pill, keyed eventID, that fits limit (counting its key)
+// and carries the whole pill or, if truncated, as much of it as fits with
+// the pill's size.
+func checkPill(t *testing.T, preds, dead [][]byte, eventID string, limit int, truncated bool) {
+	t.Helper()
+	if len(preds) != 20 {
+		t.Errorf("%d predictions, want one for each of the 20 valid examples", len(preds))
+	}
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dead))
+	}
+	var dl deadLetter
+	if err := json.Unmarshal(dead[0], &dl); err != nil {
+		t.Fatalf("dead letter: %v", err)
+	}
+	size := len(eventID) + len(dead[0])
+	if dl.EventID != eventID || !strings.HasPrefix(dl.Error, "label: ") {
+		t.Fatalf("dead letter %s: %q, want %s with the label's error", dl.EventID, dl.Error, eventID)
+	}
+	if size > limit {
+		t.Fatalf("dead letter of %d bytes with its key, over the limit of %d", size, limit)
+	}
+	if !truncated {
+		if !bytes.Equal(dl.Payload, pill) || dl.Truncated != nil || dl.PayloadBytes != nil {
+			t.Fatalf("dead letter with %d payload bytes, truncated %v: want the whole pill (%d bytes) and no truncation fields", len(dl.Payload), dl.Truncated, len(pill))
+		}
+		return
+	}
+	if dl.Truncated == nil || !*dl.Truncated || dl.PayloadBytes == nil || *dl.PayloadBytes != len(pill) {
+		t.Fatalf("dead letter says truncated %v, payload_bytes %v; want true and %d", dl.Truncated, dl.PayloadBytes, len(pill))
+	}
+	if !bytes.HasPrefix(pill, dl.Payload) || len(dl.Payload) >= len(pill) {
+		t.Fatalf("dead letter payload of %d bytes is not a proper prefix of the pill", len(dl.Payload))
+	}
+	// As much as fits: base64 comes in 4 characters for 3 bytes.
+	if size <= limit-4 {
+		t.Fatalf("dead letter of %d bytes carries less of the payload than the limit of %d allows", size, limit)
+	}
+}
+
+// TestWorkerPoisonPillJetStream reproduces the issue on JetStream with the
+// server's default max_payload (1 MiB): the pill's dead letter is cut to
+// fit, the valid outputs batched with it are published, and the worker's
+// positions, published positions and snapshots move past it.
+func TestWorkerPoisonPillJetStream(t *testing.T) {
+	b := newBroker(t)
+	msgs := withPill()
+	b.publish(t, msgs)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	cfg := consumer.WorkerConfig{
+		Model:              "m",
+		Predictions:        consumer.Destination{Topic: "t.PRED"},
+		Misclassifications: consumer.Destination{Topic: "t.MIS"},
+		DeadLetter:         consumer.Destination{Topic: "t.DEAD"},
+		Batch:              8,
+		Checkpoints:        snapshot.NewCheckpointer(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
+		CheckpointEvery:    5,
+	}
+	w, _ := runWorker(t, b, cfg, newModel(t), len(msgs))
+	if pos := w.Positions()["jetstream:IN"]; pos != int64(len(msgs)) {
+		t.Fatalf("position %d, want %d", pos, len(msgs))
+	}
+	if n := w.Model().Metrics().Examples; n != 20 {
+		t.Fatalf("the model learned %d examples, want 20", n)
+	}
+	checkPill(t, b.read(t, "PRED"), b.read(t, "DEAD"), "jetstream:IN/11", int(b.nc.MaxPayload())-natsOverhead, true)
+	latest, err := store.Latest(context.Background(), "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := latest.Positions["jetstream:IN"]; pos != int64(len(msgs)) {
+		t.Fatalf("the last snapshot is at %d, want %d", pos, len(msgs))
+	}
+}
+
+// TestWorkerPoisonPillKafka reproduces the issue on Kafka, with a
+// dead-letter topic that takes 64 MiB (the dead letter goes whole, though
+// it is over kafka-go's default batch limit of 1 MiB) and one that takes
+// 16 KiB (the dead letter is cut to fit).
+func TestWorkerPoisonPillKafka(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deadMax   int // the dead-letter topic's max.message.bytes
+		truncated bool
+	}{
+		{"dead letters take 64 MiB", 64 << 20, false},
+		{"dead letters take 16 KiB", 16 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cl.Close)
+			for _, topic := range []string{"in", "pred", "mis"} {
+				createKafkaTopic(t, cl, topic)
+			}
+			createKafkaTopic(t, cl, "dead", "max.message.bytes", strconv.Itoa(tc.deadMax))
+			msgs := withPill()
+			var recs []*kgo.Record
+			for _, m := range msgs {
+				recs = append(recs, &kgo.Record{Topic: "in", Value: m})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+
+			log := zaptest.NewLogger(t)
+			kc := kafkaio.Config{Brokers: c.ListenAddrs(), ClientID: "hyperplane-test"}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			src, err := kafkaio.NewSource(ctx, kc, []string{"in"}, "", nil, kafkaio.Start{Kind: "earliest"}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			sink, err := kafkaio.NewSink(kc, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			cfg := consumer.WorkerConfig{
+				Model:              "m",
+				Predictions:        consumer.Destination{Sink: sink, Topic: "pred"},
+				Misclassifications: consumer.Destination{Sink: sink, Topic: "mis"},
+				DeadLetter:         consumer.Destination{Sink: sink, Topic: "dead"},
+				Batch:              8,
+			}
+			w := consumer.NewWorker(cfg, src, newModel(t), nil, nil, log)
+			runUntilPublished(t, w, "kafka:in/0", int64(len(msgs)))
+			if pos := w.Positions()["kafka:in/0"]; pos != int64(len(msgs)) {
+				t.Fatalf("position %d, want %d", pos, len(msgs))
+			}
+			checkPill(t, readKafka(t, c, "pred", 20), readKafka(t, c, "dead", 1), "kafka:in/0/10", tc.deadMax-kafkaOverhead, tc.truncated)
+		})
+	}
+}
+
+// TestWorkerOversizedEvent: a valid example whose event is over its
+// output's limit (here a 100 kB id, and a prediction stream whose
+// max_msg_size is 64 KiB) gets a dead letter naming the event, its size
+// and the limit, instead of stalling the stream; the model learns from it
+// all the same, and one message never gets two dead letters.
+func TestWorkerOversizedEvent(t *testing.T) {
+	huge := fmt.Appendf(nil, `{"id":%q,"label":-1,"features":{"a":1}}`, strings.Repeat("i", 100_000))
+	for _, tc := range []struct {
+		name         string
+		mis          string // the misclassifications' stream
+		misPublished bool   // whether the huge example's misclassification fits it
+	}{
+		{"prediction over the limit", "MIS", true},
+		{"prediction and misclassification over the limit", "SMALLMIS", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBroker(t)
+			for _, s := range []string{"SMALLPRED", "SMALLMIS"} {
+				if _, err := b.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}, MaxMsgSize: 64 << 10}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			valid, _ := messages(10)
+			msgs := append([][]byte{huge}, valid...) // first, so that the model gets it wrong
+			b.publish(t, msgs)
+			cfg := consumer.WorkerConfig{
+				Model:              "m",
+				Predictions:        consumer.Destination{Topic: "t.SMALLPRED"},
+				Misclassifications: consumer.Destination{Topic: "t." + tc.mis},
+				DeadLetter:         consumer.Destination{Topic: "t.DEAD"},
+			}
+			w, _ := runWorker(t, b, cfg, newModel(t), len(msgs))
+			if n := w.Model().Metrics().Examples; n != uint64(len(msgs)) {
+				t.Fatalf("the model learned %d examples, want all %d", n, len(msgs))
+			}
+			if n := len(b.read(t, "SMALLPRED")); n != len(valid) {
+				t.Fatalf("%d predictions, want %d (all but the huge one)", n, len(valid))
+			}
+			dead := b.read(t, "DEAD")
+			if len(dead) != 1 {
+				t.Fatalf("%d dead letters, want 1", len(dead))
+			}
+			var dl deadLetter
+			if err := json.Unmarshal(dead[0], &dl); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(" bytes exceed the limit of %d of output t.SMALLPRED", 64<<10-natsOverhead)
+			if dl.EventID != "jetstream:IN/1" || !strings.HasPrefix(dl.Error, "prediction event: ") || !strings.Contains(dl.Error, want) {
+				t.Fatalf("dead letter %s: %q, want jetstream:IN/1 with an error like %q", dl.EventID, dl.Error, "prediction event: N"+want)
+			}
+			if size, err := strconv.Atoi(strings.Fields(dl.Error)[2]); err != nil || size <= 100_000 {
+				t.Fatalf("error %q does not give the event's size", dl.Error)
+			}
+			if !bytes.Equal(dl.Payload, huge) || dl.Truncated != nil {
+				t.Fatalf("dead letter payload of %d bytes, want the example's %d", len(dl.Payload), len(huge))
+			}
+			var hugeMis int
+			for _, m := range b.read(t, tc.mis) {
+				if bytes.Contains(m, []byte(`"event_id":"jetstream:IN/1"`)) {
+					hugeMis++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.misPublished]; hugeMis != want {
+				t.Fatalf("%d misclassifications of the huge example, want %d", hugeMis, want)
+			}
+		})
+	}
+}
+
+// runUntilPublished runs w until the outputs of source key's messages up
+// to n are durable, then stops it.
+func runUntilPublished(t *testing.T, w *consumer.Worker, key string, n int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Published()[key] < n {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("worker published up to %v of %d messages", w.Published(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// createKafkaTopic creates a topic of one partition with configs given as
+// name, value pairs.
+func createKafkaTopic(t *testing.T, cl *kgo.Client, topic string, configs ...string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+	for i := 0; i+1 < len(configs); i += 2 {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = configs[i], &configs[i+1]
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// readKafka reads a topic's values from the start, for up to 5s or until
+// it has n, then briefly for any more.
+func readKafka(t *testing.T, c *kfake.Cluster, topic string, n int) [][]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out [][]byte
+	for ctx.Err() == nil {
+		if len(out) >= n {
+			more, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+			fs := cl.PollFetches(more)
+			stop()
+			if len(fs.Records()) == 0 {
+				break
+			}
+			for _, r := range fs.Records() {
+				out = append(out, r.Value)
+			}
+			continue
+		}
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("read %s/%d: %v", topic, p, err)
+			}
+		})
+		for _, r := range fs.Records() {
+			out = append(out, r.Value)
+		}
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+// Package memory is an in-process Source and Sink for tests of the worker
+// and of code built on it: partitions and topics in memory, with failures
+// on command. The source keeps the Source contract (order, resume,
+// positions that follow from the resume map alone), and it passes the
+// same conformance suite as the broker adapters.
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+// ErrClosed is what Fetch returns after Close.
+var ErrClosed = errors.New("memory: source closed")
+
+// Log is an append-only set of partitions that sources read: what a topic
+// is to Kafka. Its zero value is not usable; use NewLog.
+type Log struct {
+	name string
+
+	mu         sync.Mutex
+	partitions [][][]byte
+	grew       chan struct{} // closed and replaced whenever a message is appended
+}
+
+// NewLog returns a log with the given number of partitions, whose source
+// keys are "memory:<name>/<partition>".
+func NewLog(name string, partitions int) *Log {
+	return &Log{name: name, partitions: make([][][]byte, partitions), grew: make(chan struct{})}
+}
+
+// Key is the source key of partition p.
+func (l *Log) Key(p int) string { return fmt.Sprintf("memory:%s/%d", l.name, p) }
+
+// Append adds values to partition p, in order.
+func (l *Log) Append(p int, values ...[]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range values {
+		l.partitions[p] = append(l.partitions[p], slices.Clone(v))
+	}
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
+// Len is the number of messages in partition p.
+func (l *Log) Len(p int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.partitions[p])
+}
+
+// Source reads every partition of a Log from resume positions: for each
+// partition the next offset to read, as a Kafka partition's are. It
+// implements consumer.Source.
+type Source struct {
+	log  *Log
+	next []int64
+	buf  []consumer.Message
+	// round is the partition the next Fetch starts from, so that no
+	// partition starves.
+	round int
+
+	mu        sync.Mutex
+	committed map[string]int64
+	commits   int
+	fetchErr  error
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// NewSource opens log at resume (nil or a missing key: the partition's
+// first message).
+func NewSource(log *Log, resume map[string]int64) *Source {
+	s := &Source{log: log, closed: make(chan struct{}), committed: map[string]int64{}}
+	s.next = make([]int64, len(log.partitions))
+	for p := range s.next {
+		s.next[p] = resume[log.Key(p)]
+	}
+	return s
+}
+
+// FailFetch makes every Fetch fail with err until it is called with nil.
+func (s *Source) FailFetch(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fetchErr = err
+}
+
+// Fetch waits until a message is available and returns up to max, taking
+// partitions in turn. Cancelling ctx loses nothing: the next Fetch
+// returns the same messages.
+func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("memory: Fetch of %d messages", max)
+	}
+	for {
+		s.mu.Lock()
+		err := s.fetchErr
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-s.closed:
+			return nil, ErrClosed
+		default:
+		}
+		s.log.mu.Lock()
+		grew := s.log.grew
+		s.buf = s.buf[:0]
+		for i := range s.next {
+			p := (s.round + i) % len(s.next)
+			part := s.log.partitions[p]
+			for s.next[p] < int64(len(part)) && len(s.buf) < max {
+				off := s.next[p]
+				s.buf = append(s.buf, consumer.Message{
+					Position: consumer.Position{Source: s.log.Key(p), Offset: off},
+					Resume:   off + 1,
+					Value:    part[off],
+					Time:     time.Unix(0, 0),
+				})
+				s.next[p]++
+			}
+		}
+		s.log.mu.Unlock()
+		if len(s.buf) > 0 {
+			s.round = (s.round + 1) % len(s.next)
+			return s.buf, nil
+		}
+		select {
+		case <-grew:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closed:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Commit records resume; Committed and Commits read it back.
+func (s *Source) Commit(ctx context.Context, resume map[string]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maps.Copy(s.committed, resume)
+	s.commits++
+	return nil
+}
+
+// Committed is what was committed so far, by source key.
+func (s *Source) Committed() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.committed)
+}
+
+// Commits counts the calls of Commit.
+func (s *Source) Commits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits
+}
+
+// Close ends Fetch.
+func (s *Source) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return nil
+}
+
+// Sink keeps what is published, by topic. It implements consumer.Sink.
+type Sink struct {
+	mu       sync.Mutex
+	topics   map[string][]consumer.Output
+	fail     error
+	attempts int
+	changed  chan struct{}
+}
+
+// NewSink returns an empty sink.
+func NewSink() *Sink {
+	return &Sink{topics: map[string][]consumer.Output{}, changed: make(chan struct{})}
+}
+
+// Fail makes every Publish fail with err, publishing nothing, until it is
+// called with nil.
+func (s *Sink) Fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = err
+}
+
+// Publish keeps a copy of batch, or fails as Fail says.
+func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts++
+	if s.fail != nil {
+		return s.fail
+	}
+	for _, o := range batch {
+		o.Value = slices.Clone(o.Value)
+		s.topics[o.Topic] = append(s.topics[o.Topic], o)
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return nil
+}
+
+// Attempts counts the calls of Publish, failed ones included.
+func (s *Sink) Attempts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts
+}
+
+// Outputs returns what was published to topic, in order.
+func (s *Sink) Outputs(topic string) []consumer.Output {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.topics[topic])
+}
+
+// Close does nothing.
+func (s *Sink) Close() error { return nil }

@@ -1,0 +1,60 @@
+package consumer
+
+import (
+	"slices"
+	"sync"
+)
+
+// The reasons a worker can be not ready, as /readyz names them.
+const (
+	// NotReadySource: the worker is not consuming (not started yet, or
+	// stopped).
+	NotReadySource = "source"
+	// NotReadyOutputs: publishing outputs fails; consumption is paused.
+	NotReadyOutputs = "outputs"
+	// NotReadySnapshots: writing a snapshot fails; the source is not
+	// committed past the last snapshot written.
+	NotReadySnapshots = "snapshots"
+)
+
+// readiness is the conjunction of independent reasons: the worker is
+// ready only while none of them fails. Each reason is set and cleared by
+// the one part of the worker that owns it, so a publish that succeeds
+// never hides a snapshot writer that fails.
+type readiness struct {
+	mu      sync.Mutex
+	failing map[string]string // reason -> why, for the reasons failing now
+}
+
+func (r *readiness) fail(reason, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failing == nil {
+		r.failing = map[string]string{}
+	}
+	r.failing[reason] = why
+}
+
+func (r *readiness) ok(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failing, reason)
+}
+
+func (r *readiness) ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failing) == 0
+}
+
+// reasons lists the failing reasons, sorted, each as "reason: why".
+func (r *readiness) reasons() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.failing))
+	for reason, why := range r.failing {
+		out = append(out, reason+": "+why)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,275 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+)
+
+// These tests pin the worker's own promises on an in-memory source and
+// sink that fail on command.
+
+// checkpoints records what a worker makes durable and fails on command.
+type checkpoints struct {
+	mu        sync.Mutex
+	fail      error
+	positions []map[string]int64
+	states    []*learner.State
+}
+
+func (c *checkpoints) Checkpoint(_ context.Context, st *learner.State, positions map[string]int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	c.positions = append(c.positions, maps.Clone(positions))
+	c.states = append(c.states, st)
+	return nil
+}
+
+func (c *checkpoints) setFail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail = err
+}
+
+// newest is the positions of the newest checkpoint written, nil if none.
+func (c *checkpoints) newest() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.positions) == 0 {
+		return nil
+	}
+	return c.positions[len(c.positions)-1]
+}
+
+// memWorker is a worker over an in-memory log of msgs with one partition.
+type memWorker struct {
+	*consumer.Worker
+	log  *memory.Log
+	src  *memory.Source
+	sink *memory.Sink
+	done chan error
+	stop context.CancelFunc
+}
+
+func startMemWorker(t *testing.T, cfg consumer.WorkerConfig, msgs [][]byte) *memWorker {
+	t.Helper()
+	m := &memWorker{log: memory.NewLog("in", 1), sink: memory.NewSink(), done: make(chan error, 1)}
+	m.log.Append(0, msgs...)
+	m.src = memory.NewSource(m.log, nil)
+	cfg.Model = "m"
+	cfg.Predictions = consumer.Destination{Sink: m.sink, Topic: "pred"}
+	cfg.DeadLetter = consumer.Destination{Sink: m.sink, Topic: "dead"}
+	if cfg.Batch == 0 {
+		cfg.Batch = 16
+	}
+	m.Worker = consumer.NewWorker(cfg, m.src, newModel(t), nil, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop = cancel
+	go func() { m.done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-m.done:
+		case <-time.After(time.Minute):
+			t.Error("worker did not stop")
+		}
+	})
+	return m
+}
+
+// eventually waits up to 20 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func hasReason(reasons []string, reason string) bool {
+	return slices.ContainsFunc(reasons, func(r string) bool { return strings.HasPrefix(r, reason+": ") })
+}
+
+// A successful publish must not mark the worker ready while its snapshots
+// fail: readiness is the conjunction of its reasons.
+func TestReadinessIsEveryReason(t *testing.T) {
+	msgs, _ := messages(200)
+	ck := &checkpoints{}
+	ck.setFail(errors.New("store unreachable"))
+	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 10}
+	m := startMemWorker(t, cfg, msgs)
+	key := m.log.Key(0)
+
+	eventually(t, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
+	reasons := m.NotReady()
+	if m.Ready() || !hasReason(reasons, consumer.NotReadySnapshots) || hasReason(reasons, consumer.NotReadyOutputs) {
+		t.Fatalf("snapshots failing, outputs fine: ready %v, reasons %q", m.Ready(), reasons)
+	}
+	if !strings.Contains(strings.Join(reasons, "\n"), "store unreachable") {
+		t.Fatalf("reasons %q do not say why the snapshots fail", reasons)
+	}
+	// Traffic goes on and every publish succeeds; the snapshots still
+	// fail, so no publish may make the worker ready.
+	for i := range 100 {
+		m.log.Append(0, msgs[i])
+		time.Sleep(2 * time.Millisecond)
+		if m.Ready() {
+			t.Fatalf("ready after %d more messages published while every snapshot fails", i+1)
+		}
+	}
+	if n := m.src.Commits(); n != 0 {
+		t.Fatalf("%d commits while no snapshot was written", n)
+	}
+
+	// Now the outputs fail as well: both are named.
+	m.sink.Fail(errors.New("broker down"))
+	m.log.Append(0, msgs...)
+	eventually(t, "both reasons", func() bool {
+		r := m.NotReady()
+		return hasReason(r, consumer.NotReadyOutputs) && hasReason(r, consumer.NotReadySnapshots)
+	})
+	m.sink.Fail(nil)
+	ck.setFail(nil)
+	total := 2*len(msgs) + 100
+	eventually(t, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
+	eventually(t, "ready after the outage", m.Ready)
+	if n := len(m.sink.Outputs("pred")) + len(m.sink.Outputs("dead")); n != total {
+		t.Fatalf("%d outputs for %d messages", n, total)
+	}
+}
+
+func TestNotReadyBeforeAndAfterRun(t *testing.T) {
+	log := memory.NewLog("in", 1)
+	w := consumer.NewWorker(consumer.WorkerConfig{}, memory.NewSource(log, nil), newModel(t), nil, nil, zaptest.NewLogger(t))
+	if w.Ready() || !hasReason(w.NotReady(), consumer.NotReadySource) {
+		t.Fatalf("before Run: ready %v, reasons %q", w.Ready(), w.NotReady())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	eventually(t, "ready while running", w.Ready)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w.Ready() || !hasReason(w.NotReady(), consumer.NotReadySource) {
+		t.Fatalf("after Run: ready %v, reasons %q", w.Ready(), w.NotReady())
+	}
+}
+
+// Shutdown during an output outage returns within the limit and names
+// what it could not flush, without committing any of it.
+func TestShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
+	msgs, _ := messages(500)
+	ck := &checkpoints{}
+	const limit = 300 * time.Millisecond
+	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 10, ShutdownTimeout: limit, Batch: 10}
+	log := memory.NewLog("in", 1)
+	sink := memory.NewSink()
+	sink.Fail(errors.New("broker down"))
+	src := memory.NewSource(log, nil)
+	cfg.Predictions = consumer.Destination{Sink: sink, Topic: "pred"}
+	w := consumer.NewWorker(cfg, src, newModel(t), nil, nil, zaptest.NewLogger(t))
+	log.Append(0, msgs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	// Consuming has stopped on back-pressure: the queue is full.
+	eventually(t, "back-pressure", func() bool {
+		return sink.Attempts() >= 3 && hasReason(w.NotReady(), consumer.NotReadyOutputs)
+	})
+	signalled := time.Now()
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(limit + 10*time.Second):
+		t.Fatalf("Run did not return %s after the signal with a shutdown limit of %s", limit+10*time.Second, limit)
+	}
+	took := time.Since(signalled)
+	var shut *consumer.ShutdownError
+	if !errors.As(err, &shut) {
+		t.Fatalf("Run returned %v after %s, want a *ShutdownError", err, took)
+	}
+	processed := int(w.Positions()[log.Key(0)])
+	if shut.Messages != processed || shut.Outputs == 0 || !shut.Snapshot {
+		t.Fatalf("shutdown error %+v; the worker processed %d messages, none published", shut, processed)
+	}
+	for _, want := range []string{"not published", "snapshot was not written", "reads them again", "broker down"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if src.Commits() != 0 || len(ck.positions) != 0 {
+		t.Fatalf("%d commits and %d snapshots of outputs never published", src.Commits(), len(ck.positions))
+	}
+	t.Logf("returned %s after the signal (limit %s): %v", took, limit, err)
+}
+
+// A snapshot is due when the interval has passed and the model holds
+// examples the newest snapshot does not, on an idle stream too.
+func TestIdleStreamIsSnapshottedByInterval(t *testing.T) {
+	msgs, _ := messages(300)
+	ck := &checkpoints{}
+	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 1 << 30, CheckpointInterval: 100 * time.Millisecond, Batch: 1024}
+	m := startMemWorker(t, cfg, msgs)
+	key := m.log.Key(0)
+	eventually(t, "a snapshot of every message while the stream is idle", func() bool {
+		return ck.newest()[key] == int64(len(msgs))
+	})
+	// Nothing new: no more snapshots however long the stream stays idle.
+	ck.mu.Lock()
+	n := len(ck.positions)
+	ck.mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	if len(ck.positions) != n {
+		t.Fatalf("%d snapshots of an unchanged model on an idle stream", len(ck.positions)-n)
+	}
+}
+
+// The gauges of a restored model read its values before any new example.
+func TestGaugesStartFromTheRestoredModel(t *testing.T) {
+	model := newModel(t)
+	msgs, _ := messages(400)
+	d := consumer.NewDecoder(model.Config(), consumer.DecoderOptions{})
+	var x learner.Example
+	for _, m := range msgs {
+		if _, err := d.Decode(m, &x); err == nil {
+			model.Learn(&x)
+		}
+	}
+	mt := model.Metrics()
+	if mt.Updates == 0 || mt.RollingAccuracy == 0 {
+		t.Fatalf("the model learned nothing: %+v", mt)
+	}
+	metrics := consumer.NewMetrics(nil)
+	consumer.NewWorker(consumer.WorkerConfig{}, memory.NewSource(memory.NewLog("in", 1), nil), model, map[string]int64{"memory:in/0": 400}, metrics, zaptest.NewLogger(t))
+	if got := testutil.ToFloat64(metrics.ModelVersion); got != float64(mt.Updates) {
+		t.Errorf("hyperplane_model_version %v, the model has %d updates", got, mt.Updates)
+	}
+	if got := testutil.ToFloat64(metrics.RollingAccuracy); got != mt.RollingAccuracy {
+		t.Errorf("hyperplane_rolling_accuracy %v, the model's is %v", got, mt.RollingAccuracy)
+	}
+	if got := testutil.ToFloat64(metrics.Position.WithLabelValues("memory:in/0")); got != 400 {
+		t.Errorf("hyperplane_position %v, want 400", got)
+	}
+}
