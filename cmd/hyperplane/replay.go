@@ -96,18 +96,18 @@ loop:
 	for {
 		select {
 		case err := <-done:
+			bar.end()
 			return fmt.Errorf("replay stopped: %w", err)
 		case <-bounded.done:
 			break loop
 		case <-tick.C:
-			if bar.on {
-				m := worker.Metrics()
-				fmt.Fprintf(e.stderr, "\r%d examples  %.0f/s  mistakes %d  rolling accuracy %.4f\x1b[K", m.Examples, float64(m.Examples)/time.Since(start).Seconds(), m.Mistakes, m.RollingAccuracy)
-			}
+			m := worker.Metrics()
+			bar.show(fmt.Sprintf("%d examples  %.0f/s  mistakes %d  rolling accuracy %.4f", m.Examples, float64(m.Examples)/time.Since(start).Seconds(), m.Mistakes, m.RollingAccuracy))
 		}
 	}
 	cancel()
 	if err := <-done; err != nil {
+		bar.end()
 		return err
 	}
 	bar.done()

@@ -230,6 +230,7 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadO
 	err = consumer.ReadExamples(ctx, countingReader{f, &read}, in.decoders(cfg), ropts, func(rec *consumer.Record) error {
 		if rec.Err != nil {
 			if pass == 1 {
+				bar.end()
 				invalid.report(rec)
 			}
 			return nil
