@@ -17,8 +17,10 @@ const (
 	DefaultMaxBytes    = 1 << 20
 )
 
-// maxDepth bounds the nesting of skipped JSON values (unknown keys), so a
-// hostile payload cannot make the decoder keep a large stack.
+// maxDepth bounds the nesting of the values both decoders skip (those of
+// unknown keys): a value with more containers open at once is refused, so
+// that a hostile payload cannot make the decoder keep a large stack, and
+// both formats accept the same documents.
 const maxDepth = 1000
 
 // DecoderOptions are the limits a Decoder enforces on every example. A field
@@ -34,7 +36,8 @@ type DecoderOptions struct {
 // Decoder turns encoded examples (JSON objects or msgpack maps, see
 // DESIGN.md §3) into learner.Examples for one model configuration: it hashes
 // feature names with the model's hasher, maps labels to the model's classes
-// and enforces the dimension and the DecoderOptions limits.
+// and enforces the dimension, the bound learner.MaxValue on every feature
+// value and weight, and the DecoderOptions limits.
 //
 // A Decoder keeps scratch buffers between calls, so that decoding does not
 // allocate once they have grown to the size of the examples it sees. It is
@@ -56,7 +59,8 @@ type Decoder struct {
 	value []byte
 	id    []byte
 	skip  []byte
-	stack []byte
+	stack []byte // containers open in a skipped JSON value
+	open  []int  // values left outside each container open in a skipped msgpack value
 	// Unknown top-level keys of the current example, for the duplicate
 	// check: their bytes end to end in keys, their ends in keyEnds.
 	keys    []byte
@@ -227,23 +231,42 @@ func (d *Decoder) addDense(x *learner.Example, v float64) *DecodeError {
 }
 
 // setWeight sets the importance weight of x to v, if v is a positive
-// finite number.
+// number no larger than learner.MaxValue.
 func setWeight(x *learner.Example, v float64) bool {
-	if !(v > 0) || !finite(v) {
+	if !(v > 0 && v <= learner.MaxValue) {
 		return false
 	}
 	x.Weight = v
 	return true
 }
 
-// badWeight is the error for a weight that is not positive and finite;
-// text is the weight as the input wrote it.
+// badWeight is the error for a weight that setWeight refused; text is the
+// weight as the input wrote it.
 func badWeight(text string) *DecodeError {
-	return decodeErr("weight", "%s is not a positive finite number", text)
+	return decodeErr("weight", "%s is not a positive number up to %g", text, learner.MaxValue)
 }
 
-// finite reports whether v is neither NaN nor infinite.
-func finite(v float64) bool { return v-v == 0 }
+// inRange reports whether the feature value v is within ±learner.MaxValue:
+// beyond it, the learner's arithmetic could overflow. NaN is not.
+func inRange(v float64) bool { return math.Abs(v) <= learner.MaxValue }
+
+// maxValueBits is math.Float64bits(learner.MaxValue), for the msgpack fast
+// path, which has the bits of a float64 in hand: the bits of |v|, as an
+// unsigned integer, are at most maxValueBits if and only if inRange(v)
+// (the bits of infinities and NaNs are above those of every finite number).
+const maxValueBits = 0x46293e5939a08cea
+
+// outOfRange is the error for a feature value beyond ±learner.MaxValue,
+// NaN or infinite; text is the value as the input wrote it.
+func outOfRange(field, text string) *DecodeError {
+	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue)
+}
+
+// tooDeep is the error for a skipped value that opens a container at byte
+// i with maxDepth containers already open.
+func tooDeep(i int) *DecodeError {
+	return decodeErr("", "values nest deeper than %d at byte %d", maxDepth, i)
+}
 
 // noteUnknownKey records an unknown top-level key for the duplicate check.
 func (d *Decoder) noteUnknownKey(key []byte) {

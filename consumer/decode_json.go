@@ -16,9 +16,10 @@ import (
 // DecodeJSON decodes data, one JSON object (a line of JSON Lines; white
 // space may surround it), into x, which it resets first and whose slices it
 // reuses. The keys are those of DESIGN.md §3; unknown keys are skipped
-// whatever their value, so producers can add keys before the decoder knows
-// them. A key that appears twice at the top level is an error; a feature
-// name that appears twice inside "features" adds two features.
+// whatever their value (if it nests at most maxDepth arrays and objects),
+// so producers can add keys before the decoder knows them. A key that
+// appears twice at the top level is an error; a feature name that appears
+// twice inside "features" adds two features.
 //
 // Strings are unescaped before hashing (a lone UTF-16 surrogate becomes
 // U+FFFD, as in encoding/json); invalid UTF-8 is hashed as it is.
@@ -186,7 +187,7 @@ func (d *Decoder) jsonLabel(b []byte, i int, x *learner.Example) (int, *DecodeEr
 	case c == '{' || c == '[':
 		return i, d.badLabelType(jsonKind(c))
 	default:
-		return i, syntaxError("label", b, i, "a value")
+		return i, valueError("label", b, i)
 	}
 }
 
@@ -360,7 +361,7 @@ func (d *Decoder) skipJSON(b []byte, i int) (int, *DecodeError) {
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if len(stack) == maxDepth {
-				return i, decodeErr("", "values nest deeper than %d at byte %d", maxDepth, i)
+				return i, tooDeep(i)
 			}
 			i = skipSpace(b, i+1)
 			if i < len(b) && b[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
@@ -393,7 +394,7 @@ func (d *Decoder) skipJSON(b []byte, i int) (int, *DecodeError) {
 		case c == 'n':
 			i, err = literal(b, i, "null", "")
 		default:
-			return i, syntaxError("", b, i, "a value")
+			return i, valueError("", b, i)
 		}
 		if err != nil {
 			return i, err
@@ -479,10 +480,60 @@ func b2u(v bool) uint64 {
 func literal(b []byte, i int, lit, field string) (int, *DecodeError) {
 	for k := 0; k < len(lit); k++ {
 		if i+k >= len(b) || b[i+k] != lit[k] {
+			if name, ok := notJSONNumber(b, i); ok {
+				return i, notJSONNumberError(field, name)
+			}
 			return i + k, syntaxError(field, b, i+k, strconv.QuoteRune(rune(lit[k])))
 		}
 	}
 	return i + len(lit), nil
+}
+
+// notJSONNumber reports whether a NaN or an infinity as other languages
+// write them (NaN, Infinity, -Infinity, nan, inf...: what Python's json
+// module and C's printf produce) starts at b[i], and returns its text. JSON
+// has no such numbers; naming what was sent is clearer than the syntax
+// error, or the "null" of its first letter, the grammar would report.
+func notJSONNumber(b []byte, i int) (string, bool) {
+	j := i
+	if j < len(b) && (b[j] == '-' || b[j] == '+') {
+		j++
+	}
+	for _, word := range [...]string{"infinity", "inf", "nan"} {
+		k := j + len(word)
+		if k > len(b) || !asciiEqualFold(b[j:k], word) {
+			continue
+		}
+		if k < len(b) && (isDigit(b[k]) || 'a' <= b[k]|0x20 && b[k]|0x20 <= 'z' || b[k] == '_') {
+			return "", false // a longer word: not a number at all
+		}
+		return string(b[i:k]), true
+	}
+	return "", false
+}
+
+// asciiEqualFold reports whether b is the lower-case ASCII word w, ignoring
+// the case of b.
+func asciiEqualFold(b []byte, w string) bool {
+	for k := range len(w) {
+		if b[k]|0x20 != w[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// notJSONNumberError is the error for the NaN or infinity name at a value.
+func notJSONNumberError(field, name string) *DecodeError {
+	return decodeErr(field, "%s is not a JSON number (JSON has no NaN or infinities)", name)
+}
+
+// valueError is the error for b[i], where a value must start and none does.
+func valueError(field string, b []byte, i int) *DecodeError {
+	if name, ok := notJSONNumber(b, i); ok {
+		return notJSONNumberError(field, name)
+	}
+	return syntaxError(field, b, i, "a value")
 }
 
 // shortString is the fast path of scanString for a string whose content
@@ -635,12 +686,16 @@ type numStatus uint8
 const (
 	numOK     numStatus = iota
 	numSyntax           // not a JSON number
-	numRange            // a JSON number too large for a float64
+	numRange            // a JSON number beyond ±learner.MaxValue (see inRange)
 )
 
 // parseNumber parses the JSON number at b[i] and returns its value, the
 // index after it and its status. The value is the float64 nearest to the
-// decimal number, ties to even, exactly as strconv.ParseFloat gives it.
+// decimal number, ties to even, exactly as strconv.ParseFloat gives it
+// (±Inf beyond the float64s). The status is numRange for a value beyond
+// ±learner.MaxValue, the bound on feature values: the callers that read
+// other numbers ignore it. Only the paths that can give such a value test
+// for it, so that the common numbers pay nothing.
 //
 // Up to 19 significant digits are read into a uint64 mantissa m with a
 // decimal exponent e. When m <= 2^53 (exact in a float64) and 10^|e| is
@@ -735,7 +790,11 @@ func parseNumber(b []byte, i int) (float64, int, numStatus) {
 	}
 	if !trunc {
 		if f, ok := exactFloat(m, exp); ok {
-			return math.Float64frombits(math.Float64bits(f) | sign<<63), i, numOK
+			st := numOK
+			if exp > 0 && f > learner.MaxValue {
+				st = numRange
+			}
+			return math.Float64frombits(math.Float64bits(f) | sign<<63), i, st
 		}
 	}
 	f, st := parseFloat(b[start:i])
@@ -747,8 +806,8 @@ func parseNumber(b []byte, i int) (float64, int, numStatus) {
 func parseFloat(b []byte) (float64, numStatus) {
 	// The string aliases b only for the call: ParseFloat keeps it only in
 	// its error, and the error is dropped here.
-	f, err := strconv.ParseFloat(unsafe.String(&b[0], len(b)), 64)
-	if err != nil && !finite(f) {
+	f, _ := strconv.ParseFloat(unsafe.String(&b[0], len(b)), 64)
+	if !inRange(f) { // ±Inf too, for a number beyond the float64s
 		return f, numRange
 	}
 	return f, numOK
@@ -849,7 +908,10 @@ func numberEnd(b []byte, i int) (int, bool) {
 // numberError is the error for the number b[i:j] with status st.
 func numberError(field string, b []byte, i, j int, st numStatus) *DecodeError {
 	if st == numRange {
-		return decodeErr(field, "%s is NaN or infinite (out of the range of a float64)", b[i:j])
+		return outOfRange(field, string(b[i:j]))
+	}
+	if name, ok := notJSONNumber(b, i); ok {
+		return notJSONNumberError(field, name)
 	}
 	if j >= len(b) {
 		return syntaxError(field, b, j, "a digit")
@@ -880,6 +942,9 @@ func jsonKind(c byte) string {
 // typeError is the error for a value of the wrong type at b[i]; want is
 // what the field takes. If no value starts at b[i] it is a syntax error.
 func typeError(field string, b []byte, i int, want string) *DecodeError {
+	if name, ok := notJSONNumber(b, i); ok {
+		return notJSONNumberError(field, name) // nan is not null
+	}
 	kind := jsonKind(b[i])
 	if kind == "" {
 		return syntaxError(field, b, i, "a value")

@@ -34,6 +34,17 @@ func randomNumber(rng *rand.Rand) string {
 	}
 }
 
+// randomFeatureValue is a randomNumber that is a valid feature value: within
+// ±learner.MaxValue.
+func randomFeatureValue(rng *rand.Rand) string {
+	for {
+		s := randomNumber(rng)
+		if f, err := strconv.ParseFloat(s, 64); err == nil && math.Abs(f) <= learner.MaxValue {
+			return s
+		}
+	}
+}
+
 func TestExactFloatIsCorrectlyRounded(t *testing.T) {
 	rng := newRand(1)
 	check := func(m uint64, exp int) {
@@ -84,6 +95,8 @@ func TestParseNumberMatchesStrconv(t *testing.T) {
 		"1e308", "1e309", "1e999", "-1e999", "1e-999", "1e100000", "1e-100000", "1e99999999999999999999",
 		"0e99999999999999999999", "100000000000000016777215", "100000000000000016777216", "7.038531e-26",
 		"3.4028234663852886e38", "0.000001", "1e-5", "12345e-5", "2.5e-3",
+		"1e30", "-1e30", "1000000000000000000000000000000", "1.0000000000000001e30", "1.0000000000000002e30", "-1.0000000000000002e30",
+		"999999999999999999999999999999", "1000000000000000019884624838656", "1000000000000000019884624838657", "10000000e23", "9007199254740993e22",
 		"1" + strings.Repeat("0", 400), "0." + strings.Repeat("0", 400) + "1", strings.Repeat("9", 800),
 		"1." + strings.Repeat("9", 40) + "e-10", "-" + strings.Repeat("1", 30) + "." + strings.Repeat("2", 30),
 	}
@@ -113,17 +126,17 @@ func TestParseNumberMatchesStrconv(t *testing.T) {
 		if e, ok := numberEnd(b, 0); !ok || e != len(s) {
 			t.Errorf("numberEnd(%s) = %d, %v; want %d, true", s, e, ok, len(s))
 		}
+		wantSt := numOK
+		if !inRange(want) {
+			wantSt = numRange
+		}
 		switch {
 		case end != len(s):
 			t.Errorf("parseNumber(%s) ended at %d, want %d", s, end, len(s))
-		case err != nil && math.IsInf(want, 0):
-			if st != numRange {
-				t.Errorf("parseNumber(%s): status %d, want out of range", s, st)
-			}
-		case err != nil:
+		case err != nil && !math.IsInf(want, 0):
 			t.Errorf("strconv.ParseFloat(%s): %v", s, err)
-		case st != numOK || !sameFloat(got, want):
-			t.Errorf("parseNumber(%s) = %v (%#x, status %d), strconv says %v (%#x)", s, got, math.Float64bits(got), st, want, math.Float64bits(want))
+		case st != wantSt || !sameFloat(got, want):
+			t.Errorf("parseNumber(%s) = %v (%#x, status %d), strconv says %v (%#x, status %d)", s, got, math.Float64bits(got), st, want, math.Float64bits(want), wantSt)
 		}
 	}
 }
@@ -224,7 +237,28 @@ func TestJSONSyntaxErrors(t *testing.T) {
 		{"exponent sign without digits", `{"weight":1e+}`, "weight", "malformed number", false},
 		{"point first", `{"features":{"a":.5}}`, "features.a", "unexpected '.' at byte 17 (want a value)", false},
 		{"plus sign", `{"x":[+1]}`, "x[0]", "unexpected '+'", false},
-		{"NaN", `{"features":{"a":NaN}}`, "features.a", "unexpected 'N'", false},
+		// NaN and infinities as other languages write them are not JSON:
+		// the error says what was sent, not "got null" (nan) or a syntax
+		// error at its first letter.
+		{"NaN", `{"features":{"a":NaN}}`, "features.a", "NaN is not a JSON number (JSON has no NaN or infinities)", false},
+		{"nan", `{"features":{"a":nan}}`, "features.a", "nan is not a JSON number", false},
+		{"Infinity", `{"features":{"a":Infinity}}`, "features.a", "Infinity is not a JSON number", false},
+		{"-Infinity", `{"features":{"a":-Infinity}}`, "features.a", "-Infinity is not a JSON number", false},
+		{"+inf", `{"features":{"a":+inf}}`, "features.a", "+inf is not a JSON number", false},
+		{"dense NaN", `{"x":[1,NaN]}`, "x[1]", "NaN is not a JSON number", false},
+		{"dense -Infinity", `{"x":[-Infinity]}`, "x[0]", "-Infinity is not a JSON number", false},
+		{"weight NaN", `{"weight":NaN}`, "weight", "NaN is not a JSON number", false},
+		{"weight nan", `{"weight":nan}`, "weight", "nan is not a JSON number", false},
+		{"weight -Infinity", `{"weight":-Infinity}`, "weight", "-Infinity is not a JSON number", false},
+		{"label NaN", `{"label":NaN}`, "label", "NaN is not a JSON number", false},
+		{"label nan", `{"label":nan}`, "label", "nan is not a JSON number", false},
+		{"id Infinity", `{"id":Infinity}`, "id", "Infinity is not a JSON number", false},
+		{"features NaN", `{"features":NaN}`, "features", "NaN is not a JSON number", false},
+		{"unknown NaN", `{"u":[1,NaN]}`, "u", "NaN is not a JSON number", false},
+		{"unknown nan", `{"u":{"v":nan}}`, "u", "nan is not a JSON number", false},
+		{"unknown -Infinity", `{"u":-Infinity}`, "u", "-Infinity is not a JSON number", false},
+		{"a word that starts like nan", `{"features":{"a":nano}}`, "features.a", "value is not a number or string (got null)", false},
+		{"a word that starts like inf", `{"features":{"a":info}}`, "features.a", "unexpected 'i' at byte 17 (want a value)", false},
 		{"bad literal", `{"label":tru}`, "label", "unexpected '}' at byte 12 (want 'e')", false},
 		{"bad null", `{"id":nul}`, "id", "(want 'l')", false},
 		{"capital literal", `{"label":True}`, "label", "unexpected 'T'", false},
@@ -239,7 +273,7 @@ func TestJSONSyntaxErrors(t *testing.T) {
 		{"short hex", `{"id":"\u12"}`, "id", `invalid \u escape`, false},
 		{"control character", "{\"features\":{\"a\":\"x\x01\"}}", "features.a", "control character 0x01 in a string at byte 19", false},
 		{"raw new line", "{\"id\":\"a\nb\"}", "id", "control character 0x0a", false},
-		{"deep unknown value", `{"u":` + deep + `}`, "u", fmt.Sprintf("values nest deeper than %d", maxDepth), false},
+		{"deep unknown value", `{"u":` + deep + `}`, "u", fmt.Sprintf("values nest deeper than %d at byte %d", maxDepth, 5+maxDepth), false},
 		{"truncated string", `{"id":"abc`, "id", "unexpected end of input at byte 10", true},
 		{"truncated escape", `{"id":"abc\`, "id", "unexpected end of input", true},
 		{"truncated hex", `{"id":"\u12`, "id", "unexpected end of input", true},
@@ -415,7 +449,7 @@ func referenceDecodeJSON(cfg learner.Config, opts DecoderOptions, data []byte) (
 					continue
 				}
 				f, err := number(v)
-				if err != nil || math.IsInf(f, 0) {
+				if err != nil || !(math.Abs(f) <= learner.MaxValue) {
 					return x, meta, errors.New("bad feature")
 				}
 				x.Add(learner.Index(h, name.(string)), f)
@@ -433,7 +467,7 @@ func referenceDecodeJSON(cfg learner.Config, opts DecoderOptions, data []byte) (
 					return x, meta, err
 				}
 				f, err := number(v)
-				if err != nil || math.IsInf(f, 0) {
+				if err != nil || !(math.Abs(f) <= learner.MaxValue) {
 					return x, meta, errors.New("bad x")
 				}
 				x.Dense = append(x.Dense, f)
@@ -446,7 +480,7 @@ func referenceDecodeJSON(cfg learner.Config, opts DecoderOptions, data []byte) (
 			}
 		case "weight":
 			f, err := number(tok)
-			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			if err != nil || !(f > 0 && f <= learner.MaxValue) {
 				return x, meta, errors.New("bad weight")
 			}
 			x.Weight = f
@@ -490,7 +524,7 @@ func checkDecoded(t *testing.T, cfg learner.Config, x *learner.Example) {
 		if int(j) >= dim {
 			t.Fatalf("index %d >= dimension %d", j, dim)
 		}
-		if math.IsNaN(x.Value[i]) || math.IsInf(x.Value[i], 0) {
+		if !(math.Abs(x.Value[i]) <= learner.MaxValue) {
 			t.Fatalf("value %v", x.Value[i])
 		}
 	}
@@ -498,14 +532,14 @@ func checkDecoded(t *testing.T, cfg learner.Config, x *learner.Example) {
 		t.Fatalf("%d dense values > dimension %d", len(x.Dense), dim)
 	}
 	for _, v := range x.Dense {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !(math.Abs(v) <= learner.MaxValue) {
 			t.Fatalf("dense value %v", v)
 		}
 	}
 	if x.NNZ() > fuzzOptions().MaxFeatures {
 		t.Fatalf("%d features > %d", x.NNZ(), fuzzOptions().MaxFeatures)
 	}
-	if x.Weight != 0 && !(x.Weight > 0 && !math.IsInf(x.Weight, 0)) {
+	if x.Weight != 0 && !(x.Weight > 0 && x.Weight <= learner.MaxValue) {
 		t.Fatalf("weight %v", x.Weight)
 	}
 	if x.Labeled {
@@ -520,6 +554,8 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"id":"a1","label":1,"features":{"f1":0.5,"color":"red"},"x":[1,2.5],"weight":2}`))
 	f.Add([]byte(`{"id":7,"label":"dog","features":{"caf\u00e9":"\ud83d\ude00","n":-1e-7},"u":[{"v":null}]}`))
 	f.Add([]byte(`{"label":"pos","features":{},"x":[]}`))
+	f.Add([]byte(`{"label":-1,"features":{"a":1e200,"b":1e30,"c":-1e31},"x":[NaN,-Infinity,nan],"weight":1e31}`))
+	f.Add([]byte(`{"u":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, cfg := range fuzzConfigs() {
 			d := NewDecoder(cfg, fuzzOptions())

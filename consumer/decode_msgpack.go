@@ -20,8 +20,9 @@ import (
 // On error, x is reset and the error is a *DecodeError. If data ends
 // inside the map the error wraps io.ErrUnexpectedEOF and n is 0: more data
 // may complete it. A map that is well formed but not a valid example (a
-// NaN value, an unknown class, too many features...) still reports its
-// length as n, so a reader of a stream can skip it and go on; n is 0 when
+// NaN value, an unknown class, too many features, an unknown key's value
+// nested too deep...) still reports its length as n, so a reader of a
+// stream can skip it and go on; n is 0 when
 // the map itself is malformed. A map longer than MaxBytes is an error with
 // Field "payload". Meta holds the id if it was read before the problem.
 func (d *Decoder) DecodeMsgpack(data []byte, x *learner.Example) (n int, meta Meta, err error) {
@@ -86,7 +87,7 @@ func (d *Decoder) decodeMsgpack(b []byte, x *learner.Example) (int, Meta, *Decod
 		default:
 			d.noteUnknownKey(key)
 			var st mpStatus
-			if i, st = skipMsgpack(b, i); st != mpOK {
+			if i, st = d.skipMsgpack(b, i); st != mpOK {
 				err = mpError(quoteField(key), b, i, st, "a value")
 			}
 		}
@@ -206,8 +207,10 @@ func (d *Decoder) mpFeatures(b []byte, i int, x *learner.Example) (int, *DecodeE
 		}
 		if len(b)-i >= 9 && b[i] == 0xcb {
 			u := binary.BigEndian.Uint64(b[i+1:])
-			if u&(0x7ff<<52) == 0x7ff<<52 { // all exponent bits: NaN or ±Inf
-				return i, decodeErr(featureField(name), "%s is NaN or infinite", numberText(b[i:i+9]))
+			// With the sign shifted out, the bits compare as |v| does,
+			// and those of infinities and NaNs are above all others.
+			if u<<1 > maxValueBits<<1 {
+				return i, outOfRange(featureField(name), numberText(b[i:i+9]))
 			}
 			index = append(index, learner.Index(d.hasher, name))
 			value = append(value, math.Float64frombits(u))
@@ -231,8 +234,8 @@ func (d *Decoder) mpFeatures(b []byte, i int, x *learner.Example) (int, *DecodeE
 		if st != mpOK {
 			return j, mpError(featureField(name), b, i, st, "a number or string")
 		}
-		if !finite(v) {
-			return j, decodeErr(featureField(name), "%s is NaN or infinite", numberText(b[i:j]))
+		if !inRange(v) {
+			return j, outOfRange(featureField(name), numberText(b[i:j]))
 		}
 		index = append(index, learner.Index(d.hasher, name))
 		value = append(value, v)
@@ -262,8 +265,8 @@ func (d *Decoder) mpDense(b []byte, i int, x *learner.Example) (int, *DecodeErro
 		if st != mpOK {
 			return j, mpError(denseField(k), b, i, st, "a number")
 		}
-		if !finite(v) {
-			return j, decodeErr(denseField(k), "%s is NaN or infinite", numberText(b[i:j]))
+		if !inRange(v) {
+			return j, outOfRange(denseField(k), numberText(b[i:j]))
 		}
 		if err := d.addDense(x, v); err != nil {
 			return j, err
@@ -324,6 +327,7 @@ const (
 	mpTruncated          // the data ends inside the value
 	mpWrongType          // the value has another type than the one asked
 	mpInvalid            // 0xc1, which is no msgpack type
+	mpTooDeep            // more than maxDepth containers open at once
 )
 
 // mpError is the error for status st of the value at b[i] in field; want is
@@ -337,6 +341,8 @@ func mpError(field string, b []byte, i int, st mpStatus, want string) *DecodeErr
 		return truncated(field, min(i, len(b)))
 	case mpInvalid:
 		return decodeErr(field, "invalid msgpack type byte 0x%02x at byte %d", b[i], i)
+	case mpTooDeep:
+		return tooDeep(i).at(field)
 	}
 	if i >= len(b) {
 		return truncated(field, i)
@@ -579,11 +585,33 @@ func numberText(b []byte) string {
 // returns the index after it. On mpInvalid the index is that of the bad
 // byte. It counts the values still to walk instead of recursing, so depth
 // costs no stack; as every value takes at least a byte, a count above the
-// bytes left means the data is truncated.
+// bytes left means the data is truncated. Finding where a value ends
+// (SplitMsgpack, and the length of a map that is not a valid example)
+// needs no more, whatever the depth.
 func skipMsgpack(b []byte, i int) (int, mpStatus) {
+	end, st, _ := walkMsgpack(b, i, false, nil)
+	return end, st
+}
+
+// skipMsgpack is the package's skipMsgpack with the depth limit of
+// skipJSON, for the values of unknown keys: a container opened with
+// maxDepth containers open is mpTooDeep, its index returned.
+func (d *Decoder) skipMsgpack(b []byte, i int) (int, mpStatus) {
+	end, st, open := walkMsgpack(b, i, true, d.open[:0])
+	d.open = open[:0]
+	return end, st
+}
+
+// walkMsgpack is skipMsgpack, with the depth limit if limited. It then
+// keeps in outer, for each container open, the count of values still to
+// walk outside it, and returns outer for reuse.
+func walkMsgpack(b []byte, i int, limited bool, outer []int) (int, mpStatus, []int) {
 	for pending := 1; pending > 0; pending-- {
 		if pending > len(b)-i {
-			return i, mpTruncated
+			return i, mpTruncated, outer
+		}
+		for len(outer) > 0 && outer[len(outer)-1] == pending {
+			outer = outer[:len(outer)-1] // its values are walked: closed
 		}
 		c := b[i]
 		switch {
@@ -591,10 +619,22 @@ func skipMsgpack(b []byte, i int) (int, mpStatus) {
 			i++
 			continue
 		case c <= 0x8f: // fixmap
+			if limited {
+				var ok bool
+				if outer, ok = enter(outer, pending, 2*int(c&0x0f)); !ok {
+					return i, mpTooDeep, outer
+				}
+			}
 			pending += 2 * int(c&0x0f)
 			i++
 			continue
 		case c <= 0x9f: // fixarray
+			if limited {
+				var ok bool
+				if outer, ok = enter(outer, pending, int(c&0x0f)); !ok {
+					return i, mpTooDeep, outer
+				}
+			}
 			pending += int(c & 0x0f)
 			i++
 			continue
@@ -611,7 +651,7 @@ func skipMsgpack(b []byte, i int) (int, mpStatus) {
 		case 0xc0, 0xc2, 0xc3: // nil, false, true
 			header = 1
 		case 0xc1:
-			return i, mpInvalid
+			return i, mpInvalid, outer
 		case 0xcc, 0xd0: // 8-bit integers
 			header, length = 1, 1
 		case 0xcd, 0xd1:
@@ -636,7 +676,7 @@ func skipMsgpack(b []byte, i int) (int, mpStatus) {
 			header = 6
 		}
 		if len(b)-i < header {
-			return i, mpTruncated
+			return i, mpTruncated, outer
 		}
 		switch c {
 		case 0xc4, 0xd9, 0xc7:
@@ -656,13 +696,32 @@ func skipMsgpack(b []byte, i int) (int, mpStatus) {
 		}
 		left := uint64(len(b) - i - header)
 		if length > left || items > left {
-			return i, mpTruncated
+			return i, mpTruncated, outer
+		}
+		if limited && c >= 0xdc && c <= 0xdf { // array16/32, map16/32
+			var ok bool
+			if outer, ok = enter(outer, pending, int(items)); !ok {
+				return i, mpTooDeep, outer
+			}
 		}
 		i += header + int(length)
 		pending += int(items)
 	}
 	if i > len(b) {
-		return len(b), mpTruncated
+		return len(b), mpTruncated, outer
 	}
-	return i, mpOK
+	return i, mpOK, outer
+}
+
+// enter records, for walkMsgpack, a container of items values met with
+// pending values left to walk, itself included; ok is false if maxDepth
+// containers are open already.
+func enter(outer []int, pending, items int) (_ []int, ok bool) {
+	if len(outer) == maxDepth {
+		return outer, false
+	}
+	if items > 0 {
+		outer = append(outer, pending-1)
+	}
+	return outer, true
 }

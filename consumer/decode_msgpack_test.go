@@ -179,6 +179,21 @@ func TestMsgpackContainerTypes(t *testing.T) {
 	}
 }
 
+// TestMaxValueBits: the fast path's test on bits is inRange.
+func TestMaxValueBits(t *testing.T) {
+	if got := math.Float64bits(learner.MaxValue); got != maxValueBits {
+		t.Fatalf("maxValueBits is %#x, learner.MaxValue has the bits %#x", uint64(maxValueBits), got)
+	}
+	up, down := math.Nextafter(learner.MaxValue, math.Inf(1)), math.Nextafter(learner.MaxValue, 0)
+	for _, v := range []float64{0, math.Copysign(0, -1), 5e-324, 1, down, learner.MaxValue, up, 1e300, math.MaxFloat64, math.Inf(1), math.NaN()} {
+		for _, v := range []float64{v, -v} {
+			if fast := math.Float64bits(v)&^(1<<63) <= maxValueBits; fast != inRange(v) {
+				t.Errorf("%v: the bits say %v, inRange %v", v, fast, inRange(v))
+			}
+		}
+	}
+}
+
 func TestMsgpackErrors(t *testing.T) {
 	small := binaryConfig()
 	small.HashBits = 2
@@ -192,10 +207,17 @@ func TestMsgpackErrors(t *testing.T) {
 		problem string
 		eof     bool
 	}{
-		{"NaN feature", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", nan}}, "features.a", "NaN is NaN or infinite", false},
-		{"infinite float32 feature", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", float32(math.Inf(1))}}, "features.a", "+Inf is NaN or infinite", false},
-		{"NaN float32 dense", binaryConfig(), DecoderOptions{}, mpMap{"x", []any{1, float32(nan)}}, "x[1]", "NaN is NaN or infinite", false},
-		{"NaN weight", binaryConfig(), DecoderOptions{}, mpMap{"weight", nan}, "weight", "NaN is not a positive finite number", false},
+		{"NaN feature", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", nan}}, "features.a", "NaN " + outOfRangeProblem, false},
+		{"infinite float32 feature", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", float32(math.Inf(1))}}, "features.a", "+Inf " + outOfRangeProblem, false},
+		{"NaN float32 dense", binaryConfig(), DecoderOptions{}, mpMap{"x", []any{1, float32(nan)}}, "x[1]", "NaN " + outOfRangeProblem, false},
+		{"float64 feature 1e200", binaryConfig(), DecoderOptions{}, mpMap{"label", -1, "features", mpMap{"a", 1e200}}, "features.a", "1e+200 " + outOfRangeProblem, false},
+		{"float64 feature -Inf", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", math.Inf(-1)}}, "features.a", "-Inf " + outOfRangeProblem, false},
+		{"float32 feature beyond the bound", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{"a", float32(math.MaxFloat32)}}, "features.a", "3.4028235e+38 " + outOfRangeProblem, false},
+		{"float64 dense beyond the bound", binaryConfig(), DecoderOptions{}, mpMap{"x", []any{1, -1.5e30}}, "x[1]", "-1.5e+30 " + outOfRangeProblem, false},
+		{"NaN weight", binaryConfig(), DecoderOptions{}, mpMap{"weight", nan}, "weight", "NaN is not a positive number up to 1e+30", false},
+		{"weight beyond the bound", binaryConfig(), DecoderOptions{}, mpMap{"weight", float32(1e31)}, "weight", "is not a positive number up to 1e+30", false},
+		{"deep unknown value", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(bytes.Repeat([]byte{0x91}, maxDepth+1)), "x", []any{}}, "u", "values nest deeper than 1000 at byte 1003", false},
+		{"deep unknown value of 16-bit arrays", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0xdc, 0, 1}, maxDepth+1), 0xc0))}, "u", "values nest deeper than 1000 at byte 3003", false},
 		{"NaN label", binaryConfig(), DecoderOptions{}, mpMap{"label", nan}, "label", "NaN is not a binary label", false},
 		{"integer feature name", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{1, 2}}, "features", "value is not a string feature name (got integer)", false},
 		{"integer key", binaryConfig(), DecoderOptions{}, mpMap{7, 2}, "example", "value is not a string key (got integer)", false},
@@ -521,6 +543,8 @@ func FuzzDecodeMsgpack(f *testing.F) {
 	}
 	f.Add(encodeMsgpack(f, mpMap{"id", 7, "label", "dog", "features", mpMap{"a", float32(1), mpBin("b"), mpBin("c")}, "x", []any{uint8(1), -2}, "weight", 0.5, "u", mpExt{1, []byte{1}}}))
 	f.Add(encodeMsgpack(f, mpMap{"label", "pos", "features", mpMap{}, "x", []any{}}))
+	f.Add(encodeMsgpack(f, mpMap{"label", -1, "features", mpMap{"a", 1e200, "b", 1e30, "c", float32(-1e31)}, "x", []any{math.NaN(), math.Inf(-1)}, "weight", 1e31}))
+	f.Add(encodeMsgpack(f, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0x91}, maxDepth+1), 0xc0)), "label", 1}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, cfg := range fuzzConfigs() {
 			d := NewDecoder(cfg, fuzzOptions())

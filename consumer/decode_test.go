@@ -350,8 +350,8 @@ func TestDecodeBothFormats(t *testing.T) {
 		},
 		{
 			name: "numbers",
-			doc:  `{"features":{"a":1e3,"b":-2.5E-3,"c":0,"d":-0.0,"e":123456789012345678901234567890,"f":0.1,"g":5e-324,"h":1.7976931348623157e308}}`,
-			want: ex(false, 0, 0, nil, "a", 1e3, "b", -2.5e-3, "c", 0.0, "d", math.Copysign(0, -1), "e", 123456789012345678901234567890.0, "f", 0.1, "g", 5e-324, "h", 1.7976931348623157e308),
+			doc:  `{"features":{"a":1e3,"b":-2.5E-3,"c":0,"d":-0.0,"e":123456789012345678901234567890,"f":0.1,"g":5e-324,"h":1e30,"i":-1000000000000000000000000000000}}`,
+			want: ex(false, 0, 0, nil, "a", 1e3, "b", -2.5e-3, "c", 0.0, "d", math.Copysign(0, -1), "e", 123456789012345678901234567890.0, "f", 0.1, "g", 5e-324, "h", 1e30, "i", -1e30),
 			id:   "-",
 		},
 		{
@@ -496,13 +496,19 @@ func TestDecodeErrors(t *testing.T) {
 		{"feature object", binaryConfig(), DecoderOptions{}, `{"features":{"age":{}}}`, "features.age", "value is not a number or string (got ", "object"},
 		{"feature boolean", binaryConfig(), DecoderOptions{}, `{"features":{"age":true}}`, "features.age", "value is not a number or string (got boolean)", ""},
 		{"feature null", binaryConfig(), DecoderOptions{}, `{"features":{"age":null}}`, "features.age", "value is not a number or string (got ", "null"},
-		{"feature overflows", binaryConfig(), DecoderOptions{}, `{"features":{"age":1e999}}`, "features.age", "is NaN or infinite", "1e999"},
-		{"feature overflows negative", binaryConfig(), DecoderOptions{}, `{"features":{"a":2,"age":-1e400}}`, "features.age", "is NaN or infinite", "-1e400"},
+		{"feature overflows", binaryConfig(), DecoderOptions{}, `{"features":{"age":1e999}}`, "features.age", outOfRangeProblem, "1e999"},
+		{"feature overflows negative", binaryConfig(), DecoderOptions{}, `{"features":{"a":2,"age":-1e400}}`, "features.age", outOfRangeProblem, "-1e400"},
+		// 1e200 is a float64, but its square is not: it once made R² of
+		// the model infinite, and every later snapshot unloadable.
+		{"feature 1e200", binaryConfig(), DecoderOptions{}, `{"label":-1,"features":{"a":1e200}}`, "features.a", outOfRangeProblem, "1e200 " + outOfRangeProblem},
+		{"feature just beyond the bound", binaryConfig(), DecoderOptions{}, `{"features":{"a":1.0000000000000002e30}}`, "features.a", outOfRangeProblem, ""},
+		{"feature integer beyond the bound", binaryConfig(), DecoderOptions{}, `{"features":{"a":-123456789012345678901234567890123}}`, "features.a", outOfRangeProblem, ""},
+		{"dense beyond the bound", binaryConfig(), DecoderOptions{}, `{"x":[1,-2e31]}`, "x[1]", outOfRangeProblem, "-2e31"},
 		{"features not an object", binaryConfig(), DecoderOptions{}, `{"features":[1]}`, "features", "(got array)", "value is not an object"},
 		{"features a string", binaryConfig(), DecoderOptions{}, `{"features":"a"}`, "features", "(got string)", ""},
 		{"dense string", binaryConfig(), DecoderOptions{}, `{"x":[1,"a"]}`, "x[1]", "value is not a number (got string)", ""},
 		{"dense null", binaryConfig(), DecoderOptions{}, `{"x":[1,2,null]}`, "x[2]", "value is not a number (got ", "null"},
-		{"dense overflows", binaryConfig(), DecoderOptions{}, `{"x":[1,1e999]}`, "x[1]", "is NaN or infinite", ""},
+		{"dense overflows", binaryConfig(), DecoderOptions{}, `{"x":[1,1e999]}`, "x[1]", outOfRangeProblem, ""},
 		{"dense not an array", binaryConfig(), DecoderOptions{}, `{"x":5}`, "x", "value is not an array (got ", "number"},
 		{"dense over the dimension", small, DecoderOptions{}, `{"x":[1,2,3,4,5]}`, "x", "more than 4 values (the model's dimension)", ""},
 		{"dense at the dimension", small, DecoderOptions{}, `{"x":[1,2,3,4],"label":7}`, "label", "7 is not a binary label", ""},
@@ -510,9 +516,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"too many mixed", binaryConfig(), DecoderOptions{MaxFeatures: 3}, `{"features":{"a":1,"b":"x"},"x":[1,2]}`, "features", "more than 3 features", ""},
 		{"too many mixed dense first", binaryConfig(), DecoderOptions{MaxFeatures: 3}, `{"x":[1,2],"features":{"a":1,"b":"x"}}`, "features", "more than 3 features", ""},
 		{"too many dense", binaryConfig(), DecoderOptions{MaxFeatures: 3}, `{"x":[1,2,3,4]}`, "features", "more than 3 features", ""},
-		{"weight zero", binaryConfig(), DecoderOptions{}, `{"weight":0}`, "weight", "0 is not a positive finite number", ""},
-		{"weight negative", binaryConfig(), DecoderOptions{}, `{"weight":-1.5}`, "weight", "-1.5 is not a positive finite number", ""},
-		{"weight infinite", binaryConfig(), DecoderOptions{}, `{"weight":1e999}`, "weight", "is not a positive finite number", ""},
+		{"weight zero", binaryConfig(), DecoderOptions{}, `{"weight":0}`, "weight", "0 is not a positive number up to 1e+30", ""},
+		{"weight negative", binaryConfig(), DecoderOptions{}, `{"weight":-1.5}`, "weight", "-1.5 is not a positive number up to 1e+30", ""},
+		{"weight infinite", binaryConfig(), DecoderOptions{}, `{"weight":1e999}`, "weight", "is not a positive number up to 1e+30", ""},
+		{"weight beyond the bound", binaryConfig(), DecoderOptions{}, `{"weight":2e30}`, "weight", "is not a positive number up to 1e+30", "2e30 is not"},
 		{"weight string", binaryConfig(), DecoderOptions{}, `{"weight":"2"}`, "weight", "value is not a number (got string)", ""},
 		{"id fraction", binaryConfig(), DecoderOptions{}, `{"id":1.5}`, "id", "is not a string or an integer", ""},
 		{"id exponent", binaryConfig(), DecoderOptions{}, `{"id":1e3}`, "id", "is not a string or an integer", ""},
@@ -542,6 +549,52 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// outOfRangeProblem ends the problem of a feature value beyond the bound.
+const outOfRangeProblem = "is out of range (feature values must be finite and within ±1e+30)"
+
+// TestDecodeSkipsValuesUpToMaxDepth: both formats skip an unknown value
+// that nests maxDepth containers, and refuse one that nests more, however
+// deep, with the same error; the stream goes on after it.
+func TestDecodeSkipsValuesUpToMaxDepth(t *testing.T) {
+	nested := func(depth int) string {
+		return strings.Repeat(`{"a":[`, depth/2) + strings.Repeat("[", depth%2) + "1" + strings.Repeat("]", depth%2) + strings.Repeat("]}", depth/2)
+	}
+	for _, depth := range []int{1, 2, maxDepth - 1, maxDepth} {
+		doc := `{"u":` + nested(depth) + `,"features":{"f":2}}`
+		for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, doc) {
+			if r.err != nil || len(r.x.Index) != 1 || r.x.Value[0] != 2 {
+				t.Errorf("depth %d, %s: %v, features %v %v; want one of value 2", depth, format, r.err, r.x.Index, r.x.Value)
+			}
+		}
+	}
+	for _, depth := range []int{maxDepth + 1, maxDepth + 2} {
+		doc := `{"u":` + nested(depth) + `,"features":{"f":2}}`
+		for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, doc) {
+			checkDecodeError(t, fmt.Sprintf("depth %d, %s", depth, format), r.err, "u", fmt.Sprintf("values nest deeper than %d at byte", maxDepth))
+		}
+	}
+	// A million deep, in every msgpack container type: refused, and the
+	// map's length is still reported, so a reader steps over it.
+	const deep = 1000000
+	var b bytes.Buffer
+	b.Write([]byte{0x82, 0xa1, 'u'})
+	headers := [][]byte{{0x91}, {0x81, 0xa0}, {0xdc, 0, 1}, {0xdd, 0, 0, 0, 1}, {0xde, 0, 1, 0xa0}, {0xdf, 0, 0, 0, 1, 0xa0}}
+	for k := range deep {
+		b.Write(headers[k%len(headers)])
+	}
+	b.Write([]byte{0xc0, 0xa1, 'x', 0x91, 0x01})
+	data := b.Bytes()
+	var x learner.Example
+	n, _, err := NewDecoder(binaryConfig(), DecoderOptions{MaxBytes: len(data)}).DecodeMsgpack(data, &x)
+	checkDecodeError(t, "msgpack", err, "u", fmt.Sprintf("values nest deeper than %d at byte", maxDepth))
+	if n != len(data) {
+		t.Errorf("msgpack: reported %d bytes, want %d", n, len(data))
+	}
+	doc := `{"u":` + strings.Repeat("[", deep) + strings.Repeat("]", deep) + `}`
+	_, err = NewDecoder(binaryConfig(), DecoderOptions{MaxBytes: len(doc)}).DecodeJSON([]byte(doc), &x)
+	checkDecodeError(t, "json", err, "u", fmt.Sprintf("values nest deeper than %d at byte %d", maxDepth, 5+maxDepth))
+}
+
 func TestDecodeUnknownKeysMayBeMany(t *testing.T) {
 	var doc strings.Builder
 	doc.WriteString(`{"features":{"a":1}`)
@@ -559,7 +612,7 @@ func TestDecodeUnknownKeysMayBeMany(t *testing.T) {
 func TestDecodeLimitsAreInclusive(t *testing.T) {
 	small := binaryConfig()
 	small.HashBits = 2
-	doc := `{"features":{"a":1,"b":2},"x":[1,2,3,4]}`
+	doc := `{"features":{"a":1e30,"b":-1e30},"x":[1,2,3,-1e30],"weight":1e30}`
 	opts := DecoderOptions{MaxFeatures: 6, MaxBytes: len(doc)}
 	for format, r := range decodeBoth(t, small, opts, doc) {
 		if r.err != nil {
@@ -737,7 +790,7 @@ func TestJSONAndMsgpackAgree(t *testing.T) {
 func TestDecodeDoesNotAllocate(t *testing.T) {
 	cfg := namedConfig()
 	docs := []string{
-		`{"id":"a1","label":"pos","features":{"f1":0.5,"color":"red","n":-3,"big":1e300,"long":0.12345678901234567890123},"x":[1,2.5],"weight":2}`,
+		`{"id":"a1","label":"pos","features":{"f1":0.5,"color":"red","n":-3,"big":1.2345678901234567e29,"long":0.12345678901234567890123},"x":[1,2.5],"weight":2}`,
 		`{"id":"\u0041\n","label":"neg","features":{"caf\u00e9":"\u00fcber\ud83d\ude00","x\ty":1},"unknown":{"a":[1,{"b":"\"c\""}]},"u2":[1,2,3,1e999,-0.5e-400]}`,
 		`{"id":12345,"label":false,"x":[0.1,0.2,0.3]}`,
 	}
@@ -849,7 +902,7 @@ func randomDocs(tb testing.TB, cfg learner.Config, n int) []string {
 				case 1:
 					f = append(f, fmt.Sprintf(`"%s":%d`, name, rng.IntN(2000)-1000))
 				default:
-					f = append(f, fmt.Sprintf(`"%s":%s`, name, randomNumber(rng)))
+					f = append(f, fmt.Sprintf(`"%s":%s`, name, randomFeatureValue(rng)))
 				}
 			}
 			keys = append(keys, `"features":{`+strings.Join(f, ",")+"}")
@@ -857,7 +910,7 @@ func randomDocs(tb testing.TB, cfg learner.Config, n int) []string {
 		if rng.IntN(3) == 0 {
 			var x []string
 			for range rng.IntN(10) {
-				x = append(x, randomNumber(rng))
+				x = append(x, randomFeatureValue(rng))
 			}
 			keys = append(keys, `"x":[`+strings.Join(x, ",")+"]")
 		}

@@ -86,8 +86,8 @@ type Config struct {
 	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm" help:"learning rule: perceptron, averaged, margin, pa, pa1, pa2, pegasos, arow or kernel"`
 	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias rule of the perceptron family: standard (b += η·y), r2 (b += η·y·R²) or none"`
 	// Eta is the learning rate η of the perceptron family and the kernel
-	// perceptron. Passive-aggressive, Pegasos and AROW choose their own
-	// step and ignore it, and Schedule with it.
+	// perceptron, at most MaxValue. Passive-aggressive, Pegasos and AROW
+	// choose their own step and ignore it, and Schedule with it.
 	Eta      float64  `json:"eta" yaml:"eta" msgpack:"eta" help:"learning rate η of the perceptron family and the kernel perceptron"`
 	Schedule Schedule `json:"schedule" yaml:"schedule" msgpack:"schedule" help:"learning-rate schedule: constant, inverse (η/t) or inverse_sqrt (η/√t)"`
 	// HashBits sets the dimension: 2^HashBits weights per class.
@@ -109,7 +109,8 @@ type Config struct {
 	Tau float64 `json:"tau" yaml:"tau" msgpack:"tau" help:"margin below which the margin perceptron updates"`
 	// C is the aggressiveness of PA1 and PA2.
 	C float64 `json:"c" yaml:"c" msgpack:"c" help:"aggressiveness C of pa1 and pa2"`
-	// Lambda is Pegasos's L2 regularisation.
+	// Lambda is Pegasos's L2 regularisation, at least 1/MaxValue: its
+	// first step is 1/Lambda times the example.
 	Lambda float64 `json:"lambda" yaml:"lambda" msgpack:"lambda" help:"L2 regularisation λ of pegasos"`
 	// AROWR is AROW's regularisation r: larger is more conservative.
 	AROWR float64 `json:"arow_r" yaml:"arow_r" msgpack:"arow_r" help:"regularisation r of arow"`
@@ -206,8 +207,8 @@ func (c Config) Validate() error {
 	default:
 		return fieldErr("bias", "unknown bias rule %q (want standard, r2 or none)", c.Bias)
 	}
-	if !positive(c.Eta) {
-		return fieldErr("eta", "must be a positive number, got %v", c.Eta)
+	if !(c.Eta > 0 && c.Eta <= MaxValue) {
+		return fieldErr("eta", "must be a positive number up to %g, got %v", MaxValue, c.Eta)
 	}
 	switch c.Schedule {
 	case Constant, Inverse, InverseSqrt:
@@ -232,8 +233,8 @@ func (c Config) Validate() error {
 	if !positive(c.C) {
 		return fieldErr("c", "must be a positive number, got %v", c.C)
 	}
-	if !positive(c.Lambda) {
-		return fieldErr("lambda", "must be a positive number, got %v", c.Lambda)
+	if !(c.Lambda >= 1/MaxValue) || math.IsInf(c.Lambda, 0) {
+		return fieldErr("lambda", "must be a finite number of at least %g, got %v", 1/MaxValue, c.Lambda)
 	}
 	if !positive(c.AROWR) {
 		return fieldErr("arow_r", "must be a positive number, got %v", c.AROWR)

@@ -10,6 +10,9 @@ package learner
 // separate features. Only the kernel model merges them first. Indices must be below the model's
 // dimension 2^HashBits, and so must every dense position; decoders enforce
 // this, and a Model panics on an index out of range rather than guess.
+// Every value is within ±MaxValue and Weight at most MaxValue; decoders
+// enforce this too, and a Model does not learn from an example whose
+// numbers would put its arithmetic at risk (see MaxValue and Model.Learn).
 type Example struct {
 	Index []uint32
 	Value []float64

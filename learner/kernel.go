@@ -125,7 +125,13 @@ func (k *kernelPerceptron) predict(x *Example, out []float64, _ uint64) {
 }
 
 func (k *kernelPerceptron) update(_ *Example, y int, s step) bool {
-	if kk := k.kernel(k.curNorm2, k.curNorm2, k.curNorm2); kk > k.r2 {
+	kk := k.kernel(k.curNorm2, k.curNorm2, k.curNorm2)
+	if !(kk <= maxKernel) {
+		// Beyond the bound every score's finiteness rests on (see
+		// MaxValue): not learned.
+		return false
+	}
+	if kk > k.r2 {
 		k.r2 = kk
 	}
 	fy := float64(y)

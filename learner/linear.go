@@ -209,6 +209,10 @@ func (l *linear) passiveAggressive(x *Example, y int, s step) bool {
 	case PA2:
 		tau = loss / (n2 + 1/(2*l.cfg.C*s.importance))
 	}
+	if !(tau*n2*tau <= maxStep2) {
+		// A step longer than maxStep (see MaxValue), or NaN: refused.
+		return false
+	}
 	if l.k == 1 {
 		a := tau * float64(y)
 		l.add(x, 0, a, a*bias, s.t)
@@ -336,6 +340,12 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	}
 	beta := 1 / (conf + l.cfg.AROWR)
 	alpha := (1 - fy*m) * beta * s.importance
+	if !(alpha*conf*alpha <= maxStep2) {
+		// A step longer than maxStep (see MaxValue), or NaN: refused.
+		// (As the variances are at most 1, α²·conf bounds the step's
+		// squared length.)
+		return false
+	}
 	ay := alpha * fy
 	for j, i := range x.Index {
 		l.w[i] += float64(float64(ay*l.sigma[i]) * x.Value[j])
@@ -345,16 +355,27 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	}
 	for j, i := range x.Index {
 		v, sg := x.Value[j], l.sigma[i]
-		l.sigma[i] -= float64(beta * float64(sg*sg) * float64(v*v))
+		l.sigma[i] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
 	}
 	for i, v := range x.Dense {
 		sg := l.sigma[i]
-		l.sigma[i] -= float64(beta * float64(sg*sg) * float64(v*v))
+		l.sigma[i] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
 	}
 	if bias {
 		sg := l.sigmaB[0]
 		l.b[0] += float64(ay * sg)
-		l.sigmaB[0] -= float64(beta * float64(sg*sg))
+		l.sigmaB[0] = shrink(sg, float64(beta*float64(sg*sg)))
 	}
 	return true
+}
+
+// shrink is the variance sg - d of AROW's update, kept at 0 or above. In
+// exact arithmetic d < sg; rounding can make it exceed sg by an ulp when
+// a feature's x²·σ dwarfs r, and a negative variance would make the
+// confidence xᵀΣx negative and the next step unbounded.
+func shrink(sg, d float64) float64 {
+	if v := sg - d; v > 0 {
+		return v
+	}
+	return 0
 }

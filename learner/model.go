@@ -44,7 +44,8 @@ type engine interface {
 	// whether it changed the model.
 	update(x *Example, y int, s step) bool
 	export(st *State)
-	restore(st *State) error
+	// restore copies st, which State.Validate has checked.
+	restore(st *State)
 }
 
 // step is what an update needs beyond the example.
@@ -108,6 +109,12 @@ func (m *Model) Predict(x *Example) Prediction {
 // whether that prediction was right and updates the model. Unlabeled
 // examples are counted and never change the model.
 //
+// A labeled example the model cannot learn safely, because ‖x‖² exceeds
+// MaxNorm2 or is NaN, or its importance is not in (0, MaxValue], is
+// treated as unlabeled: scored and counted, never learned, and
+// Outcome.Labeled is false. Decoders refuse such input before it gets
+// here (see MaxValue).
+//
 // Learn panics if x's label or an index is out of range for the model:
 // decoders reject such input with an error before it gets here.
 func (m *Model) Learn(x *Example) Outcome {
@@ -119,6 +126,11 @@ func (m *Model) Learn(x *Example) Outcome {
 	}
 	y := x.Label
 	m.checkLabel(y)
+	n2 := x.norm2()
+	imp := x.importance()
+	if !learnable(n2, imp) {
+		return o
+	}
 	o.Labeled = true
 	o.Correct = o.Label == y
 	if m.cfg.Multiclass() {
@@ -129,10 +141,8 @@ func (m *Model) Learn(x *Example) Outcome {
 	}
 	m.metrics.record(o.Correct)
 
-	n2 := x.norm2()
 	m.metrics.r2 = max(m.metrics.r2, n2)
 	t := m.metrics.Labeled
-	imp := x.importance()
 	s := step{
 		t:          t,
 		eta:        m.eta(t) * imp,
@@ -171,7 +181,9 @@ func (m *Model) prepare(x *Example) *Example {
 		return x
 	}
 	n := math.Sqrt(x.norm2())
-	if n == 0 || n == 1 {
+	if n == 0 || n == 1 || !finite(n) {
+		// Nothing to scale, or nothing that scales: an example with a
+		// NaN or infinite norm stays as it is, for Learn to refuse.
 		return x
 	}
 	c := &m.norm

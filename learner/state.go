@@ -80,26 +80,17 @@ func (m *Model) State() *State {
 	return st
 }
 
-// Restore builds the model that st describes. It checks that every part of
-// st fits its configuration and names the field that does not.
+// Restore builds the model that st describes, after checking it with
+// Validate.
 func Restore(st *State) (*Model, error) {
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
 	m, err := New(st.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	p := &m.metrics
-	if len(st.Window) != st.Config.Window {
-		return nil, stateErr("window", "has %d slots, config window is %d", len(st.Window), st.Config.Window)
-	}
-	if st.WindowNext < 0 || st.WindowNext >= len(st.Window) {
-		return nil, stateErr("window_next", "%d is outside the window of %d", st.WindowNext, len(st.Window))
-	}
-	if st.Mistakes > st.Labeled || st.Labeled > st.Examples {
-		return nil, stateErr("counters", "need mistakes <= labeled <= examples, got %d, %d, %d", st.Mistakes, st.Labeled, st.Examples)
-	}
-	if !(st.R2 >= 0) || math.IsInf(st.R2, 0) {
-		return nil, stateErr("r2", "must be a finite number >= 0, got %v", st.R2)
-	}
 	p.Examples, p.Labeled, p.Mistakes, p.Updates = st.Examples, st.Labeled, st.Mistakes, st.Updates
 	p.r2 = st.R2
 	p.TruePositives, p.FalsePositives = st.TruePositives, st.FalsePositives
@@ -114,14 +105,144 @@ func Restore(st *State) (*Model, error) {
 			p.correct++
 		}
 	}
-	if err := m.eng.restore(st); err != nil {
-		return nil, err
-	}
+	m.eng.restore(st)
 	return m, nil
 }
 
+// Validate reports whether a model can continue from st: its
+// configuration is valid, every part has the length and range the
+// configuration gives it, and every number is finite. The error is a
+// *StateError naming the field, or wraps the configuration's *FieldError.
+//
+// Restore runs it, and so does the snapshot writer: a state that would not
+// load is never written. It reads the state once and builds nothing.
+func (st *State) Validate() error {
+	cfg := st.Config
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if len(st.Window) != cfg.Window {
+		return stateErr("window", "has %d slots, config window is %d", len(st.Window), cfg.Window)
+	}
+	if st.WindowNext < 0 || st.WindowNext >= len(st.Window) {
+		return stateErr("window_next", "%d is outside the window of %d", st.WindowNext, len(st.Window))
+	}
+	if st.Mistakes > st.Labeled || st.Labeled > st.Examples {
+		return stateErr("counters", "need mistakes <= labeled <= examples, got %d, %d, %d", st.Mistakes, st.Labeled, st.Examples)
+	}
+	if !(st.R2 >= 0) || math.IsInf(st.R2, 0) {
+		return stateErr("r2", "must be a finite number >= 0, got %v", st.R2)
+	}
+	if cfg.Algorithm == Kernel {
+		return st.validateKernel()
+	}
+	return st.validateLinear()
+}
+
+// validateLinear checks the parts of a primal model's state. The parts an
+// algorithm does not use are not read on restore, but must be finite too.
+func (st *State) validateLinear() error {
+	cfg := st.Config
+	k, d := cfg.outputs(), cfg.Dimension()
+	if err := checkLength("weights", st.Weights, d*k); err != nil {
+		return err
+	}
+	if err := checkLength("bias", st.Bias, k); err != nil {
+		return err
+	}
+	if cfg.Algorithm == Averaged {
+		if err := checkLength("sum_weights", st.SumWeights, d*k); err != nil {
+			return err
+		}
+		if err := checkLength("sum_bias", st.SumBias, k); err != nil {
+			return err
+		}
+	}
+	if cfg.Algorithm == Pegasos && (!(st.Scale > 0) || math.IsInf(st.Scale, 0)) {
+		return stateErr("scale", "must be a positive number, got %v", st.Scale)
+	}
+	if cfg.Algorithm == AROW {
+		if err := checkLength("variance", st.Variance, d); err != nil {
+			return err
+		}
+	}
+	if cfg.Batch > 1 {
+		if len(st.PendingValue) != len(st.PendingIndex) {
+			return stateErr("pending", "%d indices but %d values", len(st.PendingIndex), len(st.PendingValue))
+		}
+		for _, j := range st.PendingIndex {
+			if int(j) >= d*k {
+				return stateErr("pending", "index %d is outside the %d weights", j, d*k)
+			}
+		}
+		if err := checkLength("pending_bias", st.PendingBias, k); err != nil {
+			return err
+		}
+	}
+	for _, v := range []struct {
+		field string
+		value float64
+	}{{"scale", st.Scale}, {"vnorm2", st.VNorm2}, {"variance_bias", st.VarianceBias}, {"kernel_r2", st.KernelR2}} {
+		if !finite(v.value) {
+			return stateErr(v.field, "must be a finite number, got %v", v.value)
+		}
+	}
+	for _, v := range []struct {
+		field  string
+		values []float64
+	}{
+		{"weights", st.Weights}, {"bias", st.Bias}, {"sum_weights", st.SumWeights}, {"sum_bias", st.SumBias},
+		{"variance", st.Variance}, {"pending_value", st.PendingValue}, {"pending_bias", st.PendingBias},
+	} {
+		if err := checkFinite(v.field, v.values); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateKernel checks the parts of a kernel model's state.
+func (st *State) validateKernel() error {
+	cfg := st.Config
+	if len(st.Bias) != 1 {
+		return stateErr("bias", "a kernel model has 1 bias, got %d", len(st.Bias))
+	}
+	if err := checkFinite("bias", st.Bias); err != nil {
+		return err
+	}
+	if !(st.KernelR2 >= 0) || math.IsInf(st.KernelR2, 0) {
+		return stateErr("kernel_r2", "must be a finite number >= 0, got %v", st.KernelR2)
+	}
+	if len(st.Support) > cfg.Budget {
+		return stateErr("support", "%d support vectors exceed the budget of %d", len(st.Support), cfg.Budget)
+	}
+	if st.SupportNext < 0 || (st.SupportNext > 0 && st.SupportNext >= len(st.Support)) {
+		return stateErr("support_next", "slot %d is outside the %d support vectors", st.SupportNext, len(st.Support))
+	}
+	dim := cfg.Dimension()
+	for i, sv := range st.Support {
+		if len(sv.Index) != len(sv.Value) {
+			return stateErr("support", "vector %d has %d indices but %d values", i, len(sv.Index), len(sv.Value))
+		}
+		for n, j := range sv.Index {
+			if int(j) >= dim || (n > 0 && j <= sv.Index[n-1]) {
+				return stateErr("support", "vector %d: indices must be increasing and below %d", i, dim)
+			}
+		}
+		if !finite(sv.Coef) || !finite(sv.Norm2) {
+			return stateErr("support", "vector %d: coef %v and norm2 %v must be finite numbers", i, sv.Coef, sv.Norm2)
+		}
+		for n, v := range sv.Value {
+			if !finite(v) {
+				return stateErr("support", "vector %d: value %d is %v: every number of a state must be finite", i, n, v)
+			}
+		}
+	}
+	return nil
+}
+
 // StateError names the part of a State that does not fit its
-// configuration.
+// configuration or is not a finite number.
 type StateError struct {
 	Field   string
 	Problem string
@@ -133,6 +254,22 @@ func stateErr(field, format string, args ...any) error {
 	return &StateError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
+func checkLength(field string, values []float64, want int) error {
+	if len(values) != want {
+		return stateErr(field, "has %d values, the configuration needs %d", len(values), want)
+	}
+	return nil
+}
+
+func checkFinite(field string, values []float64) error {
+	for i, v := range values {
+		if !finite(v) {
+			return stateErr(field, "value %d is %v: every number of a state must be finite", i, v)
+		}
+	}
+	return nil
+}
+
 // clone copies s; an empty s gives nil, so that states compare equal
 // whatever capacity their empty parts had.
 func clone[T any](s []T) []T {
@@ -140,14 +277,6 @@ func clone[T any](s []T) []T {
 		return nil
 	}
 	return append(make([]T, 0, len(s)), s...)
-}
-
-func restoreSlice[T any](dst []T, src []T, field string) error {
-	if len(src) != len(dst) {
-		return stateErr(field, "has %d values, the configuration needs %d", len(src), len(dst))
-	}
-	copy(dst, src)
-	return nil
 }
 
 func (l *linear) export(st *State) {
@@ -172,49 +301,28 @@ func (l *linear) export(st *State) {
 	}
 }
 
-func (l *linear) restore(st *State) error {
-	if err := restoreSlice(l.w, st.Weights, "weights"); err != nil {
-		return err
-	}
-	if err := restoreSlice(l.b, st.Bias, "bias"); err != nil {
-		return err
-	}
+// restore copies st, which Validate has checked, into l.
+func (l *linear) restore(st *State) {
+	copy(l.w, st.Weights)
+	copy(l.b, st.Bias)
 	if l.u != nil {
-		if err := restoreSlice(l.u, st.SumWeights, "sum_weights"); err != nil {
-			return err
-		}
-		if err := restoreSlice(l.ub, st.SumBias, "sum_bias"); err != nil {
-			return err
-		}
+		copy(l.u, st.SumWeights)
+		copy(l.ub, st.SumBias)
 	}
 	if l.cfg.Algorithm == Pegasos {
-		if !(st.Scale > 0) || math.IsInf(st.Scale, 0) {
-			return stateErr("scale", "must be a positive number, got %v", st.Scale)
-		}
 		l.scale, l.vnorm2 = st.Scale, st.VNorm2
 	}
 	if l.sigma != nil {
-		if err := restoreSlice(l.sigma, st.Variance, "variance"); err != nil {
-			return err
-		}
+		copy(l.sigma, st.Variance)
 		l.sigmaB[0] = st.VarianceBias
 	}
 	if l.pw != nil {
-		if len(st.PendingValue) != len(st.PendingIndex) {
-			return stateErr("pending", "%d indices but %d values", len(st.PendingIndex), len(st.PendingValue))
-		}
 		for n, j := range st.PendingIndex {
-			if int(j) >= len(l.pw) {
-				return stateErr("pending", "index %d is outside the %d weights", j, len(l.pw))
-			}
 			l.pw[j] = st.PendingValue[n]
 		}
 		l.touched = clone(st.PendingIndex)
-		if err := restoreSlice(l.pb, st.PendingBias, "pending_bias"); err != nil {
-			return err
-		}
+		copy(l.pb, st.PendingBias)
 	}
-	return nil
 }
 
 func (k *kernelPerceptron) export(st *State) {
@@ -226,32 +334,15 @@ func (k *kernelPerceptron) export(st *State) {
 	st.KernelR2 = k.r2
 }
 
-func (k *kernelPerceptron) restore(st *State) error {
-	if len(st.Bias) != 1 {
-		return stateErr("bias", "a kernel model has 1 bias, got %d", len(st.Bias))
-	}
-	if len(st.Support) > k.cfg.Budget {
-		return stateErr("support", "%d support vectors exceed the budget of %d", len(st.Support), k.cfg.Budget)
-	}
-	if st.SupportNext < 0 || (st.SupportNext > 0 && st.SupportNext >= len(st.Support)) {
-		return stateErr("support_next", "slot %d is outside the %d support vectors", st.SupportNext, len(st.Support))
-	}
+// restore copies st, which Validate has checked, into k.
+func (k *kernelPerceptron) restore(st *State) {
 	k.b = st.Bias[0]
 	k.sv = make([]SupportVector, len(st.Support))
 	for i, sv := range st.Support {
-		if len(sv.Index) != len(sv.Value) {
-			return stateErr("support", "vector %d has %d indices but %d values", i, len(sv.Index), len(sv.Value))
-		}
-		for n, j := range sv.Index {
-			if int(j) >= k.dim || (n > 0 && j <= sv.Index[n-1]) {
-				return stateErr("support", "vector %d: indices must be increasing and below %d", i, k.dim)
-			}
-		}
 		k.sv[i] = SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2}
 	}
 	k.next = st.SupportNext
 	k.r2 = st.KernelR2
-	return nil
 }
 
 // Effective returns the weights and biases the model predicts with, in the

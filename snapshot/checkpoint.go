@@ -29,8 +29,11 @@ func NewCheckpointer(store *Store, model, writer string, next uint64, keep int, 
 // Checkpoint writes st and the positions it includes as the next
 // generation, then deletes the generations beyond the newest keep. An
 // error wrapping ErrFenced means another worker wrote that generation
-// first: it is writing this model, and this one must stop. After any other
-// error the same generation is tried again on the next call.
+// first: it is writing this model, and this one must stop. An error
+// wrapping ErrInvalidState means st is a state the loader would refuse:
+// nothing was written or deleted, so the store keeps its good
+// generations, but the model is broken and this one must stop too. After
+// any other error the same generation is tried again on the next call.
 func (c *Checkpointer) Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error {
 	s := &Snapshot{
 		Model:      c.model,

@@ -45,6 +45,14 @@ type Snapshot struct {
 // not a snapshot at all. A store skips such a generation.
 var ErrCorrupt = errors.New("corrupt snapshot")
 
+// ErrInvalidState marks a snapshot refused before it is written because
+// its model state is one the loader would refuse (see
+// learner.State.Validate): a length that does not fit the configuration,
+// a counter out of range, a number that is NaN or infinite. The state will
+// not become valid by trying again; nothing was written, so the store
+// still holds the generations before it.
+var ErrInvalidState = errors.New("invalid model state")
+
 // envelope is the outer document: the body is kept as bytes so that the
 // checksum covers exactly what was written.
 type envelope struct {
@@ -119,12 +127,18 @@ func (p positions) EncodeMsgpack(enc *msgpack.Encoder) error {
 }
 
 // Marshal encodes s. The encoding is deterministic: the same snapshot
-// always gives the same bytes.
+// always gives the same bytes. It first runs the check Unmarshal runs on
+// the state, and refuses a state that fails it with an error wrapping
+// ErrInvalidState and naming the field: what Marshal writes, Unmarshal
+// reads.
 func Marshal(s *Snapshot) ([]byte, error) {
 	if s.State == nil {
 		return nil, errors.New("snapshot: no state")
 	}
 	st := s.State
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
+	}
 	b := body{
 		Model:          s.Model,
 		Generation:     s.Generation,
@@ -266,8 +280,9 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		v.Coef, v.Norm2 = sv.Coef, sv.Norm2
 		st.Support = append(st.Support, v)
 	}
-	// Restoring checks every length and range against the configuration.
-	if _, err := learner.Restore(st); err != nil {
+	// The check Restore runs, and Marshal: every length and range against
+	// the configuration, every number finite.
+	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return &Snapshot{

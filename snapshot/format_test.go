@@ -2,12 +2,16 @@ package snapshot_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
+	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,13 +186,141 @@ func TestStateThatDoesNotFitItsConfigIsCorrupt(t *testing.T) {
 	cfg.HashBits = 6
 	st := train(t, cfg, 10).State()
 	st.Weights = st.Weights[:10]
-	data, err := snapshot.Marshal(snap(st))
+	if _, err := snapshot.Unmarshal(forge(t, st)); !errors.Is(err, snapshot.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("weights")) {
+		t.Fatalf("got %v, want ErrCorrupt naming weights", err)
+	}
+}
+
+// invalidStates are states the loader refuses, each with the field its
+// error names: the pills a model could swallow before the learner bounded
+// its arithmetic (r2 = +Inf from ‖x‖² of x = 1e200, NaN weights from a
+// step of infinite length), and states that do not fit their
+// configuration.
+func invalidStates(t testing.TB) map[string]struct {
+	state *learner.State
+	field string
+} {
+	trained := func(modify func(*learner.Config)) *learner.State {
+		cfg := learner.DefaultConfig()
+		cfg.HashBits = 6
+		modify(&cfg)
+		return train(t, cfg, 40).State()
+	}
+	keep := func(*learner.Config) {}
+	out := map[string]struct {
+		state *learner.State
+		field string
+	}{}
+	add := func(name, field string, st *learner.State, spoil func(*learner.State)) {
+		spoil(st)
+		out[name] = struct {
+			state *learner.State
+			field string
+		}{st, field}
+	}
+	inf, nan := math.Inf(1), math.NaN()
+	add("r2 +Inf", "r2", trained(keep), func(st *learner.State) { st.R2 = inf })
+	add("r2 NaN", "r2", trained(keep), func(st *learner.State) { st.R2 = nan })
+	add("weight NaN", "weights", trained(keep), func(st *learner.State) { st.Weights[3] = nan })
+	add("weight -Inf", "weights", trained(keep), func(st *learner.State) { st.Weights[63] = -inf })
+	add("bias +Inf", "bias", trained(keep), func(st *learner.State) { st.Bias[0] = inf })
+	add("averaged sum NaN", "sum_weights", trained(func(c *learner.Config) { c.Algorithm = learner.Averaged }),
+		func(st *learner.State) { st.SumWeights[5] = nan })
+	add("arow variance NaN", "variance", trained(func(c *learner.Config) { c.Algorithm = learner.AROW }),
+		func(st *learner.State) { st.Variance[0] = nan })
+	add("arow variance bias +Inf", "variance_bias", trained(func(c *learner.Config) { c.Algorithm = learner.AROW }),
+		func(st *learner.State) { st.VarianceBias = inf })
+	add("pegasos vnorm2 +Inf", "vnorm2", trained(func(c *learner.Config) { c.Algorithm = learner.Pegasos }),
+		func(st *learner.State) { st.VNorm2 = inf })
+	add("pegasos scale 0", "scale", trained(func(c *learner.Config) { c.Algorithm = learner.Pegasos }),
+		func(st *learner.State) { st.Scale = 0 })
+	add("kernel coefficient NaN", "support", trained(func(c *learner.Config) { c.Algorithm = learner.Kernel }),
+		func(st *learner.State) { st.Support[0].Coef = nan })
+	add("kernel r2 +Inf", "kernel_r2", trained(func(c *learner.Config) { c.Algorithm = learner.Kernel }),
+		func(st *learner.State) { st.KernelR2 = inf })
+	add("weights too few", "weights", trained(keep), func(st *learner.State) { st.Weights = st.Weights[:10] })
+	add("counters", "counters", trained(keep), func(st *learner.State) { st.Mistakes = st.Labeled + 1 })
+	return out
+}
+
+// TestMarshalRefusesWhatUnmarshalRefuses: the writer runs the loader's
+// check, so a state the loader would skip as corrupt is never written.
+func TestMarshalRefusesWhatUnmarshalRefuses(t *testing.T) {
+	for name, tc := range invalidStates(t) {
+		t.Run(name, func(t *testing.T) {
+			want := "state " + tc.field + ":"
+			data, err := snapshot.Marshal(snap(tc.state))
+			var se *learner.StateError
+			if !errors.Is(err, snapshot.ErrInvalidState) || !errors.As(err, &se) || se.Field != tc.field || data != nil {
+				t.Fatalf("Marshal: %d bytes, %v; want ErrInvalidState naming %s", len(data), err, tc.field)
+			}
+			// The same state, written by a writer without the check, is
+			// what the loader refuses, naming the same field.
+			_, err = snapshot.Unmarshal(forge(t, tc.state))
+			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Unmarshal of the forged snapshot: %v, want ErrCorrupt naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// forge encodes st as a snapshot without Marshal's check, as a writer
+// without it did: it takes the body of a valid snapshot of st's
+// configuration and puts st's fields in it.
+func forge(t testing.TB, st *learner.State) []byte {
+	t.Helper()
+	m, err := learner.New(st.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snapshot.Unmarshal(data); !errors.Is(err, snapshot.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("weights")) {
-		t.Fatalf("got %v, want ErrCorrupt naming weights", err)
+	valid, err := snapshot.Marshal(snap(m.State()))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var env map[string]any
+	if err := msgpack.Unmarshal(valid, &env); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := msgpack.Unmarshal(env["body"].([]byte), &body); err != nil {
+		t.Fatal(err)
+	}
+	f64 := func(v []float64) []byte {
+		if v == nil {
+			return nil
+		}
+		out := make([]byte, 8*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(f))
+		}
+		return out
+	}
+	u32 := func(v []uint32) []byte {
+		out := make([]byte, 4*len(v))
+		for i, u := range v {
+			binary.LittleEndian.PutUint32(out[4*i:], u)
+		}
+		return out
+	}
+	body["examples"], body["labeled"], body["mistakes"], body["updates"] = st.Examples, st.Labeled, st.Mistakes, st.Updates
+	body["r2"], body["scale"], body["vnorm2"] = st.R2, st.Scale, st.VNorm2
+	body["variance_bias"], body["kernel_r2"], body["support_next"] = st.VarianceBias, st.KernelR2, st.SupportNext
+	body["weights"], body["bias"] = f64(st.Weights), f64(st.Bias)
+	body["sum_weights"], body["sum_bias"], body["variance"] = f64(st.SumWeights), f64(st.SumBias), f64(st.Variance)
+	var support []map[string]any
+	for _, sv := range st.Support {
+		support = append(support, map[string]any{"index": u32(sv.Index), "value": f64(sv.Value), "coef": sv.Coef, "norm2": sv.Norm2})
+	}
+	body["support"] = support
+	raw, err := msgpack.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := msgpack.Marshal(map[string]any{"format": snapshot.Format, "checksum": crc32.ChecksumIEEE(raw), "body": raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestCompatible(t *testing.T) {

@@ -141,6 +141,9 @@ func checkModel(model string) error {
 // If-None-Match (on PutObject, or on CompleteMultipartUpload for
 // snapshots over the 8 MiB part size) overwrites in that case too.
 //
+// A state the loader would refuse is refused first, with an error
+// wrapping ErrInvalidState, before the store is touched.
+//
 // On any other error the key may or may not exist: retrying the same
 // generation can then fail with ErrFenced even though no other worker
 // wrote it, so a writer retries with the next generation instead.

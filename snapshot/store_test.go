@@ -527,3 +527,47 @@ func BenchmarkStoreRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckpointRefusesAnInvalidState feeds the checkpointer a state the
+// loader would skip as corrupt: it must refuse it before it writes or
+// deletes anything, so that retention never rotates out the good
+// generations in favour of one that cannot load, and write the next good
+// state under the generation it refused.
+func TestCheckpointRefusesAnInvalidState(t *testing.T) {
+	for name, tc := range invalidStates(t) {
+		if tc.field != "r2" && tc.field != "weights" {
+			continue // the format test has the rest; here, the pills
+		}
+		t.Run(name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, s fixture) {
+				ctx := context.Background()
+				c := snapshot.NewCheckpointer(s.Store, "clicks", "worker-a", 1, 2, zap.NewNop())
+				good := generation(t, "clicks", 1).State
+				for range 3 {
+					if err := c.Checkpoint(ctx, good, map[string]int64{"kafka:examples/0": 10}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				err := c.Checkpoint(ctx, tc.state, map[string]int64{"kafka:examples/0": 20})
+				if !errors.Is(err, snapshot.ErrInvalidState) || !strings.Contains(err.Error(), "state "+tc.field) {
+					t.Fatalf("Checkpoint of the invalid state: %v, want ErrInvalidState naming %s", err, tc.field)
+				}
+				if gens, err := s.Generations(ctx, "clicks"); err != nil || !slices.Equal(gens, []uint64{2, 3}) {
+					t.Fatalf("generations %v (%v) after the refused write, want [2 3]", gens, err)
+				}
+				if exists, err := s.raw.Exists(ctx, s.key("clicks", 4)); err != nil || exists {
+					t.Fatalf("key of generation 4 exists: %v (%v)", exists, err)
+				}
+				if latest, err := s.Latest(ctx, "clicks", nil); err != nil || latest.Generation != 3 {
+					t.Fatalf("Latest: %v, want generation 3", err)
+				}
+				if err := c.Checkpoint(ctx, good, map[string]int64{"kafka:examples/0": 30}); err != nil {
+					t.Fatal(err)
+				}
+				if gens, _ := s.Generations(ctx, "clicks"); !slices.Equal(gens, []uint64{3, 4}) {
+					t.Fatalf("generations %v after the next good write, want [3 4]", gens)
+				}
+			})
+		})
+	}
+}

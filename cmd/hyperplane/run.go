@@ -366,13 +366,15 @@ func loadModel(ctx context.Context, cfg config.Config, log *zap.Logger, w *worke
 	return m, latest.Positions, checkpointer, latest.Created, nil
 }
 
-// fatalFencing makes a fenced snapshot write stop the worker: another
-// worker is writing the model.
+// fatalFencing makes the snapshot errors that no retry can mend stop the
+// worker: a fenced write (another worker is writing the model) and a
+// state the loader would refuse (written, it would replace a good
+// generation with one no restart can load).
 type fatalFencing struct{ *snapshot.Checkpointer }
 
 func (f fatalFencing) Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error {
 	err := f.Checkpointer.Checkpoint(ctx, st, positions)
-	if errors.Is(err, snapshot.ErrFenced) {
+	if errors.Is(err, snapshot.ErrFenced) || errors.Is(err, snapshot.ErrInvalidState) {
 		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
 	}
 	return err
