@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
 // LoadURL loads a snapshot named by a URL: a store URL (as OpenStore
@@ -20,20 +22,20 @@ import (
 func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (*Snapshot, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("model URL: %w", err)
+		return nil, fmt.Errorf("model URL %s does not parse", redact.URLs(rawURL))
 	}
 	p := strings.TrimSuffix(u.Path, "/")
 	var gen uint64
 	if strings.HasSuffix(p, ".msgpack") {
 		gen, err = strconv.ParseUint(strings.TrimSuffix(path.Base(p), ".msgpack"), 10, 64)
 		if err != nil || gen == 0 {
-			return nil, fmt.Errorf("model URL %s: %s is not a generation", redactURL(u), path.Base(p))
+			return nil, fmt.Errorf("model URL %s: %s is not a generation", redact.URLs(u.String()), path.Base(p))
 		}
 		p = path.Dir(p)
 	}
 	model := path.Base(p)
 	if model == "" || model == "." || model == "/" {
-		return nil, fmt.Errorf("model URL %s: no model name at the end of the path", redactURL(u))
+		return nil, fmt.Errorf("model URL %s: no model name at the end of the path", redact.URLs(u.String()))
 	}
 	u.Path = path.Dir(p)
 	if u.Path == "." {
@@ -52,11 +54,4 @@ func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (*Snapshot, er
 		return store.Load(ctx, model, gen)
 	}
 	return store.Latest(ctx, model, log)
-}
-
-// redactURL is u without its query, which may hold credentials.
-func redactURL(u *url.URL) string {
-	c := *u
-	c.RawQuery = ""
-	return c.String()
 }

@@ -22,6 +22,8 @@ import (
 	_ "gocloud.dev/blob/gcsblob"
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
+
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
 // ErrFenced marks a write refused because the snapshot's key already
@@ -98,16 +100,9 @@ func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	b, err := blob.OpenBucket(ctx, u.String())
 	if err != nil {
-		return nil, fmt.Errorf("snapshot store %s: %w", redact(u), err)
+		return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(u.String()), err)
 	}
 	return NewStore(b, strings.Join(prefix, "/")), nil
-}
-
-// redact hides query values, which may hold secrets, in error messages.
-func redact(u *url.URL) string {
-	c := *u
-	c.RawQuery = ""
-	return c.String()
 }
 
 // NewStore keeps snapshots in b under the key prefix (which may be

@@ -24,12 +24,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
 // Config says how to reach and authenticate to NATS.
@@ -48,7 +49,7 @@ type Config struct {
 }
 
 // Connect dials NATS. The first connection must succeed (an error names the
-// servers, with any password in the URL redacted); after that the connection
+// servers, with the credentials in the URLs redacted); after that the connection
 // reconnects forever, backing off from 100ms to 2s between rounds over the
 // servers, and logs each disconnect, reconnect and asynchronous error (such
 // as a slow consumer dropping core NATS messages). While it is
@@ -59,7 +60,7 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("nats: no server URL")
 	}
-	servers := redactURLs(cfg.URL)
+	servers := redact.URLs(cfg.URL)
 	opts := []natsgo.Option{
 		natsgo.Name(cfg.Name),
 		natsgo.MaxReconnects(-1),
@@ -71,7 +72,7 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 			log.Warn("nats disconnected", zap.String("servers", servers), zap.Error(err))
 		}),
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
-			log.Info("nats reconnected", zap.String("server", nc.ConnectedUrlRedacted()))
+			log.Info("nats reconnected", zap.String("server", redact.URLs(nc.ConnectedUrl())))
 		}),
 		natsgo.ClosedHandler(func(nc *natsgo.Conn) {
 			log.Info("nats connection closed", zap.String("servers", servers))
@@ -113,26 +114,6 @@ func reconnectDelay(rounds int) time.Duration {
 		d *= 2
 	}
 	return min(d, 2*time.Second)
-}
-
-// redactURLs returns the comma-separated URLs with passwords replaced, for
-// logs and errors.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				p = u.Redacted()
-			} else {
-				// A bare user part is a token: hide it too.
-				u.User = url.User("xxxxx")
-				p = u.String()
-			}
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }
 
 // Start is where a source begins reading when the worker has no position
