@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -278,6 +279,33 @@ func TestValidateIsRestoresCheck(t *testing.T) {
 		err := st.Validate()
 		if err == nil || fmt.Sprint(err) != fmt.Sprint(restoreErr) {
 			t.Errorf("case %d: Validate %v, Restore %v", i, err, restoreErr)
+		}
+	}
+}
+
+// TestRestoreRefusesStatesBeyondTheBounds: a state whose numbers are finite
+// but beyond what learning within the bounds can reach (an r2 over
+// MaxNorm2, an AROW variance outside [0, 1]) would let the next example
+// overflow; Restore refuses it with the field named.
+func TestRestoreRefusesStatesBeyondTheBounds(t *testing.T) {
+	perceptron := learner.DefaultConfig()
+	perceptron.HashBits, perceptron.Bias = 4, learner.BiasR2
+	arow := learner.DefaultConfig()
+	arow.HashBits, arow.Algorithm = 4, learner.AROW
+	for _, c := range []struct {
+		cfg   learner.Config
+		field string
+		spoil func(*learner.State)
+	}{
+		{perceptron, "r2", func(s *learner.State) { s.R2 = 1e300 }},
+		{arow, "variance", func(s *learner.State) { s.Variance[1] = -1 }},
+		{arow, "variance", func(s *learner.State) { s.Variance[1] = 2 }},
+	} {
+		st := mustNew(t, c.cfg).State()
+		c.spoil(st)
+		_, err := learner.Restore(st)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: Restore gave %v, want an error naming %s", c.cfg.Algorithm, err, c.field)
 		}
 	}
 }

@@ -340,7 +340,7 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	}
 	beta := 1 / (conf + l.cfg.AROWR)
 	alpha := (1 - fy*m) * beta * s.importance
-	if !(alpha*conf*alpha <= maxStep2) {
+	if !(conf >= 0) || !(alpha*conf*alpha <= maxStep2) {
 		// A step longer than maxStep (see MaxValue), or NaN: refused.
 		// (As the variances are at most 1, α²·conf bounds the step's
 		// squared length.)

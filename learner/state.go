@@ -130,8 +130,10 @@ func (st *State) Validate() error {
 	if st.Mistakes > st.Labeled || st.Labeled > st.Examples {
 		return stateErr("counters", "need mistakes <= labeled <= examples, got %d, %d, %d", st.Mistakes, st.Labeled, st.Examples)
 	}
-	if !(st.R2 >= 0) || math.IsInf(st.R2, 0) {
-		return stateErr("r2", "must be a finite number >= 0, got %v", st.R2)
+	// R2 is the largest ‖x‖² learned from, and the learner learns from no
+	// example over MaxNorm2: a larger one breaks the bounds of MaxValue.
+	if !(st.R2 >= 0 && st.R2 <= MaxNorm2) {
+		return stateErr("r2", "must be a number in [0, %g], got %v", MaxNorm2, st.R2)
 	}
 	if cfg.Algorithm == Kernel {
 		return st.validateKernel()
@@ -164,6 +166,16 @@ func (st *State) validateLinear() error {
 	if cfg.Algorithm == AROW {
 		if err := checkLength("variance", st.Variance, d); err != nil {
 			return err
+		}
+		// The variances start at 1 and only shrink, never below 0: the
+		// bound on AROW's steps rests on it.
+		for i, v := range st.Variance {
+			if !(v >= 0 && v <= 1) {
+				return stateErr("variance", "[%d] must be in [0, 1], got %v", i, v)
+			}
+		}
+		if !(st.VarianceBias >= 0 && st.VarianceBias <= 1) {
+			return stateErr("variance_bias", "must be in [0, 1], got %v", st.VarianceBias)
 		}
 	}
 	if cfg.Batch > 1 {
@@ -210,8 +222,8 @@ func (st *State) validateKernel() error {
 	if err := checkFinite("bias", st.Bias); err != nil {
 		return err
 	}
-	if !(st.KernelR2 >= 0) || math.IsInf(st.KernelR2, 0) {
-		return stateErr("kernel_r2", "must be a finite number >= 0, got %v", st.KernelR2)
+	if !(st.KernelR2 >= 0 && st.KernelR2 <= maxKernel) {
+		return stateErr("kernel_r2", "must be a number in [0, %g], got %v", maxKernel, st.KernelR2)
 	}
 	if len(st.Support) > cfg.Budget {
 		return stateErr("support", "%d support vectors exceed the budget of %d", len(st.Support), cfg.Budget)
