@@ -42,4 +42,3 @@ func TestURLs(t *testing.T) {
 		}
 	}
 }
-
