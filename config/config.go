@@ -4,7 +4,13 @@
 // validated with errors that name the field.
 package config
 
-import "github.com/hyperplane-ml/hyperplane/learner"
+import (
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
 
 // Config is everything the worker needs. Every leaf field is a key: a YAML
 // key (its yaml tag, nested with dots: kafka.sasl.username), an
@@ -12,7 +18,10 @@ import "github.com/hyperplane-ml/hyperplane/learner"
 // (--kafka.sasl.username). A field tagged secret:"true" is never shown
 // by Usage, String, Redacted or WriteYAML; one tagged secret:"url" holds
 // URLs or addresses, shown with their credentials (user info, query
-// values) hidden. Start from Default, or Load.
+// values) hidden. A key whose type reads text (encoding.TextUnmarshaler:
+// consumer.Start, Destination, ...) or is a time.Duration is parsed once,
+// when it is loaded: the rest of the program takes the typed value. Start
+// from Default, or Load.
 type Config struct {
 	// Model names the model and holds its hyperparameters.
 	Model Model `yaml:"model"`
@@ -38,9 +47,9 @@ type Snapshot struct {
 	URL string `yaml:"url" secret:"url" help:"object storage for snapshots: file:///dir, s3://bucket/prefix?endpoint=...&region=...&use_path_style=true, gs://, azblob://, mem://; empty: no snapshots"`
 	// Every is the number of labeled examples between snapshots.
 	Every int `yaml:"every" help:"take a snapshot after this many labeled examples; 0: only by interval"`
-	// Interval is the most time between snapshots, a Go duration.
-	Interval string `yaml:"interval" help:"take a snapshot at least this often (a duration: 30s, 5m); 0s: only by count"`
-	Keep     int    `yaml:"keep" help:"how many of the newest snapshots to keep"`
+	// Interval is the most time between snapshots.
+	Interval time.Duration `yaml:"interval" help:"take a snapshot at least this often (a duration: 30s, 5m); 0s: only by count"`
+	Keep     int           `yaml:"keep" help:"how many of the newest snapshots to keep"`
 	// Reset starts a new model when the newest snapshot was trained under
 	// other settings, instead of refusing to start.
 	Reset bool `yaml:"reset" help:"start a new model if the stored one is incompatible with model.learner"`
@@ -64,9 +73,9 @@ type Kafka struct {
 
 // SASL is Kafka authentication.
 type SASL struct {
-	Mechanism string `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
-	Username  string `yaml:"username" help:"SASL user name"`
-	Password  string `yaml:"password" secret:"true" help:"SASL password (never logged)"`
+	Mechanism kafkaio.Mechanism `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
+	Username  string            `yaml:"username" help:"SASL user name"`
+	Password  string            `yaml:"password" secret:"true" help:"SASL password (never logged)"`
 }
 
 // TLS is a client TLS setting.
@@ -89,7 +98,7 @@ type NATS struct {
 // Source is where examples come from.
 type Source struct {
 	// Kind is kafka, jetstream or nats (core NATS: at-most-once, no replay).
-	Kind string `yaml:"kind" help:"kafka, jetstream or nats (core NATS, at-most-once)"`
+	Kind Kind `yaml:"kind" help:"kafka, jetstream or nats (core NATS, at-most-once)"`
 	// Topics are the Kafka topics (Kind kafka).
 	Topics []string `yaml:"topics" help:"Kafka topics to read, every partition"`
 	// Group is the Kafka consumer group that progress is committed to, for
@@ -102,11 +111,11 @@ type Source struct {
 	Subject string `yaml:"subject" help:"NATS subject (core NATS), or subject filter (JetStream)"`
 	// Start is where to begin when there is no snapshot: earliest, latest,
 	// offset:N (Kafka offset or JetStream sequence) or time:RFC3339.
-	Start string `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
+	Start consumer.Start `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
 	// Format is the examples' encoding: auto, jsonl or msgpack.
-	Format      string `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
-	MaxBytes    int    `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
-	MaxFeatures int    `yaml:"max_features" help:"most features per example; more go to the dead letters"`
+	Format      consumer.Format `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
+	MaxBytes    int             `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
+	MaxFeatures int             `yaml:"max_features" help:"most features per example; more go to the dead letters"`
 	// Batch is the most messages processed between two publishes.
 	Batch int `yaml:"batch" help:"most messages processed between two publishes of outputs"`
 }
@@ -114,15 +123,15 @@ type Source struct {
 // Outputs are where events go. A destination is "kafka:<topic>",
 // "jetstream:<subject>" or "nats:<subject>"; empty means none.
 type Outputs struct {
-	Predictions        string `yaml:"predictions" help:"destination of prediction events: kafka:<topic>, jetstream:<subject> or nats:<subject>"`
-	Misclassifications string `yaml:"misclassifications" help:"destination of misclassification events"`
-	DeadLetter         string `yaml:"dead_letter" help:"destination of dead-letter events (bad input)"`
+	Predictions        Destination `yaml:"predictions" help:"destination of prediction events: kafka:<topic>, jetstream:<subject> or nats:<subject>"`
+	Misclassifications Destination `yaml:"misclassifications" help:"destination of misclassification events"`
+	DeadLetter         Destination `yaml:"dead_letter" help:"destination of dead-letter events (bad input)"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.
-	Publish string `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
+	Publish consumer.Publish `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
 	// Format is the events' encoding: json or msgpack.
-	Format string `yaml:"format" help:"event encoding: json or msgpack"`
+	Format consumer.Encoding `yaml:"format" help:"event encoding: json or msgpack"`
 }
 
 // Shutdown bounds a shutdown: after SIGTERM the worker stops reading,
@@ -130,7 +139,7 @@ type Outputs struct {
 // within Timeout. What does not fit is named in the exit error and read
 // again at the next start (its positions were not committed).
 type Shutdown struct {
-	Timeout string `yaml:"timeout" help:"most time from SIGTERM to exit for flushing outputs and the last snapshot (a duration: 25s); keep it below the orchestrator's grace period"`
+	Timeout time.Duration `yaml:"timeout" help:"most time from SIGTERM to exit for flushing outputs and the last snapshot (a duration: 25s); keep it below the orchestrator's grace period"`
 }
 
 // HTTP is the metrics and health server.
@@ -140,26 +149,26 @@ type HTTP struct {
 
 // Log is the logger.
 type Log struct {
-	Level  string `yaml:"level" help:"debug, info, warn or error"`
-	Format string `yaml:"format" help:"json, console, or auto (console on a terminal, else json)"`
+	Level  Level     `yaml:"level" help:"debug, info, warn or error"`
+	Format LogFormat `yaml:"format" help:"json, console, or auto (console on a terminal, else json)"`
 }
 
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
 	return Config{
 		Model: Model{Name: "default", Learner: learner.DefaultConfig()},
-		Kafka: Kafka{ClientID: "hyperplane", SASL: SASL{Mechanism: "none"}},
+		Kafka: Kafka{ClientID: "hyperplane", SASL: SASL{Mechanism: kafkaio.MechanismNone}},
 		Source: Source{
-			Start:       "earliest",
-			Format:      "auto",
+			Start:       consumer.Start{Kind: consumer.StartEarliest},
+			Format:      consumer.FormatAuto,
 			MaxBytes:    1 << 20,
 			MaxFeatures: 4096,
 			Batch:       1024,
 		},
-		Outputs:  Outputs{Publish: "all", Format: "json"},
-		Snapshot: Snapshot{Every: 100000, Interval: "60s", Keep: 10},
-		Shutdown: Shutdown{Timeout: "25s"},
+		Outputs:  Outputs{Publish: consumer.PublishAll, Format: consumer.EncodingJSON},
+		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
+		Shutdown: Shutdown{Timeout: 25 * time.Second},
 		HTTP:     HTTP{Addr: ":8080"},
-		Log:      Log{Level: "info", Format: "auto"},
+		Log:      Log{Level: LevelInfo, Format: LogAuto},
 	}
 }

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // envPrefix starts every environment variable of a key.
@@ -46,6 +48,36 @@ func parseSecrecy(tag string) (secrecy, bool) {
 	return public, false
 }
 
+// classesKey is the one key whose text is read otherwise than its type's:
+// model.learner.classes is a list of class names, or their number N,
+// which names them 0 to N-1 (see parseClasses).
+const classesKey = "model.learner.classes"
+
+// parse parses s, the text of k's variable or flag, as parseText does.
+func (k key) parse(s string) (reflect.Value, error) {
+	if k.path == classesKey {
+		return parseClasses(s)
+	}
+	return parseText(k.typ, s)
+}
+
+// parseClasses reads the classes from a number N, up to 65536, as the
+// names "0" to "N-1" (0 is none: binary labels), or else as a list.
+func parseClasses(s string) (reflect.Value, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return parseText(reflect.TypeFor[[]string](), s)
+	}
+	if n < 0 || n > 1<<16 {
+		return reflect.Value{}, fmt.Errorf("%d classes is out of range (0 to %d)", n, 1<<16)
+	}
+	var classes []string
+	for i := range n {
+		classes = append(classes, strconv.Itoa(i))
+	}
+	return reflect.ValueOf(classes), nil
+}
+
 // keys lists every key of Config in declaration order. It is built by
 // reflection so that a field added to Config is a YAML key, a variable and
 // a flag without further code. It panics on a field of a type it cannot
@@ -65,7 +97,7 @@ func walkKeys(t reflect.Type, prefix []string, index []int, ks *[]key) {
 		}
 		path := append(append([]string(nil), prefix...), name)
 		idx := append(append([]int(nil), index...), i)
-		if f.Type.Kind() == reflect.Struct {
+		if isSection(f.Type) {
 			walkKeys(f.Type, path, idx, ks)
 			continue
 		}
@@ -133,8 +165,35 @@ func yamlNames(t reflect.Type) []string {
 	return names
 }
 
+// isSection reports whether a field of type t is a section of keys rather
+// than a key: a struct that does not read text.
+func isSection(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && !isText(t)
+}
+
+// isText reports whether values of type t read and write text themselves
+// (consumer.Start, Destination, consumer.Format, ...): parseText and
+// formatText leave them to UnmarshalText and MarshalText.
+func isText(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) &&
+		t.Implements(reflect.TypeFor[encoding.TextMarshaler]())
+}
+
+// isDuration reports whether t is time.Duration, a key type of its own:
+// an int64 read and written as a duration.
+func isDuration(t reflect.Type) bool { return t == reflect.TypeFor[time.Duration]() }
+
+// isTextual reports whether a key of type t is shown as a string is: text
+// types and durations.
+func isTextual(t reflect.Type) bool {
+	return t.Kind() == reflect.String || isText(t) || isDuration(t)
+}
+
 // supported reports whether parseText can produce a value of type t.
 func supported(t reflect.Type) bool {
+	if isText(t) || isDuration(t) {
+		return true
+	}
 	switch t.Kind() {
 	case reflect.String, reflect.Bool, reflect.Int, reflect.Uint64, reflect.Float64:
 		return true
@@ -146,6 +205,9 @@ func supported(t reflect.Type) bool {
 
 // typeName is how Usage names a key's type.
 func typeName(t reflect.Type) string {
+	if isTextual(t) {
+		return "string"
+	}
 	switch t.Kind() {
 	case reflect.Bool:
 		return "bool"
@@ -162,13 +224,26 @@ func typeName(t reflect.Type) string {
 }
 
 // parseText parses s, the text of an environment variable, a flag or a
-// YAML scalar, as a value of type t. Numbers and booleans may be
-// surrounded by spaces; a list is comma-separated, each element trimmed,
-// empty elements dropped, so "" is the empty list. The error says what s
-// is not, quoting it; the caller adds where s came from.
+// YAML scalar, as a value of type t. Numbers, booleans and durations may
+// be surrounded by spaces; a list is comma-separated, each element
+// trimmed, empty elements dropped, so "" is the empty list; a text type
+// reads s with its UnmarshalText. The error says what s is not, quoting
+// it; the caller adds where s came from.
 func parseText(t reflect.Type, s string) (reflect.Value, error) {
 	v := reflect.New(t).Elem()
 	trimmed := strings.TrimSpace(s)
+	switch {
+	case isText(t):
+		err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s))
+		return v, err
+	case isDuration(t):
+		d, err := time.ParseDuration(trimmed)
+		if err != nil {
+			return v, fmt.Errorf("%q is not a duration such as 30s or 5m", s)
+		}
+		v.SetInt(int64(d))
+		return v, nil
+	}
 	switch t.Kind() {
 	case reflect.String:
 		v.SetString(s)
@@ -216,8 +291,18 @@ func numError(s, what string, err error) error {
 }
 
 // formatText is the text form of v that parseText reads back: a list is
-// comma-separated.
+// comma-separated, a duration as formatDuration writes it.
 func formatText(v reflect.Value) string {
+	switch {
+	case isText(v.Type()):
+		text, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+		if err != nil {
+			return fmt.Sprintf("!(%v)", err)
+		}
+		return string(text)
+	case isDuration(v.Type()):
+		return formatDuration(time.Duration(v.Int()))
+	}
 	switch v.Kind() {
 	case reflect.Bool:
 		return strconv.FormatBool(v.Bool())
@@ -235,4 +320,21 @@ func formatText(v reflect.Value) string {
 		return strings.Join(parts, ",")
 	}
 	return v.String()
+}
+
+// formatDuration writes d as people write these settings: in seconds up
+// to a minute ("25s", "60s", "0s") or when that is the largest whole unit
+// ("90s"), else in whole hours or minutes ("5m", "2h"), and as Go does a
+// duration of no whole seconds ("1.5s", "500ms"). Each reads back the
+// same.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d%time.Second != 0:
+		return d.String()
+	case d <= time.Minute || d%time.Minute != 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	}
+	return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
 }

@@ -28,9 +28,15 @@ import (
 // unset) and from the flag --model.learner.hash_bits VALUE. Lists are
 // comma-separated in variables and flags, YAML lists in the file; a list
 // flag given more than once collects every value. A bool flag alone means
-// true; to turn one off write --key=false. Any other HYPERPLANE_*
-// variable is ignored: UnknownEnv finds them, for the caller to warn
-// about (Load prints nothing).
+// true; to turn one off write --key=false. model.learner.classes also
+// takes a number N, which names the classes 0 to N-1. Any other
+// HYPERPLANE_* variable is ignored: UnknownEnv finds them, for the caller
+// to warn about (Load prints nothing).
+//
+// Every value is parsed here, once, into its field's type: a start, a
+// destination, a kind, a format or a duration that does not parse is an
+// error naming the key (its variable, its flag, or the file's line);
+// Validate then checks the typed values.
 //
 // args hold only --config and keys: an unknown flag or a positional
 // argument is an error naming it. -h or --help returns flag.ErrHelp
@@ -83,7 +89,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if s == "" {
 			continue
 		}
-		v, err := parseText(k.typ, s)
+		v, err := k.parse(s)
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: %w", k.env, err)
 		}
@@ -136,7 +142,7 @@ type flagValue struct {
 }
 
 func (f *flagValue) Set(s string) error {
-	v, err := parseText(f.k.typ, s)
+	v, err := f.k.parse(s)
 	if err != nil {
 		return err
 	}
@@ -249,7 +255,7 @@ func (d yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) er
 		}
 		fv := v.Field(fi)
 		var err error
-		if fv.Kind() == reflect.Struct {
+		if isSection(fv.Type()) {
 			err = d.decodeStruct(vn, fv, full)
 		} else {
 			err = d.decodeLeaf(vn, fv, full)

@@ -6,9 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -489,6 +493,26 @@ func TestEveryKeyFromEveryLevel(t *testing.T) {
 // sampleValue is a value of type t that no default has, as text for a
 // variable or flag and as YAML.
 func sampleValue(t reflect.Type) (text, yamlText string) {
+	switch t {
+	case reflect.TypeFor[time.Duration]():
+		return "42s", "42s"
+	case reflect.TypeFor[consumer.Start]():
+		return "offset:42", "offset:42"
+	case reflect.TypeFor[Destination]():
+		return "nats:sample", "nats:sample"
+	case reflect.TypeFor[Kind]():
+		return "nats", "nats"
+	case reflect.TypeFor[consumer.Format](), reflect.TypeFor[consumer.Encoding]():
+		return "msgpack", "msgpack"
+	case reflect.TypeFor[consumer.Publish]():
+		return "none", "none"
+	case reflect.TypeFor[kafkaio.Mechanism]():
+		return "plain", "plain"
+	case reflect.TypeFor[Level]():
+		return "debug", "debug"
+	case reflect.TypeFor[LogFormat]():
+		return "console", "console"
+	}
 	switch t.Kind() {
 	case reflect.Bool:
 		return "true", "true"
@@ -512,5 +536,133 @@ func TestEnvNamesAreUnique(t *testing.T) {
 	}
 	if _, ok := seen[configEnv]; ok {
 		t.Errorf("a key's variable is %s", configEnv)
+	}
+}
+
+// yamlFor is a config file that sets the key at the dotted path to the
+// YAML value.
+func yamlFor(path, value string) string {
+	segs := strings.Split(path, ".")
+	var y strings.Builder
+	for i, s := range segs[:len(segs)-1] {
+		y.WriteString(strings.Repeat("  ", i) + s + ":\n")
+	}
+	y.WriteString(strings.Repeat("  ", len(segs)-1) + segs[len(segs)-1] + ": " + value + "\n")
+	return y.String()
+}
+
+// TestLoadParsesTypedValues: a key of a type that reads text (a start, a
+// destination, a kind, a format, a mode, a mechanism) or a duration is
+// parsed once, as it is loaded, the same from the file, a variable or a
+// flag; a text that is not such a value is an error there, naming the
+// key (its variable, its flag) and quoting the text.
+func TestLoadParsesTypedValues(t *testing.T) {
+	cases := []struct {
+		key, text string
+		noFile    bool // the text is for variables and flags only
+		get       func(Config) any
+		want      any    // when valid
+		err       string // a substring of the error; "" when valid
+	}{
+		{key: "source.start", text: "time:2024-05-01T12:00:00+02:00",
+			get: func(c Config) any { return c.Source.Start.Time.UTC() }, want: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)},
+		{key: "source.start", text: "offset:0", get: func(c Config) any { return c.Source.Start }, want: consumer.Start{Kind: consumer.StartOffset}},
+		{key: "source.start", text: "yesterday", err: `unknown start "yesterday"`},
+		{key: "source.start", text: "offset:ten", err: `"offset:ten": offset:N needs an integer N >= 0`},
+		{key: "source.start", text: "offset:-1", err: `"offset:-1": offset:N needs an integer N >= 0`},
+		{key: "source.start", text: "time:2024-13-01T00:00:00Z", err: "RFC 3339"},
+		{key: "source.start", text: "time:2024-05-01T12:00:00", err: "RFC 3339"},
+		{key: "source.format", text: "json", get: func(c Config) any { return c.Source.Format }, want: consumer.FormatJSON},
+		{key: "source.format", text: "xml", err: `unknown format "xml"`},
+		{key: "source.kind", text: "jetstream", get: func(c Config) any { return c.Source.Kind }, want: KindJetStream},
+		{key: "source.kind", text: "redis", err: `unknown kind "redis" (want kafka, jetstream or nats)`},
+		{key: "outputs.predictions", text: "kafka:p", get: func(c Config) any { return c.Outputs.Predictions }, want: Destination{KindKafka, "p"}},
+		{key: "outputs.predictions", text: "predictions", err: `"predictions" is not a destination`},
+		{key: "outputs.dead_letter", text: "nats:a.>", err: "wildcard"},
+		{key: "outputs.publish", text: "some", err: `unknown value "some"`},
+		{key: "outputs.format", text: "avro", err: `unknown format "avro"`},
+		{key: "kafka.sasl.mechanism", text: "scram-sha-512", get: func(c Config) any { return c.Kafka.SASL.Mechanism }, want: kafkaio.MechanismSCRAMSHA512},
+		{key: "kafka.sasl.mechanism", text: "gssapi", err: `unknown mechanism "gssapi"`},
+		{key: "log.level", text: "loud", err: `unknown level "loud" (want debug, info, warn or error)`},
+		{key: "log.format", text: "text", err: `unknown format "text" (want auto, json or console)`},
+		{key: "snapshot.interval", text: "1m30s", get: func(c Config) any { return c.Snapshot.Interval }, want: 90 * time.Second},
+		{key: "snapshot.interval", text: "often", err: `"often" is not a duration`},
+		{key: "shutdown.timeout", text: "10s", get: func(c Config) any { return c.Shutdown.Timeout }, want: 10 * time.Second},
+		{key: "model.learner.classes", text: "3", noFile: true, get: func(c Config) any { return c.Model.Learner.Classes }, want: []string{"0", "1", "2"}},
+		{key: "model.learner.classes", text: "0", noFile: true, get: func(c Config) any { return c.Model.Learner.Classes }, want: []string(nil)},
+		{key: "model.learner.classes", text: "70000", noFile: true, err: "70000 classes is out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key+"="+tc.text, func(t *testing.T) {
+			var k key
+			for _, kk := range keys() {
+				if kk.path == tc.key {
+					k = kk
+				}
+			}
+			levels := []struct {
+				name  string
+				args  []string
+				env   map[string]string
+				where string // what the error names
+			}{
+				{"env", nil, map[string]string{k.env: tc.text}, k.env + ": "},
+				{"flag", []string{"--" + k.path, tc.text}, nil, "flag -" + k.path + ": "},
+			}
+			if !tc.noFile {
+				levels = append(levels, struct {
+					name  string
+					args  []string
+					env   map[string]string
+					where string
+				}{"file", []string{"--config", writeConfig(t, yamlFor(k.path, strconv.Quote(tc.text)))}, nil, "line " + strconv.Itoa(strings.Count(k.path, ".")+1) + ": " + k.path + ": "})
+			}
+			for _, l := range levels {
+				c, err := Load(l.args, envOf(l.env))
+				if tc.err != "" {
+					if err == nil || !strings.Contains(err.Error(), l.where) {
+						t.Fatalf("%s: error %v, want one naming %q", l.name, err, l.where)
+					}
+					if !strings.Contains(err.Error(), tc.err) {
+						t.Errorf("%s: error %q does not say %q", l.name, err, tc.err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", l.name, err)
+				}
+				if got := tc.get(c); !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("%s: got %#v, want %#v", l.name, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestFormatDuration: durations are written as they are usually given,
+// and read back the same.
+func TestFormatDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{25 * time.Second, "25s"},
+		{60 * time.Second, "60s"},
+		{90 * time.Second, "90s"},
+		{5 * time.Minute, "5m"},
+		{90 * time.Minute, "90m"},
+		{2 * time.Hour, "2h"},
+		{-30 * time.Second, "-30s"},
+		{1500 * time.Millisecond, "1.5s"},
+		{500 * time.Millisecond, "500ms"},
+	} {
+		got := formatDuration(tc.d)
+		if got != tc.want {
+			t.Errorf("formatDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != tc.d {
+			t.Errorf("%q reads back as %v, %v", got, back, err)
+		}
 	}
 }

@@ -59,10 +59,10 @@ func section(m *yaml.Node, path []string) *yaml.Node {
 // yamlValue is a key's value as a YAML node that decodes to the same
 // value: strings are tagged so that "1" or "true" stay strings.
 func yamlValue(v reflect.Value) *yaml.Node {
-	switch v.Kind() {
-	case reflect.String:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v.String()}
-	case reflect.Slice:
+	switch {
+	case isTextual(v.Type()):
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: formatText(v)}
+	case v.Kind() == reflect.Slice:
 		seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
 		for i := range v.Len() {
 			seq.Content = append(seq.Content, yamlValue(v.Index(i)))

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWriteYAMLReadsBack: the reference that WriteYAML writes is a config
@@ -21,8 +22,8 @@ func TestWriteYAMLReadsBack(t *testing.T) {
 	odd.Source.Topics = []string{"clicks", "views"}
 	odd.Kafka.Brokers = []string{"b1:9092", "b2:9092"}
 	odd.Kafka.SASL.Username = "# not a comment"
-	odd.Outputs.Predictions = "kafka:predictions"
-	odd.Snapshot.Interval = "1m30s"
+	odd.Outputs.Predictions = Destination{Kind: KindKafka, Topic: "predictions"}
+	odd.Snapshot.Interval = 90 * time.Second
 	odd.HTTP.Addr = ""
 	for name, want := range map[string]Config{"defaults": Default(), "odd values": odd} {
 		t.Run(name, func(t *testing.T) {

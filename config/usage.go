@@ -49,8 +49,8 @@ func Usage(w io.Writer) {
 }
 
 func quoteDefault(v reflect.Value) string {
-	if v.Kind() == reflect.String {
-		return fmt.Sprintf("%q", v.String())
+	if isTextual(v.Type()) {
+		return fmt.Sprintf("%q", formatText(v))
 	}
 	return formatText(v)
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding"
 	"fmt"
 	"reflect"
 	"strings"
@@ -21,7 +22,7 @@ func leafPaths(t reflect.Type, prefix string) map[string]bool {
 		if prefix != "" {
 			name = prefix + "." + name
 		}
-		if f.Type.Kind() == reflect.Struct {
+		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
 			for k, v := range leafPaths(f.Type, name) {
 				out[k] = v
 			}

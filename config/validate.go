@@ -8,8 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/oneof"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -50,6 +51,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ValidateBrokers is Validate for the broker connections alone, kafka.*
+// and nats.*: for the commands that connect to the brokers without running
+// the worker (gen).
+func (c Config) ValidateBrokers() error {
+	if err := c.validateKafka(); err != nil {
+		return err
+	}
+	return c.validateNATS()
+}
+
 func (c Config) validateSnapshot() error {
 	s := c.Snapshot
 	if s.URL != "" {
@@ -68,11 +79,10 @@ func (c Config) validateSnapshot() error {
 	if s.Every < 0 {
 		return fieldErr("snapshot.every", "must be 0 or more, got %d", s.Every)
 	}
-	d, err := time.ParseDuration(s.Interval)
-	if err != nil || d < 0 {
-		return fieldErr("snapshot.interval", "%q is not a duration >= 0 such as 30s or 5m", s.Interval)
+	if s.Interval < 0 {
+		return fieldErr("snapshot.interval", "must be 0s or more, got %s", formatDuration(s.Interval))
 	}
-	if s.URL != "" && s.Every == 0 && d == 0 {
+	if s.URL != "" && s.Every == 0 && s.Interval == 0 {
 		return fieldErr("snapshot.every", "with snapshot.interval 0s too, no snapshot would ever be taken")
 	}
 	if s.Keep < 1 {
@@ -82,25 +92,10 @@ func (c Config) validateSnapshot() error {
 }
 
 func (c Config) validateShutdown() error {
-	d, err := time.ParseDuration(c.Shutdown.Timeout)
-	if err != nil || d <= 0 {
-		return fieldErr("shutdown.timeout", "%q is not a duration > 0 such as 25s", c.Shutdown.Timeout)
+	if c.Shutdown.Timeout <= 0 {
+		return fieldErr("shutdown.timeout", "must be more than 0s (such as 25s), got %s", formatDuration(c.Shutdown.Timeout))
 	}
 	return nil
-}
-
-// ShutdownTimeout is shutdown.timeout as a duration (0 if invalid:
-// Validate reports that).
-func (c Config) ShutdownTimeout() time.Duration {
-	d, _ := time.ParseDuration(c.Shutdown.Timeout)
-	return d
-}
-
-// SnapshotInterval is snapshot.interval as a duration (0 if invalid:
-// Validate reports that).
-func (c Config) SnapshotInterval() time.Duration {
-	d, _ := time.ParseDuration(c.Snapshot.Interval)
-	return d
 }
 
 // KafkaGroup is the Kafka consumer group that progress is committed to:
@@ -144,20 +139,13 @@ func isNameRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }
 
-// Source kinds.
-const (
-	kindKafka     = "kafka"
-	kindJetStream = "jetstream"
-	kindNATS      = "nats"
-)
-
 // maxBatch bounds source.batch.
 const maxBatch = 100000
 
 func (c Config) validateSource() error {
 	s := c.Source
 	switch s.Kind {
-	case kindKafka:
+	case KindKafka:
 		if len(c.Kafka.Brokers) == 0 {
 			return fieldErr("kafka.brokers", "required when source.kind is kafka")
 		}
@@ -169,7 +157,7 @@ func (c Config) validateSource() error {
 				return fieldErr("source.topics", "%v", err)
 			}
 		}
-	case kindJetStream:
+	case KindJetStream:
 		if c.NATS.URL == "" {
 			return fieldErr("nats.url", "required when source.kind is jetstream")
 		}
@@ -184,7 +172,7 @@ func (c Config) validateSource() error {
 				return fieldErr("source.subject", "%v", err)
 			}
 		}
-	case kindNATS:
+	case KindNATS:
 		if c.NATS.URL == "" {
 			return fieldErr("nats.url", "required when source.kind is nats")
 		}
@@ -195,17 +183,15 @@ func (c Config) validateSource() error {
 			return fieldErr("source.subject", "%v", err)
 		}
 	case "":
-		return fieldErr("source.kind", "required: kafka, jetstream or nats")
+		return fieldErr("source.kind", "required: %s", oneof.List(Kinds()...))
 	default:
-		return fieldErr("source.kind", "unknown kind %q (want kafka, jetstream or nats)", s.Kind)
+		return fieldErr("source.kind", "%v", s.Kind.Validate())
 	}
-	if _, err := ParseStart(s.Start); err != nil {
+	if err := s.Start.Validate(); err != nil {
 		return fieldErr("source.start", "%v", err)
 	}
-	switch s.Format {
-	case "auto", "jsonl", "json", "msgpack":
-	default:
-		return fieldErr("source.format", "unknown format %q (want auto, jsonl, json or msgpack)", s.Format)
+	if err := s.Format.Validate(); err != nil {
+		return fieldErr("source.format", "%v", err)
 	}
 	if s.MaxBytes < 1 {
 		return fieldErr("source.max_bytes", "must be at least 1, got %d", s.MaxBytes)
@@ -221,34 +207,25 @@ func (c Config) validateSource() error {
 
 func (c Config) validateOutputs() error {
 	o := c.Outputs
-	for _, d := range []struct{ field, dest string }{
-		{"outputs.predictions", o.Predictions},
-		{"outputs.misclassifications", o.Misclassifications},
-		{"outputs.dead_letter", o.DeadLetter},
-	} {
-		if d.dest == "" {
+	for _, d := range o.Destinations() {
+		if d.Dest.IsZero() {
 			continue
 		}
-		kind, _, err := ParseDestination(d.dest)
-		if err != nil {
-			return fieldErr(d.field, "%v", err)
+		if err := d.Dest.Validate(); err != nil {
+			return fieldErr(d.Key, "%v", err)
 		}
-		if kind == kindKafka && len(c.Kafka.Brokers) == 0 {
-			return fieldErr("kafka.brokers", "required by %s (%s)", d.field, d.dest)
+		if d.Dest.Kind == KindKafka && len(c.Kafka.Brokers) == 0 {
+			return fieldErr("kafka.brokers", "required by %s (%s)", d.Key, d.Dest)
 		}
-		if kind != kindKafka && c.NATS.URL == "" {
-			return fieldErr("nats.url", "required by %s (%s)", d.field, d.dest)
+		if d.Dest.Kind != KindKafka && c.NATS.URL == "" {
+			return fieldErr("nats.url", "required by %s (%s)", d.Key, d.Dest)
 		}
 	}
-	switch o.Publish {
-	case "all", "unlabeled", "none":
-	default:
-		return fieldErr("outputs.publish", "unknown value %q (want all, unlabeled or none)", o.Publish)
+	if err := o.Publish.Validate(); err != nil {
+		return fieldErr("outputs.publish", "%v", err)
 	}
-	switch o.Format {
-	case "json", "msgpack":
-	default:
-		return fieldErr("outputs.format", "unknown format %q (want json or msgpack)", o.Format)
+	if err := o.Format.Validate(); err != nil {
+		return fieldErr("outputs.format", "%v", err)
 	}
 	return nil
 }
@@ -264,20 +241,20 @@ func (c Config) validateKafka() error {
 		}
 	}
 	s := k.SASL
-	switch s.Mechanism {
-	case "none":
+	if err := s.Mechanism.Validate(); err != nil {
+		return fieldErr("kafka.sasl.mechanism", "%v", err)
+	}
+	if s.Mechanism == kafkaio.MechanismNone {
 		if s.Username != "" || s.Password != "" {
-			return fieldErr("kafka.sasl.mechanism", "is none, but a username or password is set: choose plain, scram-sha-256 or scram-sha-512")
+			return fieldErr("kafka.sasl.mechanism", "is none, but a username or password is set: choose %s", oneof.List(kafkaio.Mechanisms()[1:]...))
 		}
-	case "plain", "scram-sha-256", "scram-sha-512":
+	} else {
 		if s.Username == "" {
 			return fieldErr("kafka.sasl.username", "required when kafka.sasl.mechanism is %s", s.Mechanism)
 		}
 		if s.Password == "" {
 			return fieldErr("kafka.sasl.password", "required when kafka.sasl.mechanism is %s", s.Mechanism)
 		}
-	default:
-		return fieldErr("kafka.sasl.mechanism", "unknown mechanism %q (want none, plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
 	}
 	return checkTLS("kafka.tls", k.TLS)
 }
@@ -314,15 +291,11 @@ func (c Config) validateHTTP() error {
 }
 
 func (c Config) validateLog() error {
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		return fieldErr("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	if err := c.Log.Level.Validate(); err != nil {
+		return fieldErr("log.level", "%v", err)
 	}
-	switch c.Log.Format {
-	case "auto", "json", "console":
-	default:
-		return fieldErr("log.format", "unknown format %q (want auto, json or console)", c.Log.Format)
+	if err := c.Log.Format.Validate(); err != nil {
+		return fieldErr("log.format", "%v", err)
 	}
 	return nil
 }
@@ -508,69 +481,4 @@ func checkSubject(s string, wildcards bool) error {
 		}
 	}
 	return nil
-}
-
-// ParseDestination splits an output destination "kafka:<topic>",
-// "jetstream:<subject>" or "nats:<subject>" into its kind and name, and
-// checks the name: a Kafka topic name, or a NATS subject without
-// wildcards. An empty destination (no output) is an error here: callers
-// skip it before parsing.
-func ParseDestination(s string) (kind, name string, err error) {
-	kind, name, ok := strings.Cut(s, ":")
-	if !ok {
-		return "", "", fmt.Errorf("%q is not a destination (want kafka:<topic>, jetstream:<subject> or nats:<subject>)", s)
-	}
-	switch kind {
-	case kindKafka:
-		err = checkTopic(name)
-	case kindJetStream, kindNATS:
-		err = checkSubject(name, false)
-	default:
-		return "", "", fmt.Errorf("%q: unknown kind %q (want kafka, jetstream or nats)", s, kind)
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("%q: %w", s, err)
-	}
-	return kind, name, nil
-}
-
-// The kinds of Start.
-const (
-	StartEarliest = "earliest" // the oldest message the broker holds
-	StartLatest   = "latest"   // only messages that arrive after the start
-	StartOffset   = "offset"   // Start.Offset: a Kafka offset or a JetStream sequence
-	StartTime     = "time"     // the first message at or after Start.Time
-)
-
-// Start is where a source begins when there is no snapshot to resume
-// from: source.start parsed.
-type Start struct {
-	Kind   string // StartEarliest, StartLatest, StartOffset or StartTime
-	Offset int64  // Kind StartOffset: the first offset (Kafka) or sequence (JetStream) to read, >= 0
-	Time   time.Time
-}
-
-// ParseStart parses source.start: "earliest", "latest", "offset:N" with N
-// an integer >= 0, or "time:T" with T an RFC 3339 time
-// (time:2024-05-01T12:00:00Z).
-func ParseStart(s string) (Start, error) {
-	switch {
-	case s == StartEarliest:
-		return Start{Kind: StartEarliest}, nil
-	case s == StartLatest:
-		return Start{Kind: StartLatest}, nil
-	case strings.HasPrefix(s, StartOffset+":"):
-		n, err := strconv.ParseInt(strings.TrimPrefix(s, StartOffset+":"), 10, 64)
-		if err != nil || n < 0 {
-			return Start{}, fmt.Errorf("%q: offset:N needs an integer N >= 0", s)
-		}
-		return Start{Kind: StartOffset, Offset: n}, nil
-	case strings.HasPrefix(s, StartTime+":"):
-		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(s, StartTime+":"))
-		if err != nil {
-			return Start{}, fmt.Errorf("%q: time:T needs an RFC 3339 time such as 2024-05-01T12:00:00Z: %w", s, err)
-		}
-		return Start{Kind: StartTime, Time: t}, nil
-	}
-	return Start{}, fmt.Errorf("unknown start %q (want earliest, latest, offset:N or time:RFC3339)", s)
 }

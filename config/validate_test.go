@@ -7,7 +7,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
 )
+
+// dest is the destination of text, its kind and topic as they are, valid
+// or not: for the configurations Validate is to check.
+func dest(text string) Destination {
+	kind, topic, _ := strings.Cut(text, ":")
+	return Destination{Kind: Kind(kind), Topic: topic}
+}
 
 // validKafka is a valid configuration reading from Kafka.
 func validKafka() Config {
@@ -16,9 +25,9 @@ func validKafka() Config {
 	c.Kafka.Brokers = []string{"k1:9092", "k2:9092"}
 	c.Source.Kind = "kafka"
 	c.Source.Topics = []string{"examples"}
-	c.Outputs.Predictions = "kafka:predictions"
-	c.Outputs.Misclassifications = "kafka:misclassifications"
-	c.Outputs.DeadLetter = "kafka:dead-letter"
+	c.Outputs.Predictions = dest("kafka:predictions")
+	c.Outputs.Misclassifications = dest("kafka:misclassifications")
+	c.Outputs.DeadLetter = dest("kafka:dead-letter")
 	return c
 }
 
@@ -29,7 +38,7 @@ func validJetStream() Config {
 	c.NATS.URL = "nats://localhost:4222"
 	c.Source.Kind = "jetstream"
 	c.Source.Stream = "EXAMPLES"
-	c.Outputs.Predictions = "jetstream:predictions"
+	c.Outputs.Predictions = dest("jetstream:predictions")
 	return c
 }
 
@@ -40,7 +49,7 @@ func validNATS() Config {
 	c.NATS.URL = "localhost:4222"
 	c.Source.Kind = "nats"
 	c.Source.Subject = "examples.>"
-	c.Outputs.Predictions = "nats:predictions"
+	c.Outputs.Predictions = dest("nats:predictions")
 	return c
 }
 
@@ -69,8 +78,8 @@ func TestValidate(t *testing.T) {
 		{name: "snapshot url not a url", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL = "/var/lib/x" }, field: "snapshot.url", problem: "not a URL"},
 		{name: "snapshot url scheme", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL = "ftp://x" }, field: "snapshot.url", problem: "unknown scheme"},
 		{name: "snapshot every negative", base: validKafka, mutate: func(c *Config) { c.Snapshot.Every = -1 }, field: "snapshot.every"},
-		{name: "snapshot interval", base: validKafka, mutate: func(c *Config) { c.Snapshot.Interval = "often" }, field: "snapshot.interval"},
-		{name: "snapshot never", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL, c.Snapshot.Every, c.Snapshot.Interval = "mem://", 0, "0s" }, field: "snapshot.every", problem: "no snapshot"},
+		{name: "snapshot interval", base: validKafka, mutate: func(c *Config) { c.Snapshot.Interval = -time.Second }, field: "snapshot.interval"},
+		{name: "snapshot never", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL, c.Snapshot.Every, c.Snapshot.Interval = "mem://", 0, 0 }, field: "snapshot.every", problem: "no snapshot"},
 		{name: "snapshot keep", base: validKafka, mutate: func(c *Config) { c.Snapshot.Keep = 0 }, field: "snapshot.keep"},
 
 		// model
@@ -99,16 +108,15 @@ func TestValidate(t *testing.T) {
 		{name: "nats without url", base: validNATS, mutate: func(c *Config) { c.NATS.URL = "" }, field: "nats.url"},
 		{name: "nats without subject", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "" }, field: "source.subject"},
 		{name: "nats subject > not last", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "a.>.b" }, field: "source.subject"},
-		{name: "start latest", base: validKafka, mutate: func(c *Config) { c.Source.Start = "latest" }},
-		{name: "start offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:0" }},
-		{name: "start time", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-05-01T12:00:00+02:00" }},
-		{name: "start unknown", base: validKafka, mutate: func(c *Config) { c.Source.Start = "yesterday" }, field: "source.start"},
-		{name: "start negative offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:-1" }, field: "source.start"},
-		{name: "start offset not a number", base: validKafka, mutate: func(c *Config) { c.Source.Start = "offset:ten" }, field: "source.start"},
-		{name: "start bad time", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-13-01T00:00:00Z" }, field: "source.start"},
-		{name: "start time without zone", base: validKafka, mutate: func(c *Config) { c.Source.Start = "time:2024-05-01T12:00:00" }, field: "source.start"},
+		{name: "start latest", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartLatest} }},
+		{name: "start offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartOffset} }},
+		{name: "start time", base: validKafka, mutate: func(c *Config) {
+			c.Source.Start = consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.FixedZone("", 2*3600))}
+		}},
+		{name: "start unknown", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: "yesterday"} }, field: "source.start"},
+		{name: "start negative offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartOffset, Offset: -1} }, field: "source.start"},
+		{name: "start time without a time", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartTime} }, field: "source.start"},
 		{name: "format jsonl", base: validKafka, mutate: func(c *Config) { c.Source.Format = "jsonl" }},
-		{name: "format json", base: validKafka, mutate: func(c *Config) { c.Source.Format = "json" }},
 		{name: "format msgpack", base: validKafka, mutate: func(c *Config) { c.Source.Format = "msgpack" }},
 		{name: "format unknown", base: validKafka, mutate: func(c *Config) { c.Source.Format = "xml" }, field: "source.format"},
 		{name: "max_bytes 0", base: validKafka, mutate: func(c *Config) { c.Source.MaxBytes = 0 }, field: "source.max_bytes"},
@@ -120,18 +128,18 @@ func TestValidate(t *testing.T) {
 
 		// outputs
 		{name: "no outputs", base: validKafka, mutate: func(c *Config) { c.Outputs = Default().Outputs }},
-		{name: "predictions without kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "predictions" }, field: "outputs.predictions"},
-		{name: "predictions unknown kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "redis:p" }, field: "outputs.predictions"},
-		{name: "predictions empty topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "kafka:" }, field: "outputs.predictions"},
-		{name: "misclassifications bad topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = "kafka:a/b" }, field: "outputs.misclassifications"},
-		{name: "misclassifications wildcard subject", base: validJetStream, mutate: func(c *Config) { c.Outputs.Misclassifications = "jetstream:m.*" }, field: "outputs.misclassifications"},
-		{name: "dead_letter empty subject", base: validNATS, mutate: func(c *Config) { c.Outputs.DeadLetter = "nats:" }, field: "outputs.dead_letter"},
-		{name: "kafka output without brokers", base: validJetStream, mutate: func(c *Config) { c.Outputs.DeadLetter = "kafka:dlq" }, field: "kafka.brokers", problem: "outputs.dead_letter"},
-		{name: "jetstream output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = "jetstream:p" }, field: "nats.url", problem: "outputs.predictions"},
-		{name: "nats output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = "nats:m" }, field: "nats.url", problem: "outputs.misclassifications"},
+		{name: "predictions without kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = dest("predictions") }, field: "outputs.predictions"},
+		{name: "predictions unknown kind", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = dest("redis:p") }, field: "outputs.predictions"},
+		{name: "predictions empty topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = dest("kafka:") }, field: "outputs.predictions"},
+		{name: "misclassifications bad topic", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = dest("kafka:a/b") }, field: "outputs.misclassifications"},
+		{name: "misclassifications wildcard subject", base: validJetStream, mutate: func(c *Config) { c.Outputs.Misclassifications = dest("jetstream:m.*") }, field: "outputs.misclassifications"},
+		{name: "dead_letter empty subject", base: validNATS, mutate: func(c *Config) { c.Outputs.DeadLetter = dest("nats:") }, field: "outputs.dead_letter"},
+		{name: "kafka output without brokers", base: validJetStream, mutate: func(c *Config) { c.Outputs.DeadLetter = dest("kafka:dlq") }, field: "kafka.brokers", problem: "outputs.dead_letter"},
+		{name: "jetstream output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Predictions = dest("jetstream:p") }, field: "nats.url", problem: "outputs.predictions"},
+		{name: "nats output without url", base: validKafka, mutate: func(c *Config) { c.Outputs.Misclassifications = dest("nats:m") }, field: "nats.url", problem: "outputs.misclassifications"},
 		{name: "kafka source, jetstream output", base: validKafka, mutate: func(c *Config) {
 			c.NATS.URL = "nats://n:4222"
-			c.Outputs.Predictions = "jetstream:p"
+			c.Outputs.Predictions = dest("jetstream:p")
 		}},
 		{name: "publish unlabeled", base: validKafka, mutate: func(c *Config) { c.Outputs.Publish = "unlabeled" }},
 		{name: "publish none", base: validKafka, mutate: func(c *Config) { c.Outputs.Publish = "none" }},
@@ -271,7 +279,9 @@ func TestKafkaGroup(t *testing.T) {
 	}
 }
 
-func TestParseDestination(t *testing.T) {
+// TestDestinationUnmarshalText: an output's text, read once when the
+// configuration is loaded, and written back as it was read.
+func TestDestinationUnmarshalText(t *testing.T) {
 	cases := []struct {
 		in         string
 		kind, name string
@@ -281,7 +291,7 @@ func TestParseDestination(t *testing.T) {
 		{in: "kafka:a.b_c-d", kind: "kafka", name: "a.b_c-d"},
 		{in: "jetstream:events.predictions", kind: "jetstream", name: "events.predictions"},
 		{in: "nats:p", kind: "nats", name: "p"},
-		{in: "", err: "not a destination"},
+		{in: ""}, // none
 		{in: "predictions", err: "not a destination"},
 		{in: "kafka:", err: "empty topic"},
 		{in: "kafka:a b", err: "not a Kafka topic name"},
@@ -293,59 +303,26 @@ func TestParseDestination(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
-			kind, name, err := ParseDestination(tc.in)
+			before := Destination{Kind: KindNATS, Topic: "before"}
+			d := before
+			err := d.UnmarshalText([]byte(tc.in))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if kind != tc.kind || name != tc.name {
-				t.Errorf("got %q, %q; want %q, %q", kind, name, tc.kind, tc.name)
-			}
-		})
-	}
-}
-
-func TestParseStart(t *testing.T) {
-	cases := []struct {
-		in   string
-		want Start
-		err  bool
-	}{
-		{in: "earliest", want: Start{Kind: StartEarliest}},
-		{in: "latest", want: Start{Kind: StartLatest}},
-		{in: "offset:0", want: Start{Kind: StartOffset}},
-		{in: "offset:9223372036854775807", want: Start{Kind: StartOffset, Offset: 9223372036854775807}},
-		{in: "time:2024-05-01T12:00:00Z", want: Start{Kind: StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}},
-		{in: "time:2024-05-01T14:00:00.5+02:00", want: Start{Kind: StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)}},
-		{in: "", err: true},
-		{in: "Earliest", err: true},
-		{in: "offset:", err: true},
-		{in: "offset:-1", err: true},
-		{in: "offset:1.5", err: true},
-		{in: "offset:9223372036854775808", err: true},
-		{in: "time:", err: true},
-		{in: "time:2024-05-01", err: true},
-		{in: "time:1714564800", err: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseStart(tc.in)
-			if tc.err {
-				if err == nil {
-					t.Fatalf("no error; got %+v", got)
+				if d != before {
+					t.Errorf("a failed UnmarshalText changed the destination to %+v", d)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Kind != tc.want.Kind || got.Offset != tc.want.Offset || !got.Time.Equal(tc.want.Time) {
-				t.Errorf("got %+v, want %+v", got, tc.want)
+			if string(d.Kind) != tc.kind || d.Topic != tc.name {
+				t.Errorf("got %q, %q; want %q, %q", d.Kind, d.Topic, tc.kind, tc.name)
+			}
+			if text, _ := d.MarshalText(); string(text) != tc.in {
+				t.Errorf("written back as %q", text)
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -46,8 +48,7 @@ type DecoderOptions struct {
 // Every error a Decoder returns for bad input is a *DecodeError.
 type Decoder struct {
 	hasher      learner.Hasher
-	classes     []string
-	classIndex  map[string]int // multiclass models only
+	labels      learner.Labels
 	dim         int
 	maxFeatures int
 	maxBytes    int
@@ -58,9 +59,10 @@ type Decoder struct {
 	name  []byte
 	value []byte
 	id    []byte
-	skip  []byte
-	stack []byte // containers open in a skipped JSON value
-	open  []int  // values left outside each container open in a skipped msgpack value
+	// The skippers of unknown keys' values, with their own scratch
+	// buffers, both bounded by maxDepth.
+	skipJSON    jsonscan.Skipper
+	skipMsgpack msgpackscan.Skipper
 	// Unknown top-level keys of the current example, for the duplicate
 	// check: their bytes end to end in keys, their ends in keyEnds.
 	keys    []byte
@@ -73,22 +75,18 @@ type Decoder struct {
 func NewDecoder(cfg learner.Config, opts DecoderOptions) *Decoder {
 	d := &Decoder{
 		hasher:      learner.NewHasher(cfg.HashBits, cfg.HashSeed),
-		classes:     slices.Clone(cfg.Classes),
+		labels:      cfg.Labels(),
 		dim:         cfg.Dimension(),
 		maxFeatures: opts.MaxFeatures,
 		maxBytes:    opts.MaxBytes,
+		skipJSON:    jsonscan.Skipper{MaxDepth: maxDepth},
+		skipMsgpack: msgpackscan.Skipper{MaxDepth: maxDepth},
 	}
 	if d.maxFeatures <= 0 {
 		d.maxFeatures = DefaultMaxFeatures
 	}
 	if d.maxBytes <= 0 {
 		d.maxBytes = DefaultMaxBytes
-	}
-	if len(d.classes) > 2 {
-		d.classIndex = make(map[string]int, len(d.classes))
-		for i, name := range d.classes {
-			d.classIndex[name] = i
-		}
 	}
 	return d
 }
@@ -141,7 +139,7 @@ func (d *Decoder) Decode(data []byte, x *learner.Example) (Meta, error) {
 		d.start(x)
 		return Meta{}, d.sizeError(len(data))
 	}
-	i := skipSpace(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i == len(data) {
 		d.start(x)
 		return Meta{}, decodeErr("example", "empty payload")
@@ -149,12 +147,12 @@ func (d *Decoder) Decode(data []byte, x *learner.Example) (Meta, error) {
 	switch c := data[i]; {
 	case c == '{':
 		return d.DecodeJSON(data, x)
-	case isMsgpackMap(c):
+	case msgpackscan.IsMap(c):
 		n, meta, err := d.DecodeMsgpack(data[i:], x)
 		if err != nil {
 			return meta, err
 		}
-		if end := skipSpace(data, i+n); end != len(data) {
+		if end := jsonscan.SkipSpace(data, i+n); end != len(data) {
 			x.Reset()
 			return meta, decodeErr("example", "%d bytes follow the msgpack map (at byte %d)", len(data)-end, end)
 		}
@@ -262,12 +260,6 @@ func outOfRange(field, text string) *DecodeError {
 	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue)
 }
 
-// tooDeep is the error for a skipped value that opens a container at byte
-// i with maxDepth containers already open.
-func tooDeep(i int) *DecodeError {
-	return decodeErr("", "values nest deeper than %d at byte %d", maxDepth, i)
-}
-
 // noteUnknownKey records an unknown top-level key for the duplicate check.
 func (d *Decoder) noteUnknownKey(key []byte) {
 	d.keys = append(d.keys, key...)
@@ -345,95 +337,51 @@ func quoteValue(value []byte) string {
 	return strconv.Quote(string(value))
 }
 
-// binaryLabel is the label of a binary model for the number v: 1 is
-// positive, -1 and 0 negative.
-func binaryLabel(v float64) (int, bool) {
-	switch v {
-	case 1:
-		return 1, true
-	case -1, 0:
-		return -1, true
-	}
-	return 0, false
-}
-
 // labelNumber sets the label of x from the number v and reports whether v
 // is a label of the model; if not, badLabelNumber says why.
 func (d *Decoder) labelNumber(x *learner.Example, v float64) bool {
-	if len(d.classes) <= 2 {
-		y, ok := binaryLabel(v)
-		if ok {
-			x.Labeled, x.Label = true, y
-		}
-		return ok
+	y, ok := d.labels.ParseNumber(v)
+	if ok {
+		x.Labeled, x.Label = true, y
 	}
-	if v != math.Trunc(v) || v < 0 || v >= float64(len(d.classes)) {
-		return false
-	}
-	x.Labeled, x.Label = true, int(v)
-	return true
+	return ok
 }
 
 // badLabelNumber is the error for a number v that labelNumber refused;
 // text is v as the input wrote it.
 func (d *Decoder) badLabelNumber(v float64, text string) *DecodeError {
-	if len(d.classes) <= 2 {
-		return d.notBinary(text)
-	}
-	if v != math.Trunc(v) {
-		return decodeErr("label", "%s is not a class (want a class name or an integer from 0 to %d)", text, len(d.classes)-1)
-	}
-	return decodeErr("label", "class %s is out of range (want a class name or an integer from 0 to %d)", text, len(d.classes)-1)
+	return labelError(d.labels.NumberProblem(v, text))
 }
 
-// labelBool sets the label of x from a boolean: true is positive.
+// labelBool sets the label of x from a boolean.
 func (d *Decoder) labelBool(x *learner.Example, v bool) *DecodeError {
-	if len(d.classes) > 2 {
-		return decodeErr("label", "%t is not a class (want a class name or an integer from 0 to %d)", v, len(d.classes)-1)
-	}
-	x.Labeled, x.Label = true, -1
-	if v {
-		x.Label = 1
-	}
-	return nil
-}
-
-// labelString sets the label of x from a class name.
-func (d *Decoder) labelString(x *learner.Example, s []byte) *DecodeError {
-	switch len(d.classes) {
-	case 0:
-		return d.notBinary(quoteValue(s))
-	case 1, 2: // a valid Config has no single class
-		switch {
-		case string(s) == d.classes[0]:
-			x.Labeled, x.Label = true, -1
-		case len(d.classes) == 2 && string(s) == d.classes[1]:
-			x.Labeled, x.Label = true, 1
-		default:
-			return d.notBinary(quoteValue(s))
-		}
-		return nil
-	}
-	i, ok := d.classIndex[string(s)]
+	y, ok := d.labels.ParseBool(v)
 	if !ok {
-		return decodeErr("label", "unknown class %s", quoteValue(s))
+		return labelError(d.labels.BoolProblem(v))
 	}
-	x.Labeled, x.Label = true, i
+	x.Labeled, x.Label = true, y
 	return nil
 }
 
-// notBinary is the error for a value that is not a binary label.
-func (d *Decoder) notBinary(text string) *DecodeError {
-	if len(d.classes) == 2 {
-		return decodeErr("label", "%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, d.classes[0], d.classes[1])
+// labelName sets the label of x from a class name.
+func (d *Decoder) labelName(x *learner.Example, s []byte) *DecodeError {
+	y, ok := d.labels.ParseName(s)
+	if !ok {
+		return labelError(d.labels.NameProblem(quoteValue(s)))
 	}
-	return decodeErr("label", "%s is not a binary label (want 1/-1, 0/1 or true/false)", text)
+	x.Labeled, x.Label = true, y
+	return nil
 }
 
-// badLabelType is the error for a label of the wrong type.
+// badLabelType is the error for a label of the wrong type; got names it.
 func (d *Decoder) badLabelType(got string) *DecodeError {
-	if len(d.classes) > 2 {
-		return decodeErr("label", "value is not a class name or index (got %s)", got)
-	}
-	return decodeErr("label", "value is not a number, boolean or class name (got %s)", got)
+	return labelError(d.labels.TypeProblem(got))
+}
+
+// labelError is the error for a label the model does not take. It is
+// kept out of line for the reason of jsonError's.
+//
+//go:noinline
+func labelError(problem string) *DecodeError {
+	return &DecodeError{Field: "label", Problem: problem}
 }

@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -557,33 +558,33 @@ func FuzzDecodeMsgpack(f *testing.F) {
 			if n < 0 || n > len(data) {
 				t.Fatalf("used %d bytes of %d", n, len(data))
 			}
-			end, st := skipMsgpack(data, 0)
+			end, st := msgpackscan.Skip(data, 0)
 			if err == nil {
 				checkDecoded(t, cfg, &x)
-				if st != mpOK || n != end {
-					t.Fatalf("used %d bytes; skipMsgpack says %d, status %d", n, end, st)
+				if st != msgpackscan.OK || n != end {
+					t.Fatalf("used %d bytes; msgpackscan.Skip says %d, status %d", n, end, st)
 				}
 			}
-			if n > 0 && (st != mpOK || n != end) {
-				t.Fatalf("error %v with %d bytes used; skipMsgpack says %d, status %d", err, n, end, st)
+			if n > 0 && (st != msgpackscan.OK || n != end) {
+				t.Fatalf("error %v with %d bytes used; msgpackscan.Skip says %d, status %d", err, n, end, st)
 			}
 			// SplitMsgpack finds the same value.
 			advance, token, splitErr := SplitMsgpack(data, true)
-			if st == mpOK && (splitErr != nil || advance != end || len(token) != end) {
-				t.Fatalf("SplitMsgpack: %d, %d bytes, %v; skipMsgpack says %d", advance, len(token), splitErr, end)
+			if st == msgpackscan.OK && (splitErr != nil || advance != end || len(token) != end) {
+				t.Fatalf("SplitMsgpack: %d, %d bytes, %v; msgpackscan.Skip says %d", advance, len(token), splitErr, end)
 			}
-			if st != mpOK && len(data) > 0 && splitErr == nil {
-				t.Fatalf("SplitMsgpack accepted what skipMsgpack refused (status %d)", st)
+			if st != msgpackscan.OK && len(data) > 0 && splitErr == nil {
+				t.Fatalf("SplitMsgpack accepted what msgpackscan.Skip refused (status %d)", st)
 			}
 			// vmihailenco/msgpack agrees on where the value ends.
 			r := bytes.NewReader(data)
 			libErr := msgpack.NewDecoder(r).Skip()
-			if (libErr == nil) != (st == mpOK) || libErr == nil && len(data)-r.Len() != end {
-				t.Fatalf("msgpack.Decoder.Skip: %v after %d bytes; skipMsgpack: %d bytes, status %d", libErr, len(data)-r.Len(), end, st)
+			if (libErr == nil) != (st == msgpackscan.OK) || libErr == nil && len(data)-r.Len() != end {
+				t.Fatalf("msgpack.Decoder.Skip: %v after %d bytes; msgpackscan.Skip: %d bytes, status %d", libErr, len(data)-r.Len(), end, st)
 			}
 			// The map alone decodes the same, and the scratch buffers do not
 			// leak one example into the next.
-			if st == mpOK {
+			if st == msgpackscan.OK {
 				id := bytes.Clone(meta.ID)
 				var x2 learner.Example
 				n2, meta2, err2 := d.DecodeMsgpack(data[:end], &x2)

@@ -1,38 +1,15 @@
 package consumer
 
-import (
-	"math"
-	"strconv"
-	"unicode/utf8"
+import "github.com/hyperplane-ml/hyperplane/learner"
 
-	"github.com/hyperplane-ml/hyperplane/learner"
+// Encoding is how events are written.
+type Encoding string
+
+// The event encodings.
+const (
+	EncodingJSON    Encoding = "json"
+	EncodingMsgpack Encoding = "msgpack"
 )
-
-// Labels renders a model's labels as they appear in events: the numbers 1
-// and -1 for a binary model without class names, the class names
-// otherwise.
-type Labels struct {
-	classes    []string
-	multiclass bool
-}
-
-// NewLabels returns the labels of a model of cfg.
-func NewLabels(cfg learner.Config) Labels {
-	return Labels{classes: cfg.Classes, multiclass: cfg.Multiclass()}
-}
-
-// AppendJSON appends label as a JSON value.
-func (l Labels) AppendJSON(dst []byte, label int) []byte {
-	switch {
-	case l.multiclass:
-		return appendJSONString(dst, l.classes[label])
-	case len(l.classes) == 2 && label > 0:
-		return appendJSONString(dst, l.classes[1])
-	case len(l.classes) == 2:
-		return appendJSONString(dst, l.classes[0])
-	}
-	return strconv.AppendInt(dst, int64(label), 10)
-}
 
 // Prediction is the event published for every example.
 type Prediction struct {
@@ -44,64 +21,6 @@ type Prediction struct {
 	Version  uint64 // the model's updates when it predicted
 }
 
-// AppendJSON appends the prediction event as one JSON object:
-//
-//	{"event_id":"kafka:t/0/42","id":"a1","predicted":1,"score":0.25,
-//	 "label":-1,"correct":false,"model":{"name":"m","version":7},
-//	 "position":{"source":"kafka:t/0","offset":42}}
-//
-// score is an object of class name to score for a multiclass model; id
-// is left out when the example had none, label and correct when it was
-// unlabeled.
-func (p *Prediction) AppendJSON(dst []byte, labels Labels) []byte {
-	dst = p.appendFields(dst, labels)
-	return append(dst, '}')
-}
-
-func (p *Prediction) appendFields(dst []byte, labels Labels) []byte {
-	dst = append(dst, `{"event_id":"`...)
-	dst = appendJSONStringBody(dst, p.Position.Source)
-	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
-	dst = append(dst, '"')
-	if p.Meta.HasID {
-		dst = append(dst, `,"id":`...)
-		dst = appendJSONString(dst, p.Meta.ID)
-	}
-	dst = append(dst, `,"predicted":`...)
-	dst = labels.AppendJSON(dst, p.Outcome.Prediction.Label)
-	dst = append(dst, `,"score":`...)
-	if labels.multiclass {
-		dst = append(dst, '{')
-		for c, s := range p.Outcome.Scores {
-			if c > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, labels.classes[c])
-			dst = append(dst, ':')
-			dst = appendJSONFloat(dst, s)
-		}
-		dst = append(dst, '}')
-	} else {
-		dst = appendJSONFloat(dst, p.Outcome.Score)
-	}
-	if p.Outcome.Labeled {
-		dst = append(dst, `,"label":`...)
-		dst = labels.AppendJSON(dst, p.Label)
-		dst = append(dst, `,"correct":`...)
-		dst = strconv.AppendBool(dst, p.Outcome.Correct)
-	}
-	dst = append(dst, `,"model":{"name":`...)
-	dst = appendJSONString(dst, p.Model)
-	dst = append(dst, `,"version":`...)
-	dst = strconv.AppendUint(dst, p.Version, 10)
-	dst = append(dst, `},"position":{"source":`...)
-	dst = appendJSONString(dst, p.Position.Source)
-	dst = append(dst, `,"offset":`...)
-	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
-	return append(dst, '}')
-}
-
 // Misclassification is the event published for a labeled example whose
 // prediction was wrong: the prediction's fields and the model's running
 // counts.
@@ -111,67 +30,76 @@ type Misclassification struct {
 	Examples uint64
 }
 
-// AppendJSON appends the event: a prediction event with "margin" (y·f(x),
-// or the label's score minus the best other score), "mistakes" and
-// "examples" added.
-func (m *Misclassification) AppendJSON(dst []byte, labels Labels) []byte {
-	dst = m.appendFields(dst, labels)
-	dst = append(dst, `,"margin":`...)
-	dst = appendJSONFloat(dst, m.Outcome.Margin)
-	dst = append(dst, `,"mistakes":`...)
-	dst = strconv.AppendUint(dst, m.Mistakes, 10)
-	dst = append(dst, `,"examples":`...)
-	dst = strconv.AppendUint(dst, m.Examples, 10)
-	return append(dst, '}')
+// DeadLetter is the event for a message that is not a valid example, or
+// whose event is too large for its output.
+type DeadLetter struct {
+	Position Position
+	// Error says what is wrong and where, e.g. "features.age: value is
+	// not a number or string (got array)".
+	Error string
+	// Payload is the message as it arrived, or its first bytes if
+	// Truncated.
+	Payload []byte
+	// Truncated says Payload was cut to fit the output's size limit;
+	// PayloadBytes is then the message's full size. Both are written only
+	// when Truncated is set.
+	Truncated    bool
+	PayloadBytes int
 }
 
-// appendJSONFloat writes f in the shortest form that reads back exactly.
-// Scores are finite: inputs with NaN or infinities never reach a model.
-func appendJSONFloat(dst []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(dst, "null"...)
+func (e Encoding) appendPrediction(dst []byte, p *Prediction, l learner.Labels) []byte {
+	if e == EncodingMsgpack {
+		return p.AppendMsgpack(dst, l)
 	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+	return p.AppendJSON(dst, l)
 }
 
-func appendJSONString[T string | []byte](dst []byte, s T) []byte {
-	dst = append(dst, '"')
-	dst = appendJSONStringBody(dst, s)
-	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONStringBody escapes s for the inside of a JSON string;
-// invalid UTF-8 becomes U+FFFD.
-func appendJSONStringBody[T string | []byte](dst []byte, s T) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c >= 0x20:
-				dst = append(dst, c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, "\ufffd"...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
+func (e Encoding) appendMisclassification(dst []byte, m *Misclassification, l learner.Labels) []byte {
+	if e == EncodingMsgpack {
+		return m.AppendMsgpack(dst, l)
 	}
-	return dst
+	return m.AppendJSON(dst, l)
+}
+
+// appendDeadLetter appends the dead letter for the message at pos that err
+// refused, whose bytes are payload, in at most limit bytes: with the whole
+// payload if that fits, and otherwise with the longest prefix of it that
+// fits, marked Truncated. It returns dst unchanged and false when not even
+// an empty payload fits (a limit below a few hundred bytes, since errors
+// are short).
+func (e Encoding) appendDeadLetter(dst []byte, pos Position, err error, payload []byte, limit int) ([]byte, bool) {
+	start := len(dst)
+	d := DeadLetter{Position: pos, Error: err.Error(), Payload: payload}
+	if dst = e.appendDeadLetterEvent(dst, &d); len(dst)-start <= limit {
+		return dst, true
+	}
+	d.Payload, d.Truncated, d.PayloadBytes = nil, true, len(payload)
+	dst = e.appendDeadLetterEvent(dst[:start], &d)
+	room := limit - (len(dst) - start)
+	if room < 0 {
+		return dst[:start], false
+	}
+	d.Payload = payload[:min(e.payloadFitting(room), len(payload))]
+	return e.appendDeadLetterEvent(dst[:start], &d), true
+}
+
+func (e Encoding) appendDeadLetterEvent(dst []byte, d *DeadLetter) []byte {
+	if e == EncodingMsgpack {
+		return d.AppendMsgpack(dst)
+	}
+	return d.AppendJSON(dst)
+}
+
+// payloadFitting is the most payload bytes whose encoding in a dead letter
+// takes at most room bytes more than an empty payload does.
+func (e Encoding) payloadFitting(room int) int {
+	if e != EncodingMsgpack {
+		return room / 4 * 3 // base64: 4 characters for every 3 bytes
+	}
+	// A bin header grows from 2 bytes (empty) to 3 or 5 with the length.
+	n := room
+	for n > 0 && n+msgpackBinHeader(n)-msgpackBinHeader(0) > room {
+		n--
+	}
+	return n
 }

@@ -66,7 +66,7 @@ func TestPredictionEventJSON(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			raw := c.ev.AppendJSON(nil, consumer.NewLabels(c.cfg))
+			raw := c.ev.AppendJSON(nil, c.cfg.Labels())
 			var got map[string]any
 			if err := json.Unmarshal(raw, &got); err != nil {
 				t.Fatalf("%v: %s", err, raw)
@@ -76,7 +76,7 @@ func TestPredictionEventJSON(t *testing.T) {
 			}
 			m := consumer.Misclassification{Prediction: c.ev, Mistakes: 3, Examples: 10}
 			m.Outcome.Margin = -0.5
-			if err := json.Unmarshal(m.AppendJSON(nil, consumer.NewLabels(c.cfg)), &got); err != nil {
+			if err := json.Unmarshal(m.AppendJSON(nil, c.cfg.Labels()), &got); err != nil {
 				t.Fatal(err)
 			}
 			if got["margin"] != -0.5 || got["mistakes"] != 3.0 || got["examples"] != 10.0 || got["event_id"] != c.want["event_id"] {
@@ -89,7 +89,7 @@ func TestPredictionEventJSON(t *testing.T) {
 func TestEventEscapesInvalidUTF8(t *testing.T) {
 	ev := consumer.Prediction{Position: consumer.Position{Source: "file:x", Offset: 1}, Meta: consumer.Meta{ID: []byte("\xff\x01é"), HasID: true}, Model: "m"}
 	var got map[string]any
-	if err := json.Unmarshal(ev.AppendJSON(nil, consumer.NewLabels(learner.DefaultConfig())), &got); err != nil {
+	if err := json.Unmarshal(ev.AppendJSON(nil, learner.DefaultConfig().Labels()), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got["id"] != "\ufffd\x01é" {

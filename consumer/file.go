@@ -24,19 +24,6 @@ const (
 	FormatMsgpack Format = "msgpack"
 )
 
-// ParseFormat accepts auto, jsonl (or json) and msgpack.
-func ParseFormat(s string) (Format, error) {
-	switch s {
-	case "", "auto":
-		return FormatAuto, nil
-	case "jsonl", "json":
-		return FormatJSON, nil
-	case "msgpack":
-		return FormatMsgpack, nil
-	}
-	return "", fmt.Errorf("unknown format %q (want jsonl, msgpack or auto)", s)
-}
-
 // Record is one example read from a stream of examples.
 type Record struct {
 	// N numbers the record from 1: the line for JSON lines, the map's

@@ -11,15 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -108,8 +106,8 @@ func TestWorkerPoisonPillJetStream(t *testing.T) {
 		Misclassifications: consumer.Destination{Topic: "t.MIS"},
 		DeadLetter:         consumer.Destination{Topic: "t.DEAD"},
 		Batch:              8,
-		Checkpoints:        snapshot.NewCheckpointer(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
-		CheckpointEvery:    5,
+		Snapshots:          snapshot.NewSnapshotter(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
+		SnapshotEvery:      5,
 	}
 	w, _ := runWorker(t, b, cfg, newModel(t), len(msgs))
 	if pos := w.Positions()["jetstream:IN"]; pos != int64(len(msgs)) {
@@ -142,20 +140,12 @@ func TestWorkerPoisonPillKafka(t *testing.T) {
 		{"dead letters take 16 KiB", 16 << 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(cl.Close)
+			c := testbroker.Kafka(t)
+			cl := c.Client(t)
 			for _, topic := range []string{"in", "pred", "mis"} {
-				createKafkaTopic(t, cl, topic)
+				c.CreateTopic(t, topic, 1)
 			}
-			createKafkaTopic(t, cl, "dead", "max.message.bytes", strconv.Itoa(tc.deadMax))
+			c.CreateTopic(t, "dead", 1, "max.message.bytes", strconv.Itoa(tc.deadMax))
 			msgs := withPill()
 			var recs []*kgo.Record
 			for _, m := range msgs {
@@ -169,7 +159,7 @@ func TestWorkerPoisonPillKafka(t *testing.T) {
 			kc := kafkaio.Config{Brokers: c.ListenAddrs(), ClientID: "hyperplane-test"}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			src, err := kafkaio.NewSource(ctx, kc, []string{"in"}, "", nil, kafkaio.Start{Kind: "earliest"}, log)
+			src, err := kafkaio.NewSource(ctx, kc, []string{"in"}, "", nil, consumer.Start{Kind: "earliest"}, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,37 +277,11 @@ func runUntilPublished(t *testing.T, w *consumer.Worker, key string, n int64) {
 	}
 }
 
-// createKafkaTopic creates a topic of one partition with configs given as
-// name, value pairs.
-func createKafkaTopic(t *testing.T, cl *kgo.Client, topic string, configs ...string) {
-	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-	for i := 0; i+1 < len(configs); i += 2 {
-		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-		cfg.Name, cfg.Value = configs[i], &configs[i+1]
-		rt.Configs = append(rt.Configs, cfg)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-}
-
 // readKafka reads a topic's values from the start, for up to 5s or until
 // it has n, then briefly for any more.
-func readKafka(t *testing.T, c *kfake.Cluster, topic string, n int) [][]byte {
+func readKafka(t *testing.T, c *testbroker.KafkaCluster, topic string, n int) [][]byte {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -8,18 +8,18 @@ import (
 // Metrics are a worker's Prometheus metrics. Register them on a registry
 // of your own with NewMetrics.
 type Metrics struct {
-	Examples         *prometheus.CounterVec // by result: correct, mistake, unlabeled, invalid
-	Updates          prometheus.Counter
-	RollingAccuracy  prometheus.Gauge
-	DecodeErrors     prometheus.Counter
-	PublishErrors    prometheus.Counter
-	Position         *prometheus.GaugeVec // by source: the model's position
-	Lag              *prometheus.GaugeVec // by source: messages behind, as the broker tells it
-	BatchLatency     prometheus.Histogram // from fetch to outputs durable
-	ModelVersion     prometheus.Gauge
-	Checkpoints      prometheus.Counter
-	CheckpointErrors prometheus.Counter
-	LastCheckpoint   prometheus.Gauge
+	Examples        *prometheus.CounterVec // by result: correct, mistake, unlabeled, invalid
+	Updates         prometheus.Counter
+	RollingAccuracy prometheus.Gauge
+	DecodeErrors    prometheus.Counter
+	PublishErrors   prometheus.Counter
+	Position        *prometheus.GaugeVec // by source: the model's position
+	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
+	BatchLatency    prometheus.Histogram // from fetch to outputs durable
+	ModelVersion    prometheus.Gauge
+	Snapshots       prometheus.Counter
+	SnapshotErrors  prometheus.Counter
+	LastSnapshot    prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -62,21 +62,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_model_version",
 			Help: "Updates applied to the model since it was created.",
 		}),
-		Checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
+		Snapshots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_snapshots_total",
 			Help: "Snapshots of the model written.",
 		}),
-		CheckpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		SnapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_snapshot_errors_total",
 			Help: "Failed attempts to write a snapshot (each is retried).",
 		}),
-		LastCheckpoint: prometheus.NewGauge(prometheus.GaugeOpts{
+		LastSnapshot: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_last_snapshot_timestamp_seconds",
 			Help: "When the newest snapshot this worker wrote became durable, in Unix seconds; 0 before the first.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Checkpoints, m.CheckpointErrors, m.LastCheckpoint)
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot)
 	}
 	return m
 }

@@ -58,23 +58,3 @@ type Sink interface {
 	Publish(ctx context.Context, batch []Output) error
 	Close() error
 }
-
-// backoff is an exponential delay for retries: 50ms doubling to 5s.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) wait(ctx context.Context) error {
-	if b.next == 0 {
-		b.next = 50 * time.Millisecond
-	}
-	t := time.NewTimer(b.next)
-	defer t.Stop()
-	b.next = min(2*b.next, 5*time.Second)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func (b *backoff) reset() { b.next = 0 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"go.uber.org/zap"
 )
@@ -47,25 +48,25 @@ type WorkerConfig struct {
 	// Encoding is how events are written: EncodingJSON or EncodingMsgpack.
 	Encoding Encoding
 	// Batch is the most messages fetched and processed between two
-	// publishes.
+	// publishes. 0 means DefaultBatch.
 	Batch   int
 	Decoder DecoderOptions
 	// Format is the encoding of the examples: FormatAuto detects it per
 	// message.
 	Format Format
 
-	// Checkpoints, if set, makes the model durable: every CheckpointEvery
-	// labeled examples, every CheckpointInterval, and at shutdown (either
-	// may be 0 to disable it). A checkpoint covers a batch boundary and is
+	// Snapshots, if set, makes the model durable: every SnapshotEvery
+	// labeled examples, every SnapshotInterval, and at shutdown (either
+	// may be 0 to disable it). A snapshot covers a batch boundary and is
 	// written only once the outputs of every message it includes are
-	// durable, and the source is committed only after the checkpoint is.
-	Checkpoints        Checkpointer
-	CheckpointEvery    int
-	CheckpointInterval time.Duration
+	// durable, and the source is committed only after the snapshot is.
+	Snapshots        Snapshotter
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
 
 	// ShutdownTimeout bounds shutdown, from the moment ctx is done (or a
 	// fatal error stops consuming) to Run's return: publishing what was
-	// processed and writing the last checkpoint must fit in it. What does
+	// processed and writing the last snapshot must fit in it. What does
 	// not is reported in Run's error and lost to nothing: its positions
 	// were not committed, so the next start reads it again. 0 means
 	// DefaultShutdownTimeout.
@@ -77,21 +78,46 @@ type WorkerConfig struct {
 // which is followed by SIGKILL.
 const DefaultShutdownTimeout = 25 * time.Second
 
+// DefaultBatch is WorkerConfig.Batch's default: enough messages per
+// publish that a broker round trip is shared by many, few enough that a
+// batch's outputs stay a small fraction of a broker's request limits.
+const DefaultBatch = 1024
+
 // queueBatches is how many processed batches may wait for their outputs
 // to be published: how far learning runs ahead of durable outputs before
 // back-pressure stops consumption.
 const queueBatches = 8
 
-// Checkpointer makes a model's state durable with the positions it
+// maxPublish bounds the outputs of one coalesced publish: batches that
+// queued up while a publish was in flight go out together, up to this
+// many outputs, so a slow broker makes publishes larger but not
+// unbounded.
+const maxPublish = 16384
+
+// The delays between attempts of a failed publish or snapshot write:
+// short at first, so a blip costs little, and during an outage an attempt
+// at least every retryMaxDelay, so the worker is ready again soon after
+// the broker or the store is back.
+const (
+	retryMinDelay = 50 * time.Millisecond
+	retryMaxDelay = 5 * time.Second
+)
+
+// deadLogEvery is how often a dead letter that cannot be published (no
+// destination, or one too small) is logged; the others in between are
+// counted in the next line. Bad input can come at the stream's rate.
+const deadLogEvery = time.Second
+
+// Snapshotter makes a model's state durable with the positions it
 // includes.
-type Checkpointer interface {
-	// Checkpoint returns nil once st and positions are durable. An error
+type Snapshotter interface {
+	// Snapshot returns nil once st and positions are durable. An error
 	// wrapping ErrFatal stops the worker; any other is retried.
-	Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error
+	Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error
 }
 
-// checkpoint is a copy of the model taken at a batch boundary.
-type checkpoint struct {
+// snapshotCopy is a copy of the model taken at a batch boundary.
+type snapshotCopy struct {
 	state     *learner.State
 	positions map[string]int64
 }
@@ -112,7 +138,7 @@ type Worker struct {
 	src     Source
 	model   *learner.Model
 	dec     *Decoder
-	labels  Labels
+	labels  learner.Labels
 	log     *zap.Logger
 	metrics *Metrics
 
@@ -126,15 +152,15 @@ type Worker struct {
 	stats learner.Metrics
 
 	readiness readiness
-	deadLogs  rateLimiter
+	deadLogs  *retry.LogLimiter
 	batchPool sync.Pool
 
-	// The checkpoint hand-over: the newest checkpoint whose outputs are
+	// The snapshot hand-over: the newest snapshot whose outputs are
 	// durable waits in pending; an older one not yet started is replaced.
-	ckMu      sync.Mutex
-	ckPending *checkpoint
-	ckSignal  chan struct{}
-	fatal     chan error
+	snapMu      sync.Mutex
+	snapPending *snapshotCopy
+	snapSignal  chan struct{}
+	fatal       chan error
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -142,7 +168,7 @@ type Worker struct {
 // snapshot), nil for a new model. metrics may be nil.
 func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Worker {
 	if cfg.Batch <= 0 {
-		cfg.Batch = 1024
+		cfg.Batch = DefaultBatch
 	}
 	if cfg.Publish == "" {
 		cfg.Publish = PublishAll
@@ -158,12 +184,12 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		src:       src,
 		model:     model,
 		dec:       NewDecoder(model.Config(), cfg.Decoder),
-		labels:    NewLabels(model.Config()),
+		labels:    model.Config().Labels(),
 		log:       log,
 		metrics:   metrics,
 		positions: maps.Clone(positions),
 		published: maps.Clone(positions),
-		deadLogs:  rateLimiter{every: time.Second},
+		deadLogs:  retry.NewLogLimiter(log, deadLogEvery),
 	}
 	if w.positions == nil {
 		w.positions = map[string]int64{}
@@ -174,7 +200,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	metrics.restored(model.Metrics(), w.positions)
 	w.readiness.fail(NotReadySource, "not consuming yet")
 	w.batchPool.New = func() any { return new(outBatch) }
-	w.ckSignal = make(chan struct{}, 1)
+	w.snapSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
 	return w
 }
@@ -224,7 +250,7 @@ type outBatch struct {
 	resume   map[string]int64
 	fetched  time.Time
 	messages int
-	check    *checkpoint // taken after this batch, if any
+	snap     *snapshotCopy // taken after this batch, if any
 }
 
 func (b *outBatch) reset() {
@@ -234,7 +260,7 @@ func (b *outBatch) reset() {
 	}
 	b.arena = b.arena[:0]
 	clear(b.resume)
-	b.check = nil
+	b.snap = nil
 }
 
 // add appends an output whose value is arena[valueStart:] and whose key is
@@ -267,24 +293,24 @@ func (b *outBatch) seal() {
 }
 
 // Run consumes until ctx is done or the source fails, then stops reading,
-// publishes what it has processed, writes a last checkpoint, and returns.
+// publishes what it has processed, writes a last snapshot, and returns.
 //
 // Shutdown is bounded: from the moment consuming stops (ctx done, a
-// failed source, a fatal checkpoint error) Run returns within
+// failed source, a fatal snapshot error) Run returns within
 // cfg.ShutdownTimeout, plus the time a sink or the store takes to notice
 // a cancelled context. What it could not flush by then it names in a
 // *ShutdownError. Nothing is lost that way: the positions of whatever was
 // not flushed were never committed or snapshotted, so the next start
 // reads those messages again.
 //
-// A clean shutdown returns nil. A fatal checkpoint error (another worker
+// A clean shutdown returns nil. A fatal snapshot error (another worker
 // writing the model) stops it with that error.
 func (w *Worker) Run(ctx context.Context) error {
 	queue := make(chan *outBatch, queueBatches)
 	pubDone := make(chan []*outBatch, 1)
-	ckDone := make(chan error, 1)
-	ckStop := make(chan struct{})
-	// The publisher and the checkpointer outlive ctx so that processed
+	snapDone := make(chan error, 1)
+	snapStop := make(chan struct{})
+	// The publisher and the snapshotter outlive ctx so that processed
 	// messages are flushed on shutdown; flushCtx ends them when the
 	// shutdown limit passes.
 	flushCtx, cancelFlush := context.WithCancel(context.WithoutCancel(ctx))
@@ -306,11 +332,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		pubDone <- left
 	}()
 	go func() {
-		err := w.checkpointLoop(flushCtx, ckStop)
+		err := w.snapshotLoop(flushCtx, snapStop)
 		if err != nil {
 			stopConsuming()
 		}
-		ckDone <- err
+		snapDone <- err
 	}()
 
 	w.readiness.ok(NotReadySource)
@@ -326,8 +352,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	if unsent != nil {
 		left = append(left, unsent)
 	}
-	close(ckStop)
-	cerr := <-ckDone
+	close(snapStop)
+	cerr := <-snapDone
 
 	if errors.Is(cerr, ErrFatal) {
 		return cerr
@@ -338,7 +364,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		for _, b := range left {
 			shut.Messages += b.messages
 			shut.Outputs += b.count()
-			shut.Snapshot = shut.Snapshot || b.check != nil
+			shut.Snapshot = shut.Snapshot || b.snap != nil
 		}
 	}
 	switch {
@@ -388,32 +414,32 @@ func (e *ShutdownError) Error() string {
 
 func (e *ShutdownError) Unwrap() error { return e.Err }
 
-// ErrFatal marks a checkpoint error that must stop the worker.
+// ErrFatal marks a snapshot error that must stop the worker.
 var ErrFatal = errors.New("fatal")
 
-// checkpointLoop writes the checkpoints handed over, newest first, each
+// snapshotLoop writes the snapshots handed over, newest first, each
 // until it succeeds, and commits their positions to the source. When stop
 // closes it writes what is pending and returns.
-func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error {
-	if w.cfg.Checkpoints == nil {
+func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
+	if w.cfg.Snapshots == nil {
 		<-stop
 		return nil
 	}
-	var bo backoff
+	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
 	for {
 		stopping := false
 		select {
-		case <-w.ckSignal:
+		case <-w.snapSignal:
 		case <-stop:
 			stopping = true
 		}
-		w.ckMu.Lock()
-		ck := w.ckPending
-		w.ckPending = nil
-		w.ckMu.Unlock()
-		if ck != nil {
+		w.snapMu.Lock()
+		snap := w.snapPending
+		w.snapPending = nil
+		w.snapMu.Unlock()
+		if snap != nil {
 			for {
-				err := w.cfg.Checkpoints.Checkpoint(ctx, ck.state, ck.positions)
+				err := w.cfg.Snapshots.Snapshot(ctx, snap.state, snap.positions)
 				if err == nil {
 					break
 				}
@@ -421,21 +447,21 @@ func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error
 					w.readiness.fail(NotReadySnapshots, err.Error())
 					return err
 				}
-				w.metrics.CheckpointErrors.Inc()
+				w.metrics.SnapshotErrors.Inc()
 				w.readiness.fail(NotReadySnapshots, err.Error())
 				if ctx.Err() != nil {
-					return fmt.Errorf("last checkpoint not written: %w", err)
+					return fmt.Errorf("last snapshot not written: %w", err)
 				}
-				w.log.Warn("checkpoint failed; retrying", zap.Error(err))
-				if bo.wait(ctx) != nil {
-					return fmt.Errorf("last checkpoint not written: %w", err)
+				w.log.Warn("snapshot failed; retrying", zap.Error(err))
+				if bo.Wait(ctx) != nil {
+					return fmt.Errorf("last snapshot not written: %w", err)
 				}
 			}
-			bo.reset()
+			bo.Reset()
 			w.readiness.ok(NotReadySnapshots)
-			w.metrics.Checkpoints.Inc()
-			w.metrics.LastCheckpoint.SetToCurrentTime()
-			if err := w.src.Commit(ctx, ck.positions); err != nil && !errors.Is(err, context.Canceled) {
+			w.metrics.Snapshots.Inc()
+			w.metrics.LastSnapshot.SetToCurrentTime()
+			if err := w.src.Commit(ctx, snap.positions); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
 		}
@@ -445,13 +471,13 @@ func (w *Worker) checkpointLoop(ctx context.Context, stop <-chan struct{}) error
 	}
 }
 
-// handOver queues ck for writing, replacing an older one not yet begun.
-func (w *Worker) handOver(ck *checkpoint) {
-	w.ckMu.Lock()
-	w.ckPending = ck
-	w.ckMu.Unlock()
+// handOver queues snap for writing, replacing an older one not yet begun.
+func (w *Worker) handOver(snap *snapshotCopy) {
+	w.snapMu.Lock()
+	w.snapPending = snap
+	w.snapMu.Unlock()
 	select {
-	case w.ckSignal <- struct{}{}:
+	case w.snapSignal <- struct{}{}:
 	default:
 	}
 }
@@ -464,21 +490,21 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	var x learner.Example
 	var line []byte
 	lastLabeled, lastTime, dirty := w.model.Metrics().Labeled, time.Now(), false
-	// takeCheckpoint copies the model if one is due (or final) and anything
+	// takeSnapshot copies the model if one is due (or final) and anything
 	// changed since the last.
-	takeCheckpoint := func(final bool) *checkpoint {
-		if w.cfg.Checkpoints == nil {
+	takeSnapshot := func(final bool) *snapshotCopy {
+		if w.cfg.Snapshots == nil {
 			return nil
 		}
 		labeled := w.model.Metrics().Labeled
 		due := final ||
-			(w.cfg.CheckpointEvery > 0 && labeled-lastLabeled >= uint64(w.cfg.CheckpointEvery)) ||
-			(w.cfg.CheckpointInterval > 0 && time.Since(lastTime) >= w.cfg.CheckpointInterval)
+			(w.cfg.SnapshotEvery > 0 && labeled-lastLabeled >= uint64(w.cfg.SnapshotEvery)) ||
+			(w.cfg.SnapshotInterval > 0 && time.Since(lastTime) >= w.cfg.SnapshotInterval)
 		if !due || !dirty {
 			return nil
 		}
 		lastLabeled, lastTime, dirty = labeled, time.Now(), false
-		return &checkpoint{state: w.model.State(), positions: maps.Clone(w.positions)}
+		return &snapshotCopy{state: w.model.State(), positions: maps.Clone(w.positions)}
 	}
 	// send queues b; false means the shutdown limit passed first.
 	send := func(b *outBatch) bool {
@@ -490,12 +516,12 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 			return false
 		}
 	}
-	// sendCheckpoint queues a batch without messages that carries ck.
-	sendCheckpoint := func(ck *checkpoint) bool {
+	// sendSnapshot queues a batch without messages that carries snap.
+	sendSnapshot := func(snap *snapshotCopy) bool {
 		b := w.batchPool.Get().(*outBatch)
 		b.reset()
 		b.messages = 0
-		b.fetched, b.check = time.Now(), ck
+		b.fetched, b.snap = time.Now(), snap
 		return send(b)
 	}
 	// On an idle stream Fetch waits for ever; the alarm ends it when a
@@ -504,22 +530,23 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	alarm := newAlarm(ctx)
 	defer alarm.stop()
 	for {
-		if dirty && w.cfg.Checkpoints != nil && w.cfg.CheckpointInterval > 0 {
-			alarm.set(time.Until(lastTime.Add(w.cfg.CheckpointInterval)))
+		if dirty && w.cfg.Snapshots != nil && w.cfg.SnapshotInterval > 0 {
+			alarm.set(time.Until(lastTime.Add(w.cfg.SnapshotInterval)))
 		} else {
 			alarm.clear()
 		}
-		msgs, err := w.src.Fetch(alarm.context(), w.cfg.Batch)
+		fetchCtx := alarm.context()
+		msgs, err := w.src.Fetch(fetchCtx, w.cfg.Batch)
 		if err != nil {
 			if ctx.Err() != nil {
-				if ck := takeCheckpoint(true); ck != nil {
-					sendCheckpoint(ck)
+				if snap := takeSnapshot(true); snap != nil {
+					sendSnapshot(snap)
 				}
 				return unsent, nil
 			}
-			if errors.Is(err, context.Canceled) {
+			if fetchCtx.Err() != nil && errors.Is(err, context.Canceled) {
 				// The alarm (or a spurious wake-up: then nothing is due).
-				if ck := takeCheckpoint(false); ck != nil && !sendCheckpoint(ck) {
+				if snap := takeSnapshot(false); snap != nil && !sendSnapshot(snap) {
 					return unsent, nil
 				}
 				continue
@@ -546,13 +573,13 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
 		final := ctx.Err() != nil
-		b.check = takeCheckpoint(final)
+		b.snap = takeSnapshot(final)
 		select {
 		case queue <- b:
 		case <-ctx.Done():
 			// Processed: it is in the model, so it must still be published.
-			if b.check == nil {
-				b.check = takeCheckpoint(true)
+			if b.snap == nil {
+				b.snap = takeSnapshot(true)
 			}
 			send(b)
 			return unsent, nil
@@ -577,7 +604,7 @@ type alarm struct {
 func newAlarm(parent context.Context) *alarm {
 	a := &alarm{parent: parent}
 	a.ctx, a.cancel = context.WithCancel(parent)
-	a.timer = time.AfterFunc(time.Hour, a.fire)
+	a.timer = time.AfterFunc(time.Hour, a.fire) // any delay: stopped here, armed by set
 	a.timer.Stop()
 	return a
 }
@@ -692,7 +719,7 @@ func (b *outBatch) addWithin(d Destination, kind string, key []byte, start int) 
 // with as much of m's bytes as the dead-letter output takes (see
 // Encoding.appendDeadLetter). With no dead-letter destination, or one too
 // small for even an empty payload, it logs the event id and cause instead,
-// at most once a second.
+// at most once every deadLogEvery.
 func (w *Worker) deadLetter(m *Message, key []byte, cause error, b *outBatch) {
 	d := w.cfg.DeadLetter
 	why := "no dead-letter destination"
@@ -706,9 +733,10 @@ func (w *Worker) deadLetter(m *Message, key []byte, cause error, b *outBatch) {
 		}
 		why = "dead-letter output limit too small"
 	}
-	if n := w.deadLogs.allow(); n >= 0 {
+	// Allow before the fields: a flood of bad input costs no allocation.
+	if n, ok := w.deadLogs.Allow(); ok {
 		w.log.Warn("dead letter dropped", zap.String("reason", why),
-			zap.String("event_id", string(key)), zap.Error(cause), zap.Int("suppressed", n))
+			zap.String("event_id", string(key)), zap.Error(cause), retry.Suppressed(n))
 	}
 }
 
@@ -733,7 +761,7 @@ func (w *Worker) decode(value []byte, x *learner.Example) (Meta, error) {
 // slower. It returns when queue is closed and empty, or when ctx ends
 // with the batches it was publishing then, and the last publish error.
 func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*outBatch, error) {
-	var bo backoff
+	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
 	var group []*outBatch
 	var merged []Output
 	for b := range queue {
@@ -771,11 +799,11 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 					return group, err
 				}
 				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(merged)))
-				if werr := bo.wait(ctx); werr != nil {
+				if werr := bo.Wait(ctx); werr != nil {
 					return group, err
 				}
 			}
-			bo.reset()
+			bo.Reset()
 		}
 		w.readiness.ok(NotReadyOutputs)
 		w.mu.Lock()
@@ -784,16 +812,16 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 		}
 		done := maps.Clone(w.published)
 		w.mu.Unlock()
-		if w.cfg.Checkpoints == nil {
+		if w.cfg.Snapshots == nil {
 			if err := w.src.Commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
 		}
-		// The outputs of every message a checkpoint includes are durable
+		// The outputs of every message a snapshot includes are durable
 		// now: it may be written.
 		for i := len(group) - 1; i >= 0; i-- {
-			if ck := group[i].check; ck != nil {
-				w.handOver(ck)
+			if snap := group[i].snap; snap != nil {
+				w.handOver(snap)
 				break
 			}
 		}
@@ -806,9 +834,6 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 	}
 	return nil, nil
 }
-
-// maxPublish bounds the outputs of one coalesced publish.
-const maxPublish = 16384
 
 func (b *outBatch) count() int {
 	n := 0
@@ -838,25 +863,4 @@ func sinksOf(group []*outBatch) []Sink {
 		}
 	}
 	return sinks
-}
-
-// rateLimiter lets one event through per period and counts the rest.
-type rateLimiter struct {
-	every      time.Duration
-	last       time.Time
-	suppressed int
-}
-
-// allow returns the number suppressed since the last allowed event, or -1
-// if this one is suppressed.
-func (r *rateLimiter) allow() int {
-	now := time.Now()
-	if now.Sub(r.last) < r.every {
-		r.suppressed++
-		return -1
-	}
-	r.last = now
-	n := r.suppressed
-	r.suppressed = 0
-	return n
 }

@@ -20,15 +20,15 @@ import (
 // These tests pin the worker's own promises on an in-memory source and
 // sink that fail on command.
 
-// checkpoints records what a worker makes durable and fails on command.
-type checkpoints struct {
+// snapshots records what a worker makes durable and fails on command.
+type snapshots struct {
 	mu        sync.Mutex
 	fail      error
 	positions []map[string]int64
 	states    []*learner.State
 }
 
-func (c *checkpoints) Checkpoint(_ context.Context, st *learner.State, positions map[string]int64) error {
+func (c *snapshots) Snapshot(_ context.Context, st *learner.State, positions map[string]int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
@@ -39,14 +39,14 @@ func (c *checkpoints) Checkpoint(_ context.Context, st *learner.State, positions
 	return nil
 }
 
-func (c *checkpoints) setFail(err error) {
+func (c *snapshots) setFail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fail = err
 }
 
-// newest is the positions of the newest checkpoint written, nil if none.
-func (c *checkpoints) newest() map[string]int64 {
+// newest is the positions of the newest snapshot written, nil if none.
+func (c *snapshots) newest() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.positions) == 0 {
@@ -111,9 +111,9 @@ func hasReason(reasons []string, reason string) bool {
 // fail: readiness is the conjunction of its reasons.
 func TestReadinessIsEveryReason(t *testing.T) {
 	msgs, _ := messages(200)
-	ck := &checkpoints{}
-	ck.setFail(errors.New("store unreachable"))
-	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 10}
+	snaps := &snapshots{}
+	snaps.setFail(errors.New("store unreachable"))
+	cfg := consumer.WorkerConfig{Snapshots: snaps, SnapshotEvery: 10}
 	m := startMemWorker(t, cfg, msgs)
 	key := m.log.Key(0)
 
@@ -146,7 +146,7 @@ func TestReadinessIsEveryReason(t *testing.T) {
 		return hasReason(r, consumer.NotReadyOutputs) && hasReason(r, consumer.NotReadySnapshots)
 	})
 	m.sink.Fail(nil)
-	ck.setFail(nil)
+	snaps.setFail(nil)
 	total := 2*len(msgs) + 100
 	eventually(t, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
 	eventually(t, "ready after the outage", m.Ready)
@@ -178,9 +178,9 @@ func TestNotReadyBeforeAndAfterRun(t *testing.T) {
 // what it could not flush, without committing any of it.
 func TestShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
 	msgs, _ := messages(500)
-	ck := &checkpoints{}
+	snaps := &snapshots{}
 	const limit = 300 * time.Millisecond
-	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 10, ShutdownTimeout: limit, Batch: 10}
+	cfg := consumer.WorkerConfig{Snapshots: snaps, SnapshotEvery: 10, ShutdownTimeout: limit, Batch: 10}
 	log := memory.NewLog("in", 1)
 	sink := memory.NewSink()
 	sink.Fail(errors.New("broker down"))
@@ -217,8 +217,8 @@ func TestShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if src.Commits() != 0 || len(ck.positions) != 0 {
-		t.Fatalf("%d commits and %d snapshots of outputs never published", src.Commits(), len(ck.positions))
+	if src.Commits() != 0 || len(snaps.positions) != 0 {
+		t.Fatalf("%d commits and %d snapshots of outputs never published", src.Commits(), len(snaps.positions))
 	}
 	t.Logf("returned %s after the signal (limit %s): %v", took, limit, err)
 }
@@ -227,22 +227,22 @@ func TestShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
 // examples the newest snapshot does not, on an idle stream too.
 func TestIdleStreamIsSnapshottedByInterval(t *testing.T) {
 	msgs, _ := messages(300)
-	ck := &checkpoints{}
-	cfg := consumer.WorkerConfig{Checkpoints: ck, CheckpointEvery: 1 << 30, CheckpointInterval: 100 * time.Millisecond, Batch: 1024}
+	snaps := &snapshots{}
+	cfg := consumer.WorkerConfig{Snapshots: snaps, SnapshotEvery: 1 << 30, SnapshotInterval: 100 * time.Millisecond, Batch: 1024}
 	m := startMemWorker(t, cfg, msgs)
 	key := m.log.Key(0)
 	eventually(t, "a snapshot of every message while the stream is idle", func() bool {
-		return ck.newest()[key] == int64(len(msgs))
+		return snaps.newest()[key] == int64(len(msgs))
 	})
 	// Nothing new: no more snapshots however long the stream stays idle.
-	ck.mu.Lock()
-	n := len(ck.positions)
-	ck.mu.Unlock()
+	snaps.mu.Lock()
+	n := len(snaps.positions)
+	snaps.mu.Unlock()
 	time.Sleep(500 * time.Millisecond)
-	ck.mu.Lock()
-	defer ck.mu.Unlock()
-	if len(ck.positions) != n {
-		t.Fatalf("%d snapshots of an unchanged model on an idle stream", len(ck.positions)-n)
+	snaps.mu.Lock()
+	defer snaps.mu.Unlock()
+	if len(snaps.positions) != n {
+		t.Fatalf("%d snapshots of an unchanged model on an idle stream", len(snaps.positions)-n)
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
-	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -30,30 +30,11 @@ type broker struct {
 
 func newBroker(t *testing.T) *broker {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testbroker.NATS(t).JetStream(t)
 	for _, s := range []string{"IN", "PRED", "MIS", "DEAD"} {
-		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}}); err != nil {
-			t.Fatal(err)
-		}
+		testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}})
 	}
-	return &broker{nc: nc, js: js}
+	return &broker{nc: js.Conn(), js: js}
 }
 
 func (b *broker) publish(t *testing.T, msgs [][]byte) {
@@ -65,36 +46,10 @@ func (b *broker) publish(t *testing.T, msgs [][]byte) {
 	}
 }
 
+// read returns every message stream holds.
 func (b *broker) read(t *testing.T, stream string) [][]byte {
 	t.Helper()
-	ctx := context.Background()
-	s, err := b.js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int(info.State.Msgs)
-	var out [][]byte
-	if n == 0 {
-		return nil
-	}
-	c, err := b.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for len(out) < n {
-		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			out = append(out, m.Data())
-		}
-	}
-	return out
+	return testbroker.ReadStream(t, context.Background(), b.js, stream)
 }
 
 // messages is a generated stream with garbage at every 50th place and a
@@ -120,7 +75,7 @@ func messages(n int) (msgs [][]byte, garbage int) {
 func runWorker(t *testing.T, b *broker, cfg consumer.WorkerConfig, model *learner.Model, n int) (*consumer.Worker, *consumer.Metrics) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	src, err := natsio.NewJetStreamSource(context.Background(), b.nc, "IN", "", nil, natsio.Start{Kind: "earliest"}, log)
+	src, err := natsio.NewJetStreamSource(context.Background(), b.nc, "IN", "", nil, consumer.Start{Kind: "earliest"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,21 +235,21 @@ func TestWorkerWithoutDeadLetterDestination(t *testing.T) {
 	}
 }
 
-// TestWorkerCheckpoints: with a Checkpointer, the worker writes snapshots
+// TestWorkerSnapshots: with a Snapshotter, the worker writes snapshots
 // as it goes and one at shutdown that includes every message, with the
 // model's final state, and its metrics count them.
-func TestWorkerCheckpoints(t *testing.T) {
+func TestWorkerSnapshots(t *testing.T) {
 	b := newBroker(t)
 	msgs, _ := messages(1000)
 	b.publish(t, msgs)
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
 	cfg := consumer.WorkerConfig{
-		Model:           "m",
-		Predictions:     consumer.Destination{Topic: "t.PRED"},
-		Batch:           64,
-		Checkpoints:     snapshot.NewCheckpointer(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
-		CheckpointEvery: 200,
+		Model:         "m",
+		Predictions:   consumer.Destination{Topic: "t.PRED"},
+		Batch:         64,
+		Snapshots:     snapshot.NewSnapshotter(store, "m", "test", 1, 100, zaptest.NewLogger(t)),
+		SnapshotEvery: 200,
 	}
 	before := time.Now()
 	w, metrics := runWorker(t, b, cfg, newModel(t), len(msgs))
@@ -331,10 +286,10 @@ func TestWorkerCheckpoints(t *testing.T) {
 	if !reflect.DeepEqual(latest.State, w.Model().State()) {
 		t.Fatal("the shutdown snapshot is not the final model")
 	}
-	if v := testutil.ToFloat64(metrics.Checkpoints); v != float64(len(gens)) {
+	if v := testutil.ToFloat64(metrics.Snapshots); v != float64(len(gens)) {
 		t.Errorf("snapshots metric %v, want %d", v, len(gens))
 	}
-	if v := testutil.ToFloat64(metrics.LastCheckpoint); v < float64(before.Unix()) || v > float64(time.Now().Unix()+1) {
+	if v := testutil.ToFloat64(metrics.LastSnapshot); v < float64(before.Unix()) || v > float64(time.Now().Unix()+1) {
 		t.Errorf("last snapshot timestamp %v, want between %d and now", v, before.Unix())
 	}
 }

@@ -105,12 +105,12 @@ func TestComposeStack(t *testing.T) {
 			default:
 				t.Errorf("source.kind %s", cfg.Source.Kind)
 			}
-			for _, dest := range []string{cfg.Outputs.Predictions, cfg.Outputs.Misclassifications, cfg.Outputs.DeadLetter} {
-				kind, topic, err := config.ParseDestination(dest)
-				if err != nil {
-					t.Fatal(err)
+			for _, d := range cfg.Outputs.Destinations() {
+				dest := d.Dest
+				if dest.IsZero() {
+					t.Fatalf("%s: no destination", d.Key)
 				}
-				if (kind == "kafka" && !topics[topic]) || (kind == "jetstream" && !streams[topic]) {
+				if (dest.Kind == config.KindKafka && !topics[dest.Topic]) || (dest.Kind == config.KindJetStream && !streams[dest.Topic]) {
 					t.Errorf("output %s is not created by the stack", dest)
 				}
 			}
@@ -137,11 +137,11 @@ func TestComposeStack(t *testing.T) {
 		if len(cmd) == 0 || cmd[0] != "gen" || i < 0 {
 			t.Fatalf("%s runs %v, want hyperplane gen -to ...", name, cmd)
 		}
-		kind, topic, err := config.ParseDestination(cmd[i+1])
-		if err != nil {
+		var dest config.Destination
+		if err := dest.UnmarshalText([]byte(cmd[i+1])); err != nil {
 			t.Fatal(err)
 		}
-		if (kind == "kafka" && !topics[topic]) || (kind == "jetstream" && !streams[topic]) {
+		if (dest.Kind == config.KindKafka && !topics[dest.Topic]) || (dest.Kind == config.KindJetStream && !streams[dest.Topic]) {
 			t.Errorf("%s publishes to %s, which the stack does not create", name, cmd[i+1])
 		}
 	}

@@ -1088,7 +1088,7 @@ func TestKubernetesAlerts(t *testing.T) {
 					continue
 				}
 				secs, _ := strconv.ParseFloat(th[1], 64)
-				if interval := cfg.SnapshotInterval(); time.Duration(secs*float64(time.Second)) <= 2*interval {
+				if interval := cfg.Snapshot.Interval; time.Duration(secs*float64(time.Second)) <= 2*interval {
 					t.Errorf("%s: fires after %vs without a snapshot, but snapshot.interval is %v: want more than twice the interval", where, th[1], interval)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -111,7 +112,7 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 	b.Run("worker", func(b *testing.B) {
 		run(b, func(prefix string, js jetstream.JetStream) (func(), error) {
 			nc := js.Conn()
-			src, err := natsio.NewJetStreamSource(ctx, nc, prefix+"_IN", "", nil, natsio.Start{Kind: "earliest"}, zap.NewNop())
+			src, err := natsio.NewJetStreamSource(ctx, nc, prefix+"_IN", "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
 			if err != nil {
 				return func() {}, err
 			}
@@ -158,15 +159,9 @@ func benchKafkaTopics(b *testing.B, msgs [][]byte, pass func(b *testing.B, addrs
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := testbroker.Kafka(b, kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
 		addrs := c.ListenAddrs()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.AllowAutoTopicCreation())
-		if err != nil {
-			b.Fatal(err)
-		}
+		cl := c.Client(b, kgo.AllowAutoTopicCreation())
 		const in, out = "examples", "predictions"
 		var recs []*kgo.Record
 		for _, m := range msgs {
@@ -184,7 +179,7 @@ func benchKafkaTopics(b *testing.B, msgs [][]byte, pass func(b *testing.B, addrs
 			b.Fatal(err)
 		}
 		cleanup()
-		c.Close()
+		c.Shutdown()
 	}
 	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
 }
@@ -219,7 +214,7 @@ func benchKafka(b *testing.B, msgs [][]byte) {
 	b.Run("worker", func(b *testing.B) {
 		run(b, func(addrs []string, in, out string) (func(), error) {
 			kc := kafkaio.Config{Brokers: addrs}
-			src, err := kafkaio.NewSource(ctx, kc, []string{in}, "", nil, kafkaio.Start{Kind: "earliest"}, zap.NewNop())
+			src, err := kafkaio.NewSource(ctx, kc, []string{in}, "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
 			if err != nil {
 				return func() {}, err
 			}
@@ -255,7 +250,7 @@ func BenchmarkSnapshotting(b *testing.B) {
 			var snapshots int
 			benchKafkaTopics(b, msgs, func(b *testing.B, addrs []string, in, out string) (func(), error) {
 				kc := kafkaio.Config{Brokers: addrs}
-				src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, kafkaio.Start{Kind: "earliest"}, zap.NewNop())
+				src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
 				if err != nil {
 					return func() {}, err
 				}
@@ -272,8 +267,8 @@ func BenchmarkSnapshotting(b *testing.B) {
 						return cleanup, err
 					}
 					cleanup = func() { src.Close(); sink.Close(); store.Close() }
-					cfg.Checkpoints = snapshot.NewCheckpointer(store, "bench", "bench", 1, 2, zap.NewNop())
-					cfg.CheckpointInterval = every
+					cfg.Snapshots = snapshot.NewSnapshotter(store, "bench", "bench", 1, 2, zap.NewNop())
+					cfg.SnapshotInterval = every
 				}
 				if err := runBenchWorker(b, cfg, lcfg, src, "kafka:"+in+"/0", int64(len(msgs))); err != nil {
 					return cleanup, err

@@ -3,87 +3,52 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 // natsServer is a NATS server with JetStream for one test: in-process, or
 // the standalone server HYPERPLANE_E2E_NATS_URL names.
 type natsServer struct {
-	t        testing.TB
-	url      string
-	srv      *server.Server // nil when standalone
-	storeDir string
-	port     int
+	*testbroker.NATSServer
+	t   testing.TB
+	url string
 }
 
 func startNATS(t testing.TB) *natsServer {
 	t.Helper()
-	if url := os.Getenv("HYPERPLANE_E2E_NATS_URL"); url != "" {
-		return &natsServer{t: t, url: url}
-	}
-	n := &natsServer{t: t, storeDir: t.TempDir(), port: -1}
-	n.boot()
-	t.Cleanup(func() {
-		if n.srv != nil {
-			n.srv.Shutdown()
-		}
-	})
-	return n
-}
-
-func (n *natsServer) boot() {
-	n.t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.storeDir, NoSigs: true})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		n.t.Fatal("nats server not ready")
-	}
-	n.srv = srv
-	n.url = srv.ClientURL()
-	n.port = srv.Addr().(*net.TCPAddr).Port
+	s := testbroker.NATS(t, testbroker.Standalone(os.Getenv("HYPERPLANE_E2E_NATS_URL")))
+	return &natsServer{NATSServer: s, t: t, url: s.URL()}
 }
 
 // restart stops the in-process server for a while and starts it again on
 // the same port with the same store.
 func (n *natsServer) restart(down time.Duration) {
 	n.t.Helper()
-	n.srv.Shutdown()
-	n.srv.WaitForShutdown()
+	n.Shutdown()
 	time.Sleep(down)
-	n.boot()
+	n.Start()
 }
 
 // streams creates the test's streams, named after prefix, and returns a
 // JetStream handle on a fresh connection.
 func (n *natsServer) streams(ctx context.Context, prefix string) (jetstream.JetStream, *natsgo.Conn) {
 	n.t.Helper()
-	nc, err := natsgo.Connect(n.url, natsgo.MaxReconnects(-1), natsgo.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		n.t.Fatal(err)
-	}
+	js := n.JetStream(n.t)
 	for _, s := range []string{"IN", "PRED", "MIS", "DEAD"} {
 		name := prefix + "_" + s
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + "." + s}}); err != nil {
 			n.t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	return js, nc
+	return js, js.Conn()
 }
 
 func publishAll(t *testing.T, ctx context.Context, js jetstream.JetStream, subject string, msgs [][]byte) {
@@ -111,25 +76,7 @@ func count(t *testing.T, ctx context.Context, js jetstream.JetStream, stream str
 // readAll reads every message of a stream.
 func readAll(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) [][]byte {
 	t.Helper()
-	n := count(t, ctx, js, stream)
-	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for len(out) < n {
-		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			out = append(out, m.Data())
-		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return testbroker.ReadStream(t, ctx, js, stream)
 }
 
 func jetStreamConfig(url, prefix string) string {

@@ -13,30 +13,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 const partitions = 3
 
 // kafkaCluster is an in-process Kafka with the test's topics: examples
 // (three partitions) in, one partition each for the events.
-func kafkaCluster(t *testing.T) *kfake.Cluster {
+func kafkaCluster(t *testing.T) *testbroker.KafkaCluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "examples"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return testbroker.Kafka(t, kfake.SeedTopics(partitions, "examples"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead"))
 }
 
 // produce writes message i of in to partition i%3, so that message i is
 // at offset i/3 of its partition.
-func produce(t *testing.T, ctx context.Context, c *kfake.Cluster, in input) {
+func produce(t *testing.T, ctx context.Context, c *testbroker.KafkaCluster, in input) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client(t)
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i, m := range in.messages {
@@ -53,12 +47,9 @@ type topicReader struct {
 	recs []*kgo.Record
 }
 
-func readTopic(t *testing.T, c *kfake.Cluster, topic string) *topicReader {
+func readTopic(t *testing.T, c *testbroker.KafkaCluster, topic string) *topicReader {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	r := &topicReader{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -87,7 +78,7 @@ func (r *topicReader) records() []*kgo.Record {
 	return append([]*kgo.Record(nil), r.recs...)
 }
 
-func kafkaConfig(c *kfake.Cluster) string {
+func kafkaConfig(c *testbroker.KafkaCluster) string {
 	return fmt.Sprintf(`
 model:
   name: e2e

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/nats-io/nats.go/jetstream"
@@ -314,17 +315,9 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 // records.
 func TestKillAndResumeKafka(t *testing.T) {
 	ctx := testContext(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "examples", "predictions", "misclassifications", "dead"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples", "predictions", "misclassifications", "dead"))
 	in := makeInput(30000, 14, 0)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Client(t)
 	fed := make(chan error, 1)
 	go func() {
 		for i := 0; i < len(in.messages); i += 1000 {

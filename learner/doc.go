@@ -1,5 +1,6 @@
 // Package learner holds hyperplane's on-line linear and kernel classifiers,
-// the feature hasher, the example type and the prequential metrics.
+// the feature hasher, the example type, the label rules (Labels) and the
+// prequential metrics.
 //
 // Everything here is pure and deterministic: no I/O, no clocks, no global
 // state, no goroutines. Feeding the same examples in the same order to two

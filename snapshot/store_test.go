@@ -528,12 +528,12 @@ func BenchmarkStoreRoundTrip(b *testing.B) {
 	}
 }
 
-// TestCheckpointRefusesAnInvalidState feeds the checkpointer a state the
+// TestSnapshotterRefusesAnInvalidState feeds the snapshotter a state the
 // loader would skip as corrupt: it must refuse it before it writes or
 // deletes anything, so that retention never rotates out the good
 // generations in favour of one that cannot load, and write the next good
 // state under the generation it refused.
-func TestCheckpointRefusesAnInvalidState(t *testing.T) {
+func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 	for name, tc := range invalidStates(t) {
 		if tc.field != "r2" && tc.field != "weights" {
 			continue // the format test has the rest; here, the pills
@@ -541,16 +541,16 @@ func TestCheckpointRefusesAnInvalidState(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
-				c := snapshot.NewCheckpointer(s.Store, "clicks", "worker-a", 1, 2, zap.NewNop())
+				c := snapshot.NewSnapshotter(s.Store, "clicks", "worker-a", 1, 2, zap.NewNop())
 				good := generation(t, "clicks", 1).State
 				for range 3 {
-					if err := c.Checkpoint(ctx, good, map[string]int64{"kafka:examples/0": 10}); err != nil {
+					if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 10}); err != nil {
 						t.Fatal(err)
 					}
 				}
-				err := c.Checkpoint(ctx, tc.state, map[string]int64{"kafka:examples/0": 20})
+				err := c.Snapshot(ctx, tc.state, map[string]int64{"kafka:examples/0": 20})
 				if !errors.Is(err, snapshot.ErrInvalidState) || !strings.Contains(err.Error(), "state "+tc.field) {
-					t.Fatalf("Checkpoint of the invalid state: %v, want ErrInvalidState naming %s", err, tc.field)
+					t.Fatalf("Snapshot of the invalid state: %v, want ErrInvalidState naming %s", err, tc.field)
 				}
 				if gens, err := s.Generations(ctx, "clicks"); err != nil || !slices.Equal(gens, []uint64{2, 3}) {
 					t.Fatalf("generations %v (%v) after the refused write, want [2 3]", gens, err)
@@ -561,7 +561,7 @@ func TestCheckpointRefusesAnInvalidState(t *testing.T) {
 				if latest, err := s.Latest(ctx, "clicks", nil); err != nil || latest.Generation != 3 {
 					t.Fatalf("Latest: %v, want generation 3", err)
 				}
-				if err := c.Checkpoint(ctx, good, map[string]int64{"kafka:examples/0": 30}); err != nil {
+				if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 30}); err != nil {
 					t.Fatal(err)
 				}
 				if gens, _ := s.Generations(ctx, "clicks"); !slices.Equal(gens, []uint64{3, 4}) {

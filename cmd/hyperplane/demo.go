@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,7 +39,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	var garbage float64
 	cfg := config.Default()
 	cfg.Model.Name = "demo"
-	cfg.Model.Learner.Algorithm = "averaged"
+	cfg.Model.Learner.Algorithm = learner.Averaged
 	fs := newFlagSet("demo", "[flags]", e)
 	fs.IntVar(&n, "examples", 200000, "number of examples to stream")
 	fs.Float64Var(&o.Noise, "noise", o.Noise, "probability that a label is wrong")
@@ -75,7 +77,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
 	// Snapshots by count only, not by time: the same demo writes the same
 	// generations however fast the machine is (the README shows them).
-	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, "0s"
+	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, 0
 	cfg.Snapshot.Writer = "hyperplane demo"
 
 	storeDir, err := os.MkdirTemp("", "hyperplane-demo-nats-")
@@ -111,11 +113,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
 
 	cfg.NATS.URL = ns.ClientURL()
-	cfg.Source.Kind = "jetstream"
+	cfg.Source.Kind = config.KindJetStream
 	cfg.Source.Stream = "EXAMPLES"
-	cfg.Outputs.Predictions = "jetstream:demo.predictions"
-	cfg.Outputs.Misclassifications = "jetstream:demo.misclassifications"
-	cfg.Outputs.DeadLetter = "jetstream:demo.dead_letters"
+	cfg.Outputs.Predictions = config.Destination{Kind: config.KindJetStream, Topic: "demo.predictions"}
+	cfg.Outputs.Misclassifications = config.Destination{Kind: config.KindJetStream, Topic: "demo.misclassifications"}
+	cfg.Outputs.DeadLetter = config.Destination{Kind: config.KindJetStream, Topic: "demo.dead_letters"}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -125,10 +127,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	feedErr := make(chan error, 1)
 	go func() { feedErr <- feed(ctx, pub, o, n, garbage) }()
 
-	started := make(chan *worker, 1)
+	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, cfg, zap.NewNop(), started) }()
-	var w *worker
+	var w *consumer.Worker
 	select {
 	case w = <-started:
 	case err := <-served:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -11,8 +12,6 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
-	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,9 +21,10 @@ import (
 func runGen(ctx context.Context, e *env, args []string) error {
 	o := synth.DefaultOptions()
 	var n int
-	var format, to, brokers, natsURL string
+	var format, brokers, natsURL string
+	var to config.Destination
 	var rate float64
-	fs := newFlagSet("gen", "[flags]", e)
+	fs := newFlagSet("gen", "[flags] [--config FILE] [--key value ...]", e)
 	fs.IntVar(&n, "examples", 1000, "number of examples")
 	fs.IntVar(&o.Features, "features", o.Features, "non-zero features per example")
 	fs.IntVar(&o.Vocab, "vocab", o.Vocab, "size of the feature-name vocabulary (f0, f1, ...)")
@@ -33,16 +33,17 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Classes, "classes", o.Classes, "0 for binary labels 1/-1, or the number of classes (labels 0..N-1)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed: the same flags give the same stream")
 	fs.StringVar(&format, "format", "jsonl", "output format: jsonl or msgpack")
-	fs.StringVar(&to, "to", "", "publish to kafka:<topic>, jetstream:<subject> or nats:<subject> instead of writing to standard output")
+	fs.TextVar(&to, "to", to, "publish to a `destination`, kafka:<topic>, jetstream:<subject> or nats:<subject>, instead of writing to standard output")
 	fs.StringVar(&brokers, "kafka-brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated (-to kafka:...)")
 	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
 	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
-		fmt.Fprint(e.stdout, genIDsHelp)
+		fmt.Fprint(e.stdout, genKeysHelp+genIDsHelp)
 	}
-	if err := parseFlags(fs, args); err != nil {
+	own, cfgArgs := splitOwnFlags(fs, args)
+	if err := parseFlags(fs, own); err != nil {
 		return ignoreHelp(err)
 	}
 	if n < 0 {
@@ -63,7 +64,14 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if rate < 0 {
 		return usagef("-rate: must be 0 or more, got %v", rate)
 	}
-	if to != "" {
+	if !to.IsZero() || len(cfgArgs) > 0 {
+		cfg, err := genConfig(e, fs, cfgArgs, brokers, natsURL)
+		if err != nil {
+			return err
+		}
+		if to.IsZero() {
+			return usagef("configuration keys are for publishing: add -to")
+		}
 		message := appendRecord
 		if format != "msgpack" {
 			// A message is one example, without the line end.
@@ -71,7 +79,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
 			}
 		}
-		return publishGen(ctx, e, synth.New(o), n, message, to, brokers, natsURL, rate, streamID(o, format))
+		return publishGen(ctx, e, cfg, synth.New(o), n, message, to, rate, streamID(o, format))
 	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
 	s := synth.New(o)
@@ -88,7 +96,15 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	return w.Flush()
 }
 
-// genIDsHelp ends gen -h.
+// genKeysHelp and genIDsHelp end gen -h.
+const genKeysHelp = `
+Configuration keys it reads with -to, as run reads them (--config FILE, HYPERPLANE_* variables, --key value):
+  kafka.brokers, kafka.client_id, kafka.tls.*, kafka.sasl.*
+  nats.url, nats.credentials_file, nats.nkey_file, nats.tls.*
+  -kafka-brokers and -nats-url, when given, override kafka.brokers and nats.url, and
+  stand in for them when the configuration leaves them empty.
+`
+
 const genIDsHelp = `
 Message ids (with -to):
   Every published example carries an id, gen-<stream>-<index>: <stream> is a
@@ -116,51 +132,61 @@ func streamID(o synth.Options, format string) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
+// genConfig is the configuration gen publishes with: the keys in args, the
+// HYPERPLANE_* variables and the file, as run reads them, of which it uses
+// and checks the broker connections; -kafka-brokers and -nats-url override
+// kafka.brokers and nats.url when given, and stand in for them when empty.
+func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string) (config.Config, error) {
+	cfg, err := loadConfig(e, args)
+	if err != nil {
+		return config.Config{}, &usageError{msg: err.Error()}
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["kafka-brokers"] || len(cfg.Kafka.Brokers) == 0 {
+		cfg.Kafka.Brokers = strings.Split(brokers, ",")
+	}
+	if given["nats-url"] || cfg.NATS.URL == "" {
+		cfg.NATS.URL = natsURL
+	}
+	if cfg.Kafka.ClientID == config.Default().Kafka.ClientID {
+		cfg.Kafka.ClientID = "hyperplane-gen"
+	}
+	if err := cfg.ValidateBrokers(); err != nil {
+		return config.Config{}, &usageError{msg: "config: " + err.Error()}
+	}
+	return cfg, nil
+}
+
 // publishGen publishes n examples of s, each encoded by message, to the
 // destination to, at most rate a second (0: as fast as the broker takes
 // them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
 // gen-<id>-<index>, id naming the stream's options, so the same stream
 // published twice is recognisably the same (and JetStream stores it once
 // within its duplicate window: gen counts what it stored and dropped).
-func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to, brokers, natsURL string, rate float64, id string) error {
-	kind, topic, err := config.ParseDestination(to)
-	if err != nil {
-		return usagef("-to: %v", err)
-	}
-	log, err := newLogger(config.Log{Level: "warn", Format: "auto"}, e.stderr)
-	if err != nil {
-		return err
-	}
+func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to config.Destination, rate float64, id string) error {
+	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
+	b := newBrokers(cfg, "hyperplane gen", log)
+	defer b.close()
 	var send batchSender
 	var pub *jsPublisher // JetStream only: it counts what the stream kept
-	switch kind {
-	case "kafka":
-		sink, err := kafkaio.NewSink(kafkaio.Config{Brokers: strings.Split(brokers, ","), ClientID: "hyperplane-gen"}, log)
+	if to.Kind == config.KindJetStream {
+		nc, err := b.natsConn()
 		if err != nil {
 			return err
 		}
-		defer sink.Close()
-		send = sinkSender(sink)
-	default:
-		nc, err := natsio.Connect(natsio.Config{URL: natsURL, Name: "hyperplane gen"}, log)
+		if pub, err = newJSPublisher(nc, genAckTimeout); err != nil {
+			return err
+		}
+		send = pub.sendBatch
+	} else {
+		sink, err := b.sink(to.Kind)
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
-		if kind == "jetstream" {
-			if pub, err = newJSPublisher(nc, genAckTimeout); err != nil {
-				return err
-			}
-			send = pub.sendBatch
-			break
-		}
-		sink, err := natsio.NewSink(nc, false, log)
-		if err != nil {
-			return err
-		}
-		defer sink.Close()
 		send = sinkSender(sink)
 	}
+	topic := to.Topic
 
 	// Batches of a tenth of a second's examples when paced, so that the
 	// pace holds at low rates too.
@@ -191,7 +217,7 @@ func publishGen(ctx context.Context, e *env, s *synth.Stream, n int, message fun
 				return fmt.Errorf("-to %s: %d examples published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
 					to, i-len(batch), attempt, err)
 			}
-			log.Warn("publish failed; retrying", zap.String("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
+			log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

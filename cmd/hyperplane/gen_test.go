@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
-	"github.com/nats-io/nats-server/v2/server"
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,11 +18,7 @@ import (
 // gen writes to standard output, one example per message, keyed by seed
 // and index.
 func TestGenPublishesToKafka(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "examples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testbroker.Kafka(t, kfake.SeedTopics(2, "examples"))
 	const n = 1200
 	want := strings.Split(strings.TrimSuffix(mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "9"), "\n"), "\n")
 	_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "9",
@@ -35,11 +30,7 @@ func TestGenPublishesToKafka(t *testing.T) {
 		t.Errorf("gen did not say what it published: %q", stderr)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("examples"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Client(t, kgo.ConsumeTopics("examples"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[string]string{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -63,22 +54,10 @@ func TestGenPublishesToKafka(t *testing.T) {
 // TestGenPublishesToJetStream: the same over JetStream, where the key is
 // the Nats-Msg-Id, so publishing the stream twice stores it once.
 func TestGenPublishesToJetStream(t *testing.T) {
-	srv := startNATS(t)
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := testbroker.NATS(t)
 	ctx := context.Background()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"gen", "-examples", "700", "-seed", "2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.ClientURL()}
+	stream := testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	args := []string{"gen", "-examples", "700", "-seed", "2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.URL()}
 	mustRun(t, "", args...)
 	mustRun(t, "", args...)
 	info, err := stream.Info(ctx)
@@ -101,55 +80,28 @@ func TestGenPublishesToJetStream(t *testing.T) {
 	}
 
 	// Another stream (other noise, same seed) is stored beside it.
-	mustRun(t, "", "gen", "-examples", "700", "-seed", "2", "-noise", "0.2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.ClientURL())
+	mustRun(t, "", "gen", "-examples", "700", "-seed", "2", "-noise", "0.2", "-format", "msgpack", "-to", "jetstream:examples", "-nats-url", srv.URL())
 	if info, err = stream.Info(ctx); err != nil || info.State.Msgs != 1400 {
 		t.Fatalf("the stream holds %d messages (%v) after another stream of 700, want 1400", info.State.Msgs, err)
 	}
 
 	// A subject no stream listens to: gen gives up with the reason.
-	_, _, err = runCmd(t, "", "gen", "-examples", "10", "-to", "jetstream:nowhere", "-nats-url", srv.ClientURL())
+	_, _, err = runCmd(t, "", "gen", "-examples", "10", "-to", "jetstream:nowhere", "-nats-url", srv.URL())
 	if err == nil || !strings.Contains(err.Error(), "check that the topic or stream exists") {
 		t.Fatalf("publishing to a subject without a stream: %v", err)
 	}
-}
-
-// startNATS starts an in-process NATS server with JetStream for one test.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	return srv
 }
 
 // TestGenCountsDuplicates: JetStream drops a message whose id it already
 // holds, so gen says how many examples the stream stored and how many it
 // dropped, and gen -h says why.
 func TestGenCountsDuplicates(t *testing.T) {
-	srv := startNATS(t)
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := testbroker.NATS(t)
 	ctx := context.Background()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
 	gen := func(n int) string {
 		t.Helper()
-		_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "5", "-to", "jetstream:examples", "-nats-url", srv.ClientURL())
+		_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "5", "-to", "jetstream:examples", "-nats-url", srv.URL())
 		if err != nil {
 			t.Fatalf("gen: %v\n%s", err, stderr)
 		}

@@ -36,7 +36,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%s: %w", modelPath, err)
 	}
 	cfg := model.Config()
-	labels := consumer.NewLabels(cfg)
+	labels := cfg.Labels()
 	source := "file:" + in.input
 	version := model.Version()
 

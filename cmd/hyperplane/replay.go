@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,14 +19,16 @@ import (
 // snapshots are never read or written, and events are published only with
 // --publish.
 func runReplay(ctx context.Context, e *env, args []string) error {
-	var from, to, out string
+	from := consumer.Start{Kind: consumer.StartEarliest}
+	to := consumer.Start{Kind: consumer.StartLatest}
+	var out string
 	var publish bool
 	fs := newFlagSet("replay", "--config FILE --from START [--to END] [--out URL] [--publish] [--key value ...]", e)
-	fs.StringVar(&from, "from", "earliest", "where to begin: earliest, offset:N or time:RFC3339")
-	fs.StringVar(&to, "to", "latest", "where to end: latest (until the source has nothing more) or offset:N (exclusive)")
+	fs.TextVar(&from, "from", from, "where to begin, `START`: earliest, offset:N or time:RFC3339")
+	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N (exclusive)")
 	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, only the summary)")
 	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would")
-	own, cfgArgs := splitReplayArgs(args)
+	own, cfgArgs := splitOwnFlags(fs, args)
 	if err := parseFlags(fs, own); err != nil {
 		return ignoreHelp(err)
 	}
@@ -39,21 +40,20 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	if from == "latest" {
+	if from.Kind == consumer.StartLatest {
 		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
 	}
-	cfg.Source.Start = from
 	var end int64 = -1
-	if to != "latest" {
-		n, ok := strings.CutPrefix(to, "offset:")
-		v, err := strconv.ParseInt(n, 10, 64)
-		if !ok || err != nil || v < 0 {
-			return usagef("-to: want latest or offset:N, got %q", to)
-		}
-		end = v
+	switch to.Kind {
+	case consumer.StartLatest:
+	case consumer.StartOffset:
+		end = to.Offset
+	default:
+		return usagef("-to: want latest or offset:N, got %q", to)
 	}
+	cfg.Source.Start = from
 	if !publish {
-		cfg.Outputs = config.Outputs{Publish: "none", Format: cfg.Outputs.Format}
+		cfg.Outputs = config.Outputs{Publish: consumer.PublishNone, Format: cfg.Outputs.Format}
 	}
 	cfg.Snapshot = config.Default().Snapshot
 	cfg.Snapshot.URL = out
@@ -61,28 +61,25 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: "config: " + err.Error()}
 	}
-	log, err := newLogger(config.Log{Level: "warn", Format: cfg.Log.Format}, e.stderr)
-	if err != nil {
-		return err
-	}
+	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	if out != "" {
 		if _, err := snapshot.LoadURL(ctx, strings.TrimSuffix(out, "/")+"/"+cfg.Model.Name, log); err == nil {
 			return usagef("-out: %s already holds model %s; replay writes a new model, so give another store or model.name", out, cfg.Model.Name)
 		}
 	}
-	// Only the final snapshot: nothing periodic.
-	cfg.Snapshot.Every, cfg.Snapshot.Interval = 0, "0s"
 
-	w, err := build(ctx, cfg, log)
+	p, err := openPipeline(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	bounded := &boundedSource{Source: w.source, end: end, done: make(chan struct{})}
-	if lr, ok := w.source.(lagReporter); ok && end < 0 {
+	defer p.close()
+	// Only the final snapshot: nothing periodic.
+	p.config.SnapshotEvery, p.config.SnapshotInterval = 0, 0
+	bounded := &boundedSource{Source: p.source, end: end, done: make(chan struct{})}
+	if lr, ok := p.source.(lagReporter); ok && end < 0 {
 		bounded.lag = lr
 	}
-	worker := consumer.NewWorker(w.config, bounded, w.Model(), nil, w.metrics, log)
+	worker := p.worker(bounded, nil, log)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -115,27 +112,6 @@ loop:
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s}`+"\n",
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()))
 	return nil
-}
-
-// splitReplayArgs separates replay's own flags from the configuration
-// flags, which go to config.Load as for run.
-func splitReplayArgs(args []string) (own, cfg []string) {
-	for i := 0; i < len(args); i++ {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		switch name {
-		case "publish", "h", "help":
-			own = append(own, args[i])
-		case "from", "to", "out":
-			own = append(own, args[i])
-			if !hasValue && i+1 < len(args) {
-				i++
-				own = append(own, args[i])
-			}
-		default:
-			cfg = append(cfg, args[i])
-		}
-	}
-	return own, cfg
 }
 
 func positionsJSON(p map[string]int64) string {

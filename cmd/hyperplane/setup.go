@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -13,12 +12,9 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
-	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
-	natsgo "github.com/nats-io/nats.go"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/nats-io/nats.go/jetstream"
 	kafkago "github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 )
 
 // setupOptions say how setup makes what is missing. What exists is never
@@ -110,23 +106,22 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 		return &usageError{msg: "config: " + err.Error()}
 	}
 	// Only trouble is logged: the report is the output.
-	log, err := newLogger(config.Log{Level: "warn", Format: cfg.Log.Format}, e.stderr)
-	if err != nil {
-		return err
-	}
+	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
+	b := newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)
+	defer b.close()
 	targets := setupTargets(cfg)
 	var results []setupResult
 	var brokerErr error
 	if kafka := byKind(targets, "kafka"); len(kafka) > 0 {
 		var rs []setupResult
-		rs, brokerErr = setupKafka(ctx, cfg, kafka, o)
+		rs, brokerErr = setupKafka(ctx, b, kafka, o)
 		results = append(results, rs...)
 	}
 	if js := byKind(targets, "stream", "jetstream"); len(js) > 0 && brokerErr == nil {
 		var rs []setupResult
-		rs, brokerErr = setupJetStream(ctx, cfg, js, o, log)
+		rs, brokerErr = setupJetStream(ctx, b, cfg.Source, js, o)
 		results = append(results, rs...)
 	}
 	for _, t := range byKind(targets, "nats") {
@@ -146,32 +141,6 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("setup: %d of %d could not be set up (see the failed lines)", failed, len(results))
 	}
 	return nil
-}
-
-// splitOwnFlags separates the flags defined on fs (and -h) from the rest of
-// args, the configuration's keys, which go to config.Load as for run.
-func splitOwnFlags(fs *flag.FlagSet, args []string) (own, rest []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		f := fs.Lookup(name)
-		switch {
-		case !strings.HasPrefix(a, "-"):
-			rest = append(rest, a)
-		case name == "h" || name == "help":
-			own = append(own, a)
-		case f == nil:
-			rest = append(rest, a)
-		default:
-			own = append(own, a)
-			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-			if !hasValue && !(isBool && b.IsBoolFlag()) && i+1 < len(args) {
-				i++
-				own = append(own, args[i])
-			}
-		}
-	}
-	return own, rest
 }
 
 // setupTarget is a topic, stream or subject the configuration names.
@@ -195,28 +164,19 @@ func setupTargets(cfg config.Config) []setupTarget {
 		ts = append(ts, setupTarget{kind: kind, name: name, subject: subject, keys: []string{key}})
 	}
 	switch cfg.Source.Kind {
-	case "kafka":
+	case config.KindKafka:
 		for _, t := range cfg.Source.Topics {
 			add("kafka", t, "", "source.topics")
 		}
-	case "jetstream":
+	case config.KindJetStream:
 		add("stream", cfg.Source.Stream, cfg.Source.Subject, "source.stream")
-	case "nats":
+	case config.KindNATS:
 		add("nats", cfg.Source.Subject, "", "source.subject")
 	}
-	for _, d := range []struct{ key, dest string }{
-		{"outputs.predictions", cfg.Outputs.Predictions},
-		{"outputs.misclassifications", cfg.Outputs.Misclassifications},
-		{"outputs.dead_letter", cfg.Outputs.DeadLetter},
-	} {
-		if d.dest == "" {
-			continue
+	for _, d := range cfg.Outputs.Destinations() {
+		if !d.Dest.IsZero() {
+			add(string(d.Dest.Kind), d.Dest.Topic, "", d.Key)
 		}
-		kind, name, err := config.ParseDestination(d.dest)
-		if err != nil {
-			continue // Validate has said so already
-		}
-		add(kind, name, "", d.key)
 	}
 	return ts
 }
@@ -265,10 +225,10 @@ const setupTimeout = 30 * time.Second
 
 // setupKafka creates the topics of ts that are missing. An error means
 // the cluster could not be asked at all.
-func setupKafka(ctx context.Context, cfg config.Config, ts []setupTarget, o setupOptions) ([]setupResult, error) {
+func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o setupOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	kc, err := kafkaClientConfig(cfg)
+	kc, err := b.kafkaConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -394,21 +354,20 @@ func describeTopic(t kafkago.Topic, retention string) string {
 // setupJetStream creates the streams of ts that are missing: source.stream
 // storing source.subject, and a stream for each output subject that no
 // stream stores. An error means the server could not be asked at all.
-func setupJetStream(ctx context.Context, cfg config.Config, ts []setupTarget, o setupOptions, log *zap.Logger) ([]setupResult, error) {
+func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []setupTarget, o setupOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	nc, err := connectNATS(cfg, log)
+	nc, err := b.natsConn()
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("nats: JetStream is not enabled on %s (start nats-server with -js, or add jetstream {} to its configuration)", nc.ConnectedUrlRedacted())
+			return nil, fmt.Errorf("nats: JetStream is not enabled on %s (start nats-server with -js, or add jetstream {} to its configuration)", redact.URLs(nc.ConnectedUrl()))
 		}
 		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
 	}
@@ -417,7 +376,7 @@ func setupJetStream(ctx context.Context, cfg config.Config, ts []setupTarget, o 
 		if t.kind == "stream" {
 			results[i] = setupSourceStream(ctx, js, t, o)
 		} else {
-			results[i] = setupOutputStream(ctx, js, cfg.Source, t, o)
+			results[i] = setupOutputStream(ctx, js, source, t, o)
 		}
 		results[i].keys = t.keys
 	}
@@ -468,7 +427,7 @@ func setupOutputStream(ctx context.Context, js jetstream.JetStream, source confi
 		r.state, r.detail = "failed", err.Error()
 		return r
 	}
-	if source.Kind == "jetstream" && name == source.Stream && (source.Subject == "" || subjectWithin(t.name, source.Subject)) {
+	if source.Kind == config.KindJetStream && name == source.Stream && (source.Subject == "" || subjectWithin(t.name, source.Subject)) {
 		r.state, r.detail = "failed", fmt.Sprintf("exists and stores %s, but it is the source stream: the worker would read its own events; choose another output subject", t.name)
 		return r
 	}
@@ -531,32 +490,6 @@ func subjectWithin(sub, of string) bool {
 		}
 	}
 	return len(st) == len(ot)
-}
-
-// kafkaClientConfig is how to reach Kafka, from kafka.*.
-func kafkaClientConfig(cfg config.Config) (kafkaio.Config, error) {
-	tc, err := tlsConfig(cfg.Kafka.TLS)
-	if err != nil {
-		return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
-	}
-	mech, err := kafkaio.ParseSASL(cfg.Kafka.SASL.Mechanism, cfg.Kafka.SASL.Username, cfg.Kafka.SASL.Password)
-	if err != nil {
-		return kafkaio.Config{}, fmt.Errorf("kafka.sasl: %w", err)
-	}
-	return kafkaio.Config{Brokers: cfg.Kafka.Brokers, ClientID: cfg.Kafka.ClientID, TLS: tc, SASL: mech}, nil
-}
-
-// connectNATS connects to nats.* as the worker does.
-func connectNATS(cfg config.Config, log *zap.Logger) (*natsgo.Conn, error) {
-	tc, err := tlsConfig(cfg.NATS.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("nats.tls: %w", err)
-	}
-	nc, err := natsio.Connect(natsio.Config{URL: cfg.NATS.URL, CredentialsFile: cfg.NATS.CredentialsFile, NKeyFile: cfg.NATS.NKeyFile, TLS: tc, Name: "hyperplane " + cfg.Model.Name}, log)
-	if err != nil {
-		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
-	}
-	return nc, nil
 }
 
 // shortDuration is d without Go's trailing zero units: 168h, 2m, 1h30m.

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 // TestSetupJetStream: setup creates the source stream and a stream per
@@ -26,7 +26,7 @@ import (
 // options, reports them as existing and changes none; and run then
 // starts against them and processes what gen published.
 func TestSetupJetStream(t *testing.T) {
-	srv := startNATS(t)
+	srv := testbroker.NATS(t)
 	dir := t.TempDir()
 	path := writeSetupConfig(t, dir, fmt.Sprintf(`
 nats:
@@ -39,7 +39,7 @@ outputs:
   predictions: jetstream:out.predictions
   misclassifications: jetstream:out.misclassifications
   dead_letter: jetstream:out.dead_letter
-`, srv.ClientURL()))
+`, srv.URL()))
 	streams := map[string]string{ // stream: its subject
 		"EXAMPLES":               "in.examples.>",
 		"OUT_PREDICTIONS":        "out.predictions",
@@ -49,15 +49,7 @@ outputs:
 
 	out := mustRun(t, "", "setup", "--config", path, "--retention", "1h", "--duplicate-window", "5m")
 	checkSetupReport(t, out, "created", "jetstream stream", slices.Collect(maps.Keys(streams))...)
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := srv.JetStream(t)
 	ctx := context.Background()
 	before := map[string]*jetstream.StreamInfo{}
 	for name, subject := range streams {
@@ -86,7 +78,7 @@ outputs:
 	}
 
 	const n = 300
-	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-to", "jetstream:in.examples.gen", "-nats-url", srv.ClientURL())
+	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-to", "jetstream:in.examples.gen", "-nats-url", srv.URL())
 	runUntil(t, path, func() (bool, error) {
 		s, err := js.Stream(ctx, "OUT_PREDICTIONS")
 		if err != nil {
@@ -100,11 +92,7 @@ outputs:
 // partitions and the retention, and the default replication factor is
 // the broker's.
 func TestSetupKafka(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testbroker.Kafka(t)
 	dir := t.TempDir()
 	path := writeSetupConfig(t, dir, fmt.Sprintf(`
 kafka:
@@ -123,11 +111,7 @@ outputs:
 	if !strings.Contains(oneSpaced(out), "2 partitions, replication factor the brokers' default, retention 1h for source.topics") {
 		t.Errorf("setup does not report the settings it created the topics with:\n%s", out)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.Client(t)
 	check := func() {
 		t.Helper()
 		for _, name := range topics {
@@ -147,11 +131,7 @@ outputs:
 
 	const n = 300
 	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-to", "kafka:examples", "-kafka-brokers", c.ListenAddrs()[0])
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("predictions"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Close()
+	consumer := c.Client(t, kgo.ConsumeTopics("predictions"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	predictions := 0
 	runUntil(t, path, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -167,7 +147,7 @@ outputs:
 // the key to check; what cannot be created, or exists but would not work,
 // is a failed line and a non-zero exit, and what exists is left as it is.
 func TestSetupReportsProblems(t *testing.T) {
-	srv := startNATS(t)
+	srv := testbroker.NATS(t)
 	closed := closedAddr(t)
 
 	t.Run("help", func(t *testing.T) {
@@ -232,22 +212,11 @@ func TestSetupReportsProblems(t *testing.T) {
 	}
 
 	// A stream that stores in.> and out.taken: setup must leave it alone.
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := srv.JetStream(t)
 	ctx := context.Background()
-	all, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ALL", Subjects: []string{"in.>", "out.taken"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "ALL", Subjects: []string{"in.>", "out.taken"}})
 	was := all.CachedInfo().Config
-	nats := []string{"setup", "--nats.url", srv.ClientURL(), "--source.kind", "jetstream"}
+	nats := []string{"setup", "--nats.url", srv.URL(), "--source.kind", "jetstream"}
 	failures := []struct {
 		name  string
 		args  []string

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestStartupErrors meets every error that stops "hyperplane run" at
@@ -32,12 +32,8 @@ func TestStartupErrors(t *testing.T) {
 
 	// Real servers for the errors that need one: a NATS server without
 	// the stream, a Kafka cluster without the topic.
-	ns := startNATS(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	ns := testbroker.NATS(t)
+	kc := testbroker.Kafka(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +47,7 @@ func TestStartupErrors(t *testing.T) {
 	old.HashBits = 16
 	writeSnapshot(t, store, "clicks", old)
 
-	jetstream := []string{"--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.ClientURL(), "--http.addr", "127.0.0.1:0"}
+	jetstream := []string{"--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.URL(), "--http.addr", "127.0.0.1:0"}
 	kafka := []string{"--source.kind", "kafka", "--source.topics", "examples", "--http.addr", "127.0.0.1:0"}
 	cases := []struct {
 		name    string

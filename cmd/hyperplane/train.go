@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,18 +35,15 @@ type trainResult struct {
 // inputFlags are the flags of commands that read examples.
 type inputFlags struct {
 	input       string
-	format      string
+	format      consumer.Format
 	workers     int
 	maxFeatures int
 	maxBytes    int
 }
 
-func (f *inputFlags) bind(fs interface {
-	StringVar(*string, string, string, string)
-	IntVar(*int, string, int, string)
-}) {
+func (f *inputFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "file of examples, JSON lines or msgpack maps; - for stdin (required)")
-	fs.StringVar(&f.format, "format", "auto", "input format: jsonl, msgpack or auto (by the first byte)")
+	fs.TextVar(&f.format, "format", consumer.FormatAuto, "input `format`: jsonl, msgpack or auto (by the first byte)")
 	fs.IntVar(&f.workers, "workers", 0, "decoding goroutines; 0 uses every core")
 	fs.IntVar(&f.maxFeatures, "max-features", consumer.DefaultMaxFeatures, "most features an example may have")
 	fs.IntVar(&f.maxBytes, "max-bytes", consumer.DefaultMaxBytes, "largest example in bytes")
@@ -55,10 +53,6 @@ func (f *inputFlags) check() (consumer.ReadOptions, error) {
 	if f.input == "" {
 		return consumer.ReadOptions{}, usagef("-input: required (a file, or - for stdin)")
 	}
-	format, err := consumer.ParseFormat(f.format)
-	if err != nil {
-		return consumer.ReadOptions{}, usagef("-format: %v", err)
-	}
 	switch {
 	case f.workers < 0:
 		return consumer.ReadOptions{}, usagef("-workers: must be 0 or more, got %d", f.workers)
@@ -67,7 +61,7 @@ func (f *inputFlags) check() (consumer.ReadOptions, error) {
 	case f.maxBytes < 1:
 		return consumer.ReadOptions{}, usagef("-max-bytes: must be at least 1, got %d", f.maxBytes)
 	}
-	return consumer.ReadOptions{Format: format, Workers: f.workers}, nil
+	return consumer.ReadOptions{Format: f.format, Workers: f.workers}, nil
 }
 
 func (f *inputFlags) decoders(cfg learner.Config) func() *consumer.Decoder {

@@ -1,6 +1,8 @@
 // Package consumertest is the conformance suite that every source and sink
 // of package consumer passes: one set of tests, run against each broker
-// adapter with a real (in-process) broker.
+// adapter with a real (in-process) broker. An adapter states what it can
+// do in a Features value; the suite runs every subtest the adapter's
+// features allow and skips the others, naming the feature they need.
 package consumertest
 
 import (
@@ -13,27 +15,78 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 )
 
+// Features says what an adapter and its broker can do. The zero value is
+// the least: a source of one partition that sees only what is produced
+// while it is open, a sink whose broker keeps every copy it is sent.
+type Features struct {
+	// Partitions is the most partitions a source reads at once (Kafka: a
+	// topic's); 0 means 1, for sources without partitions.
+	Partitions int
+	// Replay: the broker keeps messages, so a source delivers what was
+	// produced before it opened, and one opened at a resume position
+	// delivers from there on: what makes the model exactly-once. Without
+	// it (core NATS) a source is at-most-once: it sees only what is
+	// produced while it is subscribed, and the suite opens it before
+	// producing.
+	Replay bool
+	// Deduplicates: the broker stores an output published again with the
+	// same key once (JetStream's Nats-Msg-Id, within the stream's
+	// duplicate window), so a batch retried after an error reaches readers
+	// once. Without it outputs are at-least-once and readers drop repeats
+	// by key.
+	Deduplicates bool
+}
+
+func (f Features) partitions() int { return max(1, f.Partitions) }
+
+// require skips t, naming the feature, unless the adapter has it.
+func require(t *testing.T, has bool, feature, why string) {
+	t.Helper()
+	if !has {
+		t.Skipf("the adapter lacks Features.%s: %s", feature, why)
+	}
+}
+
 // SourceHarness connects the suite to one kind of source on a running
 // broker. Every call of Setup gives a fresh, empty place to read from
 // (a new topic or stream).
 type SourceHarness struct {
 	// Setup creates a new topic or stream with the given partition count
-	// (adapters that have no partitions get 1) and returns functions to
-	// produce to partition p and to open a source on it from the given
-	// resume positions (nil: from the beginning).
+	// (at most Features.Partitions) and returns functions to produce to
+	// partition p and to open a source on it from the given resume
+	// positions (nil: from the beginning, or for a source without replay,
+	// from now on).
 	Setup func(t *testing.T, partitions int) (produce func(p int, values ...[]byte), open func(resume map[string]int64) consumer.Source)
-	// Partitions is the largest partition count the source supports.
-	Partitions int
 }
 
-// TestSource runs the source conformance suite.
-func TestSource(t *testing.T, h SourceHarness) {
-	t.Run("Order", func(t *testing.T) { testOrder(t, h) })
-	t.Run("Resume", func(t *testing.T) { testResume(t, h) })
-	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
-	t.Run("CommitDoesNotMove", func(t *testing.T) { testCommit(t, h) })
+// TestSource runs the source conformance suite on the sources h opens,
+// whose features are f.
+func TestSource(t *testing.T, f Features, h SourceHarness) {
+	t.Run("Order", func(t *testing.T) { testOrder(t, f, h) })
+	t.Run("Resume", func(t *testing.T) {
+		require(t, f.Replay, "Replay", "a source opened at a position cannot start from there")
+		testResume(t, h)
+	})
+	t.Run("Reopen", func(t *testing.T) {
+		require(t, f.Replay, "Replay", "what is produced while no source is open is lost")
+		testReopen(t, h)
+	})
+	t.Run("CommitDoesNotMove", func(t *testing.T) { testCommit(t, f, h) })
 	t.Run("WaitsForMessages", func(t *testing.T) { testWaits(t, h) })
 	t.Run("CancelledFetchLosesNothing", func(t *testing.T) { testCancelledFetch(t, h) })
+}
+
+// produceThenOpen produces with produce and opens a source from the
+// beginning, in that order if the broker keeps messages (the source reads
+// a backlog) and the other way round if it does not.
+func produceThenOpen(f Features, produce func(), open func(map[string]int64) consumer.Source) consumer.Source {
+	if !f.Replay {
+		src := open(nil)
+		produce()
+		return src
+	}
+	produce()
+	return open(nil)
 }
 
 func values(p, from, to int) [][]byte {
@@ -44,8 +97,11 @@ func values(p, from, to int) [][]byte {
 	return out
 }
 
-// drain fetches until it has n messages, copying them.
-func drain(t *testing.T, src consumer.Source, n int) []consumer.Message {
+// FetchN fetches from src until it has n messages, at most 64 at a time,
+// and returns copies of them. It fails the test if a Fetch fails, returns
+// nothing or more than it was asked for, or if the n messages take more
+// than 30 seconds.
+func FetchN(t testing.TB, src consumer.Source, n int) []consumer.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,16 +133,17 @@ func noMore(t *testing.T, src consumer.Source) {
 	}
 }
 
-func testOrder(t *testing.T, h SourceHarness) {
-	parts := min(3, h.Partitions)
+func testOrder(t *testing.T, f Features, h SourceHarness) {
+	parts := min(3, f.partitions())
 	produce, open := h.Setup(t, parts)
 	const n = 200
-	for p := range parts {
-		produce(p, values(p, 0, n)...)
-	}
-	src := open(nil)
+	src := produceThenOpen(f, func() {
+		for p := range parts {
+			produce(p, values(p, 0, n)...)
+		}
+	}, open)
 	defer src.Close()
-	got := drain(t, src, parts*n)
+	got := FetchN(t, src, parts*n)
 	noMore(t, src)
 	next := map[string]int{}
 	last := map[string]consumer.Message{}
@@ -119,12 +176,12 @@ func testResume(t *testing.T, h SourceHarness) {
 	produce, open := h.Setup(t, 1)
 	produce(0, values(0, 0, 50)...)
 	src := open(nil)
-	first := drain(t, src, 50)
+	first := FetchN(t, src, 50)
 	src.Close()
 	cut := first[19]
 	resumed := open(map[string]int64{cut.Position.Source: cut.Resume})
 	defer resumed.Close()
-	rest := drain(t, resumed, 30)
+	rest := FetchN(t, resumed, 30)
 	for i, m := range rest {
 		if want := first[20+i]; string(m.Value) != string(want.Value) || m.Position != want.Position || m.Resume != want.Resume {
 			t.Fatalf("after resuming at %+v message %d is %q at %+v, want %q at %+v", cut.Position, i, m.Value, m.Position, want.Value, want.Position)
@@ -140,13 +197,13 @@ func testReopen(t *testing.T, h SourceHarness) {
 	produce, open := h.Setup(t, 1)
 	produce(0, values(0, 0, 10)...)
 	src := open(nil)
-	got := drain(t, src, 10)
+	got := FetchN(t, src, 10)
 	src.Close()
 	produce(0, values(0, 10, 25)...)
 	last := got[len(got)-1]
 	again := open(map[string]int64{last.Position.Source: last.Resume})
 	defer again.Close()
-	more := drain(t, again, 15)
+	more := FetchN(t, again, 15)
 	for i, m := range more {
 		if want := fmt.Sprintf("p0-m%d", 10+i); string(m.Value) != want {
 			t.Fatalf("message %d after reopening is %q, want %q", i, m.Value, want)
@@ -154,17 +211,16 @@ func testReopen(t *testing.T, h SourceHarness) {
 	}
 }
 
-func testCommit(t *testing.T, h SourceHarness) {
+func testCommit(t *testing.T, f Features, h SourceHarness) {
 	produce, open := h.Setup(t, 1)
-	produce(0, values(0, 0, 20)...)
-	src := open(nil)
+	src := produceThenOpen(f, func() { produce(0, values(0, 0, 20)...) }, open)
 	defer src.Close()
-	got := drain(t, src, 10)
+	got := FetchN(t, src, 10)
 	last := got[len(got)-1]
 	if err := src.Commit(context.Background(), map[string]int64{last.Position.Source: last.Resume}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
-	rest := drain(t, src, 10)
+	rest := FetchN(t, src, 10)
 	if string(rest[0].Value) != "p0-m10" {
 		t.Fatalf("after Commit the next message is %q, want p0-m10", rest[0].Value)
 	}
@@ -178,9 +234,15 @@ func testWaits(t *testing.T, h SourceHarness) {
 		time.Sleep(200 * time.Millisecond)
 		produce(0, values(0, 0, 3)...)
 	}()
-	got := drain(t, src, 3)
-	if string(got[0].Value) != "p0-m0" {
-		t.Fatalf("first message %q", got[0].Value)
+	start := time.Now()
+	got := FetchN(t, src, 3)
+	if time.Since(start) < 150*time.Millisecond {
+		t.Fatal("Fetch returned before anything was produced")
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("p0-m%d", i); string(m.Value) != want {
+			t.Fatalf("message %d is %q, want %q", i, m.Value, want)
+		}
 	}
 }
 
@@ -212,7 +274,7 @@ func testCancelledFetch(t *testing.T, h SourceHarness) {
 			}
 		}
 	}
-	got = append(got, drain(t, src, 20-len(got))...)
+	got = append(got, FetchN(t, src, 20-len(got))...)
 	for i, m := range got {
 		if want := fmt.Sprintf("p0-m%d", i); string(m.Value) != want {
 			t.Fatalf("message %d is %q, want %q", i, m.Value, want)
@@ -228,8 +290,9 @@ type SinkHarness struct {
 	Setup func(t *testing.T, topics []string) (consumer.Sink, func(topic string, n int) []consumer.Output)
 }
 
-// TestSink runs the sink conformance suite.
-func TestSink(t *testing.T, h SinkHarness) {
+// TestSink runs the sink conformance suite on the sinks h opens, whose
+// features are f.
+func TestSink(t *testing.T, f Features, h SinkHarness) {
 	t.Run("PublishesEverything", func(t *testing.T) {
 		topics := []string{"predictions", "misclassifications"}
 		sink, read := h.Setup(t, topics)
@@ -270,6 +333,10 @@ func TestSink(t *testing.T, h SinkHarness) {
 			t.Fatalf("empty batch: %v", err)
 		}
 	})
+	t.Run("RetryStoredOnce", func(t *testing.T) {
+		require(t, f.Deduplicates, "Deduplicates", "a batch published again reaches readers twice (at-least-once)")
+		testRetryStoredOnce(t, h)
+	})
 	t.Run("CancelledContext", func(t *testing.T) {
 		sink, _ := h.Setup(t, []string{"y"})
 		defer sink.Close()
@@ -279,4 +346,39 @@ func TestSink(t *testing.T, h SinkHarness) {
 			t.Fatal("Publish with a cancelled context returned nil")
 		}
 	})
+}
+
+// testRetryStoredOnce publishes a batch twice, as the worker does after an
+// error, and then a batch that overlaps it: readers get each output once.
+func testRetryStoredOnce(t *testing.T, h SinkHarness) {
+	const topic = "retried"
+	sink, read := h.Setup(t, []string{topic})
+	defer sink.Close()
+	outputs := func(from, to int) []consumer.Output {
+		var out []consumer.Output
+		for i := from; i < to; i++ {
+			out = append(out, consumer.Output{Topic: topic, Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
+		}
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, batch := range [][]consumer.Output{outputs(0, 50), outputs(0, 50), outputs(40, 60)} {
+		if err := sink.Publish(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{}
+	for _, o := range outputs(0, 60) {
+		want[o.Key] = string(o.Value)
+	}
+	for _, o := range read(topic, 60) {
+		if v, ok := want[o.Key]; !ok || v != string(o.Value) {
+			t.Fatalf("output %s = %q read twice or not published", o.Key, o.Value)
+		}
+		delete(want, o.Key)
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d of 60 outputs not read back", len(want))
+	}
 }

@@ -13,15 +13,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
 	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 )
 
 // Config is how to reach a Kafka cluster.
@@ -31,7 +29,7 @@ type Config struct {
 	ClientID string
 	// TLS, if not nil, encrypts every connection; nil means plaintext.
 	TLS *tls.Config
-	// SASL, if not nil, authenticates every connection (see ParseSASL).
+	// SASL, if not nil, authenticates every connection (see Mechanism.SASL).
 	SASL sasl.Mechanism
 }
 
@@ -63,45 +61,21 @@ func (c Config) transport(ctx context.Context, topics []string) *kafkago.Transpo
 func (c Config) dialer() *kafkago.Dialer {
 	return &kafkago.Dialer{
 		ClientID:      c.ClientID,
-		Timeout:       10 * time.Second,
+		Timeout:       dialTimeout,
 		DualStack:     true,
 		TLS:           c.TLS,
 		SASLMechanism: c.SASL,
 	}
 }
 
-// ParseSASL returns the SASL mechanism named by mechanism ("none" or "",
-// "plain", "scram-sha-256", "scram-sha-512", in any case) with the given
-// credentials. "none" gives a nil mechanism: no authentication.
-func ParseSASL(mechanism, user, password string) (sasl.Mechanism, error) {
-	m := strings.ToLower(mechanism)
-	if m == "" || m == "none" {
-		return nil, nil
-	}
-	if user == "" {
-		return nil, fmt.Errorf("kafka: SASL %s needs a user", mechanism)
-	}
-	switch m {
-	case "plain":
-		return plain.Mechanism{Username: user, Password: password}, nil
-	case "scram-sha-256", "scram-sha-512":
-		algo := scram.SHA256
-		if m == "scram-sha-512" {
-			algo = scram.SHA512
-		}
-		mech, err := scram.Mechanism(algo, user, password)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: SASL %s: %w", mechanism, err)
-		}
-		return mech, nil
-	}
-	return nil, fmt.Errorf("kafka: unknown SASL mechanism %q (want none, plain, scram-sha-256 or scram-sha-512)", mechanism)
-}
-
 // sourceKey is the position source of a partition: kafka:<topic>/<partition>.
 func sourceKey(topic string, partition int) string {
 	return "kafka:" + topic + "/" + strconv.Itoa(partition)
 }
+
+// dialTimeout bounds a partition reader's connection to a broker,
+// TLS and SASL included.
+const dialTimeout = 10 * time.Second
 
 // errorLogEvery is how often an errorLog lets a line through.
 const errorLogEvery = 10 * time.Second
@@ -111,25 +85,21 @@ const errorLogEvery = 10 * time.Second
 // most failures internally (broker restarts, leader moves, timeouts) and
 // only logs them, so this is where persistent errors become visible
 // without flooding the log while a broker is down.
-type errorLog struct {
-	log *zap.Logger
+type errorLog struct{ limit *retry.LogLimiter }
 
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
+func newErrorLog(log *zap.Logger) *errorLog {
+	return &errorLog{limit: retry.NewLogLimiter(log, errorLogEvery)}
 }
 
 // Printf implements kafkago.Logger.
 func (l *errorLog) Printf(format string, args ...any) {
-	l.mu.Lock()
-	now := time.Now()
-	if !l.last.IsZero() && now.Sub(l.last) < errorLogEvery {
-		l.suppressed++
-		l.mu.Unlock()
-		return
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	l.mu.Unlock()
-	l.log.Warn("kafka client error", zap.String("error", fmt.Sprintf(format, args...)), zap.Int("suppressed", n))
+	l.limit.Warn("kafka client error", zap.Stringer("error", printf{format, args}))
 }
+
+// printf is a line formatted only if it is logged.
+type printf struct {
+	format string
+	args   []any
+}
+
+func (p printf) String() string { return fmt.Sprintf(p.format, p.args...) }

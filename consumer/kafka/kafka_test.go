@@ -30,58 +30,11 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
-// newCluster starts a one-broker in-process Kafka that lives as long as
-// the test.
-func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// newClient is a franz-go client on c, for what the tests do besides the
-// code under test: create topics, produce, read back, inspect.
-func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(c.ListenAddrs()...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	}, opts...)...)
-	if err != nil {
-		t.Fatalf("kgo: %v", err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-func config(c *kfake.Cluster) kafka.Config {
+func config(c *testbroker.KafkaCluster) kafka.Config {
 	return kafka.Config{Brokers: c.ListenAddrs(), ClientID: "hyperplane-test"}
-}
-
-// createTopic creates a topic with configs given as name, value pairs.
-func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int, configs ...string) {
-	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), 1
-	for i := 0; i+1 < len(configs); i += 2 {
-		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-		cfg.Name, cfg.Value = configs[i], &configs[i+1]
-		rt.Configs = append(rt.Configs, cfg)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
 }
 
 // produce writes values to one partition. It may run on another goroutine,
@@ -102,7 +55,7 @@ func produceRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	}
 }
 
-func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start kafka.Start, log *zap.Logger) *kafka.Source {
+func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start consumer.Start, log *zap.Logger) *kafka.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -114,25 +67,6 @@ func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, r
 	return src
 }
 
-// fetchN fetches until it has n messages, copying them.
-func fetchN(t *testing.T, src *kafka.Source, n int) []consumer.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	var got []consumer.Message
-	for len(got) < n {
-		batch, err := src.Fetch(ctx, n-len(got))
-		if err != nil {
-			t.Fatalf("Fetch after %d of %d messages: %v", len(got), n, err)
-		}
-		for _, m := range batch {
-			m.Value = append([]byte(nil), m.Value...)
-			got = append(got, m)
-		}
-	}
-	return got
-}
-
 func values(prefix string, from, to int) [][]byte {
 	var out [][]byte
 	for i := from; i < to; i++ {
@@ -142,28 +76,28 @@ func values(prefix string, from, to int) [][]byte {
 }
 
 func TestSourceConformance(t *testing.T) {
-	consumertest.TestSource(t, consumertest.SourceHarness{
-		Partitions: 3,
+	consumertest.TestSource(t, consumertest.Features{Partitions: 3, Replay: true}, consumertest.SourceHarness{
 		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), func(map[string]int64) consumer.Source) {
-			c := newCluster(t)
-			cl := newClient(t, c)
-			createTopic(t, cl, "examples", partitions)
+			c := testbroker.Kafka(t)
+			cl := c.Client(t)
+			c.CreateTopic(t, "examples", partitions)
 			log := zaptest.NewLogger(t)
 			return func(p int, values ...[]byte) { produce(t, cl, "examples", p, values...) },
 				func(resume map[string]int64) consumer.Source {
-					return openSource(t, config(c), []string{"examples"}, "", resume, kafka.Start{Kind: "earliest"}, log)
+					return openSource(t, config(c), []string{"examples"}, "", resume, consumer.Start{Kind: "earliest"}, log)
 				}
 		},
 	})
 }
 
 func TestSinkConformance(t *testing.T) {
-	consumertest.TestSink(t, consumertest.SinkHarness{
+	// Kafka keeps every copy of an output published again: readers drop
+	// the repeats by key.
+	consumertest.TestSink(t, consumertest.Features{}, consumertest.SinkHarness{
 		Setup: func(t *testing.T, topics []string) (consumer.Sink, func(string, int) []consumer.Output) {
-			c := newCluster(t)
-			cl := newClient(t, c)
+			c := testbroker.Kafka(t)
 			for _, topic := range topics {
-				createTopic(t, cl, topic, 3)
+				c.CreateTopic(t, topic, 3)
 			}
 			sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
 			if err != nil {
@@ -182,9 +116,9 @@ func TestSinkConformance(t *testing.T) {
 
 // readBack reads a topic from the start with franz-go, for up to 5s or
 // until it has n records.
-func readBack(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Record {
+func readBack(t *testing.T, c *testbroker.KafkaCluster, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -202,26 +136,26 @@ func readBack(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Record
 }
 
 func TestStart(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	for i, tc := range []struct {
 		name  string
-		start kafka.Start
+		start consumer.Start
 		want  int // first message delivered, m10 being the one produced after opening
 	}{
-		{"default", kafka.Start{}, 0},
-		{"earliest", kafka.Start{Kind: "earliest"}, 0},
-		{"latest", kafka.Start{Kind: "latest"}, 10},
-		{"offset", kafka.Start{Kind: "offset", Offset: 4}, 4},
-		{"offset at end", kafka.Start{Kind: "offset", Offset: 10}, 10},
-		{"time before all", kafka.Start{Kind: "time", Time: base.Add(-time.Minute)}, 0},
-		{"time of a message", kafka.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6},
-		{"time between messages", kafka.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6},
-		{"time after all", kafka.Start{Kind: "time", Time: base.Add(time.Minute)}, 10},
+		{"default", consumer.Start{}, 0},
+		{"earliest", consumer.Start{Kind: "earliest"}, 0},
+		{"latest", consumer.Start{Kind: "latest"}, 10},
+		{"offset", consumer.Start{Kind: "offset", Offset: 4}, 4},
+		{"offset at end", consumer.Start{Kind: "offset", Offset: 10}, 10},
+		{"time before all", consumer.Start{Kind: "time", Time: base.Add(-time.Minute)}, 0},
+		{"time of a message", consumer.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6},
+		{"time between messages", consumer.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6},
+		{"time after all", consumer.Start{Kind: "time", Time: base.Add(time.Minute)}, 10},
 	} {
 		topic := fmt.Sprintf("start-%d", i)
-		createTopic(t, cl, topic, 1)
+		c.CreateTopic(t, topic, 1)
 		var recs []*kgo.Record
 		for j := range 10 {
 			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "m%d", j), Timestamp: base.Add(time.Duration(j) * time.Second)})
@@ -231,7 +165,7 @@ func TestStart(t *testing.T) {
 			t.Parallel()
 			src := openSource(t, config(c), []string{topic}, "", nil, tc.start, zaptest.NewLogger(t))
 			produce(t, cl, topic, 0, []byte("m10"))
-			m := fetchN(t, src, 1)[0]
+			m := consumertest.FetchN(t, src, 1)[0]
 			want := consumer.Message{Position: consumer.Position{Source: "kafka:" + topic + "/0", Offset: int64(tc.want)}, Resume: int64(tc.want) + 1}
 			if string(m.Value) != fmt.Sprintf("m%d", tc.want) || m.Position != want.Position || m.Resume != want.Resume {
 				t.Fatalf("first message %q at %+v resume %d, want m%d at %+v resume %d", m.Value, m.Position, m.Resume, tc.want, want.Position, want.Resume)
@@ -246,9 +180,9 @@ func TestStart(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 2)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 10)...)
 	produce(t, cl, "t", 1, values("m", 0, 3)...)
 	// Retention, as far as the broker is concerned: offsets below 4 are gone.
@@ -258,17 +192,17 @@ func TestOpenErrors(t *testing.T) {
 		name   string
 		topics []string
 		resume map[string]int64
-		start  kafka.Start
+		start  consumer.Start
 		want   string // in the error
 	}{
-		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, kafka.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
-		{"start below first offset", []string{"t"}, nil, kafka.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
-		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, kafka.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
-		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, kafka.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
-		{"missing topic", []string{"t", "nope"}, nil, kafka.Start{}, "topic nope"},
-		{"no topics", nil, nil, kafka.Start{}, "no topics"},
-		{"bad start", []string{"t"}, nil, kafka.Start{Kind: "newest"}, `unknown start "newest"`},
-		{"negative start", []string{"t"}, nil, kafka.Start{Kind: "offset", Offset: -1}, "negative"},
+		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, consumer.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
+		{"start below first offset", []string{"t"}, nil, consumer.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
+		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, consumer.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
+		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, consumer.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
+		{"missing topic", []string{"t", "nope"}, nil, consumer.Start{}, "topic nope"},
+		{"no topics", nil, nil, consumer.Start{}, "no topics"},
+		{"bad start", []string{"t"}, nil, consumer.Start{Kind: "newest"}, `unknown start "newest"`},
+		{"negative start", []string{"t"}, nil, consumer.Start{Kind: "offset", Offset: -1}, "negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -288,9 +222,9 @@ func TestOpenErrors(t *testing.T) {
 		// The first offset and the end are both valid starts; keys of
 		// other sources are ignored.
 		resume := map[string]int64{"kafka:t/0": 4, "kafka:t/1": 3, "kafka:other/0": 99, "file:x": 7}
-		src := openSource(t, config(c), []string{"t", "t"}, "", resume, kafka.Start{}, zaptest.NewLogger(t)) // a repeated topic is read once
+		src := openSource(t, config(c), []string{"t", "t"}, "", resume, consumer.Start{}, zaptest.NewLogger(t)) // a repeated topic is read once
 		produce(t, cl, "t", 1, []byte("m3"))
-		got := fetchN(t, src, 7)
+		got := consumertest.FetchN(t, src, 7)
 		want := map[string][]string{"kafka:t/0": {"4=m4", "5=m5", "6=m6", "7=m7", "8=m8", "9=m9"}, "kafka:t/1": {"3=m3"}}
 		by := map[string][]string{}
 		for _, m := range got {
@@ -301,8 +235,8 @@ func TestOpenErrors(t *testing.T) {
 		}
 	})
 	t.Run("earliest on a trimmed partition", func(t *testing.T) {
-		src := openSource(t, config(c), []string{"t"}, "", map[string]int64{"kafka:t/1": 4}, kafka.Start{Kind: "earliest"}, zaptest.NewLogger(t))
-		for i, m := range fetchN(t, src, 6) {
+		src := openSource(t, config(c), []string{"t"}, "", map[string]int64{"kafka:t/1": 4}, consumer.Start{Kind: "earliest"}, zaptest.NewLogger(t))
+		for i, m := range consumertest.FetchN(t, src, 6) {
 			if m.Position.Source != "kafka:t/0" || m.Position.Offset != int64(4+i) {
 				t.Fatalf("message %d at %+v, want kafka:t/0 offset %d", i, m.Position, 4+i)
 			}
@@ -311,11 +245,11 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestCommit(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 2)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 5)...)
-	src := openSource(t, config(c), []string{"t"}, "lag-monitor", nil, kafka.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "lag-monitor", nil, consumer.Start{}, zaptest.NewLogger(t))
 	ctx := context.Background()
 
 	committed := func(group string) map[int32]int64 {
@@ -357,23 +291,23 @@ func TestCommit(t *testing.T) {
 		t.Fatalf("committed %d for partition 0, want 2", got)
 	}
 	// Commit does not move the source.
-	if m := fetchN(t, src, 1)[0]; string(m.Value) != "m0" {
+	if m := consumertest.FetchN(t, src, 1)[0]; string(m.Value) != "m0" {
 		t.Fatalf("first message after Commit %q, want m0", m.Value)
 	}
 
 	t.Run("no group", func(t *testing.T) {
-		src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+		src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
 		if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5}); err != nil {
 			t.Fatalf("Commit without a group: %v", err)
 		}
 	})
 
 	t.Run("group with live members", func(t *testing.T) {
-		member := newClient(t, c, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("t"))
+		member := c.Client(t, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("t"))
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		member.PollFetches(pctx) // joins the group and reads m0..
-		src := openSource(t, config(c), []string{"t"}, "busy", nil, kafka.Start{}, zaptest.NewLogger(t))
+		src := openSource(t, config(c), []string{"t"}, "busy", nil, consumer.Start{}, zaptest.NewLogger(t))
 		err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5})
 		if !errors.Is(err, kafkago.UnknownMemberId) && !errors.Is(err, kafkago.IllegalGeneration) {
 			t.Fatalf("Commit to a group with a live member: %v, want UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION", err)
@@ -398,11 +332,11 @@ func TestCommit(t *testing.T) {
 }
 
 func TestLag(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 2)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 10)...)
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
 	check := func(want0 int64) {
 		t.Helper()
 		if lag := src.Lag(); len(lag) != 2 || lag["kafka:t/0"] != want0 || lag["kafka:t/1"] != 0 {
@@ -410,9 +344,9 @@ func TestLag(t *testing.T) {
 		}
 	}
 	check(10) // from the offsets NewSource looked up
-	fetchN(t, src, 4)
+	consumertest.FetchN(t, src, 4)
 	check(6)
-	fetchN(t, src, 6)
+	consumertest.FetchN(t, src, 6)
 	check(0)
 	produce(t, cl, "t", 0, values("m", 10, 15)...)
 	// The reader fetches them ahead of Fetch, learning the new watermark.
@@ -421,13 +355,13 @@ func TestLag(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	check(5)
-	fetchN(t, src, 5)
+	consumertest.FetchN(t, src, 5)
 	check(0)
 }
 
 // failWhile makes the cluster fail requests of key while on is set, with
 // fail's answer, and counts the failures.
-func failWhile(c *kfake.Cluster, key kmsg.Key, on *atomic.Bool, failures *atomic.Int64, fail func(kmsg.Request) (kmsg.Response, error)) {
+func failWhile(c *testbroker.KafkaCluster, key kmsg.Key, on *atomic.Bool, failures *atomic.Int64, fail func(kmsg.Request) (kmsg.Response, error)) {
 	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if !on.Load() {
@@ -440,9 +374,8 @@ func failWhile(c *kfake.Cluster, key kmsg.Key, on *atomic.Bool, failures *atomic
 }
 
 func TestSinkProduceOutage(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "out", 2)
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "out", 2)
 	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -500,9 +433,8 @@ func TestSinkProduceOutage(t *testing.T) {
 }
 
 func TestSinkKeysPartition(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "out", 4)
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "out", 4)
 	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -578,15 +510,15 @@ func observed(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
 }
 
 func TestSourceFetchOutage(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 2)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 2)
 	for p := range 2 {
 		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 0, 5)...)
 	}
 	log, logs := observed(t)
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, log)
-	got := fetchN(t, src, 10)
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, log)
+	got := consumertest.FetchN(t, src, 10)
 
 	var failing atomic.Bool
 	var failures atomic.Int64
@@ -610,7 +542,7 @@ func TestSourceFetchOutage(t *testing.T) {
 		t.Fatal("no warning about the failing fetches")
 	}
 	failing.Store(false)
-	got = append(got, fetchN(t, src, 10)...)
+	got = append(got, consumertest.FetchN(t, src, 10)...)
 	next := map[string]int{}
 	for _, m := range got {
 		p := m.Position.Source[len(m.Position.Source)-1:]
@@ -648,9 +580,9 @@ func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, 
 // TestSourceRetentionOvertakes deletes messages the source has not read
 // yet while it runs: Fetch must fail rather than skip them.
 func TestSourceRetentionOvertakes(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 2)
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 10)...)
 	var failing atomic.Bool
 	var failures atomic.Int64
@@ -658,7 +590,7 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 	failWhile(c, kmsg.Fetch, &failing, &failures, func(kmsg.Request) (kmsg.Response, error) {
 		return nil, errors.New("injected fetch failure")
 	})
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
 	deadline := time.Now().Add(5 * time.Second)
 	for failures.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -681,17 +613,17 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 // TestSourceCompactionGaps reads a compacted partition, whose offsets have
 // holes that are not data loss.
 func TestSourceCompactionGaps(t *testing.T) {
-	c := newCluster(t)
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 1, "cleanup.policy", "compact")
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 1, "cleanup.policy", "compact")
 	for i, k := range []string{"k0", "k1", "k1", "k2", "k3"} {
 		// One batch each: compaction keeps the last batch whole.
 		produceRecords(t, cl, &kgo.Record{Topic: "t", Key: []byte(k), Value: fmt.Appendf(nil, "m%d", i)})
 	}
 	c.Compact()
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
 	var got []string
-	for _, m := range fetchN(t, src, 4) {
+	for _, m := range consumertest.FetchN(t, src, 4) {
 		got = append(got, fmt.Sprintf("%d=%s", m.Position.Offset, m.Value))
 	}
 	if fmt.Sprint(got) != "[0=m0 2=m2 3=m3 4=m4]" {
@@ -703,9 +635,9 @@ func TestSourceCompactionGaps(t *testing.T) {
 // documents: transaction markers (control records) reach Fetch as
 // messages. If this fails, kafka-go learned to hide them: update the doc.
 func TestSourceTransactionMarkers(t *testing.T) {
-	c := newCluster(t)
-	createTopic(t, newClient(t, c), "t", 1)
-	txn := newClient(t, c, kgo.TransactionalID("producer"))
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "t", 1)
+	txn := c.Client(t, kgo.TransactionalID("producer"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := txn.BeginTransaction(); err != nil {
@@ -715,8 +647,8 @@ func TestSourceTransactionMarkers(t *testing.T) {
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
-	got := fetchN(t, src, 3)
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	got := consumertest.FetchN(t, src, 3)
 	if string(got[0].Value) != "m0" || string(got[1].Value) != "m1" || got[2].Position.Offset != 2 || len(got[2].Value) != 6 {
 		t.Fatalf("got %q, %q, %q at offset %d; want m0, m1 and the 6-byte commit marker at 2",
 			got[0].Value, got[1].Value, got[2].Value, got[2].Position.Offset)
@@ -724,36 +656,21 @@ func TestSourceTransactionMarkers(t *testing.T) {
 }
 
 func TestSourceBrokerRestart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	start := func() *kfake.Cluster {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir))
-		if err != nil {
-			t.Fatalf("kfake: %v", err)
-		}
-		return c
-	}
-	c := start()
-	cl := newClient(t, c)
-	createTopic(t, cl, "t", 1)
+	c := testbroker.Kafka(t, kfake.DataDir(t.TempDir()))
+	cl := c.Client(t)
+	c.CreateTopic(t, "t", 1)
 	produce(t, cl, "t", 0, values("m", 0, 5)...)
-	src := openSource(t, config(c), []string{"t"}, "", nil, kafka.Start{}, zaptest.NewLogger(t))
-	got := fetchN(t, src, 5)
+	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	got := consumertest.FetchN(t, src, 5)
 	cl.Close()
-	c.Close()
+	c.Shutdown()
 
 	// Down long enough for kafka-go to give up its first attempts and
 	// hand the error to the source, which must keep reading.
 	time.Sleep(2 * time.Second)
-	c = start()
-	defer c.Close()
-	produce(t, newClient(t, c), "t", 0, values("m", 5, 10)...)
-	got = append(got, fetchN(t, src, 5)...)
+	c.Start()
+	produce(t, c.Client(t), "t", 0, values("m", 5, 10)...)
+	got = append(got, consumertest.FetchN(t, src, 5)...)
 	for i, m := range got {
 		if string(m.Value) != fmt.Sprintf("m%d", i) || m.Position.Offset != int64(i) {
 			t.Fatalf("message %d is %q at %d across the restart", i, m.Value, m.Position.Offset)
@@ -828,7 +745,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 
 func TestTLSAndSASL(t *testing.T) {
 	cert, pool := selfSigned(t)
-	c := newCluster(t,
+	c := testbroker.Kafka(t,
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
 		kfake.EnableSASL(),
 		kfake.Superuser("PLAIN", "plain-user", "secret"),
@@ -859,8 +776,8 @@ func TestTLSAndSASL(t *testing.T) {
 			if err := sink.Publish(ctx, []consumer.Output{{Topic: "secure", Key: mech, Value: value}}); err != nil {
 				t.Fatalf("Publish: %v", err)
 			}
-			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, kafka.Start{}, zaptest.NewLogger(t))
-			if got := fetchN(t, src, 1)[0]; string(got.Value) != string(value) {
+			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, consumer.Start{}, zaptest.NewLogger(t))
+			if got := consumertest.FetchN(t, src, 1)[0]; string(got.Value) != string(value) {
 				t.Fatalf("read back %q, want %q", got.Value, value)
 			}
 			if err := src.Commit(ctx, map[string]int64{"kafka:secure/0": int64(i + 1)}); err != nil {
@@ -872,7 +789,7 @@ func TestTLSAndSASL(t *testing.T) {
 			bad.SASL = wrong
 			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if src, err := kafka.NewSource(ctx, bad, []string{"secure"}, "", nil, kafka.Start{}, zaptest.NewLogger(t)); err == nil {
+			if src, err := kafka.NewSource(ctx, bad, []string{"secure"}, "", nil, consumer.Start{}, zaptest.NewLogger(t)); err == nil {
 				src.Close()
 				t.Fatal("NewSource with a wrong password succeeded")
 			}
@@ -881,7 +798,7 @@ func TestTLSAndSASL(t *testing.T) {
 	t.Run("plaintext client", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		if src, err := kafka.NewSource(ctx, kafka.Config{Brokers: c.ListenAddrs()}, []string{"secure"}, "", nil, kafka.Start{}, zaptest.NewLogger(t)); err == nil {
+		if src, err := kafka.NewSource(ctx, kafka.Config{Brokers: c.ListenAddrs()}, []string{"secure"}, "", nil, consumer.Start{}, zaptest.NewLogger(t)); err == nil {
 			src.Close()
 			t.Fatal("NewSource without TLS on a TLS listener succeeded")
 		}

@@ -3,7 +3,9 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 // overhead is what a topic's max.message.bytes must hold besides one
@@ -26,11 +29,10 @@ const overhead = 61 + 23
 // refuses one byte more at once.
 func TestSinkMaxOutputBytes(t *testing.T) {
 	const brokerMax = 3 << 20
-	c := newCluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(brokerMax)}))
-	cl := newClient(t, c)
-	createTopic(t, cl, "big", 1, "max.message.bytes", strconv.Itoa(64<<20))
-	createTopic(t, cl, "small", 1, "max.message.bytes", "20000")
-	createTopic(t, cl, "plain", 1)
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(brokerMax)}))
+	c.CreateTopic(t, "big", 1, "max.message.bytes", strconv.Itoa(64<<20))
+	c.CreateTopic(t, "small", 1, "max.message.bytes", "20000")
+	c.CreateTopic(t, "plain", 1)
 	log, logs := observed(t)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
@@ -110,11 +112,15 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 // configs gives the documented fallback, with one warning per topic, and
 // publishing still works.
 func TestSinkMaxOutputBytesFallback(t *testing.T) {
-	c := newCluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
-	cl := newClient(t, c)
-	createTopic(t, cl, "out", 1)
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
+	c.CreateTopic(t, "out", 1)
+	var denied atomic.Bool
+	denied.Store(true)
 	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		if !denied.Load() {
+			return nil, nil, false
+		}
 		dreq := req.(*kmsg.DescribeConfigsRequest)
 		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
 		for _, r := range dreq.Resources {
@@ -157,5 +163,42 @@ func TestSinkMaxOutputBytesFallback(t *testing.T) {
 	}
 	if got := sink.MaxOutputBytes("other"); got != want {
 		t.Fatalf("MaxOutputBytes after Close = %d, want the fallback's %d", got, want)
+	}
+}
+
+// TestSinkLooksUpAFailedLimitAgain: a topic whose lookup failed goes by the
+// fallback only until a lookup succeeds, not for the sink's life.
+func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
+	c.CreateTopic(t, "out", 1)
+	var denied atomic.Bool
+	denied.Store(true)
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !denied.Load() {
+			return nil, nil, false
+		}
+		return nil, errors.New("describe configs refused"), true
+	})
+	log, _ := observed(t)
+	sink, err := kafka.NewSink(config(c), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	kafka.SetLookupRetry(sink, 50*time.Millisecond)
+	if got, want := sink.MaxOutputBytes("out"), kafka.FallbackMaxMessageBytes-overhead; got != want {
+		t.Fatalf("while the lookup fails: MaxOutputBytes = %d, want the fallback's %d", got, want)
+	}
+	denied.Store(false)
+	time.Sleep(100 * time.Millisecond)
+	if got, want := sink.MaxOutputBytes("out"), 8<<20-overhead; got != want {
+		t.Fatalf("once the lookup works: MaxOutputBytes = %d, want the broker's %d", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := consumer.Output{Topic: "out", Key: "k", Value: bytes.Repeat([]byte{'v'}, 2<<20)}
+	if err := sink.Publish(ctx, []consumer.Output{big}); err != nil {
+		t.Fatalf("publishing 2 MiB under the learned 8 MiB limit: %v", err)
 	}
 }

@@ -62,7 +62,8 @@ const (
 	// kafka-go fills up to BatchBytes is at most
 	// BatchBytes+recordBatchOverhead bytes on the wire.
 	messageOverhead = 23
-	// lookupTimeout bounds the lookup of one topic's limit.
+	// lookupTimeout bounds one lookup of cluster metadata: a topic's
+	// limit, or a partition's first offset (see Source.checkGap).
 	lookupTimeout = 10 * time.Second
 )
 
@@ -78,6 +79,9 @@ type Sink struct {
 	cancel    context.CancelFunc // ends the transport's background work
 	log       *zap.Logger
 	errorLog  *errorLog // the writers' retries
+	// lookupRetry is how long a topic goes by the fallback limit after a
+	// failed lookup (the constant lookupRetry; shorter in tests).
+	lookupRetry time.Duration
 
 	mu     sync.Mutex
 	topics map[string]*topicWriter // nil once closed
@@ -87,10 +91,18 @@ type Sink struct {
 type topicWriter struct {
 	w *kafkago.Writer
 	// maxMessageBytes is the topic's max.message.bytes as looked up (or
-	// FallbackMaxMessageBytes). It never changes: a topic whose limit is
-	// changed keeps the old one until the sink is created again.
+	// FallbackMaxMessageBytes). A limit that was looked up never changes:
+	// a topic whose limit is changed keeps the old one until the sink is
+	// created again.
 	maxMessageBytes int
+	// retryLookup, when the lookup failed and maxMessageBytes is the
+	// fallback, is when to look the limit up again.
+	retryLookup time.Time
 }
+
+// lookupRetry is how long a topic goes by FallbackMaxMessageBytes after a
+// failed lookup of its limit before the sink asks again.
+const lookupRetry = 30 * time.Second
 
 // maxOutputBytes is the largest key and value that fit maxMessageBytes:
 // alone in a record batch, and within the writer's BatchBytes.
@@ -119,8 +131,9 @@ func NewSink(cfg Config, log *zap.Logger) (*Sink, error) {
 		log:       log,
 		// Attempts that fail are logged here; the final error is
 		// Publish's to return.
-		errorLog: &errorLog{log: log},
-		topics:   map[string]*topicWriter{},
+		errorLog:    newErrorLog(log),
+		lookupRetry: lookupRetry,
+		topics:      map[string]*topicWriter{},
 	}, nil
 }
 
@@ -130,7 +143,8 @@ func NewSink(cfg Config, log *zap.Logger) (*Sink, error) {
 // broker's message.max.bytes otherwise (also for a topic that does not
 // exist yet). The first call for a topic looks its limit up, within
 // lookupTimeout; if that fails, it logs a warning and uses
-// FallbackMaxMessageBytes for the topic until the sink is created again.
+// FallbackMaxMessageBytes for the topic, asking again every lookupRetry
+// until a lookup succeeds.
 func (s *Sink) MaxOutputBytes(topic string) int {
 	tw, err := s.writer(topic)
 	if err != nil {
@@ -139,25 +153,40 @@ func (s *Sink) MaxOutputBytes(topic string) int {
 	return tw.maxOutputBytes()
 }
 
-// writer returns topic's writer, creating it on first use. The lookup of
-// the limit holds the sink's lock: it happens once per topic.
+// writer returns topic's writer, creating it on first use, and again once
+// the limit of a topic that went by the fallback is known. The lookup of
+// the limit holds the sink's lock: it happens once per topic, or once per
+// lookupRetry while it fails.
 func (s *Sink) writer(topic string) (*topicWriter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.topics == nil {
 		return nil, errors.New("kafka: sink closed")
 	}
-	if tw := s.topics[topic]; tw != nil {
-		return tw, nil
+	old := s.topics[topic]
+	if old != nil && (old.retryLookup.IsZero() || time.Now().Before(old.retryLookup)) {
+		return old, nil
 	}
 	limit, err := s.lookupLimit(topic)
+	var retry time.Time
 	if err != nil {
-		limit = FallbackMaxMessageBytes
-		s.log.Warn("cannot look up the topic's message size limit; assuming the fallback until restarted",
-			zap.String("topic", topic), zap.Int("max_message_bytes", limit), zap.Error(err))
+		if old != nil {
+			old.retryLookup = time.Now().Add(s.lookupRetry)
+			return old, nil
+		}
+		limit, retry = FallbackMaxMessageBytes, time.Now().Add(s.lookupRetry)
+		s.log.Warn("cannot look up the topic's message size limit; assuming the fallback until a lookup succeeds",
+			zap.String("topic", topic), zap.Int("max_message_bytes", limit), zap.Duration("retry_in", s.lookupRetry), zap.Error(err))
+	}
+	if old != nil {
+		// The limit is known at last. A Publish still holding the old
+		// writer fails and is retried with this one.
+		go old.w.Close() //nolint:errcheck // the caller retries whatever it had in flight
+		s.log.Info("looked up the topic's message size limit", zap.String("topic", topic), zap.Int("max_message_bytes", limit))
 	}
 	tw := &topicWriter{
 		maxMessageBytes: limit,
+		retryLookup:     retry,
 		w: &kafkago.Writer{
 			Addr:         s.addr,
 			Transport:    s.transport,

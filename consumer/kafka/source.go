@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 )
 
 // Reader settings. Latency at the tail comes from minBytes = 1: the broker
@@ -43,43 +44,6 @@ const (
 
 // errClosed is what Fetch and Commit return once the source is closed.
 var errClosed = errors.New("kafka: source closed")
-
-// Start is where a partition with no resume position begins.
-type Start struct {
-	// Kind is "earliest" (the partition's first offset still held; also
-	// the meaning of ""), "latest" (the partition's end when the source
-	// opens: only messages produced after that), "offset" (Offset) or
-	// "time" (the first message whose timestamp is at or after Time, or
-	// the end if there is none).
-	Kind   string
-	Offset int64
-	Time   time.Time
-}
-
-func (s Start) String() string {
-	switch s.Kind {
-	case "offset":
-		return fmt.Sprintf("offset:%d", s.Offset)
-	case "time":
-		return "time:" + s.Time.Format(time.RFC3339Nano)
-	case "":
-		return "earliest"
-	}
-	return s.Kind
-}
-
-func (s Start) validate() error {
-	switch s.Kind {
-	case "", "earliest", "latest", "time":
-		return nil
-	case "offset":
-		if s.Offset < 0 {
-			return fmt.Errorf("kafka: start offset %d is negative", s.Offset)
-		}
-		return nil
-	}
-	return fmt.Errorf("kafka: unknown start %q (want earliest, latest, offset or time)", s.Kind)
-}
 
 // Source reads every partition of a set of topics, one kafka-go partition
 // reader (and goroutine) per partition, without joining a consumer group.
@@ -157,7 +121,7 @@ type delivery struct {
 // group, if not empty, is the consumer group that Commit writes offsets to.
 // ctx bounds the metadata and offset lookups NewSource makes; the source
 // itself lives until Close.
-func NewSource(ctx context.Context, cfg Config, topics []string, group string, resume map[string]int64, start Start, log *zap.Logger) (*Source, error) {
+func NewSource(ctx context.Context, cfg Config, topics []string, group string, resume map[string]int64, start consumer.Start, log *zap.Logger) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -165,8 +129,8 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 	if len(topics) == 0 {
 		return nil, errors.New("kafka: no topics to read")
 	}
-	if err := start.validate(); err != nil {
-		return nil, err
+	if err := start.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -191,7 +155,7 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 	dialer := cfg.dialer()
 	for _, ps := range starts {
 		p := &partition{key: sourceKey(ps.topic, ps.id), topic: ps.topic, id: ps.id}
-		p.errs = &errorLog{log: log.With(zap.String("source", p.key))}
+		p.errs = newErrorLog(log.With(zap.String("source", p.key)))
 		p.reader = kafkago.NewReader(kafkago.ReaderConfig{
 			Brokers:          cfg.Brokers,
 			Topic:            ps.topic,
@@ -248,7 +212,7 @@ type partitionStart struct {
 // where each reader starts to an absolute offset. Resolving "latest" here,
 // rather than leaving it to the reader's first connection, makes it mean
 // "after NewSource returned".
-func (s *Source) plan(ctx context.Context, topics []string, resume map[string]int64, start Start) ([]partitionStart, error) {
+func (s *Source) plan(ctx context.Context, topics []string, resume map[string]int64, start consumer.Start) ([]partitionStart, error) {
 	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metadata for %q: %w", topics, err)
@@ -270,7 +234,7 @@ func (s *Source) plan(ctx context.Context, topics []string, resume map[string]in
 		slices.Sort(ids[topic])
 		for _, id := range ids[topic] {
 			req.Topics[topic] = append(req.Topics[topic], kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
-			if start.Kind == "time" {
+			if start.Kind == consumer.StartTime {
 				req.Topics[topic] = append(req.Topics[topic], kafkago.TimeOffsetOf(id, start.Time))
 			}
 		}
@@ -302,13 +266,13 @@ func (s *Source) plan(ctx context.Context, topics []string, resume map[string]in
 			} else {
 				ps.from = "start " + start.String()
 				switch start.Kind {
-				case "", "earliest":
+				case "", consumer.StartEarliest:
 					ps.offset = po.FirstOffset
-				case "latest":
+				case consumer.StartLatest:
 					ps.offset = po.LastOffset
-				case "offset":
+				case consumer.StartOffset:
 					ps.offset = start.Offset
-				case "time":
+				case consumer.StartTime:
 					ps.offset = po.LastOffset
 					for off := range po.Offsets { // one entry; -1 if no message is that recent
 						if off >= 0 {
@@ -395,7 +359,7 @@ func (s *Source) send(d delivery) bool {
 // the new first offset without a word, and that is an error: the model
 // would silently miss messages, as NewSource refuses to let it at open.
 func (s *Source) checkGap(p *partition, next int64) error {
-	delay := 100 * time.Millisecond
+	var bo retry.Backoff
 	for {
 		first, err := s.firstOffset(p)
 		if err == nil {
@@ -406,17 +370,14 @@ func (s *Source) checkGap(p *partition, next int64) error {
 			return nil
 		}
 		p.errs.Printf("%s: look up the first offset after a gap at %d: %v", p.key, next, err)
-		select {
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		case <-time.After(delay):
+		if err := bo.Wait(s.ctx); err != nil {
+			return err
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
 func (s *Source) firstOffset(p *partition) (int64, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, lookupTimeout)
 	defer cancel()
 	res, err := s.client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{
 		Topics: map[string][]kafkago.OffsetRequest{p.topic: {kafkago.FirstOffsetOf(p.id)}},

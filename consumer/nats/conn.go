@@ -30,6 +30,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
@@ -105,26 +106,17 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 	return nc, nil
 }
 
-// reconnectDelay is the pause after each unsuccessful round over the
-// servers: 100ms doubling to 2s, so a restarted server is found again
-// quickly without a tight loop during a long outage.
-func reconnectDelay(rounds int) time.Duration {
-	d := 100 * time.Millisecond
-	for i := 1; i < rounds && d < 2*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 2*time.Second)
-}
+// The pause after each unsuccessful round over the servers: reconnectMin
+// doubling to reconnectMax, so a restarted server is found again quickly
+// without a tight loop during a long outage.
+const (
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 2 * time.Second
+)
 
-// Start is where a source begins reading when the worker has no position
-// for it.
-type Start struct {
-	// Kind is "earliest" (or empty), "latest", "offset" or "time".
-	Kind string
-	// Offset, for Kind "offset", is the first stream sequence to deliver
-	// (JetStream sequences start at 1).
-	Offset int64
-	// Time, for Kind "time", selects the first message stored at or after
-	// it.
-	Time time.Time
+// reconnectDelay is the pause after the given number of unsuccessful
+// rounds over the servers.
+func reconnectDelay(rounds int) time.Duration {
+	bo := retry.Backoff{Min: reconnectMin, Max: reconnectMax}
+	return bo.Delay(rounds)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -17,6 +18,10 @@ import (
 // the pull requests ask for at most this many, and the hand-over to Fetch
 // holds at most this many more.
 const bufferSize = 1024
+
+// deleteTimeout bounds Close's deletion of the consumer on the server: a
+// consumer left behind expires by itself, so Close does not wait long.
+const deleteTimeout = 2 * time.Second
 
 // errClosed is what Fetch returns after Close.
 var errClosed = errors.New("nats: source closed")
@@ -71,7 +76,7 @@ type delivery struct {
 // sequence after the stream's last one now), the sequence start.Offset
 // ("offset"), or the first message stored at or after start.Time ("time").
 // It fails if the stream does not exist or start is invalid.
-func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start Start, log *zap.Logger) (*JetStreamSource, error) {
+func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start consumer.Start, log *zap.Logger) (*JetStreamSource, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream %s: %w", stream, err)
@@ -96,10 +101,13 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = uint64(seq) + 1
 	} else {
+		if err := start.Validate(); err != nil {
+			return nil, fmt.Errorf("jetstream %s: %w", stream, err)
+		}
 		switch start.Kind {
-		case "", "earliest":
+		case "", consumer.StartEarliest:
 			cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-		case "latest":
+		case consumer.StartLatest:
 			// A sequence rather than DeliverNew, so that a consumer recreated
 			// before the first message arrives still starts at the same place.
 			st, err := js.Stream(ctx, stream)
@@ -108,21 +116,16 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			}
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = st.CachedInfo().State.LastSeq + 1
-		case "offset":
+		case consumer.StartOffset:
 			if start.Offset < 1 {
 				return nil, fmt.Errorf("jetstream %s: start offset %d: stream sequences start at 1", stream, start.Offset)
 			}
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = uint64(start.Offset)
-		case "time":
-			if start.Time.IsZero() {
-				return nil, fmt.Errorf("jetstream %s: start kind time without a time", stream)
-			}
+		case consumer.StartTime:
 			t := start.Time
 			cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 			cfg.OptStartTime = &t
-		default:
-			return nil, fmt.Errorf("jetstream %s: unknown start kind %q (want earliest, latest, offset or time)", stream, start.Kind)
 		}
 	}
 	runCtx, stop := context.WithCancel(context.Background())
@@ -163,7 +166,7 @@ func (s *JetStreamSource) open(ctx context.Context, cfg jetstream.OrderedConsume
 // and replaces the ordered consumer when the client gives up on it.
 func (s *JetStreamSource) run(ctx context.Context, cfg jetstream.OrderedConsumerConfig) {
 	defer close(s.done)
-	delay := 100 * time.Millisecond
+	var bo retry.Backoff
 	for {
 		s.mu.Lock()
 		iter := s.iter
@@ -180,13 +183,10 @@ func (s *JetStreamSource) run(ctx context.Context, cfg jetstream.OrderedConsumer
 		}
 		s.log.Warn("jetstream consumer stopped; recreating it", zap.Uint64("next_sequence", cfg.OptStartSeq), zap.Error(err))
 		for {
-			select {
-			case <-ctx.Done():
+			if bo.Wait(ctx) != nil {
 				s.err = errClosed
 				return
-			case <-time.After(delay):
 			}
-			delay = min(2*delay, 5*time.Second)
 			err := s.open(ctx, cfg)
 			if err == nil {
 				break
@@ -197,7 +197,7 @@ func (s *JetStreamSource) run(ctx context.Context, cfg jetstream.OrderedConsumer
 			}
 			s.log.Warn("jetstream consumer not recreated", zap.Error(err))
 		}
-		delay = 100 * time.Millisecond
+		bo.Reset()
 	}
 }
 
@@ -305,7 +305,7 @@ func (s *JetStreamSource) Close() error {
 			return
 		}
 		if info := cons.CachedInfo(); info != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 			defer cancel()
 			if err := s.js.DeleteConsumer(ctx, s.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				s.log.Debug("jetstream consumer not deleted", zap.String("consumer", info.Name), zap.Error(err))

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,52 +14,25 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 // headerOverhead is what the Nats-Msg-Id header adds besides the key.
 const headerOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
-
-// startServerWithMaxPayload is startServer with the server's max_payload
-// set.
-func startServerWithMaxPayload(t *testing.T, maxPayload int32) *testServer {
-	t.Helper()
-	ts := &testServer{t: t, opts: &server.Options{
-		Host:       "127.0.0.1",
-		Port:       server.RANDOM_PORT,
-		JetStream:  true,
-		StoreDir:   t.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-		MaxPayload: maxPayload,
-	}}
-	ts.start()
-	ts.url = ts.srv.ClientURL()
-	t.Cleanup(ts.stop)
-	return ts
-}
 
 // TestSinkMaxOutputBytes: the sinks learn the server's max_payload and,
 // on JetStream, the max_msg_size of the stream that captures a subject;
 // an output of exactly that size is stored, one byte more is refused.
 func TestSinkMaxOutputBytes(t *testing.T) {
 	const maxPayload = 64 << 10
-	ts := startServerWithMaxPayload(t, maxPayload)
-	nc := ts.connect(t)
+	ts := testbroker.NATS(t, testbroker.MaxPayload(maxPayload))
+	nc := connect(t, ts)
 	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "limited", Subjects: []string{"limited.>"}, MaxMsgSize: 4096})
-	createStream(t, js, jetstream.StreamConfig{Name: "free", Subjects: []string{"free.>"}})
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "limited", Subjects: []string{"limited.>"}, MaxMsgSize: 4096})
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "free", Subjects: []string{"free.>"}})
 	core, logs := observer.New(zapcore.WarnLevel)
 	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
-	jsSink, err := nats.NewSink(nc, true, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jsSink.Close()
-	coreSink, err := nats.NewSink(nc, false, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coreSink.Close()
+	jsSink, coreSink := newSink(t, nc, true, log), newSink(t, nc, false, log)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -127,14 +99,10 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 // TestSinkMaxOutputBytesDefault: a server with the default max_payload
 // (1 MiB) and a stream without max_msg_size.
 func TestSinkMaxOutputBytesDefault(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	createStream(t, newJetStream(t, nc), jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink, err := nats.NewSink(nc, true, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	testbroker.CreateStream(t, newJetStream(t, nc), jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
 	if got, want := sink.MaxOutputBytes("out.events"), int(nc.MaxPayload())-headerOverhead; got != want || nc.MaxPayload() != 1<<20 {
 		t.Fatalf("MaxOutputBytes = %d with max_payload %d, want %d", got, nc.MaxPayload(), want)
 	}

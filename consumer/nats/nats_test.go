@@ -14,65 +14,33 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
 
-// testServer is an in-process NATS server with JetStream that can be shut
-// down and started again on the same port with the same store.
-type testServer struct {
-	t    *testing.T
-	opts *server.Options
-	srv  *server.Server
-	url  string
-}
-
-func startServer(t *testing.T) *testServer {
+// connect opens a connection with the package's own Connect, closed when
+// the test ends.
+func connect(t *testing.T, ts *testbroker.NATSServer) *natsgo.Conn {
 	t.Helper()
-	ts := &testServer{t: t, opts: &server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	}}
-	ts.start()
-	ts.opts.Port = ts.srv.Addr().(*net.TCPAddr).Port
-	ts.url = ts.srv.ClientURL()
-	t.Cleanup(ts.stop)
-	return ts
-}
-
-func (ts *testServer) start() {
-	ts.t.Helper()
-	srv, err := server.NewServer(ts.opts.Clone())
-	if err != nil {
-		ts.t.Fatalf("nats server: %v", err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		ts.t.Fatal("nats server not ready")
-	}
-	ts.srv = srv
-}
-
-func (ts *testServer) stop() {
-	ts.srv.Shutdown()
-	ts.srv.WaitForShutdown()
-}
-
-// connect opens a connection that is closed when the test ends.
-func (ts *testServer) connect(t *testing.T) *natsgo.Conn {
-	t.Helper()
-	nc, err := nats.Connect(nats.Config{URL: ts.url, Name: t.Name()}, zaptest.NewLogger(t))
+	nc, err := nats.Connect(nats.Config{URL: ts.URL(), Name: t.Name()}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// startJetStream starts a server for the test and returns it, a
+// connection to it made with the package's own Connect, and a JetStream
+// context on that connection.
+func startJetStream(t *testing.T) (*testbroker.NATSServer, *natsgo.Conn, jetstream.JetStream) {
+	t.Helper()
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	return ts, nc, newJetStream(t, nc)
 }
 
 func newJetStream(t *testing.T, nc *natsgo.Conn) jetstream.JetStream {
@@ -82,15 +50,6 @@ func newJetStream(t *testing.T, nc *natsgo.Conn) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
-}
-
-func createStream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatalf("create stream %s: %v", cfg.Name, err)
-	}
 }
 
 func publish(t *testing.T, js jetstream.JetStream, subject string, values ...string) {
@@ -105,24 +64,6 @@ func publish(t *testing.T, js jetstream.JetStream, subject string, values ...str
 	}
 }
 
-func fetchN(t *testing.T, src consumer.Source, n int) []consumer.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	var got []consumer.Message
-	for len(got) < n {
-		batch, err := src.Fetch(ctx, n-len(got))
-		if err != nil {
-			t.Fatalf("Fetch after %d of %d messages: %v", len(got), n, err)
-		}
-		for _, m := range batch {
-			m.Value = slices.Clone(m.Value)
-			got = append(got, m)
-		}
-	}
-	return got
-}
-
 func expectNothing(t *testing.T, src consumer.Source) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -133,6 +74,29 @@ func expectNothing(t *testing.T, src consumer.Source) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Fetch with nothing to read: %v, want the context's error", err)
+	}
+}
+
+// openCore subscribes a core NATS source to subject, closed when the test
+// ends.
+func openCore(t *testing.T, nc *natsgo.Conn, subject string, log *zap.Logger) *nats.CoreSource {
+	t.Helper()
+	src, err := nats.NewCoreSource(nc, subject, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// publishCore publishes values on subject as core NATS messages. It may
+// run on another goroutine, so it reports with Errorf.
+func publishCore(t *testing.T, nc *natsgo.Conn, subject string, values ...string) {
+	for _, v := range values {
+		if err := nc.Publish(subject, []byte(v)); err != nil {
+			t.Errorf("publish %s: %v", subject, err)
+			return
+		}
 	}
 }
 
@@ -152,7 +116,7 @@ func seqValues(from, to int) []string {
 	return out
 }
 
-func openJetStream(t *testing.T, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start nats.Start) *nats.JetStreamSource {
+func openJetStream(t *testing.T, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start consumer.Start) *nats.JetStreamSource {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -165,17 +129,14 @@ func openJetStream(t *testing.T, nc *natsgo.Conn, stream, subject string, resume
 }
 
 func TestJetStreamSourceConformance(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
+	_, nc, js := startJetStream(t)
 	var streams atomic.Int64
-	consumertest.TestSource(t, consumertest.SourceHarness{
-		Partitions: 1,
+	consumertest.TestSource(t, consumertest.Features{Partitions: 1, Replay: true}, consumertest.SourceHarness{
 		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), func(map[string]int64) consumer.Source) {
 			name := fmt.Sprintf("conf%d", streams.Add(1))
 			// The stream captures two subjects and the source reads one, so
 			// the suite also covers the subject filter.
-			createStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".*"}, Storage: jetstream.MemoryStorage})
+			testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".*"}, Storage: jetstream.MemoryStorage})
 			subject := name + ".in"
 			produce := func(p int, values ...[]byte) {
 				for _, v := range values {
@@ -184,35 +145,50 @@ func TestJetStreamSourceConformance(t *testing.T) {
 				}
 			}
 			open := func(resume map[string]int64) consumer.Source {
-				return openJetStream(t, nc, name, subject, resume, nats.Start{Kind: "earliest"})
+				return openJetStream(t, nc, name, subject, resume, consumer.Start{Kind: "earliest"})
 			}
 			return produce, open
 		},
 	})
 }
 
-// TestCoreSourceConformance runs the parts of the conformance suite that
-// core NATS can pass: order and waiting. The rest (Resume, Reopen,
-// CommitDoesNotMove after reopening) needs replay from a position, which
-// core NATS does not have: a new subscription sees only messages published
-// after it, numbered from 1 again.
+// TestCoreSourceConformance runs the conformance suite on core NATS,
+// which keeps nothing: no replay, so the suite skips what needs it (a
+// source opened at a position, messages produced while none is open) and
+// opens each source before producing.
 func TestCoreSourceConformance(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	var subjects atomic.Int64
+	consumertest.TestSource(t, consumertest.Features{Partitions: 1}, consumertest.SourceHarness{
+		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), func(map[string]int64) consumer.Source) {
+			subject := fmt.Sprintf("core.conf%d", subjects.Add(1))
+			produce := func(p int, values ...[]byte) {
+				for _, v := range values {
+					publishCore(t, nc, subject, string(v))
+				}
+			}
+			open := func(resume map[string]int64) consumer.Source {
+				return openCore(t, nc, subject, zaptest.NewLogger(t))
+			}
+			return produce, open
+		},
+	})
+}
+
+// TestCoreSource checks what is particular to core NATS beyond the
+// conformance suite: positions numbered from 1 in arrival order, a Commit
+// that does nothing, and a Fetch that returns at most its limit of what is
+// waiting.
+func TestCoreSource(t *testing.T) {
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
 	log := zaptest.NewLogger(t)
 
-	t.Run("Order", func(t *testing.T) {
-		src, err := nats.NewCoreSource(nc, "core.order", log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer src.Close()
-		for _, v := range seqValues(0, 200) {
-			if err := nc.Publish("core.order", []byte(v)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := fetchN(t, src, 200)
+	t.Run("Positions", func(t *testing.T) {
+		src := openCore(t, nc, "core.order", log)
+		publishCore(t, nc, "core.order", seqValues(0, 200)...)
+		got := consumertest.FetchN(t, src, 200)
 		expectNothing(t, src)
 		for i, m := range got {
 			want := consumer.Position{Source: "nats:core.order", Offset: int64(i + 1)}
@@ -224,40 +200,9 @@ func TestCoreSourceConformance(t *testing.T) {
 			t.Fatalf("Commit: %v", err)
 		}
 	})
-	t.Run("WaitsForMessages", func(t *testing.T) {
-		src, err := nats.NewCoreSource(nc, "core.wait", log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer src.Close()
-		go func() {
-			time.Sleep(200 * time.Millisecond)
-			for _, v := range seqValues(0, 3) {
-				if err := nc.Publish("core.wait", []byte(v)); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-		start := time.Now()
-		got := fetchN(t, src, 3)
-		if time.Since(start) < 150*time.Millisecond {
-			t.Fatal("Fetch returned before anything was published")
-		}
-		if v := valuesOf(got); !slices.Equal(v, seqValues(0, 3)) {
-			t.Fatalf("got %q", v)
-		}
-	})
 	t.Run("FetchLimit", func(t *testing.T) {
-		src, err := nats.NewCoreSource(nc, "core.limit", log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer src.Close()
-		for _, v := range seqValues(0, 10) {
-			if err := nc.Publish("core.limit", []byte(v)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		src := openCore(t, nc, "core.limit", log)
+		publishCore(t, nc, "core.limit", seqValues(0, 10)...)
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -273,14 +218,12 @@ func TestCoreSourceConformance(t *testing.T) {
 }
 
 func TestJetStreamSinkConformance(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
+	_, nc, js := startJetStream(t)
 	var streams atomic.Int64
-	consumertest.TestSink(t, consumertest.SinkHarness{
+	consumertest.TestSink(t, consumertest.Features{Deduplicates: true}, consumertest.SinkHarness{
 		Setup: func(t *testing.T, topics []string) (consumer.Sink, func(string, int) []consumer.Output) {
 			name := fmt.Sprintf("sink%d", streams.Add(1))
-			createStream(t, js, jetstream.StreamConfig{Name: name, Subjects: topics, Storage: jetstream.MemoryStorage})
+			testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: topics, Storage: jetstream.MemoryStorage})
 			// The suite reuses topic names; a subject belongs to one stream.
 			t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
 			sink, err := nats.NewSink(nc, true, zaptest.NewLogger(t))
@@ -326,10 +269,12 @@ func readStream(t *testing.T, js jetstream.JetStream, stream, topic string, n in
 }
 
 func TestCoreSinkConformance(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	reader := ts.connect(t)
-	consumertest.TestSink(t, consumertest.SinkHarness{
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	reader := connect(t, ts)
+	// Core NATS delivers what it is sent, repeats included, to whoever is
+	// subscribed, and keeps nothing.
+	consumertest.TestSink(t, consumertest.Features{}, consumertest.SinkHarness{
 		Setup: func(t *testing.T, topics []string) (consumer.Sink, func(string, int) []consumer.Output) {
 			// Core NATS keeps nothing: subscribe before anything is published.
 			subs := map[string]*natsgo.Subscription{}
@@ -369,10 +314,8 @@ func TestCoreSinkConformance(t *testing.T) {
 }
 
 func TestJetStreamStart(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "start", Subjects: []string{"start.in"}})
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "start", Subjects: []string{"start.in"}})
 	publish(t, js, "start.in", seqValues(0, 5)...) // sequences 1-5
 	time.Sleep(20 * time.Millisecond)
 	cut := time.Now()
@@ -382,17 +325,17 @@ func TestJetStreamStart(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		resume map[string]int64
-		start  nats.Start
+		start  consumer.Start
 		first  int // index of the first message delivered
 	}{
-		{"earliest", nil, nats.Start{Kind: "earliest"}, 0},
-		{"default", nil, nats.Start{}, 0},
-		{"offset", nil, nats.Start{Kind: "offset", Offset: 4}, 3},
-		{"time", nil, nats.Start{Kind: "time", Time: cut}, 5},
-		{"resume", map[string]int64{"jetstream:start": 7, "jetstream:other": 1}, nats.Start{Kind: "latest"}, 7},
-		{"resume zero", map[string]int64{"jetstream:start": 0}, nats.Start{Kind: "latest"}, 0},
-		{"resume at end", map[string]int64{"jetstream:start": 10}, nats.Start{Kind: "earliest"}, 10},
-		{"latest", nil, nats.Start{Kind: "latest"}, 10},
+		{"earliest", nil, consumer.Start{Kind: "earliest"}, 0},
+		{"default", nil, consumer.Start{}, 0},
+		{"offset", nil, consumer.Start{Kind: "offset", Offset: 4}, 3},
+		{"time", nil, consumer.Start{Kind: "time", Time: cut}, 5},
+		{"resume", map[string]int64{"jetstream:start": 7, "jetstream:other": 1}, consumer.Start{Kind: "latest"}, 7},
+		{"resume zero", map[string]int64{"jetstream:start": 0}, consumer.Start{Kind: "latest"}, 0},
+		{"resume at end", map[string]int64{"jetstream:start": 10}, consumer.Start{Kind: "earliest"}, 10},
+		{"latest", nil, consumer.Start{Kind: "latest"}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := openJetStream(t, nc, "start", "", tc.resume, tc.start)
@@ -400,7 +343,7 @@ func TestJetStreamStart(t *testing.T) {
 				expectNothing(t, src)
 				return
 			}
-			got := fetchN(t, src, 10-tc.first)
+			got := consumertest.FetchN(t, src, 10-tc.first)
 			if v := valuesOf(got); !slices.Equal(v, seqValues(tc.first, 10)) {
 				t.Fatalf("got %q, want %q", v, seqValues(tc.first, 10))
 			}
@@ -418,9 +361,9 @@ func TestJetStreamStart(t *testing.T) {
 	}
 
 	t.Run("latest then more", func(t *testing.T) {
-		src := openJetStream(t, nc, "start", "", nil, nats.Start{Kind: "latest"})
+		src := openJetStream(t, nc, "start", "", nil, consumer.Start{Kind: "latest"})
 		publish(t, js, "start.in", "m10", "m11")
-		got := fetchN(t, src, 2)
+		got := consumertest.FetchN(t, src, 2)
 		if v := valuesOf(got); !slices.Equal(v, []string{"m10", "m11"}) || got[0].Position.Offset != 11 {
 			t.Fatalf("got %q from %+v, want m10 m11 from sequence 11", v, got[0].Position)
 		}
@@ -430,14 +373,14 @@ func TestJetStreamStart(t *testing.T) {
 		name   string
 		stream string
 		resume map[string]int64
-		start  nats.Start
+		start  consumer.Start
 	}{
-		{"unknown kind", "start", nil, nats.Start{Kind: "newest"}},
-		{"offset zero", "start", nil, nats.Start{Kind: "offset"}},
-		{"time zero", "start", nil, nats.Start{Kind: "time"}},
-		{"negative resume", "start", map[string]int64{"jetstream:start": -1}, nats.Start{}},
-		{"no stream", "missing", nil, nats.Start{}},
-		{"latest no stream", "missing", nil, nats.Start{Kind: "latest"}},
+		{"unknown kind", "start", nil, consumer.Start{Kind: "newest"}},
+		{"offset zero", "start", nil, consumer.Start{Kind: "offset"}},
+		{"time zero", "start", nil, consumer.Start{Kind: "time"}},
+		{"negative resume", "start", map[string]int64{"jetstream:start": -1}, consumer.Start{}},
+		{"no stream", "missing", nil, consumer.Start{}},
+		{"latest no stream", "missing", nil, consumer.Start{Kind: "latest"}},
 	} {
 		t.Run("error/"+tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -457,60 +400,54 @@ func TestJetStreamStart(t *testing.T) {
 // TestJetStreamCommitDoesNotMove is the conformance suite's
 // CommitDoesNotMove with fetches limited to what the test wants.
 func TestJetStreamCommitDoesNotMove(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "commit", Subjects: []string{"commit.in"}})
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "commit", Subjects: []string{"commit.in"}})
 	publish(t, js, "commit.in", seqValues(0, 20)...)
-	src := openJetStream(t, nc, "commit", "", nil, nats.Start{})
-	got := fetchN(t, src, 10)
+	src := openJetStream(t, nc, "commit", "", nil, consumer.Start{})
+	got := consumertest.FetchN(t, src, 10)
 	last := got[len(got)-1]
 	if err := src.Commit(context.Background(), map[string]int64{last.Position.Source: last.Resume}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
-	if v := valuesOf(fetchN(t, src, 10)); !slices.Equal(v, seqValues(10, 20)) {
+	if v := valuesOf(consumertest.FetchN(t, src, 10)); !slices.Equal(v, seqValues(10, 20)) {
 		t.Fatalf("after Commit: %q, want m10 to m19", v)
 	}
 	expectNothing(t, src)
 	// A new source ignores what was committed: it starts where it is told.
-	again := openJetStream(t, nc, "commit", "", nil, nats.Start{})
-	if v := valuesOf(fetchN(t, again, 1)); v[0] != "m0" {
+	again := openJetStream(t, nc, "commit", "", nil, consumer.Start{})
+	if v := valuesOf(consumertest.FetchN(t, again, 1)); v[0] != "m0" {
 		t.Fatalf("a new source from the start begins at %q", v[0])
 	}
 }
 
 func TestJetStreamLag(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "lag", Subjects: []string{"lag.*"}})
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "lag", Subjects: []string{"lag.*"}})
 	for i := range 10 {
 		publish(t, js, "lag.a", fmt.Sprintf("a%d", i))
 		publish(t, js, "lag.b", fmt.Sprintf("b%d", i))
 	}
-	src := openJetStream(t, nc, "lag", "lag.a", nil, nats.Start{})
+	src := openJetStream(t, nc, "lag", "lag.a", nil, consumer.Start{})
 	if lag := src.Lag(); lag["jetstream:lag"] != 10 || len(lag) != 1 {
 		t.Fatalf("lag before Fetch %v, want jetstream:lag 10", lag)
 	}
-	got := fetchN(t, src, 4)
+	got := consumertest.FetchN(t, src, 4)
 	if lag := src.Lag()["jetstream:lag"]; lag != 6 {
 		t.Fatalf("lag after 4 of 10 fetched: %d, want 6", lag)
 	}
 	if got[3].Position.Offset != 7 {
 		t.Fatalf("fourth lag.a message at sequence %d, want 7", got[3].Position.Offset)
 	}
-	fetchN(t, src, 6)
+	consumertest.FetchN(t, src, 6)
 	if lag := src.Lag()["jetstream:lag"]; lag != 0 {
 		t.Fatalf("lag after everything fetched: %d, want 0", lag)
 	}
 }
 
 func TestJetStreamSourceClose(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "close", Subjects: []string{"close.in"}})
-	src := openJetStream(t, nc, "close", "", nil, nats.Start{})
+	ts, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "close", Subjects: []string{"close.in"}})
+	src := openJetStream(t, nc, "close", "", nil, consumer.Start{})
 	ctx := context.Background()
 	if n := consumerCount(t, js, "close"); n != 1 {
 		t.Fatalf("%d consumers while reading, want 1", n)
@@ -529,8 +466,8 @@ func TestJetStreamSourceClose(t *testing.T) {
 	}
 
 	// A closed connection ends the source: Fetch says so instead of waiting.
-	other := ts.connect(t)
-	src = openJetStream(t, other, "close", "", nil, nats.Start{})
+	other := connect(t, ts)
+	src = openJetStream(t, other, "close", "", nil, consumer.Start{})
 	other.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -543,13 +480,11 @@ func TestJetStreamSourceClose(t *testing.T) {
 // mid-stream: the source makes a new one and goes on from the next
 // sequence, losing and repeating nothing.
 func TestJetStreamConsumerDeleted(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "del", Subjects: []string{"del.in"}})
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "del", Subjects: []string{"del.in"}})
 	publish(t, js, "del.in", seqValues(0, 5)...)
-	src := openJetStream(t, nc, "del", "", nil, nats.Start{})
-	if v := valuesOf(fetchN(t, src, 5)); !slices.Equal(v, seqValues(0, 5)) {
+	src := openJetStream(t, nc, "del", "", nil, consumer.Start{})
+	if v := valuesOf(consumertest.FetchN(t, src, 5)); !slices.Equal(v, seqValues(0, 5)) {
 		t.Fatalf("got %q", v)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -570,7 +505,7 @@ func TestJetStreamConsumerDeleted(t *testing.T) {
 		t.Fatalf("deleted %d consumers, want 1", deleted)
 	}
 	publish(t, js, "del.in", seqValues(5, 10)...)
-	got := fetchN(t, src, 5)
+	got := consumertest.FetchN(t, src, 5)
 	if v := valuesOf(got); !slices.Equal(v, seqValues(5, 10)) || got[0].Position.Offset != 6 {
 		t.Fatalf("after the consumer was deleted: %q from %+v", v, got[0].Position)
 	}
@@ -608,15 +543,9 @@ func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) uint64 {
 }
 
 func TestJetStreamSinkDeduplicates(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink, err := nats.NewSink(nc, true, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	batch := outputs(0, 50)
@@ -644,16 +573,12 @@ func TestJetStreamSinkDeduplicates(t *testing.T) {
 }
 
 func TestJetStreamSinkNoStream(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	sink, err := nats.NewSink(nc, true, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = sink.Publish(ctx, []consumer.Output{{Topic: "nowhere", Key: "k", Value: []byte("v")}})
+	err := sink.Publish(ctx, []consumer.Output{{Topic: "nowhere", Key: "k", Value: []byte("v")}})
 	if err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Fatalf("publishing to a subject without a stream: %v, want an error naming it", err)
 	}
@@ -664,27 +589,12 @@ func TestJetStreamSinkNoStream(t *testing.T) {
 // were, the sinks fail while it is down and succeed once it is back, and a
 // JetStream batch published again after a failure is stored once.
 func TestServerRestart(t *testing.T) {
-	ts := startServer(t)
-	nc := ts.connect(t)
-	js := newJetStream(t, nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "rs", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage})
+	ts, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "rs", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage})
 	log := zaptest.NewLogger(t)
-	jsSink, err := nats.NewSink(nc, true, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jsSink.Close()
-	coreSink, err := nats.NewSink(nc, false, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coreSink.Close()
-	jsSrc := openJetStream(t, nc, "rs", "out.events", nil, nats.Start{})
-	coreSrc, err := nats.NewCoreSource(nc, "core.rs", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coreSrc.Close()
+	jsSink, coreSink := newSink(t, nc, true, log), newSink(t, nc, false, log)
+	jsSrc := openJetStream(t, nc, "rs", "out.events", nil, consumer.Start{})
+	coreSrc := openCore(t, nc, "core.rs", log)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := jsSink.Publish(ctx, outputs(0, 10)); err != nil {
@@ -694,14 +604,14 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if v := valuesOf(fetchN(t, jsSrc, 10)); !slices.Equal(v, seqValues(0, 10)) {
+	if v := valuesOf(consumertest.FetchN(t, jsSrc, 10)); !slices.Equal(v, seqValues(0, 10)) {
 		t.Fatalf("before the restart: %q", v)
 	}
-	if got := fetchN(t, coreSrc, 1); string(got[0].Value) != "c0" || got[0].Position.Offset != 1 {
+	if got := consumertest.FetchN(t, coreSrc, 1); string(got[0].Value) != "c0" || got[0].Position.Offset != 1 {
 		t.Fatalf("core before the restart: %q at %+v", got[0].Value, got[0].Position)
 	}
 
-	ts.stop()
+	ts.Shutdown()
 	deadline := time.Now().Add(5 * time.Second)
 	for nc.IsConnected() {
 		if time.Now().After(deadline) {
@@ -723,7 +633,7 @@ func TestServerRestart(t *testing.T) {
 	}
 	expectNothing(t, jsSrc)
 
-	ts.start()
+	ts.Start()
 	deadline = time.Now().Add(10 * time.Second)
 	for !nc.IsConnected() {
 		if time.Now().After(deadline) {
@@ -742,7 +652,7 @@ func TestServerRestart(t *testing.T) {
 	if err := jsSink.Publish(ctx, outputs(15, 20)); err != nil {
 		t.Fatalf("Publish after the restart: %v", err)
 	}
-	got := fetchN(t, jsSrc, 10)
+	got := consumertest.FetchN(t, jsSrc, 10)
 	if v := valuesOf(got); !slices.Equal(v, seqValues(10, 20)) {
 		t.Fatalf("after the restart: %q", v)
 	}
@@ -797,4 +707,16 @@ func TestConnectErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "missing.nk") {
 		t.Fatalf("missing NKey file: %v", err)
 	}
+}
+
+// newSink returns a sink on nc, to JetStream or core NATS, closed when the
+// test ends.
+func newSink(t *testing.T, nc *natsgo.Conn, jetStream bool, log *zap.Logger) *nats.Sink {
+	t.Helper()
+	sink, err := nats.NewSink(nc, jetStream, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return sink
 }

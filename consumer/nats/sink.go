@@ -20,6 +20,9 @@ const (
 	// maxPending is how many JetStream publishes are in flight at once; a
 	// larger batch is sent in windows of this size.
 	maxPending = 1024
+	// stallWait is how long a publish waits for room among the
+	// maxPending in flight before it fails.
+	stallWait = time.Second
 )
 
 // Message size limits. The server counts a message's headers and data
@@ -60,7 +63,7 @@ type Sink struct {
 	// streamLimits is, by subject, the max_msg_size of the stream that
 	// captures it, as first looked up: 0 if it sets none or the lookup
 	// failed.
-	streamLimits map[string]int
+	streamLimits map[string]streamLimit
 }
 
 // NewSink returns a sink publishing on nc, to JetStream streams if
@@ -69,7 +72,7 @@ func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Sink{nc: nc, log: log, streamLimits: map[string]int{}}
+	s := &Sink{nc: nc, log: log, streamLimits: map[string]streamLimit{}}
 	if jetStream {
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncTimeout(ackTimeout),
@@ -105,20 +108,35 @@ func (s *Sink) MaxOutputBytes(subject string) int {
 	return max(0, limit-msgIDHeaderOverhead)
 }
 
+// streamLimit is a subject's stream limit as looked up: max_msg_size, or
+// 0 for none (or none known).
+type streamLimit struct {
+	max int
+	// retry, after a failed lookup, is when to ask again.
+	retry time.Time
+}
+
+// lookupRetry is how long a subject goes by max_payload alone after a
+// failed lookup of its stream before the sink asks again.
+const lookupRetry = 30 * time.Second
+
 // streamLimit is the max_msg_size of the stream that captures subject, or
-// 0. The lookup holds the sink's lock: it happens once per subject.
+// 0. The lookup holds the sink's lock: it happens once per subject, or
+// once per lookupRetry while it fails.
 func (s *Sink) streamLimit(subject string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.streamLimits[subject]; ok {
-		return m
+	if l, ok := s.streamLimits[subject]; ok && (l.retry.IsZero() || time.Now().Before(l.retry)) {
+		return l.max
 	}
 	m, err := s.lookupStreamLimit(subject)
+	l := streamLimit{max: m}
 	if err != nil {
+		l.retry = time.Now().Add(lookupRetry)
 		s.log.Warn("cannot look up the stream of a subject for its message size limit; going by the server's max_payload",
-			zap.String("subject", subject), zap.Error(err))
+			zap.String("subject", subject), zap.Duration("retry_in", lookupRetry), zap.Error(err))
 	}
-	s.streamLimits[subject] = m
+	s.streamLimits[subject] = l
 	return m
 }
 
@@ -176,7 +194,7 @@ func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) er
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	var first error
 	for _, o := range batch {
-		f, err := s.js.PublishMsgAsync(message(o), jetstream.WithStallWait(time.Second))
+		f, err := s.js.PublishMsgAsync(message(o), jetstream.WithStallWait(stallWait))
 		if err != nil {
 			first = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
 			break

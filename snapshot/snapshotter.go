@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -9,9 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Checkpointer writes the successive generations of one model to a
+// Snapshotter writes the successive generations of one model to a
 // Store and keeps the newest few.
-type Checkpointer struct {
+type Snapshotter struct {
 	store  *Store
 	model  string
 	writer string
@@ -20,13 +21,13 @@ type Checkpointer struct {
 	log    *zap.Logger
 }
 
-// NewCheckpointer writes model's snapshots to store from generation next
+// NewSnapshotter writes model's snapshots to store from generation next
 // on, keeping the newest keep generations.
-func NewCheckpointer(store *Store, model, writer string, next uint64, keep int, log *zap.Logger) *Checkpointer {
-	return &Checkpointer{store: store, model: model, writer: writer, keep: keep, next: next, log: log}
+func NewSnapshotter(store *Store, model, writer string, next uint64, keep int, log *zap.Logger) *Snapshotter {
+	return &Snapshotter{store: store, model: model, writer: writer, keep: keep, next: next, log: log}
 }
 
-// Checkpoint writes st and the positions it includes as the next
+// Snapshot writes st and the positions it includes as the next
 // generation, then deletes the generations beyond the newest keep. An
 // error wrapping ErrFenced means another worker wrote that generation
 // first: it is writing this model, and this one must stop. An error
@@ -34,7 +35,7 @@ func NewCheckpointer(store *Store, model, writer string, next uint64, keep int, 
 // nothing was written or deleted, so the store keeps its good
 // generations, but the model is broken and this one must stop too. After
 // any other error the same generation is tried again on the next call.
-func (c *Checkpointer) Checkpoint(ctx context.Context, st *learner.State, positions map[string]int64) error {
+func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error {
 	s := &Snapshot{
 		Model:      c.model,
 		Generation: c.next,
@@ -52,4 +53,13 @@ func (c *Checkpointer) Checkpoint(ctx context.Context, st *learner.State, positi
 		c.log.Warn("snapshot retention failed", zap.String("model", c.model), zap.Error(err))
 	}
 	return nil
+}
+
+// Fatal reports whether err, from Snapshot, is one that no retry mends,
+// so that the writer must stop: a fenced write (ErrFenced: another worker
+// is writing the model) or a state the loader would refuse
+// (ErrInvalidState: written, it would replace a good generation with one
+// no restart can load).
+func Fatal(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrInvalidState)
 }

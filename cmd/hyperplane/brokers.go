@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	natsgo "github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+)
+
+// brokers reaches the Kafka cluster and the NATS server of a
+// configuration, one way for every command that talks to them (run,
+// replay, setup, gen): Kafka with kafka.tls and kafka.sasl, NATS with
+// nats.tls and a credentials file or an NKey. It connects to NATS once,
+// when first asked, and makes one sink per kind of destination; close
+// closes everything it opened, the last first. It is for one goroutine.
+type brokers struct {
+	kafka config.Kafka
+	nats  config.NATS
+	name  string // of the NATS connection, as the server shows it
+	log   *zap.Logger
+
+	nc      *natsgo.Conn
+	sinks   map[config.Kind]consumer.Sink
+	closers []func() error
+}
+
+func newBrokers(cfg config.Config, name string, log *zap.Logger) *brokers {
+	return &brokers{kafka: cfg.Kafka, nats: cfg.NATS, name: name, log: log, sinks: map[config.Kind]consumer.Sink{}}
+}
+
+func (b *brokers) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]() //nolint:errcheck // best effort at shutdown
+	}
+	b.closers = nil
+}
+
+// kafkaConfig is how to reach Kafka.
+func (b *brokers) kafkaConfig() (kafkaio.Config, error) {
+	tc, err := tlsConfig(b.kafka.TLS)
+	if err != nil {
+		return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
+	}
+	mech, err := b.kafka.SASL.Mechanism.SASL(b.kafka.SASL.Username, b.kafka.SASL.Password)
+	if err != nil {
+		return kafkaio.Config{}, fmt.Errorf("kafka.sasl: %w", err)
+	}
+	return kafkaio.Config{Brokers: b.kafka.Brokers, ClientID: b.kafka.ClientID, TLS: tc, SASL: mech}, nil
+}
+
+// natsConn is the connection to NATS, made at the first call.
+func (b *brokers) natsConn() (*natsgo.Conn, error) {
+	if b.nc != nil {
+		return b.nc, nil
+	}
+	tc, err := tlsConfig(b.nats.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("nats.tls: %w", err)
+	}
+	nc, err := natsio.Connect(natsio.Config{URL: b.nats.URL, CredentialsFile: b.nats.CredentialsFile, NKeyFile: b.nats.NKeyFile, TLS: tc, Name: b.name}, b.log)
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
+	}
+	b.nc = nc
+	b.closers = append(b.closers, func() error { nc.Close(); return nil })
+	return nc, nil
+}
+
+// source opens the source s names. Each partition or stream resumes after
+// its position in positions, the model's, or begins at s.Start; group is
+// the Kafka consumer group that progress is committed to.
+func (b *brokers) source(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+	var src consumer.Source
+	switch s.Kind {
+	case config.KindKafka:
+		kc, err := b.kafkaConfig()
+		if err != nil {
+			return nil, err
+		}
+		if src, err = kafkaio.NewSource(ctx, kc, s.Topics, group, positions, s.Start, b.log); err != nil {
+			return nil, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
+		}
+	case config.KindJetStream:
+		nc, err := b.natsConn()
+		if err != nil {
+			return nil, err
+		}
+		if src, err = natsio.NewJetStreamSource(ctx, nc, s.Stream, s.Subject, positions, s.Start, b.log); err != nil {
+			return nil, fmt.Errorf("source: %w (check that the stream of source.stream exists and that source.subject is one of its subjects)", err)
+		}
+	case config.KindNATS:
+		nc, err := b.natsConn()
+		if err != nil {
+			return nil, err
+		}
+		if src, err = natsio.NewCoreSource(nc, s.Subject, b.log); err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("source.kind: %w", s.Kind.Validate())
+	}
+	b.closers = append(b.closers, src.Close)
+	return src, nil
+}
+
+// sink is the sink of kind, made at the first call.
+func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
+	if s, ok := b.sinks[kind]; ok {
+		return s, nil
+	}
+	var s consumer.Sink
+	switch kind {
+	case config.KindKafka:
+		kc, err := b.kafkaConfig()
+		if err != nil {
+			return nil, err
+		}
+		if s, err = kafkaio.NewSink(kc, b.log); err != nil {
+			return nil, err
+		}
+	case config.KindJetStream, config.KindNATS:
+		nc, err := b.natsConn()
+		if err != nil {
+			return nil, err
+		}
+		if s, err = natsio.NewSink(nc, kind == config.KindJetStream, b.log); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, kind.Validate()
+	}
+	b.sinks[kind] = s
+	b.closers = append(b.closers, s.Close)
+	return s, nil
+}
+
+// destination is where the output key sends its events: the sink and the
+// topic of d, or none when d is none.
+func (b *brokers) destination(key string, d config.Destination) (consumer.Destination, error) {
+	if d.IsZero() {
+		return consumer.Destination{}, nil
+	}
+	s, err := b.sink(d.Kind)
+	if err != nil {
+		return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
+	}
+	return consumer.Destination{Sink: s, Topic: d.Topic}, nil
+}
+
+// tlsConfig builds a client TLS configuration, or nil when TLS is off.
+func tlsConfig(c config.TLS) (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+// handler serves /metrics from reg, and /healthz and /readyz for w.
+func handler(reg *prometheus.Registry, w *consumer.Worker) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		// Each failing reason on a line of its own: source, outputs,
+		// snapshots.
+		if reasons := w.NotReady(); len(reasons) > 0 {
+			http.Error(rw, "not ready:\n"+strings.Join(reasons, "\n"), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, "ready")
+	})
+	return mux
+}
+
+// lagReporter is a source that knows the broker's view of its lag.
+type lagReporter interface{ Lag() map[string]int64 }
+
+// lagEvery is how often reportLag asks the source.
+const lagEvery = 5 * time.Second
+
+// reportLag copies the source's lag into metrics until ctx is done.
+func reportLag(ctx context.Context, lr lagReporter, metrics *consumer.Metrics) {
+	t := time.NewTicker(lagEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			metrics.SetLag(lr.Lag())
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package consumer
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// AppendJSON appends the prediction event as one JSON object:
+//
+//	{"event_id":"kafka:t/0/42","id":"a1","predicted":1,"score":0.25,
+//	 "label":-1,"correct":false,"model":{"name":"m","version":7},
+//	 "position":{"source":"kafka:t/0","offset":42}}
+//
+// Labels are class names, or the numbers 1 and -1 for a binary model
+// without names (see learner.Labels.Class). score is an object of class
+// name to score for a multiclass model; id is left out when the example
+// had none, label and correct when it was unlabeled.
+func (p *Prediction) AppendJSON(dst []byte, labels learner.Labels) []byte {
+	dst = p.appendFields(dst, labels)
+	return append(dst, '}')
+}
+
+func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
+	dst = append(dst, `{"event_id":"`...)
+	dst = appendJSONStringBody(dst, p.Position.Source)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
+	dst = append(dst, '"')
+	if p.Meta.HasID {
+		dst = append(dst, `,"id":`...)
+		dst = appendJSONString(dst, p.Meta.ID)
+	}
+	dst = append(dst, `,"predicted":`...)
+	dst = appendJSONLabel(dst, labels, p.Outcome.Prediction.Label)
+	dst = append(dst, `,"score":`...)
+	if labels.Multiclass() {
+		dst = append(dst, '{')
+		for c, s := range p.Outcome.Scores {
+			if c > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONLabel(dst, labels, c)
+			dst = append(dst, ':')
+			dst = appendJSONFloat(dst, s)
+		}
+		dst = append(dst, '}')
+	} else {
+		dst = appendJSONFloat(dst, p.Outcome.Score)
+	}
+	if p.Outcome.Labeled {
+		dst = append(dst, `,"label":`...)
+		dst = appendJSONLabel(dst, labels, p.Label)
+		dst = append(dst, `,"correct":`...)
+		dst = strconv.AppendBool(dst, p.Outcome.Correct)
+	}
+	dst = append(dst, `,"model":{"name":`...)
+	dst = appendJSONString(dst, p.Model)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendUint(dst, p.Version, 10)
+	dst = append(dst, `},"position":{"source":`...)
+	dst = appendJSONString(dst, p.Position.Source)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
+	return append(dst, '}')
+}
+
+// AppendJSON appends the event: a prediction event with "margin" (y·f(x),
+// or the label's score minus the best other score), "mistakes" and
+// "examples" added.
+func (m *Misclassification) AppendJSON(dst []byte, labels learner.Labels) []byte {
+	dst = m.appendFields(dst, labels)
+	dst = append(dst, `,"margin":`...)
+	dst = appendJSONFloat(dst, m.Outcome.Margin)
+	dst = append(dst, `,"mistakes":`...)
+	dst = strconv.AppendUint(dst, m.Mistakes, 10)
+	dst = append(dst, `,"examples":`...)
+	dst = strconv.AppendUint(dst, m.Examples, 10)
+	return append(dst, '}')
+}
+
+// AppendJSON appends the event:
+//
+//	{"event_id":"kafka:t/0/42","error":"label: ...","payload":"<base64>",
+//	 "position":{"source":"kafka:t/0","offset":42}}
+//
+// payload is the original bytes in standard base64, since they need not
+// be text. A truncated payload adds "payload_bytes" (the message's size)
+// and "truncated":true after "payload".
+func (d *DeadLetter) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"event_id":"`...)
+	dst = appendJSONStringBody(dst, d.Position.Source)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, d.Position.Offset, 10)
+	dst = append(dst, `","error":`...)
+	dst = appendJSONString(dst, d.Error)
+	dst = append(dst, `,"payload":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, d.Payload)
+	dst = append(dst, '"')
+	if d.Truncated {
+		dst = append(dst, `,"payload_bytes":`...)
+		dst = strconv.AppendInt(dst, int64(d.PayloadBytes), 10)
+		dst = append(dst, `,"truncated":true`...)
+	}
+	dst = append(dst, `,"position":`...)
+	dst = appendJSONPosition(dst, d.Position)
+	return append(dst, '}')
+}
+
+// appendJSONLabel appends label as its class name, or as a number for a
+// binary model without names.
+func appendJSONLabel(dst []byte, labels learner.Labels, label int) []byte {
+	if name, ok := labels.Class(label); ok {
+		return appendJSONString(dst, name)
+	}
+	return strconv.AppendInt(dst, int64(label), 10)
+}
+
+func appendJSONPosition(dst []byte, p Position) []byte {
+	dst = append(dst, `{"source":`...)
+	dst = appendJSONString(dst, p.Source)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, p.Offset, 10)
+	return append(dst, '}')
+}
+
+// appendJSONFloat writes f in the shortest form that reads back exactly.
+// Scores are finite: inputs with NaN or infinities never reach a model.
+func appendJSONFloat(dst []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+func appendJSONString[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '"')
+	dst = appendJSONStringBody(dst, s)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONStringBody escapes s for the inside of a JSON string;
+// invalid UTF-8 becomes U+FFFD.
+func appendJSONStringBody[T string | []byte](dst []byte, s T) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c >= 0x20:
+				dst = append(dst, c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, "\ufffd"...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return dst
+}

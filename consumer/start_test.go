@@ -1,0 +1,93 @@
+package consumer_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+// TestStartUnmarshalText: source.start's text, read once when the
+// configuration is loaded, and written back as it was read.
+func TestStartUnmarshalText(t *testing.T) {
+	cases := []struct {
+		in   string
+		want consumer.Start
+		err  bool
+	}{
+		{in: "earliest", want: consumer.Start{Kind: consumer.StartEarliest}},
+		{in: "latest", want: consumer.Start{Kind: consumer.StartLatest}},
+		{in: "offset:0", want: consumer.Start{Kind: consumer.StartOffset}},
+		{in: "offset:9223372036854775807", want: consumer.Start{Kind: consumer.StartOffset, Offset: 9223372036854775807}},
+		{in: "time:2024-05-01T12:00:00Z", want: consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}},
+		{in: "time:2024-05-01T14:00:00.5+02:00", want: consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)}},
+		{in: "", err: true},
+		{in: "Earliest", err: true},
+		{in: "earliest:1", err: true},
+		{in: "offset", err: true},
+		{in: "offset:", err: true},
+		{in: "offset:-1", err: true},
+		{in: "offset:1.5", err: true},
+		{in: "offset:9223372036854775808", err: true},
+		{in: "time:", err: true},
+		{in: "time:2024-05-01", err: true},
+		{in: "time:1714564800", err: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			before := consumer.Start{Kind: consumer.StartLatest}
+			got := before
+			err := got.UnmarshalText([]byte(tc.in))
+			if tc.err {
+				if err == nil {
+					t.Fatalf("no error; got %+v", got)
+				}
+				if !strings.Contains(err.Error(), `"`+tc.in+`"`) {
+					t.Errorf("error %q does not quote the text", err)
+				}
+				if got != before {
+					t.Errorf("a failed UnmarshalText changed the start to %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Kind != tc.want.Kind || got.Offset != tc.want.Offset || !got.Time.Equal(tc.want.Time) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+			text, _ := got.MarshalText()
+			var again consumer.Start
+			if err := again.UnmarshalText(text); err != nil || again.String() != got.String() || !again.Time.Equal(got.Time) {
+				t.Errorf("%q read back as %+v, %v", text, again, err)
+			}
+		})
+	}
+}
+
+// TestStartValidate: a start built in code is checked as the text is.
+func TestStartValidate(t *testing.T) {
+	for _, tc := range []struct {
+		start consumer.Start
+		err   string // a substring; "" for valid
+	}{
+		{consumer.Start{}, ""},
+		{consumer.Start{Kind: consumer.StartOffset, Offset: 3}, ""},
+		{consumer.Start{Kind: consumer.StartTime, Time: time.Now()}, ""},
+		{consumer.Start{Kind: "newest"}, `unknown start "newest"`},
+		{consumer.Start{Kind: consumer.StartOffset, Offset: -1}, "negative"},
+		{consumer.Start{Kind: consumer.StartTime}, "no time"},
+	} {
+		err := tc.start.Validate()
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%+v: Validate() = %v, want %q", tc.start, err, tc.err)
+		}
+	}
+	if got := (consumer.Start{}).String(); got != "earliest" {
+		t.Errorf("the zero Start is %q, want earliest", got)
+	}
+}

@@ -1,0 +1,119 @@
+package testbroker
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// KafkaCluster is an in-process Kafka cluster (kfake) for one test. The
+// embedded Cluster is the one running now: use it to inject failures
+// (ControlKey) or compact (Compact).
+//
+// While the cluster is shut down, the embedded Cluster's methods, Client
+// and CreateTopic block: kfake answers them from its stopped loop.
+type KafkaCluster struct {
+	*kfake.Cluster
+	t     testing.TB
+	opts  []kfake.Opt
+	ports []int // where it listens, once started
+}
+
+// Kafka starts a one-broker kfake cluster on a free loopback port with
+// opts (kfake.SeedTopics, kfake.BrokerConfigs, kfake.TLS, …; a
+// kfake.NumBrokers among them overrides the one broker), and closes it
+// when the test ends. Topics and records live in memory unless opts give a
+// kfake.DataDir, which a cluster must have for its data to survive
+// Shutdown and Start.
+func Kafka(t testing.TB, opts ...kfake.Opt) *KafkaCluster {
+	t.Helper()
+	c := &KafkaCluster{t: t, opts: append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)}
+	c.Start()
+	t.Cleanup(c.Shutdown)
+	return c
+}
+
+// Start starts the cluster again after Shutdown, on the same ports.
+func (c *KafkaCluster) Start() {
+	c.t.Helper()
+	opts := c.opts
+	if c.ports != nil {
+		opts = append(slices.Clone(opts), kfake.Ports(c.ports...))
+	}
+	cl, err := kfake.NewCluster(opts...)
+	if err != nil {
+		c.t.Fatalf("kfake: %v", err)
+	}
+	c.Cluster = cl
+	if c.ports == nil {
+		for _, addr := range cl.ListenAddrs() {
+			tcp, err := net.ResolveTCPAddr("tcp", addr)
+			if err != nil {
+				c.t.Fatalf("kfake address %s: %v", addr, err)
+			}
+			c.ports = append(c.ports, tcp.Port)
+		}
+	}
+}
+
+// Shutdown closes the cluster's listeners and connections, as in an
+// outage; Start brings it back. Shutting down a cluster that is down does
+// nothing.
+func (c *KafkaCluster) Shutdown() { c.Close() }
+
+// Client is a franz-go client of the cluster, closed when t ends, for what
+// a test does besides the code under test: produce, read back, inspect.
+// A record it produces goes to the partition it names (Record.Partition);
+// opts add to that or override it.
+func (c *KafkaCluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl := c.client(t, opts...)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// client is Client for the caller to close.
+func (c *KafkaCluster) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("kgo: %v", err)
+	}
+	return cl
+}
+
+// CreateTopic creates a topic with the given partitions and topic configs,
+// given as name, value pairs ("max.message.bytes", "20000").
+func (c *KafkaCluster) CreateTopic(t testing.TB, topic string, partitions int, configs ...string) {
+	t.Helper()
+	if len(configs)%2 != 0 {
+		t.Fatalf("create topic %s: configs %q are not name, value pairs", topic, configs)
+	}
+	cl := c.client(t)
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), 1
+	for i := 0; i+1 < len(configs); i += 2 {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = configs[i], &configs[i+1]
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}

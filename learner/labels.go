@@ -1,0 +1,165 @@
+package learner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// Labels are a model's label rules, set by Config.Classes: which label
+// values an example may carry, the label (Example.Label) each stands for,
+// and the class name, if any, of a label. A model's labels are of one of
+// three kinds:
+//
+//   - no class names: binary, with labels +1 (positive) and -1 (negative),
+//     written 1 and -1, or 1 and 0, or true and false;
+//   - two class names: binary, the first name -1 and the second +1,
+//     written as a name or as the numbers and booleans above;
+//   - three or more: multiclass, with labels the class indexes 0 to n-1,
+//     written as a class name or an integer index.
+//
+// The Parse methods do not allocate, so that a decoder may call them for
+// every example. When one refuses a value, the Problem method of the same
+// kind of value says why, in a sentence fit for an error message.
+//
+// The zero Labels are those of a binary model without class names. Labels
+// are read-only and safe for concurrent use.
+type Labels struct {
+	classes    []string
+	multiclass bool
+	index      map[string]int // multiclass models only
+}
+
+// Labels returns the label rules of a model of c, which must be valid (see
+// Validate). They keep their own copy of the class names.
+func (c Config) Labels() Labels {
+	l := Labels{classes: slices.Clone(c.Classes), multiclass: c.Multiclass()}
+	if l.multiclass {
+		l.index = make(map[string]int, len(l.classes))
+		for i, name := range l.classes {
+			l.index[name] = i
+		}
+	}
+	return l
+}
+
+// Multiclass reports whether labels are class indexes rather than ±1.
+func (l Labels) Multiclass() bool { return l.multiclass }
+
+// Class is the name of label's class: the class of that index for a
+// multiclass model, the first name for -1 and the second for +1 for a
+// binary model with names. ok is false for a binary model without names,
+// whose labels are only numbers. label must be a label of the model.
+func (l Labels) Class(label int) (name string, ok bool) {
+	switch {
+	case l.multiclass:
+		return l.classes[label], true
+	case len(l.classes) == 2 && label > 0:
+		return l.classes[1], true
+	case len(l.classes) == 2:
+		return l.classes[0], true
+	}
+	return "", false
+}
+
+// ParseNumber is the label that the number v stands for: for a binary
+// model, +1 for 1 and -1 for -1 or 0; for a multiclass model, the class
+// index v. ok is false for any other number (see NumberProblem).
+func (l Labels) ParseNumber(v float64) (label int, ok bool) {
+	if !l.multiclass {
+		switch v {
+		case 1:
+			return 1, true
+		case -1, 0:
+			return -1, true
+		}
+		return 0, false
+	}
+	if v != math.Trunc(v) || v < 0 || v >= float64(len(l.classes)) {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// ParseBool is the label that a boolean stands for in a binary model: +1
+// for true, -1 for false. ok is false for a multiclass model, whose
+// classes are not booleans (see BoolProblem).
+func (l Labels) ParseBool(v bool) (label int, ok bool) {
+	switch {
+	case l.multiclass:
+		return 0, false
+	case v:
+		return 1, true
+	}
+	return -1, true
+}
+
+// ParseName is the label of the class named name. ok is false for a name
+// that is not a class, and for any name if the model has no class names
+// (see NameProblem). name is bytes so that a decoder can look up a name in
+// its buffer without a copy.
+func (l Labels) ParseName(name []byte) (label int, ok bool) {
+	switch {
+	case l.multiclass:
+		label, ok = l.index[string(name)]
+		return label, ok
+	case len(l.classes) == 2 && string(name) == l.classes[0]:
+		return -1, true
+	case len(l.classes) == 2 && string(name) == l.classes[1]:
+		return 1, true
+	}
+	return 0, false
+}
+
+// NumberProblem says why ParseNumber refused v, which the input wrote as
+// text.
+func (l Labels) NumberProblem(v float64, text string) string {
+	switch {
+	case !l.multiclass:
+		return l.notBinary(text)
+	case v != math.Trunc(v):
+		return l.notClass(text)
+	}
+	return fmt.Sprintf("class %s is out of range (%s)", text, l.want())
+}
+
+// BoolProblem says why ParseBool refused v: booleans are no classes of a
+// multiclass model, the only kind that refuses them.
+func (l Labels) BoolProblem(v bool) string { return l.notClass(strconv.FormatBool(v)) }
+
+// NameProblem says why ParseName refused a name, which quoted shows.
+func (l Labels) NameProblem(quoted string) string {
+	if l.multiclass {
+		return "unknown class " + quoted
+	}
+	return l.notBinary(quoted)
+}
+
+// TypeProblem is the problem of a label value of a type that is no label,
+// got naming that type ("array", "object", "nil"...).
+func (l Labels) TypeProblem(got string) string {
+	if l.multiclass {
+		return "value is not a class name or index (got " + got + ")"
+	}
+	return "value is not a number, boolean or class name (got " + got + ")"
+}
+
+// notBinary is the problem of text, which is not a binary label.
+func (l Labels) notBinary(text string) string {
+	if len(l.classes) == 2 {
+		return fmt.Sprintf("%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, l.classes[0], l.classes[1])
+	}
+	return text + " is not a binary label (want 1/-1, 0/1 or true/false)"
+}
+
+// notClass is the problem of text, which is no class of a multiclass
+// model.
+func (l Labels) notClass(text string) string {
+	return fmt.Sprintf("%s is not a class (%s)", text, l.want())
+}
+
+// want says what a multiclass model takes.
+func (l Labels) want() string {
+	return fmt.Sprintf("want a class name or an integer from 0 to %d", len(l.classes)-1)
+}

@@ -1,0 +1,118 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// ResumeOptions say how Resume continues a model.
+type ResumeOptions struct {
+	// Writer names this worker in the snapshots it writes; empty: the
+	// host name.
+	Writer string
+	// Keep is how many of the newest generations the snapshotter keeps,
+	// at least 1.
+	Keep int
+	// Reset starts a new model when the newest snapshot was trained under
+	// another configuration, instead of refusing to start.
+	Reset bool
+	// Start, if not nil, names where a new model's source begins, for the
+	// log.
+	Start fmt.Stringer
+	// Log may be nil.
+	Log *zap.Logger
+}
+
+// Resumed is the model a worker continues, and what writes its next
+// generations.
+type Resumed struct {
+	Model *learner.Model
+	// Positions are those Model includes, the snapshot's: nil for a new
+	// model.
+	Positions map[string]int64
+	// Snapshotter writes the generations after every one the store holds,
+	// unreadable ones included, since a key is never written twice; nil
+	// without a store.
+	Snapshotter *Snapshotter
+	// Generation is the generation the model was restored from, 0 for a
+	// new model.
+	Generation uint64
+	// Created is when that generation was written, zero for a new model.
+	Created time.Time
+}
+
+// Resume returns the model named model to continue under cfg: the newest
+// valid generation in store (see Store.Latest: an unreadable one is
+// skipped with a warning), or a new model when the store holds none. A
+// snapshot trained under another configuration stops it, with an error
+// that names the setting, unless opts.Reset starts a new model instead.
+//
+// A nil store is none, which is allowed but loses the model at every
+// stop: Resume warns about it and returns a new model without a
+// snapshotter. Its errors and warnings name the configuration keys the
+// operator sets (snapshot.url, snapshot.reset).
+func Resume(ctx context.Context, store *Store, model string, cfg learner.Config, opts ResumeOptions) (Resumed, error) {
+	log := opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	start := zap.Skip()
+	if opts.Start != nil {
+		start = zap.Stringer("start", opts.Start)
+	}
+	if store == nil {
+		log.Warn("no snapshot.url: the model is not saved and is lost when the worker stops; a restart begins again at source.start", start)
+		return newModel(cfg, nil)
+	}
+	gens, err := store.Generations(ctx, model)
+	if err != nil {
+		return Resumed{}, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
+	}
+	var next uint64 = 1
+	if len(gens) > 0 {
+		next = gens[len(gens)-1] + 1
+	}
+	writer := opts.Writer
+	if writer == "" {
+		writer, _ = os.Hostname()
+	}
+	snapshotter := NewSnapshotter(store, model, writer, next, opts.Keep, log)
+
+	latest, err := store.Latest(ctx, model, log)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		log.Info("no snapshot: a new model", zap.String("model", model), start)
+		return newModel(cfg, snapshotter)
+	case err != nil:
+		return Resumed{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := latest.Compatible(cfg); err != nil {
+		if !opts.Reset {
+			return Resumed{}, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", model, latest.Generation, err)
+		}
+		log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
+		return newModel(cfg, snapshotter)
+	}
+	m, err := learner.Restore(latest.State)
+	if err != nil {
+		return Resumed{}, fmt.Errorf("snapshot generation %d: %w", latest.Generation, err)
+	}
+	log.Info("resuming from snapshot", zap.String("model", model), zap.Uint64("generation", latest.Generation),
+		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
+	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created}, nil
+}
+
+func newModel(cfg learner.Config, s *Snapshotter) (Resumed, error) {
+	m, err := learner.New(cfg)
+	if err != nil {
+		return Resumed{}, fmt.Errorf("model.learner: %w", err)
+	}
+	return Resumed{Model: m, Snapshotter: s}, nil
+}

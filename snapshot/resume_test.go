@@ -1,0 +1,164 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// trainedConfig is the configuration generation() trains under.
+func trainedConfig() learner.Config {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	return cfg
+}
+
+// text is a fmt.Stringer, for ResumeOptions.Start.
+type text string
+
+func (s text) String() string { return string(s) }
+
+// TestResume: which model a worker continues from the store, and from
+// which generation on it writes.
+func TestResume(t *testing.T) {
+	cases := []struct {
+		name    string
+		gens    []uint64 // valid generations in the store
+		corrupt []uint64 // generations whose keys hold garbage
+		cfg     func() learner.Config
+		reset   bool
+
+		generation uint64 // the generation resumed; 0 for a new model
+		next       uint64 // the generation the snapshotter writes first
+		err        string // a substring of the error; "" for none
+		logged     string // a substring of a message logged
+	}{
+		{name: "new model", cfg: trainedConfig, next: 1, logged: "no snapshot: a new model"},
+		{name: "newest valid generation", gens: []uint64{1, 2, 3}, cfg: trainedConfig, generation: 3, next: 4, logged: "resuming from snapshot"},
+		{name: "corrupt newest skipped", gens: []uint64{1, 2}, corrupt: []uint64{3, 4}, cfg: trainedConfig, generation: 2, next: 5, logged: "skipping unreadable snapshot"},
+		{name: "only corrupt keys", corrupt: []uint64{1, 2}, cfg: trainedConfig, next: 3, logged: "no snapshot: a new model"},
+		{name: "incompatible refused", gens: []uint64{1, 2}, cfg: learner.DefaultConfig,
+			err: "model clicks generation 2: snapshot is incompatible with the configuration: hash_bits is 6 in the snapshot but 18 in the configuration (set snapshot.reset to start a new model)"},
+		{name: "incompatible reset", gens: []uint64{1, 2}, corrupt: []uint64{3}, cfg: learner.DefaultConfig, reset: true, next: 4, logged: "starting a new model (snapshot.reset)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			bucket := memblob.OpenBucket(nil)
+			store := snapshot.NewStore(bucket, "models")
+			defer store.Close()
+			write(t, store, "clicks", tc.gens...)
+			for _, g := range tc.corrupt {
+				if err := bucket.WriteAll(ctx, snapshot.Key("models", "clicks", g), []byte("garbage"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			core, logs := observer.New(zapcore.InfoLevel)
+			r, err := snapshot.Resume(ctx, store, "clicks", tc.cfg(), snapshot.ResumeOptions{
+				Writer: "worker-a", Keep: 10, Reset: tc.reset, Start: text("earliest"), Log: zap.New(core),
+			})
+			if tc.err != "" {
+				var ie *snapshot.IncompatibleError
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &ie) || ie.Field != "hash_bits" {
+					t.Fatalf("err = %v, want an *IncompatibleError naming hash_bits: %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if logs.FilterMessageSnippet(tc.logged).Len() == 0 {
+				t.Errorf("nothing logged says %q: %v", tc.logged, logs.All())
+			}
+			if r.Generation != tc.generation {
+				t.Errorf("resumed generation %d, want %d", r.Generation, tc.generation)
+			}
+			if tc.generation == 0 {
+				if r.Positions != nil || !r.Created.IsZero() || r.Model.Metrics().Examples != 0 || !reflect.DeepEqual(r.Model.Config(), tc.cfg()) {
+					t.Errorf("not a new model of the configuration: %+v", r)
+				}
+			} else {
+				want := generation(t, "clicks", tc.generation)
+				if !reflect.DeepEqual(r.Model.State(), want.State) || !reflect.DeepEqual(r.Positions, want.Positions) {
+					t.Errorf("the model or its positions are not generation %d's", tc.generation)
+				}
+				if s, _ := store.Load(ctx, "clicks", tc.generation); !r.Created.Equal(s.Created) {
+					t.Errorf("created %v, want the snapshot's, %v", r.Created, s.Created)
+				}
+			}
+
+			// The snapshotter writes after every key, unreadable ones too.
+			if err := r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"kafka:examples/0": 1}); err != nil {
+				t.Fatal(err)
+			}
+			gens, err := store.Generations(ctx, "clicks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gens[len(gens)-1] != tc.next {
+				t.Errorf("generations %v after a snapshot, want %d written", gens, tc.next)
+			}
+			if s, err := store.Load(ctx, "clicks", tc.next); err != nil || s.Writer != "worker-a" {
+				t.Errorf("the snapshot written: %+v, %v", s, err)
+			}
+		})
+	}
+}
+
+// TestResumeWithoutStore: no store is allowed, with a warning that the
+// model is lost at every stop, and nothing to write snapshots with.
+func TestResumeWithoutStore(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	r, err := snapshot.Resume(context.Background(), nil, "clicks", trainedConfig(), snapshot.ResumeOptions{Start: text("offset:5"), Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Snapshotter != nil || r.Model == nil || r.Positions != nil {
+		t.Fatalf("resumed %+v, want a new model and no snapshotter", r)
+	}
+	warned := logs.FilterMessageSnippet("no snapshot.url: the model is not saved").All()
+	if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel || warned[0].ContextMap()["start"] != "offset:5" {
+		t.Fatalf("want one warning naming the start, got %v", logs.All())
+	}
+}
+
+// TestResumeBadConfiguration: a configuration no model can have is named
+// as model.learner, store or not.
+func TestResumeBadConfiguration(t *testing.T) {
+	cfg := trainedConfig()
+	cfg.HashBits = 0
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	for _, s := range []*snapshot.Store{nil, store} {
+		if _, err := snapshot.Resume(context.Background(), s, "clicks", cfg, snapshot.ResumeOptions{Keep: 1}); err == nil || !strings.HasPrefix(err.Error(), "model.learner: ") {
+			t.Errorf("store %v: err = %v, want one naming model.learner", s != nil, err)
+		}
+	}
+}
+
+// TestFatal: the snapshot errors no retry mends.
+func TestFatal(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		fatal bool
+	}{
+		{nil, false},
+		{errors.New("store unreachable"), false},
+		{snapshot.ErrFenced, true},
+		{errors.Join(errors.New("wrapped"), snapshot.ErrInvalidState), true},
+	} {
+		if got := snapshot.Fatal(tc.err); got != tc.fatal {
+			t.Errorf("Fatal(%v) = %v, want %v", tc.err, got, tc.fatal)
+		}
+	}
+}
