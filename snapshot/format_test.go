@@ -357,6 +357,9 @@ func TestSummarize(t *testing.T) {
 	if sum.Metrics != m.Metrics() {
 		t.Errorf("metrics %+v, model says %+v", sum.Metrics, m.Metrics())
 	}
+	if want := m.State().StateSHA256(); sum.StateSHA256 != want {
+		t.Errorf("state_sha256 %s, learner says %s", sum.StateSHA256, want)
+	}
 	if sum.Weights == nil || sum.Weights.Count != 3*64 || sum.Weights.NonZero == 0 {
 		t.Fatalf("weight stats %+v", sum.Weights)
 	}

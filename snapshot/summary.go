@@ -18,7 +18,11 @@ type Summary struct {
 	Writer     string           `json:"writer"`
 	Positions  map[string]int64 `json:"positions"`
 	Config     learner.Config   `json:"config"`
-	Metrics    learner.Metrics  `json:"metrics"`
+	// StateSHA256 is the learner state's digest (learner.State.Digest in
+	// hex): equal for the same learned state in any store, name or
+	// generation.
+	StateSHA256 string          `json:"state_sha256"`
+	Metrics     learner.Metrics `json:"metrics"`
 	// Weights describes the weights the model predicts with (averaged for
 	// the averaged perceptron, scaled for Pegasos).
 	Weights        *WeightStats `json:"weights,omitempty"`
@@ -56,6 +60,7 @@ func Summarize(s *Snapshot, top int) Summary {
 		Writer:         s.Writer,
 		Positions:      s.Positions,
 		Config:         st.Config,
+		StateSHA256:    st.StateSHA256(),
 		SupportVectors: len(st.Support),
 	}
 	if m, err := learner.Restore(st); err == nil {

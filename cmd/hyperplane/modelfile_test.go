@@ -105,3 +105,58 @@ func TestInspectAndPredictFindSnapshots(t *testing.T) {
 		t.Errorf("a missing model: %v, want os.ErrNotExist", err)
 	}
 }
+
+// TestInspectStateSHA256: inspect prints the learner's digest of the
+// state, and the same training in another store, under another name and
+// generation, gives the same state_sha256.
+func TestInspectStateSHA256(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "train.jsonl", "-examples", "500", "-seed", "2")
+	other := genFile(t, dir, "other.jsonl", "-examples", "500", "-seed", "3")
+	inspect := func(where string) snapshot.Summary {
+		t.Helper()
+		var sum snapshot.Summary
+		if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "-top", "0", where)), &sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+
+	first := filepath.Join(dir, "a.model")
+	mustRun(t, "", "train", "-input", data, "-name", "clicks", "-hash-bits", "10", "-out", first)
+	a := inspect(first)
+	if want := readModel(t, first).State.StateSHA256(); a.StateSHA256 != want || len(want) != 64 {
+		t.Fatalf("inspect says state_sha256 %q, the learner %q", a.StateSHA256, want)
+	}
+
+	// The same run under another name, moved to generation 7 of another
+	// store.
+	second := filepath.Join(dir, "b.model")
+	mustRun(t, "", "train", "-input", data, "-name", "views", "-hash-bits", "10", "-out", second)
+	s := readModel(t, second)
+	s.Generation = 7
+	if err := os.MkdirAll(filepath.Join(dir, "store", "views"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "store")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Write(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	b := inspect("file://" + filepath.ToSlash(filepath.Join(dir, "store", "views")))
+	if b.Model != "views" || b.Generation != 7 || a.Model != "clicks" {
+		t.Fatalf("inspected %s generation %d and %s generation %d", a.Model, a.Generation, b.Model, b.Generation)
+	}
+	if a.StateSHA256 != b.StateSHA256 {
+		t.Fatalf("identical training runs have state_sha256 %s and %s", a.StateSHA256, b.StateSHA256)
+	}
+
+	third := filepath.Join(dir, "c.model")
+	mustRun(t, "", "train", "-input", other, "-name", "clicks", "-hash-bits", "10", "-out", third)
+	if c := inspect(third); c.StateSHA256 == a.StateSHA256 {
+		t.Fatal("training on other examples gave the same state_sha256")
+	}
+}
