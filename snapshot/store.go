@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -139,9 +140,10 @@ func checkModel(model string) error {
 // A state the loader would refuse is refused first, with an error
 // wrapping ErrInvalidState, before the store is touched.
 //
-// On any other error the key may or may not exist: retrying the same
-// generation can then fail with ErrFenced even though no other worker
-// wrote it, so a writer retries with the next generation instead.
+// On any other error the key may or may not exist. A retry of the same
+// generation that finds the key holding what it writes (the same writer,
+// positions and model state: an earlier attempt whose response was lost)
+// succeeds; only a key that holds anything else is fencing.
 func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 	if err := checkModel(snap.Model); err != nil {
 		return err
@@ -159,7 +161,7 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	if exists {
-		return fenced(snap, key, nil)
+		return s.fencedUnlessOwn(ctx, snap, key, nil)
 	}
 	// Upload with a seekable reader, not WriteAll: S3 then knows the
 	// length and sends small snapshots in one PutObject; and WriteAll's
@@ -170,12 +172,28 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 		IfNotExist:  true,
 	})
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return fenced(snap, key, err)
+		return s.fencedUnlessOwn(ctx, snap, key, err)
 	}
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	return nil
+}
+
+// fencedUnlessOwn is nil when key, which exists, holds snap as far as it
+// matters (writer, positions, model state; not the creation time), and
+// the fencing error otherwise.
+func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string, cause error) error {
+	data, err := s.bucket.ReadAll(ctx, key)
+	if err == nil {
+		var had *Snapshot
+		if had, err = Unmarshal(data); err == nil && had.Writer == snap.Writer && had.Model == snap.Model &&
+			had.Generation == snap.Generation && maps.Equal(had.Positions, snap.Positions) &&
+			had.State.Digest() == snap.State.Digest() {
+			return nil
+		}
+	}
+	return fenced(snap, key, cause)
 }
 
 func fenced(snap *Snapshot, key string, cause error) error {

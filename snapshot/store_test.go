@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -570,4 +571,37 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestStoreRetryOfALandedWrite: a write whose response was lost is retried
+// by the same writer with a new creation time; finding its own snapshot
+// under the key, the retry succeeds instead of reporting a second worker.
+// The same writer with another state or other positions is still fenced.
+func TestStoreRetryOfALandedWrite(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		first := generation(t, "clicks", 3)
+		if err := s.Write(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		retry := generation(t, "clicks", 3)
+		retry.Created = first.Created.Add(time.Second)
+		if err := s.Write(ctx, retry); err != nil {
+			t.Fatalf("the retry of a write that landed: %v", err)
+		}
+		other := generation(t, "clicks", 3)
+		other.Positions = map[string]int64{"kafka:examples/0": 1}
+		if err := s.Write(ctx, other); !errors.Is(err, snapshot.ErrFenced) {
+			t.Fatalf("the same writer with other positions: %v, want ErrFenced", err)
+		}
+		changed := generation(t, "clicks", 3)
+		changed.State.Weights[0] += 1
+		if err := s.Write(ctx, changed); !errors.Is(err, snapshot.ErrFenced) {
+			t.Fatalf("the same writer with another state: %v, want ErrFenced", err)
+		}
+		got, err := s.Load(ctx, "clicks", 3)
+		if err != nil || !reflect.DeepEqual(got, first) {
+			t.Fatalf("the generation changed (load error %v)", err)
+		}
+	})
 }
