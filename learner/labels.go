@@ -24,8 +24,13 @@ import (
 // kind of value says why, in a sentence fit for an error message.
 //
 // The zero Labels are those of a binary model without class names. Labels
-// are read-only and safe for concurrent use.
+// are read-only and safe for concurrent use; a Labels value is one word,
+// cheap to pass on the per-example path.
 type Labels struct {
+	r *labelRules // nil: binary without class names
+}
+
+type labelRules struct {
 	classes    []string
 	multiclass bool
 	index      map[string]int // multiclass models only
@@ -34,18 +39,29 @@ type Labels struct {
 // Labels returns the label rules of a model of c, which must be valid (see
 // Validate). They keep their own copy of the class names.
 func (c Config) Labels() Labels {
-	l := Labels{classes: slices.Clone(c.Classes), multiclass: c.Multiclass()}
-	if l.multiclass {
-		l.index = make(map[string]int, len(l.classes))
-		for i, name := range l.classes {
-			l.index[name] = i
+	if len(c.Classes) == 0 {
+		return Labels{}
+	}
+	r := &labelRules{classes: slices.Clone(c.Classes), multiclass: c.Multiclass()}
+	if r.multiclass {
+		r.index = make(map[string]int, len(r.classes))
+		for i, name := range r.classes {
+			r.index[name] = i
 		}
 	}
-	return l
+	return Labels{r: r}
 }
 
 // Multiclass reports whether labels are class indexes rather than ±1.
-func (l Labels) Multiclass() bool { return l.multiclass }
+func (l Labels) Multiclass() bool { return l.r != nil && l.r.multiclass }
+
+// names are the class names, nil for none.
+func (l Labels) names() []string {
+	if l.r == nil {
+		return nil
+	}
+	return l.r.classes
+}
 
 // Class is the name of label's class: the class of that index for a
 // multiclass model, the first name for -1 and the second for +1 for a
@@ -53,12 +69,12 @@ func (l Labels) Multiclass() bool { return l.multiclass }
 // whose labels are only numbers. label must be a label of the model.
 func (l Labels) Class(label int) (name string, ok bool) {
 	switch {
-	case l.multiclass:
-		return l.classes[label], true
-	case len(l.classes) == 2 && label > 0:
-		return l.classes[1], true
-	case len(l.classes) == 2:
-		return l.classes[0], true
+	case l.Multiclass():
+		return l.names()[label], true
+	case len(l.names()) == 2 && label > 0:
+		return l.names()[1], true
+	case len(l.names()) == 2:
+		return l.names()[0], true
 	}
 	return "", false
 }
@@ -67,7 +83,7 @@ func (l Labels) Class(label int) (name string, ok bool) {
 // model, +1 for 1 and -1 for -1 or 0; for a multiclass model, the class
 // index v. ok is false for any other number (see NumberProblem).
 func (l Labels) ParseNumber(v float64) (label int, ok bool) {
-	if !l.multiclass {
+	if !l.Multiclass() {
 		switch v {
 		case 1:
 			return 1, true
@@ -76,7 +92,7 @@ func (l Labels) ParseNumber(v float64) (label int, ok bool) {
 		}
 		return 0, false
 	}
-	if v != math.Trunc(v) || v < 0 || v >= float64(len(l.classes)) {
+	if v != math.Trunc(v) || v < 0 || v >= float64(len(l.names())) {
 		return 0, false
 	}
 	return int(v), true
@@ -87,7 +103,7 @@ func (l Labels) ParseNumber(v float64) (label int, ok bool) {
 // classes are not booleans (see BoolProblem).
 func (l Labels) ParseBool(v bool) (label int, ok bool) {
 	switch {
-	case l.multiclass:
+	case l.Multiclass():
 		return 0, false
 	case v:
 		return 1, true
@@ -101,12 +117,12 @@ func (l Labels) ParseBool(v bool) (label int, ok bool) {
 // its buffer without a copy.
 func (l Labels) ParseName(name []byte) (label int, ok bool) {
 	switch {
-	case l.multiclass:
-		label, ok = l.index[string(name)]
+	case l.Multiclass():
+		label, ok = l.r.index[string(name)]
 		return label, ok
-	case len(l.classes) == 2 && string(name) == l.classes[0]:
+	case len(l.names()) == 2 && string(name) == l.names()[0]:
 		return -1, true
-	case len(l.classes) == 2 && string(name) == l.classes[1]:
+	case len(l.names()) == 2 && string(name) == l.names()[1]:
 		return 1, true
 	}
 	return 0, false
@@ -116,7 +132,7 @@ func (l Labels) ParseName(name []byte) (label int, ok bool) {
 // text.
 func (l Labels) NumberProblem(v float64, text string) string {
 	switch {
-	case !l.multiclass:
+	case !l.Multiclass():
 		return l.notBinary(text)
 	case v != math.Trunc(v):
 		return l.notClass(text)
@@ -130,7 +146,7 @@ func (l Labels) BoolProblem(v bool) string { return l.notClass(strconv.FormatBoo
 
 // NameProblem says why ParseName refused a name, which quoted shows.
 func (l Labels) NameProblem(quoted string) string {
-	if l.multiclass {
+	if l.Multiclass() {
 		return "unknown class " + quoted
 	}
 	return l.notBinary(quoted)
@@ -139,7 +155,7 @@ func (l Labels) NameProblem(quoted string) string {
 // TypeProblem is the problem of a label value of a type that is no label,
 // got naming that type ("array", "object", "nil"...).
 func (l Labels) TypeProblem(got string) string {
-	if l.multiclass {
+	if l.Multiclass() {
 		return "value is not a class name or index (got " + got + ")"
 	}
 	return "value is not a number, boolean or class name (got " + got + ")"
@@ -147,8 +163,8 @@ func (l Labels) TypeProblem(got string) string {
 
 // notBinary is the problem of text, which is not a binary label.
 func (l Labels) notBinary(text string) string {
-	if len(l.classes) == 2 {
-		return fmt.Sprintf("%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, l.classes[0], l.classes[1])
+	if len(l.names()) == 2 {
+		return fmt.Sprintf("%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, l.names()[0], l.names()[1])
 	}
 	return text + " is not a binary label (want 1/-1, 0/1 or true/false)"
 }
@@ -161,5 +177,5 @@ func (l Labels) notClass(text string) string {
 
 // want says what a multiclass model takes.
 func (l Labels) want() string {
-	return fmt.Sprintf("want a class name or an integer from 0 to %d", len(l.classes)-1)
+	return fmt.Sprintf("want a class name or an integer from 0 to %d", len(l.names())-1)
 }
