@@ -163,7 +163,7 @@ func Default() Config {
 			Format:      consumer.FormatAuto,
 			MaxBytes:    1 << 20,
 			MaxFeatures: 4096,
-			Batch:       1024,
+			Batch:       consumer.DefaultBatch,
 		},
 		Outputs:  Outputs{Publish: consumer.PublishAll, Format: consumer.EncodingJSON},
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},

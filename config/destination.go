@@ -32,13 +32,11 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k), nil }
 // UnmarshalText reads one of Kinds by name, or "": no kind yet, which
 // Validate reports. On an error k is unchanged.
 func (k *Kind) UnmarshalText(text []byte) error {
-	if len(text) > 0 {
-		if err := Kind(text).Validate(); err != nil {
-			return err
-		}
+	if len(text) == 0 {
+		*k = ""
+		return nil
 	}
-	*k = Kind(text)
-	return nil
+	return oneof.Parse(k, text, "kind", Kinds()...)
 }
 
 // Destination is where one kind of event goes: a Kafka topic, or a NATS

@@ -32,7 +32,7 @@ type secrecy int
 const (
 	public       secrecy = iota // no secret tag: shown as it is
 	secretValue                 // secret:"true": the whole value (a password)
-	secretInURLs                // secret:"url": the credentials in its URLs (see redactURLs)
+	secretInURLs                // secret:"url": the credentials in its URLs (see redact.URLs)
 )
 
 // parseSecrecy reads a secret tag.

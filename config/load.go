@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"gopkg.in/yaml.v3"
 )
 
@@ -130,7 +131,7 @@ func shownArg(ks []key, args []string, i int) string {
 			return redactedText
 		}
 	}
-	return redactURLs(args[i])
+	return redact.URLs(args[i])
 }
 
 // flagValue is the flag of one key. Set parses its text at once, so a bad
@@ -158,7 +159,7 @@ func (f *flagValue) String() string {
 		return ""
 	}
 	if f.k.secret == secretInURLs {
-		return redactURLs(formatText(*f.v))
+		return redact.URLs(formatText(*f.v))
 	}
 	return formatText(*f.v)
 }

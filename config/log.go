@@ -28,11 +28,7 @@ func (l Level) MarshalText() ([]byte, error) { return []byte(l), nil }
 
 // UnmarshalText reads one of Levels by name. On an error l is unchanged.
 func (l *Level) UnmarshalText(text []byte) error {
-	if err := Level(text).Validate(); err != nil {
-		return err
-	}
-	*l = Level(text)
-	return nil
+	return oneof.Parse(l, text, "level", Levels()...)
 }
 
 // Zap is l as zap numbers it; a level not among Levels is info.
@@ -70,9 +66,5 @@ func (f LogFormat) MarshalText() ([]byte, error) { return []byte(f), nil }
 // UnmarshalText reads one of LogFormats by name. On an error f is
 // unchanged.
 func (f *LogFormat) UnmarshalText(text []byte) error {
-	if err := LogFormat(text).Validate(); err != nil {
-		return err
-	}
-	*f = LogFormat(text)
-	return nil
+	return oneof.Parse(f, text, "format", LogFormats()...)
 }

@@ -34,10 +34,10 @@ func (c Config) Redacted() Config {
 		case secretInURLs:
 			if v.Kind() == reflect.Slice {
 				for i := range v.Len() {
-					v.Index(i).SetString(redactURLs(v.Index(i).String()))
+					v.Index(i).SetString(redact.URLs(v.Index(i).String()))
 				}
 			} else {
-				v.SetString(redactURLs(v.String()))
+				v.SetString(redact.URLs(v.String()))
 			}
 		}
 	}
@@ -97,6 +97,3 @@ func (s SASL) String() string {
 // of URL-valued keys: the form of a URL that an error message or a log
 // may quote. See redact.URLs for what is hidden.
 func RedactURL(s string) string { return redact.URLs(s) }
-
-// redactURLs is RedactURL.
-func redactURLs(s string) string { return redact.URLs(s) }

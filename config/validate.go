@@ -11,6 +11,7 @@ import (
 
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/oneof"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -67,7 +68,7 @@ func (c Config) validateSnapshot() error {
 		scheme, _, ok := strings.Cut(s.URL, "://")
 		switch {
 		case !ok:
-			return fieldErr("snapshot.url", "%q is not a URL (want file:///dir, s3://bucket/prefix, gs://, azblob:// or mem://)", redactURLs(s.URL))
+			return fieldErr("snapshot.url", "%q is not a URL (want file:///dir, s3://bucket/prefix, gs://, azblob:// or mem://)", redact.URLs(s.URL))
 		case scheme != "file" && scheme != "s3" && scheme != "gs" && scheme != "azblob" && scheme != "mem":
 			return fieldErr("snapshot.url", "unknown scheme %q (want file, s3, gs, azblob or mem)", scheme)
 		case scheme == "file":
@@ -234,7 +235,7 @@ func (c Config) validateKafka() error {
 	k := c.Kafka
 	for _, b := range k.Brokers {
 		if strings.Contains(b, "@") {
-			return fieldErr("kafka.brokers", "%q has user info: a broker is host:port, and Kafka credentials go in kafka.sasl.username and kafka.sasl.password", redactURLs(b))
+			return fieldErr("kafka.brokers", "%q has user info: a broker is host:port, and Kafka credentials go in kafka.sasl.username and kafka.sasl.password", redact.URLs(b))
 		}
 		if err := checkHostPort(b, false); err != nil {
 			return fieldErr("kafka.brokers", "%v", err)
@@ -362,7 +363,7 @@ func checkFile(field, path string) error {
 // checkHostPort checks a host:port address. A listening address may leave
 // the host empty (all interfaces) and use port 0 (any free port).
 func checkHostPort(addr string, listen bool) error {
-	shown := redactURLs(addr) // what an error may quote: addr may carry credentials
+	shown := redact.URLs(addr) // what an error may quote: addr may carry credentials
 	if shown != addr {
 		return fmt.Errorf("%q is not host:port: it has user info, a query or a fragment", shown)
 	}
@@ -392,15 +393,15 @@ func checkHostPort(addr string, listen bool) error {
 func checkFileURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", redactURLs(s))
+		return fmt.Errorf("%q is not a URL", redact.URLs(s))
 	}
 	switch u.Host {
 	case "", "localhost", ".":
 		return nil
 	}
-	rel := redactURLs(strings.TrimSuffix(u.Host+u.Path, "/"))
+	rel := redact.URLs(strings.TrimSuffix(u.Host+u.Path, "/"))
 	return fmt.Errorf("%q names the host %q, not a directory: for the directory %s write file:///absolute/path/%s, or file://./%s relative to the current directory",
-		redactURLs(s), u.Host, rel, rel, rel)
+		redact.URLs(s), u.Host, rel, rel, rel)
 }
 
 // checkNATSURL checks one server URL the way nats.go reads it: a bare
@@ -413,7 +414,7 @@ func checkNATSURL(s string) error {
 	if !strings.Contains(s, "://") {
 		raw = "nats://" + s
 	}
-	shown := redactURLs(s) // what an error may quote: s may carry credentials
+	shown := redact.URLs(s) // what an error may quote: s may carry credentials
 	u, err := url.Parse(raw)
 	if err != nil {
 		if shown != s {

@@ -146,6 +146,7 @@ func BenchmarkWorkerProcess(b *testing.B) {
 		v := synth.AppendJSON(nil, s.Next())
 		msgs[i] = Message{Position: Position{Source: "kafka:t/0", Offset: int64(i)}, Resume: int64(i + 1), Value: v[:len(v)-1]}
 	}
+	w.refreshLimits()
 	batch := w.batchPool.Get().(*outBatch)
 	batch.resume = map[string]int64{}
 	var x learner.Example

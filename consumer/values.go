@@ -19,15 +19,10 @@ func (f Format) MarshalText() ([]byte, error) { return []byte(f), nil }
 // UnmarshalText reads one of Formats by name; "json" is another name of
 // jsonl. On an error f is unchanged.
 func (f *Format) UnmarshalText(text []byte) error {
-	v := Format(text)
-	if v == "json" {
-		v = FormatJSON
+	if string(text) == "json" {
+		text = []byte(FormatJSON)
 	}
-	if err := v.Validate(); err != nil {
-		return err
-	}
-	*f = v
-	return nil
+	return oneof.Parse(f, text, "format", Formats()...)
 }
 
 // Publishes lists the publish modes.
@@ -42,11 +37,7 @@ func (p Publish) MarshalText() ([]byte, error) { return []byte(p), nil }
 // UnmarshalText reads one of Publishes by name. On an error p is
 // unchanged.
 func (p *Publish) UnmarshalText(text []byte) error {
-	if err := Publish(text).Validate(); err != nil {
-		return err
-	}
-	*p = Publish(text)
-	return nil
+	return oneof.Parse(p, text, "value", Publishes()...)
 }
 
 // Encodings lists the encodings of events.
@@ -61,9 +52,5 @@ func (e Encoding) MarshalText() ([]byte, error) { return []byte(e), nil }
 // UnmarshalText reads one of Encodings by name. On an error e is
 // unchanged.
 func (e *Encoding) UnmarshalText(text []byte) error {
-	if err := Encoding(text).Validate(); err != nil {
-		return err
-	}
-	*e = Encoding(text)
-	return nil
+	return oneof.Parse(e, text, "format", Encodings()...)
 }

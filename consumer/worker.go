@@ -153,6 +153,9 @@ type Worker struct {
 
 	readiness readiness
 	deadLogs  *retry.LogLimiter
+	// limits are the outputs' size limits for the batch being processed;
+	// only the reading loop uses them.
+	limits    outputLimits
 	batchPool sync.Pool
 
 	// The snapshot hand-over: the newest snapshot whose outputs are
@@ -562,6 +565,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		b.fetched = time.Now()
 		b.messages = len(msgs)
 		start := w.model.Metrics()
+		w.refreshLimits()
 		for i := range msgs {
 			line = w.process(&msgs[i], &x, b, line)
 		}
@@ -663,7 +667,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	if w.cfg.Predictions.enabled() && (w.cfg.Publish == PublishAll || (w.cfg.Publish == PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendPrediction(b.arena, &ev, w.labels)
-		if err := b.addWithin(w.cfg.Predictions, "prediction", key, start); err != nil {
+		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
 			w.deadLetter(m, key, err, b)
 			dead = true
 		}
@@ -673,7 +677,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		mc := Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendMisclassification(b.arena, &mc, w.labels)
-		if err := b.addWithin(w.cfg.Misclassifications, "misclassification", key, start); err != nil && !dead {
+		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
 			w.deadLetter(m, key, err, b)
 		}
 	}
@@ -702,12 +706,28 @@ func (d Destination) maxOutputBytes() int {
 	return math.MaxInt
 }
 
+// outputLimits are the destinations' limits (see limitedSink), read once
+// per batch rather than for every event: a sink's lookup takes a lock,
+// and its first one asks the broker.
+type outputLimits struct {
+	predictions, misclassifications, deadLetter int
+}
+
+// refreshLimits reads the destinations' limits for the next batch.
+func (w *Worker) refreshLimits() {
+	w.limits = outputLimits{
+		predictions:        w.cfg.Predictions.maxOutputBytes(),
+		misclassifications: w.cfg.Misclassifications.maxOutputBytes(),
+		deadLetter:         w.cfg.DeadLetter.maxOutputBytes(),
+	}
+}
+
 // addWithin adds the event of the given kind encoded at arena[start:] for
-// d, keyed by key, if it fits d's limit. If not, it drops the event and
-// returns an error naming its kind, its size and the limit.
-func (b *outBatch) addWithin(d Destination, kind string, key []byte, start int) error {
+// d, keyed by key, if it fits limit, d's limit. If not, it drops the event
+// and returns an error naming its kind, its size and the limit.
+func (b *outBatch) addWithin(d Destination, limit int, kind string, key []byte, start int) error {
 	size := len(key) + len(b.arena) - start
-	if limit := d.maxOutputBytes(); size > limit {
+	if size > limit {
 		b.arena = b.arena[:start]
 		return fmt.Errorf("%s event: %d bytes exceed the limit of %d of output %s", kind, size, limit, d.Topic)
 	}
@@ -726,7 +746,7 @@ func (w *Worker) deadLetter(m *Message, key []byte, cause error, b *outBatch) {
 	if d.enabled() {
 		start := len(b.arena)
 		var ok bool
-		b.arena, ok = w.cfg.Encoding.appendDeadLetter(b.arena, m.Position, cause, m.Value, d.maxOutputBytes()-len(key))
+		b.arena, ok = w.cfg.Encoding.appendDeadLetter(b.arena, m.Position, cause, m.Value, w.limits.deadLetter-len(key))
 		if ok {
 			b.add(d, key, start)
 			return

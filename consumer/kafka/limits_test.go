@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -114,26 +113,7 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 func TestSinkMaxOutputBytesFallback(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
 	c.CreateTopic(t, "out", 1)
-	var denied atomic.Bool
-	denied.Store(true)
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !denied.Load() {
-			return nil, nil, false
-		}
-		dreq := req.(*kmsg.DescribeConfigsRequest)
-		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range dreq.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
-				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-			}
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp, nil, true
-	})
+	denyDescribeConfigs(c)
 	log, logs := observed(t)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
@@ -171,15 +151,7 @@ func TestSinkMaxOutputBytesFallback(t *testing.T) {
 func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
 	c.CreateTopic(t, "out", 1)
-	var denied atomic.Bool
-	denied.Store(true)
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !denied.Load() {
-			return nil, nil, false
-		}
-		return nil, errors.New("describe configs refused"), true
-	})
+	allow := denyDescribeConfigs(c)
 	log, _ := observed(t)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
@@ -190,7 +162,7 @@ func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	if got, want := sink.MaxOutputBytes("out"), kafka.FallbackMaxMessageBytes-overhead; got != want {
 		t.Fatalf("while the lookup fails: MaxOutputBytes = %d, want the fallback's %d", got, want)
 	}
-	denied.Store(false)
+	allow()
 	time.Sleep(100 * time.Millisecond)
 	if got, want := sink.MaxOutputBytes("out"), 8<<20-overhead; got != want {
 		t.Fatalf("once the lookup works: MaxOutputBytes = %d, want the broker's %d", got, want)
@@ -201,4 +173,29 @@ func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	if err := sink.Publish(ctx, []consumer.Output{big}); err != nil {
 		t.Fatalf("publishing 2 MiB under the learned 8 MiB limit: %v", err)
 	}
+}
+
+// denyDescribeConfigs makes c refuse every DescribeConfigs request, as a
+// cluster does to a client without the permission, until allow is called.
+func denyDescribeConfigs(c *testbroker.KafkaCluster) (allow func()) {
+	var allowed atomic.Bool
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if allowed.Load() {
+			return nil, nil, false
+		}
+		dreq := req.(*kmsg.DescribeConfigsRequest)
+		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dreq.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
+				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			}
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	return func() { allowed.Store(true) }
 }

@@ -37,11 +37,7 @@ func (m Mechanism) MarshalText() ([]byte, error) { return []byte(m), nil }
 // UnmarshalText reads one of Mechanisms by name, in lower case. On an
 // error m is unchanged.
 func (m *Mechanism) UnmarshalText(text []byte) error {
-	if err := Mechanism(text).Validate(); err != nil {
-		return err
-	}
-	*m = Mechanism(text)
-	return nil
+	return oneof.Parse(m, text, "mechanism", Mechanisms()...)
 }
 
 // SASL is m with the given credentials, for Config.SASL: nil for

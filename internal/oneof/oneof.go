@@ -20,6 +20,17 @@ func Check[T ~string](what string, v T, values ...T) error {
 	return fmt.Errorf("unknown %s %q (want %s)", what, string(v), List(values...))
 }
 
+// Parse sets *dst to text if text is one of values, for an UnmarshalText
+// method; otherwise it leaves *dst as it was and returns Check's error.
+func Parse[T ~string](dst *T, text []byte, what string, values ...T) error {
+	v := T(text)
+	if err := Check(what, v, values...); err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
 // List is values as a sentence names them: "a, b or c".
 func List[T ~string](values ...T) string {
 	var b strings.Builder

@@ -29,3 +29,14 @@ func TestList(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	m := mode("a")
+	if err := Parse(&m, []byte("c"), "mode", "a", "b", "c"); err != nil || m != "c" {
+		t.Fatalf("Parse of a listed value: %q, %v", m, err)
+	}
+	err := Parse(&m, []byte("d"), "mode", "a", "b", "c")
+	if want := `unknown mode "d" (want a, b or c)`; err == nil || err.Error() != want || m != "c" {
+		t.Fatalf("Parse of an unlisted value: %q, %v; want it unchanged and %s", m, err, want)
+	}
+}
