@@ -692,9 +692,9 @@ type limitedSink interface {
 	// len(Key)+len(Value), that Publish can deliver to topic: the
 	// broker's real limit for it, less what the sink adds to each
 	// message. An output over it would be refused on every attempt. The
-	// limit is looked up once per topic, in bounded time; if that fails,
-	// the sink logs a warning once and returns a documented fallback. It
-	// is safe to call concurrently with Publish.
+	// limit is looked up once per topic, in bounded time; while that
+	// fails, the sink returns a documented fallback and asks again now
+	// and then. It is safe to call concurrently with Publish.
 	MaxOutputBytes(topic string) int
 }
 
