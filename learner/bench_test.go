@@ -48,3 +48,26 @@ func benchmarkLearn(b *testing.B, cfg learner.Config, classes int) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "examples/s")
 }
+
+// BenchmarkViewPredict is the cost of one prediction from a View, as a
+// serving request pays it: 40 non-zero features over 2^18 weights.
+func BenchmarkViewPredict(b *testing.B) {
+	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.Averaged} {
+		b.Run(string(alg), func(b *testing.B) {
+			cfg := learner.DefaultConfig()
+			cfg.Algorithm = alg
+			xs := sparseStream(1, 4096, cfg.HashBits, 40, 0)
+			m := mustNew(b, cfg)
+			for i := range xs {
+				m.Learn(&xs[i])
+			}
+			v := m.View()
+			var s learner.Scratch
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				v.Predict(&xs[i%len(xs)], &s)
+			}
+		})
+	}
+}

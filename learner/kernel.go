@@ -44,52 +44,53 @@ func newKernelPerceptron(cfg Config) *kernelPerceptron {
 	return &kernelPerceptron{cfg: cfg, dim: cfg.Dimension()}
 }
 
-// canonical sorts x's features by index into k.cur, merging repeats and
-// dropping zeros, so that dot products are merges of sorted lists.
-func (k *kernelPerceptron) canonical(x *Example) {
-	k.cur = k.cur[:0]
+// canonical sorts x's features by index into dst, merging repeats and
+// dropping zeros, so that dot products are merges of sorted lists; it
+// returns them with their squared norm.
+func canonical(dst []feature, x *Example, dim int) ([]feature, float64) {
+	dst = dst[:0]
 	for j, i := range x.Index {
-		k.cur = append(k.cur, feature{i, x.Value[j]})
+		dst = append(dst, feature{i, x.Value[j]})
 	}
 	for i, v := range x.Dense {
-		k.cur = append(k.cur, feature{uint32(i), v})
+		dst = append(dst, feature{uint32(i), v})
 	}
-	slices.SortStableFunc(k.cur, func(a, b feature) int { return cmp.Compare(a.index, b.index) })
+	slices.SortStableFunc(dst, func(a, b feature) int { return cmp.Compare(a.index, b.index) })
 	n := 0
-	for _, f := range k.cur {
-		if int(f.index) >= k.dim {
-			panic(fmt.Sprintf("learner: feature index %d out of range [0, %d)", f.index, k.dim))
+	for _, f := range dst {
+		if int(f.index) >= dim {
+			panic(fmt.Sprintf("learner: feature index %d out of range [0, %d)", f.index, dim))
 		}
-		if n > 0 && k.cur[n-1].index == f.index {
-			k.cur[n-1].value += f.value
+		if n > 0 && dst[n-1].index == f.index {
+			dst[n-1].value += f.value
 			continue
 		}
-		k.cur[n] = f
+		dst[n] = f
 		n++
 	}
-	out := k.cur[:0]
+	out := dst[:0]
 	var n2 float64
-	for _, f := range k.cur[:n] {
+	for _, f := range dst[:n] {
 		if f.value != 0 {
 			out = append(out, f)
 			n2 += float64(f.value * f.value)
 		}
 	}
-	k.cur = out
-	k.curNorm2 = n2
+	return out, n2
 }
 
-func (k *kernelPerceptron) dotSV(sv *SupportVector) float64 {
+// dotSV is sv·x for x in canonical form.
+func dotSV(sv *SupportVector, x []feature) float64 {
 	var s float64
 	a, b := 0, 0
-	for a < len(sv.Index) && b < len(k.cur) {
-		switch ia, ib := sv.Index[a], k.cur[b].index; {
+	for a < len(sv.Index) && b < len(x) {
+		switch ia, ib := sv.Index[a], x[b].index; {
 		case ia < ib:
 			a++
 		case ia > ib:
 			b++
 		default:
-			s += float64(sv.Value[a] * k.cur[b].value)
+			s += float64(sv.Value[a] * x[b].value)
 			a++
 			b++
 		}
@@ -114,14 +115,21 @@ func (k *kernelPerceptron) kernel(d, n2a, n2b float64) float64 {
 }
 
 func (k *kernelPerceptron) predict(x *Example, out []float64, _ uint64) {
-	k.canonical(x)
+	k.cur, k.curNorm2 = canonical(k.cur, x, k.dim)
+	k.raw = k.score(k.cur, k.curNorm2)
+	out[0] = k.raw
+}
+
+// score is f(x) for x in canonical form with squared norm n2. It reads k's
+// support set and bias and nothing else, so a copy of them scores
+// concurrently (see View).
+func (k *kernelPerceptron) score(x []feature, n2 float64) float64 {
 	f := k.b
 	for i := range k.sv {
 		sv := &k.sv[i]
-		f += float64(sv.Coef * k.kernel(k.dotSV(sv), sv.Norm2, k.curNorm2))
+		f += float64(sv.Coef * k.kernel(dotSV(sv, x), sv.Norm2, n2))
 	}
-	k.raw = f
-	out[0] = f
+	return f
 }
 
 func (k *kernelPerceptron) update(_ *Example, y int, s step) bool {

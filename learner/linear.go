@@ -104,6 +104,13 @@ func axpy(w []float64, k, c int, a float64, x *Example) {
 }
 
 func (l *linear) predict(x *Example, out []float64, labeled uint64) {
+	l.score(x, out, l.raw, labeled)
+}
+
+// score writes the published scores of x to out and the raw ones, w·x+b
+// before averaging, to raw; both have one element per output. It reads l
+// and nothing else, so a copy of l scores concurrently (see View).
+func (l *linear) score(x *Example, out, raw []float64, labeled uint64) {
 	if l.k == 1 {
 		f := dot(l.w, x)
 		if l.cfg.Algorithm == Pegasos {
@@ -111,17 +118,17 @@ func (l *linear) predict(x *Example, out []float64, labeled uint64) {
 		} else {
 			f += l.b[0]
 		}
-		l.raw[0] = f
+		raw[0] = f
 		if l.cfg.Algorithm == Averaged {
 			f -= (dot(l.u, x) + l.ub[0]) / float64(labeled+1)
 		}
 		out[0] = f
 		return
 	}
-	copy(l.raw, l.b)
-	dotK(l.w, l.k, x, l.raw)
+	copy(raw, l.b)
+	dotK(l.w, l.k, x, raw)
 	if l.cfg.Algorithm != Averaged {
-		copy(out, l.raw)
+		copy(out, raw)
 		return
 	}
 	// out = raw - (u·x + ub)/(labeled+1), accumulated in out itself.
@@ -129,7 +136,7 @@ func (l *linear) predict(x *Example, out []float64, labeled uint64) {
 	dotK(l.u, l.k, x, out)
 	n := float64(labeled + 1)
 	for c := range out {
-		out[c] = l.raw[c] - (out[c]+l.ub[c])/n
+		out[c] = raw[c] - (out[c]+l.ub[c])/n
 	}
 }
 

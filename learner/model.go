@@ -46,6 +46,8 @@ type engine interface {
 	export(st *State)
 	// restore copies st, which State.Validate has checked.
 	restore(st *State)
+	// freeze returns a copy of what predicting reads (see View).
+	freeze() scorer
 }
 
 // step is what an update needs beyond the example.
@@ -159,25 +161,34 @@ func (m *Model) Learn(x *Example) Outcome {
 
 func (m *Model) predict(x *Example) Prediction {
 	m.eng.predict(x, m.scores, m.metrics.Labeled)
-	if !m.cfg.Multiclass() {
-		p := Prediction{Score: m.scores[0], Label: -1}
+	return m.cfg.prediction(m.scores)
+}
+
+// prediction is the prediction of the published scores.
+func (cfg *Config) prediction(scores []float64) Prediction {
+	if !cfg.Multiclass() {
+		p := Prediction{Score: scores[0], Label: -1}
 		if p.Score >= 0 {
 			p.Label = 1
 		}
 		return p
 	}
 	best := 0
-	for c, s := range m.scores {
-		if s > m.scores[best] {
+	for c, s := range scores {
+		if s > scores[best] {
 			best = c
 		}
 	}
-	return Prediction{Label: best, Score: m.scores[best], Scores: m.scores}
+	return Prediction{Label: best, Score: scores[best], Scores: scores}
 }
 
 // prepare returns x, or its normalised copy when the model normalises.
-func (m *Model) prepare(x *Example) *Example {
-	if !m.cfg.Normalize {
+func (m *Model) prepare(x *Example) *Example { return m.cfg.normalize(x, &m.norm) }
+
+// normalize returns x, or, when cfg normalises, x scaled to unit norm in
+// c.
+func (cfg *Config) normalize(x, c *Example) *Example {
+	if !cfg.Normalize {
 		return x
 	}
 	n := math.Sqrt(x.norm2())
@@ -186,7 +197,6 @@ func (m *Model) prepare(x *Example) *Example {
 		// NaN or infinite norm stays as it is, for Learn to refuse.
 		return x
 	}
-	c := &m.norm
 	c.Index = x.Index
 	c.Value = c.Value[:0]
 	for _, v := range x.Value {
