@@ -38,7 +38,9 @@ type Config struct {
 	// Shutdown bounds how long the worker takes to stop.
 	Shutdown Shutdown `yaml:"shutdown"`
 	HTTP     HTTP     `yaml:"http"`
-	Log      Log      `yaml:"log"`
+	// Serve answers prediction requests from the live model.
+	Serve Serve `yaml:"serve"`
+	Log   Log   `yaml:"log"`
 }
 
 // Snapshot configures the model's snapshots in object storage. Without a
@@ -147,6 +149,43 @@ type HTTP struct {
 	Addr string `yaml:"addr" help:"address of /metrics, /healthz and /readyz; empty disables"`
 }
 
+// Serve answers prediction requests from the model the worker holds
+// while it learns: over HTTP on http.addr (POST /v1/predict) and as the
+// NATS micro service "hyperplane" on Subject, in a queue group that the
+// replicas share.
+type Serve struct {
+	HTTP       bool   `yaml:"http" help:"answer POST /v1/predict on http.addr"`
+	NATS       bool   `yaml:"nats" help:"answer requests as the NATS micro service hyperplane, endpoint predict on serve.subject, over the nats.* connection"`
+	Subject    string `yaml:"subject" help:"NATS subject of the predict endpoint (default hyperplane.<model>.predict)"`
+	QueueGroup string `yaml:"queue_group" help:"NATS queue group in which the replicas share the requests"`
+	// MaxBytes bounds a request's body; MaxInFlight the requests answered
+	// at once, over both interfaces.
+	MaxBytes    int `yaml:"max_bytes" help:"largest request body in bytes; a larger one is refused (HTTP 413)"`
+	MaxInFlight int `yaml:"max_in_flight" help:"most requests answered at once; more are refused (HTTP 503 with Retry-After)"`
+	// Timeout bounds reading a request and answering it.
+	Timeout time.Duration `yaml:"timeout" help:"most time to read a request and answer it (a duration: 5s)"`
+	// Refresh is the most time the served model trails the learning one
+	// while examples arrive.
+	Refresh time.Duration `yaml:"refresh" help:"how often the served copy of the model follows the learning one (0s: after every batch)"`
+	// Generations is how many stored generations, asked for by
+	// ?generation=N, are kept loaded.
+	Generations int `yaml:"generations" help:"how many stored generations asked for by ?generation=N stay loaded"`
+}
+
+// ServeSubject is the NATS subject of the predict endpoint: serve.subject, or
+// "hyperplane.<model.name>.predict" when that is empty.
+func (c Config) ServeSubject() string {
+	if c.Serve.Subject != "" {
+		return c.Serve.Subject
+	}
+	return "hyperplane." + c.Model.Name + ".predict"
+}
+
+// Serving reports whether the worker answers requests on any interface.
+func (c Config) Serving() bool {
+	return (c.Serve.HTTP && c.HTTP.Addr != "") || c.Serve.NATS
+}
+
 // Log is the logger.
 type Log struct {
 	Level  Level     `yaml:"level" help:"debug, info, warn or error"`
@@ -169,6 +208,15 @@ func Default() Config {
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
 		Shutdown: Shutdown{Timeout: 25 * time.Second},
 		HTTP:     HTTP{Addr: ":8080"},
-		Log:      Log{Level: LevelInfo, Format: LogAuto},
+		Serve: Serve{
+			HTTP:        true,
+			QueueGroup:  "hyperplane",
+			MaxBytes:    1 << 20,
+			MaxInFlight: 64,
+			Timeout:     5 * time.Second,
+			Refresh:     100 * time.Millisecond,
+			Generations: 4,
+		},
+		Log: Log{Level: LevelInfo, Format: LogAuto},
 	}
 }

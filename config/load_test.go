@@ -452,7 +452,7 @@ func TestLoadHelp(t *testing.T) {
 func TestEveryKeyFromEveryLevel(t *testing.T) {
 	for _, k := range keys() {
 		t.Run(k.path, func(t *testing.T) {
-			text, yamlText := sampleValue(k.typ)
+			text, yamlText := sampleValue(k.typ, reflect.ValueOf(Default()).FieldByIndex(k.index))
 			want, err := parseText(k.typ, text)
 			if err != nil {
 				t.Fatal(err)
@@ -490,9 +490,9 @@ func TestEveryKeyFromEveryLevel(t *testing.T) {
 	}
 }
 
-// sampleValue is a value of type t that no default has, as text for a
-// variable or flag and as YAML.
-func sampleValue(t reflect.Type) (text, yamlText string) {
+// sampleValue is a value of type t other than the key's default def, as
+// text for a variable or flag and as YAML.
+func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 	switch t {
 	case reflect.TypeFor[time.Duration]():
 		return "42s", "42s"
@@ -515,7 +515,8 @@ func sampleValue(t reflect.Type) (text, yamlText string) {
 	}
 	switch t.Kind() {
 	case reflect.Bool:
-		return "true", "true"
+		v := strconv.FormatBool(!def.Bool())
+		return v, v
 	case reflect.Int, reflect.Uint64:
 		return "4242", "4242"
 	case reflect.Float64:

@@ -43,6 +43,7 @@ func (c Config) Validate() error {
 		c.validateSnapshot,
 		c.validateShutdown,
 		c.validateHTTP,
+		c.validateServe,
 		c.validateLog,
 	} {
 		if err := check(); err != nil {
@@ -90,6 +91,42 @@ func (c Config) validateSnapshot() error {
 		return fieldErr("snapshot.keep", "must be at least 1, got %d", s.Keep)
 	}
 	return nil
+}
+
+func (c Config) validateServe() error {
+	s := c.Serve
+	switch {
+	case s.NATS && c.NATS.URL == "":
+		return fieldErr("serve.nats", "needs nats.url: the service answers on a NATS connection")
+	case s.Subject != "" && !validSubject(s.Subject):
+		return fieldErr("serve.subject", "%q is not a NATS subject: dot-separated tokens, none empty, without spaces or wildcards", s.Subject)
+	case s.NATS && !validSubject(c.ServeSubject()):
+		return fieldErr("serve.subject", "the default %q, from model.name, is not a NATS subject: set one", c.ServeSubject())
+	case s.QueueGroup == "" || strings.ContainsAny(s.QueueGroup, " \t\r\n*>"):
+		return fieldErr("serve.queue_group", "%q is not a queue group name (no spaces or wildcards)", s.QueueGroup)
+	case s.MaxBytes < 1:
+		return fieldErr("serve.max_bytes", "must be at least 1, got %d", s.MaxBytes)
+	case s.MaxInFlight < 1:
+		return fieldErr("serve.max_in_flight", "must be at least 1, got %d", s.MaxInFlight)
+	case s.Timeout <= 0:
+		return fieldErr("serve.timeout", "must be more than 0s (such as 5s), got %s", formatDuration(s.Timeout))
+	case s.Refresh < 0:
+		return fieldErr("serve.refresh", "must be 0s or more, got %s", formatDuration(s.Refresh))
+	case s.Generations < 1:
+		return fieldErr("serve.generations", "must be at least 1, got %d", s.Generations)
+	}
+	return nil
+}
+
+// validSubject reports whether s is a NATS subject a service can answer
+// on: dot-separated tokens, none empty or a wildcard, without spaces.
+func validSubject(s string) bool {
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return true
 }
 
 func (c Config) validateShutdown() error {

@@ -81,6 +81,16 @@ func TestValidate(t *testing.T) {
 		{name: "snapshot interval", base: validKafka, mutate: func(c *Config) { c.Snapshot.Interval = -time.Second }, field: "snapshot.interval"},
 		{name: "snapshot never", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL, c.Snapshot.Every, c.Snapshot.Interval = "mem://", 0, 0 }, field: "snapshot.every", problem: "no snapshot"},
 		{name: "snapshot keep", base: validKafka, mutate: func(c *Config) { c.Snapshot.Keep = 0 }, field: "snapshot.keep"},
+		{name: "serve nats without a server", base: validKafka, mutate: func(c *Config) { c.Serve.NATS = true }, field: "serve.nats"},
+		{name: "serve subject wildcard", base: validJetStream, mutate: func(c *Config) { c.Serve.Subject = "hyperplane.*.predict" }, field: "serve.subject"},
+		{name: "serve subject empty token", base: validJetStream, mutate: func(c *Config) { c.Serve.Subject = "hyperplane..predict" }, field: "serve.subject"},
+		{name: "serve default subject from a model name ending in a dot", base: validJetStream, mutate: func(c *Config) { c.Serve.NATS, c.Model.Name = true, "a.b." }, field: "serve.subject"},
+		{name: "serve queue group", base: validJetStream, mutate: func(c *Config) { c.Serve.QueueGroup = "two words" }, field: "serve.queue_group"},
+		{name: "serve max bytes", base: validKafka, mutate: func(c *Config) { c.Serve.MaxBytes = 0 }, field: "serve.max_bytes"},
+		{name: "serve max in flight", base: validKafka, mutate: func(c *Config) { c.Serve.MaxInFlight = -1 }, field: "serve.max_in_flight"},
+		{name: "serve timeout", base: validKafka, mutate: func(c *Config) { c.Serve.Timeout = 0 }, field: "serve.timeout"},
+		{name: "serve refresh", base: validKafka, mutate: func(c *Config) { c.Serve.Refresh = -time.Second }, field: "serve.refresh"},
+		{name: "serve generations", base: validKafka, mutate: func(c *Config) { c.Serve.Generations = 0 }, field: "serve.generations"},
 
 		// model
 		{name: "model.name empty", base: validKafka, mutate: func(c *Config) { c.Model.Name = "" }, field: "model.name"},

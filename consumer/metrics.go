@@ -20,6 +20,7 @@ type Metrics struct {
 	Snapshots       prometheus.Counter
 	SnapshotErrors  prometheus.Counter
 	LastSnapshot    prometheus.Gauge
+	ServedVersion   prometheus.Gauge // the version of the view requests are answered from
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -74,9 +75,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_last_snapshot_timestamp_seconds",
 			Help: "When the newest snapshot this worker wrote became durable, in Unix seconds; 0 before the first.",
 		}),
+		ServedVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_served_model_version",
+			Help: "Version of the live model that prediction requests are answered from (it trails hyperplane_model_version by at most serve.refresh); 0 while serving is off.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot)
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
@@ -71,6 +72,16 @@ type WorkerConfig struct {
 	// were not committed, so the next start reads it again. 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// Views makes the worker publish a read-only copy of its model for
+	// prediction requests (see Worker.View): when it starts, at the
+	// first batch boundary ViewInterval or more after the last copy,
+	// and, when the stream goes idle, ViewInterval after the last copy
+	// if the model changed since. A ViewInterval of 0 means every batch.
+	// Taking a copy costs about as much as copying the weights; the
+	// interval bounds that cost on a fast stream.
+	Views        bool
+	ViewInterval time.Duration
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
@@ -164,6 +175,9 @@ type Worker struct {
 	snapPending *snapshotCopy
 	snapSignal  chan struct{}
 	fatal       chan error
+
+	// view is the newest read-only copy of the model (cfg.Views).
+	view atomic.Pointer[learner.View]
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -205,7 +219,24 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
+	if cfg.Views {
+		w.publishView()
+	}
 	return w
+}
+
+// View is the newest read-only copy of the model the worker published for
+// prediction requests, nil unless WorkerConfig.Views is set. It is safe
+// to call at any time, from any goroutine, and never waits for learning;
+// learning never waits for it either.
+func (w *Worker) View() *learner.View { return w.view.Load() }
+
+// publishView replaces the view with a copy of the model as it is now.
+// Only the goroutine that learns calls it.
+func (w *Worker) publishView() {
+	v := w.model.View()
+	w.view.Store(v)
+	w.metrics.ServedVersion.Set(float64(v.Version()))
 }
 
 // Ready reports whether the worker is consuming, its outputs are being
@@ -530,13 +561,36 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	// On an idle stream Fetch waits for ever; the alarm ends it when a
 	// snapshot by interval falls due while the model holds examples that
 	// no snapshot does.
+	// The view follows the model at most every ViewInterval; viewStale
+	// says the model changed since the last view.
+	lastView, viewStale := time.Now(), false
+	refreshView := func() {
+		if !w.cfg.Views {
+			return
+		}
+		if time.Since(lastView) < w.cfg.ViewInterval {
+			viewStale = true
+			return
+		}
+		w.publishView()
+		lastView, viewStale = time.Now(), false
+	}
 	alarm := newAlarm(ctx)
 	defer alarm.stop()
 	for {
+		var due time.Time
 		if dirty && w.cfg.Snapshots != nil && w.cfg.SnapshotInterval > 0 {
-			alarm.set(time.Until(lastTime.Add(w.cfg.SnapshotInterval)))
-		} else {
+			due = lastTime.Add(w.cfg.SnapshotInterval)
+		}
+		if viewStale {
+			if d := lastView.Add(w.cfg.ViewInterval); due.IsZero() || d.Before(due) {
+				due = d
+			}
+		}
+		if due.IsZero() {
 			alarm.clear()
+		} else {
+			alarm.set(time.Until(due))
 		}
 		fetchCtx := alarm.context()
 		msgs, err := w.src.Fetch(fetchCtx, w.cfg.Batch)
@@ -549,6 +603,9 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 			}
 			if fetchCtx.Err() != nil && errors.Is(err, context.Canceled) {
 				// The alarm (or a spurious wake-up: then nothing is due).
+				if viewStale {
+					refreshView()
+				}
 				if snap := takeSnapshot(false); snap != nil && !sendSnapshot(snap) {
 					return unsent, nil
 				}
@@ -576,6 +633,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		w.stats = end
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
+		refreshView()
 		final := ctx.Err() != nil
 		b.snap = takeSnapshot(final)
 		select {

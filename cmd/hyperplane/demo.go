@@ -129,7 +129,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 
 	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, cfg, zap.NewNop(), started) }()
+	go func() { served <- runWorker(ctx, cfg, zap.NewNop(), started) }()
 	var w *consumer.Worker
 	select {
 	case w = <-started:

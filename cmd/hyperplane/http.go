@@ -11,11 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 )
 
-// handler serves /metrics from reg, and /healthz and /readyz for w.
-func handler(reg *prometheus.Registry, w *consumer.Worker) http.Handler {
+// handler serves /metrics from reg, /healthz and /readyz for w, and, if
+// predict is not nil, its prediction requests.
+func handler(reg *prometheus.Registry, w *consumer.Worker, predict *serve.Server) http.Handler {
 	mux := http.NewServeMux()
+	if predict != nil {
+		predict.Register(mux)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(rw, "ok")

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -63,6 +66,8 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *p
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,
 		ShutdownTimeout:  cfg.Shutdown.Timeout,
+		Views:            cfg.Serving(),
+		ViewInterval:     cfg.Serve.Refresh,
 	}
 	for _, d := range []struct {
 		key  string
@@ -107,4 +112,36 @@ func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positi
 		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
 	}
 	return err
+}
+
+// loadGeneration reads stored generations of model for requests that name
+// one; nil without a store.
+func (p *pipeline) loadGeneration(model string) serve.LoadGeneration {
+	if p.store == nil {
+		return nil
+	}
+	return func(ctx context.Context, gen uint64) (*learner.State, error) {
+		snap, err := p.store.Load(ctx, model, gen)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return snap.State, nil
+	}
+}
+
+// service starts the NATS micro service of srv on the pipeline's NATS
+// connection.
+func (p *pipeline) service(srv *serve.Server, cfg config.Config) (micro.Service, error) {
+	nc, err := p.brokers.natsConn()
+	if err != nil {
+		return nil, fmt.Errorf("serve.nats: %w", err)
+	}
+	return srv.AddService(nc, serve.ServiceOptions{
+		Subject:    cfg.ServeSubject(),
+		QueueGroup: cfg.Serve.QueueGroup,
+		Version:    semver(version),
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 )
 
 func runRun(ctx context.Context, e *env, args []string) error {
@@ -36,18 +37,18 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	log := newLogger(cfg.Log, e.stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-	return serve(ctx, cfg, log, nil)
+	return runWorker(ctx, cfg, log, nil)
 }
 
 // httpShutdownTimeout bounds how long the HTTP server waits for the
 // requests in flight when it stops.
 const httpShutdownTimeout = 5 * time.Second
 
-// serve builds the worker of cfg, which is valid, and runs it with its
+// runWorker builds the worker of cfg, which is valid, and runs it with its
 // HTTP server and its lag reporter until ctx is done or one of them stops,
 // which stops the others; it returns the first error any of them stopped
 // with. started, if not nil, receives the worker once it is built.
-func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *consumer.Worker) error {
+func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *consumer.Worker) error {
 	// The port first: a taken one is the quickest start-up error to report.
 	var ln net.Listener
 	if cfg.HTTP.Addr != "" {
@@ -69,6 +70,25 @@ func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
 	w := p.worker(p.source, metrics, log)
+	var srv *serve.Server
+	if cfg.Serving() {
+		srv = serve.New(serve.Options{
+			Model:       cfg.Model.Name,
+			MaxBytes:    cfg.Serve.MaxBytes,
+			MaxInFlight: cfg.Serve.MaxInFlight,
+			Timeout:     cfg.Serve.Timeout,
+			Generations: cfg.Serve.Generations,
+			Decoder:     p.config.Decoder,
+		}, p.resumed.Model.Config(), w, p.loadGeneration(cfg.Model.Name), serve.NewMetrics(reg))
+	}
+	if srv != nil && cfg.Serve.NATS {
+		svc, err := p.service(srv, cfg)
+		if err != nil {
+			return err
+		}
+		defer svc.Stop() //nolint:errcheck // the connection closes next
+		log.Info("nats service answering", zap.String("subject", cfg.ServeSubject()), zap.String("queue_group", cfg.Serve.QueueGroup))
+	}
 	log.Info("worker starting", zap.String("model", cfg.Model.Name), zap.String("source", string(cfg.Source.Kind)),
 		zap.String("algorithm", string(cfg.Model.Learner.Algorithm)))
 
@@ -88,7 +108,11 @@ func serve(ctx context.Context, cfg config.Config, log *zap.Logger, started chan
 		g.add(func() error { return w.Run(wctx) }, func(error) { stop() })
 	}
 	if ln != nil {
-		srv := &http.Server{Handler: handler(reg, w), ReadHeaderTimeout: 5 * time.Second}
+		var predict *serve.Server
+		if cfg.Serve.HTTP {
+			predict = srv
+		}
+		srv := &http.Server{Handler: handler(reg, w, predict), ReadHeaderTimeout: 5 * time.Second}
 		g.add(func() error {
 			log.Info("http listening", zap.String("addr", ln.Addr().String()))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,99 @@
+package consumer
+
+import (
+	"strconv"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// Reply is the answer to a prediction request for one example: the fields
+// of a prediction event that make sense without a source position.
+type Reply struct {
+	Meta       Meta
+	Prediction learner.Prediction
+	// Model and Version name the model that answered and its version.
+	Model   string
+	Version uint64
+}
+
+// AppendJSON appends the reply as one JSON object:
+//
+//	{"id":"a1","predicted":1,"score":0.25,"model":{"name":"m","version":7}}
+//
+// with the values of a prediction event (see Prediction.AppendJSON): id
+// is left out when the example had none, score is an object of class name
+// to score for a multiclass model.
+func (r *Reply) AppendJSON(dst []byte, labels learner.Labels) []byte {
+	dst = append(dst, '{')
+	if r.Meta.HasID {
+		dst = append(dst, `"id":`...)
+		dst = appendJSONString(dst, r.Meta.ID)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"predicted":`...)
+	dst = appendJSONLabel(dst, labels, r.Prediction.Label)
+	dst = append(dst, `,"score":`...)
+	if labels.Multiclass() {
+		dst = append(dst, '{')
+		for c, s := range r.Prediction.Scores {
+			if c > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONLabel(dst, labels, c)
+			dst = append(dst, ':')
+			dst = appendJSONFloat(dst, s)
+		}
+		dst = append(dst, '}')
+	} else {
+		dst = appendJSONFloat(dst, r.Prediction.Score)
+	}
+	dst = append(dst, `,"model":{"name":`...)
+	dst = appendJSONString(dst, r.Model)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendUint(dst, r.Version, 10)
+	return append(dst, "}}"...)
+}
+
+// AppendMsgpack appends the reply as a msgpack map with the keys and
+// values of AppendJSON.
+func (r *Reply) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
+	n := 3
+	if r.Meta.HasID {
+		n++
+	}
+	dst = msgpackMap(dst, n)
+	if r.Meta.HasID {
+		dst = msgpackStr(dst, "id")
+		dst = msgpackStr(dst, r.Meta.ID)
+	}
+	dst = msgpackStr(dst, "predicted")
+	dst = msgpackLabel(dst, labels, r.Prediction.Label)
+	dst = msgpackStr(dst, "score")
+	if labels.Multiclass() {
+		dst = msgpackMap(dst, len(r.Prediction.Scores))
+		for c, s := range r.Prediction.Scores {
+			dst = msgpackLabel(dst, labels, c)
+			dst = msgpackFloat(dst, s)
+		}
+	} else {
+		dst = msgpackFloat(dst, r.Prediction.Score)
+	}
+	dst = msgpackStr(dst, "model")
+	dst = msgpackMap(dst, 2)
+	dst = msgpackStr(dst, "name")
+	dst = msgpackStr(dst, r.Model)
+	dst = msgpackStr(dst, "version")
+	return msgpackUint(dst, r.Version)
+}
+
+// AppendMsgpackArrayHeader appends the header of a msgpack array of n
+// values, for a sequence of replies.
+func AppendMsgpackArrayHeader(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x90|byte(n))
+	case n <= 0xffff:
+		return append(dst, 0xdc, byte(n>>8), byte(n))
+	}
+	return append(dst, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}

@@ -1,0 +1,148 @@
+package serve
+
+import (
+	"fmt"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+)
+
+// shape is how a request body holds its examples; the reply has the same.
+type shape uint8
+
+const (
+	shapeOne   shape = iota // one example: one reply
+	shapeArray              // a JSON or msgpack array of examples: an array of replies
+	shapeLines              // JSON lines, or msgpack maps end to end: replies likewise
+)
+
+// maxDepth bounds the nesting of a request's values, as the example
+// decoder bounds an example's.
+const maxDepth = 1000
+
+// splitter finds the examples of a request body without decoding them. It
+// keeps the skippers' scratch buffers between requests.
+type splitter struct {
+	json    jsonscan.Skipper
+	msgpack msgpackscan.Skipper
+	spans   [][2]int
+}
+
+// split returns the shape of body and the span of each example in it, in
+// order. msgpack says the body is msgpack; otherwise it is JSON. An error
+// names the byte where the body stops making sense.
+func (s *splitter) split(body []byte, msgpack bool) (shape, [][2]int, error) {
+	s.json.MaxDepth, s.msgpack.MaxDepth = maxDepth, maxDepth
+	s.spans = s.spans[:0]
+	if msgpack {
+		return s.splitMsgpack(body)
+	}
+	return s.splitJSON(body)
+}
+
+func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
+	i := jsonscan.SkipSpace(b, 0)
+	if i == len(b) {
+		return 0, nil, fmt.Errorf("empty body: want a JSON object, an array of objects or JSON lines")
+	}
+	if b[i] == '[' {
+		i = jsonscan.SkipSpace(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return shapeArray, s.spans, s.trailing(b, i+1)
+		}
+		for {
+			end, err := s.json.Skip(b, i)
+			if err != nil {
+				return 0, nil, fmt.Errorf("example %d: %w", len(s.spans)+1, err)
+			}
+			s.spans = append(s.spans, [2]int{i, end})
+			i = jsonscan.SkipSpace(b, end)
+			switch {
+			case i == len(b):
+				return 0, nil, fmt.Errorf("the array is not closed: want ',' or ']' at byte %d", i)
+			case b[i] == ']':
+				return shapeArray, s.spans, s.trailing(b, i+1)
+			case b[i] != ',':
+				return 0, nil, fmt.Errorf("after example %d: want ',' or ']' at byte %d, got %s", len(s.spans), i, jsonscan.DescribeByte(b[i]))
+			}
+			i++
+		}
+	}
+	for i < len(b) {
+		end, err := s.json.Skip(b, i)
+		if err != nil {
+			return 0, nil, fmt.Errorf("example %d: %w", len(s.spans)+1, err)
+		}
+		s.spans = append(s.spans, [2]int{i, end})
+		i = jsonscan.SkipSpace(b, end)
+	}
+	if len(s.spans) == 1 {
+		return shapeOne, s.spans, nil
+	}
+	return shapeLines, s.spans, nil
+}
+
+// trailing checks that only white space follows the array closed before
+// b[i].
+func (s *splitter) trailing(b []byte, i int) error {
+	if j := jsonscan.SkipSpace(b, i); j != len(b) {
+		return fmt.Errorf("%d bytes follow the array (at byte %d)", len(b)-j, j)
+	}
+	return nil
+}
+
+func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
+	if len(b) == 0 {
+		return 0, nil, fmt.Errorf("empty body: want a msgpack map, an array of maps or maps end to end")
+	}
+	i := 0
+	if !msgpackscan.IsMap(b[0]) {
+		n, next, st := msgpackscan.ArrayLen(b, 0)
+		if st != msgpackscan.OK {
+			return 0, nil, fmt.Errorf("want a msgpack map or an array of maps, got %s", msgpackscan.Kind(b[0]))
+		}
+		if n > len(b)-next {
+			return 0, nil, fmt.Errorf("the array holds %d examples but only %d bytes follow", n, len(b)-next)
+		}
+		i = next
+		for range n {
+			end, err := s.skipMsgpack(b, i)
+			if err != nil {
+				return 0, nil, err
+			}
+			s.spans = append(s.spans, [2]int{i, end})
+			i = end
+		}
+		if i != len(b) {
+			return 0, nil, fmt.Errorf("%d bytes follow the array (at byte %d)", len(b)-i, i)
+		}
+		return shapeArray, s.spans, nil
+	}
+	for i < len(b) {
+		end, err := s.skipMsgpack(b, i)
+		if err != nil {
+			return 0, nil, err
+		}
+		s.spans = append(s.spans, [2]int{i, end})
+		i = end
+	}
+	if len(s.spans) == 1 {
+		return shapeOne, s.spans, nil
+	}
+	return shapeLines, s.spans, nil
+}
+
+// skipMsgpack returns the end of the example at b[i].
+func (s *splitter) skipMsgpack(b []byte, i int) (int, error) {
+	n := len(s.spans) + 1
+	end, st := s.msgpack.Skip(b, i)
+	switch st {
+	case msgpackscan.OK:
+		return end, nil
+	case msgpackscan.Truncated:
+		return 0, fmt.Errorf("example %d: the body ends inside it", n)
+	case msgpackscan.TooDeep:
+		return 0, fmt.Errorf("example %d: values nest deeper than %d at byte %d", n, maxDepth, end)
+	}
+	return 0, fmt.Errorf("example %d: invalid msgpack at byte %d", n, end)
+}

@@ -1,0 +1,146 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+// PredictPath is where the HTTP interface answers: POST only.
+const PredictPath = "/v1/predict"
+
+// GenerationHeader names a stored generation to answer from, as the query
+// parameter "generation" does; the reply carries it back.
+const GenerationHeader = "Hyperplane-Generation"
+
+// VersionHeader carries the version of the model that answered.
+const VersionHeader = "Hyperplane-Model-Version"
+
+// retryAfter is the Retry-After of a request refused for load, in seconds.
+const retryAfter = "1"
+
+// ContentTypeMsgpack is the content type of msgpack bodies; any other is
+// read as JSON.
+const ContentTypeMsgpack = "application/msgpack"
+
+// isMsgpack reports whether a Content-Type names msgpack.
+func isMsgpack(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == ContentTypeMsgpack || mt == "application/x-msgpack" || mt == "application/vnd.msgpack"
+}
+
+// Register adds the HTTP interface to mux: POST /v1/predict.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+PredictPath, s.ServeHTTP)
+}
+
+// ServeHTTP answers a prediction request: the body holds the examples
+// (Content-Type application/msgpack for msgpack, JSON otherwise), the
+// query parameter generation or the header Hyperplane-Generation names a
+// stored generation instead of the live model. The reply has the body's
+// format and shape, and the version that answered in the header
+// Hyperplane-Model-Version. Errors are text: 400 for bad input, with the
+// example and field; 404 for a generation not stored; 408 when the body
+// did not arrive in time; 413 for a body over the limit; 503, with
+// Retry-After, when too many requests are in flight or no model is loaded
+// yet.
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	msgpack := isMsgpack(r.Header.Get("Content-Type"))
+	generation := r.URL.Query().Get("generation")
+	if generation == "" {
+		generation = r.Header.Get(GenerationHeader)
+	}
+	read := func(ctx context.Context, buf []byte) (request, []byte, error) {
+		req := request{msgpack: msgpack, generation: generation}
+		if r.ContentLength > int64(s.opts.MaxBytes) {
+			return req, buf, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", r.ContentLength, s.opts.MaxBytes)
+		}
+		deadline, _ := ctx.Deadline()
+		rc := http.NewResponseController(rw)
+		rc.SetReadDeadline(deadline)          //nolint:errcheck // a server without deadlines is bounded by ctx alone
+		rc.SetWriteDeadline(deadline)         //nolint:errcheck // as above
+		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+		body, err := readBody(r.Body, buf, s.opts.MaxBytes)
+		req.body = body
+		switch {
+		case errors.Is(err, errTooLarge):
+			return req, body, errorf(StatusTooLarge, "the body exceeds serve.max_bytes, %d", s.opts.MaxBytes)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return req, body, errorf(StatusTimeout, "the body did not arrive within serve.timeout, %s", s.opts.Timeout)
+		case err != nil:
+			return req, body, errorf(StatusBadRequest, "reading the body: %v", err)
+		}
+		return req, body, nil
+	}
+	s.handle(r.Context(), "http", read, func(a answer, err error) {
+		if err != nil {
+			writeError(rw, err)
+			return
+		}
+		h := rw.Header()
+		switch {
+		case msgpack:
+			h.Set("Content-Type", ContentTypeMsgpack)
+		case a.shape == shapeLines:
+			h.Set("Content-Type", "application/x-ndjson")
+		default:
+			h.Set("Content-Type", "application/json")
+		}
+		h.Set(VersionHeader, strconv.FormatUint(a.version, 10))
+		if generation != "" {
+			h.Set(GenerationHeader, generation)
+		}
+		h.Set("Content-Length", strconv.Itoa(len(a.body)))
+		rw.Write(a.body) //nolint:errcheck // the client is gone; nothing to do
+	})
+}
+
+// writeError writes err as a text reply with its status.
+func writeError(rw http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	var e *Error
+	if errors.As(err, &e) {
+		status = e.Status
+	}
+	if status == StatusUnavailable {
+		rw.Header().Set("Retry-After", retryAfter)
+	}
+	if status == StatusTooLarge || status == StatusTimeout {
+		// The rest of the body is not read: the connection cannot carry
+		// another request.
+		rw.Header().Set("Connection", "close")
+	}
+	http.Error(rw, err.Error(), status)
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads r into buf, appending, up to max bytes: more is
+// errTooLarge.
+func readBody(r io.Reader, buf []byte, max int) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := min(cap(buf), max+1)
+		n, err := r.Read(buf[len(buf):room])
+		buf = buf[:len(buf)+n]
+		if len(buf) > max {
+			return buf, errTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package serve
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are a server's Prometheus metrics. The version of the live
+// model it answers from is the worker's (consumer.Metrics.ServedVersion).
+type Metrics struct {
+	Requests *prometheus.CounterVec   // by interface (http, nats) and outcome
+	Latency  *prometheus.HistogramVec // by interface
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperplane_serve_requests_total",
+			Help: "Prediction requests, by interface (http, nats) and outcome: ok, bad_request, not_found, timeout, too_large, unavailable (over serve.max_in_flight, or no model yet) or error.",
+		}, []string{"interface", "outcome"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hyperplane_serve_request_seconds",
+			Help:    "Time to answer a prediction request, from its arrival (HTTP: its headers) to its reply, by interface.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
+		}, []string{"interface"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.Latency)
+	}
+	return m
+}

@@ -1,0 +1,93 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ServiceName is the name of the NATS micro service; EndpointName that of
+// its endpoint.
+const (
+	ServiceName  = "hyperplane"
+	EndpointName = "predict"
+)
+
+// ServiceOptions configure the NATS interface.
+type ServiceOptions struct {
+	// Subject is the endpoint's subject: hyperplane.<model>.predict by
+	// convention.
+	Subject string
+	// QueueGroup is the queue group the replicas share requests in.
+	QueueGroup string
+	// Version is the service's version, SemVer: the binary's.
+	Version string
+}
+
+// AddService starts the NATS micro service "hyperplane" on nc with the
+// endpoint "predict" on opts.Subject, in opts.QueueGroup, answering as
+// ServeHTTP does: the Content-Type header says msgpack, the header
+// Hyperplane-Generation names a stored generation, and the reply carries
+// Hyperplane-Model-Version. A refused request gets a micro error reply:
+// the headers Nats-Service-Error-Code (the HTTP status, such as 400) and
+// Nats-Service-Error (the reason). Its INFO, STATS and PING answer as the
+// micro conventions say; STATS counts a refused request as an error.
+//
+// Requests are answered concurrently, up to the server's in-flight limit
+// shared with HTTP. Stop the service before closing nc.
+func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     opts.Version,
+		Description: "predictions of the live model " + s.opts.Model,
+		Metadata:    map[string]string{"model": s.opts.Model},
+		QueueGroup:  opts.QueueGroup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats service: %w", err)
+	}
+	err = svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.serveNATS),
+		micro.WithEndpointSubject(opts.Subject),
+		micro.WithEndpointMetadata(map[string]string{"format": "json or msgpack (Content-Type: application/msgpack)"}))
+	if err != nil {
+		svc.Stop() //nolint:errcheck // the endpoint failed first
+		return nil, fmt.Errorf("nats service: endpoint %s on %s: %w", EndpointName, opts.Subject, err)
+	}
+	return svc, nil
+}
+
+// serveNATS answers a request on its own goroutine: the subscription
+// delivers the next one meanwhile.
+func (s *Server) serveNATS(r micro.Request) {
+	go s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
+		h := nats.Header(r.Headers())
+		// The body is not copied: the message is this request's alone.
+		return request{
+			body:       r.Data(),
+			msgpack:    isMsgpack(h.Get("Content-Type")),
+			generation: h.Get(GenerationHeader),
+		}, buf, nil
+	}, func(a answer, err error) {
+		if err != nil {
+			status := 500
+			var e *Error
+			if errors.As(err, &e) {
+				status = e.Status
+			}
+			r.Error(strconv.Itoa(status), err.Error(), nil) //nolint:errcheck // the requester is gone; nothing to do
+			return
+		}
+		h := micro.Headers{VersionHeader: []string{strconv.FormatUint(a.version, 10)}}
+		if r.Headers().Get(GenerationHeader) != "" {
+			h[GenerationHeader] = []string{r.Headers().Get(GenerationHeader)}
+		}
+		if isMsgpack(r.Headers().Get("Content-Type")) {
+			h["Content-Type"] = []string{ContentTypeMsgpack}
+		}
+		r.Respond(a.body, micro.WithHeaders(h)) //nolint:errcheck // as above
+	})
+}

@@ -1,0 +1,417 @@
+// Package serve answers prediction requests from the model a worker holds
+// while it learns: over HTTP (POST /v1/predict) and as a NATS micro
+// service. It reads the newest read-only view of the model the worker
+// published (see consumer.Worker.View), so answering never takes a lock
+// that learning takes, and a request never changes the model, its
+// positions or its metrics. A request may instead name a stored
+// generation of the model; the few asked for last stay loaded.
+//
+// A request holds one example, a JSON array of them, or JSON lines (msgpack
+// likewise: a map, an array of maps, or maps end to end), in the example
+// format the worker learns from; the reply holds, in the same shape and
+// order, for each example the fields of a prediction event that make
+// sense without a source position (see consumer.Reply).
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// Options configure a Server. A field that is zero takes its default.
+type Options struct {
+	// Model is the model's name, in every reply.
+	Model string
+	// MaxBytes bounds a request's body (DefaultMaxBytes).
+	MaxBytes int
+	// MaxInFlight bounds the requests answered at once, over every
+	// interface (DefaultMaxInFlight).
+	MaxInFlight int
+	// Timeout bounds reading a request and answering it (DefaultTimeout).
+	Timeout time.Duration
+	// Generations is how many stored generations stay loaded
+	// (DefaultGenerations).
+	Generations int
+	// Decoder bounds each example as the worker's decoder does.
+	Decoder consumer.DecoderOptions
+}
+
+// The defaults of Options.
+const (
+	DefaultMaxBytes    = 1 << 20
+	DefaultMaxInFlight = 64
+	DefaultTimeout     = 5 * time.Second
+	DefaultGenerations = 4
+)
+
+// Live is where the newest view of the learning model is read:
+// *consumer.Worker is one. View returns nil until a model is loaded.
+type Live interface {
+	View() *learner.View
+}
+
+// LoadGeneration reads the state of a stored generation of the model. An
+// error wrapping ErrNotFound says there is no such generation.
+type LoadGeneration func(ctx context.Context, gen uint64) (*learner.State, error)
+
+// ErrNotFound marks a generation that is not stored.
+var ErrNotFound = errors.New("no such generation")
+
+// Server answers prediction requests. Its methods are safe for concurrent
+// use.
+type Server struct {
+	opts    Options
+	live    Live
+	load    LoadGeneration
+	metrics *Metrics
+	// inFlight holds a token for each request being answered.
+	inFlight chan struct{}
+	// liveDecoders decode for the live model, whose configuration never
+	// changes while the worker runs.
+	liveDecoders *decoders
+	states       sync.Pool // *state
+
+	genMu sync.Mutex
+	gens  []*generation // most recently used first
+}
+
+// New returns a server of the model cfg describes, whose newest view live
+// publishes. load reads stored generations; nil means there are none.
+// metrics may be nil.
+func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metrics *Metrics) *Server {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Generations <= 0 {
+		opts.Generations = DefaultGenerations
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	s := &Server{
+		opts:         opts,
+		live:         live,
+		load:         load,
+		metrics:      metrics,
+		inFlight:     make(chan struct{}, opts.MaxInFlight),
+		liveDecoders: newDecoders(cfg, opts.Decoder),
+	}
+	s.states.New = func() any { return new(state) }
+	return s
+}
+
+// Error is a request the server did not answer: Status is the HTTP status
+// that says why (the NATS error code is the same number), Message the
+// reason, with the example and field when the input is at fault.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// The statuses of Error.
+const (
+	StatusBadRequest  = 400
+	StatusNotFound    = 404
+	StatusTimeout     = 408
+	StatusTooLarge    = 413
+	StatusUnavailable = 503
+)
+
+func errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// outcome names a request's result in the metrics.
+func outcome(err error) string {
+	var e *Error
+	if err == nil {
+		return "ok"
+	}
+	if !errors.As(err, &e) {
+		return "error"
+	}
+	switch e.Status {
+	case StatusBadRequest:
+		return "bad_request"
+	case StatusNotFound:
+		return "not_found"
+	case StatusTimeout:
+		return "timeout"
+	case StatusTooLarge:
+		return "too_large"
+	case StatusUnavailable:
+		return "unavailable"
+	}
+	return "error"
+}
+
+// acquire takes an in-flight token, or refuses the request when there are
+// none left: waiting would only make the queue longer than the clients'
+// timeouts.
+func (s *Server) acquire() error {
+	select {
+	case s.inFlight <- struct{}{}:
+		return nil
+	default:
+		return errorf(StatusUnavailable, "%d requests are being answered, the most serve.max_in_flight allows: try again", s.opts.MaxInFlight)
+	}
+}
+
+func (s *Server) release() { <-s.inFlight }
+
+// request is one request as both interfaces give it.
+type request struct {
+	body    []byte
+	msgpack bool
+	// generation is the stored generation to answer from, "" for the
+	// live model.
+	generation string
+}
+
+// answer is the reply to a request: its bytes, the shape of the body,
+// and the model version that answered.
+type answer struct {
+	body    []byte
+	shape   shape
+	version uint64
+}
+
+// state is one request's working memory, pooled.
+type state struct {
+	body    []byte
+	split   splitter
+	x       learner.Example
+	scratch learner.Scratch
+	out     []byte
+}
+
+// answer predicts every example of req with the view it names and encodes
+// the replies into st.out. The model is only read.
+func (s *Server) answer(ctx context.Context, req request, st *state) (answer, error) {
+	if len(req.body) > s.opts.MaxBytes {
+		return answer{}, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", len(req.body), s.opts.MaxBytes)
+	}
+	view, decs, err := s.view(ctx, req.generation)
+	if err != nil {
+		return answer{}, err
+	}
+	shp, spans, err := st.split.split(req.body, req.msgpack)
+	if err != nil {
+		return answer{}, errorf(StatusBadRequest, "%v", err)
+	}
+	dec := decs.get()
+	defer decs.put(dec)
+	labels := view.Labels()
+	out := st.out[:0]
+	if shp == shapeArray {
+		if req.msgpack {
+			out = consumer.AppendMsgpackArrayHeader(out, len(spans))
+		} else {
+			out = append(out, '[')
+		}
+	}
+	r := consumer.Reply{Model: s.opts.Model, Version: view.Version()}
+	for n, sp := range spans {
+		raw := req.body[sp[0]:sp[1]]
+		var err error
+		if req.msgpack {
+			_, r.Meta, err = dec.DecodeMsgpack(raw, &st.x)
+		} else {
+			r.Meta, err = dec.DecodeJSON(raw, &st.x)
+		}
+		if err != nil {
+			if shp == shapeOne {
+				return answer{}, errorf(StatusBadRequest, "%v", err)
+			}
+			return answer{}, errorf(StatusBadRequest, "example %d: %v", n+1, err)
+		}
+		r.Prediction = view.Predict(&st.x, &st.scratch)
+		if req.msgpack {
+			out = r.AppendMsgpack(out, labels)
+			continue
+		}
+		if shp == shapeArray && n > 0 {
+			out = append(out, ',')
+		}
+		out = r.AppendJSON(out, labels)
+		if shp != shapeArray {
+			out = append(out, '\n')
+		}
+	}
+	if shp == shapeArray && !req.msgpack {
+		out = append(out, "]\n"...)
+	}
+	st.out = out
+	return answer{body: out, shape: shp, version: view.Version()}, nil
+}
+
+// view returns the view req names, with its decoders.
+func (s *Server) view(ctx context.Context, generation string) (*learner.View, *decoders, error) {
+	if generation == "" {
+		v := s.live.View()
+		if v == nil {
+			return nil, nil, errorf(StatusUnavailable, "the model is not loaded yet: try again")
+		}
+		return v, s.liveDecoders, nil
+	}
+	gen, err := strconv.ParseUint(generation, 10, 64)
+	if err != nil || gen == 0 {
+		return nil, nil, errorf(StatusBadRequest, "generation: %q is not a generation number (1 or more)", generation)
+	}
+	g, err := s.generation(ctx, gen)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.view, g.decoders, nil
+}
+
+// generation is a stored generation, loaded once.
+type generation struct {
+	n        uint64
+	ready    chan struct{} // closed once view and decoders, or err, are set
+	view     *learner.View
+	decoders *decoders
+	err      error
+}
+
+// generation returns stored generation gen, loading it if it is not among
+// the ones kept. Requests for one being loaded wait for that load.
+func (s *Server) generation(ctx context.Context, gen uint64) (*generation, error) {
+	if s.load == nil {
+		return nil, errorf(StatusNotFound, "generation %d: this worker has no snapshot store (snapshot.url)", gen)
+	}
+	s.genMu.Lock()
+	var g *generation
+	for i, c := range s.gens {
+		if c.n == gen {
+			g = c
+			// The most recently used first.
+			copy(s.gens[1:i+1], s.gens[:i])
+			s.gens[0] = g
+			break
+		}
+	}
+	if g == nil {
+		g = &generation{n: gen, ready: make(chan struct{})}
+		s.gens = append([]*generation{g}, s.gens...)
+		if len(s.gens) > s.opts.Generations {
+			s.gens = s.gens[:s.opts.Generations]
+		}
+		go s.loadGeneration(g)
+	}
+	s.genMu.Unlock()
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+		return nil, errorf(StatusTimeout, "generation %d: still loading after serve.timeout", gen)
+	}
+	if g.err != nil {
+		return nil, g.err
+	}
+	return g, nil
+}
+
+// loadGeneration loads g. A failed load is forgotten, so that the next
+// request tries again; one that is not found is too, as the generation
+// may be written later.
+func (s *Server) loadGeneration(g *generation) {
+	defer close(g.ready)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	st, err := s.load(ctx, g.n)
+	if err == nil {
+		var m *learner.Model
+		if m, err = learner.Restore(st); err == nil {
+			g.view = m.View()
+			g.decoders = newDecoders(st.Config, s.opts.Decoder)
+			return
+		}
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		g.err = errorf(StatusNotFound, "generation %d: not stored", g.n)
+	default:
+		g.err = fmt.Errorf("generation %d: %w", g.n, err)
+	}
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	for i, c := range s.gens {
+		if c == g {
+			s.gens = append(s.gens[:i], s.gens[i+1:]...)
+			break
+		}
+	}
+}
+
+// decoders pools the example decoders of one model configuration: a
+// Decoder is not safe for concurrent use.
+type decoders struct{ pool sync.Pool }
+
+func newDecoders(cfg learner.Config, opts consumer.DecoderOptions) *decoders {
+	d := &decoders{}
+	d.pool.New = func() any { return consumer.NewDecoder(cfg, opts) }
+	return d
+}
+
+func (d *decoders) get() *consumer.Decoder  { return d.pool.Get().(*consumer.Decoder) }
+func (d *decoders) put(x *consumer.Decoder) { d.pool.Put(x) }
+
+// handle answers a request, bounded by the in-flight limit and the
+// timeout, and records it in the metrics under iface. read gets the
+// request once a token is held, and may read the body into buf, the
+// pooled buffer it gets; reply receives the answer while the request's
+// memory is still held, and must not keep it.
+func (s *Server) handle(ctx context.Context, iface string, read func(ctx context.Context, buf []byte) (request, []byte, error), reply func(answer, error)) {
+	start := time.Now()
+	var err error
+	defer func() {
+		s.metrics.Requests.WithLabelValues(iface, outcome(err)).Inc()
+		s.metrics.Latency.WithLabelValues(iface).Observe(time.Since(start).Seconds())
+	}()
+	if err = s.acquire(); err != nil {
+		reply(answer{}, err)
+		return
+	}
+	defer s.release()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	st := s.states.Get().(*state)
+	defer s.putState(st)
+	var req request
+	if req, st.body, err = read(ctx, st.body[:0]); err != nil {
+		reply(answer{}, err)
+		return
+	}
+	var a answer
+	a, err = s.answer(ctx, req, st)
+	reply(a, err)
+}
+
+// maxPooledReply bounds the reply buffer a pooled state keeps: one large
+// request should not pin its memory for ever.
+const maxPooledReply = 1 << 20
+
+func (s *Server) putState(st *state) {
+	if cap(st.out) > maxPooledReply {
+		st.out = nil
+	}
+	if cap(st.body) > maxPooledReply {
+		st.body = nil
+	}
+	s.states.Put(st)
+}
