@@ -11,41 +11,81 @@ import (
 )
 
 // Mix is one step of iterative parameter mixing (McDonald, Hall & Mann
-// 2010): the model that averages states, learned by shards from a common
-// model, with weights μ_s = weights[s]/Σ weights. It is pure and
-// deterministic to the bit: every sum is taken in float64 in the order of
-// states (the shard order), with no fused multiply-add. It is not
+// 2010): W_e from W_{e-1} and the states W_{e,s} that the shards learned
+// in epoch e, each from a copy of W_{e-1}. base is W_{e-1}, states are the
+// W_{e,s} in shard order, and the model mixes with weights
+// μ_s = weights[s]/Σ weights. It is pure and deterministic to the bit:
+// every sum is taken in float64 in the order of states, with no fused
+// multiply-add, and the inputs are not modified. It is not
 // order-independent: the same states in another order may round
 // differently, so callers must always pass them in the same order.
 //
-// Every state must pass Validate and have the same Config (the error
-// names the first field that differs). The weights are finite, at least
-// 0 and not all 0; a state of weight 0 adds to the counters but not to
-// the model. A state with a pending mini-batch (Config.Batch > 1 and
-// updates not yet applied) cannot be mixed: end its range on a batch
-// boundary. A kernel model cannot be mixed with another: its support set
-// is not a vector of parameters, so a kernel model with more than one
-// shard needs the partition scope.
+// base is required: for a new model's first epoch it is the new model's
+// state, New(cfg).State(). A nil base is an error rather than a zero
+// history, so that states learned from a trained model can never be mixed
+// as if they were new and count that model's history once per shard.
 //
-// One state gives a deep copy of it, whatever its weight: bit for bit the
-// same state, not μ·w with μ = 1. Otherwise, among the states of positive
-// weight (the participants), a number on which every participant has the
-// same bits keeps those bits; every other one mixes as follows.
+// Every state must have been learned from a copy of base: base and every
+// state pass Validate, every state has base's Config (the error names the
+// state and the first field that differs), and no counter of a state is
+// below base's (the error names the state and the counter). Mini-batch
+// models (Config.Batch > 1) must be flushed: a state or base with a
+// pending mini-batch is an error, and a shard ends its range with
+// Model.Flush. A kernel model cannot be mixed with another: its support
+// set is a list of examples, not a vector of parameters that can be
+// averaged, so a kernel model learned from more than one shard needs
+// `model.scope: partition`, one model per shard.
+//
+// The weights are finite and at least 0, one per state; MixWeightsOf
+// computes them for the epoch protocol. A state of weight 0 adds to the
+// counters but not to the parameters. The weights may all be 0 only when
+// no state learned a labeled example beyond base: the parameters are then
+// base's. A state of positive weight that learned nothing pulls the mix
+// towards base.
+//
+// Counters: Examples, Labeled, Mistakes, Updates and the confusion counts
+// are base's plus every state's delta, base + Σ_s (state_s − base), over
+// all states whatever their weight (an error if one overflows); R2 is the
+// largest of all. The rolling window is base's followed by each state's
+// new outcomes in shard order (state s's last min(Window, Labeled_s −
+// base.Labeled), oldest first), keeping the last Config.Window. The ring
+// continues from base.WindowNext, laid out as one model learning those
+// outcomes one after another from base would hold it, so Restore reports
+// the rolling accuracy of exactly that sequence. With T the mixed Labeled,
+// WindowNext is (base.WindowNext + T − base.Labeled) mod Window.
+//
+// No state gives a deep copy of base. One state of positive weight whose
+// companions all have an empty delta (every counter equal to base's) gives
+// a deep copy of that state, bit for bit, not μ·w with μ = 1; in
+// particular a single state mixes into itself. Otherwise, with one
+// participant (state of positive weight), the parameters are a copy of
+// its own (and, for Averaged, its sums rescaled as below), and with none,
+// base's. With several, a number on which every participant has the same
+// bits keeps those bits, and every other one mixes as follows.
 //
 //   - perceptron, margin, pa, pa1, pa2 and multiclass models: every weight
 //     and bias (per class) is the weighted mean Σ μ_s·w_s.
-//   - averaged: Weights and Bias are weighted means as above. The averaging
-//     sums are set so that the mixed averaged model is the weighted mean
-//     of the participants' averaged models: with T_s the participants'
-//     labeled counts and T their sum (the mixed Labeled),
-//     SumWeights = (T+1)·Σ μ_s·SumWeights_s/(T_s+1), likewise SumBias, so
-//     Weights - SumWeights/(T+1) = Σ μ_s·(Weights_s - SumWeights_s/(T_s+1))
-//     up to rounding. Learning on from it averages as if the mixed averaged
-//     model had been held for the first T+1 steps.
+//   - averaged: Weights and Bias are weighted means as above. The averaged
+//     model after T labeled examples is a = Weights − SumWeights/(T+1);
+//     participant s has T_s = Labeled_s and a_s = w_s − u_s/(T_s+1), and
+//     the mix has T, its Labeled: base's plus the delta of every state,
+//     participant or not. Asking a = Σ μ_s·a_s with w = Σ μ_s·w_s gives
+//     u = (T+1)·(w − a) = (T+1)·Σ μ_s·u_s/(T_s+1); likewise SumBias. So
+//     SumWeights = (T+1)·Σ μ_s·SumWeights_s/(T_s+1), and the mixed
+//     averaged model is the μ-weighted mean of the participants' averaged
+//     models up to rounding. When every participant has T_s = T the factor
+//     is 1 and the sums mix as weighted means, keeping equal bits. Learning
+//     on from the mix adds t·Δw at labeled example t = T+1, T+2, …, so
+//     after T' examples the averaged model is
+//     ((T+1)·a + w_{T+1} + … + w_{T'})/(T'+1): the running average goes on
+//     as if the mixed averaged model had been held for the first T+1
+//     steps. T must therefore be the mixed Labeled, which is why the base's
+//     history counts once and not once per shard.
 //   - pegasos: the effective weights Scale·Weights and Scale·Bias are
 //     mixed as weighted means into Weights and Bias, Scale is 1 and VNorm2
 //     is recomputed as ‖Weights‖² + ‖Bias‖². The mean stays inside
-//     Pegasos's ball, which is convex.
+//     Pegasos's ball, which is convex, and the next step is that of
+//     labeled example T+1.
 //   - arow: each coordinate (and the bias) mixes by precision: with
 //     p_s = μ_s/σ_s, the weight is Σ p_s·w_s / Σ p_s and the variance
 //     1/Σ p_s, the weighted harmonic mean of the variances (at most 1, and
@@ -54,18 +94,21 @@ import (
 //     weight Σ p'_s·w_s / Σ p'_s, variance m/Σ p'_s. A variance of 0 is an
 //     infinite precision: when some participants have one, the weight is
 //     the μ-weighted mean over them alone and the variance stays 0.
-//
-// The counters Examples, Labeled, Mistakes, Updates and the confusion
-// counts are summed over all states (an error if one overflows), R2 is
-// their maximum, and the rolling window (Window and WindowNext) is that of
-// the state with the most labeled examples, the first one on a tie.
-func Mix(states []*State, weights []float64) (*State, error) {
-	if len(states) == 0 {
-		return nil, errors.New("mix: no states")
+func Mix(base *State, states []*State, weights []float64) (*State, error) {
+	if base == nil {
+		return nil, errors.New("mix: no base state: pass W_{e-1}, the model every state learned from (a new model's State for the first epoch)")
+	}
+	if err := base.Validate(); err != nil {
+		return nil, fmt.Errorf("mix: base: %w", err)
+	}
+	if n, ok := pendingBatch(base); ok {
+		return nil, fmt.Errorf("mix: the base has a pending mini-batch (%d weights): flush it with Model.Flush", n)
 	}
 	if len(weights) != len(states) {
 		return nil, fmt.Errorf("mix: %d states but %d weights", len(states), len(weights))
 	}
+	cfg := base.Config
+	learned := -1 // a state that learned a labeled example beyond base
 	for i, st := range states {
 		if st == nil {
 			return nil, fmt.Errorf("mix: state %d is nil", i)
@@ -73,77 +116,59 @@ func Mix(states []*State, weights []float64) (*State, error) {
 		if err := st.Validate(); err != nil {
 			return nil, fmt.Errorf("mix: state %d: %w", i, err)
 		}
-	}
-	cfg := states[0].Config
-	for i, st := range states[1:] {
 		if field := configDiff(cfg, st.Config); field != "" {
-			return nil, fmt.Errorf("mix: state %d: config %s differs from state 0's", i+1, field)
+			return nil, fmt.Errorf("mix: state %d: config %s differs from the base's", i, field)
+		}
+		if err := checkAhead(base, st); err != nil {
+			return nil, fmt.Errorf("mix: state %d: %w", i, err)
+		}
+		if n, ok := pendingBatch(st); ok {
+			return nil, fmt.Errorf("mix: state %d has a pending mini-batch (%d weights): end its range with Model.Flush", i, n)
+		}
+		if learned < 0 && st.Labeled > base.Labeled {
+			learned = i
 		}
 	}
-	mu, err := normalize(weights)
+	if cfg.Algorithm == Kernel && len(states) > 1 {
+		return nil, fmt.Errorf("mix: a kernel model cannot be mixed with another (%d states): its support set is a list of examples, not a vector of parameters that can be averaged; learn one model per shard with model.scope: partition", len(states))
+	}
+	mu, err := normalize(weights, learned)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Algorithm == Kernel && len(states) > 1 {
-		return nil, fmt.Errorf("mix: kernel models cannot be mixed in global scope with more than one shard (%d states): use the partition scope", len(states))
-	}
-	for i, st := range states {
-		if len(st.PendingIndex) > 0 || slices.ContainsFunc(st.PendingBias, func(v float64) bool { return v != 0 }) {
-			return nil, fmt.Errorf("mix: state %d has a pending mini-batch (%d weights): end the range on a batch boundary", i, len(st.PendingIndex))
-		}
-	}
-	if len(states) == 1 {
-		return states[0].clone(), nil
-	}
 
-	out := &State{Config: cloneConfig(cfg)}
-	if err := mixCounters(out, states); err != nil {
-		return nil, err
-	}
 	var parts []*State
 	var pmu []float64
+	only := -1 // the participant, if there is exactly one
 	for i, st := range states {
 		if mu[i] > 0 {
 			parts = append(parts, st)
 			pmu = append(pmu, mu[i])
+			only = i
 		}
 	}
-	vecs := func(f func(*State) []float64) [][]float64 {
-		vs := make([][]float64, len(parts))
-		for s, st := range parts {
-			vs[s] = f(st)
-		}
-		return vs
+	switch {
+	case len(states) == 0:
+		return base.clone(), nil
+	case len(parts) == 1 && othersEmpty(base, states, only):
+		return states[only].clone(), nil
 	}
-	switch cfg.Algorithm {
-	case Pegasos:
-		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
-		for s, st := range parts {
-			ws[s], bs[s] = st.Effective()
-		}
-		out.Weights = weightedMean(ws, pmu)
-		out.Bias = weightedMean(bs, pmu)
-		out.Scale = 1
-		for _, v := range out.Weights {
-			out.VNorm2 += float64(v * v)
-		}
-		for _, v := range out.Bias {
-			out.VNorm2 += float64(v * v)
-		}
-	case AROW:
-		out.Weights, out.Variance = precisionMean(vecs(func(st *State) []float64 { return st.Weights }), vecs(func(st *State) []float64 { return st.Variance }), pmu)
-		b, vb := precisionMean(vecs(func(st *State) []float64 { return st.Bias }), vecs(func(st *State) []float64 { return []float64{st.VarianceBias} }), pmu)
-		out.Bias, out.VarianceBias = b, vb[0]
+
+	out := &State{Config: cloneConfig(cfg)}
+	if err := mixCounters(out, base, states); err != nil {
+		return nil, err
+	}
+	switch len(parts) {
+	case 0:
+		out.copyParameters(base)
+	case 1:
+		out.copyParameters(parts[0])
 	default:
-		out.Weights = weightedMean(vecs(func(st *State) []float64 { return st.Weights }), pmu)
-		out.Bias = weightedMean(vecs(func(st *State) []float64 { return st.Bias }), pmu)
+		mixParameters(out, parts, pmu)
 	}
-	if cfg.Algorithm == Averaged {
+	if cfg.Algorithm == Averaged && len(parts) > 0 {
 		out.SumWeights = averagedSums(parts, pmu, out.Labeled, func(st *State) []float64 { return st.SumWeights })
 		out.SumBias = averagedSums(parts, pmu, out.Labeled, func(st *State) []float64 { return st.SumBias })
-	}
-	if cfg.Batch > 1 {
-		out.PendingBias = make([]float64, cfg.outputs())
 	}
 	if err := out.Validate(); err != nil {
 		// Not expected: the mix of valid states is valid.
@@ -153,8 +178,9 @@ func Mix(states []*State, weights []float64) (*State, error) {
 }
 
 // normalize turns weights into μ_s = weights[s]/Σ weights, summed in
-// order.
-func normalize(weights []float64) ([]float64, error) {
+// order. All weights may be 0 only if no state learned a labeled example
+// beyond the base (learned < 0); μ is then all 0.
+func normalize(weights []float64, learned int) ([]float64, error) {
 	var sum float64
 	for i, w := range weights {
 		if !(w >= 0) || math.IsInf(w, 0) {
@@ -162,44 +188,175 @@ func normalize(weights []float64) ([]float64, error) {
 		}
 		sum += w
 	}
-	if !(sum > 0) || math.IsInf(sum, 0) {
-		return nil, fmt.Errorf("mix: the weights must have a positive, finite sum, got %v", sum)
-	}
 	mu := make([]float64, len(weights))
+	if sum == 0 && learned < 0 {
+		return mu, nil
+	}
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return nil, fmt.Errorf("mix: the weights must have a positive, finite sum, got %v (state %d learned beyond the base)", sum, learned)
+	}
 	for i, w := range weights {
 		mu[i] = w / sum
 	}
 	return mu, nil
 }
 
-// mixCounters sums the counters of states into out, takes the largest R2
-// and the window of the state with the most labeled examples.
-func mixCounters(out *State, states []*State) error {
-	best := states[0]
-	for _, st := range states {
-		for _, c := range []struct {
-			name     string
-			sum, add *uint64
-		}{
-			{"examples", &out.Examples, &st.Examples}, {"labeled", &out.Labeled, &st.Labeled},
-			{"mistakes", &out.Mistakes, &st.Mistakes}, {"updates", &out.Updates, &st.Updates},
-			{"true_positives", &out.TruePositives, &st.TruePositives}, {"false_positives", &out.FalsePositives, &st.FalsePositives},
-			{"true_negatives", &out.TrueNegatives, &st.TrueNegatives}, {"false_negatives", &out.FalseNegatives, &st.FalseNegatives},
-		} {
-			s, carry := bits.Add64(*c.sum, *c.add, 0)
-			if carry != 0 {
-				return fmt.Errorf("mix: the sum of the %s counters overflows", c.name)
-			}
-			*c.sum = s
-		}
-		out.R2 = math.Max(out.R2, st.R2)
-		if st.Labeled > best.Labeled {
-			best = st
+// counter is one of a state's uint64 counters, by its snapshot name.
+type counter struct {
+	name  string
+	value *uint64
+}
+
+// counters lists st's counters that Mix adds.
+func (st *State) counters() [8]counter {
+	return [8]counter{
+		{"examples", &st.Examples}, {"labeled", &st.Labeled},
+		{"mistakes", &st.Mistakes}, {"updates", &st.Updates},
+		{"true_positives", &st.TruePositives}, {"false_positives", &st.FalsePositives},
+		{"true_negatives", &st.TrueNegatives}, {"false_negatives", &st.FalseNegatives},
+	}
+}
+
+// checkAhead reports a counter of st below base's: st was not learned
+// from a copy of base.
+func checkAhead(base, st *State) error {
+	bc, sc := base.counters(), st.counters()
+	for k, c := range sc {
+		if *c.value < *bc[k].value {
+			return fmt.Errorf("counter %s is %d, below the base's %d: a state must be learned from a copy of the base", c.name, *c.value, *bc[k].value)
 		}
 	}
-	out.Window = clone(best.Window)
-	out.WindowNext = best.WindowNext
+	if st.R2 < base.R2 {
+		return fmt.Errorf("r2 is %v, below the base's %v: a state must be learned from a copy of the base", st.R2, base.R2)
+	}
 	return nil
+}
+
+// emptyDelta reports whether st has every counter of base: it learned
+// nothing, not even an unlabeled example.
+func emptyDelta(base, st *State) bool {
+	bc, sc := base.counters(), st.counters()
+	for k, c := range sc {
+		if *c.value != *bc[k].value {
+			return false
+		}
+	}
+	return math.Float64bits(st.R2) == math.Float64bits(base.R2)
+}
+
+// othersEmpty reports whether every state but states[p] has an empty
+// delta.
+func othersEmpty(base *State, states []*State, p int) bool {
+	for i, st := range states {
+		if i != p && !emptyDelta(base, st) {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingBatch reports whether st holds a mini-batch not yet applied, and
+// how many weights it touches.
+func pendingBatch(st *State) (int, bool) {
+	return len(st.PendingIndex), len(st.PendingIndex) > 0 || slices.ContainsFunc(st.PendingBias, func(v float64) bool { return v != 0 })
+}
+
+// mixCounters sets out's counters to base's plus every state's delta,
+// R2 to the largest, and the rolling window (see Mix). The states are
+// ahead of base (checkAhead).
+func mixCounters(out, base *State, states []*State) error {
+	oc, bc := out.counters(), base.counters()
+	for k, c := range oc {
+		*c.value = *bc[k].value
+	}
+	out.R2 = base.R2
+	for _, st := range states {
+		for k, c := range st.counters() {
+			s, carry := bits.Add64(*oc[k].value, *c.value-*bc[k].value, 0)
+			if carry != 0 {
+				return fmt.Errorf("mix: the %s counter overflows", c.name)
+			}
+			*oc[k].value = s
+		}
+		out.R2 = math.Max(out.R2, st.R2)
+	}
+	mixWindow(out, base, states)
+	return nil
+}
+
+// mixWindow continues base's ring with each state's new outcomes in
+// order. State st learned d = st.Labeled − base.Labeled outcomes from base,
+// which its own ring holds, the last k = min(d, window) of them, in the k
+// slots before its WindowNext. A model learning them after the ones
+// before would put the j-th at slot (next + j) mod window, next being
+// where the previous state's outcomes ended; outcomes that a later one
+// overwrites are never copied.
+func mixWindow(out, base *State, states []*State) {
+	w := uint64(len(base.Window))
+	out.Window = clone(base.Window)
+	next := uint64(base.WindowNext)
+	for _, st := range states {
+		d := st.Labeled - base.Labeled
+		k := min(d, w)
+		to := (next + (d-k)%w) % w
+		from := (uint64(st.WindowNext) + w - k) % w
+		for i := range k {
+			out.Window[(to+i)%w] = st.Window[(from+i)%w]
+		}
+		next = (next + d%w) % w
+	}
+	out.WindowNext = int(next)
+}
+
+// copyParameters sets out's parameters, everything but the configuration
+// and the counters, to a deep copy of st's.
+func (out *State) copyParameters(st *State) {
+	c := st.clone()
+	c.Config = out.Config
+	c.Examples, c.Labeled, c.Mistakes, c.Updates, c.R2 = out.Examples, out.Labeled, out.Mistakes, out.Updates, out.R2
+	c.TruePositives, c.FalsePositives = out.TruePositives, out.FalsePositives
+	c.TrueNegatives, c.FalseNegatives = out.TrueNegatives, out.FalseNegatives
+	c.Window, c.WindowNext = out.Window, out.WindowNext
+	*out = *c
+}
+
+// mixParameters sets out's parameters to the mix of two or more
+// participants parts with weights mu, as Mix documents; Averaged's sums
+// are left to averagedSums.
+func mixParameters(out *State, parts []*State, mu []float64) {
+	vecs := func(f func(*State) []float64) [][]float64 {
+		vs := make([][]float64, len(parts))
+		for s, st := range parts {
+			vs[s] = f(st)
+		}
+		return vs
+	}
+	switch out.Config.Algorithm {
+	case Pegasos:
+		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
+		for s, st := range parts {
+			ws[s], bs[s] = st.Effective()
+		}
+		out.Weights = weightedMean(ws, mu)
+		out.Bias = weightedMean(bs, mu)
+		out.Scale = 1
+		for _, v := range out.Weights {
+			out.VNorm2 += float64(v * v)
+		}
+		for _, v := range out.Bias {
+			out.VNorm2 += float64(v * v)
+		}
+	case AROW:
+		out.Weights, out.Variance = precisionMean(vecs(func(st *State) []float64 { return st.Weights }), vecs(func(st *State) []float64 { return st.Variance }), mu)
+		b, vb := precisionMean(vecs(func(st *State) []float64 { return st.Bias }), vecs(func(st *State) []float64 { return []float64{st.VarianceBias} }), mu)
+		out.Bias, out.VarianceBias = b, vb[0]
+	default:
+		out.Weights = weightedMean(vecs(func(st *State) []float64 { return st.Weights }), mu)
+		out.Bias = weightedMean(vecs(func(st *State) []float64 { return st.Bias }), mu)
+	}
+	if out.Config.Batch > 1 {
+		out.PendingBias = make([]float64, out.Config.outputs())
+	}
 }
 
 // weightedMean is Σ μ_s·vs[s], element by element, summed in order; an
@@ -256,15 +413,26 @@ func precisionMean(ws, vs [][]float64, mu []float64) (weights, variances []float
 	return weights, variances
 }
 
-// averagedSums is the averaged perceptron's accumulator of the mix:
-// (T+1)·Σ μ_s·sums_s/(T_s+1), labeled being T.
+// averagedSums is the averaged perceptron's accumulator of the mix,
+// (T+1)·Σ μ_s·sums_s/(T_s+1), labeled being T. When every participant
+// has T_s = T it is the weighted mean Σ μ_s·sums_s, which keeps equal
+// bits.
 func averagedSums(parts []*State, mu []float64, labeled uint64, sums func(*State) []float64) []float64 {
+	vs := make([][]float64, len(parts))
+	rescale := false
+	for k, st := range parts {
+		vs[k] = sums(st)
+		rescale = rescale || st.Labeled != labeled
+	}
+	if !rescale {
+		return weightedMean(vs, mu)
+	}
 	t := float64(labeled) + 1
-	out := make([]float64, len(sums(parts[0])))
+	out := make([]float64, len(vs[0]))
 	for i := range out {
 		var s float64
 		for k, st := range parts {
-			s += float64(mu[k] * (sums(st)[i] / (float64(st.Labeled) + 1)))
+			s += float64(mu[k] * (vs[k][i] / (float64(st.Labeled) + 1)))
 		}
 		out[i] = float64(t * s)
 	}
@@ -328,4 +496,119 @@ func (st *State) clone() *State {
 		c.Support = append(c.Support, SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
 	}
 	return &c
+}
+
+// MixWeights is how an epoch weighs its shards' models in Mix
+// (model.mixing.weights).
+type MixWeights string
+
+// The weightings of McDonald, Hall & Mann (2010). Each gives shard s a
+// weight c_s counted since the base; a shard that learned no labeled
+// example since the base is not a participant and weighs 0.
+const (
+	// MixUniform: c_s = 1 for every participant.
+	MixUniform MixWeights = "uniform"
+	// MixExamples: c_s is the number of labeled examples the shard
+	// learned since the base, so that a nearly empty shard weighs little.
+	MixExamples MixWeights = "examples"
+	// MixMistakes: c_s is the number of mistakes the shard made since the
+	// base, the paper's weighting by errors; uniform when every
+	// participant made none.
+	MixMistakes MixWeights = "mistakes"
+)
+
+// mixWeights lists every weighting, in the order the documentation gives.
+var mixWeights = []MixWeights{MixUniform, MixExamples, MixMistakes}
+
+func (w MixWeights) known() bool { return slices.Contains(mixWeights, w) }
+
+// String is w's name.
+func (w MixWeights) String() string { return string(w) }
+
+// MarshalText writes w as UnmarshalText reads it.
+func (w MixWeights) MarshalText() ([]byte, error) { return []byte(w), nil }
+
+// UnmarshalText reads a weighting by name. On an error w is unchanged.
+func (w *MixWeights) UnmarshalText(text []byte) error {
+	v := MixWeights(text)
+	if !v.known() {
+		names := make([]string, len(mixWeights))
+		for i, k := range mixWeights {
+			names[i] = string(k)
+		}
+		return fmt.Errorf("unknown mixing weights %q (want one of %s)", v, strings.Join(names, ", "))
+	}
+	*w = v
+	return nil
+}
+
+// MixWeightsOf returns the weights that Mix takes for states learned
+// from base in one epoch, one per state in their order: c_s as kind says,
+// counted in uint64 since base. A participant is a state that learned a
+// labeled example since base; any other state (nil, or not ahead of base,
+// which Mix refuses) weighs 0, and Mix still adds its counters. With no
+// participant the weights are all 0, which Mix accepts. base must not be
+// nil.
+//
+// The weights are the whole numbers c_s, not divided by their sum: Mix
+// divides, so μ_s = c_s/Σc is rounded once. Mix takes Σc in float64,
+// which for whole numbers is exact, the uint64 sum converted once, while
+// it is below 2^53 (about 9·10^15 labeled examples in one epoch).
+//
+// It panics if kind is not one of the MixWeights constants: the
+// configuration is validated before an epoch is mixed.
+func MixWeightsOf(kind MixWeights, base *State, states []*State) []float64 {
+	if !kind.known() {
+		panic(fmt.Sprintf("learner: unknown mixing weights %q", string(kind)))
+	}
+	out := make([]float64, len(states))
+	var participants []int
+	var mistakes uint64
+	for i, st := range states {
+		if st == nil || st.Labeled <= base.Labeled {
+			continue // not a participant: weight 0
+		}
+		participants = append(participants, i)
+		var c uint64
+		switch kind {
+		case MixUniform:
+			c = 1
+		case MixExamples:
+			c = st.Labeled - base.Labeled
+		case MixMistakes:
+			if st.Mistakes > base.Mistakes {
+				c = st.Mistakes - base.Mistakes
+			}
+			mistakes |= c
+		}
+		out[i] = float64(c)
+	}
+	if kind == MixMistakes && mistakes == 0 {
+		for _, i := range participants {
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+// Flush applies the pending mini-batch now, as the end of a batch does:
+// the summed updates join the weights (and the averaged perceptron's sums,
+// at the current labeled example). A mini-batch model (Config.Batch > 1)
+// ends a shard's range of an epoch with Flush, since Mix does not mix a
+// pending batch. The next batch then ends where it would have: at the next
+// multiple of Batch labeled examples, so it is shorter.
+//
+// Updates does not change: in mini-batch mode it already counts each
+// example as it joined the batch, as Learn does. Flush does nothing, and
+// changes no bit, on a model with nothing pending, an on-line model or a
+// kernel model.
+func (m *Model) Flush() {
+	l, ok := m.eng.(*linear)
+	if !ok || l.pw == nil {
+		return
+	}
+	if len(l.touched) == 0 && !slices.ContainsFunc(l.pb, func(v float64) bool { return v != 0 }) {
+		return
+	}
+	l.flush(m.metrics.Labeled)
 }

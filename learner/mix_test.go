@@ -2,6 +2,7 @@ package learner_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -16,9 +17,15 @@ func tiny(t *testing.T, cfg learner.Config) *learner.State {
 	return mustNew(t, cfg).State()
 }
 
-func mustMix(t *testing.T, states []*learner.State, weights []float64) *learner.State {
+// fresh is the state of a new model of cfg: the base of a first epoch.
+func fresh(t testing.TB, cfg learner.Config) *learner.State {
 	t.Helper()
-	out, err := learner.Mix(states, weights)
+	return mustNew(t, cfg).State()
+}
+
+func mustMix(t testing.TB, base *learner.State, states []*learner.State, weights []float64) *learner.State {
+	t.Helper()
+	out, err := learner.Mix(base, states, weights)
 	if err != nil {
 		t.Fatalf("Mix: %v", err)
 	}
@@ -26,6 +33,48 @@ func mustMix(t *testing.T, states []*learner.State, weights []float64) *learner.
 		t.Fatalf("the mixed state does not validate: %v", err)
 	}
 	return out
+}
+
+// learnRange is a shard's work in an epoch: from a copy of base, learn xs
+// in order and flush. It returns the state and the outcomes (true =
+// correct) of the labeled examples learned.
+func learnRange(t testing.TB, base *learner.State, xs []learner.Example) (*learner.State, []bool) {
+	t.Helper()
+	m, err := learner.Restore(base)
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	var outcomes []bool
+	for i := range xs {
+		if o := m.Learn(&xs[i]); o.Labeled {
+			outcomes = append(outcomes, o.Correct)
+		}
+	}
+	m.Flush()
+	return m.State(), outcomes
+}
+
+// shardsOf learns one range per seed and length from base.
+func shardsOf(t testing.TB, base *learner.State, seeds []uint64, lengths []int) []*learner.State {
+	t.Helper()
+	states := make([]*learner.State, len(seeds))
+	for s, seed := range seeds {
+		states[s], _ = learnRange(t, base, streamFor(base.Config, seed, lengths[s]))
+	}
+	return states
+}
+
+// mus is weights divided by their sum, as Mix normalises them.
+func mus(weights []float64) []float64 {
+	var sum float64
+	for _, w := range weights {
+		sum += w
+	}
+	mu := make([]float64, len(weights))
+	for i, w := range weights {
+		mu[i] = w / sum
+	}
+	return mu
 }
 
 func sameBits(a, b []float64) bool {
@@ -40,20 +89,71 @@ func sameBits(a, b []float64) bool {
 	return true
 }
 
+// near reports whether got is want within 1e-12 relative.
+func near(got, want float64) bool {
+	return got == want || math.Abs(got-want) <= 1e-12*math.Abs(want)
+}
+
+// checkNearScaled fails unless every got[i] is want[i] within 1e-12 of
+// the largest |want[j]|: for a reference summed in another order, where a
+// small coordinate is a difference of large terms.
+func checkNearScaled(t testing.TB, what string, got, want []float64) {
+	t.Helper()
+	var scale float64
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(v))
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > 1e-12*scale {
+			t.Fatalf("%s[%d] = %v, want %v (error %.3g of the largest %v)", what, i, got[i], want[i], math.Abs(got[i]-want[i])/scale, scale)
+		}
+	}
+}
+
+// checkNear fails unless every got[i] is near want[i].
+func checkNear(t testing.TB, what string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if !near(got[i], want[i]) {
+			t.Fatalf("%s[%d] = %v, want %v (relative error %.3g)", what, i, got[i], want[i], math.Abs(got[i]-want[i])/math.Abs(want[i]))
+		}
+	}
+}
+
+// meanEffective is Σ μ_s·Effective(states[s]), the weights and biases.
+func meanEffective(states []*learner.State, mu []float64) (weights, bias []float64) {
+	for s, st := range states {
+		w, b := st.Effective()
+		if weights == nil {
+			weights, bias = make([]float64, len(w)), make([]float64, len(b))
+		}
+		for i := range w {
+			weights[i] += mu[s] * w[i]
+		}
+		for c := range b {
+			bias[c] += mu[s] * b[c]
+		}
+	}
+	return weights, bias
+}
+
 // TestMixOneStateIsIdentity: one state mixes into a copy of itself, bit
-// for bit, for every algorithm and whatever its weight.
+// for bit, for every algorithm and whatever its positive weight.
 func TestMixOneStateIsIdentity(t *testing.T) {
 	for name, cfg := range configs() {
 		t.Run(name, func(t *testing.T) {
+			base := fresh(t, cfg)
 			st := trained(t, cfg, 1, 300)
 			want := st.Digest()
-			out := mustMix(t, []*learner.State{st}, []float64{0.3})
+			out := mustMix(t, base, []*learner.State{st}, []float64{0.3})
 			if out.Digest() != want {
 				t.Fatal("Mix of one state changed it")
 			}
-			if len(out.Bias) > 0 {
-				out.Bias[0]++
-			}
+			out.Bias[0]++
+			out.Window[0] = !out.Window[0]
 			if st.Digest() != want {
 				t.Fatal("the mixed state shares memory with its input")
 			}
@@ -67,11 +167,12 @@ func TestMixOneStateIsIdentity(t *testing.T) {
 func TestMixIdenticalStates(t *testing.T) {
 	for name, cfg := range configs() {
 		t.Run(name, func(t *testing.T) {
+			base := fresh(t, cfg)
 			a, b := trained(t, cfg, 1, 300), trained(t, cfg, 1, 300)
-			out, err := learner.Mix([]*learner.State{a, b}, []float64{1, 3})
+			out, err := learner.Mix(base, []*learner.State{a, b}, []float64{1, 3})
 			if cfg.Algorithm == learner.Kernel {
-				if err == nil || !strings.Contains(err.Error(), "partition scope") {
-					t.Fatalf("kernel: got %v, want an error naming the partition scope", err)
+				if err == nil || !strings.Contains(err.Error(), "model.scope: partition") {
+					t.Fatalf("kernel: got %v, want an error naming model.scope: partition", err)
 				}
 				return
 			}
@@ -86,15 +187,13 @@ func TestMixIdenticalStates(t *testing.T) {
 			switch cfg.Algorithm {
 			case learner.Averaged:
 				// Weights keep their bits; the averaged model is the same
-				// up to rounding.
+				// up to rounding, although the mix has twice the labeled
+				// examples.
 				if !sameBits(out.Weights, a.Weights) || !sameBits(out.Bias, a.Bias) {
 					t.Fatal("identical states mixed into other weights")
 				}
-				for i := range w {
-					if math.Abs(ow[i]-w[i]) > 1e-9*(1+math.Abs(w[i])) {
-						t.Fatalf("averaged weight %d: %v, want %v", i, ow[i], w[i])
-					}
-				}
+				checkNear(t, "averaged weights", ow, w)
+				checkNear(t, "averaged bias", obias, bias)
 			default:
 				if !sameBits(ow, w) || !sameBits(obias, bias) {
 					t.Fatal("identical states mixed into other weights")
@@ -110,62 +209,61 @@ func TestMixIdenticalStates(t *testing.T) {
 	}
 }
 
-// TestMixIsDeterministic: the same states in the same order give the same
-// bits. Another order need not (float64 sums are not associative), which
-// is why Mix sums in shard order.
-func TestMixIsDeterministic(t *testing.T) {
-	for name, cfg := range configs() {
-		if cfg.Algorithm == learner.Kernel {
-			continue
-		}
-		t.Run(name, func(t *testing.T) {
-			states := []*learner.State{trained(t, cfg, 1, 300), trained(t, cfg, 2, 200), trained(t, cfg, 3, 250)}
-			weights := []float64{0.1, 0.7, 0.2}
-			first := mustMix(t, states, weights).Digest()
-			for range 3 {
-				if mustMix(t, states, weights).Digest() != first {
-					t.Fatal("the same mix gave other bits")
-				}
-			}
-			// Restoring and learning on from a mix works.
-			m, err := learner.Restore(mustMix(t, states, weights))
-			if err != nil {
-				t.Fatal(err)
-			}
-			xs := streamFor(cfg, 9, 50)
-			for i := range xs {
-				m.Learn(&xs[i])
-			}
-			if err := m.State().Validate(); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
 // TestMixPerceptronMean: a uniform and a weighted mix of two perceptrons,
 // computed by hand.
 func TestMixPerceptronMean(t *testing.T) {
+	base := tiny(t, learner.DefaultConfig())
 	a, b := tiny(t, learner.DefaultConfig()), tiny(t, learner.DefaultConfig())
 	a.Weights, a.Bias = []float64{1, 2, 0, 0}, []float64{0.5}
 	b.Weights, b.Bias = []float64{3, -1, 0, 0.5}, []float64{1.5}
 	a.Examples, a.Labeled, a.Mistakes, a.R2 = 10, 8, 3, 2
 	b.Examples, b.Labeled, b.Mistakes, b.R2 = 5, 5, 1, 7
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 1})
+	out := mustMix(t, base, []*learner.State{a, b}, []float64{1, 1})
 	if !sameBits(out.Weights, []float64{2, 0.5, 0, 0.25}) || !sameBits(out.Bias, []float64{1}) {
 		t.Fatalf("uniform mix: weights %v bias %v, want [2 0.5 0 0.25] [1]", out.Weights, out.Bias)
 	}
 	if out.Examples != 15 || out.Labeled != 13 || out.Mistakes != 4 || out.R2 != 7 {
 		t.Fatalf("counters %d %d %d %v, want 15 13 4 7", out.Examples, out.Labeled, out.Mistakes, out.R2)
 	}
-	out = mustMix(t, []*learner.State{a, b}, []float64{1, 3})
+	out = mustMix(t, base, []*learner.State{a, b}, []float64{1, 3})
 	if !sameBits(out.Weights, []float64{2.5, 0.25*2 + 0.75*-1, 0, 0.375}) || !sameBits(out.Bias, []float64{1.25}) {
 		t.Fatalf("1:3 mix: weights %v bias %v", out.Weights, out.Bias)
 	}
-	// A weight of 0 leaves the model to the others.
-	out = mustMix(t, []*learner.State{a, b}, []float64{0, 2})
+	// A weight of 0 leaves the model to the others, and still counts.
+	out = mustMix(t, base, []*learner.State{a, b}, []float64{0, 2})
 	if !sameBits(out.Weights, b.Weights) || !sameBits(out.Bias, b.Bias) || out.Examples != 15 {
 		t.Fatalf("0:2 mix: weights %v bias %v examples %d", out.Weights, out.Bias, out.Examples)
+	}
+}
+
+// TestMixLinearMean: learned perceptron-family, passive-aggressive and
+// multiclass models mix into the μ-weighted mean of their weights, and a
+// weight that no shard changed keeps the base's bits.
+func TestMixLinearMean(t *testing.T) {
+	for _, name := range []string{"perceptron", "margin", "pa", "pa1", "pa2", "perceptron/r2/inverse/normalize", "margin/batch=3", "multiclass/perceptron", "multiclass/pa1"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := configs()[name]
+			cfg.HashBits = 12 // wide enough for weights that no shard touches
+			base := trained(t, cfg, 1, 300)
+			states := shardsOf(t, base, []uint64{2, 3, 4}, []int{60, 25, 140})
+			weights := []float64{2, 1, 4}
+			out := mustMix(t, base, states, weights)
+			want, wantBias := meanEffective(states, mus(weights))
+			checkNear(t, "weights", out.Weights, want)
+			checkNear(t, "bias", out.Bias, wantBias)
+			untouched := 0
+			for i := range base.Weights {
+				if sameBits([]float64{states[0].Weights[i], states[1].Weights[i], states[2].Weights[i]}, []float64{base.Weights[i], base.Weights[i], base.Weights[i]}) {
+					untouched++
+					if math.Float64bits(out.Weights[i]) != math.Float64bits(base.Weights[i]) {
+						t.Fatalf("weight %d, untouched by every shard, changed from %v to %v", i, base.Weights[i], out.Weights[i])
+					}
+				}
+			}
+			if untouched == 0 {
+				t.Fatal("no untouched weight to check: use longer vectors or shorter ranges")
+			}
+		})
 	}
 }
 
@@ -178,10 +276,10 @@ func TestMixPerceptronMean(t *testing.T) {
 func TestMixAROWPrecision(t *testing.T) {
 	cfg := learner.DefaultConfig()
 	cfg.Algorithm = learner.AROW
-	a, b := tiny(t, cfg), tiny(t, cfg)
+	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	a.Weights, a.Variance, a.Bias, a.VarianceBias = []float64{1, 4, 7, 0}, []float64{1, 0.5, 0.5, 1}, []float64{1}, 1
 	b.Weights, b.Variance, b.Bias, b.VarianceBias = []float64{2, -2, 3, 0}, []float64{0.25, 0.5, 0, 1}, []float64{3}, 1
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 1})
+	out := mustMix(t, base, []*learner.State{a, b}, []float64{1, 1})
 	if !sameBits(out.Weights, []float64{1.8, 1, 3, 0}) || !sameBits(out.Variance, []float64{0.4, 0.5, 0, 1}) {
 		t.Fatalf("weights %v variances %v, want [1.8 1 3 0] [0.4 0.5 0 1]", out.Weights, out.Variance)
 	}
@@ -190,39 +288,175 @@ func TestMixAROWPrecision(t *testing.T) {
 	}
 }
 
+// TestMixAROWLearned: shards learned from a common AROW model mix, per
+// coordinate, into Σ p_s·w_s/Σ p_s with variance 1/Σ p_s, p_s = μ_s/σ_s.
+func TestMixAROWLearned(t *testing.T) {
+	cfg := configs()["arow"]
+	base := trained(t, cfg, 1, 300)
+	states := shardsOf(t, base, []uint64{2, 3}, []int{50, 120})
+	weights := []float64{1, 2}
+	mu := mus(weights)
+	out := mustMix(t, base, states, weights)
+	mixed := 0
+	for i := range out.Weights {
+		var p, pw float64
+		for s, st := range states {
+			p += mu[s] / st.Variance[i]
+			pw += mu[s] / st.Variance[i] * st.Weights[i]
+		}
+		if states[0].Weights[i] == states[1].Weights[i] && states[0].Variance[i] == states[1].Variance[i] {
+			if out.Weights[i] != states[0].Weights[i] || out.Variance[i] != states[0].Variance[i] {
+				t.Fatalf("coordinate %d, the same in both shards, changed", i)
+			}
+			continue
+		}
+		mixed++
+		if !near(out.Weights[i], pw/p) || !near(out.Variance[i], 1/p) {
+			t.Fatalf("coordinate %d: weight %v variance %v, want %v and %v", i, out.Weights[i], out.Variance[i], pw/p, 1/p)
+		}
+	}
+	if mixed == 0 {
+		t.Fatal("the shards changed no coordinate")
+	}
+	var p, pb float64
+	for s, st := range states {
+		p += mu[s] / st.VarianceBias
+		pb += mu[s] / st.VarianceBias * st.Bias[0]
+	}
+	if !near(out.Bias[0], pb/p) || !near(out.VarianceBias, 1/p) {
+		t.Fatalf("bias %v variance %v, want %v and %v", out.Bias[0], out.VarianceBias, pb/p, 1/p)
+	}
+}
+
 // TestMixPegasosEffective: Pegasos mixes the weights it predicts with,
 // scale·v, and returns scale 1 with ‖v‖² recomputed.
 func TestMixPegasosEffective(t *testing.T) {
 	cfg := learner.DefaultConfig()
 	cfg.Algorithm = learner.Pegasos
-	a, b := tiny(t, cfg), tiny(t, cfg)
+	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	a.Weights, a.Bias, a.Scale, a.VNorm2 = []float64{2, 0, 4, 0}, []float64{2}, 0.5, 24
 	b.Weights, b.Bias, b.Scale, b.VNorm2 = []float64{3, 1, 0, 0}, []float64{0}, 1, 10
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 1})
+	out := mustMix(t, base, []*learner.State{a, b}, []float64{1, 1})
 	if !sameBits(out.Weights, []float64{2, 0.5, 1, 0}) || !sameBits(out.Bias, []float64{0.5}) || out.Scale != 1 || out.VNorm2 != 4+0.25+1+0.25 {
 		t.Fatalf("weights %v bias %v scale %v vnorm2 %v", out.Weights, out.Bias, out.Scale, out.VNorm2)
 	}
 }
 
+// TestMixPegasosLearned: learned Pegasos shards mix into the weighted
+// mean of their effective weights, inside Pegasos's ball, and learn on.
+func TestMixPegasosLearned(t *testing.T) {
+	for _, name := range []string{"pegasos", "pegasos/none"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := configs()[name]
+			base := trained(t, cfg, 1, 300)
+			states := shardsOf(t, base, []uint64{2, 3, 4}, []int{40, 90, 10})
+			weights := []float64{3, 1, 1}
+			out := mustMix(t, base, states, weights)
+			want, wantBias := meanEffective(states, mus(weights))
+			w, bias := out.Effective()
+			checkNear(t, "effective weights", w, want)
+			checkNear(t, "effective bias", bias, wantBias)
+			var n2 float64
+			for _, v := range append(copyOf(out.Weights), out.Bias...) {
+				n2 += v * v
+			}
+			if out.Scale != 1 || !near(out.VNorm2, n2) {
+				t.Fatalf("scale %v vnorm2 %v, want 1 and %v", out.Scale, out.VNorm2, n2)
+			}
+			if n2 > 1/cfg.Lambda*(1+1e-12) {
+				t.Fatalf("‖w‖² = %v is outside the ball of radius² %v", n2, 1/cfg.Lambda)
+			}
+			next, _ := learnRange(t, out, streamFor(cfg, 9, 50))
+			if next.Labeled <= out.Labeled {
+				t.Fatal("learning on from the mix learned nothing")
+			}
+		})
+	}
+}
+
+// copyOf is a copy of s; nil stays nil.
+func copyOf(s []float64) []float64 {
+	if s == nil {
+		return nil
+	}
+	return append([]float64(nil), s...)
+}
+
 // TestMixAveraged: the mixed averaged perceptron predicts with the
-// weighted mean of the averaged models.
+// μ-weighted mean of the participants' averaged models, however many
+// labeled examples each learned beyond the base.
 func TestMixAveraged(t *testing.T) {
-	cfg := configs()["averaged"]
-	a, b := trained(t, cfg, 1, 300), trained(t, cfg, 2, 100)
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 3})
-	wa, ba := a.Effective()
-	wb, bb := b.Effective()
-	w, bias := out.Effective()
-	for i := range w {
-		if want := 0.25*wa[i] + 0.75*wb[i]; math.Abs(w[i]-want) > 1e-9*(1+math.Abs(want)) {
-			t.Fatalf("averaged weight %d = %v, want %v", i, w[i], want)
-		}
+	for _, name := range []string{"averaged", "averaged/batch=5/inverse_sqrt", "multiclass/averaged"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := configs()[name]
+			base := trained(t, cfg, 1, 300)
+			states := shardsOf(t, base, []uint64{2, 3, 4}, []int{80, 150, 33})
+			for _, weights := range [][]float64{{1, 3, 2}, learner.MixWeightsOf(learner.MixExamples, base, states), {0, 1, 1}} {
+				t.Run(fmt.Sprint(weights), func(t *testing.T) {
+					out := mustMix(t, base, states, weights)
+					want, wantBias := meanEffective(states, mus(weights))
+					w, bias := out.Effective()
+					checkNear(t, "averaged weights", w, want)
+					checkNear(t, "averaged bias", bias, wantBias)
+				})
+			}
+		})
 	}
-	if want := 0.25*ba[0] + 0.75*bb[0]; math.Abs(bias[0]-want) > 1e-9*(1+math.Abs(want)) {
-		t.Fatalf("averaged bias = %v, want %v", bias[0], want)
-	}
-	if out.Labeled != a.Labeled+b.Labeled {
-		t.Fatalf("labeled %d, want %d", out.Labeled, a.Labeled+b.Labeled)
+}
+
+// TestMixAveragedLearnsOn: learning on from a mixed averaged model
+// averages as if the mix's averaged model a had been held for its first
+// T+1 steps: after T' labeled examples the averaged model is
+// ((T+1)·a + w_{T+1} + … + w_{T'})/(T'+1). It fails if T is not the mixed
+// Labeled, as when the base's history is counted once per shard.
+func TestMixAveragedLearnsOn(t *testing.T) {
+	for _, name := range []string{"averaged", "averaged/batch=5/inverse_sqrt", "multiclass/averaged"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := configs()[name]
+			base := trained(t, cfg, 1, 300)
+			states := shardsOf(t, base, []uint64{2, 3}, []int{70, 120})
+			out := mustMix(t, base, states, []float64{1, 3})
+			// a and T from the shards, not from the mix.
+			a, ab := meanEffective(states, []float64{0.25, 0.75})
+			T := base.Labeled + (states[0].Labeled - base.Labeled) + (states[1].Labeled - base.Labeled)
+			sum, sumBias := make([]float64, len(a)), make([]float64, len(ab))
+			for i := range a {
+				sum[i] = float64(T+1) * a[i]
+			}
+			for c := range ab {
+				sumBias[c] = float64(T+1) * ab[c]
+			}
+			m, err := learner.Restore(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xs := streamFor(cfg, 7, 120)
+			for i := range xs {
+				if o := m.Learn(&xs[i]); o.Labeled {
+					st := m.State()
+					for j, w := range st.Weights {
+						sum[j] += w
+					}
+					for c, b := range st.Bias {
+						sumBias[c] += b
+					}
+				}
+			}
+			final := m.State()
+			if final.Labeled <= T {
+				t.Fatal("learned no labeled example after the mix")
+			}
+			n := float64(T + final.Labeled - out.Labeled + 1)
+			for i := range sum {
+				sum[i] /= n
+			}
+			for c := range sumBias {
+				sumBias[c] /= n
+			}
+			w, bias := final.Effective()
+			checkNearScaled(t, "averaged weights", w, sum)
+			checkNearScaled(t, "averaged bias", bias, sumBias)
+		})
 	}
 }
 
@@ -230,12 +464,12 @@ func TestMixAveraged(t *testing.T) {
 func TestMixMulticlass(t *testing.T) {
 	cfg := learner.DefaultConfig()
 	cfg.Classes = []string{"a", "b", "c"}
-	a, b := tiny(t, cfg), tiny(t, cfg)
+	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	for i := range a.Weights {
 		a.Weights[i], b.Weights[i] = float64(i), float64(3*i)
 	}
 	a.Bias, b.Bias = []float64{1, 2, 3}, []float64{3, 2, 1}
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 1})
+	out := mustMix(t, base, []*learner.State{a, b}, []float64{1, 1})
 	for i, w := range out.Weights {
 		if w != float64(2*i) {
 			t.Fatalf("weight %d = %v, want %v", i, w, float64(2*i))
@@ -243,20 +477,6 @@ func TestMixMulticlass(t *testing.T) {
 	}
 	if !sameBits(out.Bias, []float64{2, 2, 2}) {
 		t.Fatalf("bias %v, want [2 2 2]", out.Bias)
-	}
-}
-
-// TestMixWindow: the mixed window is that of the state with the most
-// labeled examples.
-func TestMixWindow(t *testing.T) {
-	cfg := learner.DefaultConfig()
-	a, b := tiny(t, cfg), tiny(t, cfg)
-	a.Examples, a.Labeled = 3, 3
-	b.Examples, b.Labeled = 5, 5
-	b.Window[4], b.WindowNext = true, 5
-	out := mustMix(t, []*learner.State{a, b}, []float64{1, 1})
-	if !out.Window[4] || out.WindowNext != 5 {
-		t.Fatalf("window next %d, want b's", out.WindowNext)
 	}
 }
 
@@ -271,42 +491,68 @@ func TestMixErrors(t *testing.T) {
 		change(&c)
 		return tiny(t, c)
 	}
+	counted := func(change func(*learner.State)) *learner.State {
+		st := tiny(t, cfg)
+		st.Examples, st.Labeled, st.Mistakes, st.Updates = 10, 8, 3, 3
+		st.TruePositives, st.TrueNegatives, st.R2 = 2, 3, 4
+		change(st)
+		return st
+	}
+	base := counted(func(*learner.State) {})
 	pending := tiny(t, batch)
 	pending.PendingIndex, pending.PendingValue = []uint32{1}, []float64{0.5}
+	pendingBias := tiny(t, batch)
+	pendingBias.PendingBias = []float64{-1}
 	invalid := tiny(t, cfg)
 	invalid.Bias = nil
+	huge := tiny(t, cfg)
+	huge.Examples = math.MaxUint64 - 1
 	for _, c := range []struct {
 		name    string
+		base    *learner.State
 		states  []*learner.State
 		weights []float64
 		want    string
 	}{
-		{"empty", nil, nil, "no states"},
-		{"lengths", []*learner.State{tiny(t, cfg)}, []float64{1, 1}, "1 states but 2 weights"},
-		{"nil", []*learner.State{nil}, []float64{1}, "state 0 is nil"},
-		{"invalid", []*learner.State{tiny(t, cfg), invalid}, []float64{1, 1}, "state 1: state bias"},
-		{"eta", []*learner.State{tiny(t, cfg), other(func(c *learner.Config) { c.Eta = 2 })}, []float64{1, 1}, "config eta differs"},
-		{"classes", []*learner.State{other(func(c *learner.Config) { c.Classes = []string{"a", "b"} }), other(func(c *learner.Config) { c.Classes = []string{"b", "a"} })}, []float64{1, 1}, "config classes differs"},
-		{"negative", []*learner.State{tiny(t, cfg), tiny(t, cfg)}, []float64{1, -1}, "weight 1 must be a finite number >= 0"},
-		{"nan", []*learner.State{tiny(t, cfg)}, []float64{math.NaN()}, "weight 0 must be"},
-		{"inf", []*learner.State{tiny(t, cfg)}, []float64{math.Inf(1)}, "weight 0 must be"},
-		{"zero", []*learner.State{tiny(t, cfg), tiny(t, cfg)}, []float64{0, 0}, "positive, finite sum"},
-		{"overflowing sum", []*learner.State{tiny(t, cfg), tiny(t, cfg)}, []float64{math.MaxFloat64, math.MaxFloat64}, "positive, finite sum"},
-		{"kernel", []*learner.State{tiny(t, kernel), tiny(t, kernel)}, []float64{1, 1}, "kernel models cannot be mixed in global scope with more than one shard"},
-		{"pending", []*learner.State{tiny(t, batch), pending}, []float64{1, 1}, "state 1 has a pending mini-batch"},
+		{"no base", nil, []*learner.State{tiny(t, cfg)}, []float64{1}, "no base state"},
+		{"invalid base", invalid, []*learner.State{tiny(t, cfg)}, []float64{1}, "mix: base: state bias"},
+		{"pending base", pending, []*learner.State{tiny(t, batch)}, []float64{1}, "the base has a pending mini-batch (1 weights)"},
+		{"lengths", tiny(t, cfg), []*learner.State{tiny(t, cfg)}, []float64{1, 1}, "1 states but 2 weights"},
+		{"nil", tiny(t, cfg), []*learner.State{nil}, []float64{1}, "state 0 is nil"},
+		{"invalid", tiny(t, cfg), []*learner.State{tiny(t, cfg), invalid}, []float64{1, 1}, "state 1: state bias"},
+		{"eta", tiny(t, cfg), []*learner.State{tiny(t, cfg), other(func(c *learner.Config) { c.Eta = 2 })}, []float64{1, 1}, "state 1: config eta differs from the base's"},
+		{"classes", other(func(c *learner.Config) { c.Classes = []string{"a", "b"} }), []*learner.State{other(func(c *learner.Config) { c.Classes = []string{"b", "a"} })}, []float64{1}, "state 0: config classes differs"},
+		{"behind: labeled", base, []*learner.State{counted(func(st *learner.State) { st.Examples, st.Labeled = 11, 7 })}, []float64{1}, "state 0: counter labeled is 7, below the base's 8"},
+		{"behind: examples", base, []*learner.State{base, counted(func(st *learner.State) { st.Examples = 9 })}, []float64{1, 1}, "state 1: counter examples is 9, below the base's 10"},
+		{"behind: confusion", base, []*learner.State{counted(func(st *learner.State) { st.TrueNegatives = 2 })}, []float64{1}, "state 0: counter true_negatives is 2, below the base's 3"},
+		{"behind: r2", base, []*learner.State{counted(func(st *learner.State) { st.R2 = 1 })}, []float64{1}, "state 0: r2 is 1, below the base's 4"},
+		{"negative", tiny(t, cfg), []*learner.State{tiny(t, cfg), tiny(t, cfg)}, []float64{1, -1}, "weight 1 must be a finite number >= 0"},
+		{"nan", tiny(t, cfg), []*learner.State{tiny(t, cfg)}, []float64{math.NaN()}, "weight 0 must be"},
+		{"inf", tiny(t, cfg), []*learner.State{tiny(t, cfg)}, []float64{math.Inf(1)}, "weight 0 must be"},
+		{"zero weights, learned", base, []*learner.State{base, counted(func(st *learner.State) { st.Examples, st.Labeled = 11, 9 })}, []float64{0, 0}, "positive, finite sum, got 0 (state 1 learned"},
+		{"overflowing sum", tiny(t, cfg), []*learner.State{tiny(t, cfg), tiny(t, cfg)}, []float64{math.MaxFloat64, math.MaxFloat64}, "positive, finite sum"},
+		{"kernel", tiny(t, kernel), []*learner.State{tiny(t, kernel), tiny(t, kernel)}, []float64{1, 1}, "a kernel model cannot be mixed with another (2 states): its support set is a list of examples"},
+		{"pending", tiny(t, batch), []*learner.State{tiny(t, batch), pending}, []float64{1, 1}, "state 1 has a pending mini-batch (1 weights): end its range with Model.Flush"},
+		{"pending bias", tiny(t, batch), []*learner.State{pendingBias}, []float64{1}, "state 0 has a pending mini-batch (0 weights)"},
+		{"counter overflow", tiny(t, cfg), []*learner.State{huge, huge}, []float64{1, 1}, "the examples counter overflows"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := learner.Mix(c.states, c.weights)
+			out, err := learner.Mix(c.base, c.states, c.weights)
 			if err == nil || out != nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, %v; want an error containing %q", out, err, c.want)
 			}
 		})
 	}
+	// The kernel's error says why and names the way out.
+	_, err := learner.Mix(tiny(t, kernel), []*learner.State{tiny(t, kernel), tiny(t, kernel)}, []float64{1, 1})
+	if err == nil || !strings.Contains(err.Error(), "not a vector of parameters that can be averaged") || !strings.Contains(err.Error(), "model.scope: partition") {
+		t.Fatalf("kernel: %v", err)
+	}
 	// The configuration's own errors stay inspectable.
 	bad := tiny(t, cfg)
 	bad.Config.HashBits = 0
 	var fe *learner.FieldError
-	if _, err := learner.Mix([]*learner.State{bad}, []float64{1}); !errors.As(err, &fe) || fe.Field != "hash_bits" {
+	if _, err := learner.Mix(bad, nil, nil); !errors.As(err, &fe) || fe.Field != "hash_bits" {
 		t.Fatalf("got %v, want a *FieldError naming hash_bits", err)
 	}
 }
