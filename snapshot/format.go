@@ -39,6 +39,29 @@ type Snapshot struct {
 	// stream sequence learned.
 	Positions map[string]int64
 	State     *learner.State
+
+	// The keys below are those of a model learned in epochs
+	// (docs/scale-out.md, section 2.1). A snapshot written before
+	// scale-out has none of them and loads with zero values: epoch 0, a
+	// model with no epoch log below it.
+
+	// Epoch is the epoch whose mixed model this is, equal to Generation;
+	// 0 for a snapshot outside the epoch log.
+	Epoch uint64
+	// ConfigDigest is the SHA-256 of the history configuration the model
+	// was learned under.
+	ConfigDigest [32]byte
+	// Boundary is the shards of the epoch's boundary with their ranges, in
+	// shard order: it makes the snapshot consistent on its own once the log
+	// below it is deleted.
+	Boundary []Range
+	// BoundarySHA256 is the SHA-256 of the stored boundary object; zero on
+	// the one-shard path, which writes no boundary.
+	BoundarySHA256 [32]byte
+	// Scope is "global" or "partition"; Shard names the shard of a
+	// partition-scope model.
+	Scope string
+	Shard string
 }
 
 // ErrCorrupt marks a snapshot that cannot be read: truncated, damaged or
@@ -65,12 +88,28 @@ type envelope struct {
 // values of little-endian float64 (or uint32 for indices), which every
 // language reads in one call and which keep every bit of the weights.
 type body struct {
-	Model      string         `msgpack:"model"`
-	Generation uint64         `msgpack:"generation"`
-	Created    string         `msgpack:"created"`
-	Writer     string         `msgpack:"writer"`
-	Positions  positions      `msgpack:"positions"`
-	Config     learner.Config `msgpack:"config"`
+	Model      string    `msgpack:"model"`
+	Generation uint64    `msgpack:"generation"`
+	Created    string    `msgpack:"created"`
+	Writer     string    `msgpack:"writer"`
+	Positions  positions `msgpack:"positions"`
+	stateBody  `msgpack:",inline"`
+
+	// Epoch keys, omitted when zero: a snapshot outside the epoch log
+	// encodes as it did before they existed.
+	Epoch          uint64  `msgpack:"epoch,omitempty"`
+	ConfigDigest   []byte  `msgpack:"config_digest,omitempty"`
+	Boundary       []Range `msgpack:"boundary,omitempty"`
+	BoundarySHA256 []byte  `msgpack:"boundary_sha256,omitempty"`
+	Scope          string  `msgpack:"scope,omitempty"`
+	Shard          string  `msgpack:"shard,omitempty"`
+}
+
+// stateBody is the wire form of a learner.State: the keys a snapshot body
+// holds beside its model, generation and positions, and the value of a
+// shard result's state.
+type stateBody struct {
+	Config learner.Config `msgpack:"config"`
 
 	Examples       uint64  `msgpack:"examples"`
 	Labeled        uint64  `msgpack:"labeled"`
@@ -135,9 +174,15 @@ func Marshal(s *Snapshot) ([]byte, error) {
 	if s.State == nil {
 		return nil, errors.New("snapshot: no state")
 	}
-	st := s.State
-	if err := st.Validate(); err != nil {
-		return nil, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
+	st, err := encodeState(s.State)
+	if err != nil {
+		return nil, err
+	}
+	if s.Epoch != 0 && s.Epoch != s.Generation {
+		return nil, fmt.Errorf("snapshot: epoch %d in generation %d (the mixed model of epoch e is generation e)", s.Epoch, s.Generation)
+	}
+	if err := checkRanges(s.Boundary); err != nil {
+		return nil, fmt.Errorf("snapshot: boundary: %w", err)
 	}
 	b := body{
 		Model:          s.Model,
@@ -145,6 +190,37 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		Created:        s.Created.UTC().Format(time.RFC3339Nano),
 		Writer:         s.Writer,
 		Positions:      s.Positions,
+		stateBody:      st,
+		Epoch:          s.Epoch,
+		ConfigDigest:   digestBytes(s.ConfigDigest),
+		Boundary:       s.Boundary,
+		BoundarySHA256: digestBytes(s.BoundarySHA256),
+		Scope:          s.Scope,
+		Shard:          s.Shard,
+	}
+	raw, err := encode(&b)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: encode body: %w", err)
+	}
+	return seal(raw)
+}
+
+// seal wraps a body in the envelope, with its checksum.
+func seal(raw []byte) ([]byte, error) {
+	out, err := encode(&envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: encode: %w", err)
+	}
+	return out, nil
+}
+
+// encodeState is the wire form of st, after the check the loader runs:
+// a state that fails it gives an error wrapping ErrInvalidState.
+func encodeState(st *learner.State) (stateBody, error) {
+	if err := st.Validate(); err != nil {
+		return stateBody{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
+	}
+	b := stateBody{
 		Config:         st.Config,
 		Examples:       st.Examples,
 		Labeled:        st.Labeled,
@@ -179,15 +255,7 @@ func Marshal(s *Snapshot) ([]byte, error) {
 	for _, sv := range st.Support {
 		b.Support = append(b.Support, supportVector{Index: u32bytes(sv.Index), Value: f64bytes(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
 	}
-	raw, err := encode(&b)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: encode body: %w", err)
-	}
-	out, err := encode(&envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw})
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: encode: %w", err)
-	}
-	return out, nil
+	return b, nil
 }
 
 func encode(v any) ([]byte, error) {
@@ -205,6 +273,53 @@ func encode(v any) ([]byte, error) {
 // configuration. A damaged or truncated snapshot gives an error wrapping
 // ErrCorrupt that says what is wrong with it.
 func Unmarshal(data []byte) (*Snapshot, error) {
+	raw, err := unseal(data)
+	if err != nil {
+		return nil, err
+	}
+	var b body
+	if err := msgpack.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("%w: body: %v", ErrCorrupt, err)
+	}
+	created, err := time.Parse(time.RFC3339Nano, b.Created)
+	if err != nil {
+		return nil, fmt.Errorf("%w: created: %v", ErrCorrupt, err)
+	}
+	st, err := b.state()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	s := &Snapshot{
+		Model:      b.Model,
+		Generation: b.Generation,
+		Created:    created,
+		Writer:     b.Writer,
+		Positions:  map[string]int64(b.Positions),
+		State:      st,
+		Epoch:      b.Epoch,
+		Boundary:   b.Boundary,
+		Scope:      b.Scope,
+		Shard:      b.Shard,
+	}
+	if s.ConfigDigest, err = digestArray("config_digest", b.ConfigDigest, true); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if s.BoundarySHA256, err = digestArray("boundary_sha256", b.BoundarySHA256, true); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if s.Epoch != 0 && s.Epoch != s.Generation {
+		return nil, fmt.Errorf("%w: epoch %d in generation %d", ErrCorrupt, s.Epoch, s.Generation)
+	}
+	if err := checkRanges(s.Boundary); err != nil {
+		return nil, fmt.Errorf("%w: boundary: %v", ErrCorrupt, err)
+	}
+	return s, nil
+}
+
+// unseal returns the body of an envelope after checking its format and
+// checksum. Damage gives an error wrapping ErrCorrupt; a newer format one
+// that does not.
+func unseal(data []byte) ([]byte, error) {
 	var env envelope
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return nil, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)
@@ -218,14 +333,12 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
 		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
 	}
-	var b body
-	if err := msgpack.Unmarshal(env.Body, &b); err != nil {
-		return nil, fmt.Errorf("%w: body: %v", ErrCorrupt, err)
-	}
-	created, err := time.Parse(time.RFC3339Nano, b.Created)
-	if err != nil {
-		return nil, fmt.Errorf("%w: created: %v", ErrCorrupt, err)
-	}
+	return env.Body, nil
+}
+
+// state decodes b and checks it as Restore does. The error names the
+// field that is wrong.
+func (b *stateBody) state() (*learner.State, error) {
 	st := &learner.State{
 		Config:         b.Config,
 		Examples:       b.Examples,
@@ -261,21 +374,22 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		{"pending_value", b.PendingValue, &st.PendingValue},
 		{"pending_bias", b.PendingBias, &st.PendingBias},
 	}
+	var err error
 	for _, v := range vectors {
 		if *v.dst, err = bytesF64(v.src); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, v.name, err)
+			return nil, fmt.Errorf("%s: %v", v.name, err)
 		}
 	}
 	if st.PendingIndex, err = bytesU32(b.PendingIndex); err != nil {
-		return nil, fmt.Errorf("%w: pending_index: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("pending_index: %v", err)
 	}
 	for i, sv := range b.Support {
 		var v learner.SupportVector
 		if v.Index, err = bytesU32(sv.Index); err != nil {
-			return nil, fmt.Errorf("%w: support %d index: %v", ErrCorrupt, i, err)
+			return nil, fmt.Errorf("support %d index: %v", i, err)
 		}
 		if v.Value, err = bytesF64(sv.Value); err != nil {
-			return nil, fmt.Errorf("%w: support %d value: %v", ErrCorrupt, i, err)
+			return nil, fmt.Errorf("support %d value: %v", i, err)
 		}
 		v.Coef, v.Norm2 = sv.Coef, sv.Norm2
 		st.Support = append(st.Support, v)
@@ -283,16 +397,31 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	// The check Restore runs, and Marshal: every length and range against
 	// the configuration, every number finite.
 	if err := st.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, err
 	}
-	return &Snapshot{
-		Model:      b.Model,
-		Generation: b.Generation,
-		Created:    created,
-		Writer:     b.Writer,
-		Positions:  map[string]int64(b.Positions),
-		State:      st,
-	}, nil
+	return st, nil
+}
+
+// digestBytes is d as a bin value, nil (an omitted key) when d is zero.
+func digestBytes(d [32]byte) []byte {
+	if d == ([32]byte{}) {
+		return nil
+	}
+	return d[:]
+}
+
+// digestArray reads a SHA-256 from a bin value. An absent one is the
+// zero digest when optional.
+func digestArray(name string, b []byte, optional bool) ([32]byte, error) {
+	var d [32]byte
+	if len(b) == 0 && optional {
+		return d, nil
+	}
+	if len(b) != len(d) {
+		return d, fmt.Errorf("%s: %d bytes, a SHA-256 has 32", name, len(b))
+	}
+	copy(d[:], b)
+	return d, nil
 }
 
 // IncompatibleError says that a snapshot was trained under a configuration

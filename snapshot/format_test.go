@@ -2,9 +2,11 @@ package snapshot_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -382,4 +384,142 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// epochSnap is a snapshot of the mixed model of epoch 7.
+func epochSnap(t testing.TB) *snapshot.Snapshot {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	s := snap(train(t, cfg, 60).State())
+	s.Epoch = s.Generation
+	s.ConfigDigest = sha256.Sum256([]byte("history"))
+	s.Boundary = []snapshot.Range{{Shard: "kafka:examples/0", From: 1000, To: 1200}, {Shard: "kafka:examples/1", From: 900, To: 977}}
+	s.BoundarySHA256 = sha256.Sum256([]byte("B_7"))
+	s.Scope = "global"
+	return s
+}
+
+// bodyOf decodes the body of an encoded snapshot as a map.
+func bodyOf(t testing.TB, data []byte) map[string]any {
+	t.Helper()
+	var env map[string]any
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := msgpack.Unmarshal(env["body"].([]byte), &body); err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// reseal encodes body as the snapshot it is the body of.
+func reseal(t testing.TB, body map[string]any) []byte {
+	t.Helper()
+	raw, err := msgpack.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := msgpack.Marshal(map[string]any{"format": snapshot.Format, "checksum": crc32.ChecksumIEEE(raw), "body": raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var epochKeys = []string{"epoch", "config_digest", "boundary", "boundary_sha256", "scope", "shard"}
+
+// TestEpochKeysRoundTrip: the mixed model of an epoch carries its epoch
+// keys through a round trip, as the documented keys.
+func TestEpochKeysRoundTrip(t *testing.T) {
+	want := epochSnap(t)
+	data, err := snapshot.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip changed the snapshot:\n got %+v\nwant %+v", got, want)
+	}
+	if again, err := snapshot.Marshal(got); err != nil || !bytes.Equal(again, data) {
+		t.Fatalf("encoding is not deterministic (err %v)", err)
+	}
+	body := bodyOf(t, data)
+	if fmt.Sprint(body["epoch"]) != "7" || body["scope"] != "global" || !bytes.Equal(body["config_digest"].([]byte), want.ConfigDigest[:]) ||
+		!bytes.Equal(body["boundary_sha256"].([]byte), want.BoundarySHA256[:]) {
+		t.Fatalf("epoch keys in the body: %v", body)
+	}
+	if _, ok := body["shard"]; ok {
+		t.Error("a global-scope snapshot has a shard key")
+	}
+	ranges := body["boundary"].([]any)
+	if r := ranges[1].(map[string]any); len(ranges) != 2 || r["shard"] != "kafka:examples/1" || fmt.Sprint(r["from"], r["to"]) != "900 977" {
+		t.Fatalf("boundary %v", ranges)
+	}
+}
+
+// TestLegacySnapshotIsEpochZero: a snapshot outside the epoch log has
+// none of the epoch keys, and the golden one, written before they
+// existed, loads as epoch 0.
+func TestLegacySnapshotIsEpochZero(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	data, err := snapshot.Marshal(snap(train(t, cfg, 30).State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bodyOf(t, data)
+	for _, key := range epochKeys {
+		if _, ok := body[key]; ok {
+			t.Errorf("a snapshot outside the log has key %s", key)
+		}
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "averaged.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := snapshot.Unmarshal(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Epoch != 0 || got.ConfigDigest != ([32]byte{}) || got.Boundary != nil || got.BoundarySHA256 != ([32]byte{}) || got.Scope != "" || got.Shard != "" {
+		t.Fatalf("the golden snapshot loads with epoch keys: %+v", got)
+	}
+}
+
+func TestEpochKeysRefused(t *testing.T) {
+	for name, spoil := range map[string]func(s *snapshot.Snapshot){
+		"epoch is not the generation": func(s *snapshot.Snapshot) { s.Epoch = 6 },
+		"boundary out of order":       func(s *snapshot.Snapshot) { s.Boundary[0], s.Boundary[1] = s.Boundary[1], s.Boundary[0] },
+		"boundary backwards":          func(s *snapshot.Snapshot) { s.Boundary[0].To = 10 },
+		"boundary shard":              func(s *snapshot.Snapshot) { s.Boundary[1].Shard = "examples" },
+	} {
+		s := epochSnap(t)
+		spoil(s)
+		if _, err := snapshot.Marshal(s); err == nil {
+			t.Errorf("%s: Marshal succeeded", name)
+		}
+	}
+	valid, err := snapshot.Marshal(epochSnap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, spoil := range map[string]func(body map[string]any){
+		"epoch is not the generation": func(b map[string]any) { b["epoch"] = 6 },
+		"short config digest":         func(b map[string]any) { b["config_digest"] = []byte{1, 2, 3} },
+		"long boundary sha":           func(b map[string]any) { b["boundary_sha256"] = make([]byte, 33) },
+		"boundary out of order": func(b map[string]any) {
+			r := b["boundary"].([]any)
+			r[0], r[1] = r[1], r[0]
+		},
+	} {
+		body := bodyOf(t, valid)
+		spoil(body)
+		if _, err := snapshot.Unmarshal(reseal(t, body)); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Errorf("%s: Unmarshal: %v, want ErrCorrupt", name, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -156,6 +157,11 @@ func TestFatal(t *testing.T) {
 		{errors.New("store unreachable"), false},
 		{snapshot.ErrFenced, true},
 		{errors.Join(errors.New("wrapped"), snapshot.ErrInvalidState), true},
+		{fmt.Errorf("epoch log: %w", snapshot.ErrOtherHistory), true},
+		{fmt.Errorf("epoch log: %w", snapshot.ErrDamagedLog), true},
+		{fmt.Errorf("probe: %w", snapshot.ErrNoConditionalCreate), true},
+		{fmt.Errorf("epoch log: %w", snapshot.ErrNotFound), false},
+		{snapshot.ErrCorrupt, false},
 	} {
 		if got := snapshot.Fatal(tc.err); got != tc.fatal {
 			t.Errorf("Fatal(%v) = %v, want %v", tc.err, got, tc.fatal)

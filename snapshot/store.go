@@ -1,13 +1,13 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,10 +57,15 @@ func modelDir(prefix, model string) string {
 }
 
 // Store keeps the snapshots of models in a blob bucket, one immutable
-// object per generation (see Key). It is safe for concurrent use.
+// object per generation (see Key), and their epoch logs beside them (see
+// BoundaryKey). It is safe for concurrent use.
 type Store struct {
 	bucket *blob.Bucket
 	prefix string
+	// dir is the directory of a file:// bucket opened by OpenStore, where
+	// objects are created by link; empty for any other store.
+	dir     string
+	dirMode os.FileMode
 }
 
 // OpenStore opens the store a URL names:
@@ -77,6 +82,11 @@ type Store struct {
 // other query parameter goes to the driver (gocloud.dev/blob/s3blob and
 // the others document theirs). S3 credentials come from the standard AWS
 // environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...
+//
+// A file:// store creates objects by linking a finished temporary file to
+// the key (see Store.Write), which is atomic on a local POSIX filesystem:
+// the directory must be on a filesystem with hard links, and several
+// processes may share it.
 func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -103,11 +113,23 @@ func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(u.String()), err)
 	}
-	return NewStore(b, strings.Join(prefix, "/")), nil
+	s := NewStore(b, strings.Join(prefix, "/"))
+	if u.Scheme == "file" {
+		if s.dir, s.dirMode, err = fileDir(u, b); err == nil && s.prefix != "" && !plainFileKey(s.prefix) {
+			err = fmt.Errorf("prefix %q: a segment is empty, . or .., ends in .., or has a character fileblob escapes", s.prefix)
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(u.String()), err)
+		}
+	}
+	return s, nil
 }
 
 // NewStore keeps snapshots in b under the key prefix (which may be
-// empty). The store owns b: Close closes it.
+// empty). The store owns b: Close closes it. It creates keys with the
+// driver's create-if-absent, which fileblob does not make atomic: a
+// file:// store shared by several processes is opened by OpenStore.
 func NewStore(b *blob.Bucket, prefix string) *Store {
 	return &Store{bucket: b, prefix: strings.Trim(prefix, "/")}
 }
@@ -128,13 +150,14 @@ func checkModel(model string) error {
 // Keys are immutable: the key is created only if absent, never
 // overwritten. If it exists, another worker wrote that generation and the
 // error wraps ErrFenced. Existence is checked first, which catches a
-// worker that started after another, and the write itself carries the
-// driver's create-if-absent precondition (S3 If-None-Match: *, GCS
-// DoesNotExist, Azure If-None-Match: *), which catches two writes at the
-// same time. Two exceptions: fileblob checks with a stat before renaming,
-// so two processes writing the same key in the same instant can both
-// succeed, the last one winning; and an S3-compatible server that ignores
-// If-None-Match (on PutObject, or on CompleteMultipartUpload for
+// worker that started after another, and the write itself creates the
+// key only if absent, atomically (S3 If-None-Match: *, GCS DoesNotExist,
+// Azure If-None-Match: *, a link on file://), which catches two writes at
+// the same time. Two exceptions: a file:// bucket given to NewStore
+// rather than opened by OpenStore falls back to fileblob's stat before a
+// rename, so two processes writing the same key in the same instant can
+// both succeed, the last one winning; and an S3-compatible server that
+// ignores If-None-Match (on PutObject, or on CompleteMultipartUpload for
 // snapshots over the 8 MiB part size) overwrites in that case too.
 //
 // A state the loader would refuse is refused first, with an error
@@ -142,8 +165,12 @@ func checkModel(model string) error {
 //
 // On any other error the key may or may not exist. A retry of the same
 // generation that finds the key holding what it writes (the same writer,
-// positions and model state: an earlier attempt whose response was lost)
-// succeeds; only a key that holds anything else is fencing.
+// positions, epoch keys and model state: an earlier attempt whose
+// response was lost) succeeds; only a key that holds anything else is
+// fencing. For the mixed model of an epoch (snap.Epoch > 0) the writer
+// does not count: any worker computes the same model from the log, so
+// another worker's generation with the same content is success too
+// (docs/scale-out.md, section 2.2).
 func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 	if err := checkModel(snap.Model); err != nil {
 		return err
@@ -163,15 +190,8 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 	if exists {
 		return s.fencedUnlessOwn(ctx, snap, key, nil)
 	}
-	// Upload with a seekable reader, not WriteAll: S3 then knows the
-	// length and sends small snapshots in one PutObject; and WriteAll's
-	// Content-MD5 check fails with FailedPrecondition too, which would be
-	// taken for fencing.
-	err = s.bucket.Upload(ctx, key, bytes.NewReader(data), &blob.WriterOptions{
-		ContentType: "application/msgpack",
-		IfNotExist:  true,
-	})
-	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+	err = s.create(ctx, key, data)
+	if errors.Is(err, errTaken) {
 		return s.fencedUnlessOwn(ctx, snap, key, err)
 	}
 	if err != nil {
@@ -181,14 +201,16 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
 }
 
 // fencedUnlessOwn is nil when key, which exists, holds snap as far as it
-// matters (writer, positions, model state; not the creation time), and
-// the fencing error otherwise.
+// matters (writer unless snap is an epoch's, positions, epoch keys, model
+// state; not the creation time), and the fencing error otherwise.
 func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string, cause error) error {
 	data, err := s.bucket.ReadAll(ctx, key)
 	if err == nil {
 		var had *Snapshot
-		if had, err = Unmarshal(data); err == nil && had.Writer == snap.Writer && had.Model == snap.Model &&
-			had.Generation == snap.Generation && maps.Equal(had.Positions, snap.Positions) &&
+		if had, err = Unmarshal(data); err == nil && (had.Writer == snap.Writer || snap.Epoch > 0) &&
+			had.Model == snap.Model && had.Generation == snap.Generation && maps.Equal(had.Positions, snap.Positions) &&
+			had.Epoch == snap.Epoch && had.ConfigDigest == snap.ConfigDigest && slices.Equal(had.Boundary, snap.Boundary) &&
+			had.BoundarySHA256 == snap.BoundarySHA256 && had.Scope == snap.Scope && had.Shard == snap.Shard &&
 			had.State.Digest() == snap.State.Digest() {
 			return nil
 		}
@@ -269,7 +291,8 @@ func (s *Store) Load(ctx context.Context, model string, gen uint64) (*Snapshot, 
 }
 
 // Generations lists the generations of model in the store, ascending.
-// Keys in the model's directory that are not snapshot keys are ignored.
+// Keys in the model's directory that are not snapshot keys are ignored,
+// and so is everything below it, the epoch log included.
 func (s *Store) Generations(ctx context.Context, model string) ([]uint64, error) {
 	if err := checkModel(model); err != nil {
 		return nil, err
@@ -297,16 +320,27 @@ func (s *Store) Generations(ctx context.Context, model string) ([]uint64, error)
 // only what Key writes.
 func parseGeneration(name string) (uint64, bool) {
 	digits, ok := strings.CutSuffix(name, keyExt)
-	if !ok || len(digits) != generationDigits {
+	if !ok {
 		return 0, false
 	}
-	gen, err := strconv.ParseUint(digits, 10, 64)
-	return gen, err == nil
+	return parseNumber(digits)
 }
 
-// Retain deletes all but the newest keep generations of model. keep must
-// be at least 1: a store never deletes the last snapshot. A generation
-// already gone (another worker retaining too) is not an error.
+// parseNumber reads a generation or an epoch as keys write it: zero-padded
+// to 20 digits.
+func parseNumber(digits string) (uint64, bool) {
+	if len(digits) != generationDigits {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil
+}
+
+// Retain deletes all but the newest keep generations of model, oldest
+// first, then the part of the model's epoch log that the generations it
+// keeps make unnecessary (see RetainLog). keep must be at least 1: a
+// store never deletes the last snapshot. A generation already gone
+// (another worker retaining too) is not an error.
 func (s *Store) Retain(ctx context.Context, model string, keep int) error {
 	if keep < 1 {
 		return fmt.Errorf("snapshot: retain %d generations of model %s: keep at least 1", keep, model)
@@ -315,11 +349,15 @@ func (s *Store) Retain(ctx context.Context, model string, keep int) error {
 	if err != nil {
 		return err
 	}
-	for _, gen := range gens[:max(len(gens)-keep, 0)] {
+	if len(gens) == 0 {
+		return nil
+	}
+	kept := max(len(gens)-keep, 0)
+	for _, gen := range gens[:kept] {
 		key := Key(s.prefix, model, gen)
 		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("snapshot %s: delete: %w", key, err)
 		}
 	}
-	return nil
+	return s.retainLog(ctx, model, gens[len(gens)-1], gens[kept])
 }

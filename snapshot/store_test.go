@@ -36,6 +36,11 @@ type fixture struct {
 	*snapshot.Store
 	raw    *blob.Bucket
 	prefix string
+	// another opens one more store on the same bucket and prefix, as
+	// another worker does.
+	another func() *snapshot.Store
+	// dir is the directory of a file:// store, empty for the others.
+	dir string
 }
 
 func (f fixture) key(model string, gen uint64) string {
@@ -50,18 +55,24 @@ func backends() []backend {
 			b := memblob.OpenBucket(nil)
 			s := snapshot.NewStore(b, prefix)
 			t.Cleanup(func() { s.Close() })
-			return fixture{s, b, prefix}
+			// The other stores share b, which the first one closes.
+			another := func() *snapshot.Store { return snapshot.NewStore(b, prefix) }
+			return fixture{Store: s, raw: b, prefix: prefix, another: another}
 		}},
 		{"file", func(t testing.TB, prefix string) fixture {
 			dir := t.TempDir()
-			return fixture{openStore(t, "file://"+dir+"?prefix="+prefix), openBucket(t, "file://"+dir), prefix}
+			url := "file://" + dir + "?prefix=" + prefix
+			another := func() *snapshot.Store { return openStore(t, url) }
+			return fixture{Store: another(), raw: openBucket(t, "file://"+dir), prefix: prefix, another: another, dir: dir}
 		}},
 		{"s3", func(t testing.TB, prefix string) fixture {
 			srv := s3test.Start(t)
 			prefix = s3test.Prefix(t) + "/" + prefix
 			raw := openBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())
 			t.Cleanup(func() { deleteAll(t, raw, prefix+"/") })
-			return fixture{openStore(t, "s3://"+srv.Bucket+"/"+prefix+"?"+srv.Query()), raw, prefix}
+			url := "s3://" + srv.Bucket + "/" + prefix + "?" + srv.Query()
+			another := func() *snapshot.Store { return openStore(t, url) }
+			return fixture{Store: another(), raw: raw, prefix: prefix, another: another}
 		}},
 	}
 }
@@ -231,45 +242,55 @@ func TestStoreSecondWriterIsFenced(t *testing.T) {
 	})
 }
 
-// TestStoreConcurrentWritersOneWins races writers of one generation past
-// the existence check: the driver's create-if-absent precondition lets
-// exactly one through. It runs on the stores whose precondition is
-// atomic: fileblob checks with a stat before renaming, so it cannot
-// promise this (Store.Write documents the race).
+// TestStoreConcurrentWritersOneWins races writers of one generation, each
+// with its own store on one bucket as separate workers have, past the
+// existence check: the atomic create-if-absent lets exactly one through.
+// On file:// that is the store's link, since fileblob's own precondition
+// is a stat before a rename, which several writers can pass together.
 func TestStoreConcurrentWritersOneWins(t *testing.T) {
-	for _, b := range backends() {
-		if b.name == "file" {
-			continue
+	eachBackend(t, func(t *testing.T, s fixture) {
+		const writers, rounds = 8, 20
+		stores := make([]*snapshot.Store, writers)
+		for i := range stores {
+			stores[i] = s.another()
 		}
-		t.Run(b.name, func(t *testing.T) { concurrentWritersOneWins(t, b.open(t, "models")) })
-	}
-}
-
-func concurrentWritersOneWins(t *testing.T, s fixture) {
-	const writers = 8
-	snaps := make([]*snapshot.Snapshot, writers)
-	for i := range snaps {
-		snaps[i] = generation(t, "clicks", 4)
-		snaps[i].Writer = fmt.Sprintf("worker-%d", i)
-	}
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() { errs[i] = s.Write(context.Background(), snaps[i]) })
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, snapshot.ErrFenced):
-			t.Errorf("a losing writer failed with %v, want ErrFenced", err)
+		for gen := uint64(1); gen <= rounds; gen++ {
+			snaps := make([]*snapshot.Snapshot, writers)
+			for i := range snaps {
+				snaps[i] = generation(t, "clicks", gen)
+				snaps[i].Writer = fmt.Sprintf("worker-%d", i)
+			}
+			errs := make([]error, writers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Go(func() {
+					<-start
+					errs[i] = stores[i].Write(context.Background(), snaps[i])
+				})
+			}
+			close(start)
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won >= 0:
+					t.Fatalf("generation %d: workers %d and %d both wrote it", gen, won, i)
+				case err == nil:
+					won = i
+				case !errors.Is(err, snapshot.ErrFenced):
+					t.Errorf("a losing writer failed with %v, want ErrFenced", err)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("no writer of generation %d succeeded", gen)
+			}
+			got, err := s.Load(context.Background(), "clicks", gen)
+			if err != nil || got.Writer != snaps[won].Writer {
+				t.Fatalf("generation %d holds %v (%v), want the winner's %s", gen, got, err, snaps[won].Writer)
+			}
 		}
-	}
-	if won != 1 {
-		t.Fatalf("%d writers of generation 4 succeeded, want 1", won)
-	}
+	})
 }
 
 func TestStoreSkipsCorruptNewest(t *testing.T) {
@@ -601,6 +622,50 @@ func TestStoreRetryOfALandedWrite(t *testing.T) {
 		}
 		got, err := s.Load(ctx, "clicks", 3)
 		if err != nil || !reflect.DeepEqual(got, first) {
+			t.Fatalf("the generation changed (load error %v)", err)
+		}
+	})
+}
+
+// TestStoreEpochGenerationFromAnotherWriter: the mixed model of an epoch
+// is the same whoever computes it, so a second worker writing the same
+// generation succeeds; one with other content is still fenced.
+func TestStoreEpochGenerationFromAnotherWriter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		mixed := func(writer string) *snapshot.Snapshot {
+			g := generation(t, "clicks", 3)
+			g.Writer, g.Epoch, g.Scope = writer, 3, "global"
+			g.ConfigDigest, g.BoundarySHA256 = digest("history"), digest("B_3")
+			g.Boundary = []snapshot.Range{{Shard: "kafka:examples/0", From: 200, To: 300}}
+			return g
+		}
+		first := mixed("worker-a")
+		if err := s.Write(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		same := mixed("worker-b")
+		same.Created = first.Created.Add(time.Minute)
+		if err := s.another().Write(ctx, same); err != nil {
+			t.Fatalf("the same mixed model from another worker: %v", err)
+		}
+		for name, spoil := range map[string]func(g *snapshot.Snapshot){
+			"positions":     func(g *snapshot.Snapshot) { g.Positions = map[string]int64{"kafka:examples/0": 301} },
+			"boundary sha":  func(g *snapshot.Snapshot) { g.BoundarySHA256 = digest("B_3'") },
+			"boundary":      func(g *snapshot.Snapshot) { g.Boundary[0].To = 301 },
+			"config digest": func(g *snapshot.Snapshot) { g.ConfigDigest = digest("other") },
+			"state":         func(g *snapshot.Snapshot) { g.State.Weights[1] += 1 },
+			"not an epoch's": func(g *snapshot.Snapshot) {
+				g.Epoch, g.ConfigDigest, g.Boundary, g.BoundarySHA256, g.Scope = 0, [32]byte{}, nil, [32]byte{}, ""
+			},
+		} {
+			other := mixed("worker-b")
+			spoil(other)
+			if err := s.Write(ctx, other); !errors.Is(err, snapshot.ErrFenced) {
+				t.Errorf("%s: %v, want ErrFenced", name, err)
+			}
+		}
+		if got, err := s.Load(ctx, "clicks", 3); err != nil || !reflect.DeepEqual(got, first) {
 			t.Fatalf("the generation changed (load error %v)", err)
 		}
 	})

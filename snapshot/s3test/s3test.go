@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -61,21 +62,50 @@ func Start(t testing.TB) Server {
 	access, secret := os.Getenv("HYPERPLANE_TEST_S3_ACCESS_KEY"), os.Getenv("HYPERPLANE_TEST_S3_SECRET_KEY")
 	bucket := os.Getenv("HYPERPLANE_TEST_S3_BUCKET")
 	if endpoint == "" {
-		mem := s3mem.New()
-		srv := httptest.NewServer(gofakes3.New(mem).Server())
-		t.Cleanup(srv.Close)
-		endpoint, access, secret, bucket = srv.URL, "test-access", "test-secret", "hyperplane"
-		if err := mem.CreateBucket(bucket); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		if bucket == "" {
-			t.Fatal("HYPERPLANE_TEST_S3_ENDPOINT is set but HYPERPLANE_TEST_S3_BUCKET is not")
-		}
-		if err := createBucket(endpoint, access, secret, bucket); err != nil {
-			t.Fatalf("create bucket %s at %s: %v", bucket, endpoint, err)
-		}
+		return startInProcess(t, func(h http.Handler) http.Handler { return h })
 	}
+	if bucket == "" {
+		t.Fatal("HYPERPLANE_TEST_S3_ENDPOINT is set but HYPERPLANE_TEST_S3_BUCKET is not")
+	}
+	if err := createBucket(endpoint, access, secret, bucket); err != nil {
+		t.Fatalf("create bucket %s at %s: %v", bucket, endpoint, err)
+	}
+	setCredentials(t, access, secret)
+	return Server{Endpoint: endpoint, Bucket: bucket}
+}
+
+// StartIgnoringConditions starts an in-process server that ignores
+// If-None-Match, as some S3-compatible servers do: a store on it
+// overwrites a key that should be created only if absent, and the epoch
+// log's start-up probe must refuse it.
+func StartIgnoringConditions(t testing.TB) Server {
+	t.Helper()
+	return startInProcess(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("If-None-Match")
+			h.ServeHTTP(w, r)
+		})
+	})
+}
+
+// startInProcess serves gofakes3 on loopback through wrap, for as long as
+// the test lasts.
+func startInProcess(t testing.TB, wrap func(http.Handler) http.Handler) Server {
+	t.Helper()
+	mem := s3mem.New()
+	srv := httptest.NewServer(wrap(gofakes3.New(mem).Server()))
+	t.Cleanup(srv.Close)
+	const bucket = "hyperplane"
+	if err := mem.CreateBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	setCredentials(t, "test-access", "test-secret")
+	return Server{Endpoint: srv.URL, Bucket: bucket}
+}
+
+// setCredentials points the AWS credential variables at a server and
+// away from the developer's own configuration.
+func setCredentials(t testing.TB, access, secret string) {
 	t.Setenv("AWS_ACCESS_KEY_ID", access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -84,7 +114,6 @@ func Start(t testing.TB) Server {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return Server{Endpoint: endpoint, Bucket: bucket}
 }
 
 // Prefix is a key prefix unique to this test and moment.

@@ -1,0 +1,205 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// errTaken marks a create-if-absent that found its key taken.
+var errTaken = errors.New("the key exists")
+
+// ErrNoConditionalCreate marks a store that accepted a second create of
+// an existing key: it ignores create-if-absent (an S3-compatible server
+// that ignores If-None-Match), so two workers could both believe they cut
+// one epoch's boundary. The store cannot hold an epoch log.
+var ErrNoConditionalCreate = errors.New("the store ignores create-if-absent")
+
+// create writes data under key if, and only if, the key is absent, in
+// one step that two writers cannot both pass: a taken key gives an error
+// wrapping errTaken. The blob drivers do it with a precondition on the
+// upload (S3 and Azure If-None-Match: *, GCS DoesNotExist, memblob under
+// its lock). fileblob's precondition is a stat before a rename, which two
+// writers can pass together, so a store with a directory (see OpenStore)
+// links instead (see link).
+//
+// The upload takes a seekable reader, not WriteAll: S3 then knows the
+// length and sends an object under the 8 MiB part size in one PutObject;
+// and WriteAll's Content-MD5 check fails with FailedPrecondition too,
+// which would be taken for a taken key.
+func (s *Store) create(ctx context.Context, key string, data []byte) error {
+	if s.dir != "" {
+		return s.link(ctx, key, data)
+	}
+	err := s.bucket.Upload(ctx, key, bytes.NewReader(data), &blob.WriterOptions{
+		ContentType: "application/msgpack",
+		IfNotExist:  true,
+	})
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fmt.Errorf("%w (%v)", errTaken, err)
+	}
+	return err
+}
+
+// tmpSuffix ends the temporary files link writes. It is fileblob's
+// extension for its attribute files, which fileblob leaves out of
+// listings and refuses as a key: a temporary file is never taken for an
+// object, even when a crash strands it.
+const tmpSuffix = ".tmp.attrs"
+
+// link writes data to a temporary file beside key's file, then links it
+// to key's path: link(2) fails with EEXIST when the path exists, so of
+// two writers exactly one creates the key, which is never seen half
+// written. The file is synced before it is linked. Objects written so
+// have no fileblob attribute file, which fileblob reads as no
+// attributes.
+func (s *Store) link(ctx context.Context, key string, data []byte) error {
+	path, err := s.filePath(key)
+	if err != nil {
+		return err
+	}
+	var f *os.File
+	for attempt := 0; ; attempt++ {
+		if err := os.MkdirAll(filepath.Dir(path), s.dirMode); err != nil {
+			return err
+		}
+		var random [8]byte
+		rand.Read(random[:])
+		f, err = os.OpenFile(path+"."+hex.EncodeToString(random[:])+tmpSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		// Retention removes epoch directories it emptied, maybe between
+		// MkdirAll and OpenFile: make it again.
+		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = os.Link(tmp, path)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w (%s)", errTaken, path)
+	}
+	return err
+}
+
+// filePath is key's file in the store's directory, for the keys whose
+// file fileblob finds without escaping them: segments that are not
+// empty, not . or .. and do not end in "..", and no control character
+// (nor, on Windows, a character Windows refuses in names).
+func (s *Store) filePath(key string) (string, error) {
+	if !plainFileKey(key) {
+		return "", fmt.Errorf("snapshot: key %q cannot be created atomically in a file:// store (an empty, . or .. segment, or a character fileblob escapes)", key)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
+}
+
+func plainFileKey(key string) bool {
+	if strings.HasSuffix(key, ".attrs") {
+		return false
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || strings.HasSuffix(seg, "..") {
+			return false
+		}
+		if strings.ContainsFunc(seg, func(r rune) bool {
+			return r < 0x20 || os.PathSeparator == '\\' && strings.ContainsRune(`\<>:"|?*`, r)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// fileDir is the directory fileblob opens for a file:// URL, made
+// absolute as fileblob makes it, and the mode it makes directories with.
+// It checks that the directory is the bucket's own.
+func fileDir(u *url.URL, b *blob.Bucket) (string, os.FileMode, error) {
+	path := u.Path
+	if u.Host == "." || os.PathSeparator != '/' {
+		path = strings.TrimPrefix(path, "/")
+	}
+	dir, err := filepath.Abs(filepath.FromSlash(path))
+	if err != nil {
+		return "", 0, err
+	}
+	mode := os.FileMode(0o777)
+	if m := u.Query().Get("dir_file_mode"); m != "" {
+		v, err := strconv.ParseUint(m, 0, 32)
+		if err != nil {
+			return "", 0, fmt.Errorf("dir_file_mode %q: %w", m, err)
+		}
+		mode = os.FileMode(v)
+	}
+	var root os.FileInfo
+	found, err := os.Stat(dir)
+	if err != nil || !b.As(&root) || !os.SameFile(root, found) {
+		return "", 0, fmt.Errorf("cannot find the bucket's directory (%s)", dir)
+	}
+	return dir, mode, nil
+}
+
+// ProbeConditionalCreate checks that the store honours create-if-absent,
+// which the epoch log depends on (docs/scale-out.md, section 3.1): it
+// creates "<model>/epochs/probe/<writer>-<random>" twice, expects the
+// second create to find the key taken, and deletes it. A store that
+// accepts both gives an error wrapping ErrNoConditionalCreate. The probe
+// cannot see a race that only concurrent writers lose, such as fileblob's
+// stat-then-rename, which a store opened by OpenStore avoids.
+func (s *Store) ProbeConditionalCreate(ctx context.Context, model, writer string) error {
+	if err := checkModel(model); err != nil {
+		return err
+	}
+	var random [8]byte
+	rand.Read(random[:])
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, writer)
+	key := modelDir(s.prefix, model) + probeDir + strings.TrimLeft(name, ".") + "-" + hex.EncodeToString(random[:])
+	data := []byte("hyperplane: probe of create-if-absent, deleted at once\n")
+	if err := s.create(ctx, key, data); err != nil {
+		return fmt.Errorf("snapshot: probe %s: %w", key, err)
+	}
+	second := s.create(ctx, key, data)
+	deleted := s.bucket.Delete(ctx, key)
+	switch {
+	case second == nil:
+		return fmt.Errorf("snapshot: probe %s: a second create of the key succeeded: %w; "+
+			"two workers could both cut one epoch (use a store, or an S3 server version, that honours If-None-Match: *)", key, ErrNoConditionalCreate)
+	case !errors.Is(second, errTaken):
+		return fmt.Errorf("snapshot: probe %s: %w", key, second)
+	case deleted != nil && gcerrors.Code(deleted) != gcerrors.NotFound:
+		return fmt.Errorf("snapshot: probe %s: delete: %w", key, deleted)
+	}
+	return nil
+}
