@@ -44,8 +44,14 @@ func runRun(ctx context.Context, e *env, args []string) error {
 // requests in flight when it stops.
 const httpShutdownTimeout = 5 * time.Second
 
+// httpIdleTimeout closes a kept-alive connection that has carried no
+// request for this long: prediction clients keep connections open, and
+// the ones they forget should not pile up.
+const httpIdleTimeout = 2 * time.Minute
+
 // runWorker builds the worker of cfg, which is valid, and runs it with its
-// HTTP server and its lag reporter until ctx is done or one of them stops,
+// HTTP server (the probes, the metrics and prediction requests), its NATS
+// service and its lag reporter until ctx is done or one of them stops,
 // which stops the others; it returns the first error any of them stopped
 // with. started, if not nil, receives the worker once it is built.
 func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *consumer.Worker) error {
@@ -112,7 +118,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		if cfg.Serve.HTTP {
 			predict = srv
 		}
-		srv := &http.Server{Handler: handler(reg, w, predict), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: handler(reg, w, predict), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
 		g.add(func() error {
 			log.Info("http listening", zap.String("addr", ln.Addr().String()))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
