@@ -98,7 +98,11 @@ func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
 	i := 0
 	if !msgpackscan.IsMap(b[0]) {
 		n, next, st := msgpackscan.ArrayLen(b, 0)
-		if st != msgpackscan.OK {
+		switch st {
+		case msgpackscan.OK:
+		case msgpackscan.Truncated:
+			return 0, nil, fmt.Errorf("the msgpack array is truncated: its header is cut short or counts more examples than the body has bytes")
+		default:
 			return 0, nil, fmt.Errorf("want a msgpack map or an array of maps, got %s", msgpackscan.Kind(b[0]))
 		}
 		if n > len(b)-next {

@@ -58,15 +58,14 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if generation == "" {
 		generation = r.Header.Get(GenerationHeader)
 	}
+	rc := http.NewResponseController(rw)
 	read := func(ctx context.Context, buf []byte) (request, []byte, error) {
 		req := request{msgpack: msgpack, generation: generation}
 		if r.ContentLength > int64(s.opts.MaxBytes) {
 			return req, buf, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", r.ContentLength, s.opts.MaxBytes)
 		}
 		deadline, _ := ctx.Deadline()
-		rc := http.NewResponseController(rw)
 		rc.SetReadDeadline(deadline)          //nolint:errcheck // a server without deadlines is bounded by ctx alone
-		rc.SetWriteDeadline(deadline)         //nolint:errcheck // as above
 		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
 		body, err := readBody(r.Body, buf, s.opts.MaxBytes)
 		req.body = body
@@ -81,6 +80,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return req, body, nil
 	}
 	s.handle(r.Context(), "http", read, func(a answer, err error) {
+		// Writing the reply gets a timeout of its own: the request's may
+		// have passed already, as when it is refused with 408 for it.
+		rc.SetWriteDeadline(time.Now().Add(s.opts.Timeout)) //nolint:errcheck // as above
 		if err != nil {
 			writeError(rw, err)
 			return

@@ -37,8 +37,10 @@ type ServiceOptions struct {
 // Nats-Service-Error (the reason). Its INFO, STATS and PING answer as the
 // micro conventions say; STATS counts a refused request as an error.
 //
-// Requests are answered concurrently, up to the server's in-flight limit
-// shared with HTTP. Stop the service before closing nc.
+// A service answers its requests one at a time, in the order they
+// arrive, within the server's in-flight limit shared with HTTP; the
+// replicas in the queue group answer in parallel. Stop the service before
+// closing nc.
 func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
@@ -60,10 +62,11 @@ func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, 
 	return svc, nil
 }
 
-// serveNATS answers a request on its own goroutine: the subscription
-// delivers the next one meanwhile.
+// serveNATS answers a request before it returns: micro counts the
+// request in STATS when its handler returns, and as an error only if the
+// error reply was sent by then.
 func (s *Server) serveNATS(r micro.Request) {
-	go s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
+	s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
 		h := nats.Header(r.Headers())
 		// The body is not copied: the message is this request's alone.
 		return request{

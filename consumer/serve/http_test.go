@@ -1,0 +1,386 @@
+package serve_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// refused fails t unless r is an error reply with the status, as text
+// that holds every one of parts.
+func (r reply) refused(t testing.TB, status int, parts ...string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d (%s), want %d", r.status, r.body, status)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type %q, want text", ct)
+	}
+	msg := strings.TrimSpace(string(r.body))
+	if msg == "" {
+		t.Error("the reply says nothing")
+	}
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			t.Errorf("reply %q does not say %q", msg, p)
+		}
+	}
+}
+
+// TestHTTPBadRequests sends bodies the server cannot answer: each gets a
+// 400 whose message is the decoder's or the splitter's, with the field at
+// fault, and the example's number when the body holds several.
+func TestHTTPBadRequests(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), nil, nil))
+	good := `{"id":"g","features":{"f1":1}}`
+	badField := `{"features":{"x":[1]}}`
+	js := encodeJSON(t, probes(cfg))
+	mp := encodeMsgpack(t, probes(cfg))
+	badMsgpack := encodeMsgpack(t, []map[string]any{{"features": map[string]any{"x": []any{1}}}})[0]
+
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+		parts             []string // what the message must say
+	}{
+		{"empty body", "", nil, []string{"empty body"}},
+		{"white space", "", []byte(" \n\t"), []string{"empty body"}},
+		{"malformed JSON", "", []byte(`{"features":{"f1":1`), []string{"example 1", "end of input"}},
+		{"not JSON", "", []byte(`hello`), []string{"example 1"}},
+		{"a field error", "", []byte(badField), []string{"features.x"}},
+		{"a value out of range", "", []byte(`{"features":{"f1":1e300}}`), []string{"features.f1"}},
+		{"a label that is not one", "", []byte(`{"label":7,"features":{"f1":1}}`), []string{"label"}},
+		{"a dense index past the dimension", "", []byte(`{"x":[` + strings.Repeat("0,", 1<<cfg.HashBits) + `1]}`), []string{"x"}},
+		{"a duplicate key", "", []byte(`{"id":"a","id":"b"}`), []string{"id"}},
+		{"the 3rd example of an array", "", []byte("[" + good + "," + good + "," + badField + "," + good + "]"), []string{"example 3", "features.x"}},
+		{"the 3rd example of lines", "application/x-ndjson", []byte(good + "\n" + good + "\n" + badField + "\n"), []string{"example 3", "features.x"}},
+		{"a malformed 3rd example of lines", "", []byte(good + "\n" + good + "\n{\"id\":]\n"), []string{"example 3"}},
+		{"an array of numbers", "", []byte(`[1,2]`), []string{"example 1", "not a JSON object"}},
+		{"an array not closed", "", jsonArray(js)[:len(jsonArray(js))-1], []string{"not closed"}},
+		{"an array without commas", "", []byte("[" + good + " " + good + "]"), []string{"after example 1"}},
+		{"bytes after the array", "", append(jsonArray(js), " []"...), []string{"follow the array"}},
+		{"JSON sent as msgpack", serve.ContentTypeMsgpack, []byte(good), []string{"msgpack"}},
+		{"empty msgpack", serve.ContentTypeMsgpack, nil, []string{"empty body"}},
+		{"a msgpack field error", serve.ContentTypeMsgpack, badMsgpack, []string{"features.x"}},
+		{"the 3rd map of a msgpack array", serve.ContentTypeMsgpack, msgpackArray([][]byte{mp[0], mp[1], badMsgpack}), []string{"example 3", "features.x"}},
+		{"the 3rd of msgpack maps end to end", serve.ContentTypeMsgpack, bytes.Join([][]byte{mp[0], mp[1], badMsgpack, mp[2]}, nil), []string{"example 3", "features.x"}},
+		{"a truncated msgpack map", serve.ContentTypeMsgpack, mp[0][:len(mp[0])-1], []string{"example 1", "ends inside"}},
+		{"a msgpack array longer than its body", serve.ContentTypeMsgpack, []byte{0xdd, 0x7f, 0xff, 0xff, 0xff, 0x80}, []string{"array", "truncated"}},
+		{"a msgpack array header cut short", serve.ContentTypeMsgpack, []byte{0xdc, 0x00}, []string{"array", "truncated"}},
+		{"a msgpack array holding more than its bytes", serve.ContentTypeMsgpack, []byte{0xdc, 0x00, 0x09, 0x80, 0x80}, []string{"9 examples", "only 2 bytes follow"}},
+		{"bytes after a msgpack array", serve.ContentTypeMsgpack, append(msgpackArray(mp[:1]), 0xc0), []string{"follow the array"}},
+		{"a msgpack string", serve.ContentTypeMsgpack, []byte{0xa1, 'x'}, []string{"want a msgpack map"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			post(t, hs.URL, tc.contentType, tc.body).refused(t, http.StatusBadRequest, tc.parts...)
+		})
+	}
+}
+
+// TestHTTPGenerationErrors names generations that cannot answer: a
+// generation that is not a number or is 0 is a bad request, one not
+// stored is not found, and so is any when the worker has no store.
+func TestHTTPGenerationErrors(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, m.State())
+	withStore := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), loadFrom(store), nil))
+	noStore := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), nil, nil))
+	body := encodeJSON(t, probes(cfg))[0]
+
+	for _, tc := range []struct {
+		name       string
+		url        string
+		generation string
+		status     int
+		parts      []string
+	}{
+		{"a word", withStore.URL, "latest", http.StatusBadRequest, []string{"generation", `"latest"`}},
+		{"zero", withStore.URL, "0", http.StatusBadRequest, []string{"generation", `"0"`}},
+		{"negative", withStore.URL, "-1", http.StatusBadRequest, []string{"generation"}},
+		{"past uint64", withStore.URL, "18446744073709551616", http.StatusBadRequest, []string{"generation"}},
+		{"not stored", withStore.URL, "2", http.StatusNotFound, []string{"generation 2", "not stored"}},
+		{"no store", noStore.URL, "1", http.StatusNotFound, []string{"generation 1", "snapshot store"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			post(t, tc.url+"?generation="+tc.generation, "", body).refused(t, tc.status, tc.parts...)
+			post(t, tc.url, "", body, serve.GenerationHeader, tc.generation).refused(t, tc.status, tc.parts...)
+		})
+	}
+	// The query parameter wins over the header.
+	r := post(t, withStore.URL+"?generation=1", "", body, serve.GenerationHeader, "2")
+	r.ok(t, "application/json", m.Version())
+	if got := r.header.Get(serve.GenerationHeader); got != "1" {
+		t.Errorf("%s %q, want 1", serve.GenerationHeader, got)
+	}
+}
+
+// TestHTTPGenerationLoadFails has the store fail once: that request is an
+// error of the server, and the next one loads the generation again and is
+// answered.
+func TestHTTPGenerationLoadFails(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, m.State())
+	var failed atomic.Bool
+	load := func(ctx context.Context, gen uint64) (*learner.State, error) {
+		if !failed.Swap(true) {
+			return nil, errors.New("the store is unreachable")
+		}
+		return loadFrom(store)(ctx, gen)
+	}
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), load, nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	post(t, hs.URL+"?generation=1", "", body).refused(t, http.StatusInternalServerError, "generation 1", "unreachable")
+	r := post(t, hs.URL+"?generation=1", "", body)
+	r.ok(t, "application/json", m.Version())
+	sameItems(t, jsonItems(t, r.body, one), newPredictor(m).wantAll(t, [][]byte{body}))
+}
+
+// TestHTTPGenerationStillLoading has a generation load for longer than
+// the timeout: the request is refused with 408, and once the load is done
+// the generation answers.
+func TestHTTPGenerationStillLoading(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, m.State())
+	release := make(chan struct{})
+	loaded := make(chan struct{})
+	load := func(ctx context.Context, gen uint64) (*learner.State, error) {
+		<-release
+		defer close(loaded)
+		return loadFrom(store)(context.Background(), gen)
+	}
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, Timeout: 100 * time.Millisecond}, cfg, liveOf(m), load, nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	post(t, hs.URL+"?generation=1", "", body).refused(t, http.StatusRequestTimeout, "generation 1", "still loading")
+	close(release)
+	<-loaded
+	post(t, hs.URL+"?generation=1", "", body).ok(t, "application/json", m.Version())
+}
+
+// TestHTTPNoModelYet refuses requests with 503 and Retry-After until a
+// view is published.
+func TestHTTPNoModelYet(t *testing.T) {
+	cfg := binaryConfig()
+	live := &liveModel{}
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, live, nil, nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	r := post(t, hs.URL, "", body)
+	r.refused(t, http.StatusServiceUnavailable, "not loaded")
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	m := trained(t, cfg, 100)
+	live.view.Store(m.View())
+	post(t, hs.URL, "", body).ok(t, "application/json", m.Version())
+}
+
+// chunked is a body whose length the client does not know, so that it is
+// sent with chunked transfer encoding.
+type chunked struct{ r io.Reader }
+
+func (c chunked) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// TestHTTPTooLarge sends bodies over and at serve.max_bytes, with their
+// length in Content-Length and without (chunked): a body over the limit
+// is refused with 413 and the connection closed; one at the limit is
+// answered.
+func TestHTTPTooLarge(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const max = 256
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxBytes: max}, cfg, liveOf(m), nil, nil))
+	example := []byte(`{"id":"a","features":{"f1":1}}`)
+	// pad is example in white space to n bytes.
+	pad := func(n int) []byte {
+		return append(bytes.Repeat([]byte{' '}, n-len(example)), example...)
+	}
+	send := func(body []byte, known bool) reply {
+		t.Helper()
+		var rd io.Reader = bytes.NewReader(body)
+		if !known {
+			rd = chunked{rd}
+		}
+		req, err := http.NewRequest(http.MethodPost, hs.URL+serve.PredictPath, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if known != (req.ContentLength == int64(len(body))) {
+			t.Errorf("Content-Length %d: the request does not send the body as the test means", req.ContentLength)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header, b, resp.Close}
+	}
+	for _, tc := range []struct {
+		name  string
+		known bool
+		size  int
+		parts []string // of the refusal; none: answered
+	}{
+		{"at the limit", true, max, nil},
+		{"one over", true, max + 1, []string{fmt.Sprintf("the body's %d bytes exceed serve.max_bytes, %d", max+1, max)}},
+		{"far over", true, 100 * max, []string{fmt.Sprintf("the body's %d bytes exceed serve.max_bytes, %d", 100*max, max)}},
+		{"chunked at the limit", false, max, nil},
+		{"chunked one over", false, max + 1, []string{fmt.Sprintf("the body exceeds serve.max_bytes, %d", max)}},
+		{"chunked far over", false, 100 * max, []string{fmt.Sprintf("the body exceeds serve.max_bytes, %d", max)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := send(pad(tc.size), tc.known)
+			if tc.parts == nil {
+				r.ok(t, "application/json", m.Version())
+				return
+			}
+			r.refused(t, http.StatusRequestEntityTooLarge, tc.parts...)
+			if !r.closed {
+				t.Error("the connection is kept open with the rest of the body unread")
+			}
+		})
+	}
+	// The server goes on answering.
+	send(pad(max), true).ok(t, "application/json", m.Version())
+}
+
+// slowRequest starts a request on its own connection to hs and sends its
+// headers and the first bytes of its body, keeping the rest back.
+type slowRequest struct {
+	conn net.Conn
+	rest []byte
+}
+
+func startSlowRequest(t testing.TB, addr string, body []byte, sent int) *slowRequest {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", serve.PredictPath, len(body))
+	if _, err := conn.Write(append([]byte(head), body[:sent]...)); err != nil {
+		t.Fatal(err)
+	}
+	return &slowRequest{conn, body[sent:]}
+}
+
+// finish sends the rest of the body, if send, and reads the reply.
+func (s *slowRequest) finish(t testing.TB, send bool) reply {
+	t.Helper()
+	if send {
+		if _, err := s.conn.Write(s.rest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(s.conn), nil)
+	if err != nil {
+		t.Fatalf("reading the reply: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, b, resp.Close}
+}
+
+// TestHTTPInFlightLimit holds the only in-flight token with a request
+// whose body is slow to arrive: another request is refused with 503 and
+// Retry-After, the slow one is answered once its body is complete, and
+// then the next request is answered again.
+func TestHTTPInFlightLimit(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: 20 * time.Second}, cfg, liveOf(m), nil, nil))
+	raws := encodeJSON(t, probes(cfg))
+	body := jsonArray(raws)
+	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 10)
+
+	// The slow request takes the token once its headers are read: until
+	// then another request may still be answered.
+	deadline := time.Now().Add(10 * time.Second)
+	var r reply
+	for {
+		r = post(t, hs.URL, "", raws[0])
+		if r.status != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.refused(t, http.StatusServiceUnavailable, "1 requests are being answered", "serve.max_in_flight")
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+
+	got := slow.finish(t, true)
+	got.ok(t, "application/json", m.Version())
+	sameItems(t, jsonItems(t, got.body, array), newPredictor(m).wantAll(t, raws))
+	post(t, hs.URL, "", raws[0]).ok(t, "application/json", m.Version())
+}
+
+// TestHTTPBodyTimeout sends a body that stops half way: once serve.timeout
+// has passed the request is refused with 408 and its token is given back.
+func TestHTTPBodyTimeout(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const timeout = 200 * time.Millisecond
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: timeout}, cfg, liveOf(m), nil, nil))
+	body := jsonArray(encodeJSON(t, probes(cfg)))
+	start := time.Now()
+	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 10)
+	r := slow.finish(t, false)
+	if took := time.Since(start); took < timeout {
+		t.Errorf("refused after %v, before the timeout of %v", took, timeout)
+	}
+	r.refused(t, http.StatusRequestTimeout, "did not arrive within serve.timeout")
+	post(t, hs.URL, "", body).ok(t, "application/json", m.Version())
+}
+
+// TestHTTPMethods answers POST only on the predict path, through
+// Register: other methods get 405.
+func TestHTTPMethods(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), nil, nil))
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		req, err := http.NewRequest(method, hs.URL+serve.PredictPath, strings.NewReader(`{"x":[1]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s: status %d, want 405", method, resp.StatusCode)
+		}
+		if allow := resp.Header.Get("Allow"); !strings.Contains(allow, http.MethodPost) {
+			t.Errorf("%s: Allow %q does not name POST", method, allow)
+		}
+	}
+	r := post(t, hs.URL, "", []byte(`{"x":[1]}`))
+	r.ok(t, "application/json", m.Version())
+	if n, err := strconv.Atoi(r.header.Get("Content-Length")); err != nil || n != len(r.body) {
+		t.Errorf("Content-Length %q for a body of %d bytes", r.header.Get("Content-Length"), len(r.body))
+	}
+}

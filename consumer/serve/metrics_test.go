@@ -1,0 +1,124 @@
+package serve_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestMetrics counts requests of each outcome over both interfaces: the
+// requests counter has each under its interface and outcome, and the
+// latency histogram one observation per request.
+func TestMetrics(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	live := liveOf(m)
+	reg := prometheus.NewRegistry()
+	met := serve.NewMetrics(reg)
+	srv := serve.New(serve.Options{Model: modelName, MaxBytes: 256}, cfg, live, nil, met)
+	hs := httpServer(t, srv)
+	nc := testbroker.NATS(t).Conn(t)
+	startService(t, srv, nc)
+	good := []byte(`{"features":{"f1":1}}`)
+	bad := []byte(`{"features":{"x":[1]}}`)
+	large := []byte(strings.Repeat(" ", 300) + string(good))
+
+	for range 3 {
+		post(t, hs.URL, "", good).ok(t, "application/json", m.Version())
+	}
+	post(t, hs.URL, "", bad).refused(t, 400)
+	post(t, hs.URL, "", []byte("{")).refused(t, 400)
+	post(t, hs.URL, "", large).refused(t, 413)
+	post(t, hs.URL+"?generation=1", "", good).refused(t, 404)
+	live.view.Store(nil)
+	post(t, hs.URL, "", good).refused(t, 503)
+	live.view.Store(m.View())
+
+	for range 2 {
+		if r := request(t, nc, good); r.Header.Get(micro.ErrorCodeHeader) != "" {
+			t.Fatalf("error reply %s", r.Header.Get(micro.ErrorHeader))
+		}
+	}
+	if r := request(t, nc, bad); r.Header.Get(micro.ErrorCodeHeader) != "400" {
+		t.Fatalf("reply %q, want an error", r.Data)
+	}
+
+	want := map[[2]string]float64{
+		{"http", "ok"}:          3,
+		{"http", "bad_request"}: 2,
+		{"http", "too_large"}:   1,
+		{"http", "not_found"}:   1,
+		{"http", "unavailable"}: 1,
+		{"nats", "ok"}:          2,
+		{"nats", "bad_request"}: 1,
+	}
+	// A NATS request is counted just after its reply is sent.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if testutil.ToFloat64(met.Requests.WithLabelValues("nats", "bad_request")) == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for k, n := range want {
+		if got := testutil.ToFloat64(met.Requests.WithLabelValues(k[0], k[1])); got != n {
+			t.Errorf("requests{interface=%q,outcome=%q} = %v, want %v", k[0], k[1], got, n)
+		}
+	}
+	if got := testutil.CollectAndCount(met.Requests); got != len(want) {
+		t.Errorf("%d series of requests, want %d", got, len(want))
+	}
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != "hyperplane_serve_request_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "interface" {
+					observed[l.GetValue()] = mt.GetHistogram().GetSampleCount()
+				}
+			}
+			if mt.GetHistogram().GetSampleSum() <= 0 {
+				t.Errorf("latency of %v sums to %v", mt.GetLabel(), mt.GetHistogram().GetSampleSum())
+			}
+		}
+	}
+	if observed["http"] != 8 || observed["nats"] != 3 {
+		t.Errorf("latency observations %v, want http 8, nats 3", observed)
+	}
+}
+
+// TestMetricsInFlight counts a request refused for the in-flight limit as
+// unavailable.
+func TestMetricsInFlight(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	met := serve.NewMetrics(nil)
+	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: 20 * time.Second}, cfg, liveOf(m), nil, met)
+	hs := httpServer(t, srv)
+	body := []byte(`{"features":{"f1":1}}`)
+	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 3)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r := post(t, hs.URL, "", body); r.status != 200 || time.Now().After(deadline) {
+			r.refused(t, 503)
+			break
+		}
+	}
+	slow.finish(t, true).ok(t, "application/json", m.Version())
+	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "unavailable")); got != 1 {
+		t.Errorf("unavailable = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "ok")); got < 1 {
+		t.Errorf("ok = %v, want the slow request at least", got)
+	}
+}
