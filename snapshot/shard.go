@@ -25,7 +25,9 @@ func parseShard(shard string) (shardName, error) {
 	n := shardName{kind: kind}
 	var part string
 	switch kind {
-	case "kafka":
+	case "kafka", "memory":
+		// memory:<log>/<partition> is a partition of consumer/memory's
+		// log, which tests run the protocol on.
 		i := strings.LastIndexByte(rest, '/')
 		if i < 0 {
 			return n, fmt.Errorf("shard %q: no partition (want kafka:<topic>/<partition>)", shard)
@@ -61,7 +63,8 @@ func parseShard(shard string) (shardName, error) {
 // ShardSegment is the shard's name inside an object key:
 // "kafka:<topic>/<p>" is "kafka.<topic>.<p>", "jetstream:<stream>#<k>" is
 // "jetstream.<stream>.<k>" and "jetstream:<stream>" is
-// "jetstream.<stream>". Topics have no '/', streams no '.', and the
+// "jetstream.<stream>" (and consumer/memory's "memory:<log>/<p>" is
+// "memory.<log>.<p>"). Topics have no '/', streams no '.', and the
 // partition is the last part, so two shards never share a segment. Any
 // other name is an error.
 func ShardSegment(shard string) (string, error) {

@@ -4,8 +4,10 @@
 // The source reads every partition of its topics with its own partition
 // reader (no consumer group membership), starting where the worker's
 // snapshot says, so what it delivers follows from the snapshot alone; the
-// group offsets it commits are for lag monitoring only. The sink writes
-// each batch synchronously with acknowledgement from all in-sync replicas.
+// group offsets it commits are for lag monitoring only. Shards reads the
+// same partitions one at a time, each from any offset, for the epoch
+// protocol of docs/scale-out.md. The sink writes each batch synchronously
+// with acknowledgement from all in-sync replicas.
 package kafka
 
 import (

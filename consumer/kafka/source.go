@@ -45,8 +45,9 @@ const (
 // errClosed is what Fetch and Commit return once the source is closed.
 var errClosed = errors.New("kafka: source closed")
 
-// Source reads every partition of a set of topics, one kafka-go partition
-// reader (and goroutine) per partition, without joining a consumer group.
+// Source reads partitions of Kafka topics, one kafka-go partition reader
+// (and goroutine) per partition, without joining a consumer group: every
+// partition of a set of topics (NewSource), or one partition (Shards.Open).
 // It implements consumer.Source, plus Lag for metrics.
 //
 // Topics written by transactional producers are not fully supported:
@@ -57,15 +58,16 @@ var errClosed = errors.New("kafka: source closed")
 // Fetch is for one goroutine at a time; Commit, Lag and Close may be
 // called from any goroutine.
 type Source struct {
-	log       *zap.Logger
-	group     string
-	client    *kafkago.Client
-	transport *kafkago.Transport
-	parts     []*partition
-	byKey     map[string]*partition
-	msgs      chan delivery
-	buf       []consumer.Message
-	err       error // what ended Fetch for good; Fetch's alone
+	log     *zap.Logger
+	group   string
+	cluster *cluster
+	parts   []*partition
+	byKey   map[string]*partition
+	msgs    chan delivery
+	buf     []consumer.Message
+	err     error // what ended Fetch for good; Fetch's alone
+	// release, if not nil, is called once Close has stopped the readers.
+	release func()
 
 	ctx    context.Context // done once Close starts
 	cancel context.CancelFunc
@@ -92,6 +94,30 @@ type delivery struct {
 	p   *partition
 	msg consumer.Message
 	err error
+}
+
+// cluster is a connection pool for the cluster-wide requests (metadata,
+// offsets, commits), with the client that sends them. A Source has its
+// own; a Shards shares its own with the sources it opens.
+type cluster struct {
+	cfg       Config
+	transport *kafkago.Transport
+	client    *kafkago.Client
+	cancel    context.CancelFunc // ends the transport's background work
+}
+
+// newCluster connects to cfg's brokers lazily, on the first request;
+// topics are the ones whose metadata the pool keeps.
+func newCluster(cfg Config, topics []string) *cluster {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := cfg.transport(ctx, topics)
+	return &cluster{cfg: cfg, transport: t, client: &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: t}, cancel: cancel}
+}
+
+// close ends the pool's background work and closes its connections.
+func (c *cluster) close() {
+	c.cancel()
+	c.transport.CloseIdleConnections()
 }
 
 // NewSource opens partition readers on every partition of topics, as they
@@ -135,29 +161,36 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 	if log == nil {
 		log = zap.NewNop()
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	s := &Source{
-		log:       log,
-		group:     group,
-		transport: cfg.transport(sctx, topics),
-		byKey:     map[string]*partition{},
-		msgs:      make(chan delivery, buffered),
-		ctx:       sctx,
-		cancel:    cancel,
-	}
-	s.client = &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: s.transport}
-	starts, err := s.plan(ctx, topics, resume, start)
+	c := newCluster(cfg, topics)
+	starts, err := plan(ctx, c, topics, resume, start, log)
 	if err != nil {
-		cancel()
-		s.transport.CloseIdleConnections()
+		c.close()
 		return nil, err
 	}
-	dialer := cfg.dialer()
+	return newSource(c, group, starts, log, c.close)
+}
+
+// newSource starts a partition reader at each of starts. c serves the
+// source's lookups and commits; release, if not nil, is called once Close
+// has stopped the readers, and also when newSource fails.
+func newSource(c *cluster, group string, starts []partitionStart, log *zap.Logger, release func()) (*Source, error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Source{
+		log:     log,
+		group:   group,
+		cluster: c,
+		byKey:   map[string]*partition{},
+		msgs:    make(chan delivery, buffered),
+		release: release,
+		ctx:     sctx,
+		cancel:  cancel,
+	}
+	dialer := c.cfg.dialer()
 	for _, ps := range starts {
-		p := &partition{key: sourceKey(ps.topic, ps.id), topic: ps.topic, id: ps.id}
+		p := &partition{key: ps.key(), topic: ps.topic, id: ps.id}
 		p.errs = newErrorLog(log.With(zap.String("source", p.key)))
 		p.reader = kafkago.NewReader(kafkago.ReaderConfig{
-			Brokers:          cfg.Brokers,
+			Brokers:          c.cfg.Brokers,
 			Topic:            ps.topic,
 			Partition:        ps.id,
 			Dialer:           dialer,
@@ -169,6 +202,8 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 			ReadLagInterval:  -1, // Lag comes from the fetched messages' watermarks
 			ErrorLogger:      p.errs,
 		})
+		s.parts = append(s.parts, p)
+		s.byKey[p.key] = p
 		// Before the first FetchMessage this only records the offset.
 		if err := p.reader.SetOffset(ps.offset); err != nil {
 			s.Close()
@@ -176,8 +211,6 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 		}
 		p.hwm.Store(ps.end)
 		p.next.Store(ps.offset)
-		s.parts = append(s.parts, p)
-		s.byKey[p.key] = p
 		log.Info("kafka partition opened", zap.String("source", p.key), zap.Int64("offset", ps.offset),
 			zap.String("from", ps.from), zap.Int64("first", ps.first), zap.Int64("end", ps.end))
 	}
@@ -199,21 +232,68 @@ func unique(topics []string) []string {
 	return out
 }
 
-// partitionStart is where one partition's reader begins, and why.
-type partitionStart struct {
-	topic      string
-	id         int
-	offset     int64
-	first, end int64
-	from       string // "resume" or the start
+// topicPartition names one partition of a topic.
+type topicPartition struct {
+	topic string
+	id    int
 }
 
-// plan looks up the partitions of topics and their offsets, and resolves
-// where each reader starts to an absolute offset. Resolving "latest" here,
-// rather than leaving it to the reader's first connection, makes it mean
-// "after NewSource returned".
-func (s *Source) plan(ctx context.Context, topics []string, resume map[string]int64, start consumer.Start) ([]partitionStart, error) {
-	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
+func (tp topicPartition) key() string { return sourceKey(tp.topic, tp.id) }
+
+// partitionOffsets is where a partition's log begins and ends, as the
+// broker lists them.
+type partitionOffsets struct {
+	topicPartition
+	first int64 // the first offset the broker still holds
+	end   int64 // the high watermark: the next offset to be written
+	// at, when the offsets were listed for a time, is the first offset
+	// whose message is at or after that time, or end if there is none.
+	at int64
+}
+
+// partitionStart is where one partition's reader begins, and why.
+type partitionStart struct {
+	partitionOffsets
+	offset int64
+	from   string // "resume", the start, ...: what offset is
+}
+
+// check refuses a start below the partition's first offset or beyond its
+// end (see NewSource), naming the partition.
+func (ps partitionStart) check() error {
+	switch {
+	case ps.offset < ps.first:
+		return fmt.Errorf("kafka: %s: %s offset %d is below the partition's first offset %d: "+
+			"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
+			ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
+	case ps.offset > ps.end:
+		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
+			"was the topic recreated or its log truncated?", ps.key(), ps.from, ps.offset, ps.end)
+	}
+	return nil
+}
+
+// startAt resolves start (a valid one) on a partition whose offsets were
+// listed for start's time, if it has one.
+func startAt(po partitionOffsets, start consumer.Start) partitionStart {
+	ps := partitionStart{partitionOffsets: po, from: "start " + start.String()}
+	switch start.Kind {
+	case "", consumer.StartEarliest:
+		ps.offset = po.first
+	case consumer.StartLatest:
+		ps.offset = po.end
+	case consumer.StartOffset:
+		ps.offset = start.Offset
+	case consumer.StartTime:
+		ps.offset = po.at
+	}
+	return ps
+}
+
+// partitions looks up the partitions of topics: by topic in the order
+// given, then by partition number. It fails on a topic that has none.
+func (c *cluster) partitions(ctx context.Context, topics []string) ([]topicPartition, error) {
+	md, err := c.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metadata for %q: %w", topics, err)
 	}
@@ -226,76 +306,98 @@ func (s *Source) plan(ctx context.Context, topics []string, resume map[string]in
 			ids[t.Name] = append(ids[t.Name], p.ID)
 		}
 	}
-	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	var out []topicPartition
 	for _, topic := range topics {
 		if len(ids[topic]) == 0 {
 			return nil, fmt.Errorf("kafka: topic %s: no partitions (does it exist?)", topic)
 		}
 		slices.Sort(ids[topic])
 		for _, id := range ids[topic] {
-			req.Topics[topic] = append(req.Topics[topic], kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
-			if start.Kind == consumer.StartTime {
-				req.Topics[topic] = append(req.Topics[topic], kafkago.TimeOffsetOf(id, start.Time))
-			}
+			out = append(out, topicPartition{topic, id})
 		}
 	}
-	res, err := s.client.ListOffsets(ctx, req)
+	return out, nil
+}
+
+// offsets lists the first offset and the end of each of parts, in the
+// same order; with at not zero, also the first offset at or after at. It
+// fails naming the first partition the broker gives no offsets for.
+func (c *cluster) offsets(ctx context.Context, parts []topicPartition, at time.Time) ([]partitionOffsets, error) {
+	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	var topics []string
+	for _, tp := range parts {
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+		req.Topics[tp.topic] = append(req.Topics[tp.topic], kafkago.FirstOffsetOf(tp.id), kafkago.LastOffsetOf(tp.id))
+		if !at.IsZero() {
+			req.Topics[tp.topic] = append(req.Topics[tp.topic], kafkago.TimeOffsetOf(tp.id, at))
+		}
+	}
+	res, err := c.client.ListOffsets(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: list offsets of %q: %w", topics, err)
 	}
-	offsets := map[string]kafkago.PartitionOffsets{}
+	listed := map[topicPartition]kafkago.PartitionOffsets{}
 	for topic, ps := range res.Topics {
 		for _, p := range ps {
-			offsets[sourceKey(topic, p.Partition)] = p
+			listed[topicPartition{topic, p.Partition}] = p
 		}
 	}
-	var out []partitionStart
-	for _, topic := range topics {
-		for _, id := range ids[topic] {
-			key := sourceKey(topic, id)
-			po, ok := offsets[key]
-			if !ok {
-				return nil, fmt.Errorf("kafka: %s: no offsets in the broker's answer", key)
-			}
-			if po.Error != nil {
-				return nil, fmt.Errorf("kafka: %s: list offsets: %w", key, po.Error)
-			}
-			ps := partitionStart{topic: topic, id: id, first: po.FirstOffset, end: po.LastOffset, from: "resume"}
-			if off, ok := resume[key]; ok {
-				ps.offset = off
-			} else {
-				ps.from = "start " + start.String()
-				switch start.Kind {
-				case "", consumer.StartEarliest:
-					ps.offset = po.FirstOffset
-				case consumer.StartLatest:
-					ps.offset = po.LastOffset
-				case consumer.StartOffset:
-					ps.offset = start.Offset
-				case consumer.StartTime:
-					ps.offset = po.LastOffset
-					for off := range po.Offsets { // one entry; -1 if no message is that recent
-						if off >= 0 {
-							ps.offset = off
-						}
-					}
-				}
-			}
-			switch {
-			case ps.offset < ps.first:
-				return nil, fmt.Errorf("kafka: %s: %s offset %d is below the partition's first offset %d: "+
-					"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
-					key, ps.from, ps.offset, ps.first, ps.first-ps.offset)
-			case ps.offset > ps.end:
-				return nil, fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
-					"was the topic recreated or its log truncated?", key, ps.from, ps.offset, ps.end)
-			}
-			out = append(out, ps)
+	out := make([]partitionOffsets, 0, len(parts))
+	for _, tp := range parts {
+		po, ok := listed[tp]
+		if !ok {
+			return nil, fmt.Errorf("kafka: %s: no offsets in the broker's answer", tp.key())
 		}
+		if po.Error != nil {
+			return nil, fmt.Errorf("kafka: %s: list offsets: %w", tp.key(), po.Error)
+		}
+		o := partitionOffsets{topicPartition: tp, first: po.FirstOffset, end: po.LastOffset, at: po.LastOffset}
+		for off := range po.Offsets { // one entry when at is set; -1 if no message is that recent
+			if off >= 0 {
+				o.at = off
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// plan looks up the partitions of topics and their offsets, and resolves
+// where each reader starts to an absolute offset. Resolving "latest" here,
+// rather than leaving it to the reader's first connection, makes it mean
+// "after NewSource returned".
+func plan(ctx context.Context, c *cluster, topics []string, resume map[string]int64, start consumer.Start, log *zap.Logger) ([]partitionStart, error) {
+	parts, err := c.partitions(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	var at time.Time
+	if start.Kind == consumer.StartTime {
+		at = start.Time
+	}
+	offsets, err := c.offsets(ctx, parts, at)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	var out []partitionStart
+	for _, po := range offsets {
+		key := po.key()
+		known[key] = true
+		ps := startAt(po, start)
+		if off, ok := resume[key]; ok {
+			ps.offset, ps.from = off, "resume"
+		}
+		if err := ps.check(); err != nil {
+			return nil, err
+		}
+		out = append(out, ps)
 	}
 	for key := range resume {
-		if _, ok := offsets[key]; !ok && slices.ContainsFunc(topics, func(t string) bool { return inTopic(key, t) }) {
-			s.log.Warn("resume position for a partition the topic no longer has; ignored", zap.String("source", key))
+		if !known[key] && slices.ContainsFunc(topics, func(t string) bool { return inTopic(key, t) }) {
+			log.Warn("resume position for a partition the topic no longer has; ignored", zap.String("source", key))
 		}
 	}
 	return out, nil
@@ -379,7 +481,7 @@ func (s *Source) checkGap(p *partition, next int64) error {
 func (s *Source) firstOffset(p *partition) (int64, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, lookupTimeout)
 	defer cancel()
-	res, err := s.client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{
+	res, err := s.cluster.client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{
 		Topics: map[string][]kafkago.OffsetRequest{p.topic: {kafkago.FirstOffsetOf(p.id)}},
 	})
 	if err != nil {
@@ -470,7 +572,7 @@ func (s *Source) Commit(ctx context.Context, resume map[string]int64) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	res, err := s.client.OffsetCommit(ctx, &kafkago.OffsetCommitRequest{
+	res, err := s.cluster.client.OffsetCommit(ctx, &kafkago.OffsetCommitRequest{
 		GroupID:      s.group,
 		GenerationID: -1,
 		Topics:       topics,
@@ -523,7 +625,9 @@ func (s *Source) Close() error {
 		}
 		wg.Wait()
 		s.wg.Wait()
-		s.transport.CloseIdleConnections()
+		if s.release != nil {
+			s.release()
+		}
 	})
 	return nil
 }

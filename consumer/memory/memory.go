@@ -2,7 +2,8 @@
 // and of code built on it: partitions and topics in memory, with failures
 // on command. The source keeps the Source contract (order, resume,
 // positions that follow from the resume map alone), and it passes the
-// same conformance suite as the broker adapters.
+// same conformance suite as the broker adapters. A Log is also a
+// consumer.Shards whose shards are its partitions.
 package memory
 
 import (
@@ -50,6 +51,9 @@ func (l *Log) Append(p int, values ...[]byte) {
 	l.grew = make(chan struct{})
 }
 
+// messageTime is the Time of every message of a Log.
+var messageTime = time.Unix(0, 0)
+
 // Len is the number of messages in partition p.
 func (l *Log) Len(p int) int {
 	l.mu.Lock()
@@ -57,13 +61,87 @@ func (l *Log) Len(p int) int {
 	return len(l.partitions[p])
 }
 
-// Source reads every partition of a Log from resume positions: for each
-// partition the next offset to read, as a Kafka partition's are. It
-// implements consumer.Source.
+var _ consumer.Shards = (*Log)(nil)
+
+// Ends returns the length of every partition, by source key: its end,
+// the next offset to be written.
+func (l *Log) Ends(ctx context.Context) (map[string]int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ends := make(map[string]int64, len(l.partitions))
+	for p, part := range l.partitions {
+		ends[l.Key(p)] = int64(len(part))
+	}
+	return ends, nil
+}
+
+// Start resolves start on shard, the source key of a partition: 0 for
+// earliest, the partition's length for latest, the offset (at most the
+// length), or for a time the first message at or after it (every message
+// is stored at the Unix epoch).
+func (l *Log) Start(ctx context.Context, shard string, start consumer.Start) (int64, error) {
+	if err := start.Validate(); err != nil {
+		return 0, fmt.Errorf("memory: %s: %w", shard, err)
+	}
+	p, err := l.partition(shard)
+	if err != nil {
+		return 0, err
+	}
+	end := int64(l.Len(p))
+	switch start.Kind {
+	case consumer.StartLatest:
+		return end, nil
+	case consumer.StartOffset:
+		if start.Offset > end {
+			return 0, fmt.Errorf("memory: %s: start %s is beyond the partition's end %d", shard, start, end)
+		}
+		return start.Offset, nil
+	case consumer.StartTime:
+		if start.Time.After(messageTime) {
+			return end, nil
+		}
+	}
+	return 0, nil
+}
+
+// Open returns a *Source that reads shard's partition alone from offset
+// from, which must lie between 0 and the partition's length. Its Commit
+// moves nothing (Committed records it, as for NewSource's).
+func (l *Log) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+	p, err := l.partition(shard)
+	if err != nil {
+		return nil, err
+	}
+	if end := int64(l.Len(p)); from < 0 || from > end {
+		return nil, fmt.Errorf("memory: %s: range start offset %d is outside the partition's offsets 0 to %d", shard, from, end)
+	}
+	s := newSource(l)
+	s.parts, s.next = []int{p}, []int64{from}
+	return s, nil
+}
+
+// partition is the partition whose source key is shard.
+func (l *Log) partition(shard string) (int, error) {
+	l.mu.Lock()
+	n := len(l.partitions)
+	l.mu.Unlock()
+	for p := range n {
+		if l.Key(p) == shard {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("memory: %q is not a partition of log %s", shard, l.name)
+}
+
+// Source reads partitions of a Log from resume positions: for each
+// partition the next offset to read, as a Kafka partition's are. It reads
+// every partition (NewSource) or one (Log.Open). It implements
+// consumer.Source.
 type Source struct {
-	log  *Log
-	next []int64
-	buf  []consumer.Message
+	log   *Log
+	parts []int   // the partitions it reads
+	next  []int64 // by index in parts
+	buf   []consumer.Message
 	// round is the partition the next Fetch starts from, so that no
 	// partition starves.
 	round int
@@ -79,12 +157,16 @@ type Source struct {
 // NewSource opens log at resume (nil or a missing key: the partition's
 // first message).
 func NewSource(log *Log, resume map[string]int64) *Source {
-	s := &Source{log: log, closed: make(chan struct{}), committed: map[string]int64{}}
-	s.next = make([]int64, len(log.partitions))
-	for p := range s.next {
-		s.next[p] = resume[log.Key(p)]
+	s := newSource(log)
+	for p := range log.partitions {
+		s.parts = append(s.parts, p)
+		s.next = append(s.next, resume[log.Key(p)])
 	}
 	return s
+}
+
+func newSource(log *Log) *Source {
+	return &Source{log: log, closed: make(chan struct{}), committed: map[string]int64{}}
 }
 
 // FailFetch makes every Fetch fail with err until it is called with nil.
@@ -117,17 +199,18 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 		grew := s.log.grew
 		s.buf = s.buf[:0]
 		for i := range s.next {
-			p := (s.round + i) % len(s.next)
+			j := (s.round + i) % len(s.next)
+			p := s.parts[j]
 			part := s.log.partitions[p]
-			for s.next[p] < int64(len(part)) && len(s.buf) < max {
-				off := s.next[p]
+			for s.next[j] < int64(len(part)) && len(s.buf) < max {
+				off := s.next[j]
 				s.buf = append(s.buf, consumer.Message{
 					Position: consumer.Position{Source: s.log.Key(p), Offset: off},
 					Resume:   off + 1,
 					Value:    part[off],
-					Time:     time.Unix(0, 0),
+					Time:     messageTime,
 				})
-				s.next[p]++
+				s.next[j]++
 			}
 		}
 		s.log.mu.Unlock()

@@ -1,0 +1,585 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// EpochLog is where the epoch protocol keeps its artefacts: the
+// boundaries, the shards' results and the generations of the mixed model
+// (docs/scale-out.md, section 2). *snapshot.Store is one.
+type EpochLog interface {
+	CreateBoundary(ctx context.Context, b *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error)
+	Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error)
+	WriteShard(ctx context.Context, r *snapshot.ShardResult) error
+	Shard(ctx context.Context, model string, e uint64, shard string) (*snapshot.ShardResult, error)
+	ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error)
+	Write(ctx context.Context, snap *snapshot.Snapshot) error
+	Retain(ctx context.Context, model string, keep int) error
+	Generations(ctx context.Context, model string) ([]uint64, error)
+	Load(ctx context.Context, model string, gen uint64) (*snapshot.Snapshot, error)
+}
+
+// EpochConfig configures an Epochs.
+type EpochConfig struct {
+	// Worker configures the worker that learns each shard's range: its
+	// outputs, decoder and batches. Its snapshot and view settings are
+	// not used: the epochs snapshot the mixed models themselves.
+	Worker WorkerConfig
+	Shards Shards
+	// Owned lists the shards this worker learns; the others' results it
+	// waits for. nil means every shard.
+	Owned func() []string
+	Log   EpochLog
+	// Writer names this worker in what it writes.
+	Writer string
+	// ConfigDigest is the digest of the history configuration
+	// (docs/scale-out.md, section 2.2).
+	ConfigDigest [32]byte
+	// EpochExamples is the most positions of a shard in one epoch;
+	// Interval cuts an epoch at least this often when there is new data.
+	EpochExamples int64
+	Interval      time.Duration
+	Weights       learner.MixWeights
+	// Start is where a shard that no boundary has yet begins.
+	Start Start
+	// SnapshotEvery and SnapshotInterval say when the mixed model of an
+	// epoch is written as a generation (either may be 0); Keep is how
+	// many generations are kept.
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
+	Keep             int
+}
+
+// errRangeDone ends a range's fetch loop once the range is complete.
+var errRangeDone = errors.New("range complete")
+
+// Epochs learns one model over many shards by iterative parameter mixing
+// in recorded epochs (docs/scale-out.md, section 3): for each epoch it
+// gets or cuts the boundary, learns the ranges of the shards it owns,
+// each from a copy of the mixed model W_{e-1} and with an ordinary
+// Worker, writes their results once their outputs are durable, waits for
+// every shard's result, mixes them into W_e, and writes W_e as a
+// generation when a snapshot is due. Whatever number of workers run
+// Epochs over the same log, and whenever they stop, W_e is the same to
+// the bit.
+type Epochs struct {
+	cfg     EpochConfig
+	metrics *Metrics
+	log     *zap.Logger
+
+	// The learning goroutine's state: the mixed model W_{e-1}, the
+	// epoch e it learns next, the boundary before it and the positions
+	// where e begins.
+	model    *learner.Model
+	digest   [32]byte
+	epoch    uint64
+	prev     *snapshot.Boundary
+	from     map[string]int64
+	mixedAt  time.Time
+	lastSnap struct {
+		labeled uint64
+		at      time.Time
+	}
+
+	view atomic.Pointer[learner.View]
+	// mixed is the newest epoch whose mixed model the worker holds.
+	mixed atomic.Uint64
+}
+
+// NewEpochs returns the epochs that continue from model, the mixed model
+// of epoch e−1 (a new model and e = 1 to begin), whose boundary is prev
+// (nil for a new model or one from before epochs) and which includes
+// positions (the boundary's ends, or an older snapshot's positions).
+// metrics may be nil.
+func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *snapshot.Boundary, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Epochs {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	if cfg.EpochExamples <= 0 {
+		cfg.EpochExamples = 1
+	}
+	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions)}
+	if x.from == nil {
+		x.from = map[string]int64{}
+	}
+	x.setModel(model)
+	x.mixed.Store(e - 1)
+	x.lastSnap.labeled, x.lastSnap.at = model.Metrics().Labeled, time.Now()
+	return x
+}
+
+func (x *Epochs) setModel(m *learner.Model) {
+	x.model = m
+	x.digest = m.State().Digest()
+	x.mixedAt = time.Now()
+	x.view.Store(m.View())
+	x.metrics.ModelVersion.Set(float64(m.Version()))
+	x.metrics.ServedVersion.Set(float64(m.Version()))
+}
+
+// View is a read-only copy of the newest mixed model.
+func (x *Epochs) View() *learner.View { return x.view.Load() }
+
+// Mixed is the newest epoch whose mixed model the worker holds (as View
+// shows it): 0 before the first.
+func (x *Epochs) Mixed() uint64 { return x.mixed.Load() }
+
+// Model is the newest mixed model. It is only safe to use once Run
+// returned.
+func (x *Epochs) Model() *learner.Model { return x.model }
+
+// Run learns epoch after epoch until ctx is done or something fails. An
+// error that wraps ErrFatal (another history in the log) must stop the
+// worker; on others it may be run again.
+func (x *Epochs) Run(ctx context.Context) error {
+	for {
+		b, sha, err := x.boundary(ctx)
+		if err != nil {
+			return err
+		}
+		if err := x.learnOwned(ctx, b, sha); err != nil {
+			return err
+		}
+		states, err := x.barrier(ctx, b, sha)
+		if errors.Is(err, errOvertaken) {
+			if err := x.jump(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := x.mix(b, states); err != nil {
+			return err
+		}
+		if err := x.snapshot(ctx, b, sha); err != nil {
+			return err
+		}
+		x.prev, x.epoch = b, x.epoch+1
+		x.mixed.Store(b.Epoch)
+	}
+}
+
+// fatal marks an error no retry mends.
+func fatal(err error) error {
+	if snapshot.Fatal(err) {
+		return fmt.Errorf("%w: %w", ErrFatal, err)
+	}
+	return err
+}
+
+// boundary returns B_e: the stored one, verified, or one this worker cuts
+// once an epoch is due.
+func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, error) {
+	model := x.cfg.Worker.Model
+	bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 500 * time.Millisecond}
+	for {
+		b, sha, err := x.cfg.Log.Boundary(ctx, model, x.epoch)
+		if err == nil {
+			return b, sha, x.check(b)
+		}
+		if !errors.Is(err, snapshot.ErrNotFound) {
+			return nil, sha, fatal(err)
+		}
+		cut, err := x.cut(ctx)
+		if err != nil {
+			return nil, sha, err
+		}
+		if cut != nil {
+			b, sha, err := x.cfg.Log.CreateBoundary(ctx, cut)
+			if err != nil {
+				return nil, sha, fatal(err)
+			}
+			return b, sha, x.check(b)
+		}
+		if err := bo.Wait(ctx); err != nil {
+			return nil, sha, err
+		}
+	}
+}
+
+// check verifies a boundary against what this worker holds.
+func (x *Epochs) check(b *snapshot.Boundary) error {
+	if b.ConfigDigest != x.cfg.ConfigDigest {
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model",
+			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest)
+	}
+	if b.BaseStateSHA256 != x.digest {
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x",
+			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
+	}
+	if x.prev != nil {
+		if err := b.Follows(x.prev); err != nil {
+			return fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+	}
+	for _, r := range b.Shards {
+		if from, ok := x.from[r.Shard]; ok && r.From != from {
+			return fmt.Errorf("%w: epoch %d's boundary starts shard %s at %d, the model includes it up to %d",
+				ErrFatal, b.Epoch, r.Shard, r.From, from)
+		}
+	}
+	return nil
+}
+
+// cut returns the boundary of the next epoch if one is due now, nil if
+// not (section 3.4): for each shard at most EpochExamples beyond where it
+// begins and no further than the broker's end. One is due when a shard
+// has EpochExamples waiting, when Interval passed since the mixed model
+// and some shard has new data, when a shard joins, or for a new model's
+// first epoch.
+func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
+	ends, err := x.cfg.Shards.Ends(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("epoch %d: the shards' ends: %w", x.epoch, err)
+	}
+	reason := ""
+	if x.prev == nil && len(x.from) == 0 {
+		reason = snapshot.CutStart
+	}
+	b := &snapshot.Boundary{
+		Model:           x.cfg.Worker.Model,
+		Epoch:           x.epoch,
+		ConfigDigest:    x.cfg.ConfigDigest,
+		BaseStateSHA256: x.digest,
+	}
+	waiting := false
+	for shard, end := range ends {
+		from, ok := x.from[shard]
+		if !ok {
+			if from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start); err != nil {
+				return nil, fmt.Errorf("epoch %d: where shard %s begins: %w", x.epoch, shard, err)
+			}
+			if reason == "" {
+				reason = snapshot.CutShards
+			}
+		}
+		if end < from {
+			return nil, fmt.Errorf("%w: shard %s ends at %d, before %d, where the model is: was the topic recreated?", ErrFatal, shard, end, from)
+		}
+		to := min(from+x.cfg.EpochExamples, end)
+		if end-from >= x.cfg.EpochExamples && reason == "" {
+			reason = snapshot.CutExamples
+		}
+		waiting = waiting || to > from
+		b.Shards = append(b.Shards, snapshot.Range{Shard: shard, From: from, To: to})
+	}
+	for shard, from := range x.from {
+		if _, ok := ends[shard]; !ok {
+			// A shard never leaves a boundary (I1).
+			b.Shards = append(b.Shards, snapshot.Range{Shard: shard, From: from, To: from})
+		}
+	}
+	if reason == "" && waiting && time.Since(x.mixedAt) >= x.cfg.Interval {
+		reason = snapshot.CutInterval
+	}
+	if reason == "" {
+		return nil, nil
+	}
+	sortRanges(b.Shards)
+	b.Cut = snapshot.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(x.cfg.EpochExamples), Interval: x.cfg.Interval}
+	return b, nil
+}
+
+func sortRanges(rs []snapshot.Range) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && snapshot.CompareShards(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
+			rs[j-1], rs[j] = rs[j], rs[j-1]
+		}
+	}
+}
+
+// learnOwned learns every range of b this worker owns whose result is not
+// in the log yet, each on its own goroutine.
+func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+	owned := map[string]bool{}
+	if x.cfg.Owned == nil {
+		for _, r := range b.Shards {
+			owned[r.Shard] = true
+		}
+	} else {
+		for _, s := range x.cfg.Owned() {
+			owned[s] = true
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.Shards))
+	for i, r := range b.Shards {
+		if !owned[r.Shard] || r.From == r.To {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = x.learnRange(ctx, b, sha, r); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// learnRange learns shard r.Shard's range of epoch b.Epoch from a copy of
+// the mixed model with an ordinary Worker, which publishes every output
+// of the range before it returns; then it writes the shard's result.
+func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
+	model := x.cfg.Worker.Model
+	exists, err := x.cfg.Log.ShardExists(ctx, model, b.Epoch, r.Shard)
+	if err != nil || exists {
+		return err
+	}
+	m, err := learner.Restore(x.model.State())
+	if err != nil {
+		return err
+	}
+	src, err := x.cfg.Shards.Open(ctx, r.Shard, r.From)
+	if err != nil {
+		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
+	}
+	defer src.Close()
+	rs := &rangeSource{Source: src, to: r.To}
+	wcfg := x.cfg.Worker
+	wcfg.Snapshots, wcfg.Views = nil, false
+	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.metrics, x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch)))
+	before := m.Metrics().Examples
+	err = w.Run(ctx)
+	var shut *ShutdownError
+	if !errors.Is(err, errRangeDone) || errors.As(err, &shut) {
+		if err == nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+	}
+	if got := w.Published()[r.Shard]; got != rs.last {
+		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.last)
+	}
+	m.Flush()
+	res := &snapshot.ShardResult{
+		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
+		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
+		Messages: rs.messages, DeadLetters: rs.messages - (m.Metrics().Examples - before), Last: rs.last,
+		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+	}
+	if err := x.cfg.Log.WriteShard(ctx, res); err != nil {
+		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
+	}
+	return nil
+}
+
+// rangeSource delivers a shard's messages up to the end of a range: those
+// whose Resume is at most to. It reports errRangeDone once it delivered the
+// one at to, or met one beyond (a range may end on a position that holds
+// no message).
+type rangeSource struct {
+	Source
+	to       int64
+	done     bool
+	messages uint64
+	last     int64
+}
+
+func (s *rangeSource) Fetch(ctx context.Context, max int) ([]Message, error) {
+	if s.done {
+		return nil, errRangeDone
+	}
+	msgs, err := s.Source.Fetch(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range msgs {
+		if m.Resume > s.to {
+			s.done = true
+			if i == 0 {
+				return nil, errRangeDone
+			}
+			return msgs[:i], nil
+		}
+		s.messages++
+		s.last = m.Resume
+		if m.Resume == s.to {
+			s.done = true
+			return msgs[:i+1], nil
+		}
+	}
+	return msgs, nil
+}
+
+// Commit does nothing: a range's positions are the log's.
+func (s *rangeSource) Commit(context.Context, map[string]int64) error { return nil }
+
+// barrier waits until every non-empty range of b has its result in the
+// log, then reads them all, verified against b, in shard order.
+func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte) ([]*learner.State, error) {
+	model := x.cfg.Worker.Model
+	var states []*learner.State
+	for _, r := range b.Shards {
+		if r.From == r.To {
+			continue
+		}
+		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
+		for polls := 0; ; polls++ {
+			ok, err := x.cfg.Log.ShardExists(ctx, model, b.Epoch, r.Shard)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				break
+			}
+			// Retention deletes an epoch's results once a generation
+			// holds it: a worker that finds one missing for long may
+			// have been overtaken (section 3.3).
+			if polls%4 == 3 {
+				if newest, err := x.newestGeneration(ctx); err != nil {
+					return nil, err
+				} else if newest >= b.Epoch {
+					return nil, errOvertaken
+				}
+			}
+			if err := bo.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		res, err := x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
+		if err != nil {
+			return nil, fatal(err)
+		}
+		if err := res.Verify(b, sha); err != nil {
+			return nil, fatal(err)
+		}
+		states = append(states, res.State)
+	}
+	return states, nil
+}
+
+// errOvertaken is a barrier given up because a generation at or beyond its
+// epoch exists: the other workers mixed it and moved on.
+var errOvertaken = errors.New("overtaken by a generation")
+
+func (x *Epochs) newestGeneration(ctx context.Context) (uint64, error) {
+	gens, err := x.cfg.Log.Generations(ctx, x.cfg.Worker.Model)
+	if err != nil || len(gens) == 0 {
+		return 0, err
+	}
+	return gens[len(gens)-1], nil
+}
+
+// jump continues from the newest generation, which the other workers
+// wrote while this one waited.
+func (x *Epochs) jump(ctx context.Context) error {
+	newest, err := x.newestGeneration(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := x.cfg.Log.Load(ctx, x.cfg.Worker.Model, newest)
+	if err != nil {
+		return fatal(err)
+	}
+	m, e, prev, positions, err := Continue(snap, x.model.Config(), x.cfg.ConfigDigest)
+	if err != nil {
+		return err
+	}
+	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", newest), zap.Uint64("epoch", x.epoch))
+	x.epoch, x.prev, x.from = e, prev, maps.Clone(positions)
+	x.setModel(m)
+	x.mixed.Store(e - 1)
+	return nil
+}
+
+// mix makes W_e of the shards' states, and the positions of b's ends.
+func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State) error {
+	base := x.model.State()
+	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
+	mixed, err := learner.Mix(base, states, weights)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	m, err := learner.Restore(mixed)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	for _, r := range b.Shards {
+		x.from[r.Shard] = r.To
+	}
+	x.setModel(m)
+	return nil
+}
+
+// snapshot writes W_e as generation e if a snapshot is due.
+func (x *Epochs) snapshot(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+	labeled := x.model.Metrics().Labeled
+	due := (x.cfg.SnapshotEvery > 0 && labeled-x.lastSnap.labeled >= uint64(x.cfg.SnapshotEvery)) ||
+		(x.cfg.SnapshotInterval > 0 && time.Since(x.lastSnap.at) >= x.cfg.SnapshotInterval)
+	if !due {
+		return nil
+	}
+	return x.writeGeneration(ctx, b, sha)
+}
+
+// writeGeneration writes the mixed model of b's epoch as its generation.
+func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+	snap := &snapshot.Snapshot{
+		Model:          x.cfg.Worker.Model,
+		Generation:     b.Epoch,
+		Created:        time.Now().UTC(),
+		Writer:         x.cfg.Writer,
+		Positions:      maps.Clone(x.from),
+		State:          x.model.State(),
+		Epoch:          b.Epoch,
+		ConfigDigest:   x.cfg.ConfigDigest,
+		Boundary:       b.Shards,
+		BoundarySHA256: sha,
+		Scope:          "global",
+	}
+	if err := x.cfg.Log.Write(ctx, snap); err != nil {
+		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+	}
+	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()
+	x.metrics.Snapshots.Inc()
+	x.metrics.LastSnapshot.SetToCurrentTime()
+	if x.cfg.Keep > 0 {
+		if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
+			x.log.Warn("retention failed", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// Continue is what NewEpochs continues from, given snap, the newest
+// generation of the model (nil when there is none): its model, the epoch
+// after it, its boundary and positions. A generation from before epochs
+// (no Epoch) is epoch 0 of the log: its positions begin the first
+// boundary, and the log begins at its generation + 1.
+func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *snapshot.Boundary, positions map[string]int64, err error) {
+	if snap == nil {
+		m, err = learner.New(cfg)
+		return m, 1, nil, nil, err
+	}
+	if m, err = learner.Restore(snap.State); err != nil {
+		return nil, 0, nil, nil, err
+	}
+	if snap.Epoch == 0 {
+		return m, snap.Generation + 1, nil, snap.Positions, nil
+	}
+	if snap.ConfigDigest != digest {
+		return nil, 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model",
+			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest)
+	}
+	prev = &snapshot.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
+	return m, snap.Epoch + 1, prev, snap.Positions, nil
+}

@@ -1,0 +1,222 @@
+package consumer_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// epochLog is a six-partition memory log holding n messages per
+// partition, all written before any worker starts, so that every cut is
+// min(from + E, end) and the history is a function of the data and E.
+func epochLog(n int) *memory.Log {
+	log := memory.NewLog("ex", 6)
+	for p := range 6 {
+		msgs, _ := messages(n + 7*p)
+		log.Append(p, msgs...)
+	}
+	return log
+}
+
+func epochConfig(log *memory.Log, store *snapshot.Store, sink *memory.Sink, writer string) consumer.EpochConfig {
+	return consumer.EpochConfig{
+		Worker: consumer.WorkerConfig{
+			Model:              "mixed",
+			Predictions:        consumer.Destination{Sink: sink, Topic: "pred"},
+			Misclassifications: consumer.Destination{Sink: sink, Topic: "mis"},
+			DeadLetter:         consumer.Destination{Sink: sink, Topic: "dead"},
+			Batch:              64,
+		},
+		Shards:        log,
+		Log:           store,
+		Writer:        writer,
+		ConfigDigest:  sha256.Sum256([]byte("history")),
+		EpochExamples: 150,
+		Interval:      20 * time.Millisecond,
+		Weights:       learner.MixExamples,
+		Start:         consumer.Start{Kind: consumer.StartEarliest},
+		SnapshotEvery: 400,
+		Keep:          1000,
+	}
+}
+
+func epochLearner() learner.Config {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 12
+	return cfg
+}
+
+// startEpochs starts a worker continuing from the store's newest
+// generation, owning the shards owned returns.
+func startEpochs(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
+	t.Helper()
+	snap, err := store.Latest(ctx, "mixed", nil)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		snap, err = nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() {
+		err := x.Run(ctx)
+		if !errors.Is(err, context.Canceled) {
+			t.Logf("worker %s stopped: %v", cfg.Writer, err)
+		}
+		done <- err
+	}()
+	return x, done
+}
+
+// complete reports whether the log holds a boundary at every shard's end
+// with every result: the last epoch the data makes.
+func complete(ctx context.Context, store *snapshot.Store, log *memory.Log) (uint64, bool) {
+	epochs, err := store.Epochs(ctx, "mixed")
+	if err != nil || len(epochs) == 0 {
+		return 0, false
+	}
+	e := epochs[len(epochs)-1]
+	b, _, err := store.Boundary(ctx, "mixed", e)
+	if err != nil {
+		return 0, false
+	}
+	for _, r := range b.Shards {
+		var p int
+		fmt.Sscanf(r.Shard, "memory:ex/%d", &p)
+		if r.To != int64(log.Len(p)) {
+			return 0, false
+		}
+	}
+	// Every result is there, or a generation holds the epoch (and
+	// retention removed its results).
+	if gens, _ := store.Generations(ctx, "mixed"); len(gens) > 0 && gens[len(gens)-1] >= e {
+		return e, true
+	}
+	for _, r := range b.Shards {
+		if r.From < r.To {
+			if ok, _ := store.ShardExists(ctx, "mixed", e, r.Shard); !ok {
+				return 0, false
+			}
+		}
+	}
+	return e, true
+}
+
+func waitComplete(t *testing.T, store *snapshot.Store, log *memory.Log) uint64 {
+	t.Helper()
+	var e uint64
+	waitFor(t, "the last epoch", func() bool {
+		var ok bool
+		e, ok = complete(context.Background(), store, log)
+		return ok
+	})
+	return e
+}
+
+// finalDigest stops x once it has mixed epoch e and returns its model's
+// state digest.
+func finalDigest(t *testing.T, x *consumer.Epochs, done <-chan error, cancel context.CancelFunc, e uint64) [32]byte {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("epoch %d mixed", e), func() bool { return x.Mixed() >= e })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	return x.Model().State().Digest()
+}
+
+// TestEpochsDoNotDependOnTheWorkers learns six shards with one worker,
+// then with three workers owning two shards each, some of them stopped
+// and replaced at random moments: the mixed model is the same to the bit,
+// every position has a prediction, and a repeated event has the content
+// of the first.
+func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
+	log := epochLog(600)
+
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sinkOne := memory.NewSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := startEpochs(t, ctx, epochConfig(log, one, sinkOne, "one"), one)
+	last := waitComplete(t, one, log)
+	want := finalDigest(t, x, done, cancel, last)
+
+	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	owners := [][]string{{"memory:ex/0", "memory:ex/3"}, {"memory:ex/1", "memory:ex/4"}, {"memory:ex/2", "memory:ex/5"}}
+	type running struct {
+		x      *consumer.Epochs
+		done   <-chan error
+		cancel context.CancelFunc
+	}
+	start := func(i int) running {
+		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
+		owned := owners[i]
+		cfg.Owned = func() []string { return owned }
+		ctx, cancel := context.WithCancel(context.Background())
+		x, done := startEpochs(t, ctx, cfg, three)
+		return running{x, done, cancel}
+	}
+	workers := []running{start(0), start(1), start(2)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 4 {
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		i := rng.IntN(3)
+		workers[i].cancel()
+		if err := <-workers[i].done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		workers[i] = start(i)
+	}
+	last3 := waitComplete(t, three, log)
+	if last3 != last {
+		t.Fatalf("three workers made %d epochs, one worker %d", last3, last)
+	}
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := finalDigest(t, w.x, w.done, w.cancel, last); got != want {
+				t.Errorf("worker %d holds state %x, one worker %x", i, got, want)
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Every position has a prediction; repeats are identical.
+	seen := map[string][]byte{}
+	for _, o := range sink.Outputs("pred") {
+		if prev, ok := seen[o.Key]; ok && string(prev) != string(o.Value) {
+			t.Fatalf("event %s repeated with other content:\n%s\n%s", o.Key, prev, o.Value)
+		}
+		seen[o.Key] = o.Value
+	}
+	for _, o := range sink.Outputs("dead") {
+		seen[o.Key] = o.Value
+	}
+	for p := range 6 {
+		for off := range log.Len(p) {
+			if _, ok := seen[fmt.Sprintf("memory:ex/%d/%d", p, off)]; !ok {
+				t.Fatalf("position %d of partition %d has no event", off, p)
+			}
+		}
+	}
+}

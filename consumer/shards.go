@@ -1,0 +1,24 @@
+package consumer
+
+import "context"
+
+// Shards is a source whose partitions (its shards: a Kafka
+// topic-partition, a partition of a JetStream stream) can be read one by
+// one from any position: what the epoch protocol learns from
+// (docs/scale-out.md). Shard names are the position keys of the source's
+// messages (Position.Source): "kafka:<topic>/<partition>", ...
+//
+// Its methods are safe for concurrent use.
+type Shards interface {
+	// Ends returns every shard the source has now, with its end: the
+	// position after the last message the broker holds (for Kafka the
+	// high watermark, the next offset to be written).
+	Ends(ctx context.Context) (map[string]int64, error)
+	// Start resolves where a shard that no boundary has yet begins, as
+	// start says (earliest, latest, an offset or a time), to a position.
+	Start(ctx context.Context, shard string, start Start) (int64, error)
+	// Open reads shard from position from (the Resume of the last
+	// message already learned, or the shard's start), in order. The
+	// Source's Commit does nothing; Close releases it.
+	Open(ctx context.Context, shard string, from int64) (Source, error)
+}
