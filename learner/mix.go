@@ -38,10 +38,11 @@ import (
 //
 // The weights are finite and at least 0, one per state; MixWeightsOf
 // computes them for the epoch protocol. A state of weight 0 adds to the
-// counters but not to the parameters. The weights may all be 0 only when
-// no state learned a labeled example beyond base: the parameters are then
-// base's. A state of positive weight that learned nothing pulls the mix
-// towards base.
+// counters but not to the parameters, except that the averaged
+// perceptron's sums count the weight vectors it held (see below). The
+// weights may all be 0 only when no state learned a labeled example
+// beyond base: the parameters are then base's. A state of positive weight
+// that learned nothing pulls the mix towards base.
 //
 // Counters: Examples, Labeled, Mistakes, Updates and the confusion counts
 // are base's plus every state's delta, base + Σ_s (state_s − base), over
@@ -59,28 +60,49 @@ import (
 // a deep copy of that state, bit for bit, not μ·w with μ = 1; in
 // particular a single state mixes into itself. Otherwise, with one
 // participant (state of positive weight), the parameters are a copy of
-// its own (and, for Averaged, its sums rescaled as below), and with none,
-// base's. With several, a number on which every participant has the same
-// bits keeps those bits, and every other one mixes as follows.
+// its own (for Averaged, all but the sums, which follow the rule below),
+// and with none, base's. With several, a number on which every
+// participant has the same bits keeps those bits, Averaged's sums aside,
+// and every other one mixes as follows.
 //
 //   - perceptron, margin, pa, pa1, pa2 and multiclass models: every weight
 //     and bias (per class) is the weighted mean Σ μ_s·w_s.
-//   - averaged: Weights and Bias are weighted means as above. The averaged
-//     model after T labeled examples is a = Weights − SumWeights/(T+1);
-//     participant s has T_s = Labeled_s and a_s = w_s − u_s/(T_s+1), and
-//     the mix has T, its Labeled: base's plus the delta of every state,
-//     participant or not. Asking a = Σ μ_s·a_s with w = Σ μ_s·w_s gives
-//     u = (T+1)·(w − a) = (T+1)·Σ μ_s·u_s/(T_s+1); likewise SumBias. So
-//     SumWeights = (T+1)·Σ μ_s·SumWeights_s/(T_s+1), and the mixed
-//     averaged model is the μ-weighted mean of the participants' averaged
-//     models up to rounding. When every participant has T_s = T the factor
-//     is 1 and the sums mix as weighted means, keeping equal bits. Learning
-//     on from the mix adds t·Δw at labeled example t = T+1, T+2, …, so
-//     after T' examples the averaged model is
-//     ((T+1)·a + w_{T+1} + … + w_{T'})/(T'+1): the running average goes on
-//     as if the mixed averaged model had been held for the first T+1
-//     steps. T must therefore be the mixed Labeled, which is why the base's
-//     history counts once and not once per shard.
+//   - averaged: Weights and Bias are weighted means as above. A model that
+//     has learned T labeled examples has held T+1 weight vectors w_0, …,
+//     w_T and predicts with their average a = S/(T+1), S = Σ_t w_t. Its
+//     state keeps w = w_T in Weights and u = (T+1)·w − S in SumWeights (u
+//     is Σ t·Δw_t over the updates Δw_t made at labeled example t). The
+//     mix averages every weight vector that base or any state held,
+//     exactly once. With base's T_0, w_0, u_0 and S_0 = (T_0+1)·w_0 − u_0,
+//     state s, having learned n_s = T_s − T_0 labeled examples from base,
+//     held S_s − S_0 = n_s·w_s + (T_0+1)·(w_s − w_0) − (u_s − u_0) beyond
+//     base's vectors, and the mix has S = S_0 + Σ_s (S_s − S_0) over every
+//     state that learned a labeled example (n_s > 0), whatever its weight:
+//     a state of weight 0 adds nothing to the weights, but the vectors it
+//     held were held, and count. A state that learned none adds no vector.
+//     T, the mixed Labeled, is T_0 + Σ_s n_s, so S sums T+1 vectors and
+//     the mix predicts with S/(T+1). SumWeights is u = (T+1)·w − S, with w
+//     the mixed Weights, computed as u_0 + Σ_s (u_s − u_0) +
+//     (Σ_s n_s·(w − w_s) + (T_0+1)·((w − w_0) − Σ_s (w_s − w_0))), with
+//     each Σ over the states that learned, in shard order: the large
+//     products (T+1)·w and (T_s+1)·w_s, which would round at their own
+//     scale, are never formed, only differences of nearby numbers scaled.
+//     A coordinate that no state changed (where the mixed w and every state
+//     that learned have base's bits of w, and those states base's bits of
+//     u) keeps base's bits. Likewise SumBias. When no state learned a
+//     labeled example, S is S_0 and, the weights being base's, the sums are
+//     base's. When one state did and it is the only participant, they are
+//     its own, bit for bit: one shard learning while the others idle is
+//     sequential learning. Learning on from the mix adds t·Δw at labeled
+//     example t = T+1, T+2, …, so after T' examples the averaged model is
+//     (S + w_{T+1} + … + w_{T'})/(T'+1): the running average goes on over
+//     every vector held, each once, as sequential learning's does. T must
+//     therefore be the mixed Labeled, which is why base's history counts
+//     once and not once per shard. (The μ-weighted mean of the shards'
+//     averaged models, which Mix took before, kept at each epoch a share
+//     (T_0+1)/(T_0+n_s+1) of the average for the past instead of
+//     (T_0+1)/(T+1), so that early epochs outweighed late ones; see
+//     BENCHMARKS.md, "Mixing: accuracy against sequential learning".)
 //   - pegasos: the effective weights Scale·Weights and Scale·Bias are
 //     mixed as weighted means into Weights and Bias, Scale is 1 and VNorm2
 //     is recomputed as ‖Weights‖² + ‖Bias‖². The mean stays inside
@@ -167,8 +189,23 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 		mixParameters(out, parts, pmu)
 	}
 	if cfg.Algorithm == Averaged && len(parts) > 0 {
-		out.SumWeights = averagedSums(parts, pmu, out.Labeled, func(st *State) []float64 { return st.SumWeights })
-		out.SumBias = averagedSums(parts, pmu, out.Labeled, func(st *State) []float64 { return st.SumBias })
+		// The sums count every vector held, once (see Mix). With no
+		// participant no state learned, and the parameters, sums
+		// included, are base's. With one participant that is also the
+		// only state that learned, the sums copied with its parameters
+		// already count them all.
+		var learners []*State
+		soleIsOnly := false
+		for i, st := range states {
+			if st.Labeled > base.Labeled {
+				learners = append(learners, st)
+				soleIsOnly = i == only
+			}
+		}
+		if !(len(parts) == 1 && len(learners) == 1 && soleIsOnly) {
+			out.SumWeights = averagedSums(base, learners, out.Weights, func(st *State) ([]float64, []float64) { return st.Weights, st.SumWeights })
+			out.SumBias = averagedSums(base, learners, out.Bias, func(st *State) ([]float64, []float64) { return st.Bias, st.SumBias })
+		}
 	}
 	if err := out.Validate(); err != nil {
 		// Not expected: the mix of valid states is valid.
@@ -413,30 +450,53 @@ func precisionMean(ws, vs [][]float64, mu []float64) (weights, variances []float
 	return weights, variances
 }
 
-// averagedSums is the averaged perceptron's accumulator of the mix,
-// (T+1)·Σ μ_s·sums_s/(T_s+1), labeled being T. When every participant
-// has T_s = T it is the weighted mean Σ μ_s·sums_s, which keeps equal
-// bits.
-func averagedSums(parts []*State, mu []float64, labeled uint64, sums func(*State) []float64) []float64 {
-	vs := make([][]float64, len(parts))
-	rescale := false
-	for k, st := range parts {
-		vs[k] = sums(st)
-		rescale = rescale || st.Labeled != labeled
+// averagedSums is the averaged perceptron's accumulator of the mix, u or
+// ub (see Mix): with w the mixed weights (or biases) and learners the
+// states that learned a labeled example beyond base, in shard order,
+//
+//	u = u_0 + Σ_s (u_s − u_0) + (Σ_s n_s·(w − w_s) + (T_0+1)·((w − w_0) − Σ_s (w_s − w_0)))
+//
+// element by element, which is (T+1)·w − S with S = S_0 + Σ_s (S_s − S_0)
+// and S_s = (T_s+1)·w_s − u_s: every vector held, once. An element on
+// which the mix and every learner have base's bits of w, and every
+// learner base's bits of u, keeps base's u. Every product is converted to
+// float64 on its own, so that none is fused with a sum.
+func averagedSums(base *State, learners []*State, w []float64, get func(*State) (w, u []float64)) []float64 {
+	w0, u0 := get(base)
+	t0 := float64(base.Labeled + 1)
+	n := make([]float64, len(learners))
+	ws, us := make([][]float64, len(learners)), make([][]float64, len(learners))
+	for k, st := range learners {
+		n[k] = float64(st.Labeled - base.Labeled)
+		ws[k], us[k] = get(st)
 	}
-	if !rescale {
-		return weightedMean(vs, mu)
-	}
-	t := float64(labeled) + 1
-	out := make([]float64, len(vs[0]))
+	out := make([]float64, len(w))
 	for i := range out {
-		var s float64
-		for k, st := range parts {
-			s += float64(mu[k] * (vs[k][i] / (float64(st.Labeled) + 1)))
+		if math.Float64bits(w[i]) == math.Float64bits(w0[i]) && unchanged(w0, u0, ws, us, i) {
+			out[i] = u0[i]
+			continue
 		}
-		out[i] = float64(t * s)
+		u, corr, dw := u0[i], 0.0, w[i]-w0[i]
+		for k := range learners {
+			u += us[k][i] - u0[i]
+			corr += float64(n[k] * (w[i] - ws[k][i]))
+			dw -= ws[k][i] - w0[i]
+		}
+		out[i] = u + (corr + float64(t0*dw))
 	}
 	return out
+}
+
+// unchanged reports whether element i of every ws and us has the bits of
+// w0's and u0's.
+func unchanged(w0, u0 []float64, ws, us [][]float64, i int) bool {
+	bw, bu := math.Float64bits(w0[i]), math.Float64bits(u0[i])
+	for k := range ws {
+		if math.Float64bits(ws[k][i]) != bw || math.Float64bits(us[k][i]) != bu {
+			return false
+		}
+	}
+	return true
 }
 
 // same reports whether element i has the same bits in every vector.

@@ -243,7 +243,9 @@ func TestMixWindowLearned(t *testing.T) {
 // TestMixOneParticipant: one shard of positive weight among shards that
 // learned nothing gives that shard's state, bit for bit; among shards
 // whose counters must add (unlabeled examples, or labeled ones at weight
-// 0), it gives the shard's parameters with the counters added.
+// 0), it gives the shard's parameters with the counters added, except
+// that the averaged perceptron's sums also count the vectors that a
+// shard of weight 0 held.
 func TestMixOneParticipant(t *testing.T) {
 	for name, cfg := range configs() {
 		t.Run(name, func(t *testing.T) {
@@ -271,7 +273,8 @@ func TestMixOneParticipant(t *testing.T) {
 				t.Fatal("one participant and an unlabeled shard: not the participant's state with the examples added")
 			}
 			// A shard of weight 0 that learned labeled examples: the
-			// participant's parameters, its averaged model for Averaged.
+			// participant's parameters; for Averaged, the sums count the
+			// vectors both shards held.
 			other, _ := learnRange(t, base, streamFor(cfg, 4, 30))
 			out = mustMix(t, base, []*learner.State{other, p}, []float64{0, 1})
 			if out.Labeled != p.Labeled+other.Labeled-base.Labeled {
@@ -279,6 +282,10 @@ func TestMixOneParticipant(t *testing.T) {
 			}
 			if !sameBits(out.Weights, p.Weights) || !sameBits(out.Bias, p.Bias) || !sameBits(out.Variance, p.Variance) || out.Scale != p.Scale {
 				t.Fatal("the parameters are not the participant's")
+			}
+			if cfg.Algorithm == learner.Averaged {
+				checkHeldOnce(t, base, []*learner.State{other, p}, out)
+				return
 			}
 			w, b := out.Effective()
 			pw, pb := p.Effective()
@@ -574,7 +581,8 @@ func TestFlushThenLearn(t *testing.T) {
 }
 
 // TestMixFlushedBatch: mini-batch shards mix once flushed, into the
-// weighted mean of their models; unflushed, they are refused.
+// weighted mean of their models (for Averaged, of their weights, with
+// every vector held counted once); unflushed, they are refused.
 func TestMixFlushedBatch(t *testing.T) {
 	for name, cfg := range batchConfigs() {
 		t.Run(name, func(t *testing.T) {
@@ -597,10 +605,17 @@ func TestMixFlushedBatch(t *testing.T) {
 				t.Fatalf("unflushed shards: got %v, want a pending mini-batch error", err)
 			}
 			out := mustMix(t, base, flushed, []float64{1, 1})
-			want, wantBias := meanEffective(flushed, []float64{0.5, 0.5})
-			w, b := out.Effective()
-			checkNear(t, "effective weights", w, want)
-			checkNear(t, "effective bias", b, wantBias)
+			if cfg.Algorithm == learner.Averaged {
+				want, wantBias := meanWeights(flushed, []float64{0.5, 0.5})
+				checkNear(t, "weights", out.Weights, want)
+				checkNear(t, "bias", out.Bias, wantBias)
+				checkHeldOnce(t, base, flushed, out)
+			} else {
+				want, wantBias := meanEffective(flushed, []float64{0.5, 0.5})
+				w, b := out.Effective()
+				checkNear(t, "effective weights", w, want)
+				checkNear(t, "effective bias", b, wantBias)
+			}
 			if len(out.PendingIndex) != 0 {
 				t.Fatal("the mix has a pending batch")
 			}

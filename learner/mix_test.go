@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,6 +142,101 @@ func meanEffective(states []*learner.State, mu []float64) (weights, bias []float
 	return weights, bias
 }
 
+// averagedParts are the averaged perceptron's weights w and sums u, or
+// its biases and their sums.
+var averagedParts = []struct {
+	name string
+	get  func(*learner.State) (w, u []float64)
+}{
+	{"weights", func(st *learner.State) ([]float64, []float64) { return st.Weights, st.SumWeights }},
+	{"bias", func(st *learner.State) ([]float64, []float64) { return st.Bias, st.SumBias }},
+}
+
+// heldOf is S = (T+1)·w − u of st's weights or biases (get), the sum of
+// the T+1 vectors that st's averaged model averages, as exact rationals.
+func heldOf(st *learner.State, get func(*learner.State) (w, u []float64)) []*big.Rat {
+	w, u := get(st)
+	n := new(big.Rat).SetInt(new(big.Int).SetUint64(st.Labeled + 1))
+	out := make([]*big.Rat, len(w))
+	for i := range w {
+		out[i] = new(big.Rat).Mul(n, new(big.Rat).SetFloat64(w[i]))
+		out[i].Sub(out[i], new(big.Rat).SetFloat64(u[i]))
+	}
+	return out
+}
+
+// heldOnce is S_0 + Σ_s (S_s − S_0) over the states that learned a
+// labeled example beyond base, whatever their weight: every vector that
+// base or a state held, each once, the sum Mix's averaged model averages.
+// It is exact, rounded once to float64.
+func heldOnce(base *learner.State, states []*learner.State, get func(*learner.State) (w, u []float64)) []float64 {
+	s0 := heldOf(base, get)
+	sum := make([]*big.Rat, len(s0))
+	for i := range sum {
+		sum[i] = new(big.Rat).Set(s0[i])
+	}
+	for _, st := range states {
+		if st.Labeled == base.Labeled {
+			continue
+		}
+		for i, v := range heldOf(st, get) {
+			sum[i].Add(sum[i], v.Sub(v, s0[i]))
+		}
+	}
+	return rounded(sum)
+}
+
+func rounded(rs []*big.Rat) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i], _ = r.Float64()
+	}
+	return out
+}
+
+// checkHeldOnce fails unless the mixed averaged perceptron out counts
+// every weight vector held once: its Labeled is base's plus every
+// state's delta, and its S = (T+1)·w − u (exact) is heldOnce within
+// 1e-13 of the largest |S|, for the weights and the biases. Mix's rounding
+// is at most 4e-15 of it in these tests; a vector counted twice, or left
+// out, is of the order of 1e-3.
+func checkHeldOnce(t testing.TB, base *learner.State, states []*learner.State, out *learner.State) {
+	t.Helper()
+	labeled := base.Labeled
+	for _, st := range states {
+		labeled += st.Labeled - base.Labeled
+	}
+	if out.Labeled != labeled {
+		t.Fatalf("labeled %d, want %d", out.Labeled, labeled)
+	}
+	for _, p := range averagedParts {
+		want, got := heldOnce(base, states, p.get), rounded(heldOf(out, p.get))
+		var scale float64
+		for _, v := range want {
+			scale = math.Max(scale, math.Abs(v))
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-13*scale {
+				t.Fatalf("held %s: S[%d] = %v, want %v (error %.3g of the largest %v)", p.name, i, got[i], want[i], math.Abs(got[i]-want[i])/scale, scale)
+			}
+		}
+	}
+}
+
+// meanWeights is Σ μ_s·Weights_s and Σ μ_s·Bias_s.
+func meanWeights(states []*learner.State, mu []float64) (weights, bias []float64) {
+	weights, bias = make([]float64, len(states[0].Weights)), make([]float64, len(states[0].Bias))
+	for s, st := range states {
+		for i, w := range st.Weights {
+			weights[i] += mu[s] * w
+		}
+		for c, b := range st.Bias {
+			bias[c] += mu[s] * b
+		}
+	}
+	return weights, bias
+}
+
 // TestMixOneStateIsIdentity: one state mixes into a copy of itself, bit
 // for bit, for every algorithm and whatever its positive weight.
 func TestMixOneStateIsIdentity(t *testing.T) {
@@ -186,14 +283,13 @@ func TestMixIdenticalStates(t *testing.T) {
 			ow, obias := out.Effective()
 			switch cfg.Algorithm {
 			case learner.Averaged:
-				// Weights keep their bits; the averaged model is the same
-				// up to rounding, although the mix has twice the labeled
-				// examples.
+				// Weights keep their bits. Both states' vectors count, so
+				// the averaged model is (S_0 + 2·(S_a − S_0))/(2·T_a + 1),
+				// not a's own.
 				if !sameBits(out.Weights, a.Weights) || !sameBits(out.Bias, a.Bias) {
 					t.Fatal("identical states mixed into other weights")
 				}
-				checkNear(t, "averaged weights", ow, w)
-				checkNear(t, "averaged bias", obias, bias)
+				checkHeldOnce(t, base, []*learner.State{a, b}, out)
 			default:
 				if !sameBits(ow, w) || !sameBits(obias, bias) {
 					t.Fatal("identical states mixed into other weights")
@@ -382,33 +478,102 @@ func copyOf(s []float64) []float64 {
 	return append([]float64(nil), s...)
 }
 
-// TestMixAveraged: the mixed averaged perceptron predicts with the
-// μ-weighted mean of the participants' averaged models, however many
-// labeled examples each learned beyond the base.
+// TestMixAveraged: the mixed averaged perceptron averages every weight
+// vector that the base or a state held, each once: its S = (T+1)·w − u is
+// S_0 + Σ_s (S_s − S_0) over the states that learned, whatever the
+// weighting, a state of weight 0 included, while its weights are the
+// μ-weighted mean. A state that learned unlabeled examples only adds no
+// vector (at a positive weight it pulls the weights towards the base's),
+// and a coordinate that no state changed keeps the base's sum, bit for
+// bit.
 func TestMixAveraged(t *testing.T) {
 	for _, name := range []string{"averaged", "averaged/batch=5/inverse_sqrt", "multiclass/averaged"} {
 		t.Run(name, func(t *testing.T) {
 			cfg := configs()[name]
+			cfg.HashBits = 12 // wide enough for coordinates that no shard touches
 			base := trained(t, cfg, 1, 300)
 			states := shardsOf(t, base, []uint64{2, 3, 4}, []int{80, 150, 33})
-			for _, weights := range [][]float64{{1, 3, 2}, learner.MixWeightsOf(learner.MixExamples, base, states), {0, 1, 1}} {
+			quiet, _ := learnRange(t, base, unlabeled(streamFor(cfg, 5, 20)))
+			states = append(states, quiet)
+			for _, weights := range [][]float64{{1, 3, 2, 1}, learner.MixWeightsOf(learner.MixExamples, base, states), {0, 1, 1, 0}} {
 				t.Run(fmt.Sprint(weights), func(t *testing.T) {
 					out := mustMix(t, base, states, weights)
-					want, wantBias := meanEffective(states, mus(weights))
-					w, bias := out.Effective()
-					checkNear(t, "averaged weights", w, want)
-					checkNear(t, "averaged bias", bias, wantBias)
+					want, wantBias := meanWeights(states, mus(weights))
+					checkNear(t, "weights", out.Weights, want)
+					checkNear(t, "bias", out.Bias, wantBias)
+					checkHeldOnce(t, base, states, out)
+					kept := 0
+					for i := range base.Weights {
+						if base.Weights[i] == 0 || base.SumWeights[i] == 0 {
+							continue
+						}
+						if slices.ContainsFunc(states, func(st *learner.State) bool {
+							return st.Weights[i] != base.Weights[i] || st.SumWeights[i] != base.SumWeights[i]
+						}) {
+							continue
+						}
+						kept++
+						if math.Float64bits(out.SumWeights[i]) != math.Float64bits(base.SumWeights[i]) {
+							t.Fatalf("sum %d, which no shard changed, went from %v to %v", i, base.SumWeights[i], out.SumWeights[i])
+						}
+					}
+					if kept == 0 {
+						t.Fatal("no coordinate that the base learned and no shard changed: use longer vectors or shorter ranges")
+					}
 				})
 			}
 		})
 	}
 }
 
-// TestMixAveragedLearnsOn: learning on from a mixed averaged model
-// averages as if the mix's averaged model a had been held for its first
-// T+1 steps: after T' labeled examples the averaged model is
-// ((T+1)·a + w_{T+1} + … + w_{T'})/(T'+1). It fails if T is not the mixed
-// Labeled, as when the base's history is counted once per shard.
+// TestMixAveragedOneLearnerIsSequential: when in every epoch one shard
+// learns and the others idle (an empty range, or unlabeled examples
+// only), the epochs give, bit for bit, the model that learns the same
+// examples sequentially: the one shard's vectors are all the vectors
+// held.
+func TestMixAveragedOneLearnerIsSequential(t *testing.T) {
+	for _, name := range []string{"averaged", "averaged/batch=5/inverse_sqrt", "multiclass/averaged"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := configs()[name]
+			xs := streamFor(cfg, 31, 1000)
+			seq := mustNew(t, cfg)
+			w := seq.State()
+			at := 0
+			for e := range 6 {
+				n := 50 + 40*e
+				learned, _ := learnRange(t, w, xs[at:at+n])
+				idle, _ := learnRange(t, w, nil)
+				quiet, _ := learnRange(t, w, unlabeled(xs[at+n:at+n+7]))
+				states := []*learner.State{idle, quiet, quiet, idle}
+				states[e%len(states)] = learned // the learner takes each place in turn
+				kind := []learner.MixWeights{learner.MixUniform, learner.MixExamples, learner.MixMistakes}[e%3]
+				w = mustMix(t, w, states, learner.MixWeightsOf(kind, w, states))
+				for i := range xs[at : at+n] {
+					seq.Learn(&xs[at+i])
+				}
+				seq.Flush()
+				for _, st := range states {
+					if st == quiet {
+						for _, x := range unlabeled(xs[at+n : at+n+7]) {
+							seq.Learn(&x)
+						}
+					}
+				}
+				at += n + 7
+				if w.Digest() != seq.State().Digest() {
+					t.Fatalf("epoch %d: the mix differs from sequential learning", e)
+				}
+			}
+		})
+	}
+}
+
+// TestMixAveragedLearnsOn: learning on from a mixed averaged model goes
+// on averaging every vector held once: with S the mix's sum of held
+// vectors, S_0 + Σ_s (S_s − S_0), and T its Labeled, after T' labeled
+// examples the averaged model is (S + w_{T+1} + … + w_{T'})/(T'+1). It
+// fails if T is not the mixed Labeled, as when the base's history is
+// counted once per shard.
 func TestMixAveragedLearnsOn(t *testing.T) {
 	for _, name := range []string{"averaged", "averaged/batch=5/inverse_sqrt", "multiclass/averaged"} {
 		t.Run(name, func(t *testing.T) {
@@ -416,16 +581,9 @@ func TestMixAveragedLearnsOn(t *testing.T) {
 			base := trained(t, cfg, 1, 300)
 			states := shardsOf(t, base, []uint64{2, 3}, []int{70, 120})
 			out := mustMix(t, base, states, []float64{1, 3})
-			// a and T from the shards, not from the mix.
-			a, ab := meanEffective(states, []float64{0.25, 0.75})
+			// S and T from the shards, not from the mix.
+			sum, sumBias := heldOnce(base, states, averagedParts[0].get), heldOnce(base, states, averagedParts[1].get)
 			T := base.Labeled + (states[0].Labeled - base.Labeled) + (states[1].Labeled - base.Labeled)
-			sum, sumBias := make([]float64, len(a)), make([]float64, len(ab))
-			for i := range a {
-				sum[i] = float64(T+1) * a[i]
-			}
-			for c := range ab {
-				sumBias[c] = float64(T+1) * ab[c]
-			}
 			m, err := learner.Restore(out)
 			if err != nil {
 				t.Fatal(err)

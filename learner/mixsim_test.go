@@ -460,16 +460,18 @@ func TestMixingApproachesSequential(t *testing.T) {
 	// The tolerances on the cost (sequential accuracy minus mixed, in
 	// percentage points) for S=4, E=1000, weights=examples on the first
 	// 50,000 examples of seed 0, from measurement: over seeds 0 to 5 the
-	// cost was averaged 3.1–4.1, perceptron 3.0–3.6, pa1 2.0–2.6, arow
+	// cost was averaged 1.0–1.8, perceptron 3.0–3.6, pa1 2.0–2.6, arow
 	// 1.5–2.1 (the spread over seeds is about ±0.5). Each tolerance is the
 	// largest measured plus 1.5 points, three times that spread: a change
 	// in Mix or in the learners that costs accuracy shows, another seed
-	// would not. Each shard learning alone cost 7.7–9.1; mixing gained at
-	// least 4.2 points over it in every run, and must gain 2.5. One seed
-	// keeps the test short under the race detector (about 20 s); the
-	// benchmark runs others.
+	// would not. (Averaged cost 3.1–4.1, with a tolerance of 5.5, while Mix
+	// took the weighted mean of the shards' averaged models; its tolerance
+	// now catches a return to that rule.) Each shard learning alone cost
+	// 7.7–9.1; mixing gained at least 4.2 points over it in every run, and
+	// must gain 2.5. One seed keeps the test short under the race detector
+	// (about 20 s); the benchmark runs others.
 	tolerance := map[learner.Algorithm]float64{
-		learner.Averaged:   5.5,
+		learner.Averaged:   3.3,
 		learner.Perceptron: 5.0,
 		learner.PA1:        4.0,
 		learner.AROW:       3.5,
@@ -498,14 +500,17 @@ func TestMixingApproachesSequential(t *testing.T) {
 			if alg != learner.Averaged {
 				continue
 			}
-			// Measured over seeds 0 to 5: E=1000 was 3.2–3.4 points
-			// better than E=10000, which was 1.5–1.9 better than one epoch
-			// for the whole stream (E of 12,500 or more: each shard
-			// learns alone from the new model, so its accuracy is
-			// alone's).
+			// Measured over seeds 0 to 5: E=1000 was 5.3–5.7 points
+			// better than E=10000 (3.2–3.4 with Mix's former rule for the
+			// averaged sums), which was 1.5–1.9 better than one epoch for
+			// the whole stream (E of 12,500 or more: each shard learns
+			// alone from the new model, so its accuracy is alone's).
+			// E=10000 is two epochs here, and the shards learn from one
+			// mix only, of shards learned from the new model, where the
+			// two rules nearly agree.
 			large := simulateMixing(t, cfg, s.xs, split, 10000, learner.MixExamples, cutBacklog)
-			if d := 100 * (r.accuracy() - large.accuracy()); d < 2 {
-				t.Errorf("averaged: E=1000 is %.2f points better than E=10000, less than 2", d)
+			if d := 100 * (r.accuracy() - large.accuracy()); d < 4 {
+				t.Errorf("averaged: E=1000 is %.2f points better than E=10000, less than 4", d)
 			}
 			if d := 100 * (large.accuracy() - alone.accuracy()); d < 0.5 {
 				t.Errorf("averaged: E=10000 is %.2f points better than one epoch, less than 0.5", d)
