@@ -61,8 +61,24 @@ type Snapshot struct {
 
 // Model is the model's identity and hyperparameters.
 type Model struct {
-	Name    string         `yaml:"name" help:"name of the model, used in events and snapshot keys"`
+	Name string `yaml:"name" help:"name of the model, used in events and snapshot keys"`
+	// Mixing is how one model is learned over several partitions.
+	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`
+}
+
+// Mixing is how a model is learned over a source of several partitions
+// (docs/scale-out.md): every partition's next range is learned from the
+// mixed model of the last epoch, and the results are mixed again. A
+// source of one partition is learned as it comes, whatever these say.
+type Mixing struct {
+	// EpochExamples bounds an epoch: the most positions of a partition
+	// it takes.
+	EpochExamples int `yaml:"epoch_examples" help:"most examples of a partition in one epoch of a model learned over several partitions"`
+	// Interval cuts an epoch at least this often while there is new data.
+	Interval time.Duration `yaml:"interval" help:"end an epoch at least this often when there is new data (a duration: 5s)"`
+	// Weights is how much each partition's model weighs in the mix.
+	Weights learner.MixWeights `yaml:"weights" help:"how each partition's model weighs in the mix: uniform, examples (its labeled examples) or mistakes"`
 }
 
 // Kafka is how to reach the Kafka cluster.
@@ -195,7 +211,11 @@ type Log struct {
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
 	return Config{
-		Model: Model{Name: "default", Learner: learner.DefaultConfig()},
+		Model: Model{
+			Name:    "default",
+			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples},
+			Learner: learner.DefaultConfig(),
+		},
 		Kafka: Kafka{ClientID: "hyperplane", SASL: SASL{Mechanism: kafkaio.MechanismNone}},
 		Source: Source{
 			Start:       consumer.Start{Kind: consumer.StartEarliest},

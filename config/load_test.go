@@ -512,6 +512,8 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "debug", "debug"
 	case reflect.TypeFor[LogFormat]():
 		return "console", "console"
+	case reflect.TypeFor[learner.MixWeights]():
+		return "mistakes", "mistakes"
 	}
 	switch t.Kind() {
 	case reflect.Bool:

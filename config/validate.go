@@ -163,6 +163,12 @@ func (c Config) validateModel() error {
 			return fieldErr("model.name", "%q may hold only letters, digits, '.', '_' and '-' (it is part of object keys)", name)
 		}
 	}
+	switch m := c.Model.Mixing; {
+	case m.EpochExamples < 1:
+		return fieldErr("model.mixing.epoch_examples", "must be at least 1, got %d", m.EpochExamples)
+	case m.Interval <= 0:
+		return fieldErr("model.mixing.interval", "must be more than 0s (such as 5s), got %s", formatDuration(m.Interval))
+	}
 	if err := c.Model.Learner.Validate(); err != nil {
 		var fe *learner.FieldError
 		if errors.As(err, &fe) {

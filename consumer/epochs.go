@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +62,9 @@ type EpochConfig struct {
 	SnapshotEvery    int
 	SnapshotInterval time.Duration
 	Keep             int
+	// Commit, if set, is told the positions of every generation written,
+	// for the broker's lag monitoring; its errors are only logged.
+	Commit func(ctx context.Context, positions map[string]int64) error
 }
 
 // errRangeDone ends a range's fetch loop once the range is complete.
@@ -82,10 +87,13 @@ type Epochs struct {
 	// The learning goroutine's state: the mixed model W_{e-1}, the
 	// epoch e it learns next, the boundary before it and the positions
 	// where e begins.
-	model    *learner.Model
-	digest   [32]byte
-	epoch    uint64
-	prev     *snapshot.Boundary
+	model   *learner.Model
+	digest  [32]byte
+	epoch   uint64
+	prev    *snapshot.Boundary
+	prevSHA [32]byte
+	// written is the newest epoch a generation holds.
+	written  uint64
 	from     map[string]int64
 	mixedAt  time.Time
 	lastSnap struct {
@@ -95,7 +103,12 @@ type Epochs struct {
 
 	view atomic.Pointer[learner.View]
 	// mixed is the newest epoch whose mixed model the worker holds.
-	mixed atomic.Uint64
+	mixed     atomic.Uint64
+	readiness readiness
+
+	mu        sync.Mutex
+	positions map[string]int64 // the mixed model's, for Positions
+	running   map[*Worker]bool // the ranges being learned, for NotReady
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model
@@ -116,11 +129,16 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *snapshot.B
 	}
 	x.setModel(model)
 	x.mixed.Store(e - 1)
+	x.written = e - 1
+	x.readiness.fail(NotReadySource, "not consuming yet")
 	x.lastSnap.labeled, x.lastSnap.at = model.Metrics().Labeled, time.Now()
 	return x
 }
 
 func (x *Epochs) setModel(m *learner.Model) {
+	x.mu.Lock()
+	x.positions = maps.Clone(x.from)
+	x.mu.Unlock()
 	x.model = m
 	x.digest = m.State().Digest()
 	x.mixedAt = time.Now()
@@ -136,6 +154,31 @@ func (x *Epochs) View() *learner.View { return x.view.Load() }
 // shows it): 0 before the first.
 func (x *Epochs) Mixed() uint64 { return x.mixed.Load() }
 
+// Positions are the positions the newest mixed model includes, by shard.
+func (x *Epochs) Positions() map[string]int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.positions)
+}
+
+// NotReady lists why the epochs are not learning, as Worker.NotReady
+// does: before Run and after it returns, and while a range being learned
+// cannot publish its outputs.
+func (x *Epochs) NotReady() []string {
+	reasons := x.readiness.reasons()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for w := range x.running {
+		for _, r := range w.NotReady() {
+			if !slices.Contains(reasons, r) && !strings.HasPrefix(r, NotReadySource+":") {
+				reasons = append(reasons, r)
+			}
+		}
+	}
+	slices.Sort(reasons)
+	return reasons
+}
+
 // Model is the newest mixed model. It is only safe to use once Run
 // returned.
 func (x *Epochs) Model() *learner.Model { return x.model }
@@ -143,7 +186,35 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 // Run learns epoch after epoch until ctx is done or something fails. An
 // error that wraps ErrFatal (another history in the log) must stop the
 // worker; on others it may be run again.
+//
+// When ctx is done it stops: each range being learned publishes the
+// outputs of what it learned and is dropped (the next start learns it
+// again from its beginning, with the same outputs), and the newest mixed
+// model is written as a generation if none holds it yet, within the
+// worker's shutdown timeout. Then it returns nil.
 func (x *Epochs) Run(ctx context.Context) error {
+	x.readiness.ok(NotReadySource)
+	defer x.readiness.fail(NotReadySource, "stopped consuming")
+	err := x.run(ctx)
+	if ctx.Err() == nil || errors.Is(err, ErrFatal) {
+		return err
+	}
+	if x.prev == nil || x.written >= x.prev.Epoch {
+		return nil
+	}
+	timeout := x.cfg.Worker.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := x.writeGeneration(fctx, x.prev, x.prevSHA); err != nil {
+		return fmt.Errorf("the last mixed model (epoch %d) was not written: %w", x.prev.Epoch, err)
+	}
+	return nil
+}
+
+func (x *Epochs) run(ctx context.Context) error {
 	for {
 		b, sha, err := x.boundary(ctx)
 		if err != nil {
@@ -168,7 +239,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 		if err := x.snapshot(ctx, b, sha); err != nil {
 			return err
 		}
-		x.prev, x.epoch = b, x.epoch+1
+		x.prev, x.prevSHA, x.epoch = b, sha, x.epoch+1
 		x.mixed.Store(b.Epoch)
 	}
 }
@@ -305,22 +376,12 @@ func sortRanges(rs []snapshot.Range) {
 // learnOwned learns every range of b this worker owns whose result is not
 // in the log yet, each on its own goroutine.
 func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
-	owned := map[string]bool{}
-	if x.cfg.Owned == nil {
-		for _, r := range b.Shards {
-			owned[r.Shard] = true
-		}
-	} else {
-		for _, s := range x.cfg.Owned() {
-			owned[s] = true
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.Shards))
 	for i, r := range b.Shards {
-		if !owned[r.Shard] || r.From == r.To {
+		if r.From == r.To || !x.owns(r.Shard) {
 			continue
 		}
 		wg.Add(1)
@@ -333,6 +394,11 @@ func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// owns reports whether this worker learns shard now.
+func (x *Epochs) owns(shard string) bool {
+	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
 }
 
 // learnRange learns shard r.Shard's range of epoch b.Epoch from a copy of
@@ -358,7 +424,16 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	wcfg.Snapshots, wcfg.Views = nil, false
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.metrics, x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch)))
 	before := m.Metrics().Examples
+	x.mu.Lock()
+	if x.running == nil {
+		x.running = map[*Worker]bool{}
+	}
+	x.running[w] = true
+	x.mu.Unlock()
 	err = w.Run(ctx)
+	x.mu.Lock()
+	delete(x.running, w)
+	x.mu.Unlock()
 	var shut *ShutdownError
 	if !errors.Is(err, errRangeDone) || errors.As(err, &shut) {
 		if err == nil {
@@ -441,6 +516,14 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 			if ok {
 				break
 			}
+			// A shard whose owner left is handed to another worker,
+			// maybe this one, while it waits.
+			if x.owns(r.Shard) {
+				if err := x.learnRange(ctx, b, sha, r); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			// Retention deletes an epoch's results once a generation
 			// holds it: a worker that finds one missing for long may
 			// have been overtaken (section 3.3).
@@ -498,6 +581,7 @@ func (x *Epochs) jump(ctx context.Context) error {
 	x.epoch, x.prev, x.from = e, prev, maps.Clone(positions)
 	x.setModel(m)
 	x.mixed.Store(e - 1)
+	x.written = e - 1
 	return nil
 }
 
@@ -550,6 +634,12 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 	}
 	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()
+	x.written = b.Epoch
+	if x.cfg.Commit != nil {
+		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
+			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
+		}
+	}
 	x.metrics.Snapshots.Inc()
 	x.metrics.LastSnapshot.SetToCurrentTime()
 	if x.cfg.Keep > 0 {

@@ -112,6 +112,29 @@ func (b *brokers) source(ctx context.Context, s config.Source, group string, pos
 	return src, nil
 }
 
+// kafkaShards opens the partitions of s's topics as shards when there
+// are more than one, and returns them with their number; with one
+// partition it returns nil shards: that partition is learned as it comes.
+func (b *brokers) kafkaShards(ctx context.Context, s config.Source) (*kafkaio.Shards, int, error) {
+	kc, err := b.kafkaConfig()
+	if err != nil {
+		return nil, 0, err
+	}
+	shards, err := kafkaio.NewShards(kc, s.Topics, b.log)
+	if err != nil {
+		return nil, 0, fmt.Errorf("source: %w", err)
+	}
+	ends, err := shards.Ends(ctx)
+	if err != nil || len(ends) < 2 {
+		shards.Close() //nolint:errcheck // not used
+		if err != nil {
+			return nil, 0, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
+		}
+		return nil, len(ends), nil
+	}
+	return shards, len(ends), nil
+}
+
 // sink is the sink of kind, made at the first call.
 func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
 	if s, ok := b.sinks[kind]; ok {

@@ -16,7 +16,7 @@ import (
 
 // handler serves /metrics from reg, /healthz and /readyz for w, and, if
 // predict is not nil, its prediction requests.
-func handler(reg *prometheus.Registry, w *consumer.Worker, predict *serve.Server) http.Handler {
+func handler(reg *prometheus.Registry, w interface{ NotReady() []string }, predict *serve.Server) http.Handler {
 	mux := http.NewServeMux()
 	if predict != nil {
 		predict.Register(mux)

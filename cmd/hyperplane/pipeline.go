@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -22,16 +25,26 @@ import (
 // close releases it all.
 type pipeline struct {
 	resumed snapshot.Resumed
+	// source is what the worker reads; shards, instead, the partitions
+	// of a Kafka source of several, learned in epochs.
 	source  consumer.Source
+	shards  *kafkaio.Shards
 	config  consumer.WorkerConfig
 	brokers *brokers
 	store   *snapshot.Store // nil without snapshot.url
+	// shardCount is the number of shards; memStore the epoch log's
+	// store without snapshot.url.
+	shardCount int
+	memStore   *snapshot.Store
+	group      *kafkaio.Group
 }
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
 // first: a store that cannot be read, or holds an incompatible model, is
-// reported before any broker is dialled.
-func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *pipeline, err error) {
+// reported before any broker is dialled. With epochs, a Kafka source of
+// several partitions is opened as shards, to be learned in epochs (see
+// pipeline.epochs); otherwise every partition is read by one source.
+func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs bool) (_ *pipeline, err error) {
 	p := &pipeline{brokers: newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)}
 	defer func() {
 		if err != nil {
@@ -53,8 +66,15 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *p
 	if err != nil {
 		return nil, err
 	}
-	if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
-		return nil, err
+	if epochs && cfg.Source.Kind == config.KindKafka {
+		if p.shards, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source); err != nil {
+			return nil, err
+		}
+	}
+	if p.shards == nil {
+		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
+			return nil, err
+		}
 	}
 	p.config = consumer.WorkerConfig{
 		Model:            cfg.Model.Name,
@@ -95,6 +115,15 @@ func (p *pipeline) worker(src consumer.Source, metrics *consumer.Metrics, log *z
 }
 
 func (p *pipeline) close() {
+	if p.group != nil {
+		p.group.Close() //nolint:errcheck // leaving the group is best effort
+	}
+	if p.shards != nil {
+		p.shards.Close() //nolint:errcheck // best effort at shutdown
+	}
+	if p.memStore != nil {
+		p.memStore.Close() //nolint:errcheck // memory
+	}
 	p.brokers.close()
 	if p.store != nil {
 		p.store.Close() //nolint:errcheck // best effort at shutdown
@@ -112,6 +141,63 @@ func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positi
 		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
 	}
 	return err
+}
+
+// epochs are the epochs that learn p's shards: the model continues from
+// the store's newest generation (an older snapshot is epoch 0), with the
+// log in the store, or in memory without snapshot.url.
+func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) (*consumer.Epochs, error) {
+	if cfg.Model.Learner.Algorithm == learner.Kernel {
+		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over the %d partitions of %v: its support set cannot be mixed; use a topic of one partition", p.shardCount, cfg.Source.Topics)
+	}
+	store := p.store
+	if store == nil {
+		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
+		p.memStore = store
+	}
+	var snap *snapshot.Snapshot
+	if gen := p.resumed.Generation; gen > 0 {
+		var err error
+		if snap, err = store.Load(ctx, cfg.Model.Name, gen); err != nil {
+			return nil, err
+		}
+	}
+	digest := cfg.HistoryDigest()
+	m, e, prev, positions, err := consumer.Continue(snap, cfg.Model.Learner, digest)
+	if err != nil {
+		return nil, err
+	}
+	writer := cfg.Snapshot.Writer
+	if writer == "" {
+		writer, _ = os.Hostname()
+	}
+	// The group hands each worker its partitions; a partition no member
+	// holds waits, and two holding one learn it twice to the same bits.
+	kc, err := p.brokers.kafkaConfig()
+	if err != nil {
+		return nil, err
+	}
+	group, err := kafkaio.NewGroup(kc, cfg.KafkaGroup(), cfg.Source.Topics, log)
+	if err != nil {
+		return nil, fmt.Errorf("source.group: %w", err)
+	}
+	p.group = group
+	return consumer.NewEpochs(consumer.EpochConfig{
+		Owned:            group.Owned,
+		Commit:           group.Commit,
+		Worker:           p.config,
+		Shards:           p.shards,
+		Log:              store,
+		Writer:           writer,
+		ConfigDigest:     digest,
+		EpochExamples:    int64(cfg.Model.Mixing.EpochExamples),
+		Interval:         cfg.Model.Mixing.Interval,
+		Weights:          cfg.Model.Mixing.Weights,
+		Start:            cfg.Source.Start,
+		SnapshotEvery:    cfg.Snapshot.Every,
+		SnapshotInterval: cfg.Snapshot.Interval,
+		Keep:             cfg.Snapshot.Keep,
+	}, m, e, prev, positions, metrics, log), nil
 }
 
 // loadGeneration reads stored generations of model for requests that name

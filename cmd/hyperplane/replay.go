@@ -68,7 +68,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	p, err := openPipeline(ctx, cfg, log)
+	p, err := openPipeline(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}

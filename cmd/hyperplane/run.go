@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 func runRun(ctx context.Context, e *env, args []string) error {
@@ -49,6 +50,16 @@ const httpShutdownTimeout = 5 * time.Second
 // the ones they forget should not pile up.
 const httpIdleTimeout = 2 * time.Minute
 
+// learning is what runWorker runs: a consumer.Worker, or consumer.Epochs
+// for a source of several partitions.
+type learning interface {
+	Run(ctx context.Context) error
+	NotReady() []string
+	View() *learner.View
+	Model() *learner.Model
+	Positions() map[string]int64
+}
+
 // runWorker builds the worker of cfg, which is valid, and runs it with its
 // HTTP server (the probes, the metrics and prediction requests), its NATS
 // service and its lag reporter until ctx is done or one of them stops,
@@ -64,7 +75,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		}
 		defer ln.Close()
 	}
-	p, err := openPipeline(ctx, cfg, log)
+	p, err := openPipeline(ctx, cfg, log, true)
 	if err != nil {
 		return err
 	}
@@ -75,7 +86,23 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	if created := p.resumed.Created; !created.IsZero() {
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
-	w := p.worker(p.source, metrics, log)
+	// One source is learned by a Worker, several shards in epochs.
+	var w learning
+	if p.shards != nil {
+		x, err := p.epochs(ctx, cfg, metrics, log)
+		if err != nil {
+			return err
+		}
+		log.Info("learning in epochs", zap.Int("partitions", p.shardCount), zap.Uint64("epoch", x.Mixed()+1),
+			zap.Int("epoch_examples", cfg.Model.Mixing.EpochExamples), zap.Stringer("weights", cfg.Model.Mixing.Weights))
+		w = x
+	} else {
+		worker := p.worker(p.source, metrics, log)
+		if started != nil {
+			started <- worker
+		}
+		w = worker
+	}
 	var srv *serve.Server
 	if cfg.Serving() {
 		srv = serve.New(serve.Options{
@@ -134,9 +161,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	if lr, ok := p.source.(lagReporter); ok {
 		lctx, stop := context.WithCancel(ctx)
 		g.add(func() error { reportLag(lctx, lr, metrics); return nil }, func(error) { stop() })
-	}
-	if started != nil {
-		started <- w
 	}
 	if err := g.run(); err != nil {
 		return err

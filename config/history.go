@@ -1,0 +1,60 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"slices"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// history is what decides which model a given epoch log produces
+// (docs/scale-out.md, section 2.2): not where epochs are cut, nor who
+// learns what, nor where outputs go.
+type history struct {
+	Model       string             `json:"model"`
+	Learner     learner.Config     `json:"learner"`
+	Scope       string             `json:"scope"`
+	Weights     learner.MixWeights `json:"weights"`
+	Kind        Kind               `json:"kind"`
+	Topics      []string           `json:"topics,omitempty"`
+	Stream      string             `json:"stream,omitempty"`
+	Subject     string             `json:"subject,omitempty"`
+	Format      string             `json:"format"`
+	MaxBytes    int                `json:"max_bytes"`
+	MaxFeatures int                `json:"max_features"`
+}
+
+// HistoryDigest is the SHA-256 of the settings that decide which model the
+// epochs of a model learned over several partitions produce: the model's
+// name and hyperparameters, the mixing weights, the source (its kind,
+// topics or stream) and what the decoder refuses (source.format,
+// max_bytes, max_features). Workers that write one model's epoch log must
+// agree on it; it leaves out what only decides where epochs end
+// (model.mixing.epoch_examples, interval, source.start) and everything
+// else (assignment, outputs, snapshots, HTTP).
+func (c Config) HistoryDigest() [32]byte {
+	h := history{
+		Model:       c.Model.Name,
+		Learner:     c.Model.Learner,
+		Scope:       "global",
+		Weights:     c.Model.Mixing.Weights,
+		Kind:        c.Source.Kind,
+		Stream:      c.Source.Stream,
+		Subject:     c.Source.Subject,
+		Format:      string(c.Source.Format),
+		MaxBytes:    c.Source.MaxBytes,
+		MaxFeatures: c.Source.MaxFeatures,
+	}
+	for _, t := range c.Source.Topics {
+		if t != "" && !slices.Contains(h.Topics, t) {
+			h.Topics = append(h.Topics, t)
+		}
+	}
+	slices.Sort(h.Topics)
+	b, err := json.Marshal(h)
+	if err != nil {
+		panic("config: history digest: " + err.Error()) // plain values: cannot fail
+	}
+	return sha256.Sum256(b)
+}

@@ -1,0 +1,378 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+)
+
+// groupOptions are short timings, so that rebalances take a fraction of a
+// second. The session timeout is below the broker's default minimum, which
+// groupCluster lowers.
+var groupOptions = kafka.GroupOptions{
+	HeartbeatInterval:      100 * time.Millisecond,
+	SessionTimeout:         time.Second,
+	RebalanceTimeout:       2 * time.Second,
+	PartitionWatchInterval: 200 * time.Millisecond,
+	JoinGroupBackoff:       200 * time.Millisecond,
+}
+
+// settleWithin bounds every wait for an assignment in these tests.
+const settleWithin = 10 * time.Second
+
+// groupCluster is a cluster that accepts groupOptions' session timeout,
+// with a topic "t" of partitions partitions.
+func groupCluster(t *testing.T, partitions int) *testbroker.KafkaCluster {
+	t.Helper()
+	c := testbroker.Kafka(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	c.CreateTopic(t, "t", partitions)
+	return c
+}
+
+// join makes a member of group on c with groupOptions, closed when t
+// ends.
+func join(t *testing.T, c *testbroker.KafkaCluster, group, name string, topics ...string) *kafka.Group {
+	t.Helper()
+	g, err := kafka.NewGroupWith(config(c), group, topics, groupOptions, zaptest.NewLogger(t).With(zap.String("name", name)))
+	if err != nil {
+		t.Fatalf("NewGroupWith: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// shardsOf is "kafka:<topic>/<partition>" for the partitions ids.
+func shardsOf(topic string, ids ...int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprintf("kafka:%s/%d", topic, id)
+	}
+	return out
+}
+
+// upTo is 0, 1, …, n-1.
+func upTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// settle polls the members' assignments until ok accepts them, and returns
+// them with the time that took. It fails the test, showing the last
+// assignments, if that takes longer than settleWithin.
+func settle(t *testing.T, members []*kafka.Group, ok func(owned [][]string) bool) ([][]string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var owned [][]string
+	for {
+		owned = owned[:0]
+		for _, m := range members {
+			owned = append(owned, m.Owned())
+		}
+		if ok(owned) {
+			return owned, time.Since(start)
+		}
+		if time.Since(start) > settleWithin {
+			t.Fatalf("assignments after %v: %q", settleWithin, owned)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// partitioned accepts assignments that give each member per shards, no
+// shard to two members, and every one of all to someone.
+func partitioned(all []string, per int) func([][]string) bool {
+	return func(owned [][]string) bool {
+		seen := map[string]bool{}
+		for _, o := range owned {
+			if len(o) != per {
+				return false
+			}
+			for _, s := range o {
+				if seen[s] || !slices.Contains(all, s) {
+					return false
+				}
+				seen[s] = true
+			}
+		}
+		return len(seen) == len(all)
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// committedOffsets is the group's committed offsets of topic's partitions
+// 0 to n-1, without the partitions that have none.
+func committedOffsets(t *testing.T, cl *kgo.Client, group, topic string, n int) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rt.Partitions = append(rt.Partitions, int32(p))
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("offset fetch: %v", err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				t.Fatalf("offset fetch of %s/%d: %v", topic, p.Partition, err)
+			}
+			if p.Offset >= 0 {
+				out[p.Partition] = p.Offset
+			}
+		}
+	}
+	return out
+}
+
+func TestGroupConfig(t *testing.T) {
+	cfg := kafka.Config{Brokers: []string{"localhost:9092"}}
+	for _, tc := range []struct {
+		name   string
+		cfg    kafka.Config
+		group  string
+		topics []string
+		opts   kafka.GroupOptions
+		want   string
+	}{
+		{"no brokers", kafka.Config{}, "g", []string{"t"}, kafka.GroupOptions{}, "no brokers"},
+		{"no group id", cfg, "", []string{"t"}, kafka.GroupOptions{}, "no group id"},
+		{"no topics", cfg, "g", []string{""}, kafka.GroupOptions{}, "no topics"},
+		{"negative session timeout", cfg, "g", []string{"t"}, kafka.GroupOptions{SessionTimeout: -time.Second}, "SessionTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := kafka.NewGroupWith(tc.cfg, tc.group, tc.topics, tc.opts, zaptest.NewLogger(t))
+			if err == nil {
+				g.Close()
+				t.Fatal("NewGroupWith succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewGroupWith: %v; want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGroupOneMemberOwnsAll(t *testing.T) {
+	c := groupCluster(t, 6)
+	// A second topic with more than ten partitions: shard order sorts
+	// partitions numerically, and topics bytewise.
+	c.CreateTopic(t, "s", 12)
+	g := join(t, c, "g", "a", "t", "s")
+	changed := g.Changed()
+	if got := g.Owned(); got == nil || len(got) != 0 {
+		t.Fatalf("Owned before the first generation = %#v, want empty", got)
+	}
+	want := append(shardsOf("s", upTo(12)...), shardsOf("t", upTo(6)...)...)
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], want) })
+	t.Logf("one member owned every partition after %v", took)
+	if !closed(changed) {
+		t.Fatal("Changed not closed when the first generation began")
+	}
+	// Owned is a copy.
+	g.Owned()[0] = "changed"
+	if got := g.Owned(); !slices.Equal(got, want) {
+		t.Fatalf("Owned after changing a returned slice = %q, want %q", got, want)
+	}
+}
+
+func TestGroupSplitsPartitions(t *testing.T) {
+	c := groupCluster(t, 6)
+	members := []*kafka.Group{join(t, c, "g", "a", "t"), join(t, c, "g", "b", "t"), join(t, c, "g", "c", "t")}
+	all := shardsOf("t", upTo(6)...)
+	owned, took := settle(t, members, partitioned(all, 2))
+	t.Logf("three members split six partitions after %v: %q", took, owned)
+	// The assignment is stable: no member rejoins while nothing changes.
+	changed := make([]<-chan struct{}, len(members))
+	for i, m := range members {
+		changed[i] = m.Changed()
+	}
+	time.Sleep(10 * groupOptions.HeartbeatInterval)
+	for i, m := range members {
+		if closed(changed[i]) || !slices.Equal(m.Owned(), owned[i]) {
+			t.Fatalf("member %d's assignment changed from %q to %q with no member joining or leaving", i, owned[i], m.Owned())
+		}
+	}
+}
+
+func TestGroupCloseHandsOver(t *testing.T) {
+	c := groupCluster(t, 6)
+	members := []*kafka.Group{join(t, c, "g", "a", "t"), join(t, c, "g", "b", "t"), join(t, c, "g", "c", "t")}
+	all := shardsOf("t", upTo(6)...)
+	before, _ := settle(t, members, partitioned(all, 2))
+
+	leaving := members[0]
+	changed := leaving.Changed()
+	start := time.Now()
+	if err := leaving.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	closing := time.Since(start)
+	if got := leaving.Owned(); len(got) != 0 {
+		t.Fatalf("Owned after Close = %q, want empty", got)
+	}
+	if !closed(changed) {
+		t.Fatal("Changed not closed by Close")
+	}
+	if closed(leaving.Changed()) {
+		t.Fatal("Changed after Close returned a closed channel")
+	}
+	after, took := settle(t, members[1:], partitioned(all, 3))
+	t.Logf("Close took %v; the other two owned %q, %q (before: %q) %v after Close began",
+		closing, after[0], after[1], before, closing+took)
+	if limit := 5 * time.Second; closing+took > limit {
+		t.Fatalf("hand-over took %v, want at most %v", closing+took, limit)
+	}
+	if err := leaving.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestGroupCommit(t *testing.T) {
+	c := groupCluster(t, 6)
+	cl := c.Client(t)
+	a, b := join(t, c, "g", "a", "t"), join(t, c, "g", "b", "t")
+	all := shardsOf("t", upTo(6)...)
+	owned, _ := settle(t, []*kafka.Group{a, b}, partitioned(all, 3))
+	ctx := context.Background()
+
+	// Positions of every partition, plus shards of other sources.
+	positions := map[string]int64{"kafka:other/0": 7, "jetstream:s#0": 7}
+	for p, s := range all {
+		positions[s] = int64(100 + p)
+	}
+	if err := a.Commit(ctx, positions); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	want := map[int32]int64{}
+	for _, s := range owned[0] {
+		var p int32
+		fmt.Sscanf(s, "kafka:t/%d", &p)
+		want[p] = int64(100 + p)
+	}
+	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed %v after a member owning %q committed every partition; want %v", got, owned[0], want)
+	}
+	// The other member commits its own.
+	if err := b.Commit(ctx, positions); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	for _, s := range owned[1] {
+		var p int32
+		fmt.Sscanf(s, "kafka:t/%d", &p)
+		want[p] = int64(100 + p)
+	}
+	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed %v after both members committed, want %v", got, want)
+	}
+	// Nothing owned, nothing sent.
+	if err := a.Commit(ctx, map[string]int64{owned[1][0]: 1, "kafka:other/0": 1}); err != nil {
+		t.Fatalf("Commit of shards not owned: %v", err)
+	}
+	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed %v after a commit of shards not owned, want %v unchanged", got, want)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Commit(cancelled, positions); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with a cancelled context = %v, want context.Canceled", err)
+	}
+
+	a.Close()
+	err := a.Commit(ctx, positions)
+	if !errors.Is(err, kafka.ErrGenerationEnded) {
+		t.Fatalf("Commit after Close = %v, want ErrGenerationEnded", err)
+	}
+	t.Logf("Commit after Close: %v", err)
+}
+
+func TestGroupPartitionsAdded(t *testing.T) {
+	c := groupCluster(t, 2)
+	g := join(t, c, "g", "a", "t")
+	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], shardsOf("t", 0, 1)) })
+	changed := g.Changed()
+
+	cl := c.Client(t)
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = "t", 4
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create partitions: %v", err)
+	}
+
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], shardsOf("t", upTo(4)...)) })
+	t.Logf("the member owned the new partitions %v after they were created", took)
+	if !closed(changed) {
+		t.Fatal("Changed not closed when the partitions changed")
+	}
+}
+
+func TestGroupCoordinatorOutage(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.DataDir(t.TempDir()))
+	c.CreateTopic(t, "t", 6)
+	g := join(t, c, "g", "a", "t")
+	all := shardsOf("t", upTo(6)...)
+	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
+	changed := g.Changed()
+
+	// Without a coordinator the generation ends at the next heartbeat,
+	// and none begins while the broker is down.
+	c.Shutdown()
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return len(owned[0]) == 0 })
+	t.Logf("the member owned nothing %v after the broker went down", took)
+	if !closed(changed) {
+		t.Fatal("Changed not closed when the generation ended")
+	}
+	time.Sleep(3 * groupOptions.JoinGroupBackoff)
+	if got := g.Owned(); len(got) != 0 {
+		t.Fatalf("Owned while the broker is down = %q, want empty", got)
+	}
+	if err := g.Commit(context.Background(), map[string]int64{all[0]: 1}); !errors.Is(err, kafka.ErrGenerationEnded) {
+		t.Fatalf("Commit between generations = %v, want ErrGenerationEnded", err)
+	}
+
+	c.Start()
+	_, took = settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
+	t.Logf("the member owned every partition again %v after the broker came back", took)
+}
