@@ -85,8 +85,11 @@ type Mixing struct {
 type Kafka struct {
 	Brokers  []string `yaml:"brokers" secret:"url" help:"bootstrap brokers, host:port, comma-separated"`
 	ClientID string   `yaml:"client_id" help:"client id sent to the brokers"`
-	TLS      TLS      `yaml:"tls"`
-	SASL     SASL     `yaml:"sasl"`
+	// SessionTimeout is how long the consumer group waits for a worker
+	// that stopped answering before its partitions go to the others.
+	SessionTimeout time.Duration `yaml:"session_timeout" help:"how long the consumer group waits for a worker that stopped answering before it gives its partitions to the others (a topic of several partitions; the brokers allow 6s to 30m by default)"`
+	TLS            TLS           `yaml:"tls"`
+	SASL           SASL          `yaml:"sasl"`
 }
 
 // SASL is Kafka authentication.
@@ -216,7 +219,7 @@ func Default() Config {
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples},
 			Learner: learner.DefaultConfig(),
 		},
-		Kafka: Kafka{ClientID: "hyperplane", SASL: SASL{Mechanism: kafkaio.MechanismNone}},
+		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: kafkaio.MechanismNone}},
 		Source: Source{
 			Start:       consumer.Start{Kind: consumer.StartEarliest},
 			Format:      consumer.FormatAuto,

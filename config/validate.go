@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/oneof"
@@ -275,6 +276,9 @@ func (c Config) validateOutputs() error {
 }
 
 func (c Config) validateKafka() error {
+	if c.Kafka.SessionTimeout < time.Second {
+		return fieldErr("kafka.session_timeout", "must be at least 1s (such as 30s), got %s", formatDuration(c.Kafka.SessionTimeout))
+	}
 	k := c.Kafka
 	for _, b := range k.Brokers {
 		if strings.Contains(b, "@") {

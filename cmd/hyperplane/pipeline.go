@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
@@ -177,7 +178,12 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	if err != nil {
 		return nil, err
 	}
-	group, err := kafkaio.NewGroup(kc, cfg.KafkaGroup(), cfg.Source.Topics, log)
+	session := cfg.Kafka.SessionTimeout
+	group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.GroupOptions{
+		SessionTimeout:    session,
+		HeartbeatInterval: min(3*time.Second, session/10),
+		RebalanceTimeout:  session,
+	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("source.group: %w", err)
 	}
