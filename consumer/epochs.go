@@ -241,6 +241,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		}
 		x.prev, x.prevSHA, x.epoch = b, sha, x.epoch+1
 		x.mixed.Store(b.Epoch)
+		x.metrics.Epoch.Set(float64(b.Epoch))
 	}
 }
 
@@ -380,6 +381,13 @@ func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.Shards))
+	owned := 0
+	for _, r := range b.Shards {
+		if x.owns(r.Shard) {
+			owned++
+		}
+	}
+	x.metrics.ShardsOwned.Set(float64(owned))
 	for i, r := range b.Shards {
 		if r.From == r.To || !x.owns(r.Shard) {
 			continue
@@ -502,6 +510,14 @@ func (s *rangeSource) Commit(context.Context, map[string]int64) error { return n
 // log, then reads them all, verified against b, in shard order.
 func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte) ([]*learner.State, error) {
 	model := x.cfg.Worker.Model
+	start := time.Now()
+	missing := 0
+	for _, r := range b.Shards {
+		if r.From < r.To {
+			missing++
+		}
+	}
+	x.metrics.MissingShards.Set(float64(missing))
 	var states []*learner.State
 	for _, r := range b.Shards {
 		if r.From == r.To {
@@ -538,6 +554,8 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 				return nil, err
 			}
 		}
+		missing--
+		x.metrics.MissingShards.Set(float64(missing))
 		res, err := x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
 		if err != nil {
 			return nil, fatal(err)
@@ -547,6 +565,7 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		}
 		states = append(states, res.State)
 	}
+	x.metrics.Barrier.Observe(time.Since(start).Seconds())
 	return states, nil
 }
 
@@ -587,6 +606,8 @@ func (x *Epochs) jump(ctx context.Context) error {
 
 // mix makes W_e of the shards' states, and the positions of b's ends.
 func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State) error {
+	start := time.Now()
+	defer func() { x.metrics.Mixing.Observe(time.Since(start).Seconds()) }()
 	base := x.model.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	mixed, err := learner.Mix(base, states, weights)

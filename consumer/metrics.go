@@ -21,6 +21,13 @@ type Metrics struct {
 	SnapshotErrors  prometheus.Counter
 	LastSnapshot    prometheus.Gauge
 	ServedVersion   prometheus.Gauge // the version of the view requests are answered from
+
+	// The epochs of a model learned over several partitions.
+	Epoch         prometheus.Gauge     // the newest epoch mixed
+	ShardsOwned   prometheus.Gauge     // the partitions this worker learns
+	MissingShards prometheus.Gauge     // the results the barrier still waits for
+	Barrier       prometheus.Histogram // time from a worker's last range to every result
+	Mixing        prometheus.Histogram // time to read the results and mix them
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -79,9 +86,32 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_served_model_version",
 			Help: "Version of the live model that prediction requests are answered from (it trails hyperplane_model_version by at most serve.refresh); 0 while serving is off.",
 		}),
+		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_epoch",
+			Help: "The newest epoch whose mixed model this worker holds (a source of several partitions; 0 otherwise).",
+		}),
+		ShardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_epoch_shards_owned",
+			Help: "Partitions this worker learns in the current epoch, as the consumer group assigns them.",
+		}),
+		MissingShards: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_epoch_missing_shards",
+			Help: "Partitions whose result for the current epoch the barrier still waits for: a slow or lost owner holds everyone.",
+		}),
+		Barrier: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hyperplane_epoch_barrier_seconds",
+			Help:    "Time an epoch waited at the barrier: from this worker's last range done to every partition's result in the store.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+		}),
+		Mixing: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hyperplane_epoch_mix_seconds",
+			Help:    "Time to read an epoch's results from the store and mix them.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion)
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
+			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing)
 	}
 	return m
 }
