@@ -172,6 +172,13 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	if writer == "" {
 		writer, _ = os.Hostname()
 	}
+	// Two workers must never both create one boundary: a store that
+	// ignores create-if-absent cannot hold the log.
+	if p.store != nil {
+		if err := p.store.ProbeConditionalCreate(ctx, cfg.Model.Name, writer); err != nil {
+			return nil, fmt.Errorf("snapshot.url: %w", err)
+		}
+	}
 	// The group hands each worker its partitions; a partition no member
 	// holds waits, and two holding one learn it twice to the same bits.
 	kc, err := p.brokers.kafkaConfig()
