@@ -65,7 +65,17 @@ type EpochConfig struct {
 	// Commit, if set, is told the positions of every generation written,
 	// for the broker's lag monitoring; its errors are only logged.
 	Commit func(ctx context.Context, positions map[string]int64) error
+	// Follow makes the epochs follow a log that others cut, as replay
+	// does: they never cut a boundary, and Run returns once the next one
+	// is not in the log.
+	Follow bool
+	// Verify, if set, is given the digest of every epoch's mixed model;
+	// an error stops Run.
+	Verify func(ctx context.Context, epoch uint64, digest [32]byte) error
 }
+
+// errLogEnd ends epochs that follow a log at its end.
+var errLogEnd = errors.New("end of the epoch log")
 
 // errRangeDone ends a range's fetch loop once the range is complete.
 var errRangeDone = errors.New("range complete")
@@ -196,7 +206,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
 	err := x.run(ctx)
-	if ctx.Err() == nil || errors.Is(err, ErrFatal) {
+	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
 	}
 	if x.prev == nil || x.written >= x.prev.Epoch {
@@ -236,6 +246,11 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err := x.mix(b, states); err != nil {
 			return err
 		}
+		if x.cfg.Verify != nil {
+			if err := x.cfg.Verify(ctx, b.Epoch, x.digest); err != nil {
+				return err
+			}
+		}
 		if err := x.snapshot(ctx, b, sha); err != nil {
 			return err
 		}
@@ -265,6 +280,9 @@ func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, er
 		}
 		if !errors.Is(err, snapshot.ErrNotFound) {
 			return nil, sha, fatal(err)
+		}
+		if x.cfg.Follow {
+			return nil, sha, errLogEnd
 		}
 		cut, err := x.cut(ctx)
 		if err != nil {

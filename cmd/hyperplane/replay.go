@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"gocloud.dev/blob/memblob"
+
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -16,8 +18,10 @@ import (
 
 // runReplay rebuilds a model from a range of the source: a new model,
 // trained from --from to --to, written to --out if given. The live model's
-// snapshots are never read or written, and events are published only with
-// --publish.
+// snapshots are never written, and events are published only with
+// --publish. A model learned in epochs is rebuilt by following its epoch
+// log in snapshot.url (see replayEpochs), which is read and never
+// written.
 func runReplay(ctx context.Context, e *env, args []string) error {
 	from := consumer.Start{Kind: consumer.StartEarliest}
 	to := consumer.Start{Kind: consumer.StartLatest}
@@ -51,6 +55,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("-to: want latest or offset:N, got %q", to)
 	}
+	live := cfg.Snapshot.URL
 	cfg.Source.Start = from
 	if !publish {
 		cfg.Outputs = config.Outputs{Publish: consumer.PublishNone, Format: cfg.Outputs.Format}
@@ -68,6 +73,16 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
+	if log, err := epochLog(ctx, cfg, live); err != nil || log != nil {
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		if from.Kind != consumer.StartEarliest || to.Kind != consumer.StartLatest {
+			return usagef("-from, -to: the model is learned in epochs, and replay follows its epoch log in %s from its start: leave them out", live)
+		}
+		return replayEpochs(ctx, e, cfg, log)
+	}
 	p, err := openPipeline(ctx, cfg, log, false)
 	if err != nil {
 		return err
@@ -214,4 +229,115 @@ func allZero(lag map[string]int64) bool {
 		}
 	}
 	return len(lag) > 0
+}
+
+// epochLog opens the live store of a Kafka source of several partitions
+// whose model is learned in epochs; nil when there is no such log.
+func epochLog(ctx context.Context, cfg config.Config, live string) (*snapshot.Store, error) {
+	if live == "" || cfg.Source.Kind != config.KindKafka {
+		return nil, nil
+	}
+	store, err := snapshot.OpenStore(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot.url: %w", err)
+	}
+	epochs, err := store.Epochs(ctx, cfg.Model.Name)
+	if err != nil || len(epochs) == 0 {
+		store.Close() //nolint:errcheck // not used
+		return nil, err
+	}
+	return store, nil
+}
+
+// followedLog is the epoch log a replay follows: the live boundaries,
+// read only, and everything it writes (results, generations) in a store
+// of its own.
+type followedLog struct {
+	*snapshot.Store
+	live *snapshot.Store
+}
+
+func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error) {
+	return l.live.Boundary(ctx, model, e)
+}
+
+func (l followedLog) CreateBoundary(context.Context, *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error) {
+	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
+}
+
+// replayEpochs learns the epochs the live log records, from its first
+// boundary if it still has it, or else from its oldest generation, into
+// the store of --out (or memory), checking each mixed model against the
+// live generation of its epoch where there is one: the replay reproduces
+// the live model bit for bit, or stops saying where it differs.
+func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot.Store) error {
+	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
+	model := cfg.Model.Name
+	var start *snapshot.Snapshot
+	if _, _, err := live.Boundary(ctx, model, 1); errors.Is(err, snapshot.ErrNotFound) {
+		gens, err := live.Generations(ctx, model)
+		if err != nil {
+			return err
+		}
+		if len(gens) == 0 {
+			return fmt.Errorf("replay: the epoch log of %s has neither its first boundary nor a generation to begin from", model)
+		}
+		if start, err = live.Load(ctx, model, gens[0]); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	p, err := openPipeline(ctx, cfg, log, true)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if p.shards == nil {
+		return fmt.Errorf("replay: %v has one partition, but the store holds an epoch log for %s", cfg.Source.Topics, model)
+	}
+	out := p.store
+	if out == nil {
+		out = snapshot.NewStore(memblob.OpenBucket(nil), "")
+		defer out.Close()
+	}
+	digest := cfg.HistoryDigest()
+	m, epoch, prev, positions, err := consumer.Continue(start, cfg.Model.Learner, digest)
+	if err != nil {
+		return err
+	}
+	checked := 0
+	x := consumer.NewEpochs(consumer.EpochConfig{
+		Worker:        p.config,
+		Shards:        p.shards,
+		Log:           followedLog{Store: out, live: live},
+		Writer:        "hyperplane replay",
+		ConfigDigest:  digest,
+		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),
+		Weights:       cfg.Model.Mixing.Weights,
+		Start:         cfg.Source.Start,
+		Follow:        true,
+		Verify: func(ctx context.Context, e uint64, got [32]byte) error {
+			snap, err := live.Load(ctx, model, e)
+			if errors.Is(err, snapshot.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if want := snap.State.Digest(); want != got {
+				return fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
+			}
+			checked++
+			return nil
+		},
+	}, m, epoch, prev, positions, nil, log)
+	begin := time.Now()
+	if err := x.Run(ctx); err != nil {
+		return err
+	}
+	mt := x.Model().Metrics()
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"generations_checked":%d,"state_sha256":"%x"}`+"\n",
+		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, time.Since(begin).Seconds(), positionsJSON(x.Positions()), x.Mixed(), checked, x.Model().State().Digest())
+	return nil
 }
