@@ -353,6 +353,9 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 			if from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start); err != nil {
 				return nil, fmt.Errorf("epoch %d: where shard %s begins: %w", x.epoch, shard, err)
 			}
+			// A message that arrived since the ends were read may put a
+			// new shard's start beyond its end: it begins at the end.
+			from = min(from, end)
 			if reason == "" {
 				reason = snapshot.CutShards
 			}
@@ -445,7 +448,7 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
 	}
 	defer src.Close()
-	rs := &rangeSource{Source: src, to: r.To}
+	rs := &rangeSource{Source: src, to: r.To, last: r.From}
 	wcfg := x.cfg.Worker
 	wcfg.Snapshots, wcfg.Views = nil, false
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.metrics, x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch)))
@@ -484,7 +487,8 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 }
 
 // rangeSource delivers a shard's messages up to the end of a range: those
-// whose Resume is at most to. It reports errRangeDone once it delivered the
+// whose Resume is at most to. last is the Resume of the last one
+// delivered, the range's start before the first. It reports errRangeDone once it delivered the
 // one at to, or met one beyond (a range may end on a position that holds
 // no message).
 type rangeSource struct {
@@ -560,8 +564,11 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 			}
 			// Retention deletes an epoch's results once a generation
 			// holds it: a worker that finds one missing for long may
-			// have been overtaken (section 3.3).
-			if polls%4 == 3 {
+			// have been overtaken (section 3.3). It looks after the
+			// fourth poll, then at every poll once the delay is at its
+			// cap: every fourth poll there would be every 8 s, and the
+			// others wait that long for this worker's next results.
+			if polls == 3 || polls >= 7 {
 				if newest, err := x.newestGeneration(ctx); err != nil {
 					return nil, err
 				} else if newest >= b.Epoch {
@@ -575,6 +582,15 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		missing--
 		x.metrics.MissingShards.Set(float64(missing))
 		res, err := x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			// Deleted since it was seen: the worker that wrote a
+			// generation at or beyond this epoch retained the log.
+			if newest, gerr := x.newestGeneration(ctx); gerr != nil {
+				return nil, gerr
+			} else if newest >= b.Epoch {
+				return nil, errOvertaken
+			}
+		}
 		if err != nil {
 			return nil, fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,9 +21,9 @@ import (
 
 func runGen(ctx context.Context, e *env, args []string) error {
 	o := synth.DefaultOptions()
-	var n int
+	var n, keys int
 	var format, brokers, natsURL string
-	var to config.Destination
+	var to genTarget
 	var rate float64
 	fs := newFlagSet("gen", "[flags] [--config FILE] [--key value ...]", e)
 	fs.IntVar(&n, "examples", 1000, "number of examples")
@@ -33,14 +34,15 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Classes, "classes", o.Classes, "0 for binary labels 1/-1, or the number of classes (labels 0..N-1)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed: the same flags give the same stream")
 	fs.StringVar(&format, "format", "jsonl", "output format: jsonl or msgpack")
-	fs.TextVar(&to, "to", to, "publish to a `destination`, kafka:<topic>, jetstream:<subject> or nats:<subject>, instead of writing to standard output")
+	fs.TextVar(&to, "to", to, "publish to a `destination`, kafka:<topic>, jetstream:<subject> or nats:<subject>, instead of writing to standard output; a * token in the subject is each example's key (see below)")
+	fs.IntVar(&keys, "keys", 1024, "with a * token in -to's subject: how many keys there are; example i's key is i mod keys")
 	fs.StringVar(&brokers, "kafka-brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated (-to kafka:...)")
 	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
 	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
-		fmt.Fprint(e.stdout, genKeysHelp+genIDsHelp)
+		fmt.Fprint(e.stdout, genKeysHelp+genIDsHelp+genSubjectKeysHelp)
 	}
 	own, cfgArgs := splitOwnFlags(fs, args)
 	if err := parseFlags(fs, own); err != nil {
@@ -64,6 +66,10 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if rate < 0 {
 		return usagef("-rate: must be 0 or more, got %v", rate)
 	}
+	if keys < 1 {
+		return usagef("-keys: must be 1 or more, got %d", keys)
+	}
+	to.keys = keys
 	if !to.IsZero() || len(cfgArgs) > 0 {
 		cfg, err := genConfig(e, fs, cfgArgs, brokers, natsURL)
 		if err != nil {
@@ -120,6 +126,84 @@ Message ids (with -to):
   keep every copy.
 `
 
+const genSubjectKeysHelp = `
+Keys in the subject (with -to jetstream:... or nats:...):
+  A * token in the subject, as in -to jetstream:ex.*, is replaced by each
+  example's key: example i's is i mod -keys, so example 1030 goes to ex.6
+  with -keys 1024. A stream that partitions ex.* by a subject transform, such
+  as ex.* -> ex.{{partition(N,1)}}.{{wildcard(1)}}, then stores the examples
+  of a key in one of its N partitions, chosen by a hash of the key: the same
+  options put the same examples in the same partitions, in the same order.
+  Without a * every example goes to one subject, and so to one partition. A
+  Kafka topic takes no *: Kafka partitions by the record key, the message id.
+`
+
+// genTarget is gen's -to: a destination whose NATS subject may hold one *
+// token, which each message's subject has its key in place of.
+type genTarget struct {
+	config.Destination // Topic holds the * token, if any
+	keyed              bool
+	prefix, suffix     string // the subject around the * token
+	keys               int    // example i's key is i mod keys
+}
+
+// UnmarshalText reads a destination as config.Destination does, but for
+// one * token allowed in a NATS subject. On an error t is unchanged.
+func (t *genTarget) UnmarshalText(text []byte) error {
+	s := string(text)
+	kind, topic, _ := strings.Cut(s, ":")
+	toks := strings.Split(topic, ".")
+	star := -1
+	for i, tok := range toks {
+		if tok != "*" {
+			continue
+		}
+		if star >= 0 {
+			return fmt.Errorf("%q: one * token at most, the key", s)
+		}
+		star = i
+	}
+	var d config.Destination
+	if star < 0 {
+		if err := d.UnmarshalText(text); err != nil {
+			return err
+		}
+		*t = genTarget{Destination: d}
+		return nil
+	}
+	if k := config.Kind(kind); k != config.KindJetStream && k != config.KindNATS {
+		return fmt.Errorf("%q: only a NATS subject takes a * token (Kafka partitions by the record key)", s)
+	}
+	toks[star] = "KEY" // a token that validates as the keys will
+	if err := d.UnmarshalText([]byte(kind + ":" + strings.Join(toks, "."))); err != nil {
+		return fmt.Errorf("%q, with KEY for its *: %w", s, err)
+	}
+	*t = genTarget{
+		Destination: config.Destination{Kind: d.Kind, Topic: topic},
+		keyed:       true,
+		prefix:      strings.Join(toks[:star], "."),
+		suffix:      strings.Join(toks[star+1:], "."),
+	}
+	return nil
+}
+
+// subject is where example i goes: the topic, or the subject with the
+// example's key for its * token.
+func (t genTarget) subject(i int) string {
+	if !t.keyed {
+		return t.Topic
+	}
+	key := strconv.Itoa(i % max(t.keys, 1))
+	s := key
+	if t.prefix != "" {
+		s = t.prefix + "." + s
+	}
+	if t.suffix != "" {
+		s += "." + t.suffix
+	}
+	return s
+}
+
 // genAttempts is how many times gen tries to publish a batch before it
 // gives up: a missing topic or stream does not come back by waiting.
 const genAttempts = 8
@@ -159,12 +243,13 @@ func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string)
 }
 
 // publishGen publishes n examples of s, each encoded by message, to the
-// destination to, at most rate a second (0: as fast as the broker takes
-// them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
-// gen-<id>-<index>, id naming the stream's options, so the same stream
-// published twice is recognisably the same (and JetStream stores it once
-// within its duplicate window: gen counts what it stored and dropped).
-func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to config.Destination, rate float64, id string) error {
+// destination to (example i on to.subject(i)), at most rate a second (0:
+// as fast as the broker takes them). Each message's key (the Kafka key,
+// the JetStream Nats-Msg-Id) is gen-<id>-<index>, id naming the stream's
+// options, so the same stream published twice is recognisably the same
+// (and JetStream stores it once within its duplicate window: gen counts
+// what it stored and dropped).
+func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 	b := newBrokers(cfg, "hyperplane gen", log)
 	defer b.close()
@@ -186,8 +271,6 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		}
 		send = sinkSender(sink)
 	}
-	topic := to.Topic
-
 	// Batches of a tenth of a second's examples when paced, so that the
 	// pace holds at low rates too.
 	batchSize := 500
@@ -200,7 +283,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		batch = batch[:0]
 		for ; i < n && len(batch) < batchSize; i++ {
 			batch = append(batch, consumer.Output{
-				Topic: topic,
+				Topic: to.subject(i),
 				Key:   fmt.Sprintf("gen-%s-%d", id, i),
 				Value: message(nil, s.Next()),
 			})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/nats-io/nats.go/jetstream"
@@ -130,6 +131,140 @@ func TestGenCountsDuplicates(t *testing.T) {
 	for _, want := range []string{"gen-<stream>-<index>", "Nats-Msg-Id", "same options sends the same ids", "duplicate window"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("gen -h does not explain the message ids (%q):\n%s", want, help)
+		}
+	}
+}
+
+// TestGenPublishesToPartitionedJetStream: with a * token in -to's subject,
+// example i goes to the subject with key i mod -keys in its place, so a
+// stream partitioned by a subject transform spreads the examples over all
+// its partitions, a key's in one; the same options fill the partitions of
+// another such stream with the same examples in the same order. Without a
+// * every example lands in one partition.
+func TestGenPublishesToPartitionedJetStream(t *testing.T) {
+	srv := testbroker.NATS(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	for _, prefix := range []string{"a", "b", "c"} {
+		cfg := nats.PartitionedStreamConfig(strings.ToUpper(prefix), prefix+".*", 4)
+		cfg.Storage = jetstream.MemoryStorage
+		testbroker.CreateStream(t, js, cfg)
+	}
+	const n, keys = 600, 50
+	want := strings.Split(strings.TrimSuffix(mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "4"), "\n"), "\n")
+	o := synth.DefaultOptions()
+	o.Seed = 4
+	id := streamID(o, "jsonl")
+
+	type stored struct{ partition, key, data string }
+	read := func(stream string) []stored {
+		t.Helper()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []stored
+		for seq := uint64(1); seq <= n; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatalf("%s: sequence %d: %v", stream, seq, err)
+			}
+			toks := strings.Split(m.Subject, ".")
+			if len(toks) != 3 {
+				t.Fatalf("%s: sequence %d is stored on %s, want <prefix>.<partition>.<key>", stream, seq, m.Subject)
+			}
+			i := int(seq - 1)
+			if got, wantID := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("gen-%s-%d", id, i); got != wantID {
+				t.Fatalf("%s: sequence %d has id %q, want %q", stream, seq, got, wantID)
+			}
+			if toks[2] != fmt.Sprint(i%keys) || string(m.Data) != want[i] {
+				t.Fatalf("%s: example %d is %q with key %s, want %q with key %d", stream, i, m.Data, toks[2], want[i], i%keys)
+			}
+			out = append(out, stored{toks[1], toks[2], string(m.Data)})
+		}
+		return out
+	}
+
+	var got [][]stored
+	for _, prefix := range []string{"a", "b"} {
+		_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "4", "-keys", fmt.Sprint(keys),
+			"-to", "jetstream:"+prefix+".*", "-nats-url", srv.URL())
+		if err != nil {
+			t.Fatalf("gen: %v\n%s", err, stderr)
+		}
+		if !strings.Contains(stderr, fmt.Sprintf("published %d examples to jetstream:%s.* in", n, prefix)) {
+			t.Errorf("gen did not say what it published: %q", stderr)
+		}
+		got = append(got, read(strings.ToUpper(prefix)))
+	}
+	count := map[string]int{}
+	partOf := map[string]string{}
+	for i, m := range got[0] {
+		count[m.partition]++
+		if p, ok := partOf[m.key]; ok && p != m.partition {
+			t.Fatalf("key %s is in partitions %s and %s", m.key, p, m.partition)
+		}
+		partOf[m.key] = m.partition
+		if got[1][i] != m {
+			t.Fatalf("example %d is %+v in one stream, %+v in the other", i, m, got[1][i])
+		}
+	}
+	if len(count) != 4 {
+		t.Fatalf("the examples are in partitions %v, want all 4", count)
+	}
+	for p, c := range count {
+		if c < n/10 {
+			t.Errorf("partition %s holds %d of %d examples", p, c, n)
+		}
+	}
+
+	// The shards of the stream see the same: four, each ending at its
+	// partition's last example.
+	nc := srv.Conn(t)
+	shards, err := nats.NewJetStreamShards(ctx, nc, "A", 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := shards.Ends(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int64{}
+	for i, m := range got[0] {
+		last["jetstream:A#"+m.partition] = int64(i + 1)
+	}
+	if fmt.Sprint(ends) != fmt.Sprint(last) {
+		t.Fatalf("the shards end at %v, the partitions' last examples are at %v", ends, last)
+	}
+
+	// Without a key token: one subject, one partition.
+	mustRun(t, "", "gen", "-examples", "100", "-to", "jetstream:c.one", "-nats-url", srv.URL())
+	cshards, err := nats.NewJetStreamShards(ctx, nc, "C", 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends, err := cshards.Ends(ctx); err != nil || len(ends) != 1 {
+		t.Fatalf("examples published on one subject are in the partitions %v (%v), want one", ends, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-to", "jetstream:a.*.*"}, "one * token at most"},
+		{[]string{"-to", "nats:x.*.>"}, "has a wildcard"},
+		{[]string{"-to", "kafka:*"}, "only a NATS subject takes a * token"},
+		{[]string{"-keys", "0", "-to", "jetstream:a.*"}, "-keys: must be 1 or more"},
+	} {
+		_, _, err := runCmd(t, "", append([]string{"gen", "-examples", "1", "-nats-url", srv.URL()}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gen %s: %v, want an error saying %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	help := mustRun(t, "", "gen", "-h")
+	for _, want := range []string{"-keys", "a * token in the subject", "example i's key is i mod keys", "ex.{{partition(N,1)}}.{{wildcard(1)}}"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("gen -h does not explain the key token (%q):\n%s", want, help)
 		}
 	}
 }

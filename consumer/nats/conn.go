@@ -11,6 +11,12 @@
 // it, under "nats:<subject>", and the numbers mean nothing to another
 // process.
 //
+// Shards. A stream whose subject transform partitions its subjects
+// (ex.* → ex.{{partition(N,1)}}.{{wildcard(1)}}) is N shards of the epoch
+// protocol, JetStreamShards: "jetstream:<stream>#<k>", each read alone
+// with a filter on its partition. Positions are stream sequences there
+// too, and a shard's messages are under the shard's name.
+//
 // Acknowledgements. Neither source acknowledges anything to the server: the
 // JetStream source reads with an ordered consumer (ephemeral, no acks), so
 // the position lives only in the worker's snapshots, which is what makes the

@@ -26,7 +26,8 @@ const deleteTimeout = 2 * time.Second
 // errClosed is what Fetch returns after Close.
 var errClosed = errors.New("nats: source closed")
 
-// JetStreamSource reads one stream, in stream-sequence order, with an
+// JetStreamSource reads one stream, or the subjects of a filter in it (one
+// partition's, for JetStreamShards.Open), in stream-sequence order, with an
 // ordered consumer: an ephemeral, in-memory consumer with no acks, fed by
 // pull requests of bounded size (the flow control) and recreated by the
 // client, at the sequence after the last one it delivered, whenever the
@@ -81,20 +82,12 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	if err != nil {
 		return nil, fmt.Errorf("jetstream %s: %w", stream, err)
 	}
-	s := &JetStreamSource{
-		js:     js,
-		nc:     nc,
-		stream: stream,
-		key:    "jetstream:" + stream,
-		log:    log.With(zap.String("source", "jetstream:"+stream)),
-		msgs:   make(chan delivery, bufferSize),
-		done:   make(chan struct{}),
-	}
+	key := "jetstream:" + stream
 	cfg := jetstream.OrderedConsumerConfig{}
 	if subject != "" {
 		cfg.FilterSubjects = []string{subject}
 	}
-	if seq, ok := resume[s.key]; ok {
+	if seq, ok := resume[key]; ok {
 		if seq < 0 {
 			return nil, fmt.Errorf("jetstream %s: resume sequence %d is negative", stream, seq)
 		}
@@ -127,6 +120,21 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 			cfg.OptStartTime = &t
 		}
+	}
+	return newJetStreamSource(ctx, js, nc, stream, key, cfg, log)
+}
+
+// newJetStreamSource opens an ordered consumer on stream as cfg says and
+// returns the source that reads it, whose messages are under key.
+func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.Conn, stream, key string, cfg jetstream.OrderedConsumerConfig, log *zap.Logger) (*JetStreamSource, error) {
+	s := &JetStreamSource{
+		js:     js,
+		nc:     nc,
+		stream: stream,
+		key:    key,
+		log:    log.With(zap.String("source", key)),
+		msgs:   make(chan delivery, bufferSize),
+		done:   make(chan struct{}),
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop

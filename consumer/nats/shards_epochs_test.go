@@ -1,0 +1,167 @@
+package nats_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestJetStreamShardsEpochs: the epoch protocol learns a four-partition
+// stream through JetStreamShards, epoch after epoch, to the shards' ends.
+// One worker and two workers owning two shards each reach the same model,
+// bit for bit, and every message has its event, under its shard and
+// sequence.
+func TestJetStreamShardsEpochs(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	partitionedStream(t, js, "learn", "learn.*", 4)
+	o := synth.DefaultOptions()
+	o.Vocab, o.Features, o.Unlabeled = 200, 10, 0.2
+	gen := synth.New(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var msgs []sent
+	for i := range 500 {
+		key := strconv.Itoa(i)
+		ack, err := js.Publish(ctx, "learn."+key, bytes.TrimSuffix(synth.AppendJSON(nil, gen.Next()), []byte("\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, sent{seq: int64(ack.Sequence), key: key, part: partitionOf(key, 4)})
+	}
+	s := newShards(t, nc, "learn", 4)
+	end := ends(t, s)
+
+	one, events := learnEpochs(t, s, end, [][]string{nil})
+	for _, m := range msgs {
+		id := consumer.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
+		if !events[id] {
+			t.Fatalf("message %d (learn.%s) has no event %s", m.seq, m.key, id)
+		}
+	}
+	if len(events) != len(msgs) {
+		t.Fatalf("%d events for %d messages", len(events), len(msgs))
+	}
+	two, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
+	if one != two {
+		t.Fatalf("two workers learned the model %x, one worker %x", two, one)
+	}
+}
+
+// learnEpochs runs one Epochs per entry of owners, each owning the shards
+// listed (nil: all), over a new epoch log, until every worker has mixed
+// the epoch that ends each shard at end. It returns the digest of the
+// model they hold, and the ids of the events published.
+func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]string) ([32]byte, map[string]bool) {
+	t.Helper()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 12
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var workers []*consumer.Epochs
+	errs := make([]error, len(owners))
+	var wg sync.WaitGroup
+	for i, owned := range owners {
+		cfg := consumer.EpochConfig{
+			Worker: consumer.WorkerConfig{
+				Model:       "mixed",
+				Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
+				DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
+				Batch:       32,
+			},
+			Shards:        s,
+			Log:           store,
+			Writer:        fmt.Sprintf("w%d", i),
+			ConfigDigest:  sha256.Sum256([]byte("history")),
+			EpochExamples: 60,
+			Interval:      10 * time.Millisecond,
+			Weights:       learner.MixExamples,
+			SnapshotEvery: 200,
+			Keep:          1000,
+		}
+		if owned != nil {
+			cfg.Owned = func() []string { return owned }
+		}
+		m, e, prev, pos, err := consumer.Continue(nil, lcfg, cfg.ConfigDigest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+		workers = append(workers, x)
+		wg.Go(func() { errs[i] = x.Run(ctx) })
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !learnedTo(ctx, store, end, workers) {
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("worker %d stopped: %v", i, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the epoch at the shards' ends")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	digest := workers[0].Model().State().Digest()
+	for i, x := range workers[1:] {
+		if d := x.Model().State().Digest(); d != digest {
+			t.Fatalf("worker %d holds %x, worker 0 %x", i+1, d, digest)
+		}
+	}
+	events := map[string]bool{}
+	for _, topic := range []string{"pred", "dead"} {
+		for _, o := range sink.Outputs(topic) {
+			events[o.Key] = true
+		}
+	}
+	return digest, events
+}
+
+// learnedTo reports whether the log's newest boundary ends every shard at
+// end, and every worker has mixed its epoch.
+func learnedTo(ctx context.Context, store *snapshot.Store, end map[string]int64, workers []*consumer.Epochs) bool {
+	epochs, err := store.Epochs(ctx, "mixed")
+	if err != nil || len(epochs) == 0 {
+		return false
+	}
+	e := epochs[len(epochs)-1]
+	b, _, err := store.Boundary(ctx, "mixed", e)
+	if err != nil || len(b.Shards) != len(end) {
+		return false
+	}
+	for _, r := range b.Shards {
+		if r.To != end[r.Shard] {
+			return false
+		}
+	}
+	for _, x := range workers {
+		if x.Mixed() < e {
+			return false
+		}
+	}
+	return true
+}
