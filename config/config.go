@@ -127,6 +127,15 @@ type Source struct {
 	Group string `yaml:"group" help:"Kafka consumer group for lag monitoring (default hyperplane-<model>)"`
 	// Stream is the JetStream stream (Kind jetstream).
 	Stream string `yaml:"stream" help:"JetStream stream to read"`
+	// StreamPartitions is the partition count of a stream whose subject
+	// transform partitions it ({{partition(N,...)}}): each partition is
+	// then a shard, learned in epochs by the workers that own it.
+	StreamPartitions int `yaml:"stream_partitions" help:"partitions of source.stream's subject transform ({{partition(N,...)}}); 0: the stream is not partitioned"`
+	// Partitions are the stream's partitions this worker learns (static
+	// assignment): numbers, or "replicas:R" for those k with
+	// k mod R = this pod's StatefulSet ordinal (its host name's last
+	// "-<n>"). Empty: every partition.
+	Partitions []string `yaml:"partitions" help:"partitions of a partitioned stream this worker learns: numbers, or replicas:R for k mod R = the StatefulSet ordinal of the host name; empty: all"`
 	// Subject is the NATS subject (Kind nats), or a filter on the stream
 	// (Kind jetstream).
 	Subject string `yaml:"subject" help:"NATS subject (core NATS), or subject filter (JetStream)"`

@@ -18,7 +18,9 @@ type history struct {
 	Weights     learner.MixWeights `json:"weights"`
 	Kind        Kind               `json:"kind"`
 	Topics      []string           `json:"topics,omitempty"`
+	Group       string             `json:"group,omitempty"`
 	Stream      string             `json:"stream,omitempty"`
+	Partitions  int                `json:"stream_partitions,omitempty"`
 	Subject     string             `json:"subject,omitempty"`
 	Format      string             `json:"format"`
 	MaxBytes    int                `json:"max_bytes"`
@@ -28,8 +30,10 @@ type history struct {
 // HistoryDigest is the SHA-256 of the settings that decide which model the
 // epochs of a model learned over several partitions produce: the model's
 // name and hyperparameters, the mixing weights, the source (its kind,
-// topics or stream) and what the decoder refuses (source.format,
-// max_bytes, max_features). Workers that write one model's epoch log must
+// topics and consumer group, or stream and its partitions) and what the
+// decoder refuses (source.format, max_bytes, max_features). A second
+// consumer group would learn every partition again beside the first, so
+// the group is part of it: such a worker stops. Workers that write one model's epoch log must
 // agree on it; it leaves out what only decides where epochs end
 // (model.mixing.epoch_examples, interval, source.start) and everything
 // else (assignment, outputs, snapshots, HTTP).
@@ -41,10 +45,14 @@ func (c Config) HistoryDigest() [32]byte {
 		Weights:     c.Model.Mixing.Weights,
 		Kind:        c.Source.Kind,
 		Stream:      c.Source.Stream,
+		Partitions:  c.Source.StreamPartitions,
 		Subject:     c.Source.Subject,
 		Format:      string(c.Source.Format),
 		MaxBytes:    c.Source.MaxBytes,
 		MaxFeatures: c.Source.MaxFeatures,
+	}
+	if c.Source.Kind == KindKafka {
+		h.Group = c.KafkaGroup()
 	}
 	for _, t := range c.Source.Topics {
 		if t != "" && !slices.Contains(h.Topics, t) {

@@ -16,6 +16,8 @@ func TestHistoryDigest(t *testing.T) {
 		"weights":      func(c *Config) { c.Model.Mixing.Weights = "uniform" },
 		"topics":       func(c *Config) { c.Source.Topics = append(c.Source.Topics, "more") },
 		"kind":         func(c *Config) { c.Source.Kind = KindJetStream },
+		"group":        func(c *Config) { c.Source.Group = "another" },
+		"partitions":   func(c *Config) { c.Source.Kind, c.Source.Stream, c.Source.StreamPartitions = KindJetStream, "S", 4 },
 		"max features": func(c *Config) { c.Source.MaxFeatures++ },
 		"format":       func(c *Config) { c.Source.Format = "msgpack" },
 	} {

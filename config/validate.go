@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,6 +217,15 @@ func (c Config) validateSource() error {
 			if err := checkSubject(s.Subject, true); err != nil {
 				return fieldErr("source.subject", "%v", err)
 			}
+		}
+		if s.StreamPartitions < 0 {
+			return fieldErr("source.stream_partitions", "must be 0 (not partitioned) or more, got %d", s.StreamPartitions)
+		}
+		if s.StreamPartitions > 0 && s.Subject != "" {
+			return fieldErr("source.subject", "a partitioned stream is read whole, partition by partition: leave source.subject empty")
+		}
+		if _, err := c.OwnedPartitions(""); err != nil {
+			return err
 		}
 	case KindNATS:
 		if c.NATS.URL == "" {
@@ -529,4 +539,50 @@ func checkSubject(s string, wildcards bool) error {
 		}
 	}
 	return nil
+}
+
+// OwnedPartitions are the partitions of a partitioned stream that this
+// worker learns, as source.partitions says, for the pod whose host name
+// is host (for "replicas:R"): nil means every partition. The error names
+// the key.
+func (c Config) OwnedPartitions(host string) ([]int, error) {
+	s := c.Source
+	if len(s.Partitions) == 0 {
+		return nil, nil
+	}
+	if s.StreamPartitions == 0 {
+		return nil, fieldErr("source.partitions", "needs source.stream_partitions: only a partitioned stream is shared out")
+	}
+	var owned []int
+	for _, p := range s.Partitions {
+		if r, ok := strings.CutPrefix(p, "replicas:"); ok {
+			replicas, err := strconv.Atoi(r)
+			if err != nil || replicas < 1 || len(s.Partitions) > 1 {
+				return nil, fieldErr("source.partitions", "%q: want replicas:R, R at least 1, alone", p)
+			}
+			if host == "" {
+				return nil, nil // checked when the host is known
+			}
+			i := strings.LastIndexByte(host, '-')
+			ordinal, err := strconv.Atoi(host[i+1:])
+			if i < 0 || err != nil || ordinal < 0 {
+				return nil, fieldErr("source.partitions", "replicas:%d needs a host name ending in -<ordinal>, as a StatefulSet's pods have; %q does not", replicas, host)
+			}
+			if ordinal >= replicas {
+				return nil, fieldErr("source.partitions", "host %s is ordinal %d of replicas:%d", host, ordinal, replicas)
+			}
+			for k := ordinal; k < s.StreamPartitions; k += replicas {
+				owned = append(owned, k)
+			}
+			return owned, nil
+		}
+		k, err := strconv.Atoi(p)
+		if err != nil || k < 0 || k >= s.StreamPartitions {
+			return nil, fieldErr("source.partitions", "%q is not a partition of %d (0 to %d)", p, s.StreamPartitions, s.StreamPartitions-1)
+		}
+		if !slices.Contains(owned, k) {
+			owned = append(owned, k)
+		}
+	}
+	return owned, nil
 }

@@ -135,6 +135,20 @@ func (b *brokers) kafkaShards(ctx context.Context, s config.Source) (*kafkaio.Sh
 	return shards, len(ends), nil
 }
 
+// jetStreamShards opens the partitions of s's stream, partitioned by its
+// subject transform into s.StreamPartitions, as shards.
+func (b *brokers) jetStreamShards(ctx context.Context, s config.Source) (*natsio.JetStreamShards, error) {
+	nc, err := b.natsConn()
+	if err != nil {
+		return nil, err
+	}
+	shards, err := natsio.NewJetStreamShards(ctx, nc, s.Stream, s.StreamPartitions, b.log)
+	if err != nil {
+		return nil, fmt.Errorf("source.stream_partitions: %w (the stream's subject transform must partition it into as many: see hyperplane setup)", err)
+	}
+	return shards, nil
+}
+
 // sink is the sink of kind, made at the first call.
 func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
 	if s, ok := b.sinks[kind]; ok {

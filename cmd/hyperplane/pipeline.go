@@ -19,6 +19,19 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
+// shards are the partitions of a source learned in epochs, which the
+// pipeline closes.
+type shards interface {
+	consumer.Shards
+	Close() error
+}
+
+// connShards are shards over a connection the brokers own: closing them
+// closes nothing.
+type connShards struct{ consumer.Shards }
+
+func (connShards) Close() error { return nil }
+
 // pipeline is what a worker runs on, built from a configuration in
 // dependency order: the model resumed from snapshot.url, the source opened
 // at the model's positions, the outputs' sinks, and the worker's
@@ -29,7 +42,7 @@ type pipeline struct {
 	// source is what the worker reads; shards, instead, the partitions
 	// of a Kafka source of several, learned in epochs.
 	source  consumer.Source
-	shards  *kafkaio.Shards
+	shards  shards
 	config  consumer.WorkerConfig
 	brokers *brokers
 	store   *snapshot.Store // nil without snapshot.url
@@ -67,10 +80,23 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 	if err != nil {
 		return nil, err
 	}
-	if epochs && cfg.Source.Kind == config.KindKafka {
-		if p.shards, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source); err != nil {
+	switch {
+	case epochs && cfg.Source.Kind == config.KindKafka:
+		var ks *kafkaio.Shards
+		if ks, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source); err != nil {
 			return nil, err
 		}
+		if ks != nil {
+			p.shards = ks
+		}
+	case cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0:
+		// A partitioned stream is only ever read partition by partition.
+		js, err := p.brokers.jetStreamShards(ctx, cfg.Source)
+		if err != nil {
+			return nil, err
+		}
+		p.shards = connShards{js}
+		p.shardCount = cfg.Source.StreamPartitions
 	}
 	if p.shards == nil {
 		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
@@ -149,12 +175,21 @@ func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positi
 // log in the store, or in memory without snapshot.url.
 func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) (*consumer.Epochs, error) {
 	if cfg.Model.Learner.Algorithm == learner.Kernel {
-		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over the %d partitions of %v: its support set cannot be mixed; use a topic of one partition", p.shardCount, cfg.Source.Topics)
+		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over %d partitions: its support set cannot be mixed; use a source of one partition", p.shardCount)
 	}
 	store := p.store
 	if store == nil {
 		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
 		p.memStore = store
+	}
+	if p.resumed.Generation == 0 {
+		// A new model (snapshot.reset, say) must not write its epochs
+		// into another model's log.
+		if epochs, err := store.Epochs(ctx, cfg.Model.Name); err != nil {
+			return nil, err
+		} else if len(epochs) > 0 {
+			return nil, fmt.Errorf("snapshot.url: the store holds the epoch log of another model named %s (epochs %d to %d) but no generation this worker can continue: give this model its own model.name or store", cfg.Model.Name, epochs[0], epochs[len(epochs)-1])
+		}
 	}
 	var snap *snapshot.Snapshot
 	if gen := p.resumed.Generation; gen > 0 {
@@ -179,25 +214,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 			return nil, fmt.Errorf("snapshot.url: %w", err)
 		}
 	}
-	// The group hands each worker its partitions; a partition no member
-	// holds waits, and two holding one learn it twice to the same bits.
-	kc, err := p.brokers.kafkaConfig()
-	if err != nil {
-		return nil, err
-	}
-	session := cfg.Kafka.SessionTimeout
-	group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.GroupOptions{
-		SessionTimeout:    session,
-		HeartbeatInterval: min(3*time.Second, session/10),
-		RebalanceTimeout:  session,
-	}, log)
-	if err != nil {
-		return nil, fmt.Errorf("source.group: %w", err)
-	}
-	p.group = group
-	return consumer.NewEpochs(consumer.EpochConfig{
-		Owned:            group.Owned,
-		Commit:           group.Commit,
+	ecfg := consumer.EpochConfig{
 		Worker:           p.config,
 		Shards:           p.shards,
 		Log:              store,
@@ -210,7 +227,42 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,
 		Keep:             cfg.Snapshot.Keep,
-	}, m, e, prev, positions, metrics, log), nil
+	}
+	if cfg.Source.Kind == config.KindKafka {
+		// The group hands each worker its partitions; a partition no
+		// member holds waits, and two holding one learn it twice to the
+		// same bits.
+		kc, err := p.brokers.kafkaConfig()
+		if err != nil {
+			return nil, err
+		}
+		session := cfg.Kafka.SessionTimeout
+		group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.GroupOptions{
+			SessionTimeout:    session,
+			HeartbeatInterval: min(3*time.Second, session/10),
+			RebalanceTimeout:  session,
+		}, log)
+		if err != nil {
+			return nil, fmt.Errorf("source.group: %w", err)
+		}
+		p.group = group
+		ecfg.Owned, ecfg.Commit = group.Owned, group.Commit
+	} else {
+		// A partitioned stream's partitions are assigned statically.
+		host, _ := os.Hostname()
+		owned, err := cfg.OwnedPartitions(host)
+		if err != nil {
+			return nil, err
+		}
+		if owned != nil {
+			names := make([]string, len(owned))
+			for i, k := range owned {
+				names[i] = fmt.Sprintf("jetstream:%s#%d", cfg.Source.Stream, k)
+			}
+			ecfg.Owned = func() []string { return names }
+		}
+	}
+	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
 
 // loadGeneration reads stored generations of model for requests that name

@@ -88,6 +88,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer p.close()
+	if p.source == nil {
+		return fmt.Errorf("replay: stream %s is partitioned and learned in epochs: replay follows its epoch log, in snapshot.url, which holds none for model %s", cfg.Source.Stream, cfg.Model.Name)
+	}
 	// Only the final snapshot: nothing periodic.
 	p.config.SnapshotEvery, p.config.SnapshotInterval = 0, 0
 	bounded := &boundedSource{Source: p.source, end: end, done: make(chan struct{})}
@@ -234,7 +237,8 @@ func allZero(lag map[string]int64) bool {
 // epochLog opens the live store of a Kafka source of several partitions
 // whose model is learned in epochs; nil when there is no such log.
 func epochLog(ctx context.Context, cfg config.Config, live string) (*snapshot.Store, error) {
-	if live == "" || cfg.Source.Kind != config.KindKafka {
+	partitioned := cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0
+	if live == "" || (cfg.Source.Kind != config.KindKafka && !partitioned) {
 		return nil, nil
 	}
 	store, err := snapshot.OpenStore(ctx, live)
@@ -294,7 +298,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 	}
 	defer p.close()
 	if p.shards == nil {
-		return fmt.Errorf("replay: %v has one partition, but the store holds an epoch log for %s", cfg.Source.Topics, model)
+		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
 	out := p.store
 	if out == nil {

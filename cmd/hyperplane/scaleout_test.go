@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// onePartitionGolden is the state_sha256 of the model learned from
+// "hyperplane gen -examples 3000 -seed 7 -unlabeled 0.1" under the default
+// learner settings: the model of a one-partition topic before learning in
+// epochs existed. The test's real assertion is that the worker's model
+// equals the examples learned in order, one by one; this value catches a
+// drift of that model (of gen, the decoder or the learner) that both would
+// share.
+const onePartitionGolden = "44097a32f1743088d5162b09f8388e4d9650f4f17aa5ad04e142dcd13c422e92"
+
+// TestOnePartitionIsTheSameModelForEveryEpochSize: a topic of one
+// partition in global scope is learned as before epochs existed, whatever
+// model.mixing.epoch_examples says (docs/scale-out.md, section 7): the
+// final generation is the examples learned in order, one by one, the same
+// state_sha256 for every epoch size and equal to the golden one, written
+// as the generations of today (no epoch keys), and nothing of the epoch
+// log (no epochs/, no probe) is written.
+func TestOnePartitionIsTheSameModelForEveryEpochSize(t *testing.T) {
+	dir := t.TempDir()
+	const n = 3000
+	data := genFile(t, dir, "examples.jsonl", "-examples", fmt.Sprint(n), "-seed", "7", "-unlabeled", "0.1")
+	lines := strings.Split(strings.TrimSpace(readFile(t, data)), "\n")
+	if len(lines) != n {
+		t.Fatalf("gen wrote %d lines, want %d", len(lines), n)
+	}
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "single", 1)
+	produce(t, c, "single", 1, lines)
+
+	var want string // the digest of the first run, which every other must equal
+	for _, e := range []int{1, 7, 1000, 100000} {
+		storeDir := filepath.Join(dir, fmt.Sprintf("store-%d", e))
+		args := []string{"run", "--model.name", "single",
+			"--source.kind", "kafka", "--source.topics", "single", "--source.group", fmt.Sprintf("single-%d", e), "--source.batch", "100",
+			"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+			"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "700", "--snapshot.interval", "100ms",
+			"--model.mixing.epoch_examples", fmt.Sprint(e)}
+		began := time.Now()
+		w := startRun(t, args)
+		store := openStore(t, storeDir)
+		waitCovered(t, []*runner{w}, store, "single", map[string]int64{"kafka:single/0": n}, time.Minute)
+		w.stop(t)
+		if !strings.Contains(w.log(), `"msg":"worker stopped","examples":3000`) {
+			t.Errorf("epoch_examples %d: the worker did not stop having learned %d examples:\n%s", e, n, w.log())
+		}
+		if strings.Contains(w.log(), "learning in epochs") {
+			t.Errorf("epoch_examples %d: a topic of one partition was learned in epochs:\n%s", e, w.log())
+		}
+
+		final, err := store.Latest(context.Background(), "single", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens, err := store.Generations(context.Background(), "single")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(gens) < 2 {
+			t.Errorf("epoch_examples %d: only generations %v: the run did not snapshot along the way", e, gens)
+		}
+		if final.Positions["kafka:single/0"] != n || len(final.Positions) != 1 {
+			t.Fatalf("epoch_examples %d: the final generation %d is at %v, want kafka:single/0 at %d", e, final.Generation, final.Positions, n)
+		}
+		// Today's generations: no epoch, no config digest, no boundary.
+		if final.Epoch != 0 || final.ConfigDigest != ([32]byte{}) || final.Boundary != nil || final.Scope != "" {
+			t.Errorf("epoch_examples %d: generation %d has epoch keys (epoch %d, config digest %x, boundary %v, scope %q), want none",
+				e, final.Generation, final.Epoch, final.ConfigDigest, final.Boundary, final.Scope)
+		}
+		// Nothing of the epoch log, not even the probe's leftovers.
+		for _, p := range storeFiles(t, storeDir) {
+			if strings.Contains("/"+p, "/epochs/") || strings.HasSuffix(p, "/epochs") {
+				t.Errorf("epoch_examples %d: the store holds %s", e, p)
+			}
+		}
+
+		got := hex.EncodeToString(digest(final.State))
+		cfg, err := config.Load(args[1:], func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref := hex.EncodeToString(digest(learnInOrder(t, cfg, lines))); got != ref {
+			t.Errorf("epoch_examples %d: the worker's model has state_sha256 %s; the examples learned in order, %s", e, got, ref)
+		}
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("epoch_examples %d: state_sha256 %s, epoch_examples 1 gave %s", e, got, want)
+		}
+		if got != onePartitionGolden {
+			t.Errorf("epoch_examples %d: state_sha256 %s, the golden one is %s", e, got, onePartitionGolden)
+		}
+		t.Logf("epoch_examples %d: generation %d of %v, state_sha256 %s, in %v", e, final.Generation, gens, got, time.Since(began).Round(time.Millisecond))
+	}
+}
+
+// TestOtherHistoryStops: a model learned over three partitions in
+// epochs, then on its store and under its name (docs/scale-out.md,
+// section 5, "second writer"):
+//   - a worker with another learner setting stops at start-up, naming
+//     the setting, and writes nothing;
+//   - a worker with another setting of the history only (the mixing
+//     weights) stops at start-up with "another configuration writes this
+//     model", naming both config digests, and writes nothing;
+//   - a worker of another consumer group with the same settings stops
+//     too: the group is part of the history digest, since a second group
+//     would learn every partition again beside the first.
+func TestOtherHistoryStops(t *testing.T) {
+	dir := t.TempDir()
+	const parts, perPhase = 3, 900 // examples per phase, over the partitions
+	phase1 := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "one.jsonl", "-examples", fmt.Sprint(perPhase), "-seed", "11", "-unlabeled", "0.1"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "multi", parts)
+	produce(t, c, "multi", parts, phase1)
+	ends := func(topic string, n int) map[string]int64 {
+		m := map[string]int64{}
+		for p := range parts {
+			m[fmt.Sprintf("kafka:%s/%d", topic, p)] = int64(n / parts)
+		}
+		return m
+	}
+	storeDir := filepath.Join(dir, "store")
+	args := func(topic, storeDir, group, writer string, more ...string) []string {
+		return append([]string{"run", "--model.name", "m",
+			"--source.kind", "kafka", "--source.topics", topic, "--source.group", group,
+			"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+			"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1", "--snapshot.interval", "0s",
+			"--snapshot.writer", writer, "--shutdown.timeout", "10s",
+			"--model.learner.hash_bits", "14", "--model.mixing.epoch_examples", "120", "--model.mixing.interval", "100ms"}, more...)
+	}
+	historyDigest := func(args []string) string {
+		t.Helper()
+		cfg, err := config.Load(args[1:], func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := cfg.HistoryDigest()
+		return hex.EncodeToString(d[:])
+	}
+	store := openStore(t, storeDir)
+	ctx := context.Background()
+
+	// Worker A learns the topic to its end.
+	began := time.Now()
+	aArgs := args("multi", storeDir, "gA", "wA")
+	a := startRun(t, aArgs)
+	waitCovered(t, []*runner{a}, store, "m", ends("multi", perPhase), time.Minute)
+	a.stop(t)
+	t.Logf("worker A: the first phase in %v", time.Since(began).Round(time.Millisecond))
+	newest := func() (uint64, string) {
+		t.Helper()
+		s, err := store.Latest(ctx, "m", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Generation, hex.EncodeToString(digest(s.State))
+	}
+	before := storeFiles(t, storeDir)
+	if !slices.ContainsFunc(before, func(p string) bool { return strings.HasPrefix(p, "m/epochs/") }) {
+		t.Fatalf("worker A wrote no epoch log: the test is not about epochs\n%s", strings.Join(before, "\n"))
+	}
+	gen, sha := newest()
+	if s, err := store.Load(ctx, "m", gen); err != nil {
+		t.Fatal(err)
+	} else if got, want := hex.EncodeToString(s.ConfigDigest[:]), historyDigest(aArgs); s.Epoch == 0 || got != want {
+		t.Fatalf("generation %d: epoch %d, config digest %s; want an epoch and worker A's digest %s", gen, s.Epoch, got, want)
+	}
+
+	unchanged := func(what string) {
+		t.Helper()
+		if after := storeFiles(t, storeDir); !slices.Equal(after, before) {
+			t.Errorf("%s changed the store:\nbefore:\n%s\nafter:\n%s", what, strings.Join(before, "\n"), strings.Join(after, "\n"))
+		}
+		if g, s := newest(); g != gen || s != sha {
+			t.Errorf("%s: the newest generation is %d (%s), it was %d (%s)", what, g, s, gen, sha)
+		}
+	}
+	stops := []struct {
+		name string
+		args []string
+		want []string // in the error
+	}{
+		{
+			// snapshot.Resume compares every learner setting with the
+			// newest generation's before the epochs start, and names
+			// the setting.
+			name: "another learner setting",
+			args: args("multi", storeDir, "gA", "wX", "--model.learner.eta", "0.5"),
+			want: []string{"model m generation", "snapshot is incompatible with the configuration: eta is 1 in the snapshot but 0.5 in the configuration"},
+		},
+		{
+			// Only the history digest holds the mixing weights.
+			name: "another history setting",
+			args: args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform"),
+			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
+				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform")))},
+		},
+		{
+			// A second consumer group would learn every partition again
+			// beside the first: the group is part of the history.
+			name: "another consumer group",
+			args: args("multi", storeDir, "other", "wB"),
+			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
+				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "other", "wB")))},
+		},
+	}
+	for _, s := range stops {
+		began := time.Now()
+		x := startRun(t, s.args)
+		select {
+		case <-x.done:
+		case <-time.After(30 * time.Second):
+			x.stop(t)
+			t.Fatalf("%s: the worker still runs after 30s:\n%s", s.name, x.log())
+		}
+		took, err := time.Since(began), x.err
+		var u *usageError
+		if err == nil || errors.As(err, &u) {
+			t.Errorf("%s: run returned %v, want an error that stops it", s.name, err)
+		} else {
+			for _, w := range s.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: run's error does not say %q:\n%v", s.name, w, err)
+				}
+			}
+		}
+		t.Logf("%s: stopped in %v: %v", s.name, took.Round(time.Millisecond), err)
+		unchanged(s.name)
+	}
+
+}
+
+// produce writes line i of lines to partition i%partitions of topic.
+func produce(t *testing.T, c *testbroker.KafkaCluster, topic string, partitions int, lines []string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(lines))
+	for i, l := range lines {
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(l)}
+	}
+	if err := c.Client(t).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// learnInOrder is the model of cfg that learned lines in order, one by
+// one, decoded as the worker decodes them: what one worker learns from a
+// partition.
+func learnInOrder(t *testing.T, cfg config.Config, lines []string) *learner.State {
+	t.Helper()
+	m, err := learner.New(cfg.Model.Learner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := consumer.NewDecoder(cfg.Model.Learner, consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes})
+	var x learner.Example
+	for i, l := range lines {
+		if _, err := d.Decode([]byte(l), &x); err != nil {
+			t.Fatalf("example %d: %v", i+1, err)
+		}
+		m.Learn(&x)
+	}
+	return m.State()
+}
+
+func digest(st *learner.State) []byte {
+	d := st.Digest()
+	return d[:]
+}
+
+func openStore(t *testing.T, dir string) *snapshot.Store {
+	t.Helper()
+	s, err := snapshot.OpenStore(context.Background(), "file://"+dir+"?create_dir=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// storeFiles lists every file under dir, relative and with slashes.
+func storeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		out = append(out, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// runner is "hyperplane run" in-process, until stop.
+type runner struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once run returned err
+	err    error
+	stderr *lockedBuffer
+}
+
+func startRun(t *testing.T, args []string) *runner {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{cancel: cancel, done: make(chan struct{}), stderr: &lockedBuffer{}}
+	go func() {
+		defer close(r.done)
+		r.err = run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, r.stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	return r
+}
+
+func (r *runner) log() string { return r.stderr.String() }
+
+// stop stops the worker and fails unless it stops cleanly in time.
+func (r *runner) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		if r.err != nil {
+			t.Fatalf("run: %v\n%s", r.err, r.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not stop in 30s:\n%s", r.log())
+	}
+}
+
+// waitCovered waits until the newest generation of model in store is at
+// want, and fails if a worker stops meanwhile.
+func waitCovered(t *testing.T, workers []*runner, store *snapshot.Store, model string, want map[string]int64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var have map[string]int64
+	for {
+		snap, err := store.Latest(context.Background(), model, nil)
+		if err != nil && !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			if maps.Equal(snap.Positions, want) {
+				return
+			}
+			have = snap.Positions
+		}
+		for _, w := range workers {
+			select {
+			case <-w.done:
+				t.Fatalf("run stopped: %v\n%s", w.err, w.log())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			var logs []string
+			for _, w := range workers {
+				logs = append(logs, w.log())
+			}
+			t.Fatalf("no generation at %v after %v (the newest is at %v):\n%s", want, d, have, strings.Join(logs, "\n----\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a worker's logger writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
