@@ -137,7 +137,9 @@ type Source struct {
 	// "-<n>"). Empty: every partition.
 	Partitions []string `yaml:"partitions" help:"partitions of a partitioned stream this worker learns: numbers, or replicas:R for k mod R = the StatefulSet ordinal of the host name; empty: all"`
 	// Subject is the NATS subject (Kind nats), or a filter on the stream
-	// (Kind jetstream).
+	// (Kind jetstream). A partitioned stream is read whole, partition by
+	// partition: its Subject is only what setup creates it to store
+	// (ex.*, partitioned by the token * matches).
 	Subject string `yaml:"subject" help:"NATS subject (core NATS), or subject filter (JetStream)"`
 	// Start is where to begin when there is no snapshot: earliest, latest,
 	// offset:N (Kafka offset or JetStream sequence) or time:RFC3339.

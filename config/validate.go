@@ -221,9 +221,6 @@ func (c Config) validateSource() error {
 		if s.StreamPartitions < 0 {
 			return fieldErr("source.stream_partitions", "must be 0 (not partitioned) or more, got %d", s.StreamPartitions)
 		}
-		if s.StreamPartitions > 0 && s.Subject != "" {
-			return fieldErr("source.subject", "a partitioned stream is read whole, partition by partition: leave source.subject empty")
-		}
 		if _, err := c.OwnedPartitions(""); err != nil {
 			return err
 		}

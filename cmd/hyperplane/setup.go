@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/nats-io/nats.go/jetstream"
 	kafkago "github.com/segmentio/kafka-go"
@@ -145,10 +146,13 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 
 // setupTarget is a topic, stream or subject the configuration names.
 type setupTarget struct {
-	kind    string   // kafka (a topic), stream (source.stream), jetstream or nats (an output or core NATS subject)
-	name    string   // the topic, stream or subject
-	subject string   // kind stream: source.subject, the subjects it stores
-	keys    []string // the keys that name it
+	kind string // kafka (a topic), stream (source.stream), jetstream or nats (an output or core NATS subject)
+	// partitions is source.stream_partitions for the source stream: a
+	// stream created partitioned by its subject transform.
+	partitions int
+	name       string   // the topic, stream or subject
+	subject    string   // kind stream: source.subject, the subjects it stores
+	keys       []string // the keys that name it
 }
 
 // setupTargets lists what cfg names, the source first, each once.
@@ -170,6 +174,11 @@ func setupTargets(cfg config.Config) []setupTarget {
 		}
 	case config.KindJetStream:
 		add("stream", cfg.Source.Stream, cfg.Source.Subject, "source.stream")
+		for i := range ts {
+			if ts[i].kind == "stream" {
+				ts[i].partitions = cfg.Source.StreamPartitions
+			}
+		}
 	case config.KindNATS:
 		add("nats", cfg.Source.Subject, "", "source.subject")
 	}
@@ -405,6 +414,10 @@ func setupSourceStream(ctx context.Context, js jetstream.JetStream, t setupTarge
 		r.state, r.detail = "failed", "does not exist, and source.subject is empty: set it to the subjects the stream is to store"
 		return r
 	}
+	if t.partitions > 0 {
+		sc := natsio.PartitionedStreamConfig(t.name, t.subject, t.partitions)
+		return createStreamWith(ctx, js, r, sc, t.subject, o)
+	}
 	return createStream(ctx, js, r, t.name, t.subject, o)
 }
 
@@ -436,14 +449,15 @@ func setupOutputStream(ctx context.Context, js jetstream.JetStream, source confi
 }
 
 func createStream(ctx context.Context, js jetstream.JetStream, r setupResult, name, subject string, o setupOptions) setupResult {
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:       name,
-		Subjects:   []string{subject},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     o.retention,
-		Duplicates: o.duplicateWindow,
-		Replicas:   o.replicas,
-	})
+	return createStreamWith(ctx, js, r, jetstream.StreamConfig{Name: name, Subjects: []string{subject}}, subject, o)
+}
+
+// createStreamWith creates the stream sc describes, with setup's storage,
+// retention, duplicate window and replicas.
+func createStreamWith(ctx context.Context, js jetstream.JetStream, r setupResult, sc jetstream.StreamConfig, subject string, o setupOptions) setupResult {
+	name := sc.Name
+	sc.Storage, sc.MaxAge, sc.Duplicates, sc.Replicas = jetstream.FileStorage, o.retention, o.duplicateWindow, o.replicas
+	s, err := js.CreateStream(ctx, sc)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
 		r.state, r.detail = "failed", fmt.Sprintf("a stream %s exists but does not store %s: change the stream, or the configuration (setup changes nothing that exists)", name, subject)
@@ -461,8 +475,12 @@ func describeStream(info *jetstream.StreamInfo) string {
 	if c.MaxAge > 0 {
 		age = shortDuration(c.MaxAge)
 	}
+	subjects := strings.Join(c.Subjects, " ")
+	if t := c.SubjectTransform; t != nil {
+		subjects += " stored as " + t.Destination
+	}
 	return fmt.Sprintf("subjects %s, max age %s, duplicate window %s, %s, %s storage, %s",
-		strings.Join(c.Subjects, " "), age, shortDuration(c.Duplicates), plural(max(c.Replicas, 1), "replica"), strings.ToLower(c.Storage.String()), plural(int(info.State.Msgs), "message"))
+		subjects, age, shortDuration(c.Duplicates), plural(max(c.Replicas, 1), "replica"), strings.ToLower(c.Storage.String()), plural(int(info.State.Msgs), "message"))
 }
 
 // streamNameFor names the stream setup makes for an output subject: the

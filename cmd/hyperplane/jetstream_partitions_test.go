@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestPartitionedJetStream: setup creates a stream partitioned into four
+// by its subject transform, gen spreads examples over it, and the model
+// two workers learn with static assignment (partitions 0 and 2, then 1
+// and 3) is the model one worker learns alone, to the bit.
+func TestPartitionedJetStream(t *testing.T) {
+	ns := testbroker.NATS(t)
+	dir := t.TempDir()
+	common := []string{"--nats.url", ns.URL(), "--model.name", "parts", "--source.kind", "jetstream",
+		"--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+		"--model.mixing.epoch_examples", "300", "--model.mixing.interval", "50ms",
+		"--snapshot.every", "1", "--http.addr", ""}
+	out := mustRun(t, "", append([]string{"setup"}, common...)...)
+	if !strings.Contains(out, "{{partition(4,1)}}") {
+		t.Fatalf("setup did not create a partitioned stream:\n%s", out)
+	}
+	mustRun(t, "", "gen", "-examples", "4000", "-seed", "21", "-to", "jetstream:ex.*", "--nats.url", ns.URL())
+
+	// learn runs workers, each with its own partitions, on a store of
+	// their own, until the newest generation covers the stream, and
+	// returns its state digest.
+	learn := func(name string, owned ...string) [32]byte {
+		t.Helper()
+		url := "file://" + filepath.Join(dir, name) + "?create_dir=1"
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var logs []*bytes.Buffer
+		stopped := make(chan error, len(owned))
+		for i, parts := range owned {
+			var stderr bytes.Buffer
+			logs = append(logs, &stderr)
+			args := append(append([]string{"run"}, common...), "--snapshot.url", url, "--snapshot.writer", name+string(rune('a'+i)))
+			if parts != "" {
+				args = append(args, "--source.partitions", parts)
+			}
+			go func() { stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr) }()
+		}
+		store, err := snapshot.OpenStore(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		deadline := time.Now().Add(time.Minute)
+		var newest *snapshot.Snapshot
+		for {
+			if newest, err = store.Latest(context.Background(), "parts", nil); err == nil && newest.State.Examples == 4000 {
+				break
+			}
+			select {
+			case err := <-stopped:
+				t.Fatalf("%s: a worker stopped: %v\n%s", name, err, logs[0])
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the stream is not learned after a minute:\n%s", name, logs[0])
+			}
+		}
+		cancel()
+		for range owned {
+			if err := <-stopped; err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if newest.Epoch == 0 || len(newest.Boundary) != 4 {
+			t.Fatalf("%s: generation %d has epoch %d and %d shards: not learned in epochs", name, newest.Generation, newest.Epoch, len(newest.Boundary))
+		}
+		return newest.State.Digest()
+	}
+	one := learn("one", "")
+	two := learn("two", "0,2", "1,3")
+	if one != two {
+		t.Fatalf("two workers learned state_sha256 %x, one worker %x", two, one)
+	}
+}
