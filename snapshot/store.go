@@ -66,6 +66,8 @@ type Store struct {
 	// objects are created by link; empty for any other store.
 	dir     string
 	dirMode os.FileMode
+	// shared marks a Sub, whose bucket its parent owns and closes.
+	shared bool
 }
 
 // OpenStore opens the store a URL names:
@@ -136,6 +138,9 @@ func NewStore(b *blob.Bucket, prefix string) *Store {
 
 // Close releases the bucket.
 func (s *Store) Close() error {
+	if s.shared {
+		return nil // a Sub: the parent owns the bucket
+	}
 	return s.bucket.Close()
 }
 

@@ -1,0 +1,361 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// PartitionsConfig configures a Partitions.
+type PartitionsConfig struct {
+	// Worker configures every shard's worker: its outputs, decoder,
+	// batches, snapshot cadence, shutdown timeout and views. Its
+	// Snapshots is replaced by the shard's own, from Open.
+	Worker WorkerConfig
+	Shards Shards
+	// Owned lists the shards this worker learns now; nil means every
+	// shard Shards has when Run starts.
+	Owned func() []string
+	// Changed returns a channel that is closed when what Owned returns
+	// may have changed (kafka.Group.Changed); Run calls it before Owned.
+	// nil means ownership never changes.
+	Changed func() <-chan struct{}
+	// Open opens the shard's chain: the model of its newest generation
+	// and the positions that generation includes (a new model and nil
+	// positions for a chain with none), and the snapshotter that writes
+	// the chain's next generations, which may be nil (no store). The
+	// caller builds it with snapshot.Resume on store.Sub of the shard's
+	// tree (docs/scale-out.md, section 6), marking the snapshotter's
+	// fatal errors with ErrFatal. Open is where a chain written under
+	// another configuration is refused: its error stops Run.
+	Open func(ctx context.Context, shard string) (*learner.Model, map[string]int64, Snapshotter, error)
+	// Start is where a shard whose chain has no position for it begins.
+	Start Start
+	// RestartDelay is how long a shard whose chain another owner wrote
+	// first waits before it reloads the chain; 0 means
+	// DefaultRestartDelay.
+	RestartDelay time.Duration
+}
+
+// DefaultRestartDelay is PartitionsConfig.RestartDelay's default: long
+// enough for the other owner of a shard, after a rebalance, to let it go
+// in the common case, short enough that the shard is not left behind.
+const DefaultRestartDelay = 500 * time.Millisecond
+
+// Partitions runs partition scope (docs/scale-out.md, section 6): one
+// independent model per shard, never mixed, each learned by an ordinary
+// Worker from its shard alone and snapshotted to its own chain, so that
+// the model of shard s is what a single worker learns from partition s.
+// The shards it owns run concurrently, on as many cores.
+//
+// Ownership may move while it runs. A shard it loses is stopped as a
+// Worker stops: it publishes what it learned and writes its last
+// snapshot. A shard it gains is opened from its chain's newest
+// generation, so a shard that comes back continues from whatever its
+// other owner wrote in the meantime. Two owners of one shard at once
+// (after a rebalance, before the old owner lets go) learn the same
+// prefix-deterministic model: the one that finds its next generation
+// taken (snapshot.ErrFenced) reloads the chain after RestartDelay and
+// continues from there, instead of stopping.
+type Partitions struct {
+	cfg     PartitionsConfig
+	metrics *Metrics
+	log     *zap.Logger
+
+	readiness readiness
+
+	mu sync.Mutex
+	// workers is the newest worker of each shard, kept after it stops
+	// until the shard is lost, for View, Model and Positions.
+	workers map[string]*Worker
+	// active are the workers whose Run has not returned, for NotReady.
+	active map[*Worker]string
+}
+
+// NewPartitions returns the runner of cfg's shards. metrics may be nil;
+// the shards' workers share it, so its per-source gauges are per shard
+// and its model gauges follow whichever shard learned last.
+func NewPartitions(cfg PartitionsConfig, metrics *Metrics, log *zap.Logger) *Partitions {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	if cfg.RestartDelay <= 0 {
+		cfg.RestartDelay = DefaultRestartDelay
+	}
+	p := &Partitions{cfg: cfg, metrics: metrics, log: log, workers: map[string]*Worker{}, active: map[*Worker]string{}}
+	p.readiness.fail(NotReadySource, "not consuming yet")
+	return p
+}
+
+// View is the newest read-only copy of shard's model for prediction
+// requests (WorkerConfig.Views), nil when the shard is not owned, not
+// opened yet, or views are off.
+func (p *Partitions) View(shard string) *learner.View {
+	p.mu.Lock()
+	w := p.workers[shard]
+	p.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	return w.View()
+}
+
+// Model is the model of shard's newest worker, nil when the shard is not
+// owned. It is only safe to use once Run returned. A shard that was
+// waiting to reload its chain then has the model its worker stopped
+// with, which the chain's newest generation may be ahead of.
+func (p *Partitions) Model(shard string) *learner.Model {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := p.workers[shard]; w != nil {
+		return w.Model()
+	}
+	return nil
+}
+
+// Positions returns the positions of the owned shards' models, by shard.
+func (p *Partitions) Positions() map[string]int64 {
+	p.mu.Lock()
+	workers := slices.Collect(maps.Values(p.workers))
+	p.mu.Unlock()
+	positions := map[string]int64{}
+	for _, w := range workers {
+		maps.Copy(positions, w.Positions())
+	}
+	return positions
+}
+
+// NotReady lists why the partitions are not learning, as Worker.NotReady
+// does: before Run and after it returns, and while a shard's worker
+// cannot publish its outputs or write its snapshots (its reason then
+// names the shard). A shard between two workers, while ownership moves
+// or its chain is reloaded, does not make it not ready.
+func (p *Partitions) NotReady() []string {
+	reasons := p.readiness.reasons()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w, shard := range p.active {
+		for _, r := range w.NotReady() {
+			reason, why, _ := strings.Cut(r, ": ")
+			if reason != NotReadySource {
+				reasons = append(reasons, reason+": "+shard+": "+why)
+			}
+		}
+	}
+	slices.Sort(reasons)
+	return reasons
+}
+
+// shardRun is one worker's run over a shard.
+type shardRun struct {
+	shard  string
+	cancel context.CancelFunc
+	// stopping is set when the run was asked to stop: the shard was lost
+	// (lost is set too), or Run is returning.
+	stopping, lost bool
+}
+
+// shardExit is how a shard's run ended.
+type shardExit struct {
+	run *shardRun
+	err error
+}
+
+// Run learns the owned shards until ctx is done, following ownership as
+// it changes. It returns nil once every shard's worker has stopped
+// cleanly (each flushes and writes its last snapshot, as Worker.Run
+// does); a shard whose shutdown ran out of time is in the error, as
+// Worker.Run reports it, and loses nothing. A shard whose next
+// generation another owner wrote (snapshot.ErrFenced) is reloaded; any
+// other error of a shard, or of Open, stops every shard and is returned.
+func (p *Partitions) Run(ctx context.Context) error {
+	p.readiness.ok(NotReadySource)
+	defer p.readiness.fail(NotReadySource, "stopped consuming")
+	var all []string
+	if p.cfg.Owned == nil {
+		ends, err := p.cfg.Shards.Ends(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the shards: %w", err)
+		}
+		all = slices.SortedFunc(maps.Keys(ends), snapshot.CompareShards)
+	}
+	exits := make(chan shardExit)
+	running := map[string]*shardRun{}
+	restarts := map[string]time.Time{} // fenced shards, and when they reload
+	var failure error
+	for failure == nil && ctx.Err() == nil {
+		var changed <-chan struct{}
+		if p.cfg.Changed != nil {
+			changed = p.cfg.Changed()
+		}
+		owned := all
+		if p.cfg.Owned != nil {
+			owned = p.cfg.Owned()
+		}
+		p.follow(ctx, owned, running, restarts, exits)
+
+		var wake <-chan time.Time
+		if len(restarts) > 0 {
+			next := slices.MinFunc(slices.Collect(maps.Values(restarts)), time.Time.Compare)
+			wake = time.After(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-wake:
+		case e := <-exits:
+			failure = p.exited(ctx, e, running, restarts)
+		}
+	}
+
+	for _, r := range running {
+		r.stopping = true
+		r.cancel()
+	}
+	errs := []error{failure}
+	for len(running) > 0 {
+		e := <-exits
+		delete(running, e.run.shard)
+		if e.run.lost {
+			p.forget(e.run.shard)
+		}
+		errs = append(errs, stopError(e))
+	}
+	return errors.Join(errs...)
+}
+
+// stopError is what a shard's run that was asked to stop reports: nil
+// when it stopped cleanly, or lost a generation to another owner (whose
+// chain then holds what it learned), or was stopped while it opened.
+func stopError(e shardExit) error {
+	if err := e.err; err != nil && !fenced(err) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("shard %s: %w", e.run.shard, err)
+	}
+	return nil
+}
+
+// fenced reports whether err stopped a shard's worker because another
+// owner wrote the chain's next generation.
+func fenced(err error) bool {
+	return errors.Is(err, ErrFatal) && errors.Is(err, snapshot.ErrFenced)
+}
+
+// follow stops the shards no longer owned and starts the owned ones that
+// are neither running nor waiting to reload.
+func (p *Partitions) follow(ctx context.Context, owned []string, running map[string]*shardRun, restarts map[string]time.Time, exits chan<- shardExit) {
+	for shard, r := range running {
+		if !r.stopping && !slices.Contains(owned, shard) {
+			p.log.Info("shard lost: stopping its worker", zap.String("shard", shard))
+			r.stopping, r.lost = true, true
+			r.cancel()
+		}
+	}
+	for shard := range restarts {
+		if !slices.Contains(owned, shard) {
+			delete(restarts, shard)
+			p.forget(shard)
+		}
+	}
+	now := time.Now()
+	for _, shard := range owned {
+		if running[shard] != nil {
+			continue
+		}
+		if at, ok := restarts[shard]; ok && now.Before(at) {
+			continue
+		}
+		if _, ok := restarts[shard]; !ok {
+			p.log.Info("shard owned: opening its chain", zap.String("shard", shard))
+		}
+		delete(restarts, shard)
+		shardCtx, cancel := context.WithCancel(ctx)
+		r := &shardRun{shard: shard, cancel: cancel}
+		running[shard] = r
+		go func() {
+			err := p.runShard(shardCtx, shard)
+			cancel()
+			exits <- shardExit{run: r, err: err}
+		}()
+	}
+	p.metrics.ShardsOwned.Set(float64(len(owned)))
+}
+
+// exited handles the end of a shard's run while Run goes on, and returns
+// the error that must stop Run, if any.
+func (p *Partitions) exited(ctx context.Context, e shardExit, running map[string]*shardRun, restarts map[string]time.Time) error {
+	shard, err := e.run.shard, e.err
+	delete(running, shard)
+	log := p.log.With(zap.String("shard", shard))
+	switch {
+	case e.run.lost:
+		// Whatever it did not flush, the next owner reads again.
+		if err := stopError(e); err != nil {
+			log.Warn("the worker of a lost shard stopped with an error", zap.Error(err))
+		}
+		p.forget(shard)
+		return nil
+	case ctx.Err() != nil:
+		return stopError(e)
+	case fenced(err):
+		log.Warn("another owner wrote the shard's next generation: reloading its chain", zap.Error(err),
+			zap.Duration("after", p.cfg.RestartDelay))
+		restarts[shard] = time.Now().Add(p.cfg.RestartDelay)
+		return nil
+	case err == nil:
+		return fmt.Errorf("shard %s: the worker stopped", shard)
+	}
+	return fmt.Errorf("shard %s: %w", shard, err)
+}
+
+// forget drops a shard that is no longer owned.
+func (p *Partitions) forget(shard string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.workers, shard)
+}
+
+// runShard opens shard's chain and runs a worker over the shard from the
+// chain's position until ctx is done or the worker fails.
+func (p *Partitions) runShard(ctx context.Context, shard string) error {
+	model, positions, snaps, err := p.cfg.Open(ctx, shard)
+	if err != nil {
+		return fmt.Errorf("open the chain: %w", err)
+	}
+	from, ok := positions[shard]
+	if !ok {
+		if from, err = p.cfg.Shards.Start(ctx, shard, p.cfg.Start); err != nil {
+			return fmt.Errorf("where the shard begins: %w", err)
+		}
+	}
+	src, err := p.cfg.Shards.Open(ctx, shard, from)
+	if err != nil {
+		return fmt.Errorf("open the shard at %d: %w", from, err)
+	}
+	defer src.Close()
+	cfg := p.cfg.Worker
+	cfg.Snapshots = snaps
+	w := NewWorker(cfg, src, model, positions, p.metrics, p.log.With(zap.String("shard", shard)))
+	p.mu.Lock()
+	p.workers[shard] = w
+	p.active[w] = shard
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.active, w)
+		p.mu.Unlock()
+	}()
+	return w.Run(ctx)
+}

@@ -1,0 +1,615 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// partitionShards is how many partitions the tests' log has.
+const partitionShards = 3
+
+// partitionRig is a partitioned log, a store and a sink that partition
+// scope runs on, with the examples of each partition in the order they
+// were appended.
+type partitionRig struct {
+	log   *memory.Log
+	store *snapshot.Store
+	sink  *memory.Sink
+	cfg   learner.Config
+	data  [][][]byte
+	// opens counts Open's calls, by shard.
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func newPartitionRig(t *testing.T) *partitionRig {
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "models")
+	t.Cleanup(func() { store.Close() })
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 12
+	return &partitionRig{
+		log:   memory.NewLog("px", partitionShards),
+		store: store,
+		sink:  memory.NewSink(),
+		cfg:   cfg,
+		data:  make([][][]byte, partitionShards),
+		opens: map[string]int{},
+	}
+}
+
+// appendPart appends the k-th part of every partition's examples: parts
+// of different lengths per partition, drawn from one stream, so that no
+// two partitions learn the same model.
+func (r *partitionRig) appendPart(k int) {
+	msgs, _ := messages(partitionShards * 1000)
+	for p := range partitionShards {
+		n := 300 + 70*p + 11*k
+		part := msgs[(p*1000+k*37)%(partitionShards*1000-n):][:n]
+		r.data[p] = append(r.data[p], part...)
+		r.log.Append(p, part...)
+	}
+}
+
+// reference is the model one worker learns from partition p alone: every
+// example that decodes, in order.
+func (r *partitionRig) reference(t *testing.T, p int) [32]byte {
+	t.Helper()
+	m, err := learner.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := consumer.NewDecoder(r.cfg, consumer.DecoderOptions{})
+	var x learner.Example
+	for _, v := range r.data[p] {
+		if _, err := dec.Decode(v, &x); err == nil {
+			m.Learn(&x)
+		}
+	}
+	return m.State().Digest()
+}
+
+// chain is the store tree of shard's chain.
+func (r *partitionRig) chain(shard string) *snapshot.Store {
+	seg, err := snapshot.ShardSegment(shard)
+	if err != nil {
+		panic(err)
+	}
+	return r.store.Sub("clicks/partition/" + seg)
+}
+
+// newest is the newest generation of shard's chain, nil if none.
+func (r *partitionRig) newest(shard string) *snapshot.Snapshot {
+	snap, err := r.chain(shard).Latest(context.Background(), "clicks", nil)
+	if err != nil {
+		return nil
+	}
+	return snap
+}
+
+// chainSnapshots marks the snapshotter's fatal errors with ErrFatal, as
+// the command's adapter does.
+type chainSnapshots struct{ *snapshot.Snapshotter }
+
+func (s chainSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error {
+	err := s.Snapshotter.Snapshot(ctx, st, positions)
+	if snapshot.Fatal(err) {
+		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
+	}
+	return err
+}
+
+func (r *partitionRig) config(t *testing.T, writer string) consumer.PartitionsConfig {
+	return consumer.PartitionsConfig{
+		Worker: consumer.WorkerConfig{
+			Model:            "clicks",
+			Predictions:      consumer.Destination{Sink: r.sink, Topic: "pred"},
+			DeadLetter:       consumer.Destination{Sink: r.sink, Topic: "dead"},
+			Batch:            64,
+			SnapshotEvery:    200,
+			SnapshotInterval: 10 * time.Millisecond,
+			Views:            true,
+		},
+		Shards: r.log,
+		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
+			r.mu.Lock()
+			r.opens[shard]++
+			r.mu.Unlock()
+			res, err := snapshot.Resume(ctx, r.chain(shard), "clicks", r.cfg, snapshot.ResumeOptions{
+				Writer: writer, Keep: 1000, Log: zaptest.NewLogger(t),
+			})
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			return res.Model, res.Positions, chainSnapshots{res.Snapshotter}, nil
+		},
+		Start:        consumer.Start{Kind: consumer.StartEarliest},
+		RestartDelay: 20 * time.Millisecond,
+	}
+}
+
+// runPartitions starts p; the error Run returns arrives on the channel.
+func runPartitions(ctx context.Context, p *consumer.Partitions) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return done
+}
+
+// stopPartitions cancels a run and checks that it stopped cleanly.
+func stopPartitions(t *testing.T, name string, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: Run: %v, want nil", name, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: Run did not return", name)
+	}
+}
+
+// running fails the test if a run already returned.
+func running(t *testing.T, name string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s: Run returned %v while its context was live", name, err)
+	default:
+	}
+}
+
+// waitRunning waits for cond as waitFor does, and fails at once if one of
+// runs, by name, returns.
+func waitRunning(t *testing.T, what string, runs map[string]<-chan error, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		for name, done := range runs {
+			running(t, name, done)
+		}
+		return cond()
+	})
+}
+
+// waitChains waits until every chain's newest generation includes all of
+// its partition, while runs run.
+func (r *partitionRig) waitChains(t *testing.T, runs map[string]<-chan error) {
+	t.Helper()
+	waitRunning(t, "every chain at its partition's end", runs, func() bool {
+		for p := range partitionShards {
+			snap := r.newest(r.log.Key(p))
+			if snap == nil || snap.Positions[r.log.Key(p)] != int64(len(r.data[p])) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// checkChains checks that every chain's newest generation is the
+// reference model of its partition, to the bit, and holds that shard
+// alone.
+func (r *partitionRig) checkChains(t *testing.T) {
+	t.Helper()
+	for p := range partitionShards {
+		shard := r.log.Key(p)
+		snap := r.newest(shard)
+		if snap == nil {
+			t.Fatalf("%s: no generation", shard)
+		}
+		if got, want := snap.State.Digest(), r.reference(t, p); got != want {
+			t.Errorf("%s: the chain's generation %d has digest %x, one worker on the partition alone learns %x", shard, snap.Generation, got, want)
+		}
+		if len(snap.Positions) != 1 || snap.Positions[shard] != int64(len(r.data[p])) {
+			t.Errorf("%s: the chain's positions %v, want {%s: %d}", shard, snap.Positions, shard, len(r.data[p]))
+		}
+	}
+}
+
+// eventCounts counts the outputs (predictions and dead letters) of each
+// event id.
+func (r *partitionRig) eventCounts() map[string]int {
+	counts := map[string]int{}
+	for _, topic := range []string{"pred", "dead"} {
+		for _, o := range r.sink.Outputs(topic) {
+			counts[o.Key]++
+		}
+	}
+	return counts
+}
+
+// checkEvents checks that every position of every partition has an
+// output.
+func (r *partitionRig) checkEvents(t *testing.T) {
+	t.Helper()
+	counts := r.eventCounts()
+	for p := range partitionShards {
+		for off := range r.data[p] {
+			if id := fmt.Sprintf("%s/%d", r.log.Key(p), off); counts[id] == 0 {
+				t.Fatalf("%s has no output", id)
+			}
+		}
+	}
+}
+
+// TestPartitionsEqualOneWorkerPerPartition: partition scope over three
+// partitions learns, for each, the model one worker learns from that
+// partition alone, to the bit, in memory and in its chain; every position
+// has an output; views, positions and readiness follow the shards.
+func TestPartitionsEqualOneWorkerPerPartition(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	r.appendPart(1)
+	p := consumer.NewPartitions(r.config(t, "a"), nil, zaptest.NewLogger(t))
+	if got := p.NotReady(); len(got) == 0 {
+		t.Error("ready before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPartitions(ctx, p)
+	r.waitChains(t, map[string]<-chan error{"a": done})
+	if got := p.NotReady(); len(got) > 0 {
+		t.Errorf("not ready while running: %q", got)
+	}
+	stopPartitions(t, "a", cancel, done)
+	r.checkChains(t)
+	r.checkEvents(t)
+	want := map[string]int64{}
+	digests := map[[32]byte]bool{}
+	for q := range partitionShards {
+		shard := r.log.Key(q)
+		want[shard] = int64(len(r.data[q]))
+		m := p.Model(shard)
+		if m == nil {
+			t.Fatalf("%s: no model", shard)
+		}
+		d := m.State().Digest()
+		if d != r.reference(t, q) {
+			t.Errorf("%s: the model's digest %x differs from one worker's on the partition alone", shard, d)
+		}
+		digests[d] = true
+		if v := p.View(shard); v == nil || v.Version() != m.Version() {
+			t.Errorf("%s: view %v, want one of version %d", shard, v, m.Version())
+		}
+	}
+	if len(digests) != partitionShards {
+		t.Errorf("%d distinct models for %d partitions: the shards were mixed", len(digests), partitionShards)
+	}
+	if got := p.Positions(); !equalPositions(got, want) {
+		t.Errorf("positions %v, want %v", got, want)
+	}
+	if p.View("memory:px/7") != nil || p.Model("memory:px/7") != nil {
+		t.Error("a model for a shard that does not exist")
+	}
+	if got := p.NotReady(); len(got) != 1 || !strings.HasPrefix(got[0], consumer.NotReadySource+":") {
+		t.Errorf("after Run: not ready because %q, want the source alone", got)
+	}
+}
+
+func equalPositions(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// slowSink takes 100 µs per output, so that a worker is stopped in the
+// middle of what the log holds.
+type slowSink struct{ *memory.Sink }
+
+func (s slowSink) Publish(ctx context.Context, batch []consumer.Output) error {
+	time.Sleep(time.Duration(len(batch)) * 100 * time.Microsecond)
+	return s.Sink.Publish(ctx, batch)
+}
+
+// TestPartitionsResumeFromTheirChains stops partition scope where the
+// log ends, then in the middle of the log, and runs it again each time:
+// each shard continues from its chain, so no position has its output
+// twice, and the final models are the references to the bit.
+func TestPartitionsResumeFromTheirChains(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPartitions(ctx, consumer.NewPartitions(r.config(t, "a"), nil, zaptest.NewLogger(t)))
+	r.waitChains(t, map[string]<-chan error{"first run": done})
+	stopPartitions(t, "first run", cancel, done)
+	first := map[string]int64{}
+	for q := range partitionShards {
+		first[r.log.Key(q)] = int64(len(r.data[q]))
+	}
+
+	for k := 1; k <= 5; k++ {
+		r.appendPart(k)
+	}
+	cfg := r.config(t, "a")
+	cfg.Worker.Predictions.Sink = slowSink{r.sink}
+	cfg.Worker.DeadLetter.Sink = slowSink{r.sink}
+	ctx, cancel = context.WithCancel(context.Background())
+	done = runPartitions(ctx, consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t)))
+	waitRunning(t, "every chain past the first run", map[string]<-chan error{"second run": done}, func() bool {
+		for shard, end := range first {
+			if snap := r.newest(shard); snap == nil || snap.Positions[shard] <= end {
+				return false
+			}
+		}
+		return true
+	})
+	stopPartitions(t, "second run", cancel, done)
+	midway := false
+	for q := range partitionShards {
+		midway = midway || r.newest(r.log.Key(q)).Positions[r.log.Key(q)] < int64(len(r.data[q]))
+	}
+	if !midway {
+		t.Fatal("the second run learned every partition to its end before it was stopped")
+	}
+
+	r.appendPart(6)
+	ctx, cancel = context.WithCancel(context.Background())
+	p := consumer.NewPartitions(r.config(t, "a"), nil, zaptest.NewLogger(t))
+	done = runPartitions(ctx, p)
+	r.waitChains(t, map[string]<-chan error{"third run": done})
+	stopPartitions(t, "third run", cancel, done)
+
+	r.checkChains(t)
+	r.checkEvents(t)
+	for id, n := range r.eventCounts() {
+		if n != 1 {
+			t.Fatalf("%s has %d outputs: a shard learned again what its chain held", id, n)
+		}
+	}
+	for q := range partitionShards {
+		if d := p.Model(r.log.Key(q)).State().Digest(); d != r.reference(t, q) {
+			t.Errorf("%s: the third run's model differs from the reference", r.log.Key(q))
+		}
+	}
+}
+
+// ownership is an assignment of shards to workers that a test changes,
+// with a channel closed at each change, as kafka.Group's.
+type ownership struct {
+	mu      sync.Mutex
+	owner   map[string]string
+	changed chan struct{}
+}
+
+func newOwnership() *ownership {
+	return &ownership{owner: map[string]string{}, changed: make(chan struct{})}
+}
+
+func (o *ownership) set(owner map[string]string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owner = owner
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+func (o *ownership) owned(worker string) func() []string {
+	return func() []string {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		var shards []string
+		for shard, w := range o.owner {
+			if w == worker {
+				shards = append(shards, shard)
+			}
+		}
+		slices.Sort(shards)
+		return shards
+	}
+}
+
+func (o *ownership) changes() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changed
+}
+
+// TestPartitionsFollowOwnership moves shards between two workers while
+// the stream grows, and back: each worker stops the shards it loses and
+// continues the ones it gains from their chains; both workers write every
+// chain; the final models are the references to the bit, and each shard's
+// model is held by its last owner alone.
+func TestPartitionsFollowOwnership(t *testing.T) {
+	r := newPartitionRig(t)
+	s0, s1, s2 := r.log.Key(0), r.log.Key(1), r.log.Key(2)
+	own := newOwnership()
+	own.set(map[string]string{s0: "a", s1: "a", s2: "a"})
+	workers := map[string]*consumer.Partitions{}
+	dones := map[string]<-chan error{}
+	cancels := map[string]context.CancelFunc{}
+	for _, w := range []string{"a", "b"} {
+		cfg := r.config(t, w)
+		cfg.Owned, cfg.Changed = own.owned(w), own.changes
+		workers[w] = consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t).Named(w))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[w], dones[w] = cancel, runPartitions(ctx, workers[w])
+	}
+	assignments := []map[string]string{
+		{s0: "a", s1: "b", s2: "b"},
+		{s0: "b", s1: "a", s2: "b"},
+		{s0: "b", s1: "a", s2: "a"},
+		{s0: "a", s1: "b", s2: "a"},
+		{s0: "b", s1: "b", s2: "b"},
+		{s0: "a", s1: "b", s2: "a"},
+	}
+	for k, a := range assignments {
+		learned := map[string]int64{}
+		for q := range partitionShards {
+			learned[r.log.Key(q)] = int64(len(r.data[q]))
+		}
+		r.appendPart(k)
+		// The owners learn part of it alone; then the shards move.
+		waitRunning(t, "some of the new examples learned", dones, func() bool {
+			for shard, end := range learned {
+				if snap := r.newest(shard); snap == nil || snap.Positions[shard] <= end {
+					return false
+				}
+			}
+			return true
+		})
+		own.set(a)
+		waitRunning(t, "the shards moved", dones, func() bool {
+			for shard, owner := range a {
+				for w, p := range workers {
+					if (p.View(shard) != nil) != (w == owner) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
+	r.waitChains(t, dones)
+	for w := range workers {
+		stopPartitions(t, w, cancels[w], dones[w])
+	}
+	r.checkChains(t)
+	r.checkEvents(t)
+
+	last := assignments[len(assignments)-1]
+	for q := range partitionShards {
+		shard := r.log.Key(q)
+		for w, p := range workers {
+			m := p.Model(shard)
+			switch {
+			case w == last[shard] && m == nil:
+				t.Errorf("%s: its owner %s has no model", shard, w)
+			case w == last[shard] && m.State().Digest() != r.reference(t, q):
+				t.Errorf("%s: its owner %s's model differs from the reference", shard, w)
+			case w != last[shard] && (m != nil || p.View(shard) != nil):
+				t.Errorf("%s: %s, which lost it, still holds its model", shard, w)
+			}
+		}
+		writers := map[string]bool{}
+		chain := r.chain(shard)
+		gens, err := chain.Generations(context.Background(), "clicks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gens {
+			snap, err := chain.Load(context.Background(), "clicks", g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writers[snap.Writer] = true
+		}
+		if !writers["a"] || !writers["b"] {
+			t.Errorf("%s: the chain was written by %v, want both workers", shard, writers)
+		}
+	}
+}
+
+// TestPartitionsOverlappingOwners runs two workers that own every shard
+// at once, as the old and the new owner do after a rebalance: the second
+// starts from the first one's generations and both learn what follows,
+// so each chain's next generation is written by one and refused to the
+// other, which reloads the chain rather than stopping. Both keep running,
+// and each chain's final model is the reference to the bit.
+func TestPartitionsOverlappingOwners(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	ctxA, cancelA := context.WithCancel(context.Background())
+	a := consumer.NewPartitions(r.config(t, "a"), nil, zaptest.NewLogger(t).Named("a"))
+	doneA := runPartitions(ctxA, a)
+	r.waitChains(t, map[string]<-chan error{"a": doneA})
+
+	ctxB, cancelB := context.WithCancel(context.Background())
+	b := consumer.NewPartitions(r.config(t, "b"), nil, zaptest.NewLogger(t).Named("b"))
+	doneB := runPartitions(ctxB, b)
+	runs := map[string]<-chan error{"a": doneA, "b": doneB}
+	waitRunning(t, "b's workers open", runs, func() bool {
+		for q := range partitionShards {
+			if b.View(r.log.Key(q)) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	for k := 1; k <= 4; k++ {
+		r.appendPart(k)
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.waitChains(t, runs)
+	// Each chain's next generation after b opened it was attempted by both:
+	// one of them was fenced and reloaded, once per shard at least.
+	waitRunning(t, "a reload of every chain", runs, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for q := range partitionShards {
+			if r.opens[r.log.Key(q)] < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// A worker fenced at an earlier position holds that model until it
+	// reloads; once both hold every partition's end, both models are the
+	// references.
+	ends, _ := r.log.Ends(context.Background())
+	waitRunning(t, "both workers at every partition's end", runs, func() bool {
+		return equalPositions(a.Positions(), ends) && equalPositions(b.Positions(), ends)
+	})
+	stopPartitions(t, "a", cancelA, doneA)
+	stopPartitions(t, "b", cancelB, doneB)
+	r.checkChains(t)
+	r.checkEvents(t)
+	for q := range partitionShards {
+		shard := r.log.Key(q)
+		for name, p := range map[string]*consumer.Partitions{"a": a, "b": b} {
+			if m := p.Model(shard); m == nil || m.State().Digest() != r.reference(t, q) {
+				t.Errorf("%s: %s's final model differs from the reference", shard, name)
+			}
+		}
+	}
+}
+
+// TestPartitionsStopOnAnOpenError: a chain that cannot be opened (a store
+// that fails, a chain of another configuration) stops the shards that
+// run, and Run returns the error naming the shard.
+func TestPartitionsStopOnAnOpenError(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	cfg := r.config(t, "a")
+	open := cfg.Open
+	broken := errors.New("the chain is broken")
+	var p *consumer.Partitions
+	cfg.Open = func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
+		if shard != r.log.Key(2) {
+			return open(ctx, shard)
+		}
+		for p.View(r.log.Key(0)) == nil || p.View(r.log.Key(1)) == nil {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil, nil, broken
+	}
+	p = consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	select {
+	case err := <-runPartitions(context.Background(), p):
+		if !errors.Is(err, broken) || !strings.Contains(err.Error(), r.log.Key(2)) {
+			t.Fatalf("Run: %v, want the open error naming %s", err, r.log.Key(2))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop")
+	}
+	if got := p.NotReady(); len(got) != 1 || !strings.HasPrefix(got[0], consumer.NotReadySource+":") {
+		t.Errorf("after Run: not ready because %q, want the source alone", got)
+	}
+}

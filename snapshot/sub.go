@@ -1,0 +1,35 @@
+package snapshot
+
+import "strings"
+
+// Sub is the store under s's prefix + "/" + path, on s's bucket: what
+// partition scope keeps each shard's generation chain in, as a model of
+// its own (docs/scale-out.md, section 6). store.Sub("<model>/partition/<segment>")
+// holds the chain of the shard whose ShardSegment is <segment> exactly as
+// a one-shard model's generations, under the model's own name:
+//
+//	<prefix>/<model>/partition/<segment>/<model>/<gen, 20 digits>.msgpack
+//
+// so that Resume, Latest, Write and Retain work on it unchanged, and a
+// snapshot in it names the model it belongs to. The parent's Generations
+// do not see it: they skip directories.
+//
+// path is a slash-separated key path; slashes at either end are dropped,
+// and an empty path gives a store with s's prefix. Its segments should
+// be names a key may hold (a model name, a ShardSegment): a file:// store
+// opened by OpenStore refuses to create keys whose segments fileblob
+// would escape, and says so when it writes.
+//
+// A Sub keeps s's guarantees: it creates keys the same way, by link in
+// a file:// store's directory. Closing a Sub does not close the bucket,
+// which s owns: the Sub is usable until s is closed.
+func (s *Store) Sub(path string) *Store {
+	prefix := s.prefix
+	if path = strings.Trim(path, "/"); path != "" {
+		if prefix != "" {
+			prefix += "/"
+		}
+		prefix += path
+	}
+	return &Store{bucket: s.bucket, prefix: prefix, dir: s.dir, dirMode: s.dirMode, shared: true}
+}
