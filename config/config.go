@@ -62,6 +62,9 @@ type Snapshot struct {
 // Model is the model's identity and hyperparameters.
 type Model struct {
 	Name string `yaml:"name" help:"name of the model, used in events and snapshot keys"`
+	// Scope is global (one model over every partition) or partition (one
+	// independent model per partition).
+	Scope Scope `yaml:"scope" help:"global: one model over every partition, mixed in epochs; partition: one independent model per partition"`
 	// Mixing is how one model is learned over several partitions.
 	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`
@@ -227,6 +230,7 @@ func Default() Config {
 	return Config{
 		Model: Model{
 			Name:    "default",
+			Scope:   ScopeGlobal,
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples},
 			Learner: learner.DefaultConfig(),
 		},

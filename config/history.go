@@ -41,7 +41,7 @@ func (c Config) HistoryDigest() [32]byte {
 	h := history{
 		Model:       c.Model.Name,
 		Learner:     c.Model.Learner,
-		Scope:       "global",
+		Scope:       string(c.Model.Scope),
 		Weights:     c.Model.Mixing.Weights,
 		Kind:        c.Source.Kind,
 		Stream:      c.Source.Stream,

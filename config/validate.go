@@ -165,6 +165,12 @@ func (c Config) validateModel() error {
 			return fieldErr("model.name", "%q may hold only letters, digits, '.', '_' and '-' (it is part of object keys)", name)
 		}
 	}
+	if err := c.Model.Scope.Validate(); err != nil {
+		return fieldErr("model.scope", "%v", err)
+	}
+	if c.Model.Scope == ScopePartition && (c.Source.Kind == KindNATS || (c.Source.Kind == KindJetStream && c.Source.StreamPartitions == 0)) {
+		return fieldErr("model.scope", "partition needs a source of partitions: a Kafka topic, or a JetStream stream with source.stream_partitions")
+	}
 	switch m := c.Model.Mixing; {
 	case m.EpochExamples < 1:
 		return fieldErr("model.mixing.epoch_examples", "must be at least 1, got %d", m.EpochExamples)

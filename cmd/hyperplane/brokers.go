@@ -113,9 +113,9 @@ func (b *brokers) source(ctx context.Context, s config.Source, group string, pos
 }
 
 // kafkaShards opens the partitions of s's topics as shards when there
-// are more than one, and returns them with their number; with one
-// partition it returns nil shards: that partition is learned as it comes.
-func (b *brokers) kafkaShards(ctx context.Context, s config.Source) (*kafkaio.Shards, int, error) {
+// are at least that many, and returns them with their number; with fewer it
+// returns nil shards: the source is read as it comes.
+func (b *brokers) kafkaShards(ctx context.Context, s config.Source, least int) (*kafkaio.Shards, int, error) {
 	kc, err := b.kafkaConfig()
 	if err != nil {
 		return nil, 0, err
@@ -125,7 +125,7 @@ func (b *brokers) kafkaShards(ctx context.Context, s config.Source) (*kafkaio.Sh
 		return nil, 0, fmt.Errorf("source: %w", err)
 	}
 	ends, err := shards.Ends(ctx)
-	if err != nil || len(ends) < 2 {
+	if err != nil || len(ends) < least {
 		shards.Close() //nolint:errcheck // not used
 		if err != nil {
 			return nil, 0, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)

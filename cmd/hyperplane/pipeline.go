@@ -83,7 +83,13 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 	switch {
 	case epochs && cfg.Source.Kind == config.KindKafka:
 		var ks *kafkaio.Shards
-		if ks, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source); err != nil {
+		// A topic of one partition is learned as it comes, but in
+		// partition scope every partition has a chain of its own.
+		least := 2
+		if cfg.Model.Scope == config.ScopePartition {
+			least = 1
+		}
+		if ks, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source, least); err != nil {
 			return nil, err
 		}
 		if ks != nil {
@@ -228,6 +234,19 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		SnapshotInterval: cfg.Snapshot.Interval,
 		Keep:             cfg.Snapshot.Keep,
 	}
+	if ecfg.Owned, err = p.ownership(cfg, log); err != nil {
+		return nil, err
+	}
+	if p.group != nil {
+		ecfg.Commit = p.group.Commit
+	}
+	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
+}
+
+// ownership says which shards this worker learns: those the Kafka
+// consumer group gives it (kept in p.group), or the partitions of a
+// stream that source.partitions names (nil: every one).
+func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (func() []string, error) {
 	if cfg.Source.Kind == config.KindKafka {
 		// The group hands each worker its partitions; a partition no
 		// member holds waits, and two holding one learn it twice to the
@@ -246,23 +265,86 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 			return nil, fmt.Errorf("source.group: %w", err)
 		}
 		p.group = group
-		ecfg.Owned, ecfg.Commit = group.Owned, group.Commit
-	} else {
-		// A partitioned stream's partitions are assigned statically.
-		host, _ := os.Hostname()
-		owned, err := cfg.OwnedPartitions(host)
+		return group.Owned, nil
+	}
+	// A partitioned stream's partitions are assigned statically.
+	host, _ := os.Hostname()
+	owned, err := cfg.OwnedPartitions(host)
+	if err != nil || owned == nil {
+		return nil, err
+	}
+	names := make([]string, len(owned))
+	for i, k := range owned {
+		names[i] = fmt.Sprintf("jetstream:%s#%d", cfg.Source.Stream, k)
+	}
+	return func() []string { return names }, nil
+}
+
+// partitions learn p's shards in partition scope: one model per shard,
+// each continuing from its own chain of generations under
+// <model>/partition/<segment>/ in the store (docs/scale-out.md,
+// section 6).
+func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) (*consumer.Partitions, error) {
+	writer := cfg.Snapshot.Writer
+	if writer == "" {
+		writer, _ = os.Hostname()
+	}
+	pcfg := consumer.PartitionsConfig{
+		Worker: p.config,
+		Shards: p.shards,
+		Start:  cfg.Source.Start,
+		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
+			var chain *snapshot.Store
+			if p.store != nil {
+				seg, err := snapshot.ShardSegment(shard)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				chain = p.store.Sub(cfg.Model.Name + "/partition/" + seg)
+			}
+			r, err := snapshot.Resume(ctx, chain, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
+				Writer: writer, Keep: cfg.Snapshot.Keep, Reset: cfg.Snapshot.Reset, Start: cfg.Source.Start, Log: log.With(zap.String("shard", shard)),
+			})
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("shard %s: %w", shard, err)
+			}
+			var snaps consumer.Snapshotter
+			if r.Snapshotter != nil {
+				snaps = workerSnapshots{r.Snapshotter}
+			}
+			return r.Model, r.Positions, snaps, nil
+		},
+	}
+	var err error
+	if pcfg.Owned, err = p.ownership(cfg, log); err != nil {
+		return nil, err
+	}
+	if p.group != nil {
+		pcfg.Changed = p.group.Changed
+	}
+	return consumer.NewPartitions(pcfg, metrics, log), nil
+}
+
+// loadShardGeneration reads the stored generations of the shards' chains
+// for requests that name one; nil without a store.
+func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
+	if p.store == nil {
+		return nil
+	}
+	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
+		seg, err := snapshot.ShardSegment(shard)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+		}
+		snap, err := p.store.Sub(model+"/partition/"+seg).Load(ctx, model, gen)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if owned != nil {
-			names := make([]string, len(owned))
-			for i, k := range owned {
-				names[i] = fmt.Sprintf("jetstream:%s#%d", cfg.Source.Stream, k)
-			}
-			ecfg.Owned = func() []string { return names }
-		}
+		return snap.State, nil
 	}
-	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
 
 // loadGeneration reads stored generations of model for requests that name

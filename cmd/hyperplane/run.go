@@ -50,13 +50,12 @@ const httpShutdownTimeout = 5 * time.Second
 // the ones they forget should not pile up.
 const httpIdleTimeout = 2 * time.Minute
 
-// learning is what runWorker runs: a consumer.Worker, or consumer.Epochs
-// for a source of several partitions.
+// learning is what runWorker runs: a consumer.Worker, consumer.Epochs for
+// a source of several partitions, or consumer.Partitions in partition
+// scope.
 type learning interface {
 	Run(ctx context.Context) error
 	NotReady() []string
-	View() *learner.View
-	Model() *learner.Model
 	Positions() map[string]int64
 }
 
@@ -86,9 +85,31 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	if created := p.resumed.Created; !created.IsZero() {
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
-	// One source is learned by a Worker, several shards in epochs.
+	// One source is learned by a Worker; several shards in epochs, or one
+	// model each in partition scope.
+	opts := serve.Options{
+		Model:       cfg.Model.Name,
+		MaxBytes:    cfg.Serve.MaxBytes,
+		MaxInFlight: cfg.Serve.MaxInFlight,
+		Timeout:     cfg.Serve.Timeout,
+		Generations: cfg.Serve.Generations,
+		Decoder:     p.config.Decoder,
+	}
 	var w learning
-	if p.shards != nil {
+	var srv *serve.Server
+	serving := serve.NewMetrics(reg)
+	switch {
+	case p.shards != nil && cfg.Model.Scope == config.ScopePartition:
+		x, err := p.partitions(ctx, cfg, metrics, log)
+		if err != nil {
+			return err
+		}
+		log.Info("one model per partition", zap.Int("partitions", p.shardCount))
+		w = x
+		if cfg.Serving() {
+			srv = serve.NewSharded(opts, p.resumed.Model.Config(), x, p.loadShardGeneration(cfg.Model.Name), serving)
+		}
+	case p.shards != nil:
 		x, err := p.epochs(ctx, cfg, metrics, log)
 		if err != nil {
 			return err
@@ -96,23 +117,18 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		log.Info("learning in epochs", zap.Int("partitions", p.shardCount), zap.Uint64("epoch", x.Mixed()+1),
 			zap.Int("epoch_examples", cfg.Model.Mixing.EpochExamples), zap.Stringer("weights", cfg.Model.Mixing.Weights))
 		w = x
-	} else {
+		if cfg.Serving() {
+			srv = serve.New(opts, p.resumed.Model.Config(), x, p.loadGeneration(cfg.Model.Name), serving)
+		}
+	default:
 		worker := p.worker(p.source, metrics, log)
 		if started != nil {
 			started <- worker
 		}
 		w = worker
-	}
-	var srv *serve.Server
-	if cfg.Serving() {
-		srv = serve.New(serve.Options{
-			Model:       cfg.Model.Name,
-			MaxBytes:    cfg.Serve.MaxBytes,
-			MaxInFlight: cfg.Serve.MaxInFlight,
-			Timeout:     cfg.Serve.Timeout,
-			Generations: cfg.Serve.Generations,
-			Decoder:     p.config.Decoder,
-		}, p.resumed.Model.Config(), w, p.loadGeneration(cfg.Model.Name), serve.NewMetrics(reg))
+		if cfg.Serving() {
+			srv = serve.New(opts, p.resumed.Model.Config(), worker, p.loadGeneration(cfg.Model.Name), serving)
+		}
 	}
 	if srv != nil && cfg.Serve.NATS {
 		svc, err := p.service(srv, cfg)
@@ -165,7 +181,11 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	if err := g.run(); err != nil {
 		return err
 	}
-	m := w.Model().Metrics()
-	log.Info("worker stopped", zap.Uint64("examples", m.Examples), zap.Uint64("mistakes", m.Mistakes), zap.Any("positions", w.Positions()))
+	var fields []zap.Field
+	if m, ok := w.(interface{ Model() *learner.Model }); ok {
+		mt := m.Model().Metrics()
+		fields = append(fields, zap.Uint64("examples", mt.Examples), zap.Uint64("mistakes", mt.Mistakes))
+	}
+	log.Info("worker stopped", append(fields, zap.Any("positions", w.Positions()))...)
 	return nil
 }

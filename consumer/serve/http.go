@@ -18,6 +18,10 @@ const PredictPath = "/v1/predict"
 // parameter "generation" does; the reply carries it back.
 const GenerationHeader = "Hyperplane-Generation"
 
+// ShardHeader names the shard whose model answers in partition scope, as
+// the query parameter "shard" does.
+const ShardHeader = "Hyperplane-Shard"
+
 // VersionHeader carries the version of the model that answered.
 const VersionHeader = "Hyperplane-Model-Version"
 
@@ -58,9 +62,13 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if generation == "" {
 		generation = r.Header.Get(GenerationHeader)
 	}
+	shard := r.URL.Query().Get("shard")
+	if shard == "" {
+		shard = r.Header.Get(ShardHeader)
+	}
 	rc := http.NewResponseController(rw)
 	read := func(ctx context.Context, buf []byte) (request, []byte, error) {
-		req := request{msgpack: msgpack, generation: generation}
+		req := request{msgpack: msgpack, generation: generation, shard: shard}
 		if r.ContentLength > int64(s.opts.MaxBytes) {
 			return req, buf, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", r.ContentLength, s.opts.MaxBytes)
 		}

@@ -73,6 +73,7 @@ func (s *Server) serveNATS(r micro.Request) {
 			body:       r.Data(),
 			msgpack:    isMsgpack(h.Get("Content-Type")),
 			generation: h.Get(GenerationHeader),
+			shard:      h.Get(ShardHeader),
 		}, buf, nil
 	}, func(a answer, err error) {
 		if err != nil {

@@ -67,9 +67,11 @@ var ErrNotFound = errors.New("no such generation")
 // Server answers prediction requests. Its methods are safe for concurrent
 // use.
 type Server struct {
-	opts    Options
-	live    Live
-	load    LoadGeneration
+	opts Options
+	// live is the newest view of the model a request names (its shard,
+	// "" for none); load reads a stored generation of it.
+	live    func(shard string) (*learner.View, error)
+	load    func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
 	metrics *Metrics
 	// inFlight holds a token for each request being answered.
 	inFlight chan struct{}
@@ -86,6 +88,57 @@ type Server struct {
 // publishes. load reads stored generations; nil means there are none.
 // metrics may be nil.
 func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metrics *Metrics) *Server {
+	s := newServer(opts, cfg, metrics)
+	s.live = func(shard string) (*learner.View, error) {
+		if shard != "" {
+			return nil, errorf(StatusBadRequest, "shard: this worker learns one model, over every partition: leave shard out")
+		}
+		if v := live.View(); v != nil {
+			return v, nil
+		}
+		return nil, errorf(StatusUnavailable, "the model is not loaded yet: try again")
+	}
+	if load != nil {
+		s.load = func(ctx context.Context, _ string, gen uint64) (*learner.State, error) { return load(ctx, gen) }
+	}
+	return s
+}
+
+// ShardViews is where the newest view of each shard's model is read in
+// partition scope: *consumer.Partitions is one. View returns nil for a
+// shard this worker does not learn.
+type ShardViews interface {
+	View(shard string) *learner.View
+}
+
+// LoadShardGeneration reads the state of a stored generation of a
+// shard's model; an error wrapping ErrNotFound says there is none.
+type LoadShardGeneration func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
+
+// NewSharded returns a server of partition scope: one model per shard,
+// each of configuration cfg, the newest views of the shards this worker
+// learns in views. A request names its shard (?shard= or the header
+// Hyperplane-Shard, such as kafka:clicks/3); one for a shard this worker
+// does not learn gets 404, as the shard is another replica's. load reads
+// stored generations of a shard; nil means there are none.
+func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadShardGeneration, metrics *Metrics) *Server {
+	s := newServer(opts, cfg, metrics)
+	s.live = func(shard string) (*learner.View, error) {
+		if shard == "" {
+			return nil, errorf(StatusBadRequest, "shard: the model is learned per partition (model.scope: partition): name the partition with ?shard=, such as kafka:<topic>/<partition>")
+		}
+		if v := views.View(shard); v != nil {
+			return v, nil
+		}
+		return nil, errorf(StatusNotFound, "shard %s: this worker does not learn it (another replica does, or it is no partition of the source)", shard)
+	}
+	if load != nil {
+		s.load = load
+	}
+	return s
+}
+
+func newServer(opts Options, cfg learner.Config, metrics *Metrics) *Server {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
@@ -103,8 +156,6 @@ func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metri
 	}
 	s := &Server{
 		opts:         opts,
-		live:         live,
-		load:         load,
 		metrics:      metrics,
 		inFlight:     make(chan struct{}, opts.MaxInFlight),
 		liveDecoders: newDecoders(cfg, opts.Decoder),
@@ -179,8 +230,9 @@ type request struct {
 	body    []byte
 	msgpack bool
 	// generation is the stored generation to answer from, "" for the
-	// live model.
+	// live model; shard names the shard's model in partition scope.
 	generation string
+	shard      string
 }
 
 // answer is the reply to a request: its bytes, the shape of the body,
@@ -206,7 +258,7 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	if len(req.body) > s.opts.MaxBytes {
 		return answer{}, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", len(req.body), s.opts.MaxBytes)
 	}
-	view, decs, err := s.view(ctx, req.generation)
+	view, decs, err := s.view(ctx, req.shard, req.generation)
 	if err != nil {
 		return answer{}, err
 	}
@@ -261,11 +313,11 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 }
 
 // view returns the view req names, with its decoders.
-func (s *Server) view(ctx context.Context, generation string) (*learner.View, *decoders, error) {
+func (s *Server) view(ctx context.Context, shard, generation string) (*learner.View, *decoders, error) {
 	if generation == "" {
-		v := s.live.View()
-		if v == nil {
-			return nil, nil, errorf(StatusUnavailable, "the model is not loaded yet: try again")
+		v, err := s.live(shard)
+		if err != nil {
+			return nil, nil, err
 		}
 		return v, s.liveDecoders, nil
 	}
@@ -273,7 +325,7 @@ func (s *Server) view(ctx context.Context, generation string) (*learner.View, *d
 	if err != nil || gen == 0 {
 		return nil, nil, errorf(StatusBadRequest, "generation: %q is not a generation number (1 or more)", generation)
 	}
-	g, err := s.generation(ctx, gen)
+	g, err := s.generation(ctx, shard, gen)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -282,6 +334,7 @@ func (s *Server) view(ctx context.Context, generation string) (*learner.View, *d
 
 // generation is a stored generation, loaded once.
 type generation struct {
+	shard    string
 	n        uint64
 	ready    chan struct{} // closed once view and decoders, or err, are set
 	view     *learner.View
@@ -291,14 +344,14 @@ type generation struct {
 
 // generation returns stored generation gen, loading it if it is not among
 // the ones kept. Requests for one being loaded wait for that load.
-func (s *Server) generation(ctx context.Context, gen uint64) (*generation, error) {
+func (s *Server) generation(ctx context.Context, shard string, gen uint64) (*generation, error) {
 	if s.load == nil {
 		return nil, errorf(StatusNotFound, "generation %d: this worker has no snapshot store (snapshot.url)", gen)
 	}
 	s.genMu.Lock()
 	var g *generation
 	for i, c := range s.gens {
-		if c.n == gen {
+		if c.n == gen && c.shard == shard {
 			g = c
 			// The most recently used first.
 			copy(s.gens[1:i+1], s.gens[:i])
@@ -307,7 +360,7 @@ func (s *Server) generation(ctx context.Context, gen uint64) (*generation, error
 		}
 	}
 	if g == nil {
-		g = &generation{n: gen, ready: make(chan struct{})}
+		g = &generation{shard: shard, n: gen, ready: make(chan struct{})}
 		s.gens = append([]*generation{g}, s.gens...)
 		if len(s.gens) > s.opts.Generations {
 			s.gens = s.gens[:s.opts.Generations]
@@ -333,7 +386,7 @@ func (s *Server) loadGeneration(g *generation) {
 	defer close(g.ready)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	st, err := s.load(ctx, g.n)
+	st, err := s.load(ctx, g.shard, g.n)
 	if err == nil {
 		var m *learner.Model
 		if m, err = learner.Restore(st); err == nil {

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestPartitionScope: with model.scope partition, each partition of a
+// three-partition topic gets a model of its own, in a chain of its own,
+// equal to the bit to one worker's model over that partition alone; and
+// a prediction request names the partition whose model answers.
+func TestPartitionScope(t *testing.T) {
+	dir := t.TempDir()
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", "2400", "-seed", "31", "-unlabeled", "0.1"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "keyed", 3)
+	var recs []*kgo.Record
+	parts := make([][]string, 3)
+	for i, l := range lines {
+		recs = append(recs, &kgo.Record{Topic: "keyed", Partition: int32(i % 3), Value: []byte(l)})
+		parts[i%3] = append(parts[i%3], l)
+	}
+	if err := c.Client(t).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := filepath.Join(dir, "store")
+	addr := freeAddr(t)
+	args := []string{"run", "--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "keyed", "--snapshot.url", "file://" + storeDir + "?create_dir=1",
+		"--snapshot.every", "300", "--snapshot.interval", "100ms", "--http.addr", addr, "--serve.refresh", "0s"}
+	cfg, err := config.Load(args[1:], func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr bytes.Buffer
+	stopped := make(chan error, 1)
+	go func() { stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr) }()
+	store := openStore(t, storeDir)
+	chain := func(p int) *snapshot.Store { return store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)) }
+	deadline := time.Now().Add(time.Minute)
+	for p := range 3 {
+		for {
+			newest, err := chain(p).Latest(context.Background(), "per", nil)
+			if err == nil && newest.Positions[fmt.Sprintf("kafka:keyed/%d", p)] == int64(len(parts[p])) {
+				break
+			}
+			select {
+			case err := <-stopped:
+				t.Fatalf("run stopped: %v\n%s", err, stderr.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d is not learned after a minute:\n%s", p, stderr.String())
+			}
+		}
+	}
+
+	// Each partition's model answers the requests that name it.
+	for p := range 3 {
+		newest, err := chain(p).Latest(context.Background(), "per", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := "http://" + addr + "/v1/predict?shard=" + url.QueryEscape(fmt.Sprintf("kafka:keyed/%d", p))
+		resp, err := http.Post(u, "application/json", strings.NewReader(lines[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply struct{ Model struct{ Version uint64 } }
+		if err := json.Unmarshal(readReply(t, resp, http.StatusOK), &reply); err != nil {
+			t.Fatal(err)
+		}
+		if reply.Model.Version != newest.State.Updates {
+			t.Errorf("partition %d answered with version %d, its newest generation has %d", p, reply.Model.Version, newest.State.Updates)
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/v1/predict", "application/json", strings.NewReader(lines[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readReply(t, resp, http.StatusBadRequest); !bytes.Contains(body, []byte("?shard=")) {
+		t.Errorf("a request naming no partition: %s", body)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+
+	for p := range 3 {
+		newest, err := chain(p).Latest(context.Background(), "per", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := newest.State.Digest(), learnInOrder(t, cfg, parts[p]).Digest(); got != want {
+			t.Errorf("partition %d: state_sha256 %x, one worker over the partition alone %x", p, got, want)
+		}
+	}
+}
