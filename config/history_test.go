@@ -1,6 +1,8 @@
 package config
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,6 +42,41 @@ func TestHistoryDigest(t *testing.T) {
 		change(&c)
 		if c.HistoryDigest() != base {
 			t.Errorf("%s: the digest changed", name)
+		}
+	}
+}
+
+// TestOwnedPartitions: the partitions a worker learns, from a list or
+// from its StatefulSet ordinal, and the errors naming source.partitions.
+func TestOwnedPartitions(t *testing.T) {
+	c := validJetStream()
+	c.Source.StreamPartitions = 5
+	for _, tc := range []struct {
+		parts []string
+		host  string
+		want  []int
+		err   string
+	}{
+		{nil, "any", nil, ""},
+		{[]string{"3", "1", "3"}, "any", []int{3, 1}, ""},
+		{[]string{"replicas:2"}, "hp-0", []int{0, 2, 4}, ""},
+		{[]string{"replicas:2"}, "hp-1", []int{1, 3}, ""},
+		{[]string{"replicas:7"}, "hp-6", nil, "would learn none"},
+		{[]string{"replicas:2"}, "hp-2", nil, "ordinal 2 of replicas:2"},
+		{[]string{"replicas:2"}, "nohyphen", nil, "-<ordinal>"},
+		{[]string{"5"}, "any", nil, "not a partition of 5"},
+		{[]string{"replicas:2", "1"}, "hp-0", nil, "alone"},
+	} {
+		c.Source.Partitions = tc.parts
+		got, err := c.OwnedPartitions(tc.host)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "source.partitions") {
+				t.Errorf("%v on %s: error %v, want one naming source.partitions with %q", tc.parts, tc.host, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%v on %s: %v, %v; want %v", tc.parts, tc.host, got, err, tc.want)
 		}
 	}
 }

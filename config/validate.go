@@ -577,6 +577,9 @@ func (c Config) OwnedPartitions(host string) ([]int, error) {
 			for k := ordinal; k < s.StreamPartitions; k += replicas {
 				owned = append(owned, k)
 			}
+			if len(owned) == 0 {
+				return nil, fieldErr("source.partitions", "host %s is ordinal %d of replicas:%d, but the stream has %d partitions: this pod would learn none (run at most %d replicas)", host, ordinal, replicas, s.StreamPartitions, s.StreamPartitions)
+			}
 			return owned, nil
 		}
 		k, err := strconv.Atoi(p)

@@ -86,21 +86,53 @@ func (o *kubeObjects) files() []kubeFile {
 	}
 }
 
+// pod is the Deployment's pod and what it takes its configuration and
+// credentials from.
+func (o *kubeObjects) pod() podObjects {
+	return podObjects{
+		file:      "deployment.yaml",
+		template:  &o.deployment.Spec.Template,
+		configMap: &o.configMap,
+		secret:    &o.secret,
+		podName:   samplePodName,
+	}
+}
+
+// podObjects are a workload's pod template (a Deployment's or a
+// StatefulSet's) and the ConfigMap and Secret of its directory, which the
+// pod's configuration and credentials must come from.
+type podObjects struct {
+	file      string // the workload's manifest, such as deployment.yaml
+	template  *corev1.PodTemplateSpec
+	configMap *corev1.ConfigMap
+	secret    *corev1.Secret
+	// podName stands for the pod's name wherever the template takes it
+	// from the downward API.
+	podName string
+}
+
 // readKube decodes every manifest strictly, or fails the test naming the
 // file.
 func readKube(t *testing.T) *kubeObjects {
 	t.Helper()
 	o := new(kubeObjects)
-	for _, f := range o.files() {
-		data, err := os.ReadFile(filepath.Join(kubeDir, f.name))
+	readManifests(t, kubeDir, o.files())
+	return o
+}
+
+// readManifests decodes every file of dir into its object strictly, or
+// fails the test naming the file.
+func readManifests(t *testing.T, dir string, files []kubeFile) {
+	t.Helper()
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := decodeManifest(data, f.obj); err != nil {
-			t.Fatalf("%s: %v", filepath.Join(kubeDir, f.name), err)
+			t.Fatalf("%s: %v", filepath.Join(dir, f.name), err)
 		}
 	}
-	return o
 }
 
 // newKubeScheme knows the API groups of the manifests.
@@ -201,7 +233,16 @@ func TestManifestDecodingIsStrict(t *testing.T) {
 // TestKubernetesKustomization: kustomization.yaml lists exactly the
 // manifest files of the directory, and the test checks each of them.
 func TestKubernetesKustomization(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(kubeDir, kustomizationFile))
+	checkKustomization(t, kubeDir, new(kubeObjects).files(), "kubeObjects.files")
+}
+
+// checkKustomization: dir's kustomization.yaml lists exactly the manifest
+// files of dir, and files, which the tests decode and check (listed by
+// the function named filesFunc), are those files.
+func checkKustomization(t *testing.T, dir string, files []kubeFile, filesFunc string) {
+	t.Helper()
+	kfile := filepath.Join(dir, kustomizationFile)
+	data, err := os.ReadFile(kfile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,14 +252,14 @@ func TestKubernetesKustomization(t *testing.T) {
 		Resources  []string `yaml:"resources"`
 	}
 	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatalf("%s: %v", kustomizationFile, err)
+		t.Fatalf("%s: %v", kfile, err)
 	}
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
-		t.Errorf("%s: apiVersion %q, kind %q: want kustomize.config.k8s.io/v1beta1, Kustomization", kustomizationFile, k.APIVersion, k.Kind)
+		t.Errorf("%s: apiVersion %q, kind %q: want kustomize.config.k8s.io/v1beta1, Kustomization", kfile, k.APIVersion, k.Kind)
 	}
 
 	var inDir []string
-	entries, err := os.ReadDir(kubeDir)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,31 +273,31 @@ func TestKubernetesKustomization(t *testing.T) {
 	listed := slices.Sorted(slices.Values(k.Resources))
 	for i := 1; i < len(listed); i++ {
 		if listed[i] == listed[i-1] {
-			t.Errorf("%s lists %s twice", kustomizationFile, listed[i])
+			t.Errorf("%s lists %s twice", kfile, listed[i])
 		}
 	}
 	for _, f := range inDir {
 		if !slices.Contains(listed, f) {
-			t.Errorf("%s is in %s but not in %s's resources", f, kubeDir, kustomizationFile)
+			t.Errorf("%s is in %s but not in %s's resources", f, dir, kfile)
 		}
 	}
 	for _, f := range listed {
 		if !slices.Contains(inDir, f) {
-			t.Errorf("%s's resources list %s, which is not a manifest file in %s", kustomizationFile, f, kubeDir)
+			t.Errorf("%s's resources list %s, which is not a manifest file in %s", kfile, f, dir)
 		}
 	}
 	var checked []string
-	for _, f := range new(kubeObjects).files() {
+	for _, f := range files {
 		checked = append(checked, f.name)
 	}
 	for _, f := range inDir {
 		if !slices.Contains(checked, f) {
-			t.Errorf("%s has no type in kubeObjects.files: this test does not check it", f)
+			t.Errorf("%s/%s has no type in %s: this test does not check it", dir, f, filesFunc)
 		}
 	}
 	for _, f := range checked {
 		if !slices.Contains(inDir, f) {
-			t.Errorf("kubeObjects.files has %s, which is not in %s", f, kubeDir)
+			t.Errorf("%s has %s, which is not in %s", filesFunc, f, dir)
 		}
 	}
 }
@@ -277,13 +318,7 @@ func TestKubernetesMetadata(t *testing.T) {
 	if sel == nil || len(sel.MatchLabels) == 0 {
 		t.Fatal("deployment.yaml: spec.selector.matchLabels is empty")
 	}
-	metas := []struct {
-		file string
-		meta metav1.ObjectMeta
-		// isName checks metadata.name; nil for the pod template, which
-		// has none.
-		isName func(string) []string
-	}{
+	checkMetadata(t, "deployment.yaml", sel.MatchLabels, []objectMeta{
 		{"configmap.yaml", o.configMap.ObjectMeta, validation.IsDNS1123Subdomain},
 		{"secret.yaml", o.secret.ObjectMeta, validation.IsDNS1123Subdomain},
 		{"deployment.yaml", o.deployment.ObjectMeta, validation.IsDNS1123Subdomain},
@@ -292,7 +327,25 @@ func TestKubernetesMetadata(t *testing.T) {
 		{"servicemonitor.yaml", o.serviceMonitor.ObjectMeta, validation.IsDNS1123Subdomain},
 		{"prometheusrule.yaml", o.rules.ObjectMeta, validation.IsDNS1123Subdomain},
 		{"deployment.yaml spec.template", o.deployment.Spec.Template.ObjectMeta, nil},
+	})
+	if o.deployment.Labels["app.kubernetes.io/name"] != "hyperplane" {
+		t.Errorf("deployment.yaml: metadata.labels[app.kubernetes.io/name] is %q, want hyperplane", o.deployment.Labels["app.kubernetes.io/name"])
 	}
+}
+
+// objectMeta is a manifest's metadata, for checkMetadata.
+type objectMeta struct {
+	file string
+	meta metav1.ObjectMeta
+	// isName checks metadata.name; nil for a pod template, which has none.
+	isName func(string) []string
+}
+
+// checkMetadata: every object has a name and labels the API server
+// accepts, no namespace, and the pods' selector labels, selector, of the
+// workload in workloadFile.
+func checkMetadata(t *testing.T, workloadFile string, selector map[string]string, metas []objectMeta) {
+	t.Helper()
 	for _, m := range metas {
 		if m.isName != nil {
 			for _, e := range m.isName(m.meta.Name) {
@@ -305,41 +358,57 @@ func TestKubernetesMetadata(t *testing.T) {
 		for _, e := range metav1validation.ValidateLabels(m.meta.Labels, field.NewPath("metadata", "labels")) {
 			t.Errorf("%s: %v", m.file, e)
 		}
-		for k, v := range sel.MatchLabels {
+		for k, v := range selector {
 			if m.meta.Labels[k] != v {
-				t.Errorf("%s: metadata.labels[%s] is %q, want %q as in the Deployment's selector", m.file, k, m.meta.Labels[k], v)
+				t.Errorf("%s: metadata.labels[%s] is %q, want %q as in %s's selector", m.file, k, m.meta.Labels[k], v, workloadFile)
 			}
 		}
 	}
-	if o.deployment.Labels["app.kubernetes.io/name"] != "hyperplane" {
-		t.Errorf("deployment.yaml: metadata.labels[app.kubernetes.io/name] is %q, want hyperplane", o.deployment.Labels["app.kubernetes.io/name"])
-	}
 }
 
-// worker is the Deployment's one container, or fails the test.
-func worker(t *testing.T, o *kubeObjects) corev1.Container {
+// worker is the pod's one container, or fails the test.
+func worker(t *testing.T, p podObjects) corev1.Container {
 	t.Helper()
-	cs := o.deployment.Spec.Template.Spec.Containers
+	cs := p.template.Spec.Containers
 	if len(cs) != 1 {
-		t.Fatalf("deployment.yaml: %d containers, want the worker alone", len(cs))
+		t.Fatalf("%s: %d containers, want the worker alone", p.file, len(cs))
 	}
 	return cs[0]
 }
 
-// TestKubernetesDeployment: one replica, replaced by Recreate; the
-// distroless image's user, with nothing it does not need; the image's
-// entrypoint and the config path of the Dockerfile's CMD; probes on the
-// routes the binary serves; resources sized for the model.
+// TestKubernetesDeployment: several replicas, which share a Kafka
+// source's partitions through the consumer group, replaced one pod at a
+// time; the distroless image's user, with nothing it does not need; the
+// image's entrypoint and the config path of the Dockerfile's CMD; probes
+// on the routes the binary serves; resources sized for the model.
 func TestKubernetesDeployment(t *testing.T) {
 	o := readKube(t)
 	d := o.deployment
-	spec := d.Spec.Template.Spec
 
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("deployment.yaml: spec.replicas is %s, want 1 set explicitly: only one worker may own a model", ptrString(d.Spec.Replicas))
+	replicas := 0
+	if r := d.Spec.Replicas; r == nil || *r < 2 {
+		t.Errorf("deployment.yaml: spec.replicas is %s, want several (2 or more) set explicitly: the replicas share a Kafka source's partitions through the consumer group and learn one model in epochs (README \"Scaling out\"); only a source of one partition needs 1, which kustomization.yaml's commented patch sets", ptrString(r))
+	} else {
+		replicas = int(*r)
 	}
-	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("deployment.yaml: spec.strategy.type is %q, want Recreate: a rolling update runs two owners of the model at once", d.Spec.Strategy.Type)
+	switch st := d.Spec.Strategy; {
+	case st.Type != appsv1.RollingUpdateDeploymentStrategyType:
+		t.Errorf("deployment.yaml: spec.strategy.type is %q, want RollingUpdate: Recreate stops every replica at once, and the model with them; two owners of a partition during a rollout are benign (they write identical results)", st.Type)
+	case st.RollingUpdate == nil || st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxUnavailable == nil:
+		t.Errorf("deployment.yaml: spec.strategy.rollingUpdate is %v: set maxSurge and maxUnavailable explicitly (the defaults, 25%%, depend on the replica count)", st.RollingUpdate)
+	case replicas > 0:
+		// As the Deployment controller scales them: surge rounded up,
+		// unavailable rounded down.
+		surge, errS := intstr.GetScaledValueFromIntOrPercent(st.RollingUpdate.MaxSurge, replicas, true)
+		unavailable, errU := intstr.GetScaledValueFromIntOrPercent(st.RollingUpdate.MaxUnavailable, replicas, false)
+		switch {
+		case errS != nil || errU != nil:
+			t.Errorf("deployment.yaml: rollingUpdate maxSurge %s, maxUnavailable %s: %v", st.RollingUpdate.MaxSurge.String(), st.RollingUpdate.MaxUnavailable.String(), errors.Join(errS, errU))
+		case surge+unavailable < 1:
+			t.Errorf("deployment.yaml: rollingUpdate maxSurge %d and maxUnavailable %d of %d replicas: a rollout could never progress", surge, unavailable, replicas)
+		case surge > 1 || unavailable > 1:
+			t.Errorf("deployment.yaml: rollingUpdate maxSurge %d, maxUnavailable %d of %d replicas: want at most 1 each: every pod that joins or leaves rebalances the whole consumer group, so a rollout should move one pod at a time", surge, unavailable, replicas)
+		}
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil || sel.Empty() {
@@ -348,56 +417,66 @@ func TestKubernetesDeployment(t *testing.T) {
 	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("deployment.yaml: spec.selector %s does not match spec.template.metadata.labels %v", sel, d.Spec.Template.Labels)
 	}
+	checkPod(t, o.pod(), o.service.Name)
+}
+
+// checkPod checks p's pod template: the distroless image's user, with
+// nothing it does not need; the image's entrypoint and the config path of
+// the Dockerfile's CMD; probes on the routes the binary serves; resources
+// set. service is the name of the Service that selects the pods.
+func checkPod(t *testing.T, pod podObjects, service string) {
+	t.Helper()
+	spec := pod.template.Spec
 	if g := spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
-		t.Errorf("deployment.yaml: terminationGracePeriodSeconds is %s, want more than the default 30: the worker flushes its outputs and writes a final snapshot on SIGTERM", ptrString(g))
+		t.Errorf("%s: terminationGracePeriodSeconds is %s, want more than the default 30: the worker flushes its outputs and writes a final snapshot on SIGTERM", pod.file, ptrString(g))
 	}
 	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
-		t.Errorf("deployment.yaml: enableServiceLinks is %s, want false: service links add HYPERPLANE_* variables (from the Service %q) to the worker's configuration environment", ptrString(spec.EnableServiceLinks), o.service.Name)
+		t.Errorf("%s: enableServiceLinks is %s, want false: service links add HYPERPLANE_* variables (from the Service %q) to the worker's configuration environment", pod.file, ptrString(spec.EnableServiceLinks), service)
 	}
 	if a := spec.AutomountServiceAccountToken; a == nil || *a {
-		t.Errorf("deployment.yaml: automountServiceAccountToken is %s, want false: the worker never calls the Kubernetes API", ptrString(a))
+		t.Errorf("%s: automountServiceAccountToken is %s, want false: the worker never calls the Kubernetes API", pod.file, ptrString(a))
 	}
 
 	psc := spec.SecurityContext
 	if psc == nil {
-		t.Fatal("deployment.yaml: spec.template.spec.securityContext is missing")
+		t.Fatalf("%s: spec.template.spec.securityContext is missing", pod.file)
 	}
 	if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-		t.Error("deployment.yaml: securityContext.runAsNonRoot is not true")
+		t.Errorf("%s: securityContext.runAsNonRoot is not true", pod.file)
 	}
 	for _, id := range []struct {
 		name string
 		v    *int64
 	}{{"runAsUser", psc.RunAsUser}, {"runAsGroup", psc.RunAsGroup}, {"fsGroup", psc.FSGroup}} {
 		if id.v == nil || *id.v != nonrootID {
-			t.Errorf("deployment.yaml: securityContext.%s is %s, want %d, the image's nonroot user", id.name, ptrString(id.v), nonrootID)
+			t.Errorf("%s: securityContext.%s is %s, want %d, the image's nonroot user", pod.file, id.name, ptrString(id.v), nonrootID)
 		}
 	}
 	if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("deployment.yaml: securityContext.seccompProfile is %v, want type RuntimeDefault", psc.SeccompProfile)
+		t.Errorf("%s: securityContext.seccompProfile is %v, want type RuntimeDefault", pod.file, psc.SeccompProfile)
 	}
 
-	c := worker(t, o)
+	c := worker(t, pod)
 	csc := c.SecurityContext
 	if csc == nil {
-		t.Fatalf("deployment.yaml: container %s has no securityContext", c.Name)
+		t.Fatalf("%s: container %s has no securityContext", pod.file, c.Name)
 	}
 	if csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation {
-		t.Errorf("deployment.yaml: container %s: allowPrivilegeEscalation is %s, want false", c.Name, ptrString(csc.AllowPrivilegeEscalation))
+		t.Errorf("%s: container %s: allowPrivilegeEscalation is %s, want false", pod.file, c.Name, ptrString(csc.AllowPrivilegeEscalation))
 	}
 	if csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem {
-		t.Errorf("deployment.yaml: container %s: readOnlyRootFilesystem is %s, want true", c.Name, ptrString(csc.ReadOnlyRootFilesystem))
+		t.Errorf("%s: container %s: readOnlyRootFilesystem is %s, want true", pod.file, c.Name, ptrString(csc.ReadOnlyRootFilesystem))
 	}
 	if csc.Privileged != nil && *csc.Privileged {
-		t.Errorf("deployment.yaml: container %s is privileged", c.Name)
+		t.Errorf("%s: container %s is privileged", pod.file, c.Name)
 	}
 	if csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") || len(csc.Capabilities.Add) > 0 {
-		t.Errorf("deployment.yaml: container %s: capabilities %v, want drop [ALL] and none added", c.Name, csc.Capabilities)
+		t.Errorf("%s: container %s: capabilities %v, want drop [ALL] and none added", pod.file, c.Name, csc.Capabilities)
 	}
 
 	image := regexp.MustCompile(`^ghcr\.io/hyperplane-ml/hyperplane(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$`)
 	if !image.MatchString(c.Image) {
-		t.Errorf("deployment.yaml: image %q, want ghcr.io/hyperplane-ml/hyperplane with a tag or digest", c.Image)
+		t.Errorf("%s: image %q, want ghcr.io/hyperplane-ml/hyperplane with a tag or digest", pod.file, c.Image)
 	}
 	df := readDockerfile(t)
 	var entrypoint, cmd []string
@@ -408,33 +487,33 @@ func TestKubernetesDeployment(t *testing.T) {
 		t.Fatalf("Dockerfile: CMD %s is not an exec-form list: %v", df.cmd, err)
 	}
 	if len(c.Command) > 0 && !slices.Equal(c.Command, entrypoint) {
-		t.Errorf("deployment.yaml: command %q replaces the image's ENTRYPOINT %q", c.Command, entrypoint)
+		t.Errorf("%s: command %q replaces the image's ENTRYPOINT %q", pod.file, c.Command, entrypoint)
 	}
 	if len(c.Args) == 0 || c.Args[0] != "run" {
-		t.Fatalf("deployment.yaml: args %q, want hyperplane run ...", c.Args)
+		t.Fatalf("%s: args %q, want hyperplane run ...", pod.file, c.Args)
 	}
 	argPath, ok := configFlag(c.Args)
 	if !ok {
-		t.Fatalf("deployment.yaml: args %q have no --config", c.Args)
+		t.Fatalf("%s: args %q have no --config", pod.file, c.Args)
 	}
 	cmdPath, ok := configFlag(cmd)
 	if !ok {
 		t.Fatalf("Dockerfile: CMD %q has no --config", cmd)
 	}
 	if argPath != cmdPath || argPath != ConfigPath {
-		t.Errorf("the config path is %s in deployment.yaml's args, %s in the Dockerfile's CMD: want both %s", argPath, cmdPath, ConfigPath)
+		t.Errorf("the config path is %s in %s's args, %s in the Dockerfile's CMD: want both %s", argPath, pod.file, cmdPath, ConfigPath)
 	}
-	key, mount := mountedConfigMapKey(t, o, c, argPath)
+	key, mount := mountedConfigMapKey(t, pod, c, argPath)
 	if key == "" {
-		t.Errorf("deployment.yaml: no volume mounts a key of ConfigMap %s at %s (--config)", o.configMap.Name, argPath)
+		t.Errorf("%s: no volume mounts a key of ConfigMap %s at %s (--config)", pod.file, pod.configMap.Name, argPath)
 	} else if !mount.ReadOnly {
-		t.Errorf("deployment.yaml: volumeMount %s at %s is not readOnly", mount.Name, mount.MountPath)
+		t.Errorf("%s: volumeMount %s at %s is not readOnly", pod.file, mount.Name, mount.MountPath)
 	}
 
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		for _, e := range validation.IsValidPortName(p.Name) {
-			t.Errorf("deployment.yaml: port name %q: %s", p.Name, e)
+			t.Errorf("%s: port name %q: %s", pod.file, p.Name, e)
 		}
 		ports[p.Name] = p.ContainerPort
 	}
@@ -451,22 +530,22 @@ func TestKubernetesDeployment(t *testing.T) {
 		p := pr.probe
 		if p == nil {
 			if pr.name != "startupProbe" {
-				t.Errorf("deployment.yaml: container %s has no %s", c.Name, pr.name)
+				t.Errorf("%s: container %s has no %s", pod.file, c.Name, pr.name)
 			}
 			continue
 		}
 		if p.HTTPGet == nil {
-			t.Errorf("deployment.yaml: %s is not an httpGet", pr.name)
+			t.Errorf("%s: %s is not an httpGet", pod.file, pr.name)
 			continue
 		}
 		if p.HTTPGet.Path != pr.path {
-			t.Errorf("deployment.yaml: %s.httpGet.path is %q, want %s", pr.name, p.HTTPGet.Path, pr.path)
+			t.Errorf("%s: %s.httpGet.path is %q, want %s", pod.file, pr.name, p.HTTPGet.Path, pr.path)
 		}
 		if !slices.Contains(routes, p.HTTPGet.Path) {
-			t.Errorf("deployment.yaml: %s.httpGet.path %s is not served by cmd/hyperplane (it serves %v)", pr.name, p.HTTPGet.Path, routes)
+			t.Errorf("%s: %s.httpGet.path %s is not served by cmd/hyperplane (it serves %v)", pod.file, pr.name, p.HTTPGet.Path, routes)
 		}
 		if _, named := ports[p.HTTPGet.Port.StrVal]; p.HTTPGet.Port.Type != intstr.String || !named {
-			t.Errorf("deployment.yaml: %s.httpGet.port is %q, want the name of a container port (%v)", pr.name, p.HTTPGet.Port.String(), ports)
+			t.Errorf("%s: %s.httpGet.port is %q, want the name of a container port (%v)", pod.file, pr.name, p.HTTPGet.Port.String(), ports)
 		}
 	}
 
@@ -476,11 +555,11 @@ func TestKubernetesDeployment(t *testing.T) {
 		lim, hasLim := res.Limits[name]
 		switch {
 		case !hasReq || req.IsZero():
-			t.Errorf("deployment.yaml: resources.requests.%s is not set", name)
+			t.Errorf("%s: resources.requests.%s is not set", pod.file, name)
 		case !hasLim || lim.IsZero():
-			t.Errorf("deployment.yaml: resources.limits.%s is not set", name)
+			t.Errorf("%s: resources.limits.%s is not set", pod.file, name)
 		case req.Cmp(lim) > 0:
-			t.Errorf("deployment.yaml: resources.requests.%s %s is above its limit %s", name, req.String(), lim.String())
+			t.Errorf("%s: resources.requests.%s %s is above its limit %s", pod.file, name, req.String(), lim.String())
 		}
 	}
 }
@@ -513,53 +592,78 @@ func configFlag(args []string) (string, bool) {
 
 // mountedConfigMapKey is the key of the ConfigMap that container c sees at
 // file, and the mount it comes through; "" if none.
-func mountedConfigMapKey(t *testing.T, o *kubeObjects, c corev1.Container, file string) (string, corev1.VolumeMount) {
+func mountedConfigMapKey(t *testing.T, p podObjects, c corev1.Container, file string) (string, corev1.VolumeMount) {
+	t.Helper()
+	kind, key, m := mountedKey(t, p, c, file)
+	if kind != "ConfigMap" {
+		return "", corev1.VolumeMount{}
+	}
+	return key, m
+}
+
+// mountedKey is the key of the ConfigMap or Secret (kind) that container
+// c sees at file, and the mount it comes through; "" if none. A volume
+// must name p's ConfigMap or Secret, and its items keys they hold.
+func mountedKey(t *testing.T, p podObjects, c corev1.Container, file string) (kind, key string, mount corev1.VolumeMount) {
 	t.Helper()
 	volumes := map[string]corev1.Volume{}
-	for _, v := range o.deployment.Spec.Template.Spec.Volumes {
+	for _, v := range p.template.Spec.Volumes {
 		volumes[v.Name] = v
 	}
+	secret := secretValues(*p.secret)
 	for _, m := range c.VolumeMounts {
 		v, ok := volumes[m.Name]
 		if !ok {
-			t.Errorf("deployment.yaml: volumeMount %s names no volume", m.Name)
+			t.Errorf("%s: volumeMount %s names no volume", p.file, m.Name)
 			continue
 		}
-		if v.ConfigMap == nil {
-			continue
-		}
-		if v.ConfigMap.Name != o.configMap.Name {
-			t.Errorf("deployment.yaml: volume %s mounts ConfigMap %s, but configmap.yaml is %s", v.Name, v.ConfigMap.Name, o.configMap.Name)
+		// The keys of the volume's object, and its items.
+		var data map[string]string
+		var items []corev1.KeyToPath
+		switch {
+		case v.ConfigMap != nil:
+			if v.ConfigMap.Name != p.configMap.Name {
+				t.Errorf("%s: volume %s mounts ConfigMap %s, but configmap.yaml is %s", p.file, v.Name, v.ConfigMap.Name, p.configMap.Name)
+				continue
+			}
+			kind, data, items = "ConfigMap", p.configMap.Data, v.ConfigMap.Items
+		case v.Secret != nil:
+			if v.Secret.SecretName != p.secret.Name {
+				t.Errorf("%s: volume %s mounts Secret %s, but secret.yaml is %s", p.file, v.Name, v.Secret.SecretName, p.secret.Name)
+				continue
+			}
+			kind, data, items = "Secret", secret, v.Secret.Items
+		default:
 			continue
 		}
 		// The files of the volume: every key under its own name, or the
 		// items under their paths.
 		files := map[string]string{}
-		if len(v.ConfigMap.Items) == 0 {
-			for k := range o.configMap.Data {
+		if len(items) == 0 {
+			for k := range data {
 				files[k] = k
 			}
 		}
-		for _, it := range v.ConfigMap.Items {
-			if _, ok := o.configMap.Data[it.Key]; !ok {
-				t.Errorf("deployment.yaml: volume %s has item %s, which ConfigMap %s does not have", v.Name, it.Key, o.configMap.Name)
+		for _, it := range items {
+			if _, ok := data[it.Key]; !ok {
+				t.Errorf("%s: volume %s has item %s, which its %s does not have", p.file, v.Name, it.Key, kind)
 			}
 			files[it.Path] = it.Key
 		}
-		for p, k := range files {
-			at := path.Join(m.MountPath, p)
+		for f, k := range files {
+			at := path.Join(m.MountPath, f)
 			if m.SubPath != "" {
-				if p != m.SubPath {
+				if f != m.SubPath {
 					continue
 				}
 				at = m.MountPath
 			}
 			if at == file {
-				return k, m
+				return kind, k, m
 			}
 		}
 	}
-	return "", corev1.VolumeMount{}
+	return "", "", corev1.VolumeMount{}
 }
 
 // servedRoutes are the paths that cmd/hyperplane's HTTP server handles.
@@ -590,29 +694,29 @@ func servedRoutes(t *testing.T) []string {
 }
 
 // podEnv is the environment the worker's container gets: envFrom first,
-// then env over it, as the kubelet builds it, with samplePodName for the
+// then env over it, as the kubelet builds it, with p.podName for the
 // pod's name. Every Secret or ConfigMap it references must be one of the
 // manifests and hold the key.
-func podEnv(t *testing.T, o *kubeObjects, c corev1.Container) map[string]string {
+func podEnv(t *testing.T, p podObjects, c corev1.Container) map[string]string {
 	t.Helper()
-	secret := secretValues(o.secret)
+	secret := secretValues(*p.secret)
 	env := map[string]string{}
 	for _, from := range c.EnvFrom {
 		var src map[string]string
 		switch {
-		case from.SecretRef != nil && from.SecretRef.Name == o.secret.Name:
+		case from.SecretRef != nil && from.SecretRef.Name == p.secret.Name:
 			src = secret
 		case from.SecretRef != nil:
-			t.Errorf("deployment.yaml: envFrom names Secret %s; secret.yaml is %s", from.SecretRef.Name, o.secret.Name)
-		case from.ConfigMapRef != nil && from.ConfigMapRef.Name == o.configMap.Name:
-			src = o.configMap.Data
+			t.Errorf("%s: envFrom names Secret %s; secret.yaml is %s", p.file, from.SecretRef.Name, p.secret.Name)
+		case from.ConfigMapRef != nil && from.ConfigMapRef.Name == p.configMap.Name:
+			src = p.configMap.Data
 		case from.ConfigMapRef != nil:
-			t.Errorf("deployment.yaml: envFrom names ConfigMap %s; configmap.yaml is %s", from.ConfigMapRef.Name, o.configMap.Name)
+			t.Errorf("%s: envFrom names ConfigMap %s; configmap.yaml is %s", p.file, from.ConfigMapRef.Name, p.configMap.Name)
 		}
 		for k, v := range src {
 			// The kubelet skips a key that is not a variable name.
 			for _, e := range validation.IsEnvVarName(from.Prefix + k) {
-				t.Errorf("deployment.yaml: envFrom gives %s%s, which is not a variable name: %s", from.Prefix, k, e)
+				t.Errorf("%s: envFrom gives %s%s, which is not a variable name: %s", p.file, from.Prefix, k, e)
 			}
 			env[from.Prefix+k] = v
 		}
@@ -622,37 +726,37 @@ func podEnv(t *testing.T, o *kubeObjects, c corev1.Container) map[string]string 
 		case vf == nil:
 			env[e.Name] = e.Value
 		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.name":
-			env[e.Name] = samplePodName
+			env[e.Name] = p.podName
 		case vf.FieldRef != nil:
 			env[e.Name] = "fieldRef:" + vf.FieldRef.FieldPath
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
 			v, ok := secret[ref.Key]
-			if ref.Name != o.secret.Name || !ok {
-				t.Errorf("deployment.yaml: env %s takes key %s of Secret %s; secret.yaml (%s) has keys %v", e.Name, ref.Key, ref.Name, o.secret.Name, slices.Sorted(maps.Keys(secret)))
+			if ref.Name != p.secret.Name || !ok {
+				t.Errorf("%s: env %s takes key %s of Secret %s; secret.yaml (%s) has keys %v", p.file, e.Name, ref.Key, ref.Name, p.secret.Name, slices.Sorted(maps.Keys(secret)))
 			}
 			env[e.Name] = v
 		case vf.ConfigMapKeyRef != nil:
 			ref := vf.ConfigMapKeyRef
-			v, ok := o.configMap.Data[ref.Key]
-			if ref.Name != o.configMap.Name || !ok {
-				t.Errorf("deployment.yaml: env %s takes key %s of ConfigMap %s, which configmap.yaml does not have", e.Name, ref.Key, ref.Name)
+			v, ok := p.configMap.Data[ref.Key]
+			if ref.Name != p.configMap.Name || !ok {
+				t.Errorf("%s: env %s takes key %s of ConfigMap %s, which configmap.yaml does not have", p.file, e.Name, ref.Key, ref.Name)
 			}
 			env[e.Name] = v
 		default:
 			env[e.Name] = "resourceFieldRef"
 		}
 	}
-	for _, v := range o.deployment.Spec.Template.Spec.Volumes {
+	for _, v := range p.template.Spec.Volumes {
 		if v.Secret == nil {
 			continue
 		}
-		if v.Secret.SecretName != o.secret.Name {
-			t.Errorf("deployment.yaml: volume %s mounts Secret %s; secret.yaml is %s", v.Name, v.Secret.SecretName, o.secret.Name)
+		if v.Secret.SecretName != p.secret.Name {
+			t.Errorf("%s: volume %s mounts Secret %s; secret.yaml is %s", p.file, v.Name, v.Secret.SecretName, p.secret.Name)
 		}
 		for _, it := range v.Secret.Items {
 			if _, ok := secret[it.Key]; !ok {
-				t.Errorf("deployment.yaml: volume %s mounts key %s, which Secret %s does not have", v.Name, it.Key, o.secret.Name)
+				t.Errorf("%s: volume %s mounts key %s, which Secret %s does not have", p.file, v.Name, it.Key, p.secret.Name)
 			}
 		}
 	}
@@ -689,15 +793,15 @@ type kubeConfig struct {
 	file string // a copy of it, which the container's --config names instead
 }
 
-func loadKubeConfig(t *testing.T, o *kubeObjects) kubeConfig {
+func loadKubeConfig(t *testing.T, p podObjects) kubeConfig {
 	t.Helper()
-	c := worker(t, o)
+	c := worker(t, p)
 	configPath, ok := configFlag(c.Args)
 	if !ok || len(c.Args) == 0 || c.Args[0] != "run" {
-		t.Fatalf("deployment.yaml: args %q, want run --config ...", c.Args)
+		t.Fatalf("%s: args %q, want run --config ...", p.file, c.Args)
 	}
-	key, _ := mountedConfigMapKey(t, o, c, configPath)
-	text, ok := o.configMap.Data[key]
+	key, _ := mountedConfigMapKey(t, p, c, configPath)
+	text, ok := p.configMap.Data[key]
 	if !ok {
 		t.Fatalf("configmap.yaml: no key of it is mounted at %s (the container's --config)", configPath)
 	}
@@ -713,39 +817,30 @@ func loadKubeConfig(t *testing.T, o *kubeObjects) kubeConfig {
 			args[i] = strings.TrimSuffix(a, configPath) + file
 		}
 	}
-	env := podEnv(t, o, c)
+	env := podEnv(t, p, c)
 	cfg, err := config.Load(args, func(k string) string { return env[k] })
 	if err != nil {
-		t.Fatalf("configmap.yaml %s with deployment.yaml's args and environment: %v", key, err)
+		t.Fatalf("configmap.yaml %s with %s's args and environment: %v", key, p.file, err)
 	}
 	return kubeConfig{cfg: cfg, env: env, key: key, text: text, file: file}
 }
 
 // TestKubernetesConfig: the ConfigMap's config.yaml, read the way the
 // container reads it (its args, with the Deployment's environment and the
-// Secret), loads and validates, listens on the container's port, takes
-// its writer from the pod's name and its password only from the Secret.
+// Secret), loads and validates, reads a Kafka source, listens on the
+// container's port, takes its writer from the pod's name and its password
+// only from the Secret.
 func TestKubernetesConfig(t *testing.T) {
 	o := readKube(t)
-	c := worker(t, o)
-	kc := loadKubeConfig(t, o)
-	cfg, env := kc.cfg, kc.env
+	kc := loadKubeConfig(t, o.pod())
+	cfg := kc.cfg
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("configmap.yaml %s with deployment.yaml's environment: %v", kc.key, err)
 	}
-	for _, e := range validation.IsConfigMapKey(kc.key) {
-		t.Errorf("configmap.yaml: key %q: %s", kc.key, e)
+	if cfg.Source.Kind != config.KindKafka {
+		t.Errorf("source.kind is %s, want kafka: the Deployment's replicas share a Kafka source's partitions through the consumer group (a partitioned JetStream stream is deploy/kubernetes-jetstream's StatefulSet)", cfg.Source.Kind)
 	}
-
-	keys := configKeys()
-	for name := range env {
-		if strings.HasPrefix(name, "HYPERPLANE_") && !slices.Contains(keys, name) {
-			t.Errorf("deployment.yaml gives the worker %s, which is not a configuration key (hyperplane run -h lists them)", name)
-		}
-	}
-	if cfg.Snapshot.Writer != samplePodName {
-		t.Errorf("snapshot.writer is %q in the pod, want the pod's name: set HYPERPLANE_SNAPSHOT_WRITER from fieldRef metadata.name", cfg.Snapshot.Writer)
-	}
+	checkPodConfig(t, o.pod(), kc)
 
 	// The file alone holds no secret.
 	fileOnly, err := config.Load([]string{"--config", kc.file}, func(string) string { return "" })
@@ -758,7 +853,31 @@ func TestKubernetesConfig(t *testing.T) {
 	if cfg.Kafka.SASL.Mechanism != "none" && cfg.Kafka.SASL.Password == "" {
 		t.Errorf("kafka.sasl.mechanism is %s but the pod gets no password", cfg.Kafka.SASL.Mechanism)
 	}
-	for name, v := range secretValues(o.secret) {
+}
+
+// checkPodConfig checks kc, the configuration p's pod loads: its key's
+// name, the HYPERPLANE_* variables the pod sets, the writer from the pod's
+// name, no value of the Secret in the ConfigMap, a snapshot store with its
+// credentials, one HTTP port for http.addr, the container and the image,
+// and memory for the model.
+func checkPodConfig(t *testing.T, p podObjects, kc kubeConfig) {
+	t.Helper()
+	c := worker(t, p)
+	cfg, env := kc.cfg, kc.env
+	for _, e := range validation.IsConfigMapKey(kc.key) {
+		t.Errorf("configmap.yaml: key %q: %s", kc.key, e)
+	}
+
+	keys := configKeys()
+	for name := range env {
+		if strings.HasPrefix(name, "HYPERPLANE_") && !slices.Contains(keys, name) {
+			t.Errorf("%s gives the worker %s, which is not a configuration key (hyperplane run -h lists them)", p.file, name)
+		}
+	}
+	if cfg.Snapshot.Writer != p.podName {
+		t.Errorf("snapshot.writer is %q in the pod, want the pod's name: set HYPERPLANE_SNAPSHOT_WRITER from fieldRef metadata.name", cfg.Snapshot.Writer)
+	}
+	for name, v := range secretValues(*p.secret) {
 		if len(v) >= 6 && strings.Contains(kc.text, v) {
 			t.Errorf("configmap.yaml %s contains the value of secret.yaml's %s", kc.key, name)
 		}
@@ -784,16 +903,16 @@ func TestKubernetesConfig(t *testing.T) {
 		t.Fatalf("http.addr %q: %v", cfg.HTTP.Addr, err)
 	}
 	var containerPort *corev1.ContainerPort
-	for i, p := range c.Ports {
-		if p.Name == "http" {
+	for i, cp := range c.Ports {
+		if cp.Name == "http" {
 			containerPort = &c.Ports[i]
 		}
 	}
 	if containerPort == nil {
-		t.Fatalf("deployment.yaml: container %s has no port named http", c.Name)
+		t.Fatalf("%s: container %s has no port named http", p.file, c.Name)
 	}
 	if strconv.Itoa(int(containerPort.ContainerPort)) != port {
-		t.Errorf("deployment.yaml: port http is %d, but http.addr in configmap.yaml listens on %s", containerPort.ContainerPort, port)
+		t.Errorf("%s: port http is %d, but http.addr in configmap.yaml listens on %s", p.file, containerPort.ContainerPort, port)
 	}
 	df := readDockerfile(t)
 	exposed := false
@@ -806,65 +925,90 @@ func TestKubernetesConfig(t *testing.T) {
 
 	// Memory for four copies of the weights (the weights and the averaged
 	// weights, a snapshot's copy and its encoding) and 64 MiB for the rest.
-	outputs := 1
-	if cfg.Model.Learner.Multiclass() {
-		outputs = len(cfg.Model.Learner.Classes)
-	}
-	need := 4*8*int64(cfg.Model.Learner.Dimension())*int64(outputs) + 64<<20
+	need := 4*weightBytes(cfg) + 64<<20
 	if mem, ok := c.Resources.Requests[corev1.ResourceMemory]; !ok || mem.Value() < need {
-		t.Errorf("deployment.yaml: resources.requests.memory is %s, want at least %d MiB for 2^%d weights × %d outputs", mem.String(), need>>20, cfg.Model.Learner.HashBits, outputs)
+		t.Errorf("%s: resources.requests.memory is %s, want at least %d MiB for 2^%d weights × %d outputs", p.file, mem.String(), need>>20, cfg.Model.Learner.HashBits, modelOutputs(cfg))
 	}
+}
+
+// modelOutputs is the number of weight vectors of cfg's model: one per
+// class of a multiclass model, else one.
+func modelOutputs(cfg config.Config) int {
+	if cfg.Model.Learner.Multiclass() {
+		return len(cfg.Model.Learner.Classes)
+	}
+	return 1
+}
+
+// weightBytes is the size of one copy of cfg's model's weights: 8 bytes
+// a weight.
+func weightBytes(cfg config.Config) int64 {
+	return 8 * int64(cfg.Model.Learner.Dimension()) * int64(modelOutputs(cfg))
 }
 
 // TestKubernetesServiceAndBudget: the Service and the PodDisruptionBudget
 // select the Deployment's pods, the Service reaches the container's named
-// port, and the budget lets a drain evict the singleton.
+// port, and the budget lets a drain evict a replica, never all of them.
 func TestKubernetesServiceAndBudget(t *testing.T) {
 	o := readKube(t)
-	pod := labels.Set(o.deployment.Spec.Template.Labels)
-	c := worker(t, o)
-
-	svc := o.service
-	if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
-		t.Errorf("service.yaml: type %s, want ClusterIP: only Prometheus connects to the worker", svc.Spec.Type)
-	}
-	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(pod) {
-		t.Errorf("service.yaml: selector %v does not select the Deployment's pods %v", svc.Spec.Selector, pod)
-	}
-	names := map[string]bool{}
-	for _, p := range c.Ports {
-		names[p.Name] = true
-	}
-	if len(svc.Spec.Ports) == 0 {
-		t.Error("service.yaml: no ports")
-	}
-	for _, p := range svc.Spec.Ports {
-		for _, e := range validation.IsValidPortName(p.Name) {
-			t.Errorf("service.yaml: port name %q: %s", p.Name, e)
-		}
-		if p.TargetPort.Type != intstr.String || !names[p.TargetPort.StrVal] {
-			t.Errorf("service.yaml: port %s has targetPort %q, want the name of a container port (%v)", p.Name, p.TargetPort.String(), slices.Sorted(maps.Keys(names)))
-		}
-	}
-
-	pdb := o.pdb
-	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-	if err != nil || sel.Empty() || !sel.Matches(pod) {
-		t.Errorf("pdb.yaml: selector %v does not select the Deployment's pods %v (%v)", pdb.Spec.Selector, pod, err)
-	}
+	checkServiceSelects(t, "service.yaml", o.service, o.pod())
 	replicas := 1
 	if r := o.deployment.Spec.Replicas; r != nil {
 		replicas = int(*r)
 	}
+	checkBudget(t, "pdb.yaml", o.pdb, o.pod(), replicas)
+}
+
+// checkServiceSelects: svc, of file, is a ClusterIP Service that selects
+// p's pods, and each of its ports targets a named port of the container.
+func checkServiceSelects(t *testing.T, file string, svc corev1.Service, p podObjects) {
+	t.Helper()
+	pod := labels.Set(p.template.Labels)
+	c := worker(t, p)
+	if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("%s: type %s, want ClusterIP: only Prometheus and prediction clients in the cluster connect to the worker", file, svc.Spec.Type)
+	}
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(pod) {
+		t.Errorf("%s: selector %v does not select %s's pods %v", file, svc.Spec.Selector, p.file, pod)
+	}
+	names := map[string]bool{}
+	for _, cp := range c.Ports {
+		names[cp.Name] = true
+	}
+	if len(svc.Spec.Ports) == 0 {
+		t.Errorf("%s: no ports", file)
+	}
+	for _, sp := range svc.Spec.Ports {
+		for _, e := range validation.IsValidPortName(sp.Name) {
+			t.Errorf("%s: port name %q: %s", file, sp.Name, e)
+		}
+		if sp.TargetPort.Type != intstr.String || !names[sp.TargetPort.StrVal] {
+			t.Errorf("%s: port %s has targetPort %q, want the name of a container port (%v)", file, sp.Name, sp.TargetPort.String(), slices.Sorted(maps.Keys(names)))
+		}
+	}
+}
+
+// checkBudget: pdb, of file, selects p's pods, of which there are
+// replicas, and lets a drain evict one of them but not all.
+func checkBudget(t *testing.T, file string, pdb policyv1.PodDisruptionBudget, p podObjects, replicas int) {
+	t.Helper()
+	pod := labels.Set(p.template.Labels)
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(pod) {
+		t.Errorf("%s: selector %v does not select %s's pods %v (%v)", file, pdb.Spec.Selector, p.file, pod, err)
+	}
 	switch {
 	case pdb.Spec.MinAvailable != nil:
-		t.Errorf("pdb.yaml: minAvailable %s: use maxUnavailable; with one replica minAvailable 1 blocks every drain", pdb.Spec.MinAvailable.String())
+		t.Errorf("%s: minAvailable %s: use maxUnavailable, which follows the replica count; minAvailable blocks every drain once the pods are scaled down to it (to one replica, for a source of one partition)", file, pdb.Spec.MinAvailable.String())
 	case pdb.Spec.MaxUnavailable == nil:
-		t.Error("pdb.yaml: maxUnavailable is not set")
+		t.Errorf("%s: maxUnavailable is not set", file)
 	default:
 		n, err := intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MaxUnavailable, replicas, true)
-		if err != nil || n < 1 {
-			t.Errorf("pdb.yaml: maxUnavailable %s allows %d of %d pods to be evicted (%v): a drain could never evict the worker", pdb.Spec.MaxUnavailable.String(), n, replicas, err)
+		switch {
+		case err != nil || n < 1:
+			t.Errorf("%s: maxUnavailable %s allows %d of %d pods to be evicted (%v): a drain could never evict a worker", file, pdb.Spec.MaxUnavailable.String(), n, replicas, err)
+		case replicas > 1 && n >= replicas:
+			t.Errorf("%s: maxUnavailable %s allows all %d pods to be evicted at once: a drain would stop the model", file, pdb.Spec.MaxUnavailable.String(), replicas)
 		}
 	}
 }
@@ -886,16 +1030,21 @@ func scrapeInterval(t *testing.T, sm monitoringv1.ServiceMonitor) time.Duration 
 // Service's named port.
 func TestKubernetesServiceMonitor(t *testing.T) {
 	o := readKube(t)
-	sm := o.serviceMonitor
+	checkServiceMonitor(t, o.serviceMonitor, o.service)
+}
+
+// checkServiceMonitor: sm scrapes /metrics through svc's named port.
+func checkServiceMonitor(t *testing.T, sm monitoringv1.ServiceMonitor, svc corev1.Service) {
+	t.Helper()
 	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
 	if err != nil || sel.Empty() {
 		t.Fatalf("servicemonitor.yaml: selector %v is empty or invalid (%v): it would scrape every Service of the namespace", sm.Spec.Selector, err)
 	}
-	if !sel.Matches(labels.Set(o.service.Labels)) {
-		t.Errorf("servicemonitor.yaml: selector %s does not match service.yaml's labels %v", sel, o.service.Labels)
+	if !sel.Matches(labels.Set(svc.Labels)) {
+		t.Errorf("servicemonitor.yaml: selector %s does not match service.yaml's labels %v", sel, svc.Labels)
 	}
 	var svcPorts []string
-	for _, p := range o.service.Spec.Ports {
+	for _, p := range svc.Spec.Ports {
 		svcPorts = append(svcPorts, p.Name)
 	}
 	routes := servedRoutes(t)
@@ -1003,7 +1152,7 @@ func TestKubernetesAlerts(t *testing.T) {
 	if l := o.serviceMonitor.Spec.JobLabel; l != "" {
 		job = o.service.Labels[l]
 	}
-	cfg := loadKubeConfig(t, o).cfg
+	cfg := loadKubeConfig(t, o.pod()).cfg
 
 	metricName := regexp.MustCompile(`hyperplane_[a-z_]+`)
 	jobMatcher := regexp.MustCompile(`\bjob\s*=~?\s*"([^"]*)"`)
