@@ -34,23 +34,8 @@ func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
 		dst = append(dst, `,"id":`...)
 		dst = appendJSONString(dst, p.Meta.ID)
 	}
-	dst = append(dst, `,"predicted":`...)
-	dst = appendJSONLabel(dst, labels, p.Outcome.Prediction.Label)
-	dst = append(dst, `,"score":`...)
-	if labels.Multiclass() {
-		dst = append(dst, '{')
-		for c, s := range p.Outcome.Scores {
-			if c > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONLabel(dst, labels, c)
-			dst = append(dst, ':')
-			dst = appendJSONFloat(dst, s)
-		}
-		dst = append(dst, '}')
-	} else {
-		dst = appendJSONFloat(dst, p.Outcome.Score)
-	}
+	dst = append(dst, ',')
+	dst = appendJSONPrediction(dst, labels, &p.Outcome.Prediction)
 	if p.Outcome.Labeled {
 		dst = append(dst, `,"label":`...)
 		dst = appendJSONLabel(dst, labels, p.Label)
@@ -65,6 +50,27 @@ func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
 	dst = appendJSONString(dst, p.Position.Source)
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
+	return append(dst, '}')
+}
+
+// appendJSONPrediction appends the "predicted" and "score" fields of
+// pred, as events and replies have them.
+func appendJSONPrediction(dst []byte, labels learner.Labels, pred *learner.Prediction) []byte {
+	dst = append(dst, `"predicted":`...)
+	dst = appendJSONLabel(dst, labels, pred.Label)
+	dst = append(dst, `,"score":`...)
+	if !labels.Multiclass() {
+		return appendJSONFloat(dst, pred.Score)
+	}
+	dst = append(dst, '{')
+	for c, s := range pred.Scores {
+		if c > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONLabel(dst, labels, c)
+		dst = append(dst, ':')
+		dst = appendJSONFloat(dst, s)
+	}
 	return append(dst, '}')
 }
 

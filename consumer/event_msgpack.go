@@ -27,18 +27,7 @@ func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []by
 		dst = msgpackStr(dst, "id")
 		dst = msgpackStr(dst, p.Meta.ID)
 	}
-	dst = msgpackStr(dst, "predicted")
-	dst = msgpackLabel(dst, labels, p.Outcome.Prediction.Label)
-	dst = msgpackStr(dst, "score")
-	if labels.Multiclass() {
-		dst = msgpackMap(dst, len(p.Outcome.Scores))
-		for c, s := range p.Outcome.Scores {
-			dst = msgpackLabel(dst, labels, c)
-			dst = msgpackFloat(dst, s)
-		}
-	} else {
-		dst = msgpackFloat(dst, p.Outcome.Score)
-	}
+	dst = msgpackPrediction(dst, labels, &p.Outcome.Prediction)
 	if p.Outcome.Labeled {
 		dst = msgpackStr(dst, "label")
 		dst = msgpackLabel(dst, labels, p.Label)
@@ -53,6 +42,23 @@ func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []by
 	dst = msgpackUint(dst, p.Version)
 	dst = msgpackStr(dst, "position")
 	return msgpackPosition(dst, p.Position)
+}
+
+// msgpackPrediction appends the "predicted" and "score" keys and values
+// of pred, as events and replies have them.
+func msgpackPrediction(dst []byte, labels learner.Labels, pred *learner.Prediction) []byte {
+	dst = msgpackStr(dst, "predicted")
+	dst = msgpackLabel(dst, labels, pred.Label)
+	dst = msgpackStr(dst, "score")
+	if !labels.Multiclass() {
+		return msgpackFloat(dst, pred.Score)
+	}
+	dst = msgpackMap(dst, len(pred.Scores))
+	for c, s := range pred.Scores {
+		dst = msgpackLabel(dst, labels, c)
+		dst = msgpackFloat(dst, s)
+	}
+	return dst
 }
 
 // AppendMsgpack appends the misclassification event as a msgpack map with

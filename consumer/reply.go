@@ -30,23 +30,7 @@ func (r *Reply) AppendJSON(dst []byte, labels learner.Labels) []byte {
 		dst = appendJSONString(dst, r.Meta.ID)
 		dst = append(dst, ',')
 	}
-	dst = append(dst, `"predicted":`...)
-	dst = appendJSONLabel(dst, labels, r.Prediction.Label)
-	dst = append(dst, `,"score":`...)
-	if labels.Multiclass() {
-		dst = append(dst, '{')
-		for c, s := range r.Prediction.Scores {
-			if c > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONLabel(dst, labels, c)
-			dst = append(dst, ':')
-			dst = appendJSONFloat(dst, s)
-		}
-		dst = append(dst, '}')
-	} else {
-		dst = appendJSONFloat(dst, r.Prediction.Score)
-	}
+	dst = appendJSONPrediction(dst, labels, &r.Prediction)
 	dst = append(dst, `,"model":{"name":`...)
 	dst = appendJSONString(dst, r.Model)
 	dst = append(dst, `,"version":`...)
@@ -66,18 +50,7 @@ func (r *Reply) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
 		dst = msgpackStr(dst, "id")
 		dst = msgpackStr(dst, r.Meta.ID)
 	}
-	dst = msgpackStr(dst, "predicted")
-	dst = msgpackLabel(dst, labels, r.Prediction.Label)
-	dst = msgpackStr(dst, "score")
-	if labels.Multiclass() {
-		dst = msgpackMap(dst, len(r.Prediction.Scores))
-		for c, s := range r.Prediction.Scores {
-			dst = msgpackLabel(dst, labels, c)
-			dst = msgpackFloat(dst, s)
-		}
-	} else {
-		dst = msgpackFloat(dst, r.Prediction.Score)
-	}
+	dst = msgpackPrediction(dst, labels, &r.Prediction)
 	dst = msgpackStr(dst, "model")
 	dst = msgpackMap(dst, 2)
 	dst = msgpackStr(dst, "name")
