@@ -693,10 +693,11 @@ func (s *Store) Epochs(ctx context.Context, model string) ([]uint64, error) {
 
 // RetainLog deletes the part of model's epoch log that generations make
 // unnecessary (invariant I7 of docs/scale-out.md): the shard results of
-// the epochs up to newestGeneration, from which that generation can be
-// loaded instead, then the boundaries (whole epoch directories) of the
-// epochs up to oldestRetainedGeneration, which no retained generation
-// needs to be followed from. newestGeneration must be in the store, or
+// the epochs below newestGeneration, which a generation holds (those of
+// its own epoch stay until the next one, for the workers still at that
+// epoch's barrier), then the boundaries (whole epoch directories) of the
+// epochs up to oldestRetainedGeneration and below newestGeneration, which
+// no retained generation needs to be followed from. newestGeneration must be in the store, or
 // nothing is deleted and the error wraps ErrNotFound;
 // oldestRetainedGeneration must be the oldest generation retention keeps.
 // Store.Retain calls it after deleting generations. An object already
@@ -726,8 +727,10 @@ func (s *Store) retainLog(ctx context.Context, model string, newest, oldest uint
 	if err != nil {
 		return err
 	}
+	// The results of the newest generation's own epoch stay until the
+	// next generation: workers still at that epoch's barrier read them.
 	for _, e := range epochs {
-		if e > newest {
+		if e >= newest {
 			break
 		}
 		dir := epochDir(s.prefix, model, e) + shardDir
@@ -737,7 +740,7 @@ func (s *Store) retainLog(ctx context.Context, model string, newest, oldest uint
 		s.removeDir(dir)
 	}
 	for _, e := range epochs {
-		if e > oldest {
+		if e > oldest || e >= newest {
 			break
 		}
 		dir := epochDir(s.prefix, model, e)

@@ -189,12 +189,13 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		p.memStore = store
 	}
 	if p.resumed.Generation == 0 {
-		// A new model (snapshot.reset, say) must not write its epochs
-		// into another model's log.
-		if epochs, err := store.Epochs(ctx, cfg.Model.Name); err != nil {
+		// A new model beside generations that resume passed over
+		// (snapshot.reset) must not write its epochs into their log;
+		// one whose first generation is not written yet is joined.
+		if gens, err := store.Generations(ctx, cfg.Model.Name); err != nil {
 			return nil, err
-		} else if len(epochs) > 0 {
-			return nil, fmt.Errorf("snapshot.url: the store holds the epoch log of another model named %s (epochs %d to %d) but no generation this worker can continue: give this model its own model.name or store", cfg.Model.Name, epochs[0], epochs[len(epochs)-1])
+		} else if len(gens) > 0 {
+			return nil, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], cfg.Model.Name)
 		}
 	}
 	var snap *snapshot.Snapshot
