@@ -47,7 +47,9 @@ func TestPartitionedJetStream(t *testing.T) {
 			if parts != "" {
 				args = append(args, "--source.partitions", parts)
 			}
-			go func() { stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr) }()
+			go func() {
+				stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+			}()
 		}
 		store, err := snapshot.OpenStore(context.Background(), url)
 		if err != nil {

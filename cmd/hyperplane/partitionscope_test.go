@@ -52,7 +52,9 @@ func TestPartitionScope(t *testing.T) {
 	defer cancel()
 	var stderr bytes.Buffer
 	stopped := make(chan error, 1)
-	go func() { stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr) }()
+	go func() {
+		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	}()
 	store := openStore(t, storeDir)
 	chain := func(p int) *snapshot.Store { return store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)) }
 	deadline := time.Now().Add(time.Minute)
