@@ -102,6 +102,9 @@ type Epochs struct {
 	epoch   uint64
 	prev    *snapshot.Boundary
 	prevSHA [32]byte
+	// cur is the boundary of the epoch being learned.
+	cur    *snapshot.Boundary
+	curSHA [32]byte
 	// written is the newest epoch a generation holds.
 	written  uint64
 	from     map[string]int64
@@ -198,10 +201,12 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 // worker; on others it may be run again.
 //
 // When ctx is done it stops: each range being learned publishes the
-// outputs of what it learned and is dropped (the next start learns it
-// again from its beginning, with the same outputs), and the newest mixed
-// model is written as a generation if none holds it yet, within the
-// worker's shutdown timeout. Then it returns nil.
+// outputs of what it learned, and writes its result if it was complete;
+// an incomplete one is dropped (the next start learns it again from its
+// beginning, with the same outputs). If every result of the epoch is
+// then in the log, the epoch is mixed; and the newest mixed model is
+// written as a generation if none holds it yet. All within the worker's
+// shutdown timeout. Then it returns nil.
 func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
@@ -209,19 +214,55 @@ func (x *Epochs) Run(ctx context.Context) error {
 	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
 	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.shutdownTimeout())
+	defer cancel()
+	// The epoch being learned may be complete: every result written (a
+	// worker that owns every shard writes them all before it stops).
+	if b := x.cur; b != nil && b.Epoch == x.epoch && x.complete(fctx, b) {
+		states, err := x.barrier(fctx, b, x.curSHA)
+		if err == nil {
+			err = x.mix(b, states)
+		}
+		if err != nil {
+			return fmt.Errorf("the last epoch (%d) was not mixed: %w", b.Epoch, err)
+		}
+		x.advance(b, x.curSHA)
+	}
 	if x.prev == nil || x.written >= x.prev.Epoch {
 		return nil
 	}
-	timeout := x.cfg.Worker.ShutdownTimeout
-	if timeout <= 0 {
-		timeout = DefaultShutdownTimeout
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
 	if err := x.writeGeneration(fctx, x.prev, x.prevSHA); err != nil {
 		return fmt.Errorf("the last mixed model (epoch %d) was not written: %w", x.prev.Epoch, err)
 	}
 	return nil
+}
+
+// advance records that the model now holds epoch b, mixed.
+func (x *Epochs) advance(b *snapshot.Boundary, sha [32]byte) {
+	x.prev, x.prevSHA, x.epoch, x.cur = b, sha, b.Epoch+1, nil
+	x.mixed.Store(b.Epoch)
+	x.metrics.Epoch.Set(float64(b.Epoch))
+}
+
+func (x *Epochs) shutdownTimeout() time.Duration {
+	if t := x.cfg.Worker.ShutdownTimeout; t > 0 {
+		return t
+	}
+	return DefaultShutdownTimeout
+}
+
+// complete reports whether every non-empty range of b has its result in
+// the log now.
+func (x *Epochs) complete(ctx context.Context, b *snapshot.Boundary) bool {
+	for _, r := range b.Shards {
+		if r.From == r.To {
+			continue
+		}
+		if ok, err := x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, b.Epoch, r.Shard); err != nil || !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (x *Epochs) run(ctx context.Context) error {
@@ -230,6 +271,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		x.cur, x.curSHA = b, sha
 		if err := x.learnOwned(ctx, b, sha); err != nil {
 			return err
 		}
@@ -246,6 +288,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err := x.mix(b, states); err != nil {
 			return err
 		}
+		x.advance(b, sha)
 		if x.cfg.Verify != nil {
 			if err := x.cfg.Verify(ctx, b.Epoch, x.digest); err != nil {
 				return err
@@ -254,9 +297,6 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err := x.snapshot(ctx, b, sha); err != nil {
 			return err
 		}
-		x.prev, x.prevSHA, x.epoch = b, sha, x.epoch+1
-		x.mixed.Store(b.Epoch)
-		x.metrics.Epoch.Set(float64(b.Epoch))
 	}
 }
 
@@ -463,8 +503,11 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	x.mu.Lock()
 	delete(x.running, w)
 	x.mu.Unlock()
+	// The range is complete once its last message was fetched, and so
+	// learned, whether the worker then stopped for the range's end or for
+	// ctx: a stop flushes every output of what was learned.
 	var shut *ShutdownError
-	if !errors.Is(err, errRangeDone) || errors.As(err, &shut) {
+	if (err != nil && !errors.Is(err, errRangeDone)) || errors.As(err, &shut) || !rs.done {
 		if err == nil {
 			err = ctx.Err()
 		}
@@ -480,7 +523,12 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 		Messages: rs.messages, DeadLetters: rs.messages - (m.Metrics().Examples - before), Last: rs.last,
 		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
-	if err := x.cfg.Log.WriteShard(ctx, res); err != nil {
+	// The range is complete and its outputs durable: its result is
+	// written even while the worker stops, within the shutdown limit,
+	// so that the next start need not learn it again.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.shutdownTimeout())
+	defer cancel()
+	if err := x.cfg.Log.WriteShard(wctx, res); err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
 	return nil
@@ -631,7 +679,7 @@ func (x *Epochs) jump(ctx context.Context) error {
 		return err
 	}
 	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", newest), zap.Uint64("epoch", x.epoch))
-	x.epoch, x.prev, x.from = e, prev, maps.Clone(positions)
+	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
 	x.setModel(m)
 	x.mixed.Store(e - 1)
 	x.written = e - 1
