@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
 // brokers reaches the Kafka cluster and the NATS server of a
@@ -71,7 +72,11 @@ func (b *brokers) natsConn() (*natsgo.Conn, error) {
 		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
 	}
 	b.nc = nc
-	b.closers = append(b.closers, func() error { nc.Close(); return nil })
+	b.closers = append(b.closers, func() error {
+		nc.Close()
+		b.log.Info("nats connection closed", zap.String("servers", redact.URLs(b.nats.URL)))
+		return nil
+	})
 	return nc, nil
 }
 

@@ -22,7 +22,7 @@ func TestPartitionedJetStream(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--nats.url", ns.URL(), "--model.name", "parts", "--source.kind", "jetstream",
 		"--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
-		"--model.mixing.epoch_examples", "300", "--model.mixing.interval", "50ms",
+		"--model.mixing.epoch_examples", "1000", "--model.mixing.interval", "50ms",
 		"--snapshot.every", "1", "--http.addr", ""}
 	out := mustRun(t, "", append([]string{"setup"}, common...)...)
 	if !strings.Contains(out, "{{partition(4,1)}}") {
@@ -56,7 +56,7 @@ func TestPartitionedJetStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.Now().Add(3 * time.Minute)
 		var newest *snapshot.Snapshot
 		for {
 			if newest, err = store.Latest(context.Background(), "parts", nil); err == nil && newest.State.Examples == 4000 {
@@ -68,7 +68,7 @@ func TestPartitionedJetStream(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: the stream is not learned after a minute:\n%s", name, logs[0])
+				t.Fatalf("%s: the stream is not learned after 3 minutes:\n%s", name, logs[0])
 			}
 		}
 		cancel()

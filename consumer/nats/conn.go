@@ -62,7 +62,9 @@ type Config struct {
 // as a slow consumer dropping core NATS messages). While it is
 // reconnecting, publishes are buffered by the client (up to its
 // reconnect buffer) and the sources wait. The caller owns the connection and
-// closes it after the sources and sinks that use it.
+// closes it after the sources and sinks that use it. Nothing is logged
+// once Close has returned: nats.go runs its handlers on a goroutine of its
+// own, so the connection's close is the caller's to report.
 func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("nats: no server URL")
@@ -74,15 +76,12 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 		natsgo.CustomReconnectDelay(reconnectDelay),
 		natsgo.DisconnectErrHandler(func(nc *natsgo.Conn, err error) {
 			if nc.IsClosed() {
-				return // closed on purpose: the closed handler says so
+				return // closed on purpose, by its owner
 			}
 			log.Warn("nats disconnected", zap.String("servers", servers), zap.Error(err))
 		}),
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
 			log.Info("nats reconnected", zap.String("server", redact.URLs(nc.ConnectedUrl())))
-		}),
-		natsgo.ClosedHandler(func(nc *natsgo.Conn) {
-			log.Info("nats connection closed", zap.String("servers", servers))
 		}),
 		natsgo.ErrorHandler(func(nc *natsgo.Conn, sub *natsgo.Subscription, err error) {
 			fields := []zap.Field{zap.Error(err)}
