@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -66,14 +67,16 @@ func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, 
 // request in STATS when its handler returns, and as an error only if the
 // error reply was sent by then.
 func (s *Server) serveNATS(r micro.Request) {
+	hs := r.Headers()
+	msgpack := isMsgpack(headerValue(hs, "Content-Type"))
+	generation := headerValue(hs, GenerationHeader)
 	s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
-		h := nats.Header(r.Headers())
 		// The body is not copied: the message is this request's alone.
 		return request{
 			body:       r.Data(),
-			msgpack:    isMsgpack(h.Get("Content-Type")),
-			generation: h.Get(GenerationHeader),
-			shard:      h.Get(ShardHeader),
+			msgpack:    msgpack,
+			generation: generation,
+			shard:      headerValue(hs, ShardHeader),
 		}, buf, nil
 	}, func(a answer, err error) {
 		if err != nil {
@@ -86,12 +89,33 @@ func (s *Server) serveNATS(r micro.Request) {
 			return
 		}
 		h := micro.Headers{VersionHeader: []string{strconv.FormatUint(a.version, 10)}}
-		if r.Headers().Get(GenerationHeader) != "" {
-			h[GenerationHeader] = []string{r.Headers().Get(GenerationHeader)}
+		if generation != "" {
+			h[GenerationHeader] = []string{generation}
 		}
-		if isMsgpack(r.Headers().Get("Content-Type")) {
+		if msgpack {
 			h["Content-Type"] = []string{ContentTypeMsgpack}
 		}
 		r.Respond(a.body, micro.WithHeaders(h)) //nolint:errcheck // as above
 	})
+}
+
+// headerValue is the first value of the header name in h, whatever the
+// case of the name as sent: NATS keeps header names as the client wrote
+// them, and clients other than nats.go's often write them in lower case.
+// The name as given is looked up first; among other spellings, the one
+// that sorts first.
+func headerValue(h micro.Headers, name string) string {
+	if v := nats.Header(h).Get(name); v != "" {
+		return v
+	}
+	var key string
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, name) && (key == "" || k < key) {
+			key = k
+		}
+	}
+	if key == "" {
+		return ""
+	}
+	return h[key][0]
 }

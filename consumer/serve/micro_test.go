@@ -74,16 +74,18 @@ func TestNATSRepliesAsHTTP(t *testing.T) {
 		name, contentType, generation string
 		body                          []byte
 		wantVersion                   uint64
+		lowerNames                    bool // the NATS request's header names in lower case
 	}{
-		{"json object", "", "", js[0], m.Version()},
-		{"json array", "application/json", "", jsonArray(js), m.Version()},
-		{"json lines", "", "", jsonLines(js), m.Version()},
-		{"empty array", "", "", []byte("[]"), m.Version()},
-		{"msgpack map", serve.ContentTypeMsgpack, "", mp[1], m.Version()},
-		{"msgpack array", serve.ContentTypeMsgpack, "", msgpackArray(mp), m.Version()},
-		{"msgpack maps end to end", "application/x-msgpack", "", bytes.Join(mp, nil), m.Version()},
-		{"a stored generation", "", "1", jsonArray(js), genVersion},
-		{"a stored generation in msgpack", serve.ContentTypeMsgpack, "1", msgpackArray(mp), genVersion},
+		{"json object", "", "", js[0], m.Version(), false},
+		{"json array", "application/json", "", jsonArray(js), m.Version(), false},
+		{"json lines", "", "", jsonLines(js), m.Version(), false},
+		{"empty array", "", "", []byte("[]"), m.Version(), false},
+		{"msgpack map", serve.ContentTypeMsgpack, "", mp[1], m.Version(), false},
+		{"msgpack array", serve.ContentTypeMsgpack, "", msgpackArray(mp), m.Version(), false},
+		{"msgpack maps end to end", "application/x-msgpack", "", bytes.Join(mp, nil), m.Version(), false},
+		{"a stored generation", "", "1", jsonArray(js), genVersion, false},
+		{"a stored generation in msgpack", serve.ContentTypeMsgpack, "1", msgpackArray(mp), genVersion, false},
+		{"header names in lower case", serve.ContentTypeMsgpack, "1", msgpackArray(mp), genVersion, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var header []string
@@ -96,6 +98,11 @@ func TestNATSRepliesAsHTTP(t *testing.T) {
 			want := post(t, hs.URL, tc.contentType, tc.body, header...)
 			if want.status != http.StatusOK {
 				t.Fatalf("HTTP status %d (%s)", want.status, want.body)
+			}
+			if tc.lowerNames {
+				for i := 0; i < len(header); i += 2 {
+					header[i] = strings.ToLower(header[i])
+				}
 			}
 			got := request(t, nc, tc.body, header...)
 			if code := got.Header.Get(micro.ErrorCodeHeader); code != "" {
