@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -23,6 +25,8 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -62,9 +66,15 @@ func epochsBenchMessages(n int) (msgs [][]byte, size int) {
 // loading the topic and shutting down are not timed.
 //
 // broker=kafka reads kfake, in this process, with a cluster of its own per
-// op (kafka.Shards and a kafka.Source, the Kafka sink); broker=memory
-// reads a consumer/memory Log and publishes to a memory Sink: the ceiling
-// without a broker. Besides examples/s it reports the CPU time this
+// op (kafka.Shards and a kafka.Source, the Kafka sink); broker=jetstream
+// reads a JetStream stream on an in-process nats-server of its own per op,
+// partitioned as `hyperplane setup` makes it (nats.JetStreamShards and a
+// nats.JetStreamSource, the JetStream sink): a broker that serves its
+// clients in parallel, where kfake serves every request on one goroutine.
+// There a shard's positions are the stream's sequences, so an epoch of
+// epoch_examples E holds about E/4 examples of each partition.
+// broker=memory reads a consumer/memory Log and publishes to a memory
+// Sink: the ceiling without a broker. Besides examples/s it reports the CPU time this
 // process and the whole machine used while timed (cpu-s/op,
 // machine-cpu-s/op: how many cores the op used, and whether anything else
 // ran), and for the epochs their number and the mean time per epoch at the
@@ -85,16 +95,19 @@ func BenchmarkEpochs(b *testing.B) {
 		{"epochs-E100000", epochsBenchPartitions, 100000},
 		{"epochs-E10000", epochsBenchPartitions, 10000},
 	}
-	for _, broker := range []string{"kafka", "memory"} {
+	for _, broker := range []string{"kafka", "jetstream", "memory"} {
 		for _, p := range paths {
 			b.Run("broker="+broker+"/path="+p.name, func(b *testing.B) {
 				var st epochStats
 				for range b.N {
 					b.StopTimer()
 					var err error
-					if broker == "kafka" {
+					switch broker {
+					case "kafka":
 						err = benchEpochsKafka(b, msgs, p.partitions, p.epoch, &st)
-					} else {
+					case "jetstream":
+						err = benchEpochsJetStream(b, msgs, p.partitions, p.epoch, &st)
+					default:
 						err = benchEpochsMemory(b, msgs, p.partitions, p.epoch, &st)
 					}
 					if err != nil {
@@ -350,4 +363,70 @@ func covers(positions, ends map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// benchEpochsJetStream is one op on an in-process NATS server of its own,
+// shut down at its end, whose stream "examples" (memory storage) holds
+// msgs on the subjects ex.<i>: one stream read in order (partitions 1),
+// or partitioned by the key i over partitions partitions, the stream's
+// subject transform as `hyperplane setup` makes it. The predictions go to
+// a stream of their own, each published with an acknowledgement.
+func benchEpochsJetStream(b *testing.B, msgs [][]byte, partitions int, epoch int64, st *epochStats) error {
+	ctx := context.Background()
+	srv := testbroker.NATS(b)
+	defer srv.Shutdown()
+	nc, err := natsgo.Connect(srv.URL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.StreamConfig{Name: "examples", Subjects: []string{"ex.*"}}
+	if partitions > 1 {
+		cfg = natsio.PartitionedStreamConfig("examples", "ex.*", partitions)
+	}
+	cfg.Storage = jetstream.MemoryStorage
+	testbroker.CreateStream(b, js, cfg)
+	testbroker.CreateStream(b, js, jetstream.StreamConfig{Name: "predictions", Subjects: []string{"predictions"}, Storage: jetstream.MemoryStorage})
+	// Published in windows of acknowledgements, within the client's
+	// limit of pending ones.
+	const window = 1000
+	for i := 0; i < len(msgs); i += window {
+		for j := i; j < min(i+window, len(msgs)); j++ {
+			if _, err := js.PublishAsync("ex."+strconv.Itoa(j), msgs[j]); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("publishing examples: no acknowledgements after 30s")
+		}
+	}
+	sink, err := natsio.NewSink(nc, true, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	out := consumer.Destination{Sink: sink, Topic: "predictions"}
+	if partitions == 1 {
+		src, err := natsio.NewJetStreamSource(ctx, nc, "examples", "", nil, consumer.Start{Kind: consumer.StartEarliest}, zap.NewNop())
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		return runSingle(b, out, src, "jetstream:examples", int64(len(msgs)), st)
+	}
+	shards, err := natsio.NewJetStreamShards(ctx, nc, "examples", partitions, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	ends, err := shards.Ends(ctx)
+	if err != nil {
+		return err
+	}
+	return runBenchEpochs(b, out, shards, ends, epoch, st)
 }
