@@ -155,32 +155,9 @@ func runBenchWorker(b *testing.B, cfg consumer.WorkerConfig, lcfg learner.Config
 // Kafka cluster whose topic in holds msgs, and reports msgs/s. Only pass
 // is timed; the cleanup it returns is not.
 func benchKafkaTopics(b *testing.B, msgs [][]byte, pass func(b *testing.B, addrs []string, in, out string) (func(), error)) {
-	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		// A cluster and client of its own per iteration, closed at its
-		// end: testbroker's are closed only when the benchmark ends, and
-		// keeping every iteration's cluster and records alive made even
-		// the pass-through a third slower.
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-		if err != nil {
-			b.Fatal(err)
-		}
-		addrs := c.ListenAddrs()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.AllowAutoTopicCreation())
-		if err != nil {
-			b.Fatal(err)
-		}
-		const in, out = "examples", "predictions"
-		var recs []*kgo.Record
-		for _, m := range msgs {
-			recs = append(recs, &kgo.Record{Topic: in, Value: m})
-		}
-		recs = append(recs, &kgo.Record{Topic: out, Value: []byte("x")})
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-		cl.Close()
+		addrs, in, out, closeTopic := newBenchTopic(b, msgs)
 		b.StartTimer()
 		cleanup, err := pass(b, addrs, in, out)
 		b.StopTimer()
@@ -188,9 +165,39 @@ func benchKafkaTopics(b *testing.B, msgs [][]byte, pass func(b *testing.B, addrs
 			b.Fatal(err)
 		}
 		cleanup()
-		c.Close()
+		closeTopic()
 	}
 	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// newBenchTopic starts an in-process Kafka cluster whose one-partition
+// topic in holds msgs, and whose topic out exists. A cluster and client
+// of its own per pass, closed at its end: testbroker's are closed only
+// when the benchmark ends, and keeping every pass's cluster and records
+// alive made even the pass-through a third slower.
+func newBenchTopic(b *testing.B, msgs [][]byte) (addrs []string, in, out string, closeTopic func()) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	addrs = c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		c.Close()
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	in, out = "examples", "predictions"
+	recs := make([]*kgo.Record, 0, len(msgs)+1)
+	for _, m := range msgs {
+		recs = append(recs, &kgo.Record{Topic: in, Value: m})
+	}
+	recs = append(recs, &kgo.Record{Topic: out, Value: []byte("x")})
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		c.Close()
+		b.Fatal(err)
+	}
+	return addrs, in, out, c.Close
 }
 
 func benchKafka(b *testing.B, msgs [][]byte) {
