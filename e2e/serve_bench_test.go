@@ -63,7 +63,7 @@ func (l serveLoad) requests() bool { return l.iface == "http" || l.iface == "nat
 // HTTP (a net/http server on 127.0.0.1 serving serve.Server.Register) or
 // NATS request-reply (serve.Server.AddService on an in-process
 // nats-server). The worker publishes a view every 100ms, the default
-// serve.refresh. A pass is the whole topic, from opening the clients to
+// serve.refresh. A pass is the whole topic, from starting the worker to
 // the last prediction event out, with serveClients clients sending
 // requests throughout: back to back (saturating), or at a fixed total
 // rate (paced, each client sleeping until its next turn).
