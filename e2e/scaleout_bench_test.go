@@ -82,7 +82,7 @@ func epochsBenchMessages(n int) (msgs [][]byte, size int) {
 // hyperplane_epoch_mix_seconds histograms). Linux only: the CPU times
 // come from /proc.
 //
-//	go test -run XXX -bench 'BenchmarkEpochs$' -benchtime 1x -count 10 ./e2e/
+//	go test -run XXX -bench 'BenchmarkEpochs$' -benchtime 1x -count 10 -timeout 90m ./e2e/
 func BenchmarkEpochs(b *testing.B) {
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average", len(msgs), size)
