@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -607,6 +609,38 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 	}
 	if _, err2 := src.Fetch(ctx, 10); err2 == nil || err2.Error() != err.Error() {
 		t.Fatalf("second Fetch: %v, want the same error", err2)
+	}
+}
+
+// TestSourceRecordsOverOneFetch: a record larger than what one fetch asks
+// for per partition (1 MiB) still arrives whole and in its place, before
+// and after records that share fetches.
+func TestSourceRecordsOverOneFetch(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
+	cl := c.Client(t, kgo.ProducerBatchMaxBytes(8<<20))
+	c.CreateTopic(t, "examples", 1)
+	big := bytes.Repeat([]byte{'b'}, 3<<20)
+	want := [][]byte{[]byte("before"), big, []byte("after")}
+	for _, v := range want {
+		produce(t, cl, "examples", 0, v)
+	}
+	src := openSource(t, config(c), []string{"examples"}, "", nil, consumer.Start{Kind: "earliest"}, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got [][]byte
+	for len(got) < len(want) {
+		msgs, err := src.Fetch(ctx, 10)
+		if err != nil {
+			t.Fatalf("fetch after %d records: %v", len(got), err)
+		}
+		for _, m := range msgs {
+			got = append(got, bytes.Clone(m.Value))
+		}
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d: %d bytes %.10q, want %d bytes %.10q", i, len(got[i]), got[i], len(want[i]), want[i])
+		}
 	}
 }
 
