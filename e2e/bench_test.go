@@ -22,9 +22,14 @@ import (
 
 // benchMessages is the stream the throughput benchmarks push through:
 // labeled examples of 36 features, about 580 bytes each.
-func benchMessages(n int) (msgs [][]byte, size int) {
+func benchMessages(n int) (msgs [][]byte, size int) { return synthMessages(n, 36, 3) }
+
+// synthMessages are n labeled synth examples of the given number of
+// features from seed, as JSON without the line's newline, and their mean
+// size in bytes.
+func synthMessages(n, features int, seed uint64) (msgs [][]byte, size int) {
 	o := synth.DefaultOptions()
-	o.Features, o.Seed = 36, 3
+	o.Features, o.Seed = features, seed
 	s := synth.New(o)
 	for range n {
 		b := synth.AppendJSON(nil, s.Next())

@@ -168,7 +168,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

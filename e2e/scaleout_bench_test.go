@@ -28,7 +28,6 @@ import (
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
-	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -41,17 +40,7 @@ const (
 	epochsBenchPartitions = 4
 )
 
-func epochsBenchMessages(n int) (msgs [][]byte, size int) {
-	o := synth.DefaultOptions()
-	o.Features, o.Seed = 40, 5
-	s := synth.New(o)
-	for range n {
-		b := synth.AppendJSON(nil, s.Next())
-		msgs = append(msgs, b[:len(b)-1])
-		size += len(b) - 1
-	}
-	return msgs, size / n
-}
+func epochsBenchMessages(n int) (msgs [][]byte, size int) { return synthMessages(n, 40, 5) }
 
 // BenchmarkEpochs compares, in one process, the same epochsBenchN
 // examples learned by the single Worker from a topic of one partition

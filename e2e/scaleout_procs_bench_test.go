@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,14 +202,14 @@ snapshot:
 	// let settle until it is stable with every worker assigned. With no
 	// new examples, no epoch is cut meanwhile.
 	produce(msgs[:epochsBenchPartitions])
-	addr := freeBenchAddr(b)
+	addr := freeAddr(b)
 	warm := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--snapshot.writer", "warm-up", "--snapshot.every", "1", "--http.addr", addr}, false)
 	defer warm.stop(b)
 	first := covered([]*benchProc{warm}, 1, "the first generation")
 	warm.stop(b)
 	var ws []*benchProc
 	for i := range workers {
-		addr := freeBenchAddr(b)
+		addr := freeAddr(b)
 		w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--snapshot.writer", fmt.Sprintf("w%d-%d", op, i), "--http.addr", addr}, false)
 		w.addr = addr
 		defer w.stop(b)
@@ -490,16 +489,6 @@ func waitBench(b *testing.B, workers []*benchProc, d time.Duration, what string,
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func freeBenchAddr(b *testing.B) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // lockedWriter writes to w under mu.
