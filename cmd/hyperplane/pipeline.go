@@ -297,11 +297,10 @@ func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *c
 		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
 			var chain *snapshot.Store
 			if p.store != nil {
-				seg, err := snapshot.ShardSegment(shard)
-				if err != nil {
+				var err error
+				if chain, err = partitionChain(p.store, cfg.Model.Name, shard); err != nil {
 					return nil, nil, nil, err
 				}
-				chain = p.store.Sub(cfg.Model.Name + "/partition/" + seg)
 			}
 			r, err := snapshot.Resume(ctx, chain, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
 				Writer: writer, Keep: cfg.Snapshot.Keep, Reset: cfg.Snapshot.Reset, Start: cfg.Source.Start, Log: log.With(zap.String("shard", shard)),
@@ -326,6 +325,16 @@ func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *c
 	return consumer.NewPartitions(pcfg, metrics, log), nil
 }
 
+// partitionChain is the store of shard's chain of generations in
+// partition scope: <model>/partition/<segment>/ in store.
+func partitionChain(store *snapshot.Store, model, shard string) (*snapshot.Store, error) {
+	seg, err := snapshot.ShardSegment(shard)
+	if err != nil {
+		return nil, err
+	}
+	return store.Sub(model + "/partition/" + seg), nil
+}
+
 // loadShardGeneration reads the stored generations of the shards' chains
 // for requests that name one; nil without a store.
 func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
@@ -333,11 +342,11 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 		return nil
 	}
 	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		seg, err := snapshot.ShardSegment(shard)
+		chain, err := partitionChain(p.store, model, shard)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
 		}
-		snap, err := p.store.Sub(model+"/partition/"+seg).Load(ctx, model, gen)
+		snap, err := chain.Load(ctx, model, gen)
 		if errors.Is(err, snapshot.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
 		}

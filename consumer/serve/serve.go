@@ -71,7 +71,7 @@ type Server struct {
 	// live is the newest view of the model a request names (its shard,
 	// "" for none); load reads a stored generation of it.
 	live    func(shard string) (*learner.View, error)
-	load    func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
+	load    LoadShardGeneration
 	metrics *Metrics
 	// inFlight holds a token for each request being answered.
 	inFlight chan struct{}
@@ -132,9 +132,7 @@ func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadSha
 		}
 		return nil, errorf(StatusNotFound, "shard %s: this worker does not learn it (another replica does, or it is no partition of the source)", shard)
 	}
-	if load != nil {
-		s.load = load
-	}
+	s.load = load
 	return s
 }
 
