@@ -220,3 +220,50 @@ func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochsSameGenerationTwice: two workers that each own every shard
+// mix every epoch and both find its generation due, so one of them finds
+// it written by the other each time (and at shutdown): that is no second
+// writer, as the generation holds the model both mixed. Both run to the
+// end and hold the model one worker learns alone.
+func TestEpochsSameGenerationTwice(t *testing.T) {
+	log := epochLog(300)
+
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := startEpochs(t, ctx, epochConfig(log, one, memory.NewSink(), "one"), one)
+	last := waitComplete(t, one, log)
+	want := finalDigest(t, x, done, cancel, last)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	type worker struct {
+		x    *consumer.Epochs
+		done <-chan error
+	}
+	var workers []worker
+	for _, name := range []string{"a", "b"} {
+		cfg := epochConfig(log, store, memory.NewSink(), name)
+		cfg.SnapshotEvery = 1
+		x, done := startEpochs(t, ctx, cfg, store)
+		workers = append(workers, worker{x, done})
+	}
+	waitComplete(t, store, log)
+	for _, w := range workers {
+		waitFor(t, fmt.Sprintf("epoch %d mixed", last), func() bool { return w.x.Mixed() >= last })
+	}
+	cancel()
+	for i, w := range workers {
+		if err := <-w.done; err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		if got := w.x.Model().State().Digest(); got != want {
+			t.Errorf("worker %d holds %x, one worker alone %x", i, got, want)
+		}
+	}
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) == 0 || gens[len(gens)-1] != last {
+		t.Fatalf("generations %v (%v), want the last at epoch %d", gens, err, last)
+	}
+}
