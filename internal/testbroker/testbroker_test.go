@@ -20,7 +20,7 @@ func TestNATSRestart(t *testing.T) {
 	url := n.URL()
 	js := n.JetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Storage: jetstream.FileStorage})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := js.Publish(ctx, "s", []byte("before")); err != nil {
 		t.Fatal(err)
@@ -31,18 +31,46 @@ func TestNATSRestart(t *testing.T) {
 	if n.URL() != url {
 		t.Fatalf("URL %s after Start, was %s", n.URL(), url)
 	}
-	for !js.Conn().IsConnected() {
+	// IsConnected alone says nothing here: it stays true until the Conn's
+	// reader sees the old connection close, which on a busy machine can
+	// come after Start. A reconnect counted and a Conn connected is the new
+	// connection, its subscriptions sent again.
+	nc := js.Conn()
+	for nc.Stats().Reconnects == 0 || !nc.IsConnected() {
 		if ctx.Err() != nil {
 			t.Fatal("no reconnect")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := js.Publish(ctx, "s", []byte("after")); err != nil {
-		t.Fatal(err)
-	}
+	publishAcked(t, ctx, js, "s", []byte("after"), "after")
 	got := testbroker.ReadStream(t, ctx, js, "S")
 	if want := [][]byte{[]byte("before"), []byte("after")}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("stream holds %q, want %q", got, want)
+	}
+}
+
+// publishAcked publishes data to subject until the stream acknowledges it.
+// A request written while the Conn still holds a connection that has gone
+// away is lost: whether the socket took it or it sat in the Conn's buffer,
+// the reconnect drops it (nats.go keeps, and sends again, only what is
+// written once it knows it is reconnecting), and the request waits for an
+// answer that never comes. So each attempt has its own short timeout, and
+// all have the same message id: the stream stores the message once however
+// many attempts reach it.
+func publishAcked(t *testing.T, ctx context.Context, js jetstream.JetStream, subject string, data []byte, id string) {
+	t.Helper()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.Publish(actx, subject, data, jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("publish %q: %v", data, err)
+		}
+		t.Logf("publish %q: %v; again", data, err)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
