@@ -2,6 +2,7 @@ package testbroker
 
 import (
 	"context"
+	"maps"
 	"net"
 	"slices"
 	"testing"
@@ -116,4 +117,94 @@ func (c *KafkaCluster) CreateTopic(t testing.TB, topic string, partitions int, c
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
+}
+
+// ReadTopic returns the values of every record topic holds when it is
+// called, partition by partition, each in offset order. It reads each
+// partition up to the end offset it asks for first, so it returns as soon
+// as it has them all, and finds a record too many as surely as one too few.
+func (c *KafkaCluster) ReadTopic(t testing.TB, ctx context.Context, topic string) [][]byte {
+	t.Helper()
+	cl := c.client(t)
+	defer cl.Close()
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err == nil && len(mresp.Topics) == 1 {
+		err = kerr.ErrorForCode(mresp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("read topic %s: metadata: %v", topic, err)
+	}
+	// The start and end of each partition.
+	bounds := map[int32][2]int64{}
+	for i, ts := range []int64{-2, -1} { // earliest, latest
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range mresp.Topics[0].Partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p.Partition, ts
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("read topic %s: list offsets: %v", topic, err)
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					t.Fatalf("read topic %s/%d: list offsets: %v", topic, rp.Partition, err)
+				}
+				b := bounds[rp.Partition]
+				b[i] = rp.Offset
+				bounds[rp.Partition] = b
+			}
+		}
+	}
+	parts := map[int32]kgo.Offset{}
+	next := map[int32]int64{} // the offset after the last record read
+	for p, b := range bounds {
+		if b[0] < b[1] {
+			parts[p] = kgo.NewOffset().At(b[0])
+			next[p] = b[0]
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	rd := c.client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	defer rd.Close()
+	read := map[int32][][]byte{}
+	done := func() bool {
+		for p := range parts {
+			if next[p] < bounds[p][1] {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read topic %s: %v, read up to %v of %v", topic, ctx.Err(), next, bounds)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("read topic %s/%d: %v", topic, p, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < bounds[r.Partition][1] {
+				read[r.Partition] = append(read[r.Partition], r.Value)
+			}
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+	var out [][]byte
+	for _, p := range slices.Sorted(maps.Keys(read)) {
+		out = append(out, read[p]...)
+	}
+	return out
 }

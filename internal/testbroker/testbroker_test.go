@@ -101,7 +101,7 @@ func TestKafkaRestart(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.DataDir(t.TempDir()))
 	addrs := c.ListenAddrs()
 	c.CreateTopic(t, "t", 2, "retention.ms", "3600000")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	produce := func(v string) {
 		t.Helper()
@@ -132,5 +132,12 @@ func TestKafkaRestart(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"before", "after"}) {
 		t.Fatalf("read %q, want before and after", got)
+	}
+	if got, want := c.ReadTopic(t, ctx, "t"), [][]byte{[]byte("before"), []byte("after")}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("ReadTopic: %q, want %q", got, want)
+	}
+	c.CreateTopic(t, "empty", 3)
+	if got := c.ReadTopic(t, ctx, "empty"); got != nil {
+		t.Fatalf("an empty topic reads as %q", got)
 	}
 }
