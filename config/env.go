@@ -72,16 +72,25 @@ func unknownEnvWarning(name string, known []string) string {
 	if len(ends) > 0 {
 		return fmt.Sprintf("%s is not a setting and is ignored: did you mean %s?", name, strings.Join(ends, " or "))
 	}
-	best, bestDist := "", -1
-	for _, k := range known {
-		if d := editDistance(upper, k); bestDist < 0 || d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	if bestDist <= max(2, len(rest)/3) {
+	if best, ok := nearest(upper, known, len(rest)); ok {
 		return fmt.Sprintf("%s is not a setting and is ignored: did you mean %s?", name, best)
 	}
 	return fmt.Sprintf("%s is not a setting and is ignored (hyperplane config --defaults lists every variable)", name)
+}
+
+// nearest returns the name among known nearest to name by edit distance,
+// if it is near enough to be the one meant: at most a third of size, the
+// length of the part of name that is the user's own, and at least 2 edits,
+// so that a dropped letter or two swapped ones are caught and a name of
+// something else is not given a far-fetched suggestion.
+func nearest(name string, known []string, size int) (string, bool) {
+	best, bestDist := "", -1
+	for _, k := range known {
+		if d := editDistance(name, k); bestDist < 0 || d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best, bestDist >= 0 && bestDist <= max(2, size/3)
 }
 
 // editDistance is the Levenshtein distance between a and b, in bytes:

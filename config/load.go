@@ -29,7 +29,8 @@ import (
 // unset) and from the flag --model.learner.hash_bits VALUE. Lists are
 // comma-separated in variables and flags, YAML lists in the file; a list
 // flag given more than once collects every value. A bool flag alone means
-// true; to turn one off write --key=false. model.learner.classes also
+// true; it also takes a value, --key=false or --key false (the next word
+// is its value only when it is true or false). model.learner.classes also
 // takes a number N, which names the classes 0 to N-1. Any other
 // HYPERPLANE_* variable is ignored: UnknownEnv finds them, for the caller
 // to warn about (Load prints nothing).
@@ -40,7 +41,8 @@ import (
 // Validate then checks the typed values.
 //
 // args hold only --config and keys: an unknown flag or a positional
-// argument is an error naming it. -h or --help returns flag.ErrHelp
+// argument is an error naming it, and the key probably meant (the nearest
+// name, as UnknownEnv finds it for a variable). -h or --help returns flag.ErrHelp
 // (check with errors.Is) and the caller prints Usage. On any error Load
 // returns the zero Config.
 func Load(args []string, getenv func(string) string) (Config, error) {
@@ -58,17 +60,24 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	for i := range ks {
 		fs.Var(&flagValue{k: &ks[i], v: &flagged[i]}, ks[i].path, ks[i].help)
 	}
+	args = JoinBoolValues(fs, args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, flag.ErrHelp
 		}
-		if strings.HasPrefix(err.Error(), "flag provided but not defined") {
-			return Config{}, fmt.Errorf("flags: %w (every key is a flag: hyperplane config --defaults lists them)", err)
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return Config{}, fmt.Errorf("flags: %s", unknownFlag(ks, name))
 		}
 		return Config{}, fmt.Errorf("flags: %w", err)
 	}
 	if rest := fs.Args(); len(rest) > 0 {
-		return Config{}, fmt.Errorf("flags: unexpected argument %q: settings are given as --key value", shownArg(ks, args, len(args)-len(rest)))
+		i := len(args) - len(rest)
+		if i > 0 && isBareBool(fs, args[i-1]) {
+			b := args[i-1]
+			return Config{}, fmt.Errorf("flags: unexpected argument %q after %s, a boolean: write %s or %s true to turn it on, %s=false or %s false to turn it off",
+				shownArg(ks, args, i), b, b, b, b, b)
+		}
+		return Config{}, fmt.Errorf("flags: unexpected argument %q: settings are given as --key value", shownArg(ks, args, i))
 	}
 
 	cfg := Default()
@@ -102,6 +111,81 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// JoinBoolValues returns args with every boolean flag of fs that is
+// followed by the word true or false joined to it: --serve.nats true
+// becomes --serve.nats=true. The flag package takes a boolean's value
+// only after '=' (alone, the flag is true), and would read the "true" as
+// the first positional argument, which ends the flags. args are walked as
+// the flag package walks them: a non-boolean flag takes the next word as
+// its value, and the first positional argument or "--" ends the flags.
+func JoinBoolValues(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return append(out, args[i+1:]...)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f := fs.Lookup(name)
+		if hasValue || f == nil {
+			continue
+		}
+		switch {
+		case !isBoolFlag(f):
+			if i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+		case i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false"):
+			i++
+			out[len(out)-1] = a + "=" + args[i]
+		}
+	}
+	return out
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// isBareBool reports whether arg is a boolean flag of fs without a value.
+func isBareBool(fs *flag.FlagSet, arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' || strings.Contains(arg, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimPrefix(arg[1:], "-"))
+	return f != nil && isBoolFlag(f)
+}
+
+// unknownFlag says that --name is no flag, and names the flag probably
+// meant: the same in lower case; or the keys that end as it does (the
+// section left out: --brokers for --kafka.brokers); or else the nearest
+// by edit distance, as for a variable that is no key (nearest).
+func unknownFlag(ks []key, name string) string {
+	known := []string{"config"}
+	for _, k := range ks {
+		known = append(known, k.path)
+	}
+	var ends []string
+	for _, k := range known {
+		if k == strings.ToLower(name) {
+			return fmt.Sprintf("unknown flag --%s: flags are lower case, did you mean --%s?", name, k)
+		}
+		if strings.HasSuffix(k, "."+name) {
+			ends = append(ends, "--"+k)
+		}
+	}
+	if len(ends) > 0 {
+		return fmt.Sprintf("unknown flag --%s; did you mean %s?", name, strings.Join(ends, " or "))
+	}
+	if best, ok := nearest(name, known, len(name)); ok {
+		return fmt.Sprintf("unknown flag --%s; did you mean --%s?", name, best)
+	}
+	return fmt.Sprintf("unknown flag --%s (every key is a flag: hyperplane config --defaults lists them)", name)
 }
 
 // shownArg is args[i], a stray positional argument, as an error may

@@ -21,6 +21,9 @@ import (
 func newFlagSet(name, usage string, e *env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	if e.flagSet != nil {
+		e.flagSet(fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(e.stdout, "Usage: hyperplane %s %s\n\nFlags:\n", name, usage)
 		shown := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -44,13 +47,15 @@ func newFlagSet(name, usage string, e *env) *flag.FlagSet {
 
 // parseFlags parses args; -h prints the usage once and gives errHelp. A
 // mistake gives a usageError and prints nothing: main prints the error.
+// A boolean flag takes the next word as its value when it is true or
+// false (config.JoinBoolValues), as the configuration's keys do.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	// The flag package calls Usage itself on -h and on every mistake;
 	// silence it while parsing, so that the usage is printed once, here,
 	// and only when asked for.
 	usage := fs.Usage
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err := fs.Parse(config.JoinBoolValues(fs, args))
 	fs.Usage = usage
 	if errors.Is(err, flag.ErrHelp) {
 		usage()
@@ -66,7 +71,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 var errHelp = errors.New("help requested")
 
 // splitOwnFlags separates the flags defined on fs (and -h) from the rest of
-// args, the configuration's keys, which go to config.Load as for run.
+// args, the configuration's keys, which go to config.Load as for run. A
+// boolean of fs keeps a true or false that follows it.
 func splitOwnFlags(fs *flag.FlagSet, args []string) (own, rest []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -82,7 +88,8 @@ func splitOwnFlags(fs *flag.FlagSet, args []string) (own, rest []string) {
 		default:
 			own = append(own, a)
 			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-			if !hasValue && !(isBool && b.IsBoolFlag()) && i+1 < len(args) {
+			isBool = isBool && b.IsBoolFlag()
+			if !hasValue && i+1 < len(args) && (!isBool || args[i+1] == "true" || args[i+1] == "false") {
 				i++
 				own = append(own, args[i])
 			}

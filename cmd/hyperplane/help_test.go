@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,5 +65,27 @@ func TestFlagMistakePrintsNoUsage(t *testing.T) {
 	}
 	if out != "" || stderr != "" {
 		t.Errorf("printed %q and %q besides the error", out, stderr)
+	}
+}
+
+// TestOwnBoolFlagTakesTrueOrFalse: a command's own boolean flag, like a
+// key, takes the next word as its value when it is true or false, and
+// leaves the keys after it to the configuration.
+func TestOwnBoolFlagTakesTrueOrFalse(t *testing.T) {
+	e := &env{stdout: io.Discard}
+	fs := newFlagSet("t", "", e)
+	publish := fs.Bool("publish", false, "")
+	own, rest := splitOwnFlags(fs, []string{"-publish", "true", "--serve.nats", "false", "--model.name", "m"})
+	if want := []string{"-publish", "true"}; !reflect.DeepEqual(own, want) {
+		t.Errorf("own flags %q, want %q", own, want)
+	}
+	if want := []string{"--serve.nats", "false", "--model.name", "m"}; !reflect.DeepEqual(rest, want) {
+		t.Errorf("the rest %q, want %q", rest, want)
+	}
+	if err := parseFlags(fs, own); err != nil || !*publish {
+		t.Fatalf("-publish true: %v, %v", *publish, err)
+	}
+	if err := parseFlags(fs, []string{"-publish", "false"}); err != nil || *publish || fs.NArg() != 0 {
+		t.Fatalf("-publish false: %v, %v, args %q", *publish, err, fs.Args())
 	}
 }

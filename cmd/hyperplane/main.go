@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// flagSet, if set, is given every flag set newFlagSet makes: the
+	// completion scripts read the commands' flags from them.
+	flagSet func(*flag.FlagSet)
 }
 
 type command struct {
@@ -51,7 +55,8 @@ func commands() []command {
 		{"inspect", "print a model file as readable JSON", runInspect},
 		{"gen", "generate a reproducible example stream", runGen},
 		{"config", "print the configuration reference (--defaults) or the effective configuration", runConfig},
-		{"version", "print the version", runVersion},
+		{"version", "print the version (also hyperplane --version)", runVersion},
+		{"completion", "print a shell completion script: bash, zsh or fish", runCompletion},
 	}
 }
 
@@ -67,6 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "help", "-h", "-help", "--help":
 		printUsage(stdout)
 		return nil
+	case "--version", "-version", "-v":
+		return runVersion(ctx, e, args[1:])
 	}
 	for _, c := range commands() {
 		if c.name == name {
@@ -81,7 +88,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "hyperplane <command> -h" for a command's flags.`)
