@@ -173,7 +173,8 @@ func fileDir(u *url.URL, b *blob.Bucket) (string, os.FileMode, error) {
 // accepts both gives an error wrapping ErrNoConditionalCreate. The probe
 // cannot see a race that only concurrent writers lose, such as fileblob's
 // stat-then-rename, which a store opened by OpenStore avoids.
-func (s *Store) ProbeConditionalCreate(ctx context.Context, model, writer string) error {
+func (s *Store) ProbeConditionalCreate(ctx context.Context, model, writer string) (err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return err
 	}

@@ -384,6 +384,7 @@ func unmarshalBoundary(key, model string, e uint64, data []byte) (*Boundary, err
 // On any other error the boundary may or may not exist: calling again
 // either creates it or adopts it.
 func (s *Store) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary, sha [32]byte, err error) {
+	defer s.hide(&err)
 	if err := checkBoundary(b); err != nil {
 		return nil, sha, err
 	}
@@ -428,7 +429,8 @@ func (s *Store) CreateBoundary(ctx context.Context, b *Boundary) (stored *Bounda
 // Boundary reads the boundary of epoch e of model, with the SHA-256 of
 // its stored bytes. An absent one gives an error wrapping ErrNotFound, a
 // damaged one an error wrapping ErrDamagedLog.
-func (s *Store) Boundary(ctx context.Context, model string, e uint64) (*Boundary, [32]byte, error) {
+func (s *Store) Boundary(ctx context.Context, model string, e uint64) (_ *Boundary, _ [32]byte, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return nil, [32]byte{}, err
 	}
@@ -570,7 +572,8 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 // Only write r once every output of its range is durable: its existence
 // says so. On any other error the result may or may not exist: calling
 // again settles it.
-func (s *Store) WriteShard(ctx context.Context, r *ShardResult) error {
+func (s *Store) WriteShard(ctx context.Context, r *ShardResult) (err error) {
+	defer s.hide(&err)
 	key, err := s.checkShardResult(r)
 	if err != nil {
 		return err
@@ -632,7 +635,8 @@ func shardDifference(a, b *ShardResult) string {
 // Shard reads the result of shard for epoch e of model. An absent one
 // gives an error wrapping ErrNotFound, a damaged one an error wrapping
 // ErrDamagedLog.
-func (s *Store) Shard(ctx context.Context, model string, e uint64, shard string) (*ShardResult, error) {
+func (s *Store) Shard(ctx context.Context, model string, e uint64, shard string) (_ *ShardResult, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return nil, err
 	}
@@ -650,7 +654,8 @@ func (s *Store) Shard(ctx context.Context, model string, e uint64, shard string)
 // ShardExists reports whether the result of shard for epoch e of model
 // exists, with one HEAD request and without reading it: the barrier's
 // poll.
-func (s *Store) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
+func (s *Store) ShardExists(ctx context.Context, model string, e uint64, shard string) (_ bool, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return false, err
 	}
@@ -668,7 +673,8 @@ func (s *Store) ShardExists(ctx context.Context, model string, e uint64, shard s
 // Epochs lists, ascending, the epochs of model that have objects in the
 // log: a boundary, shard results, or both. An epoch with results but no
 // boundary is for the caller to judge (docs/scale-out.md, section 3.1).
-func (s *Store) Epochs(ctx context.Context, model string) ([]uint64, error) {
+func (s *Store) Epochs(ctx context.Context, model string) (_ []uint64, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return nil, err
 	}
@@ -702,7 +708,8 @@ func (s *Store) Epochs(ctx context.Context, model string) ([]uint64, error) {
 // oldestRetainedGeneration must be the oldest generation retention keeps.
 // Store.Retain calls it after deleting generations. An object already
 // gone is not an error, and a pass cut short is finished by the next.
-func (s *Store) RetainLog(ctx context.Context, model string, newestGeneration, oldestRetainedGeneration uint64) error {
+func (s *Store) RetainLog(ctx context.Context, model string, newestGeneration, oldestRetainedGeneration uint64) (err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return err
 	}

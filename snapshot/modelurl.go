@@ -19,7 +19,12 @@ import (
 //
 //	file:///var/lib/hyperplane/clicks
 //	s3://models/prod/clicks/00000000000000000042.msgpack?region=eu-west-1
-func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (*Snapshot, error) {
+//
+// Credentials in the URL are hidden from its errors, as OpenStore hides
+// them.
+func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (_ *Snapshot, err error) {
+	secrets := redact.SecretsIn(rawURL)
+	defer func() { err = secrets.HideError(err) }()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("model URL %s does not parse", redact.URLs(rawURL))

@@ -68,6 +68,16 @@ type Store struct {
 	dirMode os.FileMode
 	// shared marks a Sub, whose bucket its parent owns and closes.
 	shared bool
+	// secrets are the credentials in the URL the store was opened with,
+	// hidden from every error it returns (see hide).
+	secrets *redact.Secrets
+}
+
+// hide hides the credentials of the store's URL from *err. Every exported
+// method that returns an error defers it: the drivers' errors, and the
+// keys the store names, may quote the URL or pieces of it.
+func (s *Store) hide(err *error) {
+	*err = s.secrets.HideError(*err)
 }
 
 // OpenStore opens the store a URL names:
@@ -89,10 +99,17 @@ type Store struct {
 // the key (see Store.Write), which is atomic on a local POSIX filesystem:
 // the directory must be on a filesystem with hard links, and several
 // processes may share it.
-func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
+//
+// Credentials in the URL (user info, or a query parameter such as
+// access_key_id, which no driver reads) are hidden from the errors of
+// OpenStore and of the store, as redact.URLs hides them; the store shows
+// its URL as redact.URLs writes it.
+func OpenStore(ctx context.Context, rawURL string) (_ *Store, err error) {
+	secrets := redact.SecretsIn(rawURL)
+	defer func() { err = secrets.HideError(err) }()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot store: %w", err)
+		return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(rawURL), err)
 	}
 	q := u.Query()
 	var parts []string
@@ -111,18 +128,20 @@ func OpenStore(ctx context.Context, rawURL string) (*Store, error) {
 			}
 		}
 	}
+	secrets = redact.SecretsIn(rawURL, u.String())
 	b, err := blob.OpenBucket(ctx, u.String())
 	if err != nil {
-		return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(u.String()), err)
+		return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(rawURL), err)
 	}
 	s := NewStore(b, strings.Join(prefix, "/"))
+	s.secrets = secrets
 	if u.Scheme == "file" {
 		if s.dir, s.dirMode, err = fileDir(u, b); err == nil && s.prefix != "" && !plainFileKey(s.prefix) {
 			err = fmt.Errorf("prefix %q: a segment is empty, . or .., ends in .., or has a character fileblob escapes", s.prefix)
 		}
 		if err != nil {
 			b.Close()
-			return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(u.String()), err)
+			return nil, fmt.Errorf("snapshot store %s: %w", redact.URLs(rawURL), err)
 		}
 	}
 	return s, nil
@@ -137,7 +156,8 @@ func NewStore(b *blob.Bucket, prefix string) *Store {
 }
 
 // Close releases the bucket.
-func (s *Store) Close() error {
+func (s *Store) Close() (err error) {
+	defer s.hide(&err)
 	if s.shared {
 		return nil // a Sub: the parent owns the bucket
 	}
@@ -176,7 +196,8 @@ func checkModel(model string) error {
 // does not count: any worker computes the same model from the log, so
 // another worker's generation with the same content is success too
 // (docs/scale-out.md, section 2.2).
-func (s *Store) Write(ctx context.Context, snap *Snapshot) error {
+func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
+	defer s.hide(&err)
 	if err := checkModel(snap.Model); err != nil {
 		return err
 	}
@@ -245,7 +266,8 @@ func fenced(snap *Snapshot, key string, cause error) error {
 // Latest does not check that the snapshot fits the configuration it will
 // be trained under: the caller refuses an incompatible one with
 // Snapshot.Compatible (unless asked to start afresh). log may be nil.
-func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (*Snapshot, error) {
+func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (_ *Snapshot, err error) {
+	defer s.hide(&err)
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -260,7 +282,7 @@ func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (*Sna
 			return snap, nil
 		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrNotFound):
 			log.Warn("skipping unreadable snapshot, trying the previous generation",
-				zap.String("key", Key(s.prefix, model, gen)), zap.String("model", model),
+				zap.String("key", s.secrets.Hide(Key(s.prefix, model, gen))), zap.String("model", model),
 				zap.Uint64("generation", gen), zap.Error(err))
 		default:
 			return nil, err
@@ -272,7 +294,8 @@ func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (*Sna
 // Load reads generation gen of model. An absent key gives an error
 // wrapping ErrNotFound; a damaged one, or one whose content names another
 // model or generation than its key, an error wrapping ErrCorrupt.
-func (s *Store) Load(ctx context.Context, model string, gen uint64) (*Snapshot, error) {
+func (s *Store) Load(ctx context.Context, model string, gen uint64) (_ *Snapshot, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return nil, err
 	}
@@ -298,7 +321,8 @@ func (s *Store) Load(ctx context.Context, model string, gen uint64) (*Snapshot, 
 // Generations lists the generations of model in the store, ascending.
 // Keys in the model's directory that are not snapshot keys are ignored,
 // and so is everything below it, the epoch log included.
-func (s *Store) Generations(ctx context.Context, model string) ([]uint64, error) {
+func (s *Store) Generations(ctx context.Context, model string) (_ []uint64, err error) {
+	defer s.hide(&err)
 	if err := checkModel(model); err != nil {
 		return nil, err
 	}
@@ -346,7 +370,8 @@ func parseNumber(digits string) (uint64, bool) {
 // keeps make unnecessary (see RetainLog). keep must be at least 1: a
 // store never deletes the last snapshot. A generation already gone
 // (another worker retaining too) is not an error.
-func (s *Store) Retain(ctx context.Context, model string, keep int) error {
+func (s *Store) Retain(ctx context.Context, model string, keep int) (err error) {
+	defer s.hide(&err)
 	if keep < 1 {
 		return fmt.Errorf("snapshot: retain %d generations of model %s: keep at least 1", keep, model)
 	}

@@ -31,5 +31,5 @@ func (s *Store) Sub(path string) *Store {
 		}
 		prefix += path
 	}
-	return &Store{bucket: s.bucket, prefix: prefix, dir: s.dir, dirMode: s.dirMode, shared: true}
+	return &Store{bucket: s.bucket, prefix: prefix, dir: s.dir, dirMode: s.dirMode, shared: true, secrets: s.secrets}
 }

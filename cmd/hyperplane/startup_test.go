@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
 
 // TestStartupErrors meets every error that stops "hyperplane run" at
@@ -112,6 +114,48 @@ func TestStartupErrors(t *testing.T) {
 			var u *usageError
 			if errors.As(err, &u) != c.usage {
 				t.Errorf("usage error (exit status 2): %v, want %v", errors.As(err, &u), c.usage)
+			}
+		})
+	}
+}
+
+// TestRunHidesStoreCredentials starts "hyperplane run" with credentials
+// in snapshot.url and a store that cannot be opened or used: neither the
+// error main prints nor anything logged on stderr shows them.
+func TestRunHidesStoreCredentials(t *testing.T) {
+	const (
+		accessKeyID  = "AKIAIOSFODNN7EXAMPLE"
+		secretKey    = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+		sessionToken = "FwoGZXIvYXdzEXAMPLETOKEN"
+	)
+	ns := testbroker.NATS(t)
+	srv := s3test.Start(t)
+	refusing := s3test.StartRefusing(t)
+	creds := "access_key_id=" + accessKeyID + "&secret_access_key=" + url.QueryEscape(secretKey) + "&session_token=" + sessionToken
+	cases := []struct{ name, url string }{
+		{"credentials in the query", "s3://" + srv.Bucket + "/prod?" + srv.Query() + "&" + creds},
+		{"user info that does not parse", "s3://" + accessKeyID + ":" + secretKey + "@" + srv.Bucket + "/prod?" + srv.Query()},
+		{"a store that refuses", "s3://" + accessKeyID + ":1234/" + url.PathEscape(secretKey) + "@" + refusing.Bucket + "?" + refusing.Query()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			args := []string{"run", "--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.URL(),
+				"--http.addr", "127.0.0.1:0", "--snapshot.url", c.url}
+			err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+			if err == nil {
+				t.Fatal("run started")
+			}
+			shown := "hyperplane: " + err.Error() + "\n" + errOut.String() + out.String()
+			for _, secret := range []string{accessKeyID, secretKey, "wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYEXAMPLEKEY", sessionToken} {
+				if strings.Contains(shown, secret) {
+					t.Errorf("the output shows %q:\n%s", secret, shown)
+				}
+			}
+			if !strings.Contains(err.Error(), "snapshot.url") {
+				t.Errorf("the error does not name snapshot.url: %v", err)
 			}
 		})
 	}

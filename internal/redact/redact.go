@@ -34,13 +34,32 @@ const Text = "[redacted]"
 // element followed by one with user info and no scheme (a password with a
 // comma in it). Text with nothing to hide is returned unchanged.
 func URLs(s string) string {
+	var h hider
+	return h.urls(s)
+}
+
+// hider hides credentials, and keeps what it hid.
+type hider struct{ hidden []string }
+
+// hide keeps the non-empty parts of something hidden and returns what
+// stands for it.
+func (h *hider) hide(parts ...string) string {
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			h.hidden = append(h.hidden, p)
+		}
+	}
+	return Text
+}
+
+func (h *hider) urls(s string) string {
 	parts := strings.Split(s, ",")
 	afterQuery, continued := false, false
 	for i, p := range parts {
 		switch {
 		case afterQuery && !strings.Contains(p, "://"):
 			if strings.TrimSpace(p) != "" {
-				parts[i] = Text
+				parts[i] = h.hide(p)
 			}
 		case i+1 < len(parts) && !strings.Contains(parts[i+1], "://") && strings.Contains(parts[i+1], "@"):
 			// The next element may be the rest of a password with a
@@ -49,11 +68,11 @@ func URLs(s string) string {
 			if j := strings.Index(p, "://"); j > 0 && isScheme(strings.TrimSpace(p[:j])) {
 				scheme = p[:j+3]
 			}
-			parts[i] = scheme + Text
+			parts[i] = scheme + h.hide(p[len(scheme):])
 			afterQuery, continued = strings.ContainsAny(p, "?#"), true
 			continue
 		default:
-			parts[i], afterQuery = redactURL(p, continued)
+			parts[i], afterQuery = h.redactURL(p, continued)
 		}
 		continued = false
 	}
@@ -63,7 +82,7 @@ func URLs(s string) string {
 // redactURL is URLs for one element, and whether it had a query or a
 // fragment. With allUserInfo, the user name is hidden too: the element
 // continues the previous one, so all of its user info may be password.
-func redactURL(s string, allUserInfo bool) (string, bool) {
+func (h *hider) redactURL(s string, allUserInfo bool) (string, bool) {
 	body := strings.TrimSpace(s)
 	if body == "" {
 		return s, false
@@ -81,18 +100,22 @@ func redactURL(s string, allUserInfo bool) (string, bool) {
 	if i := strings.IndexByte(body, '/'); i >= 0 {
 		authority, path = body[:i], body[i:]
 	}
-	query, atInQuery := redactQuery(query)
+	query, atInQuery := h.redactQuery(query)
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		if user, _, hasPassword := strings.Cut(authority[:at], ":"); hasPassword && !allUserInfo {
-			authority = user + ":" + Text + authority[at:]
+		if user, password, hasPassword := strings.Cut(authority[:at], ":"); hasPassword && !allUserInfo {
+			authority = user + ":" + h.hide(password) + authority[at:]
 		} else {
-			authority = Text + authority[at:]
+			authority = h.hide(authority[:at]) + authority[at:]
 		}
 	} else if strings.Contains(path, "@") || atInQuery || strings.Contains(frag, "@") {
-		authority = Text
+		// The password begins after the authority's ':', if it has one.
+		_, password, _ := strings.Cut(authority, ":")
+		authority = h.hide(authority, password)
 	}
-	if strings.Contains(path, "@") {
-		path = "/" + Text
+	if at := strings.LastIndexByte(path, '@'); at >= 0 {
+		// The password may end before the '@', and keys built on the
+		// path show it without its slashes.
+		path = "/" + h.hide(path, strings.Trim(path, "/"), strings.Trim(path[:at], "/"))
 	}
 	out := lead + scheme + authority + path
 	if hasQuery {
@@ -101,7 +124,7 @@ func redactURL(s string, allUserInfo bool) (string, bool) {
 	if hasFrag {
 		out += "#"
 		if frag != "" {
-			out += Text
+			out += h.hide(frag)
 		}
 	}
 	return out + trail, hasQuery || hasFrag
@@ -109,7 +132,7 @@ func redactURL(s string, allUserInfo bool) (string, bool) {
 
 // redactQuery is URLs for a raw query, name=value pairs separated
 // by '&', and whether a parameter it hid had an '@' in it.
-func redactQuery(q string) (string, bool) {
+func (h *hider) redactQuery(q string) (string, bool) {
 	params := strings.Split(q, "&")
 	at := false
 	for i, p := range params {
@@ -119,7 +142,7 @@ func redactQuery(q string) (string, bool) {
 		name, value, _ := strings.Cut(p, "=")
 		n, err := url.QueryUnescape(name)
 		if err != nil || !harmlessParam(n) {
-			params[i] = Text
+			params[i] = h.hide(p, value)
 			at = at || strings.Contains(p, "@")
 			continue
 		}
@@ -128,10 +151,10 @@ func redactQuery(q string) (string, bool) {
 		}
 		v, err := url.QueryUnescape(value)
 		if err != nil {
-			params[i] = name + "=" + Text
+			params[i] = name + "=" + h.hide(value)
 			continue
 		}
-		if r := URLs(v); r != v {
+		if r := h.urls(v); r != v {
 			params[i] = name + "=" + r
 		}
 	}

@@ -88,6 +88,23 @@ func StartIgnoringConditions(t testing.TB) Server {
 	})
 }
 
+// StartRefusing starts an in-process server that answers every request
+// with 403 Access Denied, as S3 answers credentials that may not use the
+// bucket: every operation of a store on it fails at once, without the
+// retries a server that is down costs.
+func StartRefusing(t testing.TB) Server {
+	t.Helper()
+	return startInProcess(t, func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			if r.Method != http.MethodHead {
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+			}
+		})
+	})
+}
+
 // startInProcess serves gofakes3 on loopback through wrap, for as long as
 // the test lasts.
 func startInProcess(t testing.TB, wrap func(http.Handler) http.Handler) Server {
