@@ -5,3 +5,14 @@ import "time"
 // SetLookupRetry sets how long s goes by the fallback limit after a failed
 // lookup.
 func SetLookupRetry(s *Sink, d time.Duration) { s.lookupRetry = d }
+
+// BatchTimeout is how long the writer of topic waits for a partition's
+// batch to fill, 0 if s has no writer for topic yet.
+func BatchTimeout(s *Sink, topic string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tw := s.topics[topic]; tw != nil {
+		return tw.w.BatchTimeout
+	}
+	return 0
+}

@@ -448,14 +448,15 @@ func TestSinkKeysPartition(t *testing.T) {
 			batch = append(batch, consumer.Output{Topic: "out", Key: fmt.Sprintf("key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
 		}
 	}
-	began := time.Now()
 	if err := sink.Publish(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
-	// kafka-go's default BatchTimeout would hold a small synchronous
-	// write for a second.
-	if took := time.Since(began); took > 800*time.Millisecond {
-		t.Fatalf("Publish of %d outputs took %v", len(batch), took)
+	// kafka-go's default BatchTimeout (a zero Writer.BatchTimeout) would
+	// hold every small synchronous write for a second. The setting is
+	// checked rather than the time a Publish takes, which on a busy
+	// machine says little.
+	if d := kafka.BatchTimeout(sink, "out"); d <= 0 || d >= 100*time.Millisecond {
+		t.Fatalf("the writer waits %v for a batch to fill, want a moment", d)
 	}
 	recs := readBack(t, c, "out", len(batch))
 	if len(recs) != len(batch) {
@@ -529,7 +530,7 @@ func TestSourceFetchOutage(t *testing.T) {
 		return nil, errors.New("injected fetch failure") // kfake drops the connection
 	})
 	// Let the readers' fetches in flight end and their retries fail.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for failures.Load() < 6 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -539,9 +540,12 @@ func TestSourceFetchOutage(t *testing.T) {
 	for p := range 2 {
 		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 5, 10)...)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if logs.FilterMessage("kafka client error").Len() == 0 {
-		t.Fatal("no warning about the failing fetches")
+	// The fetches go on failing until the outage ends: the warning comes.
+	for logs.FilterMessage("kafka client error").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no warning about the failing fetches")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	failing.Store(false)
 	got = append(got, consumertest.FetchN(t, src, 10)...)
