@@ -154,10 +154,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("worker stopped early: %w", err)
 		case <-tick.C:
 		}
-		pos := w.Published()["jetstream:EXAMPLES"]
-		m := w.Metrics()
-		done = pos >= int64(n)
-		line := fmt.Sprintf("%7d/%d examples  %6.0f/s  mistakes %d  rolling accuracy %.4f", pos, n, float64(pos)/time.Since(begin).Seconds(), m.Mistakes, m.RollingAccuracy)
+		// Done once every event is durable, so that the summary counts
+		// them all; the line shows what the model has learned.
+		done = w.Published()[demoSource] >= int64(n)
+		line := demoProgressLine(w, n, time.Since(begin))
 		if bar.on {
 			bar.show(line)
 		} else if time.Since(last) >= time.Second || done {
@@ -186,11 +186,42 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  %-8d %-26s in JetStream stream %-18s (subject %s)\n", info.State.Msgs, s.what, s.name, s.subject)
 	}
 	if s, err := snapshot.LoadURL(context.Background(), cfg.Snapshot.URL+"/"+cfg.Model.Name, nil); err == nil {
-		fmt.Fprintf(e.stdout, "\n  snapshots of the model in %s (newest: generation %d, at position %d)\n", filepath.Join(dataDir, cfg.Model.Name), s.Generation, s.Positions["jetstream:EXAMPLES"])
+		fmt.Fprintf(e.stdout, "\n  snapshots of the model in %s (newest: generation %d, at position %d)\n", filepath.Join(dataDir, cfg.Model.Name), s.Generation, s.Positions[demoSource])
 		fmt.Fprintf(e.stdout, "  look inside: hyperplane inspect %s/%s\n", cfg.Snapshot.URL, cfg.Model.Name)
 	}
 	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
 	return nil
+}
+
+// demoSource is the source key of the demo's example stream.
+const demoSource = "jetstream:EXAMPLES"
+
+// learnedCounts is what a progress line reads of a worker: the position
+// its model has reached and its metrics there, which the worker updates
+// together after each batch.
+type learnedCounts interface {
+	Positions() map[string]int64
+	Metrics() learner.Metrics
+}
+
+// demoProgressLine is the demo's progress: how many of the n messages the
+// model has read, with the mistakes and accuracy of the model at that
+// very point. Positions and metrics are two reads; the metrics read again
+// after the positions, and found unchanged, say that no batch came
+// between them, so the line never shows a batch's mistakes beside the
+// position before it.
+func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
+	m := w.Metrics()
+	var pos int64
+	for {
+		pos = w.Positions()[demoSource]
+		again := w.Metrics()
+		if again.Examples == m.Examples && again.Mistakes == m.Mistakes {
+			break
+		}
+		m = again
+	}
+	return fmt.Sprintf("%7d/%d examples  %6.0f/s  mistakes %d  rolling accuracy %.4f", pos, n, float64(pos)/elapsed.Seconds(), m.Mistakes, m.RollingAccuracy)
 }
 
 // feed publishes n generated examples to the demo's example stream, a

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // TestDemoDefaultOnBusyMachine runs the demo a user runs, at its default
@@ -176,5 +178,56 @@ func TestProgressEndsItsLine(t *testing.T) {
 	p.done()
 	if w.Len() != 0 {
 		t.Errorf("off a terminal the bar wrote %q", w.String())
+	}
+}
+
+// batchedWorker is a worker's counters as a progress line reads them: the
+// model's position and metrics, set together after each batch, and the
+// position whose events are published, which lags behind. land, if set,
+// lands a batch after the first read of the metrics.
+type batchedWorker struct {
+	pos, published int64
+	m              learner.Metrics
+	land           func(*batchedWorker)
+}
+
+func (w *batchedWorker) Positions() map[string]int64 { return map[string]int64{demoSource: w.pos} }
+func (w *batchedWorker) Published() map[string]int64 {
+	return map[string]int64{demoSource: w.published}
+}
+func (w *batchedWorker) Metrics() learner.Metrics {
+	m := w.m
+	if w.land != nil {
+		w.land(w)
+		w.land = nil
+	}
+	return m
+}
+
+// TestDemoProgressLineIsConsistent: a progress line shows the model's
+// position with the mistakes of the model at that position, not the
+// position of the events published so far (the first line once read
+// "0/200000 examples  0/s  mistakes 746"), even when a batch lands
+// between its reads.
+func TestDemoProgressLineIsConsistent(t *testing.T) {
+	lagging := &batchedWorker{pos: 7460, published: 0, m: learner.Metrics{Examples: 7460, Labeled: 7460, Mistakes: 746}}
+	landing := &batchedWorker{pos: 500, published: 500, m: learner.Metrics{Examples: 500, Labeled: 500, Mistakes: 100},
+		land: func(w *batchedWorker) {
+			w.pos, w.m = 1000, learner.Metrics{Examples: 1000, Labeled: 1000, Mistakes: 150}
+		}}
+	for _, c := range []struct {
+		name string
+		w    *batchedWorker
+		want string
+	}{
+		{"the events lag behind the model", lagging, "   7460/200000 examples  "},
+		{"a batch lands between the reads", landing, "   1000/200000 examples  "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			line := demoProgressLine(c.w, 200000, time.Second)
+			if !strings.HasPrefix(line, c.want) || !strings.Contains(line, fmt.Sprintf("mistakes %d ", c.w.m.Mistakes)) {
+				t.Errorf("got %q, want %q and mistakes %d", line, c.want, c.w.m.Mistakes)
+			}
+		})
 	}
 }
