@@ -21,7 +21,7 @@ import (
 
 func runGen(ctx context.Context, e *env, args []string) error {
 	o := synth.DefaultOptions()
-	var n, keys int
+	var n, start, keys int
 	var format, brokers, natsURL string
 	var to genTarget
 	var rate float64
@@ -32,7 +32,8 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&o.Noise, "noise", o.Noise, "probability that a label is wrong")
 	fs.Float64Var(&o.Unlabeled, "unlabeled", o.Unlabeled, "probability that an example has no label")
 	fs.IntVar(&o.Classes, "classes", o.Classes, "0 for binary labels 1/-1, or the number of classes (labels 0..N-1)")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed: the same flags give the same stream")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the stream, its hidden hyperplane and its examples: the same flags give the same stream; another seed is another hyperplane (for new examples of this one, -start)")
+	fs.IntVar(&start, "start", 0, "index of the first example: examples 0 to `N`-1 of the stream are left out, so that -start N goes on where -examples N ended, with the same hidden hyperplane")
 	fs.StringVar(&format, "format", "jsonl", "output format: jsonl or msgpack")
 	fs.TextVar(&to, "to", to, "publish to a `destination`, kafka:<topic>, jetstream:<subject> or nats:<subject>, instead of writing to standard output; a * token in the subject is each example's key (see below)")
 	fs.IntVar(&keys, "keys", 1024, "with a * token in -to's subject: how many keys there are; example i's key is i mod keys")
@@ -50,6 +51,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	}
 	if n < 0 {
 		return usagef("-examples: must be 0 or more, got %d", n)
+	}
+	if start < 0 {
+		return usagef("-start: must be 0 or more, got %d", start)
 	}
 	if err := o.Validate(); err != nil {
 		return usagef("-%v", err)
@@ -70,6 +74,13 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		return usagef("-keys: must be 1 or more, got %d", keys)
 	}
 	to.keys = keys
+	s := synth.New(o)
+	for i := range start {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.Next()
+	}
 	if !to.IsZero() || len(cfgArgs) > 0 {
 		cfg, err := genConfig(e, fs, cfgArgs, brokers, natsURL)
 		if err != nil {
@@ -85,10 +96,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
 			}
 		}
-		return publishGen(ctx, e, cfg, synth.New(o), n, message, to, rate, streamID(o, format))
+		return publishGen(ctx, e, cfg, s, start, n, message, to, rate, streamID(o, format))
 	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
-	s := synth.New(o)
 	var buf []byte
 	for i := range n {
 		if i%4096 == 0 && ctx.Err() != nil {
@@ -115,15 +125,19 @@ const genIDsHelp = `
 Message ids (with -to):
   Every published example carries an id, gen-<stream>-<index>: <stream> is a
   hash of the options that make the stream (-features, -vocab, -noise,
-  -unlabeled, -classes, -seed and -format; not -examples) and <index> counts
-  the examples from 0. The id is the Kafka record key and the JetStream
-  Nats-Msg-Id header.
+  -unlabeled, -classes, -seed and -format; not -examples or -start) and
+  <index> is the example's place in the stream, from 0. The id is the Kafka
+  record key and the JetStream Nats-Msg-Id header.
   Running gen again with the same options sends the same ids, and JetStream
   drops every message whose id it has already stored within the stream's
   duplicate window (2 minutes unless the stream says otherwise): gen reports
-  how many the stream stored and how many it dropped as duplicates. To publish
-  new examples, change -seed. Kafka and core NATS do not deduplicate: they
-  keep every copy.
+  how many the stream stored and how many it dropped as duplicates. Kafka and
+  core NATS do not deduplicate: they keep every copy.
+  To publish new examples of the same hidden hyperplane, go on where the last
+  run ended: after -examples 200000, -start 200000 sends examples 200000 on,
+  with new ids. Another -seed is another hyperplane as well as other
+  examples: a model learned on one seed predicts another's no better than
+  chance.
 `
 
 const genSubjectKeysHelp = `
@@ -242,14 +256,14 @@ func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string)
 	return cfg, nil
 }
 
-// publishGen publishes n examples of s, each encoded by message, to the
-// destination to (example i on to.subject(i)), at most rate a second (0:
-// as fast as the broker takes them). Each message's key (the Kafka key,
-// the JetStream Nats-Msg-Id) is gen-<id>-<index>, id naming the stream's
-// options, so the same stream published twice is recognisably the same
-// (and JetStream stores it once within its duplicate window: gen counts
-// what it stored and dropped).
-func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string) error {
+// publishGen publishes n examples of s, the stream's from index first on,
+// each encoded by message, to the destination to (example i on
+// to.subject(i)), at most rate a second (0: as fast as the broker takes
+// them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
+// gen-<id>-<index>, id naming the stream's options, so the same stream
+// published twice is recognisably the same (and JetStream stores it once
+// within its duplicate window: gen counts what it stored and dropped).
+func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 	b := newBrokers(cfg, "hyperplane gen", log)
 	defer b.close()
@@ -283,8 +297,8 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		batch = batch[:0]
 		for ; i < n && len(batch) < batchSize; i++ {
 			batch = append(batch, consumer.Output{
-				Topic: to.subject(i),
-				Key:   fmt.Sprintf("gen-%s-%d", id, i),
+				Topic: to.subject(first + i),
+				Key:   fmt.Sprintf("gen-%s-%d", id, first+i),
 				Value: message(nil, s.Next()),
 			})
 		}

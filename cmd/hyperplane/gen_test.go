@@ -268,3 +268,57 @@ func TestGenPublishesToPartitionedJetStream(t *testing.T) {
 		}
 	}
 }
+
+// TestGenStartGoesOn: -start N leaves out the stream's first N examples,
+// so that a run goes on where another ended: the same hidden hyperplane,
+// examples and ids not sent before, which JetStream stores as new; the
+// default stream is unchanged by it.
+func TestGenStartGoesOn(t *testing.T) {
+	whole := strings.SplitAfter(mustRun(t, "", "gen", "-examples", "30", "-seed", "3"), "\n")
+	if got := mustRun(t, "", "gen", "-examples", "20", "-start", "10", "-seed", "3"); got != strings.Join(whole[10:], "") {
+		t.Fatalf("-start 10 -examples 20 wrote\n%s\nwant the whole stream's examples 10 to 29:\n%s", got, strings.Join(whole[10:], ""))
+	}
+	if got := mustRun(t, "", "gen", "-examples", "30", "-start", "0", "-seed", "3"); got != strings.Join(whole, "") {
+		t.Fatalf("-start 0 changed the stream")
+	}
+	if _, _, err := runCmd(t, "", "gen", "-start", "-1"); err == nil || !strings.Contains(err.Error(), "-start: must be 0 or more") {
+		t.Fatalf("-start -1: %v", err)
+	}
+
+	srv := testbroker.NATS(t)
+	stream := testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	gen := func(args ...string) string {
+		t.Helper()
+		_, stderr, err := runCmd(t, "", append([]string{"gen", "-seed", "6", "-to", "jetstream:examples", "-nats-url", srv.URL()}, args...)...)
+		if err != nil {
+			t.Fatalf("gen %q: %v\n%s", args, err, stderr)
+		}
+		return stderr
+	}
+	gen("-examples", "700")
+	if got := gen("-examples", "300", "-start", "700"); !strings.Contains(got, ": 300 stored, 0 dropped as duplicates\n") {
+		t.Errorf("-start 700 after 700 examples: %q", got)
+	}
+	m, err := stream.GetMsg(context.Background(), 701)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := synth.DefaultOptions()
+	o.Seed = 6
+	if want := fmt.Sprintf("gen-%s-700", streamID(o, "jsonl")); m.Header.Get(jetstream.MsgIDHeader) != want {
+		t.Errorf("message 701 has id %q, want %q", m.Header.Get(jetstream.MsgIDHeader), want)
+	}
+	if want := strings.TrimSuffix(strings.SplitAfter(mustRun(t, "", "gen", "-examples", "701", "-seed", "6"), "\n")[700], "\n"); string(m.Data) != want {
+		t.Errorf("message 701 is %s, want example 700 of the stream, %s", m.Data, want)
+	}
+
+	help := mustRun(t, "", "gen", "-h")
+	for _, want := range []string{"-start N", "same hidden hyperplane", "Another -seed is another hyperplane"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("gen -h does not say %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "change -seed") {
+		t.Errorf("gen -h still says to change -seed for new examples:\n%s", help)
+	}
+}
