@@ -112,6 +112,9 @@ type DecodeError struct {
 	Problem string
 	// err is the cause, if any: io.ErrUnexpectedEOF for truncated input.
 	err error
+	// reason is the class of the problem, for the dead letters' metric
+	// and warnings; the zero value is reasonMalformed.
+	reason deadReason
 }
 
 // Error is Field + ": " + Problem, e.g.
@@ -124,6 +127,12 @@ func (e *DecodeError) Unwrap() error { return e.err }
 
 func decodeErr(field, format string, args ...any) *DecodeError {
 	return &DecodeError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// because sets the reason of e and returns e.
+func (e *DecodeError) because(r deadReason) *DecodeError {
+	e.reason = r
+	return e
 }
 
 // Decode decodes data, which must hold exactly one example, JSON or
@@ -198,12 +207,12 @@ func (d *Decoder) start(x *learner.Example) {
 
 // sizeError is the error for a payload of n bytes over the limit.
 func (d *Decoder) sizeError(n int) *DecodeError {
-	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes)
+	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes).because(reasonTooLarge)
 }
 
 // tooManyFeatures is the error for an example with more than MaxFeatures.
 func (d *Decoder) tooManyFeatures() *DecodeError {
-	return decodeErr("features", "more than %d features", d.maxFeatures)
+	return decodeErr("features", "more than %d features", d.maxFeatures).because(reasonTooManyFeatures)
 }
 
 // full reports whether x already holds MaxFeatures features.
@@ -213,7 +222,7 @@ func (d *Decoder) full(x *learner.Example) bool {
 
 // tooManyValues is the error for a dense part longer than the dimension.
 func (d *Decoder) tooManyValues() *DecodeError {
-	return decodeErr("x", "more than %d values (the model's dimension)", d.dim)
+	return decodeErr("x", "more than %d values (the model's dimension)", d.dim).because(reasonTooManyFeatures)
 }
 
 // addDense appends v to the dense part of x.
@@ -241,7 +250,7 @@ func setWeight(x *learner.Example, v float64) bool {
 // badWeight is the error for a weight that setWeight refused; text is the
 // weight as the input wrote it.
 func badWeight(text string) *DecodeError {
-	return decodeErr("weight", "%s is not a positive number up to %g", text, learner.MaxValue)
+	return decodeErr("weight", "%s is not a positive number up to %g", text, learner.MaxValue).because(reasonOutOfRange)
 }
 
 // inRange reports whether the feature value v is within ±learner.MaxValue:
@@ -257,7 +266,7 @@ const maxValueBits = 0x46293e5939a08cea
 // outOfRange is the error for a feature value beyond ±learner.MaxValue,
 // NaN or infinite; text is the value as the input wrote it.
 func outOfRange(field, text string) *DecodeError {
-	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue)
+	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue).because(reasonOutOfRange)
 }
 
 // noteUnknownKey records an unknown top-level key for the duplicate check.
@@ -375,7 +384,7 @@ func (d *Decoder) labelName(x *learner.Example, s []byte) *DecodeError {
 
 // badLabelType is the error for a label of the wrong type; got names it.
 func (d *Decoder) badLabelType(got string) *DecodeError {
-	return labelError(d.labels.TypeProblem(got))
+	return labelError(d.labels.TypeProblem(got)).because(reasonType)
 }
 
 // labelError is the error for a label the model does not take. It is
@@ -383,5 +392,5 @@ func (d *Decoder) badLabelType(got string) *DecodeError {
 //
 //go:noinline
 func labelError(problem string) *DecodeError {
-	return &DecodeError{Field: "label", Problem: problem}
+	return &DecodeError{Field: "label", Problem: problem, reason: reasonUnknownClass}
 }

@@ -132,7 +132,7 @@ func (d *Decoder) jsonID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		}
 		for _, c := range b[i:j] {
 			if !jsonscan.StartsNumber(c) {
-				return j, decodeErr("id", "%s is not a string or an integer", b[i:j])
+				return j, decodeErr("id", "%s is not a string or an integer", b[i:j]).because(reasonType)
 			}
 		}
 		meta.ID, meta.HasID = b[i:j], true
@@ -364,7 +364,7 @@ func syntaxError(field string, b []byte, i int, want string) *DecodeError {
 //
 //go:noinline
 func typeError(field string, b []byte, i int, want string) *DecodeError {
-	return jsonError(field, jsonscan.TypeError(b, i, want))
+	return jsonError(field, jsonscan.TypeError(b, i, want)).because(reasonType)
 }
 
 // valueError is the error in field for b[i], where a value must start and

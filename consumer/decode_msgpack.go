@@ -45,7 +45,7 @@ func (d *Decoder) DecodeMsgpack(data []byte, x *learner.Example) (n int, meta Me
 	case st == msgpackscan.OK && end > d.maxBytes:
 		return end, meta, d.sizeError(end)
 	case st != msgpackscan.OK && len(b) < len(data) && derr.err == io.ErrUnexpectedEOF:
-		return 0, meta, decodeErr("payload", "the map runs past the limit of %d bytes", d.maxBytes)
+		return 0, meta, decodeErr("payload", "the map runs past the limit of %d bytes", d.maxBytes).because(reasonTooLarge)
 	case st != msgpackscan.OK:
 		end = 0
 	}
@@ -121,7 +121,7 @@ func (d *Decoder) mpID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		return j, nil
 	}
 	if !msgpackscan.IsInteger(c) {
-		return i, decodeErr("id", "value is not a string or an integer (got %s)", msgpackscan.Kind(c))
+		return i, decodeErr("id", "value is not a string or an integer (got %s)", msgpackscan.Kind(c)).because(reasonType)
 	}
 	_, j, st := msgpackscan.Number(b, i)
 	if st != msgpackscan.OK {
@@ -328,7 +328,13 @@ func mpError(field string, b []byte, i int, st msgpackscan.Status, want string) 
 	if i >= len(b) {
 		return truncated(field, i)
 	}
-	return decodeErr(field, "value is not %s (got %s)", want, msgpackscan.Kind(b[i]))
+	err := decodeErr(field, "value is not %s (got %s)", want, msgpackscan.Kind(b[i]))
+	if field == "example" {
+		// Not a map, or a key that is not a string: not an example at
+		// all, as a JSON document that is not an object.
+		return err
+	}
+	return err.because(reasonType)
 }
 
 // truncated is the error for msgpack data that ends at byte i, inside

@@ -12,6 +12,7 @@ type Metrics struct {
 	Updates         prometheus.Counter
 	RollingAccuracy prometheus.Gauge
 	DecodeErrors    prometheus.Counter
+	DeadLetters     *prometheus.CounterVec // by reason (see deadReason)
 	PublishErrors   prometheus.Counter
 	Position        *prometheus.GaugeVec // by source: the model's position
 	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
@@ -28,6 +29,9 @@ type Metrics struct {
 	MissingShards prometheus.Gauge     // the results the barrier still waits for
 	Barrier       prometheus.Histogram // time from a worker's last range to every result
 	Mixing        prometheus.Histogram // time to read the results and mix them
+
+	// deadLetters are DeadLetters' counters by reason, looked up once.
+	deadLetters [numReasons]prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -49,6 +53,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_decode_errors_total",
 			Help: "Messages that were not valid examples.",
 		}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperplane_dead_letters_total",
+			Help: "Dead letters, by reason: malformed, wrong_format (JSON read as msgpack or the reverse: see source.format), type, out_of_range, too_many_features, unknown_class, too_large (the example is; see source.max_bytes), output_too_large (the example was learned, its event is over the output's limit). Counted whether or not a dead-letter destination is set.",
+		}, []string{"reason"}),
 		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_publish_errors_total",
 			Help: "Failed attempts to publish a batch of outputs (each is retried).",
@@ -109,8 +117,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}),
 	}
+	// Every reason is there from the start, at 0, so that a rate over it
+	// is defined before the first dead letter.
+	for r := range numReasons {
+		m.deadLetters[r] = m.DeadLetters.WithLabelValues(r.String())
+	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
 			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing)
 	}
 	return m

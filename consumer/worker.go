@@ -164,6 +164,10 @@ type Worker struct {
 
 	readiness readiness
 	deadLogs  *retry.LogLimiter
+	// streak follows the messages that fail to decode, to warn once
+	// when they keep failing for the same reason. Only the reading loop
+	// uses it.
+	streak *deadStreak
 	// limits are the outputs' size limits for the batch being processed;
 	// only the reading loop uses them.
 	limits    outputLimits
@@ -207,6 +211,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		positions: maps.Clone(positions),
 		published: maps.Clone(positions),
 		deadLogs:  retry.NewLogLimiter(log, deadLogEvery),
+		streak:    new(deadStreak),
 	}
 	if w.positions == nil {
 		w.positions = map[string]int64{}
@@ -714,9 +719,11 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	meta, err := w.decode(m.Value, x)
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
-		w.metrics.DecodeErrors.Inc()
-		w.deadLetter(m, key, err, b)
+		w.refuse(m, key, err, b)
 		return key
+	}
+	if s := w.streak; s.failed != 0 || !s.decoded {
+		w.decodedAgain(m)
 	}
 	version := w.model.Version()
 	o := w.model.Learn(x)
@@ -726,7 +733,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendPrediction(b.arena, &ev, w.labels)
 		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
-			w.deadLetter(m, key, err, b)
+			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
 			dead = true
 		}
 	}
@@ -736,10 +743,45 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.appendMisclassification(b.arena, &mc, w.labels)
 		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
-			w.deadLetter(m, key, err, b)
+			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
 		}
 	}
 	return key
+}
+
+// refuse makes m, which failed to decode with err, a dead letter, and
+// warns once when the messages keep failing for the same reason (see
+// deadStreak): a dead letter alone is counted, not logged, as bad input
+// can come at the stream's rate, but a stream of nothing else is most
+// likely a setting, and the worker is otherwise ready and silent.
+func (w *Worker) refuse(m *Message, key []byte, err error, b *outBatch) {
+	w.metrics.DecodeErrors.Inc()
+	r := reasonOf(w.cfg.Format, m.Value, err)
+	w.deadLetter(m, key, err, r, b)
+	if !w.streak.fail(r) {
+		return
+	}
+	fields := []zap.Field{zap.String("reason", r.String()), zap.Int("messages", w.streak.run),
+		zap.String("source", m.Position.Source), zap.String("event_id", string(key)), zap.Error(err)}
+	switch {
+	case r == reasonWrongFormat && w.cfg.Format == FormatMsgpack:
+		w.log.Warn("messages look like JSON but source.format is msgpack; they all go to the dead letters", fields...)
+	case r == reasonWrongFormat:
+		w.log.Warn("messages look like msgpack but source.format is jsonl; they all go to the dead letters", fields...)
+	default:
+		if h := r.hint(); h != "" {
+			fields = append(fields, zap.String("hint", h))
+		}
+		w.log.Warn("every one of the last messages failed to decode for the same reason; they all went to the dead letters", fields...)
+	}
+}
+
+// decodedAgain records that m decoded, which ends a run of failures, and
+// says so if the run was warned about.
+func (w *Worker) decodedAgain(m *Message) {
+	if warned, failed := w.streak.ok(); warned {
+		w.log.Info("messages decode again", zap.Int("dead_letters", failed), zap.String("source", m.Position.Source))
+	}
 }
 
 // limitedSink is a Sink that knows how large an output the broker takes.
@@ -793,12 +835,13 @@ func (b *outBatch) addWithin(d Destination, limit int, kind string, key []byte, 
 	return nil
 }
 
-// deadLetter adds the dead letter of m, refused with cause, keyed by key:
-// with as much of m's bytes as the dead-letter output takes (see
-// Encoding.appendDeadLetter). With no dead-letter destination, or one too
-// small for even an empty payload, it logs the event id and cause instead,
-// at most once every deadLogEvery.
-func (w *Worker) deadLetter(m *Message, key []byte, cause error, b *outBatch) {
+// deadLetter adds the dead letter of m, refused with cause, keyed by key,
+// and counts it under reason: with as much of m's bytes as the dead-letter
+// output takes (see Encoding.appendDeadLetter). With no dead-letter
+// destination, or one too small for even an empty payload, it logs the
+// event id and cause instead, at most once every deadLogEvery.
+func (w *Worker) deadLetter(m *Message, key []byte, cause error, reason deadReason, b *outBatch) {
+	w.metrics.deadLetters[reason].Inc()
 	d := w.cfg.DeadLetter
 	why := "no dead-letter destination"
 	if d.enabled() {
