@@ -136,7 +136,7 @@ func closed(ch <-chan struct{}) bool {
 // 0 to n-1, without the partitions that have none.
 func committedOffsets(t *testing.T, cl *kgo.Client, group, topic string, n int) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group

@@ -50,7 +50,7 @@ func produce(t *testing.T, cl *kgo.Client, topic string, p int, values ...[]byte
 }
 
 func produceRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Errorf("produce: %v", err)
@@ -59,7 +59,7 @@ func produceRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 
 func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start consumer.Start, log *zap.Logger) *kafka.Source {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	src, err := kafka.NewSource(ctx, cfg, topics, group, resume, start, log)
 	if err != nil {
@@ -116,13 +116,13 @@ func TestSinkConformance(t *testing.T) {
 	})
 }
 
-// readBack reads a topic from the start with franz-go, for up to 5s or
+// readBack reads a topic from the start with franz-go, for up to a minute or
 // until it has n records.
 func readBack(t *testing.T, c *testbroker.KafkaCluster, topic string, n int) []*kgo.Record {
 	t.Helper()
 	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var recs []*kgo.Record
 	for len(recs) < n && ctx.Err() == nil {

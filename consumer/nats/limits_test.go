@@ -33,7 +33,7 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
 	jsSink, coreSink := newSink(t, nc, true, log), newSink(t, nc, false, log)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	for _, tc := range []struct {

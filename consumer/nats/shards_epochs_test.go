@@ -33,7 +33,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	o := synth.DefaultOptions()
 	o.Vocab, o.Features, o.Unlabeled = 200, 10, 0.2
 	gen := synth.New(o)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var msgs []sent
 	for i := range 500 {

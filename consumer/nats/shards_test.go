@@ -64,7 +64,7 @@ func partitionedStream(t *testing.T, js jetstream.JetStream, name, subject strin
 // their keys hash to.
 func publishKeys(t *testing.T, js jetstream.JetStream, prefix string, n int, keys ...string) []sent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out []sent
 	for i, key := range keys {
@@ -89,7 +89,7 @@ func numberedKeys(from, to int) []string {
 
 func newShards(t *testing.T, nc *natsgo.Conn, stream string, n int) *nats.JetStreamShards {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := nats.NewJetStreamShards(ctx, nc, stream, n, zaptest.NewLogger(t))
 	if err != nil {
@@ -100,7 +100,7 @@ func newShards(t *testing.T, nc *natsgo.Conn, stream string, n int) *nats.JetStr
 
 func openShard(t *testing.T, s *nats.JetStreamShards, shard string, from int64) consumer.Source {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	src, err := s.Open(ctx, shard, from)
 	if err != nil {
@@ -141,7 +141,7 @@ func checkDelivered(t *testing.T, shard string, got []consumer.Message, want []s
 
 func ends(t *testing.T, s *nats.JetStreamShards) map[string]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e, err := s.Ends(ctx)
 	if err != nil {
@@ -156,7 +156,7 @@ func ends(t *testing.T, s *nats.JetStreamShards) map[string]int64 {
 // the transform says.
 func TestPartitionedStreamConfig(t *testing.T) {
 	_, _, js := startJetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, c := range []struct {
 		subject, source, dest string
@@ -300,7 +300,7 @@ func checkRange(t *testing.T, s *nats.JetStreamShards, shard string, from, to in
 		t.Fatal(err)
 	}
 	defer src.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var got []consumer.Message
 	for done := false; !done; {
@@ -552,7 +552,7 @@ func TestJetStreamShardsRefuse(t *testing.T) {
 	t.Run("repartitioned", func(t *testing.T) {
 		s := newShards(t, nc, "four", 4)
 		publishKeys(t, js, "four", 4, numberedKeys(0, 20)...)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := js.DeleteStream(ctx, "four"); err != nil {
 			t.Fatal(err)
@@ -571,7 +571,7 @@ func TestJetStreamShardsRefuse(t *testing.T) {
 		partitionedStream(t, js, "again", "again.*", 2)
 		s := newShards(t, nc, "again", 2)
 		msgs := publishKeys(t, js, "again", 2, numberedKeys(0, 30)...)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := js.DeleteStream(ctx, "again"); err != nil {
 			t.Fatal(err)
