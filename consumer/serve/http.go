@@ -53,9 +53,11 @@ func (s *Server) Register(mux *http.ServeMux) {
 // format and shape, and the version that answered in the header
 // Hyperplane-Model-Version. Errors are text: 400 for bad input, with the
 // example and field; 404 for a generation not stored; 408 when the body
-// did not arrive in time; 413 for a body over the limit; 503, with
-// Retry-After, when too many requests are in flight or no model is loaded
-// yet.
+// did not arrive within the timeout, or the generation did not load
+// within it; 413 for a body over the limit; 503, with Retry-After, when
+// too many requests are in flight, when every place for a stored
+// generation is taken by one in use, or when no model is loaded yet. The
+// request counts as in flight only once its body has been read.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	msgpack := isMsgpack(r.Header.Get("Content-Type"))
 	generation := r.URL.Query().Get("generation")

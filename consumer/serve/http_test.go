@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,26 +157,34 @@ func TestHTTPGenerationLoadFails(t *testing.T) {
 }
 
 // TestHTTPGenerationStillLoading has a generation load for longer than
-// the timeout: the request is refused with 408, and once the load is done
-// the generation answers.
+// the timeout: the request is refused with 408, its load is cancelled as
+// no request waits for it any more, and the next request loads the
+// generation again and is answered.
 func TestHTTPGenerationStillLoading(t *testing.T) {
 	cfg := binaryConfig()
 	m := trained(t, cfg, 100)
 	store := memStore(t)
 	writeGeneration(t, store, 1, m.State())
-	release := make(chan struct{})
-	loaded := make(chan struct{})
+	var calls atomic.Int32
+	ended := make(chan error, 1)
 	load := func(ctx context.Context, gen uint64) (*learner.State, error) {
-		<-release
-		defer close(loaded)
-		return loadFrom(store)(context.Background(), gen)
+		if calls.Add(1) == 1 {
+			<-ctx.Done()
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return loadFrom(store)(ctx, gen)
 	}
-	hs := httpServer(t, serve.New(serve.Options{Model: modelName, Timeout: 100 * time.Millisecond}, cfg, liveOf(m), load, nil))
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, Timeout: 500 * time.Millisecond}, cfg, liveOf(m), load, nil))
 	body := encodeJSON(t, probes(cfg))[0]
 	post(t, hs.URL+"?generation=1", "", body).refused(t, http.StatusRequestTimeout, "generation 1", "still loading")
-	close(release)
-	<-loaded
+	if err := <-ended; err == nil {
+		t.Error("the load's context ended without an error")
+	}
 	post(t, hs.URL+"?generation=1", "", body).ok(t, "application/json", m.Version())
+	if got := calls.Load(); got != 2 {
+		t.Errorf("generation 1 loaded %d times, want 2", got)
+	}
 }
 
 // TestHTTPNoModelYet refuses requests with 503 and Retry-After until a
@@ -293,7 +303,6 @@ func (s *slowRequest) finish(t testing.TB, send bool) reply {
 			t.Fatal(err)
 		}
 	}
-	s.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(s.conn), nil)
 	if err != nil {
 		t.Fatalf("reading the reply: %v", err)
@@ -303,56 +312,133 @@ func (s *slowRequest) finish(t testing.TB, send bool) reply {
 	return reply{resp.StatusCode, resp.Header, b, resp.Close}
 }
 
+// holdToken starts a request to hs for generation 1, which gl holds at
+// its gate, and returns once the request waits there: it then holds an
+// in-flight token until the gate is closed. The request's reply, or the
+// error of sending it, comes on the channel returned.
+func holdToken(t testing.TB, hs *httptest.Server, gl *gatedLoad, body []byte) <-chan reply {
+	t.Helper()
+	replies := make(chan reply, 1)
+	go func() {
+		r, err := tryPost(hs.URL+"?generation=1", "", body)
+		if err != nil {
+			r = reply{status: -1, body: []byte(err.Error())}
+		}
+		replies <- r
+	}()
+	<-gl.started
+	return replies
+}
+
 // TestHTTPInFlightLimit holds the only in-flight token with a request
-// whose body is slow to arrive: another request is refused with 503 and
-// Retry-After, the slow one is answered once its body is complete, and
-// then the next request is answered again.
+// waiting for its generation to load: another request is refused with 503
+// and Retry-After; the waiting one is answered once its generation is
+// loaded, and then the next request is answered again.
 func TestHTTPInFlightLimit(t *testing.T) {
 	cfg := binaryConfig()
 	m := trained(t, cfg, 100)
-	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: 20 * time.Second}, cfg, liveOf(m), nil, nil))
 	raws := encodeJSON(t, probes(cfg))
 	body := jsonArray(raws)
-	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 10)
+	states, wants := storedGenerations(t, cfg, 1, raws)
+	gl := newGatedLoad(states, 1)
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: time.Minute}, cfg, liveOf(m), gl.load, nil))
+	held := holdToken(t, hs, gl, body)
 
-	// The slow request takes the token once its headers are read: until
-	// then another request may still be answered.
-	deadline := time.Now().Add(10 * time.Second)
-	var r reply
-	for {
-		r = post(t, hs.URL, "", raws[0])
-		if r.status != http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	r := post(t, hs.URL, "", raws[0])
 	r.refused(t, http.StatusServiceUnavailable, "1 requests are being answered", "serve.max_in_flight")
 	if got := r.header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
 
-	got := slow.finish(t, true)
-	got.ok(t, "application/json", m.Version())
-	sameItems(t, jsonItems(t, got.body, array), newPredictor(m).wantAll(t, raws))
+	close(gl.gates[1])
+	got := <-held
+	got.ok(t, "application/json", wants[0][0].version)
+	sameItems(t, jsonItems(t, got.body, array), wants[0])
 	post(t, hs.URL, "", raws[0]).ok(t, "application/json", m.Version())
 }
 
-// TestHTTPBodyTimeout sends a body that stops half way: once serve.timeout
-// has passed the request is refused with 408 and its token is given back.
+// httpServerReading is httpServer whose requests each send once on the
+// channel returned: when the server first reads their body, or when it
+// has answered without reading it.
+func httpServerReading(t testing.TB, srv *serve.Server) (*httptest.Server, <-chan struct{}) {
+	t.Helper()
+	reading := make(chan struct{}, 1000)
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	hs := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body := &firstRead{ReadCloser: r.Body, signal: reading}
+		r.Body = body
+		mux.ServeHTTP(rw, r)
+		body.once.Do(func() { reading <- struct{}{} })
+	}))
+	t.Cleanup(hs.Close)
+	return hs, reading
+}
+
+// firstRead sends on signal at its first Read.
+type firstRead struct {
+	io.ReadCloser
+	signal chan<- struct{}
+	once   sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { f.signal <- struct{}{} })
+	return f.ReadCloser.Read(p)
+}
+
+// TestHTTPSlowBodies has more clients than serve.max_in_flight send their
+// bodies slowly: while the server reads them, another request is
+// answered, as a request takes a token only once its body is read; and
+// each slow one is answered once its body is complete.
+func TestHTTPSlowBodies(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const maxInFlight, slowClients = 2, 5
+	hs, reading := httpServerReading(t, serve.New(serve.Options{Model: modelName, MaxInFlight: maxInFlight, Timeout: time.Minute}, cfg, liveOf(m), nil, nil))
+	raws := encodeJSON(t, probes(cfg))
+	body := jsonArray(raws)
+	var slow []*slowRequest
+	for range slowClients {
+		slow = append(slow, startSlowRequest(t, hs.Listener.Addr().String(), body, 10))
+	}
+	for range slowClients {
+		<-reading
+	}
+	post(t, hs.URL, "", raws[0]).ok(t, "application/json", m.Version())
+	want := newPredictor(m).wantAll(t, raws)
+	for _, s := range slow {
+		got := s.finish(t, true)
+		got.ok(t, "application/json", m.Version())
+		sameItems(t, jsonItems(t, got.body, array), want)
+	}
+}
+
+// TestHTTPBodyTimeout has bodies stop half way, more of them than
+// serve.max_in_flight: each is refused with 408 once serve.timeout has
+// passed, and meanwhile another request is answered.
 func TestHTTPBodyTimeout(t *testing.T) {
 	cfg := binaryConfig()
 	m := trained(t, cfg, 100)
-	const timeout = 200 * time.Millisecond
-	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: timeout}, cfg, liveOf(m), nil, nil))
+	const timeout = time.Second
+	hs, reading := httpServerReading(t, serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: timeout}, cfg, liveOf(m), nil, nil))
 	body := jsonArray(encodeJSON(t, probes(cfg)))
 	start := time.Now()
-	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 10)
-	r := slow.finish(t, false)
-	if took := time.Since(start); took < timeout {
-		t.Errorf("refused after %v, before the timeout of %v", took, timeout)
+	var slow []*slowRequest
+	for range 3 {
+		slow = append(slow, startSlowRequest(t, hs.Listener.Addr().String(), body, 10))
 	}
-	r.refused(t, http.StatusRequestTimeout, "did not arrive within serve.timeout")
+	for range slow {
+		<-reading
+	}
 	post(t, hs.URL, "", body).ok(t, "application/json", m.Version())
+	for _, s := range slow {
+		r := s.finish(t, false)
+		if took := time.Since(start); took < timeout {
+			t.Errorf("refused after %v, before the timeout of %v", took, timeout)
+		}
+		r.refused(t, http.StatusRequestTimeout, "did not arrive within serve.timeout")
+	}
 }
 
 // TestHTTPMethods answers POST only on the predict path, through

@@ -59,10 +59,8 @@ func TestMetrics(t *testing.T) {
 		{"nats", "bad_request"}: 1,
 	}
 	// A NATS request is counted just after its reply is sent.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if testutil.ToFloat64(met.Requests.WithLabelValues("nats", "bad_request")) == 1 || time.Now().After(deadline) {
-			break
-		}
+	for testutil.ToFloat64(met.Requests.WithLabelValues("nats", "bad_request")) != 1 {
+		time.Sleep(time.Millisecond)
 	}
 	for k, n := range want {
 		if got := testutil.ToFloat64(met.Requests.WithLabelValues(k[0], k[1])); got != n {
@@ -103,22 +101,20 @@ func TestMetrics(t *testing.T) {
 func TestMetricsInFlight(t *testing.T) {
 	cfg := binaryConfig()
 	m := trained(t, cfg, 100)
-	met := serve.NewMetrics(nil)
-	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: 20 * time.Second}, cfg, liveOf(m), nil, met)
-	hs := httpServer(t, srv)
 	body := []byte(`{"features":{"f1":1}}`)
-	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 3)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if r := post(t, hs.URL, "", body); r.status != 200 || time.Now().After(deadline) {
-			r.refused(t, 503)
-			break
-		}
-	}
-	slow.finish(t, true).ok(t, "application/json", m.Version())
+	states, wants := storedGenerations(t, cfg, 1, [][]byte{body})
+	gl := newGatedLoad(states, 1)
+	met := serve.NewMetrics(nil)
+	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: time.Minute}, cfg, liveOf(m), gl.load, met)
+	hs := httpServer(t, srv)
+	held := holdToken(t, hs, gl, body)
+	post(t, hs.URL, "", body).refused(t, 503, "serve.max_in_flight")
+	close(gl.gates[1])
+	(<-held).ok(t, "application/json", wants[0][0].version)
 	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "unavailable")); got != 1 {
 		t.Errorf("unavailable = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "ok")); got < 1 {
-		t.Errorf("ok = %v, want the slow request at least", got)
+	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "ok")); got != 1 {
+		t.Errorf("ok = %v, want 1: the request that held the token", got)
 	}
 }

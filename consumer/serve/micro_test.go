@@ -196,35 +196,30 @@ func TestNATSErrors(t *testing.T) {
 	}
 }
 
-// TestNATSInFlightShared holds the only in-flight token with a slow HTTP
-// request: a NATS request is refused with 503, as the limit is over both
-// interfaces.
+// TestNATSInFlightShared holds the only in-flight token with an HTTP
+// request waiting for its generation to load: a NATS request is refused
+// with 503, as the limit is over both interfaces.
 func TestNATSInFlightShared(t *testing.T) {
 	cfg := binaryConfig()
 	m := trained(t, cfg, 100)
-	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: 20 * time.Second}, cfg, liveOf(m), nil, nil)
+	body := encodeJSON(t, probes(cfg))[0]
+	states, wants := storedGenerations(t, cfg, 1, [][]byte{body})
+	gl := newGatedLoad(states, 1)
+	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: 1, Timeout: time.Minute}, cfg, liveOf(m), gl.load, nil)
 	hs := httpServer(t, srv)
 	nc := testbroker.NATS(t).Conn(t)
 	startService(t, srv, nc)
-	body := encodeJSON(t, probes(cfg))[0]
-	slow := startSlowRequest(t, hs.Listener.Addr().String(), body, 3)
+	held := holdToken(t, hs, gl, body)
 
-	deadline := time.Now().Add(10 * time.Second)
-	var got *nats.Msg
-	for {
-		got = request(t, nc, body)
-		if got.Header.Get(micro.ErrorCodeHeader) != "" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	got := request(t, nc, body)
 	if code := got.Header.Get(micro.ErrorCodeHeader); code != "503" {
 		t.Fatalf("%s %q (%s), want 503", micro.ErrorCodeHeader, code, got.Header.Get(micro.ErrorHeader))
 	}
 	if desc := got.Header.Get(micro.ErrorHeader); !strings.Contains(desc, "serve.max_in_flight") {
 		t.Errorf("%s %q does not name serve.max_in_flight", micro.ErrorHeader, desc)
 	}
-	slow.finish(t, true).ok(t, "application/json", m.Version())
+	close(gl.gates[1])
+	(<-held).ok(t, "application/json", wants[0][0].version)
 	if got := request(t, nc, body); got.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Errorf("after the slow request: error %s", got.Header.Get(micro.ErrorHeader))
 	}

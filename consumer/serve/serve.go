@@ -4,7 +4,8 @@
 // published (see consumer.Worker.View), so answering never takes a lock
 // that learning takes, and a request never changes the model, its
 // positions or its metrics. A request may instead name a stored
-// generation of the model; the few asked for last stay loaded.
+// generation of the model; the few asked for last stay loaded, and at
+// most Options.Generations are loaded or being loaded at once.
 //
 // A request holds one example, a JSON array of them, or JSON lines (msgpack
 // likewise: a map, an array of maps, or maps end to end), in the example
@@ -34,10 +35,13 @@ type Options struct {
 	// MaxInFlight bounds the requests answered at once, over every
 	// interface (DefaultMaxInFlight).
 	MaxInFlight int
-	// Timeout bounds reading a request and answering it (DefaultTimeout).
+	// Timeout bounds reading a request's body and then, once it is read,
+	// answering it, each (DefaultTimeout). Loading a stored generation is
+	// bounded by it too.
 	Timeout time.Duration
-	// Generations is how many stored generations stay loaded
-	// (DefaultGenerations).
+	// Generations is how many stored generations may be loaded or being
+	// loaded at once (DefaultGenerations): the memory they take is
+	// bounded by it, whatever the requests.
 	Generations int
 	// Decoder bounds each example as the worker's decoder does.
 	Decoder consumer.DecoderOptions
@@ -58,7 +62,10 @@ type Live interface {
 }
 
 // LoadGeneration reads the state of a stored generation of the model. An
-// error wrapping ErrNotFound says there is no such generation.
+// error wrapping ErrNotFound says there is no such generation. ctx is
+// cancelled when no request waits for the load any more, or after
+// Options.Timeout: the load should then return soon, as it keeps one of
+// the Options.Generations places until it does.
 type LoadGeneration func(ctx context.Context, gen uint64) (*learner.State, error)
 
 // ErrNotFound marks a generation that is not stored.
@@ -69,19 +76,18 @@ var ErrNotFound = errors.New("no such generation")
 type Server struct {
 	opts Options
 	// live is the newest view of the model a request names (its shard,
-	// "" for none); load reads a stored generation of it.
+	// "" for none); gens holds the stored generations requests name, nil
+	// without a store.
 	live    func(shard string) (*learner.View, error)
-	load    LoadShardGeneration
+	gens    *generations
 	metrics *Metrics
-	// inFlight holds a token for each request being answered.
+	// inFlight holds a token for each request being answered, from when
+	// its body has been read.
 	inFlight chan struct{}
 	// liveDecoders decode for the live model, whose configuration never
 	// changes while the worker runs.
 	liveDecoders *decoders
 	states       sync.Pool // *state
-
-	genMu sync.Mutex
-	gens  []*generation // most recently used first
 }
 
 // New returns a server of the model cfg describes, whose newest view live
@@ -99,7 +105,7 @@ func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metri
 		return nil, errorf(StatusUnavailable, "the model is not loaded yet: try again")
 	}
 	if load != nil {
-		s.load = func(ctx context.Context, _ string, gen uint64) (*learner.State, error) { return load(ctx, gen) }
+		s.loadFrom(func(ctx context.Context, _ string, gen uint64) (*learner.State, error) { return load(ctx, gen) })
 	}
 	return s
 }
@@ -112,7 +118,8 @@ type ShardViews interface {
 }
 
 // LoadShardGeneration reads the state of a stored generation of a
-// shard's model; an error wrapping ErrNotFound says there is none.
+// shard's model; an error wrapping ErrNotFound says there is none. ctx
+// is as LoadGeneration's.
 type LoadShardGeneration func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
 
 // NewSharded returns a server of partition scope: one model per shard,
@@ -132,8 +139,15 @@ func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadSha
 		}
 		return nil, errorf(StatusNotFound, "shard %s: this worker does not learn it (another replica does, or it is no partition of the source)", shard)
 	}
-	s.load = load
+	if load != nil {
+		s.loadFrom(load)
+	}
 	return s
+}
+
+// loadFrom has s answer from the stored generations load reads.
+func (s *Server) loadFrom(load LoadShardGeneration) {
+	s.gens = &generations{load: load, room: s.opts.Generations, timeout: s.opts.Timeout, decoder: s.opts.Decoder}
 }
 
 func newServer(opts Options, cfg learner.Config, metrics *Metrics) *Server {
@@ -256,10 +270,11 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	if len(req.body) > s.opts.MaxBytes {
 		return answer{}, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", len(req.body), s.opts.MaxBytes)
 	}
-	view, decs, err := s.view(ctx, req.shard, req.generation)
+	view, decs, done, err := s.view(ctx, req.shard, req.generation)
 	if err != nil {
 		return answer{}, err
 	}
+	defer done()
 	shp, spans, err := st.split.split(req.body, req.msgpack)
 	if err != nil {
 		return answer{}, errorf(StatusBadRequest, "%v", err)
@@ -310,103 +325,29 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	return answer{body: out, shape: shp, version: view.Version()}, nil
 }
 
-// view returns the view req names, with its decoders.
-func (s *Server) view(ctx context.Context, shard, generation string) (*learner.View, *decoders, error) {
+// view returns the view a request names, with its decoders, and done,
+// to call once the view is no longer read: a stored generation is held
+// until then.
+func (s *Server) view(ctx context.Context, shard, generation string) (view *learner.View, decs *decoders, done func(), err error) {
 	if generation == "" {
 		v, err := s.live(shard)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return v, s.liveDecoders, nil
+		return v, s.liveDecoders, func() {}, nil
 	}
 	gen, err := strconv.ParseUint(generation, 10, 64)
 	if err != nil || gen == 0 {
-		return nil, nil, errorf(StatusBadRequest, "generation: %q is not a generation number (1 or more)", generation)
+		return nil, nil, nil, errorf(StatusBadRequest, "generation: %q is not a generation number (1 or more)", generation)
 	}
-	g, err := s.generation(ctx, shard, gen)
+	if s.gens == nil {
+		return nil, nil, nil, errorf(StatusNotFound, "generation %d: this worker has no snapshot store (snapshot.url)", gen)
+	}
+	g, err := s.gens.get(ctx, shard, gen)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return g.view, g.decoders, nil
-}
-
-// generation is a stored generation, loaded once.
-type generation struct {
-	shard    string
-	n        uint64
-	ready    chan struct{} // closed once view and decoders, or err, are set
-	view     *learner.View
-	decoders *decoders
-	err      error
-}
-
-// generation returns stored generation gen, loading it if it is not among
-// the ones kept. Requests for one being loaded wait for that load.
-func (s *Server) generation(ctx context.Context, shard string, gen uint64) (*generation, error) {
-	if s.load == nil {
-		return nil, errorf(StatusNotFound, "generation %d: this worker has no snapshot store (snapshot.url)", gen)
-	}
-	s.genMu.Lock()
-	var g *generation
-	for i, c := range s.gens {
-		if c.n == gen && c.shard == shard {
-			g = c
-			// The most recently used first.
-			copy(s.gens[1:i+1], s.gens[:i])
-			s.gens[0] = g
-			break
-		}
-	}
-	if g == nil {
-		g = &generation{shard: shard, n: gen, ready: make(chan struct{})}
-		s.gens = append([]*generation{g}, s.gens...)
-		if len(s.gens) > s.opts.Generations {
-			s.gens = s.gens[:s.opts.Generations]
-		}
-		go s.loadGeneration(g)
-	}
-	s.genMu.Unlock()
-	select {
-	case <-g.ready:
-	case <-ctx.Done():
-		return nil, errorf(StatusTimeout, "generation %d: still loading after serve.timeout", gen)
-	}
-	if g.err != nil {
-		return nil, g.err
-	}
-	return g, nil
-}
-
-// loadGeneration loads g. A failed load is forgotten, so that the next
-// request tries again; one that is not found is too, as the generation
-// may be written later.
-func (s *Server) loadGeneration(g *generation) {
-	defer close(g.ready)
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	st, err := s.load(ctx, g.shard, g.n)
-	if err == nil {
-		var m *learner.Model
-		if m, err = learner.Restore(st); err == nil {
-			g.view = m.View()
-			g.decoders = newDecoders(st.Config, s.opts.Decoder)
-			return
-		}
-	}
-	switch {
-	case errors.Is(err, ErrNotFound):
-		g.err = errorf(StatusNotFound, "generation %d: not stored", g.n)
-	default:
-		g.err = fmt.Errorf("generation %d: %w", g.n, err)
-	}
-	s.genMu.Lock()
-	defer s.genMu.Unlock()
-	for i, c := range s.gens {
-		if c == g {
-			s.gens = append(s.gens[:i], s.gens[i+1:]...)
-			break
-		}
-	}
+	return g.view, g.decoders, func() { s.gens.put(g) }, nil
 }
 
 // decoders pools the example decoders of one model configuration: a
@@ -422,11 +363,13 @@ func newDecoders(cfg learner.Config, opts consumer.DecoderOptions) *decoders {
 func (d *decoders) get() *consumer.Decoder  { return d.pool.Get().(*consumer.Decoder) }
 func (d *decoders) put(x *consumer.Decoder) { d.pool.Put(x) }
 
-// handle answers a request, bounded by the in-flight limit and the
-// timeout, and records it in the metrics under iface. read gets the
-// request once a token is held, and may read the body into buf, the
-// pooled buffer it gets; reply receives the answer while the request's
-// memory is still held, and must not keep it.
+// handle answers a request and records it in the metrics under iface.
+// read gets the request, with a deadline of the timeout, and may read the
+// body into buf, the pooled buffer it gets. Only then does the request
+// take an in-flight token, so that clients slow to send their bodies do
+// not keep others from being answered; answering it has the timeout
+// again. reply receives the answer while the request's memory is still
+// held, and must not keep it.
 func (s *Server) handle(ctx context.Context, iface string, read func(ctx context.Context, buf []byte) (request, []byte, error), reply func(answer, error)) {
 	start := time.Now()
 	var err error
@@ -434,6 +377,16 @@ func (s *Server) handle(ctx context.Context, iface string, read func(ctx context
 		s.metrics.Requests.WithLabelValues(iface, outcome(err)).Inc()
 		s.metrics.Latency.WithLabelValues(iface).Observe(time.Since(start).Seconds())
 	}()
+	st := s.states.Get().(*state)
+	defer s.putState(st)
+	readCtx, cancelRead := context.WithTimeout(ctx, s.opts.Timeout)
+	var req request
+	req, st.body, err = read(readCtx, st.body[:0])
+	cancelRead()
+	if err != nil {
+		reply(answer{}, err)
+		return
+	}
 	if err = s.acquire(); err != nil {
 		reply(answer{}, err)
 		return
@@ -441,13 +394,6 @@ func (s *Server) handle(ctx context.Context, iface string, read func(ctx context
 	defer s.release()
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	st := s.states.Get().(*state)
-	defer s.putState(st)
-	var req request
-	if req, st.body, err = read(ctx, st.body[:0]); err != nil {
-		reply(answer{}, err)
-		return
-	}
 	var a answer
 	a, err = s.answer(ctx, req, st)
 	reply(a, err)

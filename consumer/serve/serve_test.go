@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -931,50 +932,37 @@ func TestGenerationEviction(t *testing.T) {
 }
 
 // TestGenerationLoadedOnce sends many requests at once for a generation
-// that is not loaded yet: all are answered from it, and it is read from
-// the store once.
+// that is not loaded yet, and lets the load finish only once every one of
+// them waits for it: all are answered from it, and it is loaded once.
 func TestGenerationLoadedOnce(t *testing.T) {
 	cfg := binaryConfig()
-	store := memStore(t)
-	m := trained(t, cfg, 300)
-	writeGeneration(t, store, 7, m.State())
-	want := newPredictor(m).wantAll(t, encodeJSON(t, probes(cfg)))
-	learn(t, m, stream(cfg, 4), 300)
-
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	load, loads := countLoads(func(ctx context.Context, gen uint64) (*learner.State, error) {
-		select {
-		case started <- struct{}{}:
-		default:
+	raws := encodeJSON(t, probes(cfg))
+	states, wants := storedGenerations(t, cfg, 1, raws)
+	live := trained(t, cfg, 300)
+	body := jsonArray(raws)
+	synctest.Test(t, func(t *testing.T) {
+		gl := newGatedLoad(states, 1)
+		srv := serve.New(serve.Options{Model: modelName}, cfg, liveOf(live), gl.load, nil)
+		const n = 16
+		replies := make(chan reply, n)
+		for range n {
+			go func() { replies <- serveDirect(context.Background(), srv, "1", body) }()
 		}
-		<-release
-		return loadFrom(store)(ctx, gen)
+		synctest.Wait()
+		if len(replies) != 0 {
+			t.Fatal("a request was answered before its generation was loaded")
+		}
+		close(gl.gates[1])
+		synctest.Wait()
+		for range n {
+			r := answered(t, replies)
+			r.ok(t, "application/json", wants[0][0].version)
+			sameItems(t, jsonItems(t, r.body, array), wants[0])
+		}
+		if got := gl.count(1); got != 1 {
+			t.Errorf("generation 1 loaded %d times, want 1", got)
+		}
 	})
-	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), load, nil))
-	body := jsonArray(encodeJSON(t, probes(cfg)))
-
-	const n = 16
-	replies := make([]reply, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { replies[i], errs[i] = tryPost(hs.URL+"?generation=7", "", body) })
-	}
-	<-started
-	time.Sleep(50 * time.Millisecond) // let the other requests wait for the load
-	close(release)
-	wg.Wait()
-	for i, r := range replies {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
-		r.ok(t, "application/json", want[0].version)
-		sameItems(t, jsonItems(t, r.body, array), want)
-	}
-	if got := loads(7); got != 1 {
-		t.Errorf("generation 7 loaded %d times, want 1", got)
-	}
 }
 
 // TestGenerationNotStoredIsRetried asks for a generation before it is
