@@ -175,7 +175,7 @@ func TestHTTPGenerationStillLoading(t *testing.T) {
 		}
 		return loadFrom(store)(ctx, gen)
 	}
-	hs := httpServer(t, serve.New(serve.Options{Model: modelName, Timeout: 500 * time.Millisecond}, cfg, liveOf(m), load, nil))
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, Timeout: time.Second}, cfg, liveOf(m), load, nil))
 	body := encodeJSON(t, probes(cfg))[0]
 	post(t, hs.URL+"?generation=1", "", body).refused(t, http.StatusRequestTimeout, "generation 1", "still loading")
 	if err := <-ended; err == nil {
