@@ -122,6 +122,10 @@ type Epochs struct {
 	mu        sync.Mutex
 	positions map[string]int64 // the mixed model's, for Positions
 	running   map[*Worker]bool // the ranges being learned, for NotReady
+	// streaks go on from one range of a shard to the next, so that a
+	// shard whose messages keep failing to decode is warned about once,
+	// not once per epoch.
+	streaks map[string]*deadStreak
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model
@@ -498,6 +502,14 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 		x.running = map[*Worker]bool{}
 	}
 	x.running[w] = true
+	if s := x.streaks[r.Shard]; s != nil {
+		w.streak = s
+	} else {
+		if x.streaks == nil {
+			x.streaks = map[string]*deadStreak{}
+		}
+		x.streaks[r.Shard] = w.streak
+	}
 	x.mu.Unlock()
 	err = w.Run(ctx)
 	x.mu.Lock()

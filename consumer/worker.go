@@ -166,7 +166,7 @@ type Worker struct {
 	deadLogs  *retry.LogLimiter
 	// streak follows the messages that fail to decode, to warn once
 	// when they keep failing for the same reason. Only the reading loop
-	// uses it.
+	// uses it; the epochs hand a shard's on from range to range.
 	streak *deadStreak
 	// limits are the outputs' size limits for the batch being processed;
 	// only the reading loop uses them.
