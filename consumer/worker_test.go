@@ -95,7 +95,7 @@ func runWorker(t *testing.T, b *broker, cfg consumer.WorkerConfig, model *learne
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for w.Published()["jetstream:IN"] < int64(n) {
 		if time.Now().After(deadline) {
 			t.Fatalf("worker reached %v of %d messages", w.Published(), n)

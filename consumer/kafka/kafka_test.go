@@ -352,7 +352,7 @@ func TestLag(t *testing.T) {
 	check(0)
 	produce(t, cl, "t", 0, values("m", 10, 15)...)
 	// The reader fetches them ahead of Fetch, learning the new watermark.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for src.Lag()["kafka:t/0"] != 5 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -597,7 +597,7 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 		return nil, errors.New("injected fetch failure")
 	})
 	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for failures.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

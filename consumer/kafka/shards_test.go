@@ -303,7 +303,7 @@ func TestShardsRetentionOvertakes(t *testing.T) {
 	})
 	shards := newShards(t, c, "t")
 	src := openShard(t, shards, "kafka:t/2", 1)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for failures.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

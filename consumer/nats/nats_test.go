@@ -255,7 +255,7 @@ func readStream(t *testing.T, js jetstream.JetStream, stream, topic string, n in
 	}
 	defer it.Stop()
 	var out []consumer.Output
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		wait := time.Until(deadline)
 		if len(out) >= n {
@@ -296,7 +296,7 @@ func TestCoreSinkConformance(t *testing.T) {
 			}
 			read := func(topic string, n int) []consumer.Output {
 				var out []consumer.Output
-				deadline := time.Now().Add(5 * time.Second)
+				deadline := time.Now().Add(time.Minute)
 				for {
 					wait := time.Until(deadline)
 					if len(out) >= n {
