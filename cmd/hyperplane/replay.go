@@ -9,15 +9,14 @@ import (
 	"sync"
 	"time"
 
-	"gocloud.dev/blob/memblob"
-
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
 // runReplay rebuilds a model from a range of the source: a new model,
-// trained from --from to --to, written to --out if given. The live model's
+// trained from --from up to --to, which it leaves out, written to --out if
+// given (else kept in memory until the summary is printed). The live model's
 // snapshots are never written, and events are published only with
 // --publish. A model learned in epochs is rebuilt by following its epoch
 // log in snapshot.url (see replayEpochs), which is read and never
@@ -29,8 +28,8 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	var publish bool
 	fs := newFlagSet("replay", "--config FILE --from START [--to END] [--out URL] [--publish] [--key value ...]", e)
 	fs.TextVar(&from, "from", from, "where to begin, `START`: earliest, offset:N or time:RFC3339")
-	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N (exclusive)")
-	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, only the summary)")
+	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N, exclusive: the replay stops before offset N (of each Kafka partition; a JetStream stream sequence) and leaves it out")
+	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, the model is kept in memory for the summary only)")
 	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would")
 	own, cfgArgs := splitOwnFlags(fs, args)
 	if err := parseFlags(fs, own); err != nil {
@@ -62,6 +61,11 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	cfg.Snapshot = config.Default().Snapshot
 	cfg.Snapshot.URL = out
+	if out == "" {
+		// The rebuilt model is meant to go when the replay ends: a store
+		// in memory keeps the worker from warning that it will.
+		cfg.Snapshot.URL = "mem://"
+	}
 	cfg.HTTP.Addr = ""
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: "config: " + err.Error()}
@@ -127,8 +131,12 @@ loop:
 	}
 	bar.done()
 	m := worker.Model().Metrics()
-	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s}`+"\n",
-		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()))
+	toText := to.String()
+	if end >= 0 {
+		toText += " (exclusive)"
+	}
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q}`+"\n",
+		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText)
 	return nil
 }
 
@@ -301,16 +309,12 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
 	out := p.store
-	if out == nil {
-		out = snapshot.NewStore(memblob.OpenBucket(nil), "")
-		defer out.Close()
-	}
 	digest := cfg.HistoryDigest()
 	m, epoch, prev, positions, err := consumer.Continue(start, cfg.Model.Learner, digest)
 	if err != nil {
 		return err
 	}
-	checked := 0
+	var checked, unchecked []uint64
 	x := consumer.NewEpochs(consumer.EpochConfig{
 		Worker:        p.config,
 		Shards:        p.shards,
@@ -324,6 +328,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 		Verify: func(ctx context.Context, e uint64, got [32]byte) error {
 			snap, err := live.Load(ctx, model, e)
 			if errors.Is(err, snapshot.ErrNotFound) {
+				unchecked = append(unchecked, e)
 				return nil
 			}
 			if err != nil {
@@ -332,7 +337,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 			if want := snap.State.Digest(); want != got {
 				return fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
 			}
-			checked++
+			checked = append(checked, e)
 			return nil
 		},
 	}, m, epoch, prev, positions, nil, log)
@@ -340,8 +345,83 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 	if err := x.Run(ctx); err != nil {
 		return err
 	}
+	secs := time.Since(begin).Seconds()
+	gens, err := live.Generations(ctx, model)
+	if err != nil {
+		return err
+	}
+	var began uint64
+	if start != nil {
+		began = start.Generation
+	}
 	mt := x.Model().Metrics()
-	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"generations_checked":%d,"state_sha256":"%x"}`+"\n",
-		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, time.Since(begin).Seconds(), positionsJSON(x.Positions()), x.Mixed(), checked, x.Model().State().Digest())
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
+		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(x.Positions()), x.Mixed(),
+		began, len(checked)+len(unchecked), len(checked), joinEpochs(checked, ","), notChecked(began, len(checked)+len(unchecked), unchecked, gens), x.Model().State().Digest())
 	return nil
+}
+
+// notChecked says which of the epochs a replay learned it could not check
+// against the live model, and why: the live store holds no generation of
+// them. A generation is written only when a snapshot is due, and retention
+// removes the oldest. "" when every epoch learned was checked. began is
+// the generation the replay began from (0: the log's start), replayed how
+// many epochs it learned, unchecked those without a generation, gens the
+// live generations, oldest first.
+func notChecked(began uint64, replayed int, unchecked, gens []uint64) string {
+	if replayed == 0 {
+		if began == 0 {
+			return "the log holds no epoch: nothing was replayed or checked"
+		}
+		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the log before it went with the generations snapshot.keep removed): nothing was replayed or checked, and the state_sha256 is that generation's as stored", began)
+	}
+	var parts []string
+	var before, between, after []uint64
+	for _, e := range unchecked {
+		switch {
+		case len(gens) == 0 || e > gens[len(gens)-1]:
+			after = append(after, e)
+		case e < gens[0]:
+			before = append(before, e)
+		default:
+			between = append(between, e)
+		}
+	}
+	if len(before) > 0 {
+		parts = append(parts, fmt.Sprintf("epochs %s: before the oldest live generation, %d (snapshot.keep removed theirs)", joinEpochs(before, ", "), gens[0]))
+	}
+	if len(between) > 0 {
+		parts = append(parts, fmt.Sprintf("epochs %s: no live generation (one is written only when snapshot.every or snapshot.interval is due)", joinEpochs(between, ", ")))
+	}
+	if len(after) > 0 {
+		newest := "none is stored"
+		if len(gens) > 0 {
+			newest = fmt.Sprintf("the newest is %d", gens[len(gens)-1])
+		}
+		parts = append(parts, fmt.Sprintf("epochs %s: no live generation yet (%s; the live worker writes one when a snapshot is due, and at shutdown)", joinEpochs(after, ", "), newest))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// joinEpochs writes the ascending epochs es with sep between them, runs of
+// three or more as first-last when sep is not a comma alone (which JSON
+// arrays need).
+func joinEpochs(es []uint64, sep string) string {
+	var b strings.Builder
+	for i := 0; i < len(es); i++ {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		j := i
+		for sep != "," && j+1 < len(es) && es[j+1] == es[j]+1 {
+			j++
+		}
+		if j-i >= 2 {
+			fmt.Fprintf(&b, "%d-%d", es[i], es[j])
+			i = j
+			continue
+		}
+		fmt.Fprintf(&b, "%d", es[i])
+	}
+	return b.String()
 }

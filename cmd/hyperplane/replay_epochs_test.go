@@ -97,20 +97,78 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 		t.Fatalf("the newest generation holds %d positions of %d", total, len(recs))
 	}
 
-	out := mustRun(t, "", append([]string{"replay", "--out", "file://" + filepath.Join(dir, "replayed") + "?create_dir=1"}, args...)...)
-	var sum struct {
-		Examples           int
-		Epoch              uint64
-		GenerationsChecked int    `json:"generations_checked"`
-		StateSHA256        string `json:"state_sha256"`
+	type summary struct {
+		Examples            int
+		Epoch               uint64
+		BeganFromGeneration uint64   `json:"began_from_generation"`
+		EpochsReplayed      int      `json:"epochs_replayed"`
+		GenerationsChecked  int      `json:"generations_checked"`
+		EpochsChecked       []uint64 `json:"epochs_checked"`
+		NotChecked          *string  `json:"not_checked"`
+		StateSHA256         string   `json:"state_sha256"`
 	}
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	replay := func(args ...string) summary {
+		t.Helper()
+		out, stderr, err := runCmd(t, "", append([]string{"replay"}, args...)...)
+		if err != nil {
+			t.Fatalf("replay: %v\n%s", err, stderr)
+		}
+		if strings.Contains(stderr, "lost when the worker stops") {
+			t.Errorf("replay warns as the worker does: %s", stderr)
+		}
+		var sum summary
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if want := fmt.Sprintf("%x", newest.State.Digest()); sum.StateSHA256 != want || sum.Epoch != newest.Epoch {
+			t.Fatalf("replay: epoch %d, state_sha256 %s; the live model: epoch %d, %s", sum.Epoch, sum.StateSHA256, newest.Epoch, want)
+		}
+		if sum.NotChecked == nil || len(sum.EpochsChecked) != sum.GenerationsChecked {
+			t.Fatalf("the summary does not say what was checked: %s", out)
+		}
+		return sum
 	}
-	if want := fmt.Sprintf("%x", newest.State.Digest()); sum.StateSHA256 != want || sum.Epoch != newest.Epoch {
-		t.Fatalf("replay: epoch %d, state_sha256 %s; the live model: epoch %d, %s", sum.Epoch, sum.StateSHA256, newest.Epoch, want)
+
+	// Every epoch wrote its generation (snapshot.every 1): each the
+	// replay learns is checked.
+	sum := replay(append([]string{"--out", "file://" + filepath.Join(dir, "replayed") + "?create_dir=1"}, args...)...)
+	if sum.GenerationsChecked < 2 || sum.EpochsReplayed != sum.GenerationsChecked || *sum.NotChecked != "" {
+		t.Fatalf("replay from the log's start checked %d live generations of %d epochs (%q)", sum.GenerationsChecked, sum.EpochsReplayed, *sum.NotChecked)
 	}
-	if sum.GenerationsChecked < 2 {
-		t.Fatalf("replay checked %d live generations: %s", sum.GenerationsChecked, out)
+
+	// Retention keeps the newest generation alone, and the log from it
+	// on: the replay begins there, has nothing to learn or check, and
+	// says so. Without --out it keeps the model in memory, unannounced.
+	if err := store.Retain(context.Background(), "mixed", 1); err != nil {
+		t.Fatal(err)
+	}
+	sum = replay(args...)
+	if sum.BeganFromGeneration != newest.Generation || sum.EpochsReplayed != 0 || sum.GenerationsChecked != 0 ||
+		!strings.Contains(*sum.NotChecked, fmt.Sprintf("no epoch after generation %d", newest.Generation)) {
+		t.Fatalf("replay after retention: began from %d, %d epochs replayed, %d checked, %q", sum.BeganFromGeneration, sum.EpochsReplayed, sum.GenerationsChecked, *sum.NotChecked)
+	}
+}
+
+// TestNotChecked: the summary names the epochs a replay could not check,
+// by why their generation is missing.
+func TestNotChecked(t *testing.T) {
+	cases := []struct {
+		began     uint64
+		replayed  int
+		unchecked []uint64
+		gens      []uint64
+		want      string
+	}{
+		{0, 4, nil, []uint64{1, 2, 3, 4}, ""},
+		{0, 6, []uint64{1, 2, 3, 5}, []uint64{4, 6}, "epochs 1-3: before the oldest live generation, 4 (snapshot.keep removed theirs); epochs 5: no live generation"},
+		{0, 9, []uint64{7, 8, 9}, []uint64{3, 6}, "epochs 7-9: no live generation yet (the newest is 6;"},
+		{0, 2, []uint64{1, 2}, nil, "epochs 1, 2: no live generation yet (none is stored;"},
+		{5, 0, nil, []uint64{5}, "the log holds no epoch after generation 5, where the replay began"},
+	}
+	for _, c := range cases {
+		got := notChecked(c.began, c.replayed, c.unchecked, c.gens)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("notChecked(%d, %d, %v, %v) = %q, want %q", c.began, c.replayed, c.unchecked, c.gens, got, c.want)
+		}
 	}
 }
