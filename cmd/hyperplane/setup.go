@@ -63,6 +63,8 @@ const setupKeys = `
 Configuration keys it reads, as run reads them (--config FILE, HYPERPLANE_* variables, --key value):
   source.kind, source.topics       Kafka: the topics to create
   source.stream, source.subject    JetStream: the stream to create, storing source.subject
+  source.stream_partitions         JetStream: the new stream is partitioned into N by its
+                                   subject transform (needs nats-server 2.10.0 or later)
   outputs.predictions, outputs.misclassifications, outputs.dead_letter
                                    kafka:<topic> outputs: a topic each; jetstream:<subject>
                                    outputs: a stream each (SUBJECT_IN_CAPITALS), unless a
@@ -78,7 +80,9 @@ Core NATS subjects (nats:<subject>, source.kind nats) need nothing: core NATS st
 // reports each one on a line of its own: created or exists, with its main
 // settings. It never changes a topic or stream that exists. It fails (exit
 // status 1) if any could not be created or is unusable as it is, or if a
-// broker cannot be reached (Kafka is set up first, then NATS).
+// broker cannot be reached (Kafka is set up first, then NATS). A
+// partitioned source stream needs nats-server 2.10.0 or later: on an older
+// server setup fails before it creates anything.
 func runSetup(ctx context.Context, e *env, args []string) error {
 	o := setupOptions{partitions: 1, replicationFactor: -1, replicas: 1}
 	fs := newFlagSet("setup", "--config FILE [flags] [--key value ...]", e)
@@ -113,6 +117,13 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	b := newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)
 	defer b.close()
 	targets := setupTargets(cfg)
+	if slices.ContainsFunc(targets, func(t setupTarget) bool { return t.kind == "stream" && t.partitions > 0 }) {
+		// Before anything is created, Kafka topics included: a server that
+		// cannot partition the stream makes the whole setup pointless.
+		if err := checkPartitionedStreamServer(b); err != nil {
+			return err
+		}
+	}
 	var results []setupResult
 	var brokerErr error
 	if kafka := byKind(targets, "kafka"); len(kafka) > 0 {
@@ -392,6 +403,53 @@ func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []
 	return results, nil
 }
 
+// partitionedStreamServer is the first nats-server release whose streams
+// take a subject transform (StreamConfig.SubjectTransform), which is what
+// partitions a stream. An older server ignores the transform: it creates
+// the stream unpartitioned, and nats.go then reports
+// ErrStreamSubjectTransformNotSupported with the stream left behind.
+const partitionedStreamServer = "2.10.0"
+
+// checkPartitionedStreamServer connects to NATS and fails, saying which
+// release is needed and how to get one, if the server is older than
+// partitionedStreamServer. A version it cannot read is let through: the
+// stream's creation then tells.
+func checkPartitionedStreamServer(b *brokers) error {
+	nc, err := b.natsConn()
+	if err != nil {
+		return err
+	}
+	v := nc.ConnectedServerVersion()
+	have, ok := parseServerVersion(v)
+	need, _ := parseServerVersion(partitionedStreamServer)
+	if !ok || slices.Compare(have[:], need[:]) >= 0 {
+		return nil
+	}
+	return fmt.Errorf("nats: %s is nats-server %s, but a partitioned stream (source.stream_partitions) needs nats-server %s or later, whose streams take a subject transform; "+
+		"nothing was created: run a newer server (go install github.com/nats-io/nats-server/v2@latest, or a release from https://github.com/nats-io/nats-server/releases; "+
+		"Debian's and Ubuntu's packages may be older)", redact.URLs(nc.ConnectedUrl()), v, partitionedStreamServer)
+}
+
+// parseServerVersion reads major.minor.patch from the start of a server's
+// version, such as 2.9.10 or 2.10.0-beta.1 (a pre-release counts as its
+// release).
+func parseServerVersion(v string) (mmp [3]int, ok bool) {
+	v, _, _ = strings.Cut(v, "-")
+	v, _, _ = strings.Cut(v, "+")
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) != 3 {
+		return mmp, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return mmp, false
+		}
+		mmp[i] = n
+	}
+	return mmp, true
+}
+
 // setupSourceStream creates source.stream storing source.subject, or
 // checks that the stream there stores source.subject.
 func setupSourceStream(ctx context.Context, js jetstream.JetStream, t setupTarget, o setupOptions) setupResult {
@@ -403,6 +461,10 @@ func setupSourceStream(ctx context.Context, js jetstream.JetStream, t setupTarge
 		subjects := info.Config.Subjects
 		if t.subject != "" && len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return subjectWithin(t.subject, s) }) {
 			r.state, r.detail = "failed", fmt.Sprintf("exists, but its subjects %s do not include source.subject %s: change source.subject, or the stream (setup changes nothing that exists)", strings.Join(subjects, " "), t.subject)
+			return r
+		}
+		if t.partitions > 0 && info.Config.SubjectTransform == nil {
+			r.state, r.detail = "failed", fmt.Sprintf("exists, but has no subject transform, so no partitions, and source.stream_partitions is %d: delete it to have setup create it partitioned (a nats-server older than %s creates it without one), or set source.stream_partitions to 0 (setup changes nothing that exists)", t.partitions, partitionedStreamServer)
 			return r
 		}
 		r.state, r.detail = "exists", describeStream(info)

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,7 +155,7 @@ func TestSetupReportsProblems(t *testing.T) {
 
 	t.Run("help", func(t *testing.T) {
 		out := mustRun(t, "", "setup", "-h")
-		for _, want := range []string{"-partitions", "-replication-factor", "-retention", "-duplicate-window", "-replicas", "source.topics", "source.stream", "outputs.dead_letter", "kafka.sasl", "nats.url"} {
+		for _, want := range []string{"-partitions", "-replication-factor", "-retention", "-duplicate-window", "-replicas", "source.topics", "source.stream", "source.stream_partitions", "2.10.0", "outputs.dead_letter", "kafka.sasl", "nats.url"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("setup -h does not mention %s:\n%s", want, out)
 			}
@@ -229,6 +232,9 @@ func TestSetupReportsProblems(t *testing.T) {
 		{"stream without the subject", []string{"--source.stream", "ALL", "--source.subject", "elsewhere.>"}, []string{
 			"failed jetstream stream ALL exists, but its subjects in.> out.taken do not include source.subject elsewhere.>",
 		}},
+		{"stream not partitioned", []string{"--source.stream", "ALL", "--source.subject", "in.*", "--source.stream_partitions", "4"}, []string{
+			"failed jetstream stream ALL exists, but has no subject transform, so no partitions, and source.stream_partitions is 4: delete it",
+		}},
 		{"outputs read back", []string{"--source.stream", "ALL", "--source.subject", "in.>", "--outputs.dead_letter", "jetstream:in.dead"}, []string{
 			"exists jetstream stream ALL subjects in.> out.taken, ",
 			"failed jetstream stream ALL exists and stores in.dead, but it is the source stream",
@@ -254,6 +260,117 @@ func TestSetupReportsProblems(t *testing.T) {
 	if _, err := js.Stream(ctx, "EXAMPLES"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("stream EXAMPLES: %v, want none", err)
 	}
+}
+
+// TestSetupRefusesOldNATSServer: a partitioned stream needs nats-server
+// 2.10.0 or later (an older server creates the stream without its subject
+// transform, so unpartitioned, and the client reports the transform
+// unsupported with the stream left behind). setup asks the server's
+// version before it creates anything, the configuration's Kafka topics
+// included, and says which release it needs and how to get one.
+//
+// The nats-server package's version is a constant, so no in-process
+// server can be 2.9, and none of that age can run here: the old server is
+// a listener that answers the client's handshake as 2.9.10 does (INFO,
+// then PONG to its PING) and records what it is sent. Kafka is a closed
+// port: had setup gone on to its topics, it would fail on them instead.
+func TestSetupRefusesOldNATSServer(t *testing.T) {
+	old := startOldNATSServer(t, "2.9.10")
+	_, _, err := runCmd(t, "", "setup", "--nats.url", old.url,
+		"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+		"--outputs.predictions", "kafka:predictions", "--kafka.brokers", closedAddr(t))
+	var u *usageError
+	if err == nil || errors.As(err, &u) {
+		t.Fatalf("setup against nats-server 2.9.10: error %v, want a failure", err)
+	}
+	for _, want := range []string{"nats-server 2.9.10", "needs nats-server 2.10.0 or later", "nothing was created", "go install github.com/nats-io/nats-server/v2@latest"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error without %q: %v", want, err)
+		}
+	}
+	for _, line := range old.received(t) {
+		if verb, _, _ := strings.Cut(line, " "); verb != "CONNECT" && verb != "PING" && verb != "PONG" {
+			t.Errorf("setup sent the old server %q: it asked more than the handshake", line)
+		}
+	}
+}
+
+func TestSetupServerVersion(t *testing.T) {
+	cases := []struct {
+		version string
+		want    [3]int
+		ok      bool
+	}{
+		{"2.9.10", [3]int{2, 9, 10}, true},
+		{"2.10.0", [3]int{2, 10, 0}, true},
+		{"2.10.0-beta.1", [3]int{2, 10, 0}, true},
+		{"2.15.2", [3]int{2, 15, 2}, true},
+		{"v2.11.3+build", [3]int{2, 11, 3}, true},
+		{"", [3]int{}, false},
+		{"2.10", [3]int{}, false},
+		{"two.ten.zero", [3]int{}, false},
+	}
+	for _, c := range cases {
+		if got, ok := parseServerVersion(c.version); got != c.want || ok != c.ok {
+			t.Errorf("parseServerVersion(%q) = %v, %v; want %v, %v", c.version, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// oldNATSServer is a listener that speaks as much of the NATS client
+// protocol as a client's connection needs: it sends INFO with the version
+// given, answers PING with PONG, and records every line it receives.
+type oldNATSServer struct {
+	url   string
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{} // closed when the first connection ends
+}
+
+func startOldNATSServer(t *testing.T, version string) *oldNATSServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	s := &oldNATSServer{url: fmt.Sprintf("nats://127.0.0.1:%d", port), done: make(chan struct{})}
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			close(s.done)
+			return
+		}
+		defer conn.Close()
+		defer close(s.done)
+		fmt.Fprintf(conn, "INFO {\"server_id\":\"OLD\",\"server_name\":\"OLD\",\"version\":%q,\"proto\":1,\"go\":\"go1.19.8\",\"host\":\"127.0.0.1\",\"port\":%d,\"headers\":true,\"max_payload\":1048576,\"jetstream\":true}\r\n", version, port)
+		sc := bufio.NewScanner(conn)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.lines = append(s.lines, line)
+			s.mu.Unlock()
+			if line == "PING" {
+				fmt.Fprint(conn, "PONG\r\n")
+			}
+		}
+	}()
+	return s
+}
+
+// received waits until the client has closed its connection and returns
+// the lines it sent.
+func (s *oldNATSServer) received(t *testing.T) []string {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not close its connection to the old server")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lines
 }
 
 func TestSetupSubjectWithin(t *testing.T) {
