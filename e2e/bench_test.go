@@ -9,6 +9,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -65,12 +66,9 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 			b.StopTimer()
 			prefix := uniquePrefix("BENCH")
 			js, _ = ns.streams(ctx, prefix)
-			for _, m := range msgs {
-				if _, err := js.PublishAsync(prefix+".IN", m); err != nil {
-					b.Fatal(err)
-				}
+			if err := publishWindowed(ctx, js, prefix+".IN", msgs); err != nil {
+				b.Fatal(err)
 			}
-			<-js.PublishAsyncComplete()
 			b.StartTimer()
 			cleanup, err := pass(prefix, js)
 			b.StopTimer()
@@ -128,6 +126,77 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 			return func() { src.Close(); sink.Close() }, err
 		})
 	})
+}
+
+// publishWindow bounds the publishes publishWindowed keeps awaiting their
+// acknowledgement, as hyperplane gen does (cmd/hyperplane/publish.go): well
+// below nats.go's PublishAsyncMaxPending (4000 by default), beyond which a
+// publish stalls, and fails with "stalled with too many outstanding async
+// published messages" when no acknowledgement frees a place within 200ms,
+// as on a busy machine.
+const publishWindow = 1024
+
+// publishWindowed publishes msgs on subject in order, asynchronously, with
+// at most publishWindow in flight: when the window is full it waits for
+// the oldest acknowledgement, however long that takes or until ctx is
+// done. It returns once every message is acknowledged, or the first error.
+// A client whose PublishAsyncMaxPending is publishWindow or more never
+// stalls in it.
+func publishWindowed(ctx context.Context, js jetstream.JetStream, subject string, msgs [][]byte, opts ...jetstream.PublishOpt) error {
+	var inflight []jetstream.PubAckFuture
+	settle := func() error {
+		f := inflight[0]
+		inflight = inflight[1:]
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return fmt.Errorf("publish to %s: %w", subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, m := range msgs {
+		if len(inflight) == publishWindow {
+			if err := settle(); err != nil {
+				return err
+			}
+		}
+		f, err := js.PublishAsync(subject, m, opts...)
+		if err != nil {
+			return fmt.Errorf("publish to %s: %w", subject, err)
+		}
+		inflight = append(inflight, f)
+	}
+	for len(inflight) > 0 {
+		if err := settle(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestPublishWindowed: publishWindowed never stalls a client that allows
+// as many pending acknowledgements as its window, even one that gives up
+// on a stalled publish at once, and every message is stored.
+func TestPublishWindowed(t *testing.T) {
+	ns := startNATS(t)
+	ctx := testContext(t)
+	nc := ns.Conn(t)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishWindow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := uniquePrefix("WINDOW")
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage})
+	t.Cleanup(func() { js.DeleteStream(context.Background(), name) }) //nolint:errcheck // the server may be gone
+	msgs, _ := benchMessages(3*publishWindow + 7)
+	if err := publishWindowed(ctx, js, name, msgs, jetstream.WithStallWait(time.Nanosecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, ctx, js, name); n != len(msgs) {
+		t.Fatalf("the stream holds %d messages, want %d", n, len(msgs))
+	}
 }
 
 // runBenchWorker runs a worker with cfg until its outputs for the n
