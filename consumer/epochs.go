@@ -126,6 +126,11 @@ type Epochs struct {
 	// shard whose messages keep failing to decode is warned about once,
 	// not once per epoch.
 	streaks map[string]*deadStreak
+	// failing counts the log operations retrying now, by readiness
+	// reason: the reason is cleared when the last of them succeeds.
+	failing map[string]int
+	// logWarns paces the warnings of operations that keep failing.
+	logWarns *retry.LogLimiter
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model
@@ -140,7 +145,8 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *snapshot.B
 	if cfg.EpochExamples <= 0 {
 		cfg.EpochExamples = 1
 	}
-	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions)}
+	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions),
+		logWarns: retry.NewLogLimiter(log, retryWarnEvery)}
 	if x.from == nil {
 		x.from = map[string]int64{}
 	}
@@ -304,6 +310,67 @@ func (x *Epochs) run(ctx context.Context) error {
 	}
 }
 
+// retryWarnEvery is how often an epoch-log or shard operation that keeps
+// failing is logged; the failures in between are counted in the next line.
+const retryWarnEvery = 10 * time.Second
+
+// retry runs op, the operation what, until its answer is final: nil,
+// snapshot.ErrNotFound (an answer, not a failure), an error no retry mends
+// (snapshot.Fatal), or ctx done (then it returns op's last error). While
+// op fails the epochs are not ready for reason (NotReadySnapshots for the
+// store, NotReadySource for the broker), with the error, and the epoch
+// waits: an outage is back-pressure, never an exit. Every failure of the
+// store counts in SnapshotErrors.
+func (x *Epochs) retry(ctx context.Context, reason, what string, op func(context.Context) error) error {
+	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
+	failed := false
+	defer func() {
+		if failed {
+			x.recovered(reason)
+		}
+	}()
+	for {
+		err := op(ctx)
+		if err == nil || errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) || errors.Is(err, ErrFatal) {
+			if failed {
+				x.log.Info("retried operation succeeded", zap.String("operation", what))
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if !failed {
+			failed = true
+			x.mu.Lock()
+			if x.failing == nil {
+				x.failing = map[string]int{}
+			}
+			x.failing[reason]++
+			x.mu.Unlock()
+		}
+		if reason == NotReadySnapshots {
+			x.metrics.SnapshotErrors.Inc()
+		}
+		x.readiness.fail(reason, what+": "+err.Error())
+		x.logWarns.Warn("operation failed; retrying", zap.String("operation", what), zap.Error(err))
+		if bo.Wait(ctx) != nil {
+			return err
+		}
+	}
+}
+
+// recovered ends one operation's failures for reason; the reason is
+// cleared once no operation of it fails.
+func (x *Epochs) recovered(reason string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.failing[reason]--; x.failing[reason] <= 0 {
+		delete(x.failing, reason)
+		x.readiness.ok(reason)
+	}
+}
+
 // fatal marks an error no retry mends.
 func fatal(err error) error {
 	if snapshot.Fatal(err) {
@@ -318,7 +385,12 @@ func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, er
 	model := x.cfg.Worker.Model
 	bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
-		b, sha, err := x.cfg.Log.Boundary(ctx, model, x.epoch)
+		var b *snapshot.Boundary
+		var sha [32]byte
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) (err error) {
+			b, sha, err = x.cfg.Log.Boundary(ctx, model, x.epoch)
+			return err
+		})
 		if err == nil {
 			return b, sha, x.check(b)
 		}
@@ -333,11 +405,21 @@ func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, er
 			return nil, sha, err
 		}
 		if cut != nil {
-			b, sha, err := x.cfg.Log.CreateBoundary(ctx, cut)
+			err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's boundary", cut.Epoch), func(ctx context.Context) (err error) {
+				b, sha, err = x.cfg.Log.CreateBoundary(ctx, cut)
+				return err
+			})
 			if err != nil {
 				return nil, sha, fatal(err)
 			}
 			return b, sha, x.check(b)
+		}
+		// No epoch is due: an idle stream's newest mixed model is
+		// written as soon as a snapshot is due, not when data comes.
+		if x.prev != nil && x.written < x.prev.Epoch {
+			if err := x.snapshot(ctx, x.prev, x.prevSHA); err != nil {
+				return nil, sha, err
+			}
 		}
 		if err := bo.Wait(ctx); err != nil {
 			return nil, sha, err
@@ -376,7 +458,11 @@ func (x *Epochs) check(b *snapshot.Boundary) error {
 // and some shard has new data, when a shard joins, or for a new model's
 // first epoch.
 func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
-	ends, err := x.cfg.Shards.Ends(ctx)
+	var ends map[string]int64
+	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
+		ends, err = x.cfg.Shards.Ends(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: the shards' ends: %w", x.epoch, err)
 	}
@@ -394,7 +480,11 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 	for shard, end := range ends {
 		from, ok := x.from[shard]
 		if !ok {
-			if from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start); err != nil {
+			err := x.retry(ctx, NotReadySource, "find where shard "+shard+" begins", func(ctx context.Context) (err error) {
+				from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start)
+				return err
+			})
+			if err != nil {
 				return nil, fmt.Errorf("epoch %d: where shard %s begins: %w", x.epoch, shard, err)
 			}
 			// A message that arrived since the ends were read may put a
@@ -469,6 +559,16 @@ func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	return errors.Join(errs...)
 }
 
+// shardExists reports whether epoch e's result of shard is in the log,
+// retrying while the log fails.
+func (x *Epochs) shardExists(ctx context.Context, e uint64, shard string) (ok bool, err error) {
+	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("look for epoch %d's result of shard %s", e, shard), func(ctx context.Context) (err error) {
+		ok, err = x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, e, shard)
+		return err
+	})
+	return ok, err
+}
+
 // owns reports whether this worker learns shard now.
 func (x *Epochs) owns(shard string) bool {
 	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
@@ -479,7 +579,7 @@ func (x *Epochs) owns(shard string) bool {
 // of the range before it returns; then it writes the shard's result.
 func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
 	model := x.cfg.Worker.Model
-	exists, err := x.cfg.Log.ShardExists(ctx, model, b.Epoch, r.Shard)
+	exists, err := x.shardExists(ctx, b.Epoch, r.Shard)
 	if err != nil || exists {
 		return err
 	}
@@ -487,7 +587,11 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	if err != nil {
 		return err
 	}
-	src, err := x.cfg.Shards.Open(ctx, r.Shard, r.From)
+	var src Source
+	err = x.retry(ctx, NotReadySource, fmt.Sprintf("open shard %s at %d", r.Shard, r.From), func(ctx context.Context) (err error) {
+		src, err = x.cfg.Shards.Open(ctx, r.Shard, r.From)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
 	}
@@ -538,12 +642,30 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	// The range is complete and its outputs durable: its result is
 	// written even while the worker stops, within the shutdown limit,
 	// so that the next start need not learn it again.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.shutdownTimeout())
+	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
 	defer cancel()
-	if err := x.cfg.Log.WriteShard(wctx, res); err != nil {
+	if err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
+		return x.cfg.Log.WriteShard(ctx, res)
+	}); err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
 	return nil
+}
+
+// graceAfter is a context that outlives ctx by grace: it is done grace
+// after ctx is, or when cancel is called. What must finish on shutdown
+// (a result whose outputs are durable) runs on it, retrying while the
+// store fails, and stops within the shutdown limit.
+func graceAfter(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(g, func() { t.Stop() })
+	})
+	return g, func() {
+		stop()
+		cancel()
+	}
 }
 
 // rangeSource delivers a shard's messages up to the end of a range: those
@@ -607,7 +729,7 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		}
 		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
 		for polls := 0; ; polls++ {
-			ok, err := x.cfg.Log.ShardExists(ctx, model, b.Epoch, r.Shard)
+			ok, err := x.shardExists(ctx, b.Epoch, r.Shard)
 			if err != nil {
 				return nil, err
 			}
@@ -641,7 +763,11 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		}
 		missing--
 		x.metrics.MissingShards.Set(float64(missing))
-		res, err := x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
+		var res *snapshot.ShardResult
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
+			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
+			return err
+		})
 		if errors.Is(err, snapshot.ErrNotFound) {
 			// Deleted since it was seen: the worker that wrote a
 			// generation at or beyond this epoch retained the log.
@@ -668,7 +794,11 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 var errOvertaken = errors.New("overtaken by a generation")
 
 func (x *Epochs) newestGeneration(ctx context.Context) (uint64, error) {
-	gens, err := x.cfg.Log.Generations(ctx, x.cfg.Worker.Model)
+	var gens []uint64
+	err := x.retry(ctx, NotReadySnapshots, "list the generations", func(ctx context.Context) (err error) {
+		gens, err = x.cfg.Log.Generations(ctx, x.cfg.Worker.Model)
+		return err
+	})
 	if err != nil || len(gens) == 0 {
 		return 0, err
 	}
@@ -682,7 +812,11 @@ func (x *Epochs) jump(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := x.cfg.Log.Load(ctx, x.cfg.Worker.Model, newest)
+	var snap *snapshot.Snapshot
+	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read generation %d", newest), func(ctx context.Context) (err error) {
+		snap, err = x.cfg.Log.Load(ctx, x.cfg.Worker.Model, newest)
+		return err
+	})
 	if err != nil {
 		return fatal(err)
 	}
@@ -745,7 +879,9 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 		BoundarySHA256: sha,
 		Scope:          "global",
 	}
-	if err := x.cfg.Log.Write(ctx, snap); err != nil {
+	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
+		return x.cfg.Log.Write(ctx, snap)
+	}); err != nil {
 		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 	}
 	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()

@@ -1,0 +1,260 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// errStoreDown is what a store in an outage answers.
+var errStoreDown = errors.New("store unreachable")
+
+// outageLog is a store that goes down when trip says so for an operation
+// about to run (its name and epoch), and stays down until up is called:
+// every operation then fails as an unreachable store's would.
+type outageLog struct {
+	*snapshot.Store
+	trip func(op string, epoch uint64) bool
+
+	mu   sync.Mutex
+	down bool
+	// failed counts the operations refused while down.
+	failed int
+}
+
+func (l *outageLog) check(op string, epoch uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.down && l.trip != nil && l.trip(op, epoch) {
+		l.down, l.trip = true, nil
+	}
+	if l.down {
+		l.failed++
+		return errStoreDown
+	}
+	return nil
+}
+
+func (l *outageLog) up() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = false
+}
+
+func (l *outageLog) refused() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
+func (l *outageLog) CreateBoundary(ctx context.Context, b *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error) {
+	if err := l.check("CreateBoundary", b.Epoch); err != nil {
+		return nil, [32]byte{}, err
+	}
+	return l.Store.CreateBoundary(ctx, b)
+}
+
+func (l *outageLog) Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error) {
+	if err := l.check("Boundary", e); err != nil {
+		return nil, [32]byte{}, err
+	}
+	return l.Store.Boundary(ctx, model, e)
+}
+
+func (l *outageLog) WriteShard(ctx context.Context, r *snapshot.ShardResult) error {
+	if err := l.check("WriteShard", r.Epoch); err != nil {
+		return err
+	}
+	return l.Store.WriteShard(ctx, r)
+}
+
+func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string) (*snapshot.ShardResult, error) {
+	if err := l.check("Shard", e); err != nil {
+		return nil, err
+	}
+	return l.Store.Shard(ctx, model, e, shard)
+}
+
+func (l *outageLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
+	if err := l.check("ShardExists", e); err != nil {
+		return false, err
+	}
+	return l.Store.ShardExists(ctx, model, e, shard)
+}
+
+func (l *outageLog) Write(ctx context.Context, snap *snapshot.Snapshot) error {
+	if err := l.check("Write", snap.Epoch); err != nil {
+		return err
+	}
+	return l.Store.Write(ctx, snap)
+}
+
+func (l *outageLog) Generations(ctx context.Context, model string) ([]uint64, error) {
+	if err := l.check("Generations", 0); err != nil {
+		return nil, err
+	}
+	return l.Store.Generations(ctx, model)
+}
+
+func (l *outageLog) Load(ctx context.Context, model string, gen uint64) (*snapshot.Snapshot, error) {
+	if err := l.check("Load", gen); err != nil {
+		return nil, err
+	}
+	return l.Store.Load(ctx, model, gen)
+}
+
+// runEpochs runs one worker's epochs over data until its last epoch is
+// mixed and returns the mixed model's digest.
+func runEpochs(t *testing.T, data *memory.Log, cfg consumer.EpochConfig, store *snapshot.Store) [32]byte {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x, done := startEpochs(t, ctx, cfg, store)
+	return finalDigest(t, x, done, cancel, waitComplete(t, store, data))
+}
+
+// TestEpochsWaitOutAStoreOutage: a store that refuses every operation
+// from the moment a shard's result of epoch 2 is written makes the epochs
+// not ready, with the reason, and they wait: Run does not return. Once the
+// store is back they go on to the model of a run without the outage.
+func TestEpochsWaitOutAStoreOutage(t *testing.T) {
+	want := func() [32]byte {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		return runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "calm"), store)
+	}()
+	for _, op := range []string{"WriteShard", "CreateBoundary", "Write"} {
+		t.Run(op, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				data := epochLog(600)
+				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+				outage := &outageLog{Store: store, trip: func(o string, e uint64) bool { return o == op && e == 2 }}
+				cfg := epochConfig(data, store, memory.NewSink(), "w")
+				cfg.Log = outage
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				x, done := startEpochs(t, ctx, cfg, store)
+				// Every goroutine waits: for the store, to retry.
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("Run returned during the outage: %v", err)
+				default:
+				}
+				if outage.refused() == 0 {
+					t.Fatalf("the store was never down (no %s of epoch 2)", op)
+				}
+				reasons := strings.Join(x.NotReady(), "\n")
+				if !strings.Contains(reasons, consumer.NotReadySnapshots+": ") || !strings.Contains(reasons, errStoreDown.Error()) {
+					t.Fatalf("during the outage the epochs say %q, want the snapshots failing and why", reasons)
+				}
+				// An hour of outage, retried, changes nothing.
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				refused := outage.refused()
+				outage.up()
+				got := finalDigest(t, x, done, cancel, waitComplete(t, store, data))
+				if got != want {
+					t.Fatalf("after the outage the model is %x, without one %x", got, want)
+				}
+				if refused < 10 {
+					t.Errorf("%d operations were refused in an hour of outage: the epochs did not retry", refused)
+				}
+			})
+		})
+	}
+}
+
+// TestEpochsShutdownDuringAStoreOutage: a worker stopped while its store
+// is down returns within its shutdown timeout, saying what was not
+// written.
+func TestEpochsShutdownDuringAStoreOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		outage := &outageLog{Store: store, trip: func(o string, e uint64) bool { return o == "Write" }}
+		cfg := epochConfig(data, store, memory.NewSink(), "w")
+		cfg.Log = outage
+		cfg.Worker.ShutdownTimeout = 3 * time.Second
+		snap, err := store.Latest(context.Background(), "mixed", nil)
+		if !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatalf("a new store has %v, %v", snap, err)
+		}
+		x := newEpochs(t, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- x.Run(ctx) }()
+		synctest.Wait()
+		if outage.refused() == 0 {
+			t.Fatal("no generation was written, so the store was never down")
+		}
+		start := time.Now()
+		cancel()
+		err = <-done
+		if took := time.Since(start); took > cfg.Worker.ShutdownTimeout {
+			t.Errorf("the shutdown took %v, over its timeout of %v", took, cfg.Worker.ShutdownTimeout)
+		}
+		if err == nil || !strings.Contains(err.Error(), "not written") || !strings.Contains(err.Error(), errStoreDown.Error()) {
+			t.Fatalf("Run returned %v, want the generation not written, and why", err)
+		}
+	})
+}
+
+// TestEpochsSnapshotAnIdleTail: when the stream stops, the newest mixed
+// model is written once snapshot.interval has passed, though no epoch
+// follows it.
+func TestEpochsSnapshotAnIdleTail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		cfg := epochConfig(data, store, memory.NewSink(), "w")
+		cfg.SnapshotEvery = 0
+		cfg.SnapshotInterval = time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		x, done := startEpochs(t, ctx, cfg, store)
+		// Learning takes no time in the bubble: in a second every epoch
+		// is mixed, the last one cut by the mixing interval, and none
+		// is written yet.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		last, ok := complete(context.Background(), store, data)
+		if !ok || x.Mixed() != last {
+			t.Fatalf("the epochs stopped at %d before the data's last epoch (%d, %v)", x.Mixed(), last, ok)
+		}
+		if gens, err := store.Generations(context.Background(), "mixed"); err != nil || len(gens) != 0 {
+			t.Fatalf("generations %v (%v) before the interval passed", gens, err)
+		}
+		time.Sleep(cfg.SnapshotInterval + time.Second)
+		synctest.Wait()
+		gens, err := store.Generations(context.Background(), "mixed")
+		if err != nil || len(gens) == 0 || gens[len(gens)-1] != last {
+			t.Fatalf("generations %v (%v) a minute after the stream went idle, want the last epoch %d", gens, err, last)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// newEpochs is a worker's epochs over a new model.
+func newEpochs(t *testing.T, cfg consumer.EpochConfig) *consumer.Epochs {
+	t.Helper()
+	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+}
