@@ -196,13 +196,13 @@ type Serve struct {
 	MaxBytes    int `yaml:"max_bytes" help:"largest request body in bytes; a larger one is refused (HTTP 413)"`
 	MaxInFlight int `yaml:"max_in_flight" help:"most requests answered at once; more are refused (HTTP 503 with Retry-After)"`
 	// Timeout bounds reading a request and answering it.
-	Timeout time.Duration `yaml:"timeout" help:"most time to read a request and answer it (a duration: 5s)"`
+	Timeout time.Duration `yaml:"timeout" help:"most time to read a request's body, and again to answer it once read (a duration: 5s)"`
 	// Refresh is the most time the served model trails the learning one
 	// while examples arrive.
 	Refresh time.Duration `yaml:"refresh" help:"how often the served copy of the model follows the learning one (0s: after every batch)"`
 	// Generations is how many stored generations, asked for by
 	// ?generation=N, are kept loaded.
-	Generations int `yaml:"generations" help:"how many stored generations asked for by ?generation=N stay loaded"`
+	Generations int `yaml:"generations" help:"how many stored generations asked for by ?generation=N may be loaded or loading at once; the ones asked for last stay loaded"`
 }
 
 // ServeSubject is the NATS subject of the predict endpoint: serve.subject, or
