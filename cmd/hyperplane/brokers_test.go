@@ -11,6 +11,7 @@ import (
 // kafka.* keys, as run does, SASL included, from flags or variables; and
 // a cluster that wants SASL refuses gen without it.
 func TestGenConnectsAsRun(t *testing.T) {
+	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "examples"),
 		kfake.EnableSASL(), kfake.Superuser("PLAIN", "gen-user", "secret"))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // two workers learn with static assignment (partitions 0 and 2, then 1
 // and 3) is the model one worker learns alone, to the bit.
 func TestPartitionedJetStream(t *testing.T) {
+	t.Parallel()
 	ns := testbroker.NATS(t)
 	dir := t.TempDir()
 	common := []string{"--nats.url", ns.URL(), "--model.name", "parts", "--source.kind", "jetstream",

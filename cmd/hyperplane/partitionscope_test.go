@@ -25,6 +25,7 @@ import (
 // equal to the bit to one worker's model over that partition alone; and
 // a prediction request names the partition whose model answers.
 func TestPartitionScope(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", "2400", "-seed", "31", "-unlabeled", "0.1"))), "\n")
 	c := testbroker.Kafka(t)

@@ -42,6 +42,7 @@ func freeAddr(t *testing.T) string {
 // live or pinned to an older generation; and the requests change neither
 // the model, nor its positions, nor its metrics.
 func TestServeAnswersAsPredict(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	train := genFile(t, dir, "train.jsonl", "-examples", "3000", "-seed", "2", "-unlabeled", "0.1")
 	test := genFile(t, dir, "test.jsonl", "-examples", "200", "-seed", "3", "-unlabeled", "0.5")
@@ -120,7 +121,7 @@ func TestServeAnswersAsPredict(t *testing.T) {
 
 	// The NATS service answers with the same bytes.
 	nc := ns.Conn(t)
-	msg, err := nc.Request("hyperplane.served.predict", body, 10*time.Second)
+	msg, err := nc.Request("hyperplane.served.predict", body, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
