@@ -117,6 +117,51 @@ import (
 //     infinite precision: when some participants have one, the weight is
 //     the μ-weighted mean over them alone and the variance stays 0.
 func Mix(base *State, states []*State, weights []float64) (*State, error) {
+	return mix(MixMean, base, states, weights)
+}
+
+// MixWithRule is Mix with the parameters of two or more participants
+// combined by rule; MixMean is Mix. Everything else is as Mix documents:
+// the checks, the counters and the window, a state of weight 0, one
+// participant (whose parameters are copied: every rule gives W_{e-1} + Δ
+// for one shard's delta Δ), the averaged perceptron's sums, which count
+// every weight vector held once whatever the mixed weights, and the
+// determinism to the bit, with every sum taken in the order of states.
+//
+// MixDamped keeps more of each epoch's learning than the mean, which
+// shrinks it by the number of shards: with μ the normalised weights of
+// the participants and ‖μ‖ = √(Σ μ_s²), a parameter is
+//
+//	w = w_0 + Σ_s (μ_s/‖μ‖)·(w_s − w_0)
+//
+// where w_0 is base's. With k participants of equal weight that is
+// w_0 + Σ_s (w_s − w_0)/√k: between the mean (1/k) and the sum of the
+// deltas (1), which overshoots when the shards correct the same
+// mistakes. A coordinate on which every participant has base's bits keeps
+// them. Per algorithm:
+//   - perceptron, margin, pa, pa1, pa2, multiclass and averaged: every
+//     weight and bias as above (the averaged perceptron's sums follow its
+//     rule in Mix);
+//   - pegasos: the effective weights Scale·Weights and Scale·Bias as
+//     above, projected onto Pegasos's ball of radius 1/√λ when the sum
+//     leaves it; Scale is 1 and VNorm2 is ‖Weights‖² + ‖Bias‖²;
+//   - arow: the weights as above, and the shards' evidence added: the
+//     precision is base's plus every participant's gain, 1/σ = 1/σ_0 +
+//     Σ_s max(0, 1/σ_s − 1/σ_0), whatever the weights (capped at a
+//     variance of 1; computed with every precision multiplied by the
+//     smallest variance m, so that none overflows). A variance of 0 in
+//     base or a participant stays 0.
+//
+// It returns an error for a rule that is not one of the MixRule
+// constants.
+func MixWithRule(rule MixRule, base *State, states []*State, weights []float64) (*State, error) {
+	if !rule.known() {
+		return nil, fmt.Errorf("mix: %w", unknownMixRule(rule))
+	}
+	return mix(rule, base, states, weights)
+}
+
+func mix(rule MixRule, base *State, states []*State, weights []float64) (*State, error) {
 	if base == nil {
 		return nil, errors.New("mix: no base state: pass W_{e-1}, the model every state learned from (a new model's State for the first epoch)")
 	}
@@ -186,7 +231,11 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 	case 1:
 		out.copyParameters(parts[0])
 	default:
-		mixParameters(out, parts, pmu)
+		if rule == MixDamped {
+			mixDamped(out, base, parts, pmu)
+		} else {
+			mixParameters(out, parts, pmu)
+		}
 	}
 	if cfg.Algorithm == Averaged && len(parts) > 0 {
 		// The sums count every vector held, once (see Mix). With no
@@ -394,6 +443,126 @@ func mixParameters(out *State, parts []*State, mu []float64) {
 	if out.Config.Batch > 1 {
 		out.PendingBias = make([]float64, out.Config.outputs())
 	}
+}
+
+// mixDamped sets out's parameters to the damped sum of two or more
+// participants parts with weights mu over base, as MixWithRule documents;
+// Averaged's sums are left to averagedSums.
+func mixDamped(out, base *State, parts []*State, mu []float64) {
+	var n2 float64
+	for _, m := range mu {
+		n2 += float64(m * m)
+	}
+	norm := math.Sqrt(n2)
+	a := make([]float64, len(mu))
+	for s, m := range mu {
+		a[s] = m / norm
+	}
+	vecs := func(f func(*State) []float64) [][]float64 {
+		vs := make([][]float64, len(parts))
+		for s, st := range parts {
+			vs[s] = f(st)
+		}
+		return vs
+	}
+	switch out.Config.Algorithm {
+	case Pegasos:
+		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
+		for s, st := range parts {
+			ws[s], bs[s] = st.Effective()
+		}
+		w0, b0 := base.Effective()
+		out.Weights = dampedSum(w0, ws, a)
+		out.Bias = dampedSum(b0, bs, a)
+		var v2 float64
+		for _, v := range out.Weights {
+			v2 += float64(v * v)
+		}
+		for _, v := range out.Bias {
+			v2 += float64(v * v)
+		}
+		if v2 > 1/out.Config.Lambda {
+			f := math.Sqrt(1 / (out.Config.Lambda * v2))
+			v2 = 0
+			for i, v := range out.Weights {
+				out.Weights[i] = v * f
+				v2 += float64(out.Weights[i] * out.Weights[i])
+			}
+			for i, v := range out.Bias {
+				out.Bias[i] = v * f
+				v2 += float64(out.Bias[i] * out.Bias[i])
+			}
+		}
+		out.Scale, out.VNorm2 = 1, v2
+	case AROW:
+		out.Weights = dampedSum(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), a)
+		out.Variance = precisionSum(base.Variance, vecs(func(st *State) []float64 { return st.Variance }))
+		out.Bias = dampedSum(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), a)
+		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, vecs(func(st *State) []float64 { return []float64{st.VarianceBias} }))[0]
+	default:
+		out.Weights = dampedSum(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), a)
+		out.Bias = dampedSum(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), a)
+	}
+	if out.Config.Batch > 1 {
+		out.PendingBias = make([]float64, out.Config.outputs())
+	}
+}
+
+// dampedSum is w0 + Σ a_s·(vs[s] − w0), element by element, summed in
+// order; an element on which every vector has w0's bits keeps them.
+func dampedSum(w0 []float64, vs [][]float64, a []float64) []float64 {
+	out := make([]float64, len(w0))
+	for i := range out {
+		if sameAs(vs, i, w0[i]) {
+			out[i] = w0[i]
+			continue
+		}
+		var d float64
+		for k, v := range vs {
+			d += float64(a[k] * (v[i] - w0[i]))
+		}
+		out[i] = w0[i] + d
+	}
+	return out
+}
+
+// precisionSum is AROW's variance of the shards' evidence added, element
+// by element (see MixWithRule): with m the smallest variance of v0 and
+// vs, m/(m/σ_0 + Σ_s max(0, m/σ_s − m/σ_0)), at most 1; 0 when m is 0.
+// An element on which every vector has v0's bits keeps them.
+func precisionSum(v0 []float64, vs [][]float64) []float64 {
+	out := make([]float64, len(v0))
+	for i := range out {
+		if sameAs(vs, i, v0[i]) {
+			out[i] = v0[i]
+			continue
+		}
+		m := v0[i]
+		for _, v := range vs {
+			m = math.Min(m, v[i])
+		}
+		if m == 0 {
+			continue // infinite precision
+		}
+		p0 := m / v0[i]
+		p := p0
+		for _, v := range vs {
+			p += math.Max(0, m/v[i]-p0)
+		}
+		out[i] = math.Min(1, m/p)
+	}
+	return out
+}
+
+// sameAs reports whether element i of every vector has the bits of x.
+func sameAs(vs [][]float64, i int, x float64) bool {
+	b := math.Float64bits(x)
+	for _, v := range vs {
+		if math.Float64bits(v[i]) != b {
+			return false
+		}
+	}
+	return true
 }
 
 // weightedMean is Σ μ_s·vs[s], element by element, summed in order; an
@@ -649,6 +818,48 @@ func MixWeightsOf(kind MixWeights, base *State, states []*State) []float64 {
 		}
 	}
 	return out
+}
+
+// MixRule is how MixWithRule combines the parameters of an epoch's
+// shards.
+type MixRule string
+
+const (
+	// MixMean: the weighted mean of Mix, the default.
+	MixMean MixRule = "mean"
+	// MixDamped: base plus the shards' weighted deltas scaled by 1/‖μ‖,
+	// √k times the mean's for k shards of equal weight; AROW adds the
+	// shards' precision gains.
+	MixDamped MixRule = "damped"
+)
+
+// mixRules lists every rule, in the order the documentation gives.
+var mixRules = []MixRule{MixMean, MixDamped}
+
+func (r MixRule) known() bool { return slices.Contains(mixRules, r) }
+
+// String is r's name.
+func (r MixRule) String() string { return string(r) }
+
+// MarshalText writes r as UnmarshalText reads it.
+func (r MixRule) MarshalText() ([]byte, error) { return []byte(r), nil }
+
+// UnmarshalText reads a rule by name. On an error r is unchanged.
+func (r *MixRule) UnmarshalText(text []byte) error {
+	v := MixRule(text)
+	if !v.known() {
+		return unknownMixRule(v)
+	}
+	*r = v
+	return nil
+}
+
+func unknownMixRule(r MixRule) error {
+	names := make([]string, len(mixRules))
+	for i, k := range mixRules {
+		names[i] = string(k)
+	}
+	return fmt.Errorf("unknown mixing rule %q (want one of %s)", string(r), strings.Join(names, ", "))
 }
 
 // Flush applies the pending mini-batch now, as the end of a batch does:

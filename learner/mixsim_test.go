@@ -187,14 +187,29 @@ type mixResult struct {
 
 // simulateMixing runs the epoch protocol over shards (indices into xs, in
 // shard order; every index once) with at most epoch examples per shard
-// and epoch, boundaries cut as cut says. In each epoch every shard with a
-// non-empty range learns it predict-then-learn from a copy of W_{e-1}
-// (learner.Restore) and flushes, and W_e = learner.Mix(W_{e-1}, those
-// shards' states in shard order, MixWeightsOf(weights, ...)). The
-// prequential counts are the shards' predictions before learning each
-// example. Shards learn concurrently, each on its own model: the result
-// does not depend on scheduling.
+// and epoch, boundaries cut as cut says, and mixes with learner.Mix and
+// MixWeightsOf(weights, ...): simulateEpochs with a fixed epoch size.
 func simulateMixing(tb testing.TB, cfg learner.Config, xs []learner.Example, shards [][]int32, epoch int, weights learner.MixWeights, cut int) mixResult {
+	tb.Helper()
+	mix := func(base *learner.State, states []*learner.State) (*learner.State, error) {
+		return learner.Mix(base, states, learner.MixWeightsOf(weights, base, states))
+	}
+	return simulateEpochs(tb, cfg, xs, shards, func(int) int { return epoch }, mix, cut)
+}
+
+// mixFunc mixes the states that shards learned from base in one epoch,
+// given in shard order, into the next base.
+type mixFunc func(base *learner.State, states []*learner.State) (*learner.State, error)
+
+// simulateEpochs runs the epoch protocol over shards (indices into xs, in
+// shard order; every index once) with at most size(e) examples per shard
+// in epoch e = 1, 2, ..., boundaries cut as cut says. In each epoch every
+// shard with a non-empty range learns it predict-then-learn from a copy of
+// W_{e-1} (learner.Restore) and flushes, and W_e = mix(W_{e-1}, those
+// shards' states in shard order). The prequential counts are the shards'
+// predictions before learning each example. Shards learn concurrently,
+// each on its own model: the result does not depend on scheduling.
+func simulateEpochs(tb testing.TB, cfg learner.Config, xs []learner.Example, shards [][]int32, size func(e int) int, mix mixFunc, cut int) mixResult {
 	tb.Helper()
 	m0, err := learner.New(cfg)
 	if err != nil {
@@ -218,6 +233,7 @@ func simulateMixing(tb testing.TB, cfg learner.Config, xs []learner.Example, sha
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for {
 		// Cut the boundary B_e: ends[s] is the end of shard s's range.
+		epoch := size(res.epochs + 1)
 		switch cut {
 		case cutBacklog:
 			for s := range shards {
@@ -272,7 +288,7 @@ func simulateMixing(tb testing.TB, cfg learner.Config, xs []learner.Example, sha
 				tb.Fatalf("epoch %d: Restore: %v", res.epochs, err)
 			}
 		}
-		if w, err = learner.Mix(w, states, learner.MixWeightsOf(weights, w, states)); err != nil {
+		if w, err = mix(w, states); err != nil {
 			tb.Fatalf("epoch %d: Mix: %v", res.epochs, err)
 		}
 	}
