@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -310,12 +312,48 @@ func equalPositions(a, b map[string]int64) bool {
 	return true
 }
 
-// slowSink takes 100 µs per output, so that a worker is stopped in the
-// middle of what the log holds.
-type slowSink struct{ *memory.Sink }
+// gatedSink lets through, of each shard, the outputs up to and including
+// its first batch past beyond[shard], and holds back later ones until
+// release is closed. A worker's learning runs at most its queue of
+// batches ahead of its outputs, so a worker stopped while its outputs
+// wait here is stopped in the middle of what the log holds, however fast
+// the machine.
+type gatedSink struct {
+	*memory.Sink
+	beyond  map[string]int64
+	release <-chan struct{}
+	mu      sync.Mutex
+	past    map[string]bool // the shards whose batch past beyond went through
+}
 
-func (s slowSink) Publish(ctx context.Context, batch []consumer.Output) error {
-	time.Sleep(time.Duration(len(batch)) * 100 * time.Microsecond)
+func (s *gatedSink) Publish(ctx context.Context, batch []consumer.Output) error {
+	past := map[string]bool{}
+	for _, o := range batch {
+		i := strings.LastIndexByte(o.Key, '/')
+		offset, err := strconv.ParseInt(o.Key[i+1:], 10, 64)
+		if err != nil {
+			return fmt.Errorf("output key %q: %w", o.Key, err)
+		}
+		if offset > s.beyond[o.Key[:i]] {
+			past[o.Key[:i]] = true
+		}
+	}
+	s.mu.Lock()
+	hold := false
+	for shard := range past {
+		hold = hold || s.past[shard]
+	}
+	if !hold {
+		maps.Copy(s.past, past)
+	}
+	s.mu.Unlock()
+	if hold {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return s.Sink.Publish(ctx, batch)
 }
 
@@ -338,9 +376,14 @@ func TestPartitionsResumeFromTheirChains(t *testing.T) {
 	for k := 1; k <= 5; k++ {
 		r.appendPart(k)
 	}
+	// Of each shard, the second run publishes one batch of outputs past
+	// the first run's end, which carries a snapshot, and then waits until
+	// it is stopped.
+	release := make(chan struct{})
 	cfg := r.config(t, "a")
-	cfg.Worker.Predictions.Sink = slowSink{r.sink}
-	cfg.Worker.DeadLetter.Sink = slowSink{r.sink}
+	cfg.Worker.SnapshotEvery = 1
+	gated := &gatedSink{Sink: r.sink, beyond: first, release: release, past: map[string]bool{}}
+	cfg.Worker.Predictions.Sink, cfg.Worker.DeadLetter.Sink = gated, gated
 	ctx, cancel = context.WithCancel(context.Background())
 	done = runPartitions(ctx, consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t)))
 	waitRunning(t, "every chain past the first run", map[string]<-chan error{"second run": done}, func() bool {
@@ -351,10 +394,12 @@ func TestPartitionsResumeFromTheirChains(t *testing.T) {
 		}
 		return true
 	})
-	stopPartitions(t, "second run", cancel, done)
+	stopPartitions(t, "second run", func() { cancel(); close(release) }, done)
 	midway := false
 	for q := range partitionShards {
-		midway = midway || r.newest(r.log.Key(q)).Positions[r.log.Key(q)] < int64(len(r.data[q]))
+		at := r.newest(r.log.Key(q)).Positions[r.log.Key(q)]
+		t.Logf("%s: the second run stopped at %d of %d", r.log.Key(q), at, len(r.data[q]))
+		midway = midway || at < int64(len(r.data[q]))
 	}
 	if !midway {
 		t.Fatal("the second run learned every partition to its end before it was stopped")
