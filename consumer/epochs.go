@@ -43,7 +43,12 @@ type EpochConfig struct {
 	// Owned lists the shards this worker learns; the others' results it
 	// waits for. nil means every shard.
 	Owned func() []string
-	Log   EpochLog
+	// Changed returns a channel that is closed when what Owned returns
+	// may have changed (kafka.Group.Changed); it is called before Owned.
+	// A range whose shard Owned no longer lists is stopped at once (see
+	// Run). nil means ownership is read at each range and never pushed.
+	Changed func() <-chan struct{}
+	Log     EpochLog
 	// Writer names this worker in what it writes.
 	Writer string
 	// ConfigDigest is the digest of the history configuration
@@ -79,6 +84,9 @@ var errLogEnd = errors.New("end of the epoch log")
 
 // errRangeDone ends a range's fetch loop once the range is complete.
 var errRangeDone = errors.New("range complete")
+
+// errRevoked ends a range whose shard this worker no longer owns.
+var errRevoked = errors.New("shard revoked")
 
 // Epochs learns one model over many shards by iterative parameter mixing
 // in recorded epochs (docs/scale-out.md, section 3): for each epoch it
@@ -131,6 +139,13 @@ type Epochs struct {
 	failing map[string]int
 	// logWarns paces the warnings of operations that keep failing.
 	logWarns *retry.LogLimiter
+	// shardMetrics are the metrics of the owned shards' ranges, whose
+	// model gauges are the shard's (Metrics.forShard).
+	shardMetrics map[string]*Metrics
+
+	// mixes sums the epochs mixed since they were last logged; only the
+	// learning goroutine uses it.
+	mixes mixReport
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model
@@ -166,7 +181,8 @@ func (x *Epochs) setModel(m *learner.Model) {
 	x.digest = m.State().Digest()
 	x.mixedAt = time.Now()
 	x.view.Store(m.View())
-	x.metrics.ModelVersion.Set(float64(m.Version()))
+	// The gauges describe the model that serves: the mixed one.
+	x.metrics.restored(m.Metrics(), x.from)
 	x.metrics.ServedVersion.Set(float64(m.Version()))
 }
 
@@ -217,9 +233,20 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 // then in the log, the epoch is mixed; and the newest mixed model is
 // written as a generation if none holds it yet. All within the worker's
 // shutdown timeout. Then it returns nil.
+//
+// Ownership may move while it runs. When Changed fires and Owned no
+// longer lists a shard whose range is being learned, that range stops at
+// once, as at shutdown but alone: the outputs of the messages it learned
+// are published, and its result is written only if the range was
+// complete. Whatever it published, the new owner publishes again, with
+// the same content (outputs are at-least-once); the new owner learns the
+// whole range from its start, from the same W_{e-1}, so the model learns
+// the range once. The epoch then waits for the new owner's result. A
+// shard gained while the epoch waits is learned at once.
 func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
+	defer x.mixes.flush(x.log)
 	err := x.run(ctx)
 	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
@@ -229,9 +256,9 @@ func (x *Epochs) Run(ctx context.Context) error {
 	// The epoch being learned may be complete: every result written (a
 	// worker that owns every shard writes them all before it stops).
 	if b := x.cur; b != nil && b.Epoch == x.epoch && x.complete(fctx, b) {
-		states, err := x.barrier(fctx, b, x.curSHA)
+		states, waited, err := x.barrier(fctx, b, x.curSHA)
 		if err == nil {
-			err = x.mix(b, states)
+			err = x.mix(b, states, waited)
 		}
 		if err != nil {
 			return fmt.Errorf("the last epoch (%d) was not mixed: %w", b.Epoch, err)
@@ -285,7 +312,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err := x.learnOwned(ctx, b, sha); err != nil {
 			return err
 		}
-		states, err := x.barrier(ctx, b, sha)
+		states, waited, err := x.barrier(ctx, b, sha)
 		if errors.Is(err, errOvertaken) {
 			if err := x.jump(ctx); err != nil {
 				return err
@@ -295,7 +322,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := x.mix(b, states); err != nil {
+		if err := x.mix(b, states, waited); err != nil {
 			return err
 		}
 		x.advance(b, sha)
@@ -415,7 +442,9 @@ func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, er
 			return b, sha, x.check(b)
 		}
 		// No epoch is due: an idle stream's newest mixed model is
-		// written as soon as a snapshot is due, not when data comes.
+		// written as soon as a snapshot is due, not when data comes, and
+		// its last epochs are logged.
+		x.mixes.flushDue(x.log)
 		if x.prev != nil && x.written < x.prev.Epoch {
 			if err := x.snapshot(ctx, x.prev, x.prevSHA); err != nil {
 				return nil, sha, err
@@ -543,6 +572,7 @@ func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]b
 		}
 	}
 	x.metrics.ShardsOwned.Set(float64(owned))
+	x.dropLost()
 	for i, r := range b.Shards {
 		if r.From == r.To || !x.owns(r.Shard) {
 			continue
@@ -550,7 +580,9 @@ func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]b
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if errs[i] = x.learnRange(ctx, b, sha, r); errs[i] != nil {
+			err := x.learnRange(ctx, b, sha, r)
+			if err != nil && !errors.Is(err, errRevoked) {
+				errs[i] = err
 				cancel()
 			}
 		}()
@@ -574,10 +606,85 @@ func (x *Epochs) owns(shard string) bool {
 	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
 }
 
+// changed is the channel that Changed closes at the next change of
+// ownership; nil (never) without Changed. Call it before owns.
+func (x *Epochs) changed() <-chan struct{} {
+	if x.cfg.Changed == nil {
+		return nil
+	}
+	return x.cfg.Changed()
+}
+
+// whileOwned is a context for learning shard that is cancelled, with
+// errRevoked as its cause, as soon as this worker no longer owns it.
+func (x *Epochs) whileOwned(ctx context.Context, shard string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if x.cfg.Changed != nil {
+		go func() {
+			for {
+				changed := x.changed()
+				if !x.owns(shard) {
+					cancel(errRevoked)
+					return
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return ctx, func() { cancel(nil) }
+}
+
+// shardMetricsOf is the metrics of shard's ranges, made once.
+func (x *Epochs) shardMetricsOf(shard string) *Metrics {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	m := x.shardMetrics[shard]
+	if m == nil {
+		if x.shardMetrics == nil {
+			x.shardMetrics = map[string]*Metrics{}
+		}
+		m = x.metrics.forShard(shard, true)
+		x.shardMetrics[shard] = m
+	}
+	return m
+}
+
+// dropLost removes the gauges of the shards this worker no longer owns.
+func (x *Epochs) dropLost() {
+	x.mu.Lock()
+	shards := slices.Collect(maps.Keys(x.shardMetrics))
+	x.mu.Unlock()
+	for _, shard := range shards {
+		if !x.owns(shard) {
+			x.mu.Lock()
+			delete(x.shardMetrics, shard)
+			x.mu.Unlock()
+			x.metrics.dropShard(shard)
+		}
+	}
+}
+
 // learnRange learns shard r.Shard's range of epoch b.Epoch from a copy of
 // the mixed model with an ordinary Worker, which publishes every output
-// of the range before it returns; then it writes the shard's result.
+// of the range before it returns; then it writes the shard's result. If
+// the shard is revoked before the range is complete, it stops at once
+// and returns errRevoked, with the outputs of what it learned published.
 func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
+	rctx, stop := x.whileOwned(ctx, r.Shard)
+	defer stop()
+	err := x.learn(rctx, b, sha, r)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRevoked) && !errors.Is(err, ErrFatal) {
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, errRevoked)
+	}
+	return err
+}
+
+// learn is learnRange without following ownership.
+func (x *Epochs) learn(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
 	model := x.cfg.Worker.Model
 	exists, err := x.shardExists(ctx, b.Epoch, r.Shard)
 	if err != nil || exists {
@@ -599,7 +706,8 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	rs := &rangeSource{Source: src, to: r.To, last: r.From}
 	wcfg := x.cfg.Worker
 	wcfg.Snapshots, wcfg.Views = nil, false
-	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.metrics, x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch)))
+	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
+	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
 	before := m.Metrics().Examples
 	x.mu.Lock()
 	if x.running == nil {
@@ -626,6 +734,10 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 	if (err != nil && !errors.Is(err, errRangeDone)) || errors.As(err, &shut) || !rs.done {
 		if err == nil {
 			err = ctx.Err()
+		}
+		if errors.Is(context.Cause(ctx), errRevoked) {
+			log.Info("shard revoked: its range stopped; the new owner learns it from its start",
+				zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Int64("published", w.Published()[r.Shard]))
 		}
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 	}
@@ -711,8 +823,9 @@ func (s *rangeSource) Fetch(ctx context.Context, max int) ([]Message, error) {
 func (s *rangeSource) Commit(context.Context, map[string]int64) error { return nil }
 
 // barrier waits until every non-empty range of b has its result in the
-// log, then reads them all, verified against b, in shard order.
-func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte) ([]*learner.State, error) {
+// log, then reads them all, verified against b, in shard order. waited is
+// how long that took.
+func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
 	model := x.cfg.Worker.Model
 	start := time.Now()
 	missing := 0
@@ -722,16 +835,16 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		}
 	}
 	x.metrics.MissingShards.Set(float64(missing))
-	var states []*learner.State
 	for _, r := range b.Shards {
 		if r.From == r.To {
 			continue
 		}
 		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
 		for polls := 0; ; polls++ {
+			changed := x.changed()
 			ok, err := x.shardExists(ctx, b.Epoch, r.Shard)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if ok {
 				break
@@ -739,8 +852,8 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 			// A shard whose owner left is handed to another worker,
 			// maybe this one, while it waits.
 			if x.owns(r.Shard) {
-				if err := x.learnRange(ctx, b, sha, r); err != nil {
-					return nil, err
+				if err := x.learnRange(ctx, b, sha, r); err != nil && !errors.Is(err, errRevoked) {
+					return nil, 0, err
 				}
 				continue
 			}
@@ -752,13 +865,13 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 			// others wait that long for this worker's next results.
 			if polls == 3 || polls >= 7 {
 				if newest, err := x.newestGeneration(ctx); err != nil {
-					return nil, err
+					return nil, 0, err
 				} else if newest >= b.Epoch {
-					return nil, errOvertaken
+					return nil, 0, errOvertaken
 				}
 			}
-			if err := bo.Wait(ctx); err != nil {
-				return nil, err
+			if err := pause(ctx, &bo, changed); err != nil {
+				return nil, 0, err
 			}
 		}
 		missing--
@@ -772,21 +885,36 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 			// Deleted since it was seen: the worker that wrote a
 			// generation at or beyond this epoch retained the log.
 			if newest, gerr := x.newestGeneration(ctx); gerr != nil {
-				return nil, gerr
+				return nil, 0, gerr
 			} else if newest >= b.Epoch {
-				return nil, errOvertaken
+				return nil, 0, errOvertaken
 			}
 		}
 		if err != nil {
-			return nil, fatal(err)
+			return nil, 0, fatal(err)
 		}
 		if err := res.Verify(b, sha); err != nil {
-			return nil, fatal(err)
+			return nil, 0, fatal(err)
 		}
 		states = append(states, res.State)
 	}
-	x.metrics.Barrier.Observe(time.Since(start).Seconds())
-	return states, nil
+	waited = time.Since(start)
+	x.metrics.Barrier.Observe(waited.Seconds())
+	return states, waited, nil
+}
+
+// pause waits for bo's next delay, or less if changed is closed first: a
+// shard this worker is given while it waits is learned at once.
+func pause(ctx context.Context, bo *retry.Backoff, changed <-chan struct{}) error {
+	t := time.NewTimer(bo.Next())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-changed:
+	}
+	return nil
 }
 
 // errOvertaken is a barrier given up because a generation at or beyond its
@@ -832,10 +960,10 @@ func (x *Epochs) jump(ctx context.Context) error {
 	return nil
 }
 
-// mix makes W_e of the shards' states, and the positions of b's ends.
-func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State) error {
+// mix makes W_e of the shards' states, and the positions of b's ends;
+// waited is how long the barrier took, for the log.
+func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State, waited time.Duration) error {
 	start := time.Now()
-	defer func() { x.metrics.Mixing.Observe(time.Since(start).Seconds()) }()
 	base := x.model.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	mixed, err := learner.Mix(base, states, weights)
@@ -846,11 +974,59 @@ func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State) error {
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
+	took := time.Since(start)
+	x.metrics.Mixing.Observe(took.Seconds())
+	examples := m.Metrics().Examples - x.model.Metrics().Examples
 	for _, r := range b.Shards {
 		x.from[r.Shard] = r.To
 	}
 	x.setModel(m)
+	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
+	x.mixes.flushDue(x.log)
 	return nil
+}
+
+// mixLogEvery is how often the epochs mixed are logged at most: small
+// epochs are summed into one line.
+const mixLogEvery = 5 * time.Second
+
+// mixReport sums the epochs mixed since the last line about them.
+type mixReport struct {
+	logged   time.Time // when the last line was logged; zero before the first
+	epochs   int
+	epoch    uint64 // the newest
+	examples uint64
+	shards   int // that took part in the newest
+	barrier  time.Duration
+	mixing   time.Duration
+	accuracy float64 // the newest mixed model's rolling accuracy
+}
+
+func (r *mixReport) add(epoch, examples uint64, shards int, barrier, mixing time.Duration, accuracy float64) {
+	r.epochs++
+	r.epoch, r.shards, r.accuracy = epoch, shards, accuracy
+	r.examples += examples
+	r.barrier += barrier
+	r.mixing += mixing
+}
+
+// flushDue logs the epochs summed if none was logged yet, or none for
+// mixLogEvery.
+func (r *mixReport) flushDue(log *zap.Logger) {
+	if r.epochs > 0 && (r.logged.IsZero() || time.Since(r.logged) >= mixLogEvery) {
+		r.flush(log)
+	}
+}
+
+// flush logs the epochs summed, if any.
+func (r *mixReport) flush(log *zap.Logger) {
+	if r.epochs == 0 {
+		return
+	}
+	log.Info("epochs mixed", zap.Uint64("epoch", r.epoch), zap.Int("epochs", r.epochs), zap.Uint64("examples", r.examples),
+		zap.Int("shards", r.shards), zap.Duration("barrier_wait", r.barrier), zap.Duration("mix_time", r.mixing),
+		zap.Float64("rolling_accuracy", r.accuracy))
+	*r = mixReport{logged: time.Now()}
 }
 
 // snapshot writes W_e as generation e if a snapshot is due.
@@ -886,6 +1062,7 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 	}
 	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()
 	x.written = b.Epoch
+	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
 	if x.cfg.Commit != nil {
 		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
 			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))

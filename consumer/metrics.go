@@ -30,6 +30,14 @@ type Metrics struct {
 	Barrier       prometheus.Histogram // time from a worker's last range to every result
 	Mixing        prometheus.Histogram // time to read the results and mix them
 
+	// The shards' own models, by shard: a range's copy of the mixed model
+	// in global scope, each shard's model in partition scope. The
+	// unlabeled model gauges describe the model that serves.
+	ShardRollingAccuracy *prometheus.GaugeVec
+	ShardModelVersion    *prometheus.GaugeVec
+	ShardServedVersion   *prometheus.GaugeVec
+	ShardPosition        *prometheus.GaugeVec // global scope: how far a range has been learned
+
 	// deadLetters are DeadLetters' counters by reason, looked up once.
 	deadLetters [numReasons]prometheus.Counter
 }
@@ -47,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		RollingAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_rolling_accuracy",
-			Help: "Prequential accuracy over the last window of labeled examples.",
+			Help: "Prequential accuracy over the last window of labeled examples, of the model that serves: with several partitions, the newest mixed model (0 in partition scope: see hyperplane_shard_rolling_accuracy).",
 		}),
 		DecodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_decode_errors_total",
@@ -63,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Position: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hyperplane_position",
-			Help: "The model's position in each source partition or stream: the next Kafka offset, or the last JetStream sequence.",
+			Help: "The model's position in each source partition or stream: the next Kafka offset, or the last JetStream sequence. With several partitions in global scope, the newest mixed model's (see hyperplane_shard_position).",
 		}, []string{"source"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hyperplane_lag",
@@ -76,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		ModelVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_model_version",
-			Help: "Updates applied to the model since it was created.",
+			Help: "Updates applied to the model since it was created: with several partitions, to the newest mixed model (0 in partition scope: see hyperplane_shard_model_version).",
 		}),
 		Snapshots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_snapshots_total",
@@ -92,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		ServedVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_served_model_version",
-			Help: "Version of the live model that prediction requests are answered from (it trails hyperplane_model_version by at most serve.refresh); 0 while serving is off.",
+			Help: "Version of the live model that prediction requests are answered from (it trails hyperplane_model_version by at most serve.refresh); 0 while serving is off, and in partition scope (see hyperplane_shard_served_model_version).",
 		}),
 		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_epoch",
@@ -116,6 +124,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to read an epoch's results from the store and mix them.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}),
+		ShardRollingAccuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_shard_rolling_accuracy",
+			Help: "Prequential accuracy over the last window of labeled examples of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
+		}, []string{"shard"}),
+		ShardModelVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_shard_model_version",
+			Help: "Updates applied to the model of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
+		}, []string{"shard"}),
+		ShardServedVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_shard_served_model_version",
+			Help: "In partition scope, the version of each partition's live model that prediction requests are answered from.",
+		}, []string{"shard"}),
+		ShardPosition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_shard_position",
+			Help: "With several partitions in global scope, how far this worker has learned each partition's range of the current epoch: the next Kafka offset, or the last JetStream sequence.",
+		}, []string{"shard"}),
 	}
 	// Every reason is there from the start, at 0, so that a rate over it
 	// is defined before the first dead letter.
@@ -124,9 +148,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
-			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing)
+			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing,
+			m.ShardRollingAccuracy, m.ShardModelVersion, m.ShardServedVersion, m.ShardPosition)
 	}
 	return m
+}
+
+// forShard is the metrics of a worker that learns shard's own model
+// beside the model that serves: its counters are m's, its model gauges
+// (rolling accuracy, versions) the shard's, resolved once. In global
+// scope (ranges) its positions are the shard's too, since the mixed
+// model's are m's; in partition scope the shard's model is the one whose
+// positions m reports.
+func (m *Metrics) forShard(shard string, ranges bool) *Metrics {
+	v := *m
+	v.RollingAccuracy = m.ShardRollingAccuracy.WithLabelValues(shard)
+	v.ModelVersion = m.ShardModelVersion.WithLabelValues(shard)
+	if ranges {
+		v.Position = m.ShardPosition
+	} else {
+		v.ServedVersion = m.ShardServedVersion.WithLabelValues(shard)
+	}
+	return &v
+}
+
+// dropShard removes shard's own gauges, once it is no longer learned
+// here.
+func (m *Metrics) dropShard(shard string) {
+	m.ShardRollingAccuracy.DeleteLabelValues(shard)
+	m.ShardModelVersion.DeleteLabelValues(shard)
+	m.ShardServedVersion.DeleteLabelValues(shard)
+	m.ShardPosition.DeleteLabelValues(shard)
 }
 
 // observe records a batch: the model's counts before and after it and

@@ -82,9 +82,11 @@ type Partitions struct {
 	active map[*Worker]string
 }
 
-// NewPartitions returns the runner of cfg's shards. metrics may be nil;
-// the shards' workers share it, so its per-source gauges are per shard
-// and its model gauges follow whichever shard learned last.
+// NewPartitions returns the runner of cfg's shards. metrics may be nil.
+// The shards' workers share its counters; each shard's model gauges are
+// labeled with the shard (hyperplane_shard_rolling_accuracy{shard}, ...),
+// as are its positions, and are removed when the shard is lost. The
+// unlabeled model gauges, which describe one model, are left at 0.
 func NewPartitions(cfg PartitionsConfig, metrics *Metrics, log *zap.Logger) *Partitions {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
@@ -320,11 +322,13 @@ func (p *Partitions) exited(ctx context.Context, e shardExit, running map[string
 	return fmt.Errorf("shard %s: %w", shard, err)
 }
 
-// forget drops a shard that is no longer owned.
+// forget drops a shard that is no longer owned, with its gauges.
 func (p *Partitions) forget(shard string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.workers, shard)
+	p.mu.Unlock()
+	p.metrics.dropShard(shard)
+	p.metrics.Position.DeleteLabelValues(shard)
 }
 
 // runShard opens shard's chain and runs a worker over the shard from the
@@ -347,7 +351,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 	defer src.Close()
 	cfg := p.cfg.Worker
 	cfg.Snapshots = snaps
-	w := NewWorker(cfg, src, model, positions, p.metrics, p.log.With(zap.String("shard", shard)))
+	w := NewWorker(cfg, src, model, positions, p.metrics.forShard(shard, false), p.log.With(zap.String("shard", shard)))
 	p.mu.Lock()
 	p.workers[shard] = w
 	p.active[w] = shard
