@@ -239,7 +239,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		return nil, err
 	}
 	if p.group != nil {
-		ecfg.Commit = p.group.Commit
+		ecfg.Commit, ecfg.Changed = p.group.Commit, p.group.Changed
 	}
 	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
