@@ -1076,6 +1076,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Examples.WithLabelValues("correct")
 	m.Position.WithLabelValues("clicks/0")
 	m.Lag.WithLabelValues("clicks/0")
+	m.ShardRollingAccuracy.WithLabelValues("clicks/0")
+	m.ShardModelVersion.WithLabelValues("clicks/0")
+	m.ShardServedVersion.WithLabelValues("clicks/0")
+	m.ShardPosition.WithLabelValues("clicks/0")
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
