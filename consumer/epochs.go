@@ -996,7 +996,7 @@ type mixReport struct {
 	epochs   int
 	epoch    uint64 // the newest
 	examples uint64
-	shards   int // that took part in the newest
+	shards   int // with a non-empty range in the newest
 	barrier  time.Duration
 	mixing   time.Duration
 	accuracy float64 // the newest mixed model's rolling accuracy
