@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
@@ -256,12 +255,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (func() []strin
 		if err != nil {
 			return nil, err
 		}
-		session := cfg.Kafka.SessionTimeout
-		group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.GroupOptions{
-			SessionTimeout:    session,
-			HeartbeatInterval: min(3*time.Second, session/10),
-			RebalanceTimeout:  session,
-		}, log)
+		group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.SessionOptions(cfg.Kafka.SessionTimeout), log)
 		if err != nil {
 			return nil, fmt.Errorf("source.group: %w", err)
 		}

@@ -48,6 +48,24 @@ type GroupOptions struct {
 	JoinGroupBackoff time.Duration
 }
 
+// SessionOptions are the timings of a member whose session lasts session:
+// a heartbeat every tenth of it (at most 3 s), and a rebalance timeout of
+// half of it. The rebalance timeout must stay well below the session
+// timeout less a heartbeat: a coordinator that expires members waiting in
+// JoinGroup by their session (kfake does), or restarts the rebalance's
+// deadline on every join, otherwise drops the live members that wait, whose
+// clients then time out ("Failed to join group ... i/o timeout") and join
+// again as new members, abandoning joins that hold partitions until the
+// next rebalance. Members rejoin within a heartbeat, so half the session
+// is plenty on any broker.
+func SessionOptions(session time.Duration) GroupOptions {
+	return GroupOptions{
+		SessionTimeout:    session,
+		HeartbeatInterval: min(3*time.Second, session/10),
+		RebalanceTimeout:  session / 2,
+	}
+}
+
 // Group is this worker's membership in a Kafka consumer group, which
 // decides the partitions it owns: the shards it learns in the epoch
 // protocol (docs/scale-out.md, section 3.5). Ownership only avoids
