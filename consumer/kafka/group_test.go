@@ -27,7 +27,7 @@ import (
 var groupOptions = kafka.GroupOptions{
 	HeartbeatInterval:      100 * time.Millisecond,
 	SessionTimeout:         time.Minute,
-	RebalanceTimeout:       time.Minute,
+	RebalanceTimeout:       30 * time.Second, // half the session, as SessionOptions says why
 	PartitionWatchInterval: 200 * time.Millisecond,
 	JoinGroupBackoff:       200 * time.Millisecond,
 }
@@ -363,7 +363,7 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	// The restarted broker remembers the member of the old generation and
 	// waits for its session to time out before the next one: a short one.
 	opts := groupOptions
-	opts.SessionTimeout, opts.RebalanceTimeout = time.Second, 2*time.Second
+	opts.SessionTimeout, opts.RebalanceTimeout = time.Second, 500*time.Millisecond
 	g := joinWith(t, c, opts, "g", "a", "t")
 	all := shardsOf("t", upTo(6)...)
 	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
