@@ -5,6 +5,7 @@
 package config
 
 import (
+	"os"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -212,6 +213,17 @@ func (c Config) ServeSubject() string {
 		return c.Serve.Subject
 	}
 	return "hyperplane." + c.Model.Name + ".predict"
+}
+
+// SnapshotWriter is this worker's name in what it writes to the store:
+// snapshot.writer, or the host name when that is empty (a pod's name in
+// Kubernetes, unique among the replicas).
+func (c Config) SnapshotWriter() string {
+	if c.Snapshot.Writer != "" {
+		return c.Snapshot.Writer
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // Serving reports whether the worker answers requests on any interface.

@@ -70,7 +70,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		}
 	}
 	p.resumed, err = snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-		Writer: cfg.Snapshot.Writer,
+		Writer: cfg.SnapshotWriter(),
 		Keep:   cfg.Snapshot.Keep,
 		Reset:  cfg.Snapshot.Reset,
 		Start:  cfg.Source.Start,
@@ -209,10 +209,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	if err != nil {
 		return nil, err
 	}
-	writer := cfg.Snapshot.Writer
-	if writer == "" {
-		writer, _ = os.Hostname()
-	}
+	writer := cfg.SnapshotWriter()
 	// Two workers must never both create one boundary: a store that
 	// ignores create-if-absent cannot hold the log.
 	if p.store != nil {
@@ -280,10 +277,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (func() []strin
 // <model>/partition/<segment>/ in the store (docs/scale-out.md,
 // section 6).
 func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) (*consumer.Partitions, error) {
-	writer := cfg.Snapshot.Writer
-	if writer == "" {
-		writer, _ = os.Hostname()
-	}
+	writer := cfg.SnapshotWriter()
 	pcfg := consumer.PartitionsConfig{
 		Worker: p.config,
 		Shards: p.shards,
