@@ -152,6 +152,34 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 //     smallest variance m, so that none overflows). A variance of 0 in
 //     base or a participant stays 0.
 //
+// Measured (docs/scale-out.md, "Accuracy of mixing: measurements"), the
+// damped rule suits AROW, whose precision gains shrink its next steps; for
+// the other algorithms it diverges with six shards and small epochs.
+//
+// MixTouched takes, for each coordinate, the weighted mean over the
+// participants that changed it, those whose bits differ from base's:
+//
+//	w = w_0 + Σ_{s changed} μ_s·(w_s − w_0) / Σ_{s changed} μ_s
+//
+// summed in shard order. A feature that one shard alone learned in the
+// epoch keeps that shard's change whole, where the mean would divide it
+// by the number of shards; a coordinate that every shard changed (the
+// bias, frequent features) is their mean. Each coordinate stays between
+// the shards' values, so that it cannot overshoot as a sum of deltas
+// does. A coordinate no participant changed keeps base's bits. Per
+// algorithm:
+//   - perceptron, margin, pa, pa1, pa2, multiclass and averaged: every
+//     weight and bias as above (the averaged perceptron's sums follow its
+//     rule in Mix);
+//   - pegasos: the effective weights as above; every step of Pegasos
+//     shrinks them all, so that every participant changes every non-zero
+//     coordinate and the rule is close to the mean; Scale is 1 and VNorm2
+//     is ‖Weights‖² + ‖Bias‖²;
+//   - arow: over the participants that changed the weight or the variance
+//     of a coordinate, the weight is their precision-weighted mean, with
+//     p_s = μ_s/σ_s, and the precision is base's plus their gains, as for
+//     MixDamped.
+//
 // It returns an error for a rule that is not one of the MixRule
 // constants.
 func MixWithRule(rule MixRule, base *State, states []*State, weights []float64) (*State, error) {
@@ -231,9 +259,12 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 	case 1:
 		out.copyParameters(parts[0])
 	default:
-		if rule == MixDamped {
+		switch rule {
+		case MixDamped:
 			mixDamped(out, base, parts, pmu)
-		} else {
+		case MixTouched:
+			mixTouched(out, base, parts, pmu)
+		default:
 			mixParameters(out, parts, pmu)
 		}
 	}
@@ -506,6 +537,111 @@ func mixDamped(out, base *State, parts []*State, mu []float64) {
 	if out.Config.Batch > 1 {
 		out.PendingBias = make([]float64, out.Config.outputs())
 	}
+}
+
+// mixTouched sets out's parameters to the mean of two or more
+// participants parts with weights mu, coordinate by coordinate over those
+// that changed it from base, as MixWithRule documents; Averaged's sums
+// are left to averagedSums.
+func mixTouched(out, base *State, parts []*State, mu []float64) {
+	vecs := func(f func(*State) []float64) [][]float64 {
+		vs := make([][]float64, len(parts))
+		for s, st := range parts {
+			vs[s] = f(st)
+		}
+		return vs
+	}
+	switch out.Config.Algorithm {
+	case Pegasos:
+		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
+		for s, st := range parts {
+			ws[s], bs[s] = st.Effective()
+		}
+		w0, b0 := base.Effective()
+		out.Weights = touchedMean(w0, ws, mu)
+		out.Bias = touchedMean(b0, bs, mu)
+		out.Scale = 1
+		for _, v := range out.Weights {
+			out.VNorm2 += float64(v * v)
+		}
+		for _, v := range out.Bias {
+			out.VNorm2 += float64(v * v)
+		}
+	case AROW:
+		vs := vecs(func(st *State) []float64 { return st.Variance })
+		out.Weights = touchedPrecisionMean(base.Weights, base.Variance, vecs(func(st *State) []float64 { return st.Weights }), vs, mu)
+		out.Variance = precisionSum(base.Variance, vs)
+		vb := vecs(func(st *State) []float64 { return []float64{st.VarianceBias} })
+		out.Bias = touchedPrecisionMean(base.Bias, []float64{base.VarianceBias}, vecs(func(st *State) []float64 { return st.Bias }), vb, mu)
+		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, vb)[0]
+	default:
+		out.Weights = touchedMean(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), mu)
+		out.Bias = touchedMean(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), mu)
+	}
+	if out.Config.Batch > 1 {
+		out.PendingBias = make([]float64, out.Config.outputs())
+	}
+}
+
+// touchedMean is, element by element, w0 + Σ μ_s·(vs[s] − w0) / Σ μ_s
+// over the vectors whose element differs from w0's bits, summed in order;
+// an element that none changed keeps w0's bits.
+func touchedMean(w0 []float64, vs [][]float64, mu []float64) []float64 {
+	out := make([]float64, len(w0))
+	for i := range out {
+		b := math.Float64bits(w0[i])
+		var d, m float64
+		for k, v := range vs {
+			if math.Float64bits(v[i]) != b {
+				d += float64(mu[k] * (v[i] - w0[i]))
+				m += mu[k]
+			}
+		}
+		out[i] = w0[i]
+		if m > 0 {
+			out[i] += d / m
+		}
+	}
+	return out
+}
+
+// touchedPrecisionMean is AROW's weights for MixTouched, element by
+// element: over the vectors whose weight or variance differs from base's
+// bits, Σ p_s·w_s / Σ p_s with p_s = μ_s·(m/σ_s), m the smallest of their
+// variances; when m is 0, the μ-weighted mean over those of variance 0.
+// An element that none changed keeps w0's bits.
+func touchedPrecisionMean(w0, v0 []float64, ws, vs [][]float64, mu []float64) []float64 {
+	out := make([]float64, len(w0))
+	for i := range out {
+		bw, bv := math.Float64bits(w0[i]), math.Float64bits(v0[i])
+		m := math.Inf(1)
+		for k, v := range vs {
+			if math.Float64bits(ws[k][i]) != bw || math.Float64bits(v[i]) != bv {
+				m = math.Min(m, v[i])
+			}
+		}
+		if math.IsInf(m, 1) {
+			out[i] = w0[i]
+			continue
+		}
+		var p, pw float64
+		for k, v := range vs {
+			if math.Float64bits(ws[k][i]) == bw && math.Float64bits(v[i]) == bv {
+				continue
+			}
+			var pk float64
+			switch {
+			case m > 0:
+				pk = float64(mu[k] * (m / v[i]))
+			case v[i] == 0:
+				pk = mu[k] // infinite precision: only the certain count
+			}
+			p += pk
+			pw += float64(pk * ws[k][i])
+		}
+		out[i] = pw / p
+	}
+	return out
 }
 
 // dampedSum is w0 + Σ a_s·(vs[s] − w0), element by element, summed in
@@ -831,10 +967,13 @@ const (
 	// √k times the mean's for k shards of equal weight; AROW adds the
 	// shards' precision gains.
 	MixDamped MixRule = "damped"
+	// MixTouched: for each coordinate, the weighted mean over the shards
+	// that changed it.
+	MixTouched MixRule = "touched"
 )
 
 // mixRules lists every rule, in the order the documentation gives.
-var mixRules = []MixRule{MixMean, MixDamped}
+var mixRules = []MixRule{MixMean, MixDamped, MixTouched}
 
 func (r MixRule) known() bool { return slices.Contains(mixRules, r) }
 

@@ -37,65 +37,67 @@ func TestMixWithRuleMeanIsMix(t *testing.T) {
 	}
 }
 
-// TestMixDampedProperties: the damped rule is deterministic, leaves its
+// TestMixRuleProperties: every rule is deterministic, leaves its
 // inputs alone, mixes one shard into itself and one participant among
 // idle shards into that participant, depends on the order of the states
 // only by rounding, and counts every example once.
-func TestMixDampedProperties(t *testing.T) {
-	for name, cfg := range configs() {
-		t.Run(name, func(t *testing.T) {
-			base := trained(t, cfg, 1, 200)
-			p, _ := learnRange(t, base, streamFor(cfg, 2, 60))
-			if got := mustMixRule(t, learner.MixDamped, base, []*learner.State{p}, []float64{3}); got.Digest() != p.Digest() {
-				t.Fatal("one shard: the mix is not its state")
-			}
-			if cfg.Algorithm == learner.Kernel {
-				return
-			}
-			idle, _ := learnRange(t, base, nil)
-			if got := mustMixRule(t, learner.MixDamped, base, []*learner.State{idle, p, idle}, []float64{0, 2, 0}); got.Digest() != p.Digest() {
-				t.Fatal("one participant among empty shards: the mix is not its state")
-			}
-
-			states := shardsOf(t, base, []uint64{2, 3, 4}, []int{40, 70, 55})
-			digests := make([][32]byte, len(states))
-			for i, st := range states {
-				digests[i] = st.Digest()
-			}
-			baseDigest := base.Digest()
-			w := learner.MixWeightsOf(learner.MixExamples, base, states)
-			a := mustMixRule(t, learner.MixDamped, base, states, w)
-			b := mustMixRule(t, learner.MixDamped, base, states, slices.Clone(w))
-			if a.Digest() != b.Digest() {
-				t.Fatal("the same inputs mixed into different bits")
-			}
-			if base.Digest() != baseDigest {
-				t.Fatal("the base changed")
-			}
-			for i, st := range states {
-				if st.Digest() != digests[i] {
-					t.Fatalf("state %d changed", i)
+func TestMixRuleProperties(t *testing.T) {
+	for _, rule := range []learner.MixRule{learner.MixDamped, learner.MixTouched} {
+		for name, cfg := range configs() {
+			t.Run(string(rule)+"/"+name, func(t *testing.T) {
+				base := trained(t, cfg, 1, 200)
+				p, _ := learnRange(t, base, streamFor(cfg, 2, 60))
+				if got := mustMixRule(t, rule, base, []*learner.State{p}, []float64{3}); got.Digest() != p.Digest() {
+					t.Fatal("one shard: the mix is not its state")
 				}
-			}
-			want := base.Labeled
-			for _, st := range states {
-				want += st.Labeled - base.Labeled
-			}
-			if a.Labeled != want {
-				t.Fatalf("labeled %d, want %d", a.Labeled, want)
-			}
+				if cfg.Algorithm == learner.Kernel {
+					return
+				}
+				idle, _ := learnRange(t, base, nil)
+				if got := mustMixRule(t, rule, base, []*learner.State{idle, p, idle}, []float64{0, 2, 0}); got.Digest() != p.Digest() {
+					t.Fatal("one participant among empty shards: the mix is not its state")
+				}
 
-			// Another order of the same shards: the same mix up to rounding.
-			rev := []*learner.State{states[2], states[1], states[0]}
-			r := mustMixRule(t, learner.MixDamped, base, rev, []float64{w[2], w[1], w[0]})
-			aw, ab := a.Effective()
-			rw, rb := r.Effective()
-			checkNearScaled(t, "weights in another order", rw, aw)
-			checkNearScaled(t, "bias in another order", rb, ab)
-			if cfg.Algorithm == learner.AROW {
-				checkNearScaled(t, "variances in another order", r.Variance, a.Variance)
-			}
-		})
+				states := shardsOf(t, base, []uint64{2, 3, 4}, []int{40, 70, 55})
+				digests := make([][32]byte, len(states))
+				for i, st := range states {
+					digests[i] = st.Digest()
+				}
+				baseDigest := base.Digest()
+				w := learner.MixWeightsOf(learner.MixExamples, base, states)
+				a := mustMixRule(t, rule, base, states, w)
+				b := mustMixRule(t, rule, base, states, slices.Clone(w))
+				if a.Digest() != b.Digest() {
+					t.Fatal("the same inputs mixed into different bits")
+				}
+				if base.Digest() != baseDigest {
+					t.Fatal("the base changed")
+				}
+				for i, st := range states {
+					if st.Digest() != digests[i] {
+						t.Fatalf("state %d changed", i)
+					}
+				}
+				want := base.Labeled
+				for _, st := range states {
+					want += st.Labeled - base.Labeled
+				}
+				if a.Labeled != want {
+					t.Fatalf("labeled %d, want %d", a.Labeled, want)
+				}
+
+				// Another order of the same shards: the same mix up to rounding.
+				rev := []*learner.State{states[2], states[1], states[0]}
+				r := mustMixRule(t, rule, base, rev, []float64{w[2], w[1], w[0]})
+				aw, ab := a.Effective()
+				rw, rb := r.Effective()
+				checkNearScaled(t, "weights in another order", rw, aw)
+				checkNearScaled(t, "bias in another order", rb, ab)
+				if cfg.Algorithm == learner.AROW {
+					checkNearScaled(t, "variances in another order", r.Variance, a.Variance)
+				}
+			})
+		}
 	}
 }
 
@@ -175,10 +177,81 @@ func TestMixDampedValues(t *testing.T) {
 	}
 }
 
+// TestMixTouchedValues: the touched rule is, coordinate by coordinate,
+// the μ-weighted mean over the shards that changed it (for AROW weighted
+// by precision, with the precision gains added), and a feature one shard
+// alone learned keeps that shard's value.
+func TestMixTouchedValues(t *testing.T) {
+	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.PA1, learner.Averaged, learner.AROW} {
+		t.Run(string(alg), func(t *testing.T) {
+			cfg := learner.DefaultConfig()
+			cfg.HashBits = 8
+			cfg.Algorithm = alg
+			base := trained(t, cfg, 1, 200)
+			states := shardsOf(t, base, []uint64{5, 6, 7}, []int{30, 90, 10})
+			weights := []float64{1, 3, 2}
+			out := mustMixRule(t, learner.MixTouched, base, states, weights)
+			mu := mus(weights)
+			mean := func(w0, v0 []float64, ws, vs func(*learner.State) []float64) []float64 {
+				want := make([]float64, len(w0))
+				for i := range want {
+					var p, pw float64
+					for s, st := range states {
+						if ws(st)[i] == w0[i] && (vs == nil || vs(st)[i] == v0[i]) {
+							continue
+						}
+						pk := mu[s]
+						if vs != nil {
+							pk /= vs(st)[i]
+						}
+						p += pk
+						pw += pk * (ws(st)[i] - w0[i])
+					}
+					want[i] = w0[i]
+					if p > 0 {
+						want[i] += pw / p
+					}
+				}
+				return want
+			}
+			var vw, vb func(*learner.State) []float64
+			if alg == learner.AROW {
+				vw = func(st *learner.State) []float64 { return st.Variance }
+				vb = func(st *learner.State) []float64 { return []float64{st.VarianceBias} }
+			}
+			wantW := mean(base.Weights, base.Variance, func(st *learner.State) []float64 { return st.Weights }, vw)
+			wantB := mean(base.Bias, []float64{base.VarianceBias}, func(st *learner.State) []float64 { return st.Bias }, vb)
+			checkNearScaled(t, "weights", out.Weights, wantW)
+			checkNearScaled(t, "bias", out.Bias, wantB)
+			alone := 0
+			for i, w0 := range base.Weights {
+				var changed []int
+				for s, st := range states {
+					if st.Weights[i] != w0 {
+						changed = append(changed, s)
+					}
+				}
+				if len(changed) == 1 && alg != learner.AROW {
+					alone++
+					if s := changed[0]; !near(out.Weights[i], states[s].Weights[i]) {
+						t.Fatalf("weight %d, learned by shard %d alone: %v, want its %v", i, s, out.Weights[i], states[s].Weights[i])
+					}
+				}
+			}
+			if alg != learner.AROW && alone == 0 {
+				t.Fatal("no feature learned by one shard alone: the test checks nothing")
+			}
+			if alg == learner.Averaged {
+				checkHeldOnce(t, base, states, out)
+			}
+		})
+	}
+}
+
 // TestMixRuleNames: the rules read and write their names, and an unknown
 // one is an error.
 func TestMixRuleNames(t *testing.T) {
-	for _, r := range []learner.MixRule{learner.MixMean, learner.MixDamped} {
+	for _, r := range []learner.MixRule{learner.MixMean, learner.MixDamped, learner.MixTouched} {
 		text, _ := r.MarshalText()
 		var got learner.MixRule
 		if err := got.UnmarshalText(text); err != nil || got != r {

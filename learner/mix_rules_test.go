@@ -27,6 +27,11 @@ import (
 //     held once, as learner.Mix does;
 //   - damped: learner.MixWithRule with MixDamped and weights examples: the
 //     sum's deltas scaled by 1/√k for k participants of equal weight;
+//   - touched: learner.MixWithRule with MixTouched and weights examples:
+//     each coordinate the mean over the shards that changed it;
+//   - magnitude: each coordinate w_0 + q/m, with m = Σ μ_s·Δ_s and
+//     q = Σ μ_s·Δ_s² (at most k·|m| for k participants), each shard's
+//     delta weighted by its own size;
 //   - precision (arow): the shards' evidence combined as independent
 //     Gaussian estimates from the common prior W_{e-1}: the precision as in
 //     sum, and the weight σ·(w_0/σ_0 + Σ_s (w_s/σ_s − w_0/σ_0));
@@ -44,9 +49,10 @@ func ruleMix(rule string) mixFunc {
 		return func(base *learner.State, states []*learner.State) (*learner.State, error) {
 			return learner.Mix(base, states, learner.MixWeightsOf(learner.MixMistakes, base, states))
 		}
-	case "damped":
+	case "damped", "touched":
+		r := learner.MixRule(rule)
 		return func(base *learner.State, states []*learner.State) (*learner.State, error) {
-			return learner.MixWithRule(learner.MixDamped, base, states, learner.MixWeightsOf(learner.MixExamples, base, states))
+			return learner.MixWithRule(r, base, states, learner.MixWeightsOf(learner.MixExamples, base, states))
 		}
 	}
 	return func(base *learner.State, states []*learner.State) (*learner.State, error) {
@@ -64,6 +70,9 @@ func ruleMix(rule string) mixFunc {
 			return out, nil
 		}
 		const c = 1.0
+		if rule == "magnitude" {
+			return magnitudeRule(base, out, parts)
+		}
 		deltaSum := func(w0 []float64, ws func(*learner.State) []float64) []float64 {
 			w := make([]float64, len(w0))
 			for i := range w {
@@ -122,6 +131,59 @@ func ruleMix(rule string) mixFunc {
 		}
 		return out, nil
 	}
+}
+
+// magnitudeRule sets out's parameters, coordinate by coordinate, to w_0
+// plus the shards' deltas each weighted by its own size: with μ_s the
+// weights by examples, m = Σ μ_s·Δ_s and q = Σ μ_s·Δ_s², the delta is
+// q/m, at most k·|m| for k participants in m's direction: the mean where
+// the shards made the same change, a shard's own change where it alone
+// made one, never beyond the largest change when they agree in sign.
+// AROW's variances add the shards' precision gains.
+func magnitudeRule(base, out *learner.State, parts []*learner.State) (*learner.State, error) {
+	mu := make([]float64, len(parts))
+	var tot float64
+	for s, st := range parts {
+		mu[s] = float64(st.Labeled - base.Labeled)
+		tot += mu[s]
+	}
+	for s := range mu {
+		mu[s] /= tot
+	}
+	k := float64(len(parts))
+	mix := func(w0 []float64, ws func(*learner.State) []float64) []float64 {
+		w := make([]float64, len(w0))
+		for i := range w {
+			var m, q float64
+			for s, st := range parts {
+				d := ws(st)[i] - w0[i]
+				m += mu[s] * d
+				q += mu[s] * d * d
+			}
+			w[i] = w0[i]
+			if m != 0 {
+				w[i] += math.Copysign(math.Min(q/math.Abs(m), k*math.Abs(m)), m)
+			}
+		}
+		return w
+	}
+	weights := func(st *learner.State) []float64 { return st.Weights }
+	bias := func(st *learner.State) []float64 { return st.Bias }
+	out.Weights = mix(base.Weights, weights)
+	out.Bias = mix(base.Bias, bias)
+	switch alg := base.Config.Algorithm; alg {
+	case learner.AROW:
+		_, out.Variance = arowRule("sum", 1, base.Weights, base.Variance, parts, weights, func(st *learner.State) []float64 { return st.Variance })
+		_, vb := arowRule("sum", 1, base.Bias, []float64{base.VarianceBias}, parts, bias, func(st *learner.State) []float64 { return []float64{st.VarianceBias} })
+		out.VarianceBias = vb[0]
+	case learner.Averaged:
+		out.SumWeights = averagedRule("held", base, parts, out.Weights, weights, func(st *learner.State) []float64 { return st.SumWeights })
+		out.SumBias = averagedRule("held", base, parts, out.Bias, bias, func(st *learner.State) []float64 { return st.SumBias })
+	case learner.Perceptron, learner.Margin, learner.PA, learner.PA1, learner.PA2:
+	default:
+		return nil, fmt.Errorf("rule magnitude: algorithm %s", alg)
+	}
+	return out, nil
 }
 
 // arowRule mixes AROW's weights and variances by rule (see ruleMix), c
@@ -236,7 +298,7 @@ func relabel(xs []learner.Example, bits int, drift string, noise float64, seed u
 
 // epochSizes are the epoch schedules measured: a fixed size per shard;
 // "1k..100k", 1,000 examples per shard in the first epoch, doubling at
-// every epoch up to 100,000; or "grow/k", an epoch of 1/k of the examples
+// every epoch up to 100,000; or "growK", an epoch of 1/k of the examples
 // each shard learned in the epochs before it, at least 1,000 and at most
 // 100,000.
 var epochSizes = map[string]func(e int) int{
@@ -244,9 +306,9 @@ var epochSizes = map[string]func(e int) int{
 	"10k":      func(int) int { return 10000 },
 	"100k":     func(int) int { return 100000 },
 	"1k..100k": doublingEpochs(1000, 100000),
-	"grow/4":   growingEpochs(4, 1000, 100000),
-	"grow/8":   growingEpochs(8, 1000, 100000),
-	"grow/16":  growingEpochs(16, 1000, 100000),
+	"grow4":    growingEpochs(4, 1000, 100000),
+	"grow8":    growingEpochs(8, 1000, 100000),
+	"grow16":   growingEpochs(16, 1000, 100000),
 }
 
 // growingEpochs is an epoch schedule of 1/k of the examples per shard of
@@ -276,14 +338,14 @@ func doublingEpochs(from, to int) func(e int) int {
 
 // ruleGrid lists, per algorithm, the rules BenchmarkMixingRules measures.
 var ruleGrid = map[learner.Algorithm][]string{
-	learner.Perceptron: {"mean", "mistakes", "sum", "damped"},
-	learner.Margin:     {"mean", "sum", "damped"},
-	learner.PA:         {"mean", "sum", "damped"},
-	learner.PA1:        {"mean", "mistakes", "sum", "damped"},
-	learner.PA2:        {"mean", "sum", "damped"},
-	learner.Pegasos:    {"mean", "sum", "damped"},
-	learner.AROW:       {"mean", "mistakes", "sum", "precision", "damped"},
-	learner.Averaged:   {"mean", "mistakes", "sum", "interleaved", "damped"},
+	learner.Perceptron: {"mean", "mistakes", "sum", "damped", "touched", "magnitude"},
+	learner.Margin:     {"mean", "sum", "damped", "touched", "magnitude"},
+	learner.PA:         {"mean", "sum", "damped", "touched", "magnitude"},
+	learner.PA1:        {"mean", "mistakes", "sum", "damped", "touched", "magnitude"},
+	learner.PA2:        {"mean", "sum", "damped", "touched", "magnitude"},
+	learner.Pegasos:    {"mean", "sum", "damped", "touched"},
+	learner.AROW:       {"mean", "mistakes", "sum", "precision", "damped", "touched", "magnitude"},
+	learner.Averaged:   {"mean", "mistakes", "sum", "interleaved", "damped", "touched", "magnitude"},
 }
 
 // BenchmarkMixingRules measures the mixing rules of ruleMix and the epoch
@@ -308,7 +370,7 @@ func BenchmarkMixingRules(b *testing.B) {
 	opt.Vocab = 100_000
 	cfg := learner.DefaultConfig()
 	algs := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA, learner.PA1, learner.PA2, learner.Margin, learner.Pegasos, learner.AROW}
-	schedules := []string{"1k", "10k", "100k", "1k..100k", "grow/4", "grow/8", "grow/16"}
+	schedules := []string{"1k", "10k", "100k", "1k..100k", "grow4", "grow8", "grow16"}
 	for _, data := range []string{"gen", "rotate", "switch"} {
 		b.Run("data="+data, func(b *testing.B) {
 			s := genStream(opt, n, cfg)
