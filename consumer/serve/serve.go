@@ -84,6 +84,11 @@ type Server struct {
 	// inFlight holds a token for each request being answered, from when
 	// its body has been read.
 	inFlight chan struct{}
+	// reading holds a token for each request whose body is being
+	// received: bodiesPerToken for each in-flight token, so that the
+	// memory of bodies in transit is bounded (serve.max_bytes each) while
+	// clients slow to send theirs still leave room for the others.
+	reading chan struct{}
 	// liveDecoders decode for the live model, whose configuration never
 	// changes while the worker runs.
 	liveDecoders *decoders
@@ -170,6 +175,7 @@ func newServer(opts Options, cfg learner.Config, metrics *Metrics) *Server {
 		opts:         opts,
 		metrics:      metrics,
 		inFlight:     make(chan struct{}, opts.MaxInFlight),
+		reading:      make(chan struct{}, bodiesPerToken*opts.MaxInFlight),
 		liveDecoders: newDecoders(cfg, opts.Decoder),
 	}
 	s.states.New = func() any { return new(state) }
@@ -236,6 +242,24 @@ func (s *Server) acquire() error {
 }
 
 func (s *Server) release() { <-s.inFlight }
+
+// bodiesPerToken is how many request bodies may be received at once for
+// each in-flight token.
+const bodiesPerToken = 4
+
+// startReading takes a token to receive a request's body, or refuses the
+// request when bodiesPerToken × serve.max_in_flight bodies are being
+// received already.
+func (s *Server) startReading() error {
+	select {
+	case s.reading <- struct{}{}:
+		return nil
+	default:
+		return errorf(StatusUnavailable, "%d request bodies are being received, %d for each of serve.max_in_flight's requests: try again", cap(s.reading), bodiesPerToken)
+	}
+}
+
+func (s *Server) doneReading() { <-s.reading }
 
 // request is one request as both interfaces give it.
 type request struct {
@@ -365,8 +389,9 @@ func (d *decoders) put(x *consumer.Decoder) { d.pool.Put(x) }
 
 // handle answers a request and records it in the metrics under iface.
 // read gets the request, with a deadline of the timeout, and may read the
-// body into buf, the pooled buffer it gets. Only then does the request
-// take an in-flight token, so that clients slow to send their bodies do
+// body into buf, the pooled buffer it gets, while the request holds one of
+// the tokens that bound the bodies being received. Only then does the
+// request take an in-flight token, so that clients slow to send their bodies do
 // not keep others from being answered; answering it has the timeout
 // again. reply receives the answer while the request's memory is still
 // held, and must not keep it.
@@ -379,10 +404,15 @@ func (s *Server) handle(ctx context.Context, iface string, read func(ctx context
 	}()
 	st := s.states.Get().(*state)
 	defer s.putState(st)
+	if err = s.startReading(); err != nil {
+		reply(answer{}, err)
+		return
+	}
 	readCtx, cancelRead := context.WithTimeout(ctx, s.opts.Timeout)
 	var req request
 	req, st.body, err = read(readCtx, st.body[:0])
 	cancelRead()
+	s.doneReading()
 	if err != nil {
 		reply(answer{}, err)
 		return
