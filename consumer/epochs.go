@@ -343,7 +343,8 @@ const retryWarnEvery = 10 * time.Second
 
 // retry runs op, the operation what, until its answer is final: nil,
 // snapshot.ErrNotFound (an answer, not a failure), an error no retry mends
-// (snapshot.Fatal), or ctx done (then it returns op's last error). While
+// (snapshot.Fatal, a damaged artefact, one of a newer format), or ctx
+// done (then it returns op's last error). While
 // op fails the epochs are not ready for reason (NotReadySnapshots for the
 // store, NotReadySource for the broker), with the error, and the epoch
 // waits: an outage is back-pressure, never an exit. Every failure of the
@@ -358,7 +359,8 @@ func (x *Epochs) retry(ctx context.Context, reason, what string, op func(context
 	}()
 	for {
 		err := op(ctx)
-		if err == nil || errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) || errors.Is(err, ErrFatal) {
+		if err == nil || errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) || errors.Is(err, ErrFatal) ||
+			errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, snapshot.ErrNewerFormat) {
 			if failed {
 				x.log.Info("retried operation succeeded", zap.String("operation", what))
 			}

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +258,42 @@ func newEpochs(t *testing.T, cfg consumer.EpochConfig) *consumer.Epochs {
 		t.Fatal(err)
 	}
 	return consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+}
+
+// damagedLog is a store whose every boundary reads as damaged.
+type damagedLog struct {
+	*snapshot.Store
+	err error
+}
+
+func (l damagedLog) Boundary(context.Context, string, uint64) (*snapshot.Boundary, [32]byte, error) {
+	return nil, [32]byte{}, l.err
+}
+
+// TestEpochsStopOnWhatNoRetryMends: an artefact that reads as damaged, or
+// is of a newer format, stops the epochs with its error at once: waiting
+// would not mend it.
+func TestEpochsStopOnWhatNoRetryMends(t *testing.T) {
+	for _, cause := range []error{snapshot.ErrCorrupt, snapshot.ErrNewerFormat} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				data := epochLog(10)
+				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+				cfg := epochConfig(data, store, memory.NewSink(), "w")
+				cfg.Log = damagedLog{store, fmt.Errorf("epoch 1: %w", cause)}
+				x := newEpochs(t, cfg)
+				done := make(chan error, 1)
+				go func() { done <- x.Run(context.Background()) }()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if !errors.Is(err, cause) {
+						t.Fatalf("Run returned %v, want %v", err, cause)
+					}
+				default:
+					t.Fatalf("the epochs still retry an artefact that reads as %v", cause)
+				}
+			})
+		})
+	}
 }

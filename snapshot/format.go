@@ -76,6 +76,10 @@ var ErrCorrupt = errors.New("corrupt snapshot")
 // still holds the generations before it.
 var ErrInvalidState = errors.New("invalid model state")
 
+// ErrNewerFormat marks a snapshot written in a format newer than this
+// hyperplane reads: no retry reads it, an upgrade does.
+var ErrNewerFormat = errors.New("snapshot of a newer format")
+
 // envelope is the outer document: the body is kept as bytes so that the
 // checksum covers exactly what was written.
 type envelope struct {
@@ -328,7 +332,7 @@ func unseal(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no format or body: not a hyperplane snapshot", ErrCorrupt)
 	}
 	if env.Format != Format {
-		return nil, fmt.Errorf("snapshot: format %d, this hyperplane reads format %d (upgrade hyperplane to read it)", env.Format, Format)
+		return nil, fmt.Errorf("%w: format %d, this hyperplane reads format %d (upgrade hyperplane to read it)", ErrNewerFormat, env.Format, Format)
 	}
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
 		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
