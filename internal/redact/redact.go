@@ -55,6 +55,7 @@ func (h *hider) hide(parts ...string) string {
 func (h *hider) urls(s string) string {
 	parts := strings.Split(s, ",")
 	afterQuery, continued := false, false
+	begun := "" // the part of a password before a comma, in the previous element
 	for i, p := range parts {
 		switch {
 		case afterQuery && !strings.Contains(p, "://"):
@@ -68,13 +69,27 @@ func (h *hider) urls(s string) string {
 			if j := strings.Index(p, "://"); j > 0 && isScheme(strings.TrimSpace(p[:j])) {
 				scheme = p[:j+3]
 			}
-			parts[i] = scheme + h.hide(p[len(scheme):])
+			userinfo := p[len(scheme):]
+			parts[i] = scheme + h.hide(userinfo)
+			// The password begins after the user name; the part of it
+			// here, and the whole of it across the comma, are secrets
+			// of their own (a library may quote it decoded).
+			begun = userinfo
+			if _, password, ok := strings.Cut(userinfo, ":"); ok {
+				begun = password
+				h.hide(password)
+			}
 			afterQuery, continued = strings.ContainsAny(p, "?#"), true
 			continue
 		default:
+			if continued {
+				if rest, _, ok := strings.Cut(strings.TrimSpace(p), "@"); ok {
+					h.hide(begun + "," + rest)
+				}
+			}
 			parts[i], afterQuery = h.redactURL(p, continued)
 		}
-		continued = false
+		continued, begun = false, ""
 	}
 	return strings.Join(parts, ",")
 }

@@ -33,6 +33,9 @@ func TestSecretsHide(t *testing.T) {
 			"snapshot [redacted]/clicks/1.msgpack: denied"},
 		{"a password in a parameter's URL", "s3://b?endpoint=http://alice:K7MDENG@minio:9000", "Get http://alice:K7MDENG@minio:9000/b: refused",
 			"Get http://alice:[redacted]@minio:9000/b: refused"},
+		{"a password with a comma, decoded", "s3://AKIAEXAMPLE:wJa,lrK7@models", "open bucket with key wJa,lrK7: denied",
+			"open bucket with key [redacted]: denied"},
+		{"a password with a comma, in part", "s3://AKIAEXAMPLE:wJa,lrK7@models", "the secret begins wJa and ends lrK7", ""},
 		{"nothing to hide", "s3://models/prod?region=eu-west-1", "open s3://models/prod?region=eu-west-1: 1 error",
 			"open s3://models/prod?region=eu-west-1: 1 error"},
 	}
@@ -42,7 +45,7 @@ func TestSecretsHide(t *testing.T) {
 			if c.want != "" && got != c.want {
 				t.Errorf("Hide(%q)\n= %q\nwant %q", c.text, got, c.want)
 			}
-			for _, s := range append(secrets, "p@ss", "w0rd", "p%40ss", "K7MDENG") {
+			for _, s := range append(secrets, "p@ss", "w0rd", "p%40ss", "K7MDENG", "wJa", "lrK7") {
 				if strings.Contains(got, s) {
 					t.Errorf("Hide(%q) = %q shows %q", c.text, got, s)
 				}
