@@ -91,6 +91,9 @@ func (c *generations) get(ctx context.Context, shard string, n uint64) (*generat
 		case <-g.ready:
 		default:
 			c.put(g)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("generation %d: the request was cancelled while it loaded: %w", n, ctx.Err())
+			}
 			return nil, errorf(StatusTimeout, "generation %d: still loading after serve.timeout, %s", n, c.timeout)
 		}
 	}

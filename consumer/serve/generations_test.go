@@ -262,11 +262,15 @@ func TestGenerationLoadCancelled(t *testing.T) {
 			gl := newGatedLoad(states, 1)
 			srv := serve.New(serve.Options{Model: modelName, Generations: 1, Timeout: time.Minute}, cfg, liveOf(live), gl.load, nil)
 			ctx, leave := context.WithCancel(context.Background())
-			go serveDirect(ctx, srv, "1", raws[0])
+			left := make(chan reply, 1)
+			go func() { left <- serveDirect(ctx, srv, "1", raws[0]) }()
 			synctest.Wait()
 			leave()
 			if err := <-gl.cancelled; err != context.Canceled {
 				t.Errorf("the load ended with %v, want %v", err, context.Canceled)
+			}
+			if r := <-left; r.status == http.StatusRequestTimeout {
+				t.Errorf("a request whose client left is answered %d (%s), as if serve.timeout had passed", r.status, r.body)
 			}
 			synctest.Wait()
 			serveDirect(context.Background(), srv, "2", raws[0]).ok(t, "application/json", wants[1][0].version)
