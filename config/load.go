@@ -134,7 +134,7 @@ func JoinBoolValues(fs *flag.FlagSet, args []string) []string {
 			continue
 		}
 		switch {
-		case !isBoolFlag(f):
+		case !IsBoolFlag(f):
 			if i+1 < len(args) {
 				i++
 				out = append(out, args[i])
@@ -147,7 +147,10 @@ func JoinBoolValues(fs *flag.FlagSet, args []string) []string {
 	return out
 }
 
-func isBoolFlag(f *flag.Flag) bool {
+// IsBoolFlag reports whether f is a boolean flag: one that stands alone
+// for true, and takes a value only as -f=value (or, here, a next word
+// that is exactly true or false).
+func IsBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
@@ -158,7 +161,7 @@ func isBareBool(fs *flag.FlagSet, arg string) bool {
 		return false
 	}
 	f := fs.Lookup(strings.TrimPrefix(arg[1:], "-"))
-	return f != nil && isBoolFlag(f)
+	return f != nil && IsBoolFlag(f)
 }
 
 // unknownFlag says that --name is no flag, and names the flag probably

@@ -103,8 +103,7 @@ func completionSpecs(ctx context.Context) ([]completionCommand, []completionFlag
 					return
 				}
 				_, text := flag.UnquoteUsage(f)
-				b, ok := f.Value.(interface{ IsBoolFlag() bool })
-				cc.flags = append(cc.flags, completionFlag{name: f.Name, bool: ok && b.IsBoolFlag(), help: text})
+				cc.flags = append(cc.flags, completionFlag{name: f.Name, bool: config.IsBoolFlag(f), help: text})
 			})
 		}
 		cc.keys = strings.Contains(help.String(), "--key value")

@@ -87,8 +87,7 @@ func splitOwnFlags(fs *flag.FlagSet, args []string) (own, rest []string) {
 			rest = append(rest, a)
 		default:
 			own = append(own, a)
-			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-			isBool = isBool && b.IsBoolFlag()
+			isBool := config.IsBoolFlag(f)
 			if !hasValue && i+1 < len(args) && (!isBool || args[i+1] == "true" || args[i+1] == "false") {
 				i++
 				own = append(own, args[i])

@@ -365,7 +365,7 @@ func (s *oldNATSServer) received(t *testing.T) []string {
 	t.Helper()
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the client did not close its connection to the old server")
 	}
 	s.mu.Lock()
