@@ -27,12 +27,19 @@ import (
 // the map itself is malformed. A map longer than MaxBytes is an error with
 // Field "payload". Meta holds the id if it was read before the problem.
 func (d *Decoder) DecodeMsgpack(data []byte, x *learner.Example) (n int, meta Meta, err error) {
+	return d.decodeMsgpackFront(data, x, false)
+}
+
+// decodeMsgpackFront is DecodeMsgpack; with deferHash, x.Index holds the
+// offsets of the features' names in data instead of their weight
+// indices, for hashNames to finish.
+func (d *Decoder) decodeMsgpackFront(data []byte, x *learner.Example, deferHash bool) (n int, meta Meta, err error) {
 	d.start(x)
 	b := data
 	if len(b) > d.maxBytes {
 		b = b[:d.maxBytes]
 	}
-	n, meta, derr := d.decodeMsgpack(b, x)
+	n, meta, derr := d.decodeMsgpack(b, x, deferHash)
 	if derr == nil {
 		return n, meta, nil
 	}
@@ -52,7 +59,7 @@ func (d *Decoder) DecodeMsgpack(data []byte, x *learner.Example) (n int, meta Me
 	return end, meta, derr
 }
 
-func (d *Decoder) decodeMsgpack(b []byte, x *learner.Example) (int, Meta, *DecodeError) {
+func (d *Decoder) decodeMsgpack(b []byte, x *learner.Example, deferHash bool) (int, Meta, *DecodeError) {
 	var meta Meta
 	if len(b) == 0 {
 		return 0, meta, truncated("example", 0)
@@ -80,7 +87,11 @@ func (d *Decoder) decodeMsgpack(b []byte, x *learner.Example) (int, Meta, *Decod
 		case keyLabel:
 			i, err = d.mpLabel(b, i, x)
 		case keyFeatures:
-			i, err = d.mpFeatures(b, i, x)
+			if deferHash {
+				i, err = d.mpFeatureNames(b, i, x)
+			} else {
+				i, err = d.mpFeatures(b, i, x)
+			}
 		case keyX:
 			i, err = d.mpDense(b, i, x)
 		case keyWeight:
@@ -244,6 +255,99 @@ func (d *Decoder) mpFeatures(b []byte, i int, x *learner.Example) (int, *DecodeE
 	}
 	x.Index, x.Value = index, value
 	return i, nil
+}
+
+// mpFeatureNames is mpFeatures with the hashing of the names left to
+// hashNames: it appends to x.Index the offset in b of each feature's
+// name. A loop of its own, so that mpFeatures, the decoding of every
+// message from a broker, keeps its registers.
+func (d *Decoder) mpFeatureNames(b []byte, i int, x *learner.Example) (int, *DecodeError) {
+	if i < len(b) && b[i] == 0xc0 {
+		return i + 1, nil
+	}
+	n, i, st := msgpackscan.MapLen(b, i)
+	if st != msgpackscan.OK {
+		return i, mpError("features", b, i, st, "a map")
+	}
+	if n > d.maxFeatures-len(x.Index)-len(x.Dense) {
+		return i, d.tooManyFeatures()
+	}
+	index, value := x.Index, x.Value
+	for range n {
+		var name []byte
+		at := i
+		if i < len(b) && b[i]&0xe0 == 0xa0 && int(b[i]&0x1f) < len(b)-i {
+			end := i + 1 + int(b[i]&0x1f)
+			name, i = b[i+1:end], end
+		} else {
+			s, j, st := msgpackscan.String(b, i)
+			if st != msgpackscan.OK {
+				return j, mpError("features", b, i, st, "a string feature name")
+			}
+			name, i = s, j
+		}
+		if len(b)-i >= 9 && b[i] == 0xcb {
+			u := binary.BigEndian.Uint64(b[i+1:])
+			// With the sign shifted out, the bits compare as |v| does,
+			// and those of infinities and NaNs are above all others.
+			if u<<1 > maxValueBits<<1 {
+				return i, outOfRange(featureField(name), msgpackscan.NumberText(b[i:i+9]))
+			}
+			index = append(index, uint32(at))
+			value = append(value, math.Float64frombits(u))
+			i += 9
+			continue
+		}
+		if i >= len(b) {
+			return i, truncated(featureField(name), i)
+		}
+		if msgpackscan.IsString(b[i]) {
+			_, j, st := msgpackscan.String(b, i)
+			if st != msgpackscan.OK {
+				return j, mpError(featureField(name), b, i, st, "a string")
+			}
+			index = append(index, uint32(at))
+			value = append(value, 1)
+			i = j
+			continue
+		}
+		v, j, st := msgpackscan.Number(b, i)
+		if st != msgpackscan.OK {
+			return j, mpError(featureField(name), b, i, st, "a number or string")
+		}
+		if !inRange(v) {
+			return j, outOfRange(featureField(name), msgpackscan.NumberText(b[i:j]))
+		}
+		index = append(index, uint32(at))
+		value = append(value, v)
+		i = j
+	}
+	x.Index, x.Value = index, value
+	return i, nil
+}
+
+// hashNames finishes an example that decodeMsgpackFront decoded from the
+// map b with deferHash set: each of x.Index is then the offset in b of a
+// feature's name, which is followed by its value, and becomes the weight
+// index of that feature. b must be the bytes decoded, unchanged.
+func (d *Decoder) hashNames(b []byte, x *learner.Example) {
+	index := x.Index
+	for k, at := range index {
+		i := int(at)
+		var name []byte
+		if c := b[i]; c&0xe0 == 0xa0 { // fixstr, as mpFeatures' fast path
+			end := i + 1 + int(c&0x1f)
+			name, i = b[i+1:end], end
+		} else {
+			name, i, _ = msgpackscan.String(b, i)
+		}
+		if i < len(b) && msgpackscan.IsString(b[i]) {
+			s, _, _ := msgpackscan.String(b, i)
+			index[k] = learner.CategoricalIndex(d.hasher, name, s)
+			continue
+		}
+		index[k] = learner.Index(d.hasher, name)
+	}
 }
 
 // mpDense reads the array of dense features at b[i] into x.

@@ -3,12 +3,14 @@ package consumer
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -611,4 +613,146 @@ func BenchmarkDecodeMsgpack(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fileRecord is what a test keeps of a Record.
+type fileRecord struct {
+	n       int
+	x       learner.Example
+	id      string
+	hasID   bool
+	err     string
+	payload string
+}
+
+func (r fileRecord) String() string {
+	return fmt.Sprintf("record %d: id %q (%t), err %q, %+v, payload %x", r.n, r.id, r.hasID, r.err, r.x, r.payload)
+}
+
+// splitThenDecode is the reference for ReadExamples over msgpack: each
+// value split off with SplitMsgpack, then decoded alone with Decode; white
+// space at the end is no record. It returns the records and the error
+// that ends the stream, if any.
+func splitThenDecode(d *Decoder, data []byte) ([]fileRecord, string) {
+	var recs []fileRecord
+	for n := 1; len(bytes.TrimLeft(data, " \t\r\n")) > 0; n++ {
+		adv, tok, err := SplitMsgpack(data, true)
+		if err != nil {
+			return recs, fmt.Sprintf("record %d: %v", n, err)
+		}
+		var x learner.Example
+		meta, err := d.Decode(tok, &x)
+		r := fileRecord{n: n, x: x, id: string(meta.ID), hasID: meta.HasID, payload: string(tok)}
+		if err != nil {
+			r.err = err.Error()
+		}
+		recs = append(recs, r)
+		data = data[adv:]
+	}
+	return recs, ""
+}
+
+// checkReadMsgpack reads data with ReadExamples, as msgpack, in chunks of
+// every size of chunks, and fails unless it gives the records and error
+// of splitThenDecode.
+func checkReadMsgpack(t *testing.T, cfg learner.Config, opts DecoderOptions, data []byte, chunks ...int) {
+	t.Helper()
+	want, wantErr := splitThenDecode(NewDecoder(cfg, opts), data)
+	for _, chunk := range chunks {
+		var got []fileRecord
+		err := ReadExamples(context.Background(), bytes.NewReader(data), func() *Decoder { return NewDecoder(cfg, opts) },
+			ReadOptions{Format: FormatMsgpack, Workers: 2, ChunkSize: chunk}, func(r *Record) error {
+				f := fileRecord{n: r.N, id: string(r.Meta.ID), hasID: r.Meta.HasID, payload: string(r.Payload)}
+				if r.Err != nil {
+					f.err = r.Err.Error()
+				} else {
+					f.x = learner.Example{Index: slices.Clone(r.Example.Index), Value: slices.Clone(r.Example.Value), Dense: slices.Clone(r.Example.Dense),
+						Labeled: r.Example.Labeled, Label: r.Example.Label, Weight: r.Example.Weight}
+				}
+				got = append(got, f)
+				return nil
+			})
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if gotErr != wantErr {
+			t.Fatalf("chunks of %d: error %q, want %q", chunk, gotErr, wantErr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("chunks of %d: %d records, want %d:\n%v\nwant\n%v", chunk, len(got), len(want), got, want)
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.n != w.n || g.id != w.id || g.hasID != w.hasID || g.err != w.err || g.payload != w.payload || diffExample(g.x, w.x) != "" {
+				t.Fatalf("chunks of %d:\n%v\nwant\n%v", chunk, g, w)
+			}
+		}
+	}
+}
+
+// TestReadExamplesMsgpackAgreesWithSplitting reads streams of good and
+// bad maps and other values: decoding each map where it starts, to find
+// where it ends, gives the records, numbers, errors and end of the
+// stream that splitting it first and then decoding gave.
+func TestReadExamplesMsgpackAgreesWithSplitting(t *testing.T) {
+	var typical []byte
+	for _, e := range typicalExamples(t, 40) {
+		typical = append(typical, e.msgpack...)
+	}
+	long := strings.Repeat("n", 40) // a str8 name
+	mixed := slices.Concat(
+		encodeMsgpack(t, mpMap{"id", 7, "label", "dog", "features", mpMap{"a", float32(1), mpBin("b"), mpBin("c"), long, "v", "d", uint8(3)}, "x", []any{uint8(1), -2}, "weight", 0.5, "u", mpExt{1, []byte{1}}}),
+		encodeMsgpack(t, mpMap{"label", "fish", "features", mpMap{"a", 1.0}}), // no such class
+		[]byte("\n "), // white space between maps: a record each
+		encodeMsgpack(t, []any{1, 2}),
+		encodeMsgpack(t, mpMap{"id", "big", "label", "cat", "features", mpMap{"a", 1.0}, "pad", strings.Repeat("p", 5000)}), // beyond MaxBytes
+		encodeMsgpack(t, mpMap{"label", "bird", "features", mpMap{"a", 1.0, "a", 2.0}}),
+		encodeMsgpack(t, mpMap{"label", "cat", "label", "dog"}), // duplicate key
+		encodeMsgpack(t, mpMap{"id", uint64(1) << 40, "label", "bird", "features", mpMap{long + "x", "y", "z", -3.5}}),
+		encodeMsgpack(t, mpMap{"label", "cat", "features", mpMap{"a", math.NaN()}}),
+		[]byte("{}"),
+		encodeMsgpack(t, mpMap{"label", "dog", "features", mpMap{}}),
+	)
+	tail := encodeMsgpack(t, mpMap{"label", "cat", "features", mpMap{"a", 1.0}})
+	cases := []struct {
+		name string
+		cfg  learner.Config
+		data []byte
+	}{
+		{"typical", binaryConfig(), typical},
+		{"mixed", multiConfig(), mixed},
+		{"mixed then white space", multiConfig(), append(slices.Clone(mixed), " \n\t"...)},
+		{"mixed then a bad type byte", multiConfig(), slices.Concat(mixed, []byte{0xc1}, tail)},
+		{"mixed then a truncated map", multiConfig(), slices.Concat(mixed, tail[:len(tail)-3])},
+		{"bad type byte inside a map", multiConfig(), slices.Concat(tail, tail[:5], []byte{0xc1}, tail)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkReadMsgpack(t, c.cfg, fuzzOptions(), c.data, 1, 7, 100, 4096, 0)
+		})
+	}
+}
+
+// FuzzReadExamplesMsgpack checks ReadExamples against splitThenDecode on
+// any bytes, read in chunks of a size the input chooses.
+func FuzzReadExamplesMsgpack(f *testing.F) {
+	var two []byte
+	for _, e := range typicalExamples(f, 2) {
+		f.Add(e.msgpack)
+		two = append(two, e.msgpack...)
+	}
+	f.Add(two)
+	f.Add(append(slices.Clone(two), ' ', '\n'))
+	f.Add(slices.Concat(two[:len(two)-1], []byte{0xc1}))
+	f.Add(slices.Concat(encodeMsgpack(f, mpMap{"id", 7, "label", "dog", "features", mpMap{"a", float32(1), mpBin("b"), mpBin("c")}}), []byte{' '}, encodeMsgpack(f, mpMap{"label", "pos", "features", mpMap{}})))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		chunk := 1
+		if len(data) > 0 {
+			chunk += int(data[0]) % 64
+		}
+		for _, cfg := range fuzzConfigs() {
+			checkReadMsgpack(t, cfg, fuzzOptions(), data, chunk, 0)
+		}
+	})
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -49,8 +51,11 @@ type ReadOptions struct {
 }
 
 // ReadExamples reads JSON lines or a stream of msgpack maps from r,
-// decodes them on opts.Workers goroutines with decoders from newDecoder,
-// and calls fn for every record, in input order, on the calling goroutine.
+// decodes them with decoders from newDecoder, and calls fn for every
+// record, in input order, on the calling goroutine. JSON lines are decoded
+// on opts.Workers goroutines; msgpack maps are decoded as they are read,
+// which is how their ends are found, and their feature names hashed on
+// opts.Workers goroutines.
 // A record that does not decode reaches fn with Err set; blank lines are
 // skipped. The Record and everything it points to are valid only during
 // fn. ReadExamples stops at the end of r, at fn's first error (which it
@@ -84,7 +89,7 @@ func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, 
 	go func() {
 		defer wg.Done()
 		defer close(p.chunks)
-		readErr = p.split(ctx, r, opts.Format, size)
+		readErr = p.split(ctx, r, opts.Format, size, newDecoder)
 	}()
 	var workersWG sync.WaitGroup
 	for range workers {
@@ -93,7 +98,11 @@ func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, 
 			defer workersWG.Done()
 			d := newDecoder()
 			for c := range p.chunks {
-				c.decode(d)
+				if c.decoded {
+					c.hash(d)
+				} else {
+					c.decode(d)
+				}
 				select {
 				case p.decoded <- c:
 				case <-ctx.Done():
@@ -134,6 +143,9 @@ type chunk struct {
 	first  int // record number of the first record
 	format Format
 	data   []byte
+	// decoded is set when split decoded the records (msgpack) but for
+	// hashing their feature names (span.hash).
+	decoded bool
 	// spans are the records' [start, end) in data and their numbers.
 	spans []span
 	recs  []Record
@@ -141,14 +153,40 @@ type chunk struct {
 	ids   []byte // the records' ids, copied out of the decoder's scratch
 }
 
-type span struct{ start, end, n int }
+// span is a record's [start, end) in a chunk's data and its number; for a
+// record the splitter decoded, id is the length of its id in the chunk's
+// ids.
+type span struct {
+	start, end, n, id int
+	// hash is set when the record's feature names are still to hash.
+	hash bool
+}
 
-// split reads r and sends chunks of whole records, numbered in order.
-func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size int) error {
-	buf := make([]byte, 0, size)
-	seq, record := 0, 1
-	eof := false
+// split reads r and sends chunks of whole records, numbered in order. It
+// reads into the chunks' own buffers, each starting with the bytes the
+// previous chunk left over (the start of a record), and decodes msgpack
+// as it splits it: finding where a map ends takes as long as decoding it.
+func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size int, newDecoder func() *Decoder) error {
+	var (
+		carry  []byte // read but in no chunk yet: the start of a record
+		d      *Decoder
+		seq    int
+		record = 1
+		eof    bool
+	)
 	for {
+		var c *chunk
+		select {
+		case c = <-p.free:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if cap(c.data) < size {
+			c.data = make([]byte, 0, size)
+		}
+		// carry may be the end of c.data itself, if c came back from
+		// delivery already: append moves it to the front.
+		buf := append(c.data[:0], carry...)
 		if !eof && len(buf) < cap(buf) {
 			n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
@@ -159,36 +197,46 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 				return fmt.Errorf("read: %w", err)
 			}
 		}
+		c.data = buf
 		if format == FormatAuto || format == "" {
 			format = detect(buf, eof)
 			if format == FormatAuto {
 				if eof {
 					return nil // nothing but white space
 				}
+				carry = buf
+				p.free <- c
+				if len(buf) == cap(buf) {
+					size = 2 * cap(buf)
+				}
 				continue
 			}
 		}
-		var c *chunk
-		select {
-		case c = <-p.free:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 		c.seq, c.first, c.format = seq, record, format
-		c.spans = c.spans[:0]
-		used, next, err := cut(buf, format, eof, record, &c.spans)
-		if err != nil {
-			return err
+		var used, next int
+		c.decoded = format == FormatMsgpack
+		if c.decoded {
+			if d == nil {
+				d = newDecoder()
+			}
+			var err error
+			if used, next, err = c.cutMsgpack(buf, eof, record, d); err != nil {
+				return err
+			}
+		} else {
+			c.spans = c.spans[:0]
+			used, next = cutLines(buf, eof, record, &c.spans)
 		}
+		carry = buf[used:]
 		if used == 0 && !eof {
-			// One record fills the buffer: grow it and read on.
+			// One record fills the buffer: read on into a larger one.
 			p.free <- c
-			grown := make([]byte, len(buf), 2*cap(buf))
-			copy(grown, buf)
-			buf = grown
+			size = 2 * cap(buf)
 			continue
 		}
-		c.data = append(c.data[:0], buf[:used]...)
+		if c.decoded {
+			c.rebase()
+		}
 		record = next
 		if len(c.spans) > 0 {
 			select {
@@ -200,9 +248,7 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 		} else {
 			p.free <- c
 		}
-		rest := copy(buf, buf[used:])
-		buf = buf[:rest]
-		if eof && rest == 0 {
+		if eof && len(carry) == 0 {
 			return nil
 		}
 		if eof && used == 0 {
@@ -228,48 +274,115 @@ func detect(buf []byte, eof bool) Format {
 	return FormatJSON
 }
 
-// cut finds the whole records at the front of buf, appends their spans,
-// and returns how many bytes they use and the next record number.
-func cut(buf []byte, format Format, eof bool, record int, spans *[]span) (int, int, error) {
+// cutLines finds the whole JSON lines at the front of buf (the last one
+// may lack its newline at the end of the input), appends the spans of
+// those that are not blank, and returns how many bytes they use and the
+// next record number.
+func cutLines(buf []byte, eof bool, record int, spans *[]span) (int, int) {
 	used := 0
-	if format == FormatJSON {
-		for used < len(buf) {
-			nl := bytes.IndexByte(buf[used:], '\n')
-			end := used + nl + 1
-			if nl < 0 {
-				if !eof {
-					break
-				}
-				end = len(buf)
-			}
-			line := buf[used:end]
-			if len(bytes.TrimSpace(line)) > 0 {
-				*spans = append(*spans, span{used, end, record})
-			}
-			record++
-			used = end
-		}
-		return used, record, nil
-	}
 	for used < len(buf) {
-		if len(bytes.TrimLeft(buf[used:], " \t\r\n")) == 0 {
-			return len(buf), record, nil
-		}
-		adv, tok, err := SplitMsgpack(buf[used:], eof)
-		if err != nil {
-			if used > 0 {
-				break // deliver the whole records first; the next cut fails
+		nl := bytes.IndexByte(buf[used:], '\n')
+		end := used + nl + 1
+		if nl < 0 {
+			if !eof {
+				break
 			}
-			return 0, 0, fmt.Errorf("record %d: %w", record, err)
+			end = len(buf)
 		}
-		if adv == 0 || tok == nil {
-			break
+		line := buf[used:end]
+		if len(bytes.TrimSpace(line)) > 0 {
+			*spans = append(*spans, span{start: used, end: end, n: record})
 		}
-		*spans = append(*spans, span{used + adv - len(tok), used + adv, record})
 		record++
-		used += adv
+		used = end
+	}
+	return used, record
+}
+
+// cutMsgpack decodes the whole msgpack values at the front of buf into c,
+// each map with d where it starts, which is also how its end is found:
+// the stream is walked once. The feature names are left for hash to
+// hash on a worker. It returns how many bytes the records use and the
+// next record number. A value that is not a map, or a map that does not
+// decode, is split off with SplitMsgpack and decoded with Decode, as a
+// message from a broker would be: its record and error are those of a
+// value found alone. White space at the end of the input is no record;
+// a value SplitMsgpack cannot split ends the input with its error once
+// the records before it are delivered. Records and ids point into buf
+// and d until rebase.
+func (c *chunk) cutMsgpack(buf []byte, eof bool, record int, d *Decoder) (int, int, error) {
+	c.spans, c.recs, c.ids = c.spans[:0], c.recs[:0], c.ids[:0]
+	used := 0
+	for used < len(buf) {
+		rest := buf[used:]
+		if !msgpackscan.IsMap(rest[0]) && len(bytes.TrimLeft(rest, " \t\r\n")) == 0 {
+			if eof {
+				used = len(buf)
+			}
+			break // or more may follow, which makes the white space records
+		}
+		k := len(c.spans)
+		if k < cap(c.xs) {
+			c.xs = c.xs[:k+1] // keep the slices of the example there
+		} else {
+			c.xs = append(c.xs, learner.Example{})
+		}
+		x := &c.xs[k]
+		var (
+			n    int
+			meta Meta
+			err  error
+		)
+		// The offsets that hashing needs must fit x.Index.
+		hash := uint64(len(rest)) <= math.MaxUint32
+		if msgpackscan.IsMap(rest[0]) {
+			n, meta, err = d.decodeMsgpackFront(rest, x, hash)
+		}
+		if n == 0 || err != nil {
+			adv, tok, serr := SplitMsgpack(rest, eof)
+			if serr != nil {
+				c.xs = c.xs[:k]
+				if used > 0 {
+					break // deliver the whole records first; the next cut fails
+				}
+				return 0, 0, fmt.Errorf("record %d: %w", record, serr)
+			}
+			if adv == 0 {
+				c.xs = c.xs[:k]
+				break // the value goes on past buf
+			}
+			n, hash = adv, false
+			meta, err = d.Decode(tok, x)
+		}
+		c.spans = append(c.spans, span{start: used, end: used + n, n: record, id: len(meta.ID), hash: hash && err == nil})
+		c.ids = append(c.ids, meta.ID...)
+		c.recs = append(c.recs, Record{N: record, Meta: Meta{HasID: meta.HasID}, Err: err})
+		record++
+		used += n
 	}
 	return used, record, nil
+}
+
+// rebase points the records cutMsgpack decoded at their examples, at
+// c.data and at their ids, copied into c.ids.
+func (c *chunk) rebase() {
+	off := 0
+	for i, s := range c.spans {
+		r := &c.recs[i]
+		r.Example, r.Payload = &c.xs[i], c.data[s.start:s.end]
+		r.Meta.ID = c.ids[off : off+s.id : off+s.id]
+		off += s.id
+	}
+}
+
+// hash finishes the records that cutMsgpack decoded without hashing
+// their feature names.
+func (c *chunk) hash(d *Decoder) {
+	for i, s := range c.spans {
+		if s.hash {
+			d.hashNames(c.recs[i].Payload, c.recs[i].Example)
+		}
+	}
 }
 
 // decode decodes every record of c with d. The ids are copied into c,
@@ -277,7 +390,9 @@ func cut(buf []byte, format Format, eof bool, record int, spans *[]span) (int, i
 func (c *chunk) decode(d *Decoder) {
 	n := len(c.spans)
 	if cap(c.xs) < n {
-		c.xs = make([]learner.Example, n)
+		c.xs = append(c.xs[:cap(c.xs)], make([]learner.Example, n-cap(c.xs))...)
+	}
+	if cap(c.recs) < n {
 		c.recs = make([]Record, n)
 	}
 	c.xs, c.recs = c.xs[:n], c.recs[:n]
