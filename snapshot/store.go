@@ -214,11 +214,11 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	if exists {
-		return s.fencedUnlessOwn(ctx, snap, key, nil)
+		return s.fencedUnlessOwn(ctx, snap, key)
 	}
 	err = s.create(ctx, key, data)
 	if errors.Is(err, errTaken) {
-		return s.fencedUnlessOwn(ctx, snap, key, err)
+		return s.fencedUnlessOwn(ctx, snap, key)
 	}
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
@@ -227,21 +227,55 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 }
 
 // fencedUnlessOwn is nil when key, which exists, holds snap as far as it
-// matters (writer unless snap is an epoch's, positions, epoch keys, model
-// state; not the creation time), and the fencing error otherwise.
-func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string, cause error) error {
+// matters (see differs), and the fencing error, naming what differs,
+// otherwise. A read that fails, or finds less than a whole snapshot, is
+// no answer: it returns an error that is not ErrFenced, to be retried.
+func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string) error {
 	data, err := s.bucket.ReadAll(ctx, key)
-	if err == nil {
-		var had *Snapshot
-		if had, err = Unmarshal(data); err == nil && (had.Writer == snap.Writer || snap.Epoch > 0) &&
-			had.Model == snap.Model && had.Generation == snap.Generation && maps.Equal(had.Positions, snap.Positions) &&
-			had.Epoch == snap.Epoch && had.ConfigDigest == snap.ConfigDigest && slices.Equal(had.Boundary, snap.Boundary) &&
-			had.BoundarySHA256 == snap.BoundarySHA256 && had.Scope == snap.Scope && had.Shard == snap.Shard &&
-			had.State.Digest() == snap.State.Digest() {
-			return nil
-		}
+	if err != nil {
+		// Not an answer: a store may serve a key that another writer
+		// is creating at this moment unreadably. The caller tries again.
+		return fmt.Errorf("snapshot %s exists, and reading it to compare failed: %w", key, err)
 	}
-	return fenced(snap, key, cause)
+	had, err := Unmarshal(data)
+	if errors.Is(err, ErrCorrupt) {
+		// Not ErrCorrupt itself: what was read may be another writer's
+		// object half written, and the next read whole.
+		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, err)
+	}
+	if err != nil {
+		return fenced(snap, key, err)
+	}
+	if field := differs(had, snap); field != "" {
+		return fenced(snap, key, fmt.Errorf("it holds another %s", field))
+	}
+	return nil
+}
+
+// differs names the first field in which had, a stored snapshot, is not
+// snap as far as it matters (the writer unless snap is an epoch's,
+// positions, epoch keys, model state; not the creation time), or "" when
+// they agree.
+func differs(had, snap *Snapshot) string {
+	switch {
+	case had.Writer != snap.Writer && snap.Epoch == 0:
+		return fmt.Sprintf("writer (%s)", had.Writer)
+	case had.Model != snap.Model || had.Generation != snap.Generation:
+		return "model or generation"
+	case !maps.Equal(had.Positions, snap.Positions):
+		return "positions"
+	case had.Epoch != snap.Epoch:
+		return "epoch"
+	case had.ConfigDigest != snap.ConfigDigest:
+		return "config digest"
+	case !slices.Equal(had.Boundary, snap.Boundary) || had.BoundarySHA256 != snap.BoundarySHA256:
+		return "boundary"
+	case had.Scope != snap.Scope || had.Shard != snap.Shard:
+		return "scope or shard"
+	case had.State.Digest() != snap.State.Digest():
+		return "model state"
+	}
+	return ""
 }
 
 func fenced(snap *Snapshot, key string, cause error) error {

@@ -1,0 +1,56 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestStoreFencingNamesWhatDiffers: a second writer is told which of the
+// fields that matter the stored generation holds otherwise.
+func TestStoreFencingNamesWhatDiffers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		if err := s.Write(ctx, generation(t, "clicks", 3)); err != nil {
+			t.Fatal(err)
+		}
+		second := generation(t, "clicks", 3)
+		second.Positions = map[string]int64{"kafka:examples/0": 1}
+		err := s.Write(ctx, second)
+		if !errors.Is(err, snapshot.ErrFenced) || !strings.Contains(err.Error(), "another positions") {
+			t.Fatalf("a generation with other positions: %v, want ErrFenced naming the positions", err)
+		}
+	})
+}
+
+// TestStoreWriteOverAHalfWrittenGeneration: when the generation's key
+// holds less than a whole snapshot (another writer's object as some
+// stores serve it while it is created), the write is not fenced: it fails
+// with an error to retry, and succeeds once the object reads whole.
+func TestStoreWriteOverAHalfWrittenGeneration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		snap := generation(t, "clicks", 3)
+		whole, err := snapshot.Marshal(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := s.key("clicks", 3)
+		if err := s.raw.WriteAll(ctx, key, whole[:len(whole)/2], nil); err != nil {
+			t.Fatal(err)
+		}
+		err = s.Write(ctx, snap)
+		if err == nil || errors.Is(err, snapshot.ErrFenced) || errors.Is(err, snapshot.ErrCorrupt) || snapshot.Fatal(err) {
+			t.Fatalf("writing over half a generation: %v, want an error to retry", err)
+		}
+		if err := s.raw.WriteAll(ctx, key, whole, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, snap); err != nil {
+			t.Fatalf("writing again once the generation reads whole: %v", err)
+		}
+	})
+}
