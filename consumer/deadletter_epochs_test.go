@@ -58,13 +58,9 @@ func TestEpochsWarnOncePerShard(t *testing.T) {
 	go func() { done <- x.Run(ctx) }()
 	// Each range of 150 messages is read by a worker of its own; every
 	// message is a dead letter, counted as it is read.
-	deadline := time.Now().Add(time.Minute)
-	for testutil.ToFloat64(metrics.DeadLetters.WithLabelValues("wrong_format")) < 1200 {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %v dead letters; logs %v", testutil.ToFloat64(metrics.DeadLetters.WithLabelValues("wrong_format")), logs.All())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "1200 wrong_format dead letters", func() bool {
+		return testutil.ToFloat64(metrics.DeadLetters.WithLabelValues("wrong_format")) >= 1200
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,15 +69,9 @@ func (o *observedWorker) feed(t *testing.T, msgs ...[]byte) {
 	t.Helper()
 	o.log.Append(0, msgs...)
 	o.read += len(msgs)
-	// Polled: the worker has no event to wait on. A busy machine may be
-	// slow; a broken worker never gets there.
-	deadline := time.Now().Add(time.Minute)
-	for o.Published()[o.log.Key(0)] != int64(o.read) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d messages processed", o.read)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitFor(t, fmt.Sprintf("%d messages processed", o.read), func() bool {
+		return o.Published()[o.log.Key(0)] == int64(o.read)
+	})
 }
 
 func (o *observedWorker) warnings(snippet string) []observer.LoggedEntry {

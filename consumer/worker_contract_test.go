@@ -92,19 +92,6 @@ func startMemWorker(t *testing.T, cfg consumer.WorkerConfig, msgs [][]byte) *mem
 	return m
 }
 
-// eventually waits for cond, failing the test after a minute: a busy
-// machine may be slow, a broken worker never gets there.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func hasReason(reasons []string, reason string) bool {
 	return slices.ContainsFunc(reasons, func(r string) bool { return strings.HasPrefix(r, reason+": ") })
 }
@@ -119,7 +106,7 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	m := startMemWorker(t, cfg, msgs)
 	key := m.log.Key(0)
 
-	eventually(t, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
+	waitFor(t, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
 	reasons := m.NotReady()
 	if m.Ready() || !hasReason(reasons, consumer.NotReadySnapshots) || hasReason(reasons, consumer.NotReadyOutputs) {
 		t.Fatalf("snapshots failing, outputs fine: ready %v, reasons %q", m.Ready(), reasons)
@@ -133,7 +120,7 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	// a publish that made it ready would show.
 	for i := range 100 {
 		m.log.Append(0, msgs[i])
-		eventually(t, "the outputs of one more message", func() bool { return m.Published()[key] == int64(len(msgs)+i+1) })
+		waitFor(t, "the outputs of one more message", func() bool { return m.Published()[key] == int64(len(msgs)+i+1) })
 		if m.Ready() {
 			t.Fatalf("ready after %d more messages published while every snapshot fails", i+1)
 		}
@@ -145,15 +132,15 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	// Now the outputs fail as well: both are named.
 	m.sink.Fail(errors.New("broker down"))
 	m.log.Append(0, msgs...)
-	eventually(t, "both reasons", func() bool {
+	waitFor(t, "both reasons", func() bool {
 		r := m.NotReady()
 		return hasReason(r, consumer.NotReadyOutputs) && hasReason(r, consumer.NotReadySnapshots)
 	})
 	m.sink.Fail(nil)
 	snaps.setFail(nil)
 	total := 2*len(msgs) + 100
-	eventually(t, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
-	eventually(t, "ready after the outage", m.Ready)
+	waitFor(t, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
+	waitFor(t, "ready after the outage", m.Ready)
 	if n := len(m.sink.Outputs("pred")) + len(m.sink.Outputs("dead")); n != total {
 		t.Fatalf("%d outputs for %d messages", n, total)
 	}
@@ -168,7 +155,7 @@ func TestNotReadyBeforeAndAfterRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	eventually(t, "ready while running", w.Ready)
+	waitFor(t, "ready while running", w.Ready)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -201,7 +188,7 @@ func testShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	// Consuming has stopped on back-pressure: the queue is full.
-	eventually(t, "back-pressure", func() bool {
+	waitFor(t, "back-pressure", func() bool {
 		return sink.Attempts() >= 3 && hasReason(w.NotReady(), consumer.NotReadyOutputs)
 	})
 	signalled := time.Now()
