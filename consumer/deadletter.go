@@ -3,8 +3,8 @@ package consumer
 import (
 	"errors"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 )
 
 // deadReason is why a message became a dead letter, in a few classes: the

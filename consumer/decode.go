@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 

@@ -3,7 +3,7 @@ package consumer
 import (
 	"strconv"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 

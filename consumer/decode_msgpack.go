@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/vmihailenco/msgpack/v5"
 )

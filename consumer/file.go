@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"

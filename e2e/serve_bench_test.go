@@ -20,10 +20,10 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 // serveClients is how many clients the load generator runs at once, each

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 // handler serves /metrics from reg, /healthz and /readyz for w, and, if

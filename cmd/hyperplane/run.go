@@ -15,8 +15,8 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 func runRun(ctx context.Context, e *env, args []string) error {

@@ -21,9 +21,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/vmihailenco/msgpack/v5"
 )

@@ -3,8 +3,8 @@ package serve
 import (
 	"fmt"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/jsonscan"
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 )
 
 // shape is how a request body holds its examples; the reply has the same.

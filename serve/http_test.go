@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 // refused fails t unless r is an error reply with the status, as text

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 )
 
 // TestSplit finds the examples of bodies of each shape, and refuses

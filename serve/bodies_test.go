@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 // TestHTTPBodiesInTransitBounded: the bodies received at once are bounded,

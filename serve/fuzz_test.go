@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
 // storedGenerations are n states of one model, each after more learning

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer/serve"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
