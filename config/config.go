@@ -11,6 +11,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // Config is everything the worker needs. Every leaf field is a key: a YAML
@@ -149,9 +150,9 @@ type Source struct {
 	// offset:N (Kafka offset or JetStream sequence) or time:RFC3339.
 	Start consumer.Start `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
 	// Format is the examples' encoding: auto, jsonl or msgpack.
-	Format      consumer.Format `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
-	MaxBytes    int             `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
-	MaxFeatures int             `yaml:"max_features" help:"most features per example; more go to the dead letters"`
+	Format      wire.Format `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
+	MaxBytes    int         `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
+	MaxFeatures int         `yaml:"max_features" help:"most features per example; more go to the dead letters"`
 	// Batch is the most messages processed between two publishes.
 	Batch int `yaml:"batch" help:"most messages processed between two publishes of outputs"`
 }
@@ -167,7 +168,7 @@ type Outputs struct {
 	// destination.
 	Publish consumer.Publish `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
 	// Format is the events' encoding: json or msgpack.
-	Format consumer.Encoding `yaml:"format" help:"event encoding: json or msgpack"`
+	Format wire.Encoding `yaml:"format" help:"event encoding: json or msgpack"`
 }
 
 // Shutdown bounds a shutdown: after SIGTERM the worker stops reading,
@@ -249,12 +250,12 @@ func Default() Config {
 		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: kafkaio.MechanismNone}},
 		Source: Source{
 			Start:       consumer.Start{Kind: consumer.StartEarliest},
-			Format:      consumer.FormatAuto,
+			Format:      wire.FormatAuto,
 			MaxBytes:    1 << 20,
 			MaxFeatures: 4096,
 			Batch:       consumer.DefaultBatch,
 		},
-		Outputs:  Outputs{Publish: consumer.PublishAll, Format: consumer.EncodingJSON},
+		Outputs:  Outputs{Publish: consumer.PublishAll, Format: wire.EncodingJSON},
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
 		Shutdown: Shutdown{Timeout: 25 * time.Second},
 		HTTP:     HTTP{Addr: ":8080"},

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // writeConfig writes a config file for one test and returns its path.
@@ -502,7 +503,7 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "nats:sample", "nats:sample"
 	case reflect.TypeFor[Kind]():
 		return "nats", "nats"
-	case reflect.TypeFor[consumer.Format](), reflect.TypeFor[consumer.Encoding]():
+	case reflect.TypeFor[wire.Format](), reflect.TypeFor[wire.Encoding]():
 		return "msgpack", "msgpack"
 	case reflect.TypeFor[consumer.Publish]():
 		return "none", "none"
@@ -577,7 +578,7 @@ func TestLoadParsesTypedValues(t *testing.T) {
 		{key: "source.start", text: "offset:-1", err: `"offset:-1": offset:N needs an integer N >= 0`},
 		{key: "source.start", text: "time:2024-13-01T00:00:00Z", err: "RFC 3339"},
 		{key: "source.start", text: "time:2024-05-01T12:00:00", err: "RFC 3339"},
-		{key: "source.format", text: "json", get: func(c Config) any { return c.Source.Format }, want: consumer.FormatJSON},
+		{key: "source.format", text: "json", get: func(c Config) any { return c.Source.Format }, want: wire.FormatJSON},
 		{key: "source.format", text: "xml", err: `unknown format "xml"`},
 		{key: "source.kind", text: "jetstream", get: func(c Config) any { return c.Source.Kind }, want: KindJetStream},
 		{key: "source.kind", text: "redis", err: `unknown kind "redis" (want kafka, jetstream or nats)`},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
 	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // deadReason is why a message became a dead letter, in a few classes: the
@@ -12,8 +13,8 @@ import (
 // the label's cardinality stays bounded whatever the input says.
 type deadReason uint8
 
-// The reasons. The zero value is reasonMalformed: a *DecodeError is
-// malformed unless its constructor says otherwise.
+// The reasons: those of a *wire.DecodeError (see decodeReason) and the
+// worker's own.
 const (
 	// reasonMalformed: not a well-formed example (bad syntax, truncated,
 	// a duplicate key, values nested too deep, bytes after the example,
@@ -86,32 +87,49 @@ func (r deadReason) hint() string {
 // refused by the decoder of one format that the first byte shows to be in
 // the other is reasonWrongFormat: the likely cause is then source.format,
 // not the producer.
-func reasonOf(format Format, value []byte, err error) deadReason {
+func reasonOf(format wire.Format, value []byte, err error) deadReason {
 	r := reasonMalformed
-	var de *DecodeError
+	var de *wire.DecodeError
 	if errors.As(err, &de) {
-		r = de.reason
+		r = decodeReason(de.Reason)
 	}
 	if r == reasonMalformed || r == reasonType {
-		if looks := sniff(value); looks != "" && (format == FormatJSON || format == FormatMsgpack) && looks != format {
+		if looks := sniff(value); looks != "" && (format == wire.FormatJSON || format == wire.FormatMsgpack) && looks != format {
 			return reasonWrongFormat
 		}
 	}
 	return r
 }
 
+// decodeReason is the dead-letter reason of a decoder's class of problem.
+func decodeReason(r wire.Reason) deadReason {
+	switch r {
+	case wire.ReasonType:
+		return reasonType
+	case wire.ReasonOutOfRange:
+		return reasonOutOfRange
+	case wire.ReasonTooManyFeatures:
+		return reasonTooManyFeatures
+	case wire.ReasonUnknownClass:
+		return reasonUnknownClass
+	case wire.ReasonTooLarge:
+		return reasonTooLarge
+	}
+	return reasonMalformed
+}
+
 // sniff tells the format value looks like from its first byte, as
 // Decoder.Decode does: FormatJSON for '{' after JSON white space,
 // FormatMsgpack for a msgpack map header, else "".
-func sniff(value []byte) Format {
+func sniff(value []byte) wire.Format {
 	i := jsonscan.SkipSpace(value, 0)
 	switch {
 	case i == len(value):
 		return ""
 	case value[i] == '{':
-		return FormatJSON
+		return wire.FormatJSON
 	case msgpackscan.IsMap(value[i]):
-		return FormatMsgpack
+		return wire.FormatMsgpack
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -25,14 +26,14 @@ import (
 func TestEpochsWarnOncePerShard(t *testing.T) {
 	log := memory.NewLog("ex", 2)
 	for p := range 2 {
-		log.Append(p, examples(consumer.FormatJSON, 600)...)
+		log.Append(p, examples(wire.FormatJSON, 600)...)
 	}
 	sink := memory.NewSink()
 	cfg := consumer.EpochConfig{
 		Worker: consumer.WorkerConfig{
 			Model:      "mixed",
 			DeadLetter: consumer.Destination{Sink: sink, Topic: "dead"},
-			Format:     consumer.FormatMsgpack,
+			Format:     wire.FormatMsgpack,
 			Batch:      64,
 		},
 		Shards:        log,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -16,7 +17,7 @@ func TestDeadReasons(t *testing.T) {
 	cfg := learner.DefaultConfig()
 	cfg.HashBits = 4
 	cfg.Classes = []string{"cat", "dog", "fox"}
-	dec := NewDecoder(cfg, DecoderOptions{MaxFeatures: 3, MaxBytes: 4096})
+	dec := wire.NewDecoder(cfg, wire.DecoderOptions{MaxFeatures: 3, MaxBytes: 4096})
 	many := map[string]any{}
 	for i := range 4 {
 		many[string(rune('a'+i))] = 1
@@ -41,7 +42,7 @@ func TestDeadReasons(t *testing.T) {
 		{"too many dense values", map[string]any{"x": make([]float64, 17)}, reasonTooManyFeatures},
 		{"too large", map[string]any{"u": string(make([]byte, 5000))}, reasonTooLarge},
 		{"not an object", []int{1, 2}, reasonMalformed},
-		{"an unknown key nested too deep", map[string]any{"u": deep(maxDepth + 1)}, reasonMalformed},
+		{"an unknown key nested too deep", map[string]any{"u": deep(wire.MaxDepth + 1)}, reasonMalformed},
 	}
 	for _, tt := range tests {
 		js, err := json.Marshal(tt.example)
@@ -53,9 +54,9 @@ func TestDeadReasons(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
-			format Format
+			format wire.Format
 			data   []byte
-		}{{FormatJSON, js}, {FormatMsgpack, mp}, {FormatAuto, js}, {FormatAuto, mp}} {
+		}{{wire.FormatJSON, js}, {wire.FormatMsgpack, mp}, {wire.FormatAuto, js}, {wire.FormatAuto, mp}} {
 			w := &Worker{cfg: WorkerConfig{Format: c.format}, dec: dec}
 			var x learner.Example
 			_, err := w.decode(c.data, &x)
@@ -77,24 +78,24 @@ func TestDeadReasons(t *testing.T) {
 	mp, _ := msgpack.Marshal(map[string]any{"label": "cat"})
 	for _, tt := range []struct {
 		name   string
-		format Format
+		format wire.Format
 		data   []byte
 		reason deadReason
 	}{
-		{"NaN", FormatMsgpack, nan, reasonOutOfRange},
-		{"infinity", FormatMsgpack, inf, reasonOutOfRange},
-		{"truncated JSON", FormatJSON, js[:20], reasonMalformed},
-		{"truncated msgpack", FormatMsgpack, mp[:len(mp)-1], reasonMalformed},
-		{"JSON after msgpack", FormatMsgpack, append(mp, '{', '}'), reasonMalformed},
-		{"empty", FormatJSON, nil, reasonMalformed},
-		{"JSON syntax", FormatJSON, []byte(`{"label": "cat",}`), reasonMalformed},
-		{"duplicate key", FormatJSON, []byte(`{"label": "cat", "label": "dog"}`), reasonMalformed},
-		{"JSON read as msgpack", FormatMsgpack, js, reasonWrongFormat},
-		{"truncated JSON read as msgpack", FormatMsgpack, js[:20], reasonWrongFormat},
-		{"msgpack read as JSON", FormatJSON, mp, reasonWrongFormat},
-		{"text read as msgpack", FormatMsgpack, []byte("label=cat"), reasonMalformed},
-		{"text read as JSON", FormatJSON, []byte("label=cat"), reasonMalformed},
-		{"text detected", FormatAuto, []byte("label=cat"), reasonMalformed},
+		{"NaN", wire.FormatMsgpack, nan, reasonOutOfRange},
+		{"infinity", wire.FormatMsgpack, inf, reasonOutOfRange},
+		{"truncated JSON", wire.FormatJSON, js[:20], reasonMalformed},
+		{"truncated msgpack", wire.FormatMsgpack, mp[:len(mp)-1], reasonMalformed},
+		{"JSON after msgpack", wire.FormatMsgpack, append(mp, '{', '}'), reasonMalformed},
+		{"empty", wire.FormatJSON, nil, reasonMalformed},
+		{"JSON syntax", wire.FormatJSON, []byte(`{"label": "cat",}`), reasonMalformed},
+		{"duplicate key", wire.FormatJSON, []byte(`{"label": "cat", "label": "dog"}`), reasonMalformed},
+		{"JSON read as msgpack", wire.FormatMsgpack, js, reasonWrongFormat},
+		{"truncated JSON read as msgpack", wire.FormatMsgpack, js[:20], reasonWrongFormat},
+		{"msgpack read as JSON", wire.FormatJSON, mp, reasonWrongFormat},
+		{"text read as msgpack", wire.FormatMsgpack, []byte("label=cat"), reasonMalformed},
+		{"text read as JSON", wire.FormatJSON, []byte("label=cat"), reasonMalformed},
+		{"text detected", wire.FormatAuto, []byte("label=cat"), reasonMalformed},
 	} {
 		w := &Worker{cfg: WorkerConfig{Format: tt.format}, dec: dec}
 		var x learner.Example

@@ -11,6 +11,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -29,7 +30,7 @@ type observedWorker struct {
 	read    int
 }
 
-func startObservedWorker(t *testing.T, format consumer.Format) *observedWorker {
+func startObservedWorker(t *testing.T, format wire.Format) *observedWorker {
 	t.Helper()
 	lcfg := learner.DefaultConfig()
 	lcfg.HashBits = 12
@@ -91,11 +92,11 @@ func repeat(msg []byte, n int) [][]byte {
 }
 
 // examples encodes n labeled examples in format.
-func examples(format consumer.Format, n int) [][]byte {
+func examples(format wire.Format, n int) [][]byte {
 	s := synth.New(synth.DefaultOptions())
 	msgs := make([][]byte, n)
 	for i := range msgs {
-		if format == consumer.FormatMsgpack {
+		if format == wire.FormatMsgpack {
 			msgs[i] = synth.AppendMsgpack(nil, s.Next())
 		} else {
 			b := synth.AppendJSON(nil, s.Next())
@@ -110,11 +111,11 @@ func examples(format consumer.Format, n int) [][]byte {
 // them as wrong_format, and warns again only after a message decoded.
 func TestWrongFormatWarnsOnce(t *testing.T) {
 	for _, tt := range []struct {
-		format, other consumer.Format
+		format, other wire.Format
 		says          string
 	}{
-		{consumer.FormatMsgpack, consumer.FormatJSON, "messages look like JSON but source.format is msgpack"},
-		{consumer.FormatJSON, consumer.FormatMsgpack, "messages look like msgpack but source.format is jsonl"},
+		{wire.FormatMsgpack, wire.FormatJSON, "messages look like JSON but source.format is msgpack"},
+		{wire.FormatJSON, wire.FormatMsgpack, "messages look like msgpack but source.format is jsonl"},
 	} {
 		t.Run(string(tt.format), func(t *testing.T) {
 			o := startObservedWorker(t, tt.format)
@@ -165,8 +166,8 @@ func TestWrongFormatWarnsOnce(t *testing.T) {
 // and its likely cause; other reasons count apart; a lone bad message
 // says nothing.
 func TestPersistentDeadLettersWarnOnce(t *testing.T) {
-	o := startObservedWorker(t, consumer.FormatJSON)
-	good := examples(consumer.FormatJSON, 1)[0]
+	o := startObservedWorker(t, wire.FormatJSON)
+	good := examples(wire.FormatJSON, 1)[0]
 	o.feed(t, good, []byte(`{"label": 1, "features": {"a": 1}`), good)
 	if n := o.logs.FilterLevelExact(zapcore.WarnLevel).Len(); n != 0 {
 		t.Fatalf("one malformed message between good ones: %d warnings, want none", n)

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // partitionShards is how many partitions the tests' log has.
@@ -74,7 +75,7 @@ func (r *partitionRig) reference(t *testing.T, p int) [32]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := consumer.NewDecoder(r.cfg, consumer.DecoderOptions{})
+	dec := wire.NewDecoder(r.cfg, wire.DecoderOptions{})
 	var x learner.Example
 	for _, v := range r.data[p] {
 		if _, err := dec.Decode(v, &x); err == nil {

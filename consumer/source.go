@@ -3,13 +3,15 @@ package consumer
 import (
 	"context"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // Message is one message from a source.
 type Message struct {
 	// Position is the message's place: its partition or stream and its
 	// offset or sequence. The event ids derive from it.
-	Position Position
+	Position wire.Position
 	// Resume is what the model's position for Position.Source becomes once
 	// the message is in the model, in the form the source is opened with:
 	// the next offset for a Kafka partition, the message's own sequence

@@ -7,9 +7,8 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 )
 
-// TestSettingValues: each setting reads exactly its listed values (and
-// json for jsonl), names them when it refuses one, and writes what it
-// read.
+// TestSettingValues: each setting reads exactly its listed values, names
+// them when it refuses one, and writes what it read.
 func TestSettingValues(t *testing.T) {
 	type setting interface {
 		encoding.TextUnmarshaler
@@ -22,15 +21,9 @@ func TestSettingValues(t *testing.T) {
 		bad   string
 		want  string // the error
 	}{
-		{"format", func() setting { return new(consumer.Format) },
-			map[string]string{"auto": "auto", "jsonl": "jsonl", "json": "jsonl", "msgpack": "msgpack"},
-			"xml", `unknown format "xml" (want auto, jsonl or msgpack)`},
 		{"publish", func() setting { return new(consumer.Publish) },
 			map[string]string{"all": "all", "unlabeled": "unlabeled", "none": "none"},
 			"some", `unknown value "some" (want all, unlabeled or none)`},
-		{"encoding", func() setting { return new(consumer.Encoding) },
-			map[string]string{"json": "json", "msgpack": "msgpack"},
-			"avro", `unknown format "avro" (want json or msgpack)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for text, want := range tc.good {

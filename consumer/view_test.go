@@ -9,6 +9,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -88,7 +89,7 @@ func TestWorkerPublishesViews(t *testing.T) {
 	if v.Version() != m.Version() {
 		t.Fatalf("last view has version %d, the model %d", v.Version(), m.Version())
 	}
-	dec := consumer.NewDecoder(m.Config(), consumer.DecoderOptions{})
+	dec := wire.NewDecoder(m.Config(), wire.DecoderOptions{})
 	var x learner.Example
 	var s learner.Scratch
 	for _, msg := range msgs[:200] {

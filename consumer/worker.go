@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"go.uber.org/zap"
 )
 
@@ -47,14 +48,14 @@ type WorkerConfig struct {
 	DeadLetter         Destination
 	Publish            Publish
 	// Encoding is how events are written: EncodingJSON or EncodingMsgpack.
-	Encoding Encoding
+	Encoding wire.Encoding
 	// Batch is the most messages fetched and processed between two
 	// publishes. 0 means DefaultBatch.
 	Batch   int
-	Decoder DecoderOptions
+	Decoder wire.DecoderOptions
 	// Format is the encoding of the examples: FormatAuto detects it per
 	// message.
-	Format Format
+	Format wire.Format
 
 	// Snapshots, if set, makes the model durable: every SnapshotEvery
 	// labeled examples, every SnapshotInterval, and at shutdown (either
@@ -148,7 +149,7 @@ type Worker struct {
 	cfg     WorkerConfig
 	src     Source
 	model   *learner.Model
-	dec     *Decoder
+	dec     *wire.Decoder
 	labels  learner.Labels
 	log     *zap.Logger
 	metrics *Metrics
@@ -204,7 +205,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		cfg:       cfg,
 		src:       src,
 		model:     model,
-		dec:       NewDecoder(model.Config(), cfg.Decoder),
+		dec:       wire.NewDecoder(model.Config(), cfg.Decoder),
 		labels:    model.Config().Labels(),
 		log:       log,
 		metrics:   metrics,
@@ -279,6 +280,10 @@ func (w *Worker) Metrics() learner.Metrics {
 
 // Model is the worker's model. It is only safe to use once Run returned.
 func (w *Worker) Model() *learner.Model { return w.model }
+
+// span is an output in the arena of its batch: its value is
+// arena[start:end] and its key the n bytes after it.
+type span struct{ start, end, n int }
 
 // outBatch is what one fetched batch produced.
 type outBatch struct {
@@ -727,11 +732,11 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	}
 	version := w.model.Version()
 	o := w.model.Learn(x)
-	ev := Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 	dead := false
 	if w.cfg.Predictions.enabled() && (w.cfg.Publish == PublishAll || (w.cfg.Publish == PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
-		b.arena = w.cfg.Encoding.appendPrediction(b.arena, &ev, w.labels)
+		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, &ev, w.labels)
 		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
 			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
 			dead = true
@@ -739,9 +744,9 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	}
 	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
 		mt := w.model.Metrics()
-		mc := Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
+		mc := wire.Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
-		b.arena = w.cfg.Encoding.appendMisclassification(b.arena, &mc, w.labels)
+		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
 		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
 			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
 		}
@@ -764,7 +769,7 @@ func (w *Worker) refuse(m *Message, key []byte, err error, b *outBatch) {
 	fields := []zap.Field{zap.String("reason", r.String()), zap.Int("messages", w.streak.run),
 		zap.String("source", m.Position.Source), zap.String("event_id", string(key)), zap.Error(err)}
 	switch {
-	case r == reasonWrongFormat && w.cfg.Format == FormatMsgpack:
+	case r == reasonWrongFormat && w.cfg.Format == wire.FormatMsgpack:
 		w.log.Warn("messages look like JSON but source.format is msgpack; they all go to the dead letters", fields...)
 	case r == reasonWrongFormat:
 		w.log.Warn("messages look like msgpack but source.format is jsonl; they all go to the dead letters", fields...)
@@ -837,7 +842,7 @@ func (b *outBatch) addWithin(d Destination, limit int, kind string, key []byte, 
 
 // deadLetter adds the dead letter of m, refused with cause, keyed by key,
 // and counts it under reason: with as much of m's bytes as the dead-letter
-// output takes (see Encoding.appendDeadLetter). With no dead-letter
+// output takes (see wire.Encoding.AppendDeadLetter). With no dead-letter
 // destination, or one too small for even an empty payload, it logs the
 // event id and cause instead, at most once every deadLogEvery.
 func (w *Worker) deadLetter(m *Message, key []byte, cause error, reason deadReason, b *outBatch) {
@@ -847,7 +852,7 @@ func (w *Worker) deadLetter(m *Message, key []byte, cause error, reason deadReas
 	if d.enabled() {
 		start := len(b.arena)
 		var ok bool
-		b.arena, ok = w.cfg.Encoding.appendDeadLetter(b.arena, m.Position, cause, m.Value, w.limits.deadLetter-len(key))
+		b.arena, ok = w.cfg.Encoding.AppendDeadLetter(b.arena, m.Position, cause, m.Value, w.limits.deadLetter-len(key))
 		if ok {
 			b.add(d, key, start)
 			return
@@ -861,14 +866,14 @@ func (w *Worker) deadLetter(m *Message, key []byte, cause error, reason deadReas
 	}
 }
 
-func (w *Worker) decode(value []byte, x *learner.Example) (Meta, error) {
+func (w *Worker) decode(value []byte, x *learner.Example) (wire.Meta, error) {
 	switch w.cfg.Format {
-	case FormatJSON:
+	case wire.FormatJSON:
 		return w.dec.DecodeJSON(value, x)
-	case FormatMsgpack:
+	case wire.FormatMsgpack:
 		n, meta, err := w.dec.DecodeMsgpack(value, x)
 		if err == nil && n != len(value) {
-			err = &DecodeError{Field: "example", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(value)-n)}
+			err = &wire.DecodeError{Field: "example", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(value)-n)}
 		}
 		return meta, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 )
@@ -263,7 +264,7 @@ func TestIdleStreamIsSnapshottedByInterval(t *testing.T) {
 func TestGaugesStartFromTheRestoredModel(t *testing.T) {
 	model := newModel(t)
 	msgs, _ := messages(400)
-	d := consumer.NewDecoder(model.Config(), consumer.DecoderOptions{})
+	d := wire.NewDecoder(model.Config(), wire.DecoderOptions{})
 	var x learner.Example
 	for _, m := range msgs {
 		if _, err := d.Decode(m, &x); err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -137,7 +138,7 @@ func TestWorker(t *testing.T) {
 
 	// The reference: the learner alone over the valid examples, in order.
 	ref := newModel(t)
-	d := consumer.NewDecoder(ref.Config(), consumer.DecoderOptions{})
+	d := wire.NewDecoder(ref.Config(), wire.DecoderOptions{})
 	var x learner.Example
 	for _, m := range msgs {
 		if _, err := d.Decode(m, &x); err == nil {
@@ -191,7 +192,7 @@ func TestWorkerPublishModesAndMsgpack(t *testing.T) {
 				Predictions:        consumer.Destination{Topic: "t.PRED"},
 				Misclassifications: consumer.Destination{Topic: "t.MIS"},
 				Publish:            mode,
-				Encoding:           consumer.EncodingMsgpack,
+				Encoding:           wire.EncodingMsgpack,
 			}
 			w, _ := runWorker(t, b, cfg, newModel(t), len(msgs))
 			preds := b.read(t, "PRED")

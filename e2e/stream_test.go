@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // input is a generated stream of messages: valid examples, some without a
@@ -44,7 +44,7 @@ func (in input) reference(t *testing.T, cfg learner.Config) *learner.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := consumer.NewDecoder(cfg, consumer.DecoderOptions{})
+	d := wire.NewDecoder(cfg, wire.DecoderOptions{})
 	var x learner.Example
 	for i, msg := range in.messages {
 		_, err := d.Decode(msg, &x)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // benchLive is a Live holding one view.
@@ -30,7 +30,7 @@ func benchServer(b *testing.B) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dec := consumer.NewDecoder(cfg, consumer.DecoderOptions{})
+	dec := wire.NewDecoder(cfg, wire.DecoderOptions{})
 	o := synth.DefaultOptions()
 	o.Seed = 1
 	s := synth.New(o)
@@ -56,7 +56,7 @@ func benchBodies(n, per int, msgpack bool) [][]byte {
 		var b []byte
 		if per > 1 {
 			if msgpack {
-				b = consumer.AppendMsgpackArrayHeader(b, per)
+				b = wire.AppendMsgpackArrayHeader(b, per)
 			} else {
 				b = append(b, '[')
 			}

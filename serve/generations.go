@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // generations holds the stored generations requests name, in at most
@@ -36,7 +36,7 @@ type generations struct {
 	load    LoadShardGeneration
 	room    int
 	timeout time.Duration
-	decoder consumer.DecoderOptions
+	decoder wire.DecoderOptions
 
 	mu sync.Mutex
 	// held are the generations loaded or being loaded that requests can

@@ -11,7 +11,7 @@
 // likewise: a map, an array of maps, or maps end to end), in the example
 // format the worker learns from; the reply holds, in the same shape and
 // order, for each example the fields of a prediction event that make
-// sense without a source position (see consumer.Reply).
+// sense without a source position (see wire.Reply).
 package serve
 
 import (
@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // Options configure a Server. A field that is zero takes its default.
@@ -44,7 +44,7 @@ type Options struct {
 	// bounded by it, whatever the requests.
 	Generations int
 	// Decoder bounds each example as the worker's decoder does.
-	Decoder consumer.DecoderOptions
+	Decoder wire.DecoderOptions
 }
 
 // The defaults of Options.
@@ -309,12 +309,12 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	out := st.out[:0]
 	if shp == shapeArray {
 		if req.msgpack {
-			out = consumer.AppendMsgpackArrayHeader(out, len(spans))
+			out = wire.AppendMsgpackArrayHeader(out, len(spans))
 		} else {
 			out = append(out, '[')
 		}
 	}
-	r := consumer.Reply{Model: s.opts.Model, Version: view.Version()}
+	r := wire.Reply{Model: s.opts.Model, Version: view.Version()}
 	for n, sp := range spans {
 		raw := req.body[sp[0]:sp[1]]
 		var err error
@@ -378,14 +378,14 @@ func (s *Server) view(ctx context.Context, shard, generation string) (view *lear
 // Decoder is not safe for concurrent use.
 type decoders struct{ pool sync.Pool }
 
-func newDecoders(cfg learner.Config, opts consumer.DecoderOptions) *decoders {
+func newDecoders(cfg learner.Config, opts wire.DecoderOptions) *decoders {
 	d := &decoders{}
-	d.pool.New = func() any { return consumer.NewDecoder(cfg, opts) }
+	d.pool.New = func() any { return wire.NewDecoder(cfg, opts) }
 	return d
 }
 
-func (d *decoders) get() *consumer.Decoder  { return d.pool.Get().(*consumer.Decoder) }
-func (d *decoders) put(x *consumer.Decoder) { d.pool.Put(x) }
+func (d *decoders) get() *wire.Decoder  { return d.pool.Get().(*wire.Decoder) }
+func (d *decoders) put(x *wire.Decoder) { d.pool.Put(x) }
 
 // handle answers a request and records it in the metrics under iface.
 // read gets the request, with a deadline of the timeout, and may read the

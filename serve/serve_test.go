@@ -20,11 +20,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -99,7 +99,7 @@ func stream(cfg learner.Config, seed uint64) *synth.Stream {
 // learn has m learn n examples of s, decoded as the worker decodes them.
 func learn(t testing.TB, m *learner.Model, s *synth.Stream, n int) {
 	t.Helper()
-	dec := consumer.NewDecoder(m.Config(), consumer.DecoderOptions{})
+	dec := wire.NewDecoder(m.Config(), wire.DecoderOptions{})
 	var x learner.Example
 	var buf []byte
 	for range n {
@@ -179,7 +179,7 @@ func jsonLines(raws [][]byte) []byte {
 }
 
 func msgpackArray(raws [][]byte) []byte {
-	return append(consumer.AppendMsgpackArrayHeader(nil, len(raws)), bytes.Join(raws, nil)...)
+	return append(wire.AppendMsgpackArrayHeader(nil, len(raws)), bytes.Join(raws, nil)...)
 }
 
 // item is one prediction of a reply, in a form both formats decode to.
@@ -250,12 +250,12 @@ func (it item) equal(o item) bool {
 // for the example, decoded as the server decodes it.
 type predictor struct {
 	m   *learner.Model
-	dec *consumer.Decoder
+	dec *wire.Decoder
 	cfg learner.Config
 }
 
 func newPredictor(m *learner.Model) *predictor {
-	return &predictor{m: m, dec: consumer.NewDecoder(m.Config(), consumer.DecoderOptions{}), cfg: m.Config()}
+	return &predictor{m: m, dec: wire.NewDecoder(m.Config(), wire.DecoderOptions{}), cfg: m.Config()}
 }
 
 // want is the reply item for raw, one JSON object or msgpack map.
@@ -742,7 +742,7 @@ func TestDecoderOptions(t *testing.T) {
 	m := trained(t, cfg, 100)
 	store := memStore(t)
 	writeGeneration(t, store, 1, m.State())
-	opts := serve.Options{Model: modelName, Decoder: consumer.DecoderOptions{MaxFeatures: 2}}
+	opts := serve.Options{Model: modelName, Decoder: wire.DecoderOptions{MaxFeatures: 2}}
 	hs := httpServer(t, serve.New(opts, cfg, liveOf(m), loadFrom(store), nil))
 	for _, url := range []string{hs.URL, hs.URL + "?generation=1"} {
 		post(t, url, "", []byte(`{"features":{"a":1,"b":2}}`)).ok(t, "application/json", m.Version())
@@ -1037,7 +1037,7 @@ func TestRequestsNeverChangeTheModel(t *testing.T) {
 		}
 		var x learner.Example
 		var scratch learner.Scratch
-		dec := consumer.NewDecoder(cfg, consumer.DecoderOptions{})
+		dec := wire.NewDecoder(cfg, wire.DecoderOptions{})
 		for _, raw := range js {
 			if _, err := dec.Decode(raw, &x); err != nil {
 				t.Fatal(err)
@@ -1063,7 +1063,7 @@ func TestConcurrentRequestsWhileLearning(t *testing.T) {
 	// The probes decoded, and their ids.
 	xs := make([]learner.Example, len(raws))
 	ids := make([]*string, len(raws))
-	dec := consumer.NewDecoder(cfg, consumer.DecoderOptions{})
+	dec := wire.NewDecoder(cfg, wire.DecoderOptions{})
 	for i, raw := range raws {
 		meta, err := dec.Decode(raw, &xs[i])
 		if err != nil {
@@ -1094,7 +1094,7 @@ func TestConcurrentRequestsWhileLearning(t *testing.T) {
 	var learned sync.WaitGroup
 	learned.Go(func() {
 		s := stream(cfg, 5)
-		dec := consumer.NewDecoder(cfg, consumer.DecoderOptions{})
+		dec := wire.NewDecoder(cfg, wire.DecoderOptions{})
 		var x learner.Example
 		var buf []byte
 		for {

@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // shards are the partitions of a source learned in epochs, which the
@@ -113,7 +114,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		Publish:          cfg.Outputs.Publish,
 		Encoding:         cfg.Outputs.Format,
 		Batch:            cfg.Source.Batch,
-		Decoder:          consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes},
+		Decoder:          wire.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes},
 		Format:           cfg.Source.Format,
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,

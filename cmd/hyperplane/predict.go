@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 func runPredict(ctx context.Context, e *env, args []string) error {
@@ -48,15 +48,15 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	w := bufio.NewWriterSize(e.stdout, 1<<16)
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var line []byte
-	err = consumer.ReadExamples(ctx, f, in.decoders(cfg), ropts, func(rec *consumer.Record) error {
+	err = wire.ReadExamples(ctx, f, in.decoders(cfg), ropts, func(rec *wire.Record) error {
 		if rec.Err != nil {
 			invalid.report(rec)
 			return nil
 		}
 		x := rec.Example
 		p := model.Predict(x)
-		ev := consumer.Prediction{
-			Position: consumer.Position{Source: source, Offset: int64(rec.N)},
+		ev := wire.Prediction{
+			Position: wire.Position{Source: source, Offset: int64(rec.N)},
 			Meta:     rec.Meta,
 			Outcome:  learner.Outcome{Prediction: p, Labeled: x.Labeled, Correct: x.Labeled && p.Label == x.Label},
 			Label:    x.Label,

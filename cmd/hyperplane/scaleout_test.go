@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/config"
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // onePartitionGolden is the state_sha256 of the model learned from
@@ -278,7 +278,7 @@ func learnInOrder(t *testing.T, cfg config.Config, lines []string) *learner.Stat
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := consumer.NewDecoder(cfg.Model.Learner, consumer.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes})
+	d := wire.NewDecoder(cfg.Model.Learner, wire.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes})
 	var x learner.Example
 	for i, l := range lines {
 		if _, err := d.Decode([]byte(l), &x); err != nil {

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // trainResult is the one JSON line train prints. Examples, Invalid,
@@ -35,7 +35,7 @@ type trainResult struct {
 // inputFlags are the flags of commands that read examples.
 type inputFlags struct {
 	input       string
-	format      consumer.Format
+	format      wire.Format
 	workers     int
 	maxFeatures int
 	maxBytes    int
@@ -43,30 +43,30 @@ type inputFlags struct {
 
 func (f *inputFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "file of examples, JSON lines or msgpack maps; - for stdin (required)")
-	fs.TextVar(&f.format, "format", consumer.FormatAuto, "input `format`: jsonl, msgpack or auto (by the first byte)")
+	fs.TextVar(&f.format, "format", wire.FormatAuto, "input `format`: jsonl, msgpack or auto (by the first byte)")
 	fs.IntVar(&f.workers, "workers", 0, "decoding goroutines; 0 uses every core")
-	fs.IntVar(&f.maxFeatures, "max-features", consumer.DefaultMaxFeatures, "most features an example may have")
-	fs.IntVar(&f.maxBytes, "max-bytes", consumer.DefaultMaxBytes, "largest example in bytes")
+	fs.IntVar(&f.maxFeatures, "max-features", wire.DefaultMaxFeatures, "most features an example may have")
+	fs.IntVar(&f.maxBytes, "max-bytes", wire.DefaultMaxBytes, "largest example in bytes")
 }
 
-func (f *inputFlags) check() (consumer.ReadOptions, error) {
+func (f *inputFlags) check() (wire.ReadOptions, error) {
 	if f.input == "" {
-		return consumer.ReadOptions{}, usagef("-input: required (a file, or - for stdin)")
+		return wire.ReadOptions{}, usagef("-input: required (a file, or - for stdin)")
 	}
 	switch {
 	case f.workers < 0:
-		return consumer.ReadOptions{}, usagef("-workers: must be 0 or more, got %d", f.workers)
+		return wire.ReadOptions{}, usagef("-workers: must be 0 or more, got %d", f.workers)
 	case f.maxFeatures < 1:
-		return consumer.ReadOptions{}, usagef("-max-features: must be at least 1, got %d", f.maxFeatures)
+		return wire.ReadOptions{}, usagef("-max-features: must be at least 1, got %d", f.maxFeatures)
 	case f.maxBytes < 1:
-		return consumer.ReadOptions{}, usagef("-max-bytes: must be at least 1, got %d", f.maxBytes)
+		return wire.ReadOptions{}, usagef("-max-bytes: must be at least 1, got %d", f.maxBytes)
 	}
-	return consumer.ReadOptions{Format: f.format, Workers: f.workers}, nil
+	return wire.ReadOptions{Format: f.format, Workers: f.workers}, nil
 }
 
-func (f *inputFlags) decoders(cfg learner.Config) func() *consumer.Decoder {
-	opts := consumer.DecoderOptions{MaxFeatures: f.maxFeatures, MaxBytes: f.maxBytes}
-	return func() *consumer.Decoder { return consumer.NewDecoder(cfg, opts) }
+func (f *inputFlags) decoders(cfg learner.Config) func() *wire.Decoder {
+	opts := wire.DecoderOptions{MaxFeatures: f.maxFeatures, MaxBytes: f.maxBytes}
+	return func() *wire.Decoder { return wire.NewDecoder(cfg, opts) }
 }
 
 // open opens the input; the size is 0 when unknown.
@@ -92,7 +92,7 @@ type invalidReporter struct {
 	count int
 }
 
-func (r *invalidReporter) report(rec *consumer.Record) {
+func (r *invalidReporter) report(rec *wire.Record) {
 	r.count++
 	if r.count <= 10 {
 		fmt.Fprintf(r.w, "hyperplane: %s: record %d: %v (skipped)\n", r.input, rec.N, rec.Err)
@@ -207,7 +207,7 @@ func nothingLearned(input, out string, res trainResult) error {
 	return errors.New(msg)
 }
 
-func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, pass, passes int) (uint64, error) {
+func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, pass, passes int) (uint64, error) {
 	f, size, err := in.open(e)
 	if err != nil {
 		return 0, err
@@ -221,7 +221,7 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts consumer.ReadO
 		m := model.Metrics()
 		return fmt.Sprintf("pass %d/%d  mistakes %d  rolling accuracy %.4f", pass, passes, m.Mistakes, m.RollingAccuracy)
 	}
-	err = consumer.ReadExamples(ctx, countingReader{f, &read}, in.decoders(cfg), ropts, func(rec *consumer.Record) error {
+	err = wire.ReadExamples(ctx, countingReader{f, &read}, in.decoders(cfg), ropts, func(rec *wire.Record) error {
 		if rec.Err != nil {
 			if pass == 1 {
 				bar.end()

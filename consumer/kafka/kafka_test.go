@@ -33,6 +33,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 func config(c *testbroker.KafkaCluster) kafka.Config {
@@ -168,7 +169,7 @@ func TestStart(t *testing.T) {
 			src := openSource(t, config(c), []string{topic}, "", nil, tc.start, zaptest.NewLogger(t))
 			produce(t, cl, topic, 0, []byte("m10"))
 			m := consumertest.FetchN(t, src, 1)[0]
-			want := consumer.Message{Position: consumer.Position{Source: "kafka:" + topic + "/0", Offset: int64(tc.want)}, Resume: int64(tc.want) + 1}
+			want := consumer.Message{Position: wire.Position{Source: "kafka:" + topic + "/0", Offset: int64(tc.want)}, Resume: int64(tc.want) + 1}
 			if string(m.Value) != fmt.Sprintf("m%d", tc.want) || m.Position != want.Position || m.Resume != want.Resume {
 				t.Fatalf("first message %q at %+v resume %d, want m%d at %+v resume %d", m.Value, m.Position, m.Resume, tc.want, want.Position, want.Resume)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 func newShards(t *testing.T, c *testbroker.KafkaCluster, topics ...string) *kafka.Shards {
@@ -129,7 +130,7 @@ func TestShardsOpen(t *testing.T) {
 			if from < 12 {
 				for i, m := range consumertest.FetchN(t, src, 12-from) {
 					off := int64(from + i)
-					want := consumer.Message{Position: consumer.Position{Source: "kafka:t/2", Offset: off}, Resume: off + 1}
+					want := consumer.Message{Position: wire.Position{Source: "kafka:t/2", Offset: off}, Resume: off + 1}
 					if string(m.Value) != fmt.Sprintf("p2-m%d", off) || m.Position != want.Position || m.Resume != want.Resume {
 						t.Fatalf("message %d is %q at %+v resume %d, want p2-m%d at %+v resume %d",
 							i, m.Value, m.Position, m.Resume, off, want.Position, want.Resume)

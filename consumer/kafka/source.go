@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // Reader settings. Latency at the tail comes from minBytes = 1: the broker
@@ -443,7 +444,7 @@ func (s *Source) read(p *partition, next int64) {
 		next = m.Offset + 1
 		p.hwm.Store(m.HighWaterMark)
 		if !s.send(delivery{p: p, msg: consumer.Message{
-			Position: consumer.Position{Source: p.key, Offset: m.Offset},
+			Position: wire.Position{Source: p.key, Offset: m.Offset},
 			Resume:   m.Offset + 1,
 			Value:    m.Value,
 			Time:     m.Time,

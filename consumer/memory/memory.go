@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // ErrClosed is what Fetch returns after Close.
@@ -205,7 +206,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 			for s.next[j] < int64(len(part)) && len(s.buf) < max {
 				off := s.next[j]
 				s.buf = append(s.buf, consumer.Message{
-					Position: consumer.Position{Source: s.log.Key(p), Offset: off},
+					Position: wire.Position{Source: s.log.Key(p), Offset: off},
 					Resume:   off + 1,
 					Value:    part[off],
 					Time:     messageTime,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
@@ -89,7 +90,7 @@ func (s *CoreSource) Fetch(ctx context.Context, limit int) ([]consumer.Message, 
 func (s *CoreSource) add(m *natsgo.Msg) {
 	s.n++
 	s.batch = append(s.batch, consumer.Message{
-		Position: consumer.Position{Source: s.key, Offset: s.n},
+		Position: wire.Position{Source: s.key, Offset: s.n},
 		Resume:   s.n,
 		Value:    m.Data,
 		Time:     time.Now(),

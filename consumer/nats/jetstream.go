@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -224,7 +225,7 @@ func (s *JetStreamSource) pump(ctx context.Context, iter jetstream.MessagesConte
 		seq := int64(meta.Sequence.Stream)
 		d := delivery{
 			msg: consumer.Message{
-				Position: consumer.Position{Source: s.key, Offset: seq},
+				Position: wire.Position{Source: s.key, Offset: seq},
 				Resume:   seq,
 				Value:    msg.Data(),
 				Time:     meta.Timestamp,

@@ -15,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -191,7 +192,7 @@ func TestCoreSource(t *testing.T) {
 		got := consumertest.FetchN(t, src, 200)
 		expectNothing(t, src)
 		for i, m := range got {
-			want := consumer.Position{Source: "nats:core.order", Offset: int64(i + 1)}
+			want := wire.Position{Source: "nats:core.order", Offset: int64(i + 1)}
 			if string(m.Value) != fmt.Sprintf("m%d", i) || m.Position != want || m.Resume != int64(i+1) {
 				t.Fatalf("message %d is %q at %+v (resume %d), want m%d at %+v", i, m.Value, m.Position, m.Resume, i, want)
 			}
@@ -350,7 +351,7 @@ func TestJetStreamStart(t *testing.T) {
 			}
 			for i, m := range got {
 				seq := int64(tc.first + i + 1)
-				if m.Position != (consumer.Position{Source: "jetstream:start", Offset: seq}) || m.Resume != seq {
+				if m.Position != (wire.Position{Source: "jetstream:start", Offset: seq}) || m.Resume != seq {
 					t.Fatalf("message %q at %+v resume %d, want sequence %d", m.Value, m.Position, m.Resume, seq)
 				}
 				if m.Time.IsZero() || (seq > 5 && m.Time.Before(cut)) || (seq <= 5 && m.Time.After(cut)) {

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestJetStreamShardsEpochs: the epoch protocol learns a four-partition
@@ -49,7 +50,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 
 	one, events := learnEpochs(t, s, end, [][]string{nil})
 	for _, m := range msgs {
-		id := consumer.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
+		id := wire.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
 		if !events[id] {
 			t.Fatalf("message %d (learn.%s) has no event %s", m.seq, m.key, id)
 		}

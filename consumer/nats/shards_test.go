@@ -20,6 +20,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // partitionOf is the partition nats-server's {{partition(n,1)}} puts a
@@ -130,7 +131,7 @@ func checkDelivered(t *testing.T, shard string, got []consumer.Message, want []s
 	}
 	for i, m := range got {
 		w := want[i]
-		if string(m.Value) != w.value || m.Position != (consumer.Position{Source: shard, Offset: w.seq}) || m.Resume != w.seq {
+		if string(m.Value) != w.value || m.Position != (wire.Position{Source: shard, Offset: w.seq}) || m.Resume != w.seq {
 			t.Fatalf("%s: message %d is %q at %+v (resume %d), want %q at sequence %d", shard, i, m.Value, m.Position, m.Resume, w.value, w.seq)
 		}
 		if m.Time.IsZero() {

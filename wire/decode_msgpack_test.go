@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"bufio"
@@ -219,8 +219,8 @@ func TestMsgpackErrors(t *testing.T) {
 		{"float64 dense beyond the bound", binaryConfig(), DecoderOptions{}, mpMap{"x", []any{1, -1.5e30}}, "x[1]", "-1.5e+30 " + outOfRangeProblem, false},
 		{"NaN weight", binaryConfig(), DecoderOptions{}, mpMap{"weight", nan}, "weight", "NaN is not a positive number up to 1e+30", false},
 		{"weight beyond the bound", binaryConfig(), DecoderOptions{}, mpMap{"weight", float32(1e31)}, "weight", "is not a positive number up to 1e+30", false},
-		{"deep unknown value", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(bytes.Repeat([]byte{0x91}, maxDepth+1)), "x", []any{}}, "u", "values nest deeper than 1000 at byte 1003", false},
-		{"deep unknown value of 16-bit arrays", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0xdc, 0, 1}, maxDepth+1), 0xc0))}, "u", "values nest deeper than 1000 at byte 3003", false},
+		{"deep unknown value", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(bytes.Repeat([]byte{0x91}, MaxDepth+1)), "x", []any{}}, "u", "values nest deeper than 1000 at byte 1003", false},
+		{"deep unknown value of 16-bit arrays", binaryConfig(), DecoderOptions{}, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0xdc, 0, 1}, MaxDepth+1), 0xc0))}, "u", "values nest deeper than 1000 at byte 3003", false},
 		{"NaN label", binaryConfig(), DecoderOptions{}, mpMap{"label", nan}, "label", "NaN is not a binary label", false},
 		{"integer feature name", binaryConfig(), DecoderOptions{}, mpMap{"features", mpMap{1, 2}}, "features", "value is not a string feature name (got integer)", false},
 		{"integer key", binaryConfig(), DecoderOptions{}, mpMap{7, 2}, "example", "value is not a string key (got integer)", false},
@@ -547,7 +547,7 @@ func FuzzDecodeMsgpack(f *testing.F) {
 	f.Add(encodeMsgpack(f, mpMap{"id", 7, "label", "dog", "features", mpMap{"a", float32(1), mpBin("b"), mpBin("c")}, "x", []any{uint8(1), -2}, "weight", 0.5, "u", mpExt{1, []byte{1}}}))
 	f.Add(encodeMsgpack(f, mpMap{"label", "pos", "features", mpMap{}, "x", []any{}}))
 	f.Add(encodeMsgpack(f, mpMap{"label", -1, "features", mpMap{"a", 1e200, "b", 1e30, "c", float32(-1e31)}, "x", []any{math.NaN(), math.Inf(-1)}, "weight", 1e31}))
-	f.Add(encodeMsgpack(f, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0x91}, maxDepth+1), 0xc0)), "label", 1}))
+	f.Add(encodeMsgpack(f, mpMap{"u", mpRaw(append(bytes.Repeat([]byte{0x91}, MaxDepth+1), 0xc0)), "label", 1}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, cfg := range fuzzConfigs() {
 			d := NewDecoder(cfg, fuzzOptions())

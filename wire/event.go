@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import "github.com/hyperplane-ml/hyperplane/learner"
 
@@ -47,27 +47,30 @@ type DeadLetter struct {
 	PayloadBytes int
 }
 
-func (e Encoding) appendPrediction(dst []byte, p *Prediction, l learner.Labels) []byte {
+// AppendPrediction appends the prediction event p in encoding e.
+func (e Encoding) AppendPrediction(dst []byte, p *Prediction, l learner.Labels) []byte {
 	if e == EncodingMsgpack {
 		return p.AppendMsgpack(dst, l)
 	}
 	return p.AppendJSON(dst, l)
 }
 
-func (e Encoding) appendMisclassification(dst []byte, m *Misclassification, l learner.Labels) []byte {
+// AppendMisclassification appends the misclassification event m in
+// encoding e.
+func (e Encoding) AppendMisclassification(dst []byte, m *Misclassification, l learner.Labels) []byte {
 	if e == EncodingMsgpack {
 		return m.AppendMsgpack(dst, l)
 	}
 	return m.AppendJSON(dst, l)
 }
 
-// appendDeadLetter appends the dead letter for the message at pos that err
+// AppendDeadLetter appends the dead letter for the message at pos that err
 // refused, whose bytes are payload, in at most limit bytes: with the whole
 // payload if that fits, and otherwise with the longest prefix of it that
 // fits, marked Truncated. It returns dst unchanged and false when not even
 // an empty payload fits (a limit below a few hundred bytes, since errors
 // are short).
-func (e Encoding) appendDeadLetter(dst []byte, pos Position, err error, payload []byte, limit int) ([]byte, bool) {
+func (e Encoding) AppendDeadLetter(dst []byte, pos Position, err error, payload []byte, limit int) ([]byte, bool) {
 	start := len(dst)
 	d := DeadLetter{Position: pos, Error: err.Error(), Payload: payload}
 	if dst = e.appendDeadLetterEvent(dst, &d); len(dst)-start <= limit {

@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"bytes"
@@ -553,13 +553,13 @@ func TestDecodeErrors(t *testing.T) {
 const outOfRangeProblem = "is out of range (feature values must be finite and within ±1e+30)"
 
 // TestDecodeSkipsValuesUpToMaxDepth: both formats skip an unknown value
-// that nests maxDepth containers, and refuse one that nests more, however
+// that nests MaxDepth containers, and refuse one that nests more, however
 // deep, with the same error; the stream goes on after it.
 func TestDecodeSkipsValuesUpToMaxDepth(t *testing.T) {
 	nested := func(depth int) string {
 		return strings.Repeat(`{"a":[`, depth/2) + strings.Repeat("[", depth%2) + "1" + strings.Repeat("]", depth%2) + strings.Repeat("]}", depth/2)
 	}
-	for _, depth := range []int{1, 2, maxDepth - 1, maxDepth} {
+	for _, depth := range []int{1, 2, MaxDepth - 1, MaxDepth} {
 		doc := `{"u":` + nested(depth) + `,"features":{"f":2}}`
 		for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, doc) {
 			if r.err != nil || len(r.x.Index) != 1 || r.x.Value[0] != 2 {
@@ -567,10 +567,10 @@ func TestDecodeSkipsValuesUpToMaxDepth(t *testing.T) {
 			}
 		}
 	}
-	for _, depth := range []int{maxDepth + 1, maxDepth + 2} {
+	for _, depth := range []int{MaxDepth + 1, MaxDepth + 2} {
 		doc := `{"u":` + nested(depth) + `,"features":{"f":2}}`
 		for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, doc) {
-			checkDecodeError(t, fmt.Sprintf("depth %d, %s", depth, format), r.err, "u", fmt.Sprintf("values nest deeper than %d at byte", maxDepth))
+			checkDecodeError(t, fmt.Sprintf("depth %d, %s", depth, format), r.err, "u", fmt.Sprintf("values nest deeper than %d at byte", MaxDepth))
 		}
 	}
 	// A million deep, in every msgpack container type: refused, and the
@@ -586,13 +586,13 @@ func TestDecodeSkipsValuesUpToMaxDepth(t *testing.T) {
 	data := b.Bytes()
 	var x learner.Example
 	n, _, err := NewDecoder(binaryConfig(), DecoderOptions{MaxBytes: len(data)}).DecodeMsgpack(data, &x)
-	checkDecodeError(t, "msgpack", err, "u", fmt.Sprintf("values nest deeper than %d at byte", maxDepth))
+	checkDecodeError(t, "msgpack", err, "u", fmt.Sprintf("values nest deeper than %d at byte", MaxDepth))
 	if n != len(data) {
 		t.Errorf("msgpack: reported %d bytes, want %d", n, len(data))
 	}
 	doc := `{"u":` + strings.Repeat("[", deep) + strings.Repeat("]", deep) + `}`
 	_, err = NewDecoder(binaryConfig(), DecoderOptions{MaxBytes: len(doc)}).DecodeJSON([]byte(doc), &x)
-	checkDecodeError(t, "json", err, "u", fmt.Sprintf("values nest deeper than %d at byte %d", maxDepth, 5+maxDepth))
+	checkDecodeError(t, "json", err, "u", fmt.Sprintf("values nest deeper than %d at byte %d", MaxDepth, 5+MaxDepth))
 }
 
 func TestDecodeUnknownKeysMayBeMany(t *testing.T) {

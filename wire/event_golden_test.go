@@ -1,4 +1,4 @@
-package consumer_test
+package wire_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -36,13 +36,13 @@ func goldenEvents() []goldenEvent {
 	for i := range 17 { // a map16 of scores
 		many.Classes = append(many.Classes, "class-"+strconv.Itoa(i))
 	}
-	positions := []consumer.Position{
+	positions := []wire.Position{
 		{Source: "kafka:clicks/3", Offset: 1042},
 		{Source: "jetstream:IN", Offset: 7},
 		{Source: "file:" + strings.Repeat("d/", 20) + "x\"\\é\xff", Offset: 1 << 40},
 		{Source: "nats:" + strings.Repeat("s", 300), Offset: 0},
 	}
-	metas := []consumer.Meta{
+	metas := []wire.Meta{
 		{},
 		{ID: []byte("a1"), HasID: true},
 		{ID: []byte(""), HasID: true},
@@ -81,7 +81,7 @@ func goldenEvents() []goldenEvent {
 						o.Scores[c] = scores[(k+c)%len(scores)]
 					}
 				}
-				p := consumer.Prediction{
+				p := wire.Prediction{
 					Position: positions[k%len(positions)],
 					Meta:     metas[k%len(metas)],
 					Outcome:  o,
@@ -92,7 +92,7 @@ func goldenEvents() []goldenEvent {
 				name := strings.Join(cfg.Classes, ",") + " labeled=" + strconv.FormatBool(labeled) + " correct=" + strconv.FormatBool(correct)
 				add("prediction "+name, func(dst []byte) []byte { return p.AppendJSON(dst, labels) },
 					func(dst []byte) []byte { return p.AppendMsgpack(dst, labels) })
-				m := consumer.Misclassification{Prediction: p, Mistakes: uint64(k * 100), Examples: uint64(k * 1000)}
+				m := wire.Misclassification{Prediction: p, Mistakes: uint64(k * 100), Examples: uint64(k * 1000)}
 				add("misclassification "+name, func(dst []byte) []byte { return m.AppendJSON(dst, labels) },
 					func(dst []byte) []byte { return m.AppendMsgpack(dst, labels) })
 			}
@@ -101,7 +101,7 @@ func goldenEvents() []goldenEvent {
 	payloads := [][]byte{nil, []byte("{\"a\":1}"), bytes.Repeat([]byte{0xff, 0, 'x'}, 100)}
 	for i, payload := range payloads {
 		for _, truncated := range []bool{false, true} {
-			d := consumer.DeadLetter{
+			d := wire.DeadLetter{
 				Position: positions[i%len(positions)],
 				Error:    []string{"label: \"x\" is not a binary label", "features.\"a\\nb\": value is not a number or string (got array)", "e\xff\u2028"}[i%3],
 				Payload:  payload,

@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"encoding/binary"
@@ -52,7 +52,7 @@ func (d *Decoder) decodeMsgpackFront(data []byte, x *learner.Example, deferHash 
 	case st == msgpackscan.OK && end > d.maxBytes:
 		return end, meta, d.sizeError(end)
 	case st != msgpackscan.OK && len(b) < len(data) && derr.err == io.ErrUnexpectedEOF:
-		return 0, meta, decodeErr("payload", "the map runs past the limit of %d bytes", d.maxBytes).because(reasonTooLarge)
+		return 0, meta, decodeErr("payload", "the map runs past the limit of %d bytes", d.maxBytes).because(ReasonTooLarge)
 	case st != msgpackscan.OK:
 		end = 0
 	}
@@ -132,7 +132,7 @@ func (d *Decoder) mpID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		return j, nil
 	}
 	if !msgpackscan.IsInteger(c) {
-		return i, decodeErr("id", "value is not a string or an integer (got %s)", msgpackscan.Kind(c)).because(reasonType)
+		return i, decodeErr("id", "value is not a string or an integer (got %s)", msgpackscan.Kind(c)).because(ReasonType)
 	}
 	_, j, st := msgpackscan.Number(b, i)
 	if st != msgpackscan.OK {
@@ -427,7 +427,7 @@ func mpError(field string, b []byte, i int, st msgpackscan.Status, want string) 
 	case msgpackscan.TooDeep:
 		// The words of jsonscan.Skipper: both formats refuse a value
 		// nested too deep alike.
-		return decodeErr(field, "values nest deeper than %d at byte %d", maxDepth, i)
+		return decodeErr(field, "values nest deeper than %d at byte %d", MaxDepth, i)
 	}
 	if i >= len(b) {
 		return truncated(field, i)
@@ -438,7 +438,7 @@ func mpError(field string, b []byte, i int, st msgpackscan.Status, want string) 
 		// all, as a JSON document that is not an object.
 		return err
 	}
-	return err.because(reasonType)
+	return err.because(ReasonType)
 }
 
 // truncated is the error for msgpack data that ends at byte i, inside

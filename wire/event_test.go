@@ -1,12 +1,12 @@
-package consumer_test
+package wire_test
 
 import (
 	"encoding/json"
 	"reflect"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 func TestPredictionEventJSON(t *testing.T) {
@@ -15,18 +15,18 @@ func TestPredictionEventJSON(t *testing.T) {
 	named.Classes = []string{"ham", "spam"}
 	multi := binary
 	multi.Classes = []string{"a", "b\"quoted\"", "c"}
-	pos := consumer.Position{Source: "kafka:clicks/3", Offset: 1042}
+	pos := wire.Position{Source: "kafka:clicks/3", Offset: 1042}
 	cases := []struct {
 		name string
 		cfg  learner.Config
-		ev   consumer.Prediction
+		ev   wire.Prediction
 		want map[string]any
 	}{
 		{
 			name: "binary labeled",
 			cfg:  binary,
-			ev: consumer.Prediction{
-				Position: pos, Meta: consumer.Meta{ID: []byte("a\n1"), HasID: true},
+			ev: wire.Prediction{
+				Position: pos, Meta: wire.Meta{ID: []byte("a\n1"), HasID: true},
 				Outcome: learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 0.25}, Labeled: true, Correct: false},
 				Label:   -1, Model: "m", Version: 7,
 			},
@@ -40,7 +40,7 @@ func TestPredictionEventJSON(t *testing.T) {
 		{
 			name: "named classes unlabeled",
 			cfg:  named,
-			ev:   consumer.Prediction{Position: pos, Outcome: learner.Outcome{Prediction: learner.Prediction{Label: -1, Score: -3}}, Model: "m"},
+			ev:   wire.Prediction{Position: pos, Outcome: learner.Outcome{Prediction: learner.Prediction{Label: -1, Score: -3}}, Model: "m"},
 			want: map[string]any{
 				"event_id": "kafka:clicks/3/1042", "predicted": "ham", "score": -3.0,
 				"model":    map[string]any{"name": "m", "version": 0.0},
@@ -50,7 +50,7 @@ func TestPredictionEventJSON(t *testing.T) {
 		{
 			name: "multiclass",
 			cfg:  multi,
-			ev: consumer.Prediction{
+			ev: wire.Prediction{
 				Position: pos,
 				Outcome:  learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 2, Scores: []float64{1, 2, -0.5}}, Labeled: true, Correct: true},
 				Label:    1, Model: "m", Version: 1,
@@ -74,7 +74,7 @@ func TestPredictionEventJSON(t *testing.T) {
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got  %v\nwant %v", got, c.want)
 			}
-			m := consumer.Misclassification{Prediction: c.ev, Mistakes: 3, Examples: 10}
+			m := wire.Misclassification{Prediction: c.ev, Mistakes: 3, Examples: 10}
 			m.Outcome.Margin = -0.5
 			if err := json.Unmarshal(m.AppendJSON(nil, c.cfg.Labels()), &got); err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestPredictionEventJSON(t *testing.T) {
 }
 
 func TestEventEscapesInvalidUTF8(t *testing.T) {
-	ev := consumer.Prediction{Position: consumer.Position{Source: "file:x", Offset: 1}, Meta: consumer.Meta{ID: []byte("\xff\x01é"), HasID: true}, Model: "m"}
+	ev := wire.Prediction{Position: wire.Position{Source: "file:x", Offset: 1}, Meta: wire.Meta{ID: []byte("\xff\x01é"), HasID: true}, Model: "m"}
 	var got map[string]any
 	if err := json.Unmarshal(ev.AppendJSON(nil, learner.DefaultConfig().Labels()), &got); err != nil {
 		t.Fatal(err)

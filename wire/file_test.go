@@ -1,4 +1,4 @@
-package consumer_test
+package wire_test
 
 import (
 	"bytes"
@@ -8,25 +8,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
-func decoders() func() *consumer.Decoder {
+func decoders() func() *wire.Decoder {
 	cfg := learner.DefaultConfig()
 	cfg.HashBits = 16
-	return func() *consumer.Decoder { return consumer.NewDecoder(cfg, consumer.DecoderOptions{}) }
+	return func() *wire.Decoder { return wire.NewDecoder(cfg, wire.DecoderOptions{}) }
 }
 
 // stream is n generated records in format.
-func stream(n int, format consumer.Format) []byte {
+func stream(n int, format wire.Format) []byte {
 	o := synth.DefaultOptions()
 	o.Features, o.Unlabeled = 5, 0.1
 	s := synth.New(o)
 	var buf []byte
 	for range n {
-		if format == consumer.FormatMsgpack {
+		if format == wire.FormatMsgpack {
 			buf = synth.AppendMsgpack(buf, s.Next())
 		} else {
 			buf = synth.AppendJSON(buf, s.Next())
@@ -39,13 +39,13 @@ func stream(n int, format consumer.Format) []byte {
 // so that records straddle chunks and the buffer grows, on several
 // workers: the records must still arrive once each, in order.
 func TestReadExamplesKeepsOrder(t *testing.T) {
-	for _, format := range []consumer.Format{consumer.FormatJSON, consumer.FormatMsgpack} {
+	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
 		for _, chunk := range []int{7, 100, 4096} {
-			for _, hint := range []consumer.Format{format, consumer.FormatAuto} {
+			for _, hint := range []wire.Format{format, wire.FormatAuto} {
 				t.Run(fmt.Sprintf("%s/chunk=%d/as=%s", format, chunk, hint), func(t *testing.T) {
 					data := stream(500, format)
 					var ids []string
-					err := consumer.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), consumer.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *consumer.Record) error {
+					err := wire.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *wire.Record) error {
 						if r.Err != nil {
 							return r.Err
 						}
@@ -75,7 +75,7 @@ func TestReadExamplesKeepsOrder(t *testing.T) {
 func TestReadExamplesReportsBadRecordsAndGoesOn(t *testing.T) {
 	in := "{\"label\":1,\"features\":{\"a\":1}}\n\n   \n{\"label\":\"x\"}\nnot json\n{\"label\":-1,\"x\":[1,2]}"
 	var got []string
-	err := consumer.ReadExamples(context.Background(), strings.NewReader(in), decoders(), consumer.ReadOptions{}, func(r *consumer.Record) error {
+	err := wire.ReadExamples(context.Background(), strings.NewReader(in), decoders(), wire.ReadOptions{}, func(r *wire.Record) error {
 		if r.Err != nil {
 			got = append(got, fmt.Sprintf("%d:err", r.N))
 		} else {
@@ -92,9 +92,9 @@ func TestReadExamplesReportsBadRecordsAndGoesOn(t *testing.T) {
 }
 
 func TestReadExamplesTruncatedMsgpack(t *testing.T) {
-	data := stream(10, consumer.FormatMsgpack)
+	data := stream(10, wire.FormatMsgpack)
 	n := 0
-	err := consumer.ReadExamples(context.Background(), bytes.NewReader(data[:len(data)-5]), decoders(), consumer.ReadOptions{Format: consumer.FormatMsgpack}, func(r *consumer.Record) error {
+	err := wire.ReadExamples(context.Background(), bytes.NewReader(data[:len(data)-5]), decoders(), wire.ReadOptions{Format: wire.FormatMsgpack}, func(r *wire.Record) error {
 		n++
 		return r.Err
 	})
@@ -109,7 +109,7 @@ func TestReadExamplesTruncatedMsgpack(t *testing.T) {
 func TestReadExamplesStopsOnCallbackError(t *testing.T) {
 	stop := errors.New("enough")
 	n := 0
-	err := consumer.ReadExamples(context.Background(), bytes.NewReader(stream(5000, consumer.FormatJSON)), decoders(), consumer.ReadOptions{ChunkSize: 512}, func(*consumer.Record) error {
+	err := wire.ReadExamples(context.Background(), bytes.NewReader(stream(5000, wire.FormatJSON)), decoders(), wire.ReadOptions{ChunkSize: 512}, func(*wire.Record) error {
 		n++
 		if n == 100 {
 			return stop
@@ -124,7 +124,7 @@ func TestReadExamplesStopsOnCallbackError(t *testing.T) {
 func TestReadExamplesCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	err := consumer.ReadExamples(ctx, bytes.NewReader(stream(5000, consumer.FormatJSON)), decoders(), consumer.ReadOptions{ChunkSize: 512}, func(*consumer.Record) error {
+	err := wire.ReadExamples(ctx, bytes.NewReader(stream(5000, wire.FormatJSON)), decoders(), wire.ReadOptions{ChunkSize: 512}, func(*wire.Record) error {
 		n++
 		if n == 10 {
 			cancel()

@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ const (
 	DefaultMaxBytes    = 1 << 20
 )
 
-// maxDepth bounds the nesting of the values both decoders skip (those of
+// MaxDepth bounds the nesting of the values both decoders skip (those of
 // unknown keys): a value with more containers open at once is refused, so
 // that a hostile payload cannot make the decoder keep a large stack, and
 // both formats accept the same documents.
-const maxDepth = 1000
+const MaxDepth = 1000
 
 // DecoderOptions are the limits a Decoder enforces on every example. A field
 // that is zero or negative takes its default.
@@ -60,7 +60,7 @@ type Decoder struct {
 	value []byte
 	id    []byte
 	// The skippers of unknown keys' values, with their own scratch
-	// buffers, both bounded by maxDepth.
+	// buffers, both bounded by MaxDepth.
 	skipJSON    jsonscan.Skipper
 	skipMsgpack msgpackscan.Skipper
 	// Unknown top-level keys of the current example, for the duplicate
@@ -79,8 +79,8 @@ func NewDecoder(cfg learner.Config, opts DecoderOptions) *Decoder {
 		dim:         cfg.Dimension(),
 		maxFeatures: opts.MaxFeatures,
 		maxBytes:    opts.MaxBytes,
-		skipJSON:    jsonscan.Skipper{MaxDepth: maxDepth},
-		skipMsgpack: msgpackscan.Skipper{MaxDepth: maxDepth},
+		skipJSON:    jsonscan.Skipper{MaxDepth: MaxDepth},
+		skipMsgpack: msgpackscan.Skipper{MaxDepth: MaxDepth},
 	}
 	if d.maxFeatures <= 0 {
 		d.maxFeatures = DefaultMaxFeatures
@@ -110,12 +110,39 @@ type Meta struct {
 type DecodeError struct {
 	Field   string
 	Problem string
+	// Reason is the class of the problem, which a worker counts and warns
+	// by; the zero value is ReasonMalformed.
+	Reason Reason
 	// err is the cause, if any: io.ErrUnexpectedEOF for truncated input.
 	err error
-	// reason is the class of the problem, for the dead letters' metric
-	// and warnings; the zero value is reasonMalformed.
-	reason deadReason
 }
+
+// Reason is the class of a DecodeError's problem, in a few values, so
+// that what counts refused examples by it stays bounded whatever the
+// input says.
+type Reason uint8
+
+// The reasons. The zero value is ReasonMalformed: a *DecodeError is
+// malformed unless its constructor says otherwise.
+const (
+	// ReasonMalformed: not a well-formed example (bad syntax, truncated,
+	// a duplicate key, values nested too deep, bytes after the example,
+	// a document that is no object or map).
+	ReasonMalformed Reason = iota
+	// ReasonType: a field's value of the wrong type.
+	ReasonType
+	// ReasonOutOfRange: a feature value NaN, infinite or beyond
+	// ±learner.MaxValue, or a weight that is not a positive number up to
+	// it.
+	ReasonOutOfRange
+	// ReasonTooManyFeatures: more features than DecoderOptions.MaxFeatures,
+	// or more dense values than the model's dimension.
+	ReasonTooManyFeatures
+	// ReasonUnknownClass: a label that is no class of the model.
+	ReasonUnknownClass
+	// ReasonTooLarge: a payload over DecoderOptions.MaxBytes.
+	ReasonTooLarge
+)
 
 // Error is Field + ": " + Problem, e.g.
 // "features.age: value is not a number or string (got array)".
@@ -130,8 +157,8 @@ func decodeErr(field, format string, args ...any) *DecodeError {
 }
 
 // because sets the reason of e and returns e.
-func (e *DecodeError) because(r deadReason) *DecodeError {
-	e.reason = r
+func (e *DecodeError) because(r Reason) *DecodeError {
+	e.Reason = r
 	return e
 }
 
@@ -207,12 +234,12 @@ func (d *Decoder) start(x *learner.Example) {
 
 // sizeError is the error for a payload of n bytes over the limit.
 func (d *Decoder) sizeError(n int) *DecodeError {
-	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes).because(reasonTooLarge)
+	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes).because(ReasonTooLarge)
 }
 
 // tooManyFeatures is the error for an example with more than MaxFeatures.
 func (d *Decoder) tooManyFeatures() *DecodeError {
-	return decodeErr("features", "more than %d features", d.maxFeatures).because(reasonTooManyFeatures)
+	return decodeErr("features", "more than %d features", d.maxFeatures).because(ReasonTooManyFeatures)
 }
 
 // full reports whether x already holds MaxFeatures features.
@@ -222,7 +249,7 @@ func (d *Decoder) full(x *learner.Example) bool {
 
 // tooManyValues is the error for a dense part longer than the dimension.
 func (d *Decoder) tooManyValues() *DecodeError {
-	return decodeErr("x", "more than %d values (the model's dimension)", d.dim).because(reasonTooManyFeatures)
+	return decodeErr("x", "more than %d values (the model's dimension)", d.dim).because(ReasonTooManyFeatures)
 }
 
 // addDense appends v to the dense part of x.
@@ -250,7 +277,7 @@ func setWeight(x *learner.Example, v float64) bool {
 // badWeight is the error for a weight that setWeight refused; text is the
 // weight as the input wrote it.
 func badWeight(text string) *DecodeError {
-	return decodeErr("weight", "%s is not a positive number up to %g", text, learner.MaxValue).because(reasonOutOfRange)
+	return decodeErr("weight", "%s is not a positive number up to %g", text, learner.MaxValue).because(ReasonOutOfRange)
 }
 
 // inRange reports whether the feature value v is within ±learner.MaxValue:
@@ -266,7 +293,7 @@ const maxValueBits = 0x46293e5939a08cea
 // outOfRange is the error for a feature value beyond ±learner.MaxValue,
 // NaN or infinite; text is the value as the input wrote it.
 func outOfRange(field, text string) *DecodeError {
-	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue).because(reasonOutOfRange)
+	return decodeErr(field, "%s is out of range (feature values must be finite and within ±%g)", text, learner.MaxValue).because(ReasonOutOfRange)
 }
 
 // noteUnknownKey records an unknown top-level key for the duplicate check.
@@ -384,7 +411,7 @@ func (d *Decoder) labelName(x *learner.Example, s []byte) *DecodeError {
 
 // badLabelType is the error for a label of the wrong type; got names it.
 func (d *Decoder) badLabelType(got string) *DecodeError {
-	return labelError(d.labels.TypeProblem(got)).because(reasonType)
+	return labelError(d.labels.TypeProblem(got)).because(ReasonType)
 }
 
 // labelError is the error for a label the model does not take. It is
@@ -392,5 +419,5 @@ func (d *Decoder) badLabelType(got string) *DecodeError {
 //
 //go:noinline
 func labelError(problem string) *DecodeError {
-	return &DecodeError{Field: "label", Problem: problem, reason: reasonUnknownClass}
+	return &DecodeError{Field: "label", Problem: problem, Reason: ReasonUnknownClass}
 }

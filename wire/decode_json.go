@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"strconv"
@@ -10,7 +10,7 @@ import (
 // DecodeJSON decodes data, one JSON object (a line of JSON Lines; white
 // space may surround it), into x, which it resets first and whose slices it
 // reuses. The keys are those of DESIGN.md §3; unknown keys are skipped
-// whatever their value (if it nests at most maxDepth arrays and objects),
+// whatever their value (if it nests at most MaxDepth arrays and objects),
 // so producers can add keys before the decoder knows them. A key that
 // appears twice at the top level is an error; a feature name that appears
 // twice inside "features" adds two features.
@@ -132,7 +132,7 @@ func (d *Decoder) jsonID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		}
 		for _, c := range b[i:j] {
 			if !jsonscan.StartsNumber(c) {
-				return j, decodeErr("id", "%s is not a string or an integer", b[i:j]).because(reasonType)
+				return j, decodeErr("id", "%s is not a string or an integer", b[i:j]).because(ReasonType)
 			}
 		}
 		meta.ID, meta.HasID = b[i:j], true
@@ -364,7 +364,7 @@ func syntaxError(field string, b []byte, i int, want string) *DecodeError {
 //
 //go:noinline
 func typeError(field string, b []byte, i int, want string) *DecodeError {
-	return jsonError(field, jsonscan.TypeError(b, i, want)).because(reasonType)
+	return jsonError(field, jsonscan.TypeError(b, i, want)).because(ReasonType)
 }
 
 // valueError is the error in field for b[i], where a value must start and

@@ -1,4 +1,4 @@
-package consumer
+package wire
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func randomFeatureValue(rng *rand.Rand) string {
 }
 
 func TestJSONSyntaxErrors(t *testing.T) {
-	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	deep := strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)
 	tests := []struct {
 		name, doc, field, problem string
 		eof                       bool // the error must wrap io.ErrUnexpectedEOF
@@ -103,7 +103,7 @@ func TestJSONSyntaxErrors(t *testing.T) {
 		{"short hex", `{"id":"\u12"}`, "id", `invalid \u escape`, false},
 		{"control character", "{\"features\":{\"a\":\"x\x01\"}}", "features.a", "control character 0x01 in a string at byte 19", false},
 		{"raw new line", "{\"id\":\"a\nb\"}", "id", "control character 0x0a", false},
-		{"deep unknown value", `{"u":` + deep + `}`, "u", fmt.Sprintf("values nest deeper than %d at byte %d", maxDepth, 5+maxDepth), false},
+		{"deep unknown value", `{"u":` + deep + `}`, "u", fmt.Sprintf("values nest deeper than %d at byte %d", MaxDepth, 5+MaxDepth), false},
 		{"truncated string", `{"id":"abc`, "id", "unexpected end of input at byte 10", true},
 		{"truncated escape", `{"id":"abc\`, "id", "unexpected end of input", true},
 		{"truncated hex", `{"id":"\u12`, "id", "unexpected end of input", true},
@@ -137,7 +137,7 @@ func TestJSONSyntaxErrors(t *testing.T) {
 }
 
 func TestJSONSkipsValuesUpToMaxDepth(t *testing.T) {
-	nested := strings.Repeat(`{"a":[`, maxDepth/2) + "1" + strings.Repeat("]}", maxDepth/2)
+	nested := strings.Repeat(`{"a":[`, MaxDepth/2) + "1" + strings.Repeat("]}", MaxDepth/2)
 	doc := `{"u":` + nested + `,"features":{"f":2}}`
 	var x learner.Example
 	if _, err := NewDecoder(binaryConfig(), DecoderOptions{}).DecodeJSON([]byte(doc), &x); err != nil {
@@ -163,7 +163,7 @@ func TestJSONHashesInvalidUTF8AsItIs(t *testing.T) {
 // referenceDecodeJSON decodes an example with encoding/json, by the rules
 // of DESIGN.md §3, as an independent check of the hand-written decoder.
 // It replaces invalid UTF-8 in strings with U+FFFD, which DecodeJSON does
-// not, and it nests deeper than maxDepth.
+// not, and it nests deeper than MaxDepth.
 func referenceDecodeJSON(cfg learner.Config, opts DecoderOptions, data []byte) (learner.Example, Meta, error) {
 	var x learner.Example
 	var meta Meta
@@ -385,7 +385,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"id":7,"label":"dog","features":{"caf\u00e9":"\ud83d\ude00","n":-1e-7},"u":[{"v":null}]}`))
 	f.Add([]byte(`{"label":"pos","features":{},"x":[]}`))
 	f.Add([]byte(`{"label":-1,"features":{"a":1e200,"b":1e30,"c":-1e31},"x":[NaN,-Infinity,nan],"weight":1e31}`))
-	f.Add([]byte(`{"u":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`))
+	f.Add([]byte(`{"u":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, cfg := range fuzzConfigs() {
 			d := NewDecoder(cfg, fuzzOptions())
