@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -21,7 +19,7 @@ import (
 // by Usage, String, Redacted or WriteYAML; one tagged secret:"url" holds
 // URLs or addresses, shown with their credentials (user info, query
 // values) hidden. A key whose type reads text (encoding.TextUnmarshaler:
-// consumer.Start, Destination, ...) or is a time.Duration is parsed once,
+// wire.Start, Destination, ...) or is a time.Duration is parsed once,
 // when it is loaded: the rest of the program takes the typed value. Start
 // from Default, or Load.
 type Config struct {
@@ -99,9 +97,9 @@ type Kafka struct {
 
 // SASL is Kafka authentication.
 type SASL struct {
-	Mechanism kafkaio.Mechanism `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
-	Username  string            `yaml:"username" help:"SASL user name"`
-	Password  string            `yaml:"password" secret:"true" help:"SASL password (never logged)"`
+	Mechanism Mechanism `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
+	Username  string    `yaml:"username" help:"SASL user name"`
+	Password  string    `yaml:"password" secret:"true" help:"SASL password (never logged)"`
 }
 
 // TLS is a client TLS setting.
@@ -148,7 +146,7 @@ type Source struct {
 	Subject string `yaml:"subject" help:"NATS subject (core NATS), or subject filter (JetStream)"`
 	// Start is where to begin when there is no snapshot: earliest, latest,
 	// offset:N (Kafka offset or JetStream sequence) or time:RFC3339.
-	Start consumer.Start `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
+	Start wire.Start `yaml:"start" help:"where to begin without a snapshot: earliest, latest, offset:N or time:RFC3339"`
 	// Format is the examples' encoding: auto, jsonl or msgpack.
 	Format      wire.Format `yaml:"format" help:"example encoding: auto, jsonl (JSON) or msgpack"`
 	MaxBytes    int         `yaml:"max_bytes" help:"largest example in bytes; larger ones go to the dead letters"`
@@ -166,7 +164,7 @@ type Outputs struct {
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.
-	Publish consumer.Publish `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
+	Publish wire.Publish `yaml:"publish" help:"which predictions to publish: all, unlabeled or none"`
 	// Format is the events' encoding: json or msgpack.
 	Format wire.Encoding `yaml:"format" help:"event encoding: json or msgpack"`
 }
@@ -247,15 +245,15 @@ func Default() Config {
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples},
 			Learner: learner.DefaultConfig(),
 		},
-		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: kafkaio.MechanismNone}},
+		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: MechanismNone}},
 		Source: Source{
-			Start:       consumer.Start{Kind: consumer.StartEarliest},
+			Start:       wire.Start{Kind: wire.StartEarliest},
 			Format:      wire.FormatAuto,
 			MaxBytes:    1 << 20,
 			MaxFeatures: 4096,
-			Batch:       consumer.DefaultBatch,
+			Batch:       1024, // consumer.DefaultBatch (cmd tests that they agree)
 		},
-		Outputs:  Outputs{Publish: consumer.PublishAll, Format: wire.EncodingJSON},
+		Outputs:  Outputs{Publish: wire.PublishAll, Format: wire.EncodingJSON},
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
 		Shutdown: Shutdown{Timeout: 25 * time.Second},
 		HTTP:     HTTP{Addr: ":8080"},

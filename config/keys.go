@@ -172,7 +172,7 @@ func isSection(t reflect.Type) bool {
 }
 
 // isText reports whether values of type t read and write text themselves
-// (consumer.Start, Destination, wire.Format, ...): parseText and
+// (wire.Start, Destination, wire.Format, ...): parseText and
 // formatText leave them to UnmarshalText and MarshalText.
 func isText(t reflect.Type) bool {
 	return reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) &&

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -497,7 +495,7 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 	switch t {
 	case reflect.TypeFor[time.Duration]():
 		return "42s", "42s"
-	case reflect.TypeFor[consumer.Start]():
+	case reflect.TypeFor[wire.Start]():
 		return "offset:42", "offset:42"
 	case reflect.TypeFor[Destination]():
 		return "nats:sample", "nats:sample"
@@ -505,9 +503,9 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "nats", "nats"
 	case reflect.TypeFor[wire.Format](), reflect.TypeFor[wire.Encoding]():
 		return "msgpack", "msgpack"
-	case reflect.TypeFor[consumer.Publish]():
+	case reflect.TypeFor[wire.Publish]():
 		return "none", "none"
-	case reflect.TypeFor[kafkaio.Mechanism]():
+	case reflect.TypeFor[Mechanism]():
 		return "plain", "plain"
 	case reflect.TypeFor[Level]():
 		return "debug", "debug"
@@ -572,7 +570,7 @@ func TestLoadParsesTypedValues(t *testing.T) {
 	}{
 		{key: "source.start", text: "time:2024-05-01T12:00:00+02:00",
 			get: func(c Config) any { return c.Source.Start.Time.UTC() }, want: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)},
-		{key: "source.start", text: "offset:0", get: func(c Config) any { return c.Source.Start }, want: consumer.Start{Kind: consumer.StartOffset}},
+		{key: "source.start", text: "offset:0", get: func(c Config) any { return c.Source.Start }, want: wire.Start{Kind: wire.StartOffset}},
 		{key: "source.start", text: "yesterday", err: `unknown start "yesterday"`},
 		{key: "source.start", text: "offset:ten", err: `"offset:ten": offset:N needs an integer N >= 0`},
 		{key: "source.start", text: "offset:-1", err: `"offset:-1": offset:N needs an integer N >= 0`},
@@ -587,7 +585,7 @@ func TestLoadParsesTypedValues(t *testing.T) {
 		{key: "outputs.dead_letter", text: "nats:a.>", err: "wildcard"},
 		{key: "outputs.publish", text: "some", err: `unknown value "some"`},
 		{key: "outputs.format", text: "avro", err: `unknown format "avro"`},
-		{key: "kafka.sasl.mechanism", text: "scram-sha-512", get: func(c Config) any { return c.Kafka.SASL.Mechanism }, want: kafkaio.MechanismSCRAMSHA512},
+		{key: "kafka.sasl.mechanism", text: "scram-sha-512", get: func(c Config) any { return c.Kafka.SASL.Mechanism }, want: MechanismSCRAMSHA512},
 		{key: "kafka.sasl.mechanism", text: "gssapi", err: `unknown mechanism "gssapi"`},
 		{key: "log.level", text: "loud", err: `unknown level "loud" (want debug, info, warn or error)`},
 		{key: "log.format", text: "text", err: `unknown format "text" (want auto, json or console)`},

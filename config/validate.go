@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/oneof"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -305,9 +304,9 @@ func (c Config) validateKafka() error {
 	if err := s.Mechanism.Validate(); err != nil {
 		return fieldErr("kafka.sasl.mechanism", "%v", err)
 	}
-	if s.Mechanism == kafkaio.MechanismNone {
+	if s.Mechanism == MechanismNone {
 		if s.Username != "" || s.Password != "" {
-			return fieldErr("kafka.sasl.mechanism", "is none, but a username or password is set: choose %s", oneof.List(kafkaio.Mechanisms()[1:]...))
+			return fieldErr("kafka.sasl.mechanism", "is none, but a username or password is set: choose %s", oneof.List(Mechanisms()[1:]...))
 		}
 	} else {
 		if s.Username == "" {

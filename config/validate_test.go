@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // dest is the destination of text, its kind and topic as they are, valid
@@ -123,14 +123,14 @@ func TestValidate(t *testing.T) {
 		{name: "nats without url", base: validNATS, mutate: func(c *Config) { c.NATS.URL = "" }, field: "nats.url"},
 		{name: "nats without subject", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "" }, field: "source.subject"},
 		{name: "nats subject > not last", base: validNATS, mutate: func(c *Config) { c.Source.Subject = "a.>.b" }, field: "source.subject"},
-		{name: "start latest", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartLatest} }},
-		{name: "start offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartOffset} }},
+		{name: "start latest", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartLatest} }},
+		{name: "start offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset} }},
 		{name: "start time", base: validKafka, mutate: func(c *Config) {
-			c.Source.Start = consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.FixedZone("", 2*3600))}
+			c.Source.Start = wire.Start{Kind: wire.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.FixedZone("", 2*3600))}
 		}},
-		{name: "start unknown", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: "yesterday"} }, field: "source.start"},
-		{name: "start negative offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartOffset, Offset: -1} }, field: "source.start"},
-		{name: "start time without a time", base: validKafka, mutate: func(c *Config) { c.Source.Start = consumer.Start{Kind: consumer.StartTime} }, field: "source.start"},
+		{name: "start unknown", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: "yesterday"} }, field: "source.start"},
+		{name: "start negative offset", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset, Offset: -1} }, field: "source.start"},
+		{name: "start time without a time", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartTime} }, field: "source.start"},
 		{name: "format jsonl", base: validKafka, mutate: func(c *Config) { c.Source.Format = "jsonl" }},
 		{name: "format msgpack", base: validKafka, mutate: func(c *Config) { c.Source.Format = "msgpack" }},
 		{name: "format unknown", base: validKafka, mutate: func(c *Config) { c.Source.Format = "xml" }, field: "source.format"},

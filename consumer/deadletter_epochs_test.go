@@ -43,7 +43,7 @@ func TestEpochsWarnOncePerShard(t *testing.T) {
 		EpochExamples: 150,
 		Interval:      20 * time.Millisecond,
 		Weights:       learner.MixExamples,
-		Start:         consumer.Start{Kind: consumer.StartEarliest},
+		Start:         wire.Start{Kind: wire.StartEarliest},
 	}
 	lcfg := learner.DefaultConfig()
 	lcfg.HashBits = 12

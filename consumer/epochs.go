@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // EpochLog is where the epoch protocol keeps its artefacts: the
@@ -60,7 +61,7 @@ type EpochConfig struct {
 	Interval      time.Duration
 	Weights       learner.MixWeights
 	// Start is where a shard that no boundary has yet begins.
-	Start Start
+	Start wire.Start
 	// SnapshotEvery and SnapshotInterval say when the mixed model of an
 	// epoch is written as a generation (either may be 0); Keep is how
 	// many generations are kept.

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // epochLog is a six-partition memory log holding n messages per
@@ -47,7 +48,7 @@ func epochConfig(log *memory.Log, store *snapshot.Store, sink *memory.Sink, writ
 		EpochExamples: 150,
 		Interval:      20 * time.Millisecond,
 		Weights:       learner.MixExamples,
-		Start:         consumer.Start{Kind: consumer.StartEarliest},
+		Start:         wire.Start{Kind: wire.StartEarliest},
 		SnapshotEvery: 400,
 		Keep:          1000,
 	}

@@ -18,6 +18,7 @@ import (
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -158,7 +159,7 @@ func TestWorkerPoisonPillKafka(t *testing.T) {
 			kc := kafkaio.Config{Brokers: c.ListenAddrs(), ClientID: "hyperplane-test"}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			src, err := kafkaio.NewSource(ctx, kc, []string{"in"}, "", nil, consumer.Start{Kind: "earliest"}, log)
+			src, err := kafkaio.NewSource(ctx, kc, []string{"in"}, "", nil, wire.Start{Kind: "earliest"}, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // PartitionsConfig configures a Partitions.
@@ -40,7 +41,7 @@ type PartitionsConfig struct {
 	// another configuration is refused: its error stops Run.
 	Open func(ctx context.Context, shard string) (*learner.Model, map[string]int64, Snapshotter, error)
 	// Start is where a shard whose chain has no position for it begins.
-	Start Start
+	Start wire.Start
 	// RestartDelay is how long a shard whose chain another owner wrote
 	// first waits before it reloads the chain; 0 means
 	// DefaultRestartDelay.

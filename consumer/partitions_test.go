@@ -139,7 +139,7 @@ func (r *partitionRig) config(t *testing.T, writer string) consumer.PartitionsCo
 			}
 			return res.Model, res.Positions, chainSnapshots{res.Snapshotter}, nil
 		},
-		Start:        consumer.Start{Kind: consumer.StartEarliest},
+		Start:        wire.Start{Kind: wire.StartEarliest},
 		RestartDelay: 20 * time.Millisecond,
 	}
 }

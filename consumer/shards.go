@@ -1,6 +1,10 @@
 package consumer
 
-import "context"
+import (
+	"context"
+
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
 
 // Shards is a source whose partitions (its shards: a Kafka
 // topic-partition, a partition of a JetStream stream) can be read one by
@@ -16,7 +20,7 @@ type Shards interface {
 	Ends(ctx context.Context) (map[string]int64, error)
 	// Start resolves where a shard that no boundary has yet begins, as
 	// start says (earliest, latest, an offset or a time), to a position.
-	Start(ctx context.Context, shard string, start Start) (int64, error)
+	Start(ctx context.Context, shard string, start wire.Start) (int64, error)
 	// Open reads shard from position from (the Resume of the last
 	// message already learned, or the shard's start), in order. The
 	// Source's Commit does nothing; Close releases it.

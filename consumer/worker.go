@@ -19,17 +19,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Publish says which predictions a worker publishes.
-type Publish string
-
-// The publish modes. Misclassifications are published whenever they have
-// a destination, whatever the mode.
-const (
-	PublishAll       Publish = "all"
-	PublishUnlabeled Publish = "unlabeled"
-	PublishNone      Publish = "none"
-)
-
 // Destination is where one kind of event goes: a sink and the topic or
 // subject on it. The zero Destination publishes nothing.
 type Destination struct {
@@ -46,7 +35,7 @@ type WorkerConfig struct {
 	Predictions        Destination
 	Misclassifications Destination
 	DeadLetter         Destination
-	Publish            Publish
+	Publish            wire.Publish
 	// Encoding is how events are written: EncodingJSON or EncodingMsgpack.
 	Encoding wire.Encoding
 	// Batch is the most messages fetched and processed between two
@@ -193,7 +182,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		cfg.Batch = DefaultBatch
 	}
 	if cfg.Publish == "" {
-		cfg.Publish = PublishAll
+		cfg.Publish = wire.PublishAll
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
@@ -734,7 +723,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	o := w.model.Learn(x)
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 	dead := false
-	if w.cfg.Predictions.enabled() && (w.cfg.Publish == PublishAll || (w.cfg.Publish == PublishUnlabeled && !o.Labeled)) {
+	if w.cfg.Predictions.enabled() && (w.cfg.Publish == wire.PublishAll || (w.cfg.Publish == wire.PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, &ev, w.labels)
 		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {

@@ -76,7 +76,7 @@ func messages(n int) (msgs [][]byte, garbage int) {
 func runWorker(t *testing.T, b *broker, cfg consumer.WorkerConfig, model *learner.Model, n int) (*consumer.Worker, *consumer.Metrics) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	src, err := natsio.NewJetStreamSource(context.Background(), b.nc, "IN", "", nil, consumer.Start{Kind: "earliest"}, log)
+	src, err := natsio.NewJetStreamSource(context.Background(), b.nc, "IN", "", nil, wire.Start{Kind: "earliest"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestWorker(t *testing.T) {
 }
 
 func TestWorkerPublishModesAndMsgpack(t *testing.T) {
-	for _, mode := range []consumer.Publish{consumer.PublishUnlabeled, consumer.PublishNone} {
+	for _, mode := range []wire.Publish{wire.PublishUnlabeled, wire.PublishNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			b := newBroker(t)
 			msgs, _ := messages(400)
@@ -206,10 +206,10 @@ func TestWorkerPublishModesAndMsgpack(t *testing.T) {
 				}
 			}
 			m := w.Model().Metrics()
-			if want := int(m.Examples - m.Labeled); mode == consumer.PublishUnlabeled && len(preds) != want {
+			if want := int(m.Examples - m.Labeled); mode == wire.PublishUnlabeled && len(preds) != want {
 				t.Fatalf("%d predictions, want the %d unlabeled", len(preds), want)
 			}
-			if mode == consumer.PublishNone && len(preds) != 0 {
+			if mode == wire.PublishNone && len(preds) != 0 {
 				t.Fatalf("%d predictions published with mode none", len(preds))
 			}
 			if n := len(b.read(t, "MIS")); n != int(m.Mistakes) || n == 0 {

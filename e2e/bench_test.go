@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -114,7 +115,7 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 	b.Run("worker", func(b *testing.B) {
 		run(b, func(prefix string, js jetstream.JetStream) (func(), error) {
 			nc := js.Conn()
-			src, err := natsio.NewJetStreamSource(ctx, nc, prefix+"_IN", "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
+			src, err := natsio.NewJetStreamSource(ctx, nc, prefix+"_IN", "", nil, wire.Start{Kind: "earliest"}, zap.NewNop())
 			if err != nil {
 				return func() {}, err
 			}
@@ -304,7 +305,7 @@ func benchKafka(b *testing.B, msgs [][]byte) {
 	b.Run("worker", func(b *testing.B) {
 		run(b, func(addrs []string, in, out string) (func(), error) {
 			kc := kafkaio.Config{Brokers: addrs}
-			src, err := kafkaio.NewSource(ctx, kc, []string{in}, "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
+			src, err := kafkaio.NewSource(ctx, kc, []string{in}, "", nil, wire.Start{Kind: "earliest"}, zap.NewNop())
 			if err != nil {
 				return func() {}, err
 			}
@@ -340,7 +341,7 @@ func BenchmarkSnapshotting(b *testing.B) {
 			var snapshots int
 			benchKafkaTopics(b, msgs, func(b *testing.B, addrs []string, in, out string) (func(), error) {
 				kc := kafkaio.Config{Brokers: addrs}
-				src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
+				src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, wire.Start{Kind: "earliest"}, zap.NewNop())
 				if err != nil {
 					return func() {}, err
 				}

@@ -29,6 +29,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // The scale-out throughput benchmarks' stream: epochsBenchN labeled
@@ -213,7 +214,7 @@ func benchEpochsKafka(b *testing.B, msgs [][]byte, partitions int, epoch int64, 
 	defer sink.Close()
 	out := consumer.Destination{Sink: sink, Topic: "predictions"}
 	if partitions == 1 {
-		src, err := kafkaio.NewSource(ctx, kc, []string{"examples"}, "", nil, consumer.Start{Kind: consumer.StartEarliest}, zap.NewNop())
+		src, err := kafkaio.NewSource(ctx, kc, []string{"examples"}, "", nil, wire.Start{Kind: wire.StartEarliest}, zap.NewNop())
 		if err != nil {
 			return err
 		}
@@ -292,7 +293,7 @@ func runBenchEpochs(b *testing.B, out consumer.Destination, shards consumer.Shar
 		EpochExamples: epoch,
 		Interval:      5 * time.Second,
 		Weights:       learner.MixExamples,
-		Start:         consumer.Start{Kind: consumer.StartEarliest},
+		Start:         wire.Start{Kind: wire.StartEarliest},
 		Keep:          3,
 	}
 	metrics := consumer.NewMetrics(nil)
@@ -402,7 +403,7 @@ func benchEpochsJetStream(b *testing.B, msgs [][]byte, partitions int, epoch int
 	defer sink.Close()
 	out := consumer.Destination{Sink: sink, Topic: "predictions"}
 	if partitions == 1 {
-		src, err := natsio.NewJetStreamSource(ctx, nc, "examples", "", nil, consumer.Start{Kind: consumer.StartEarliest}, zap.NewNop())
+		src, err := natsio.NewJetStreamSource(ctx, nc, "examples", "", nil, wire.Start{Kind: wire.StartEarliest}, zap.NewNop())
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/serve"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // serveClients is how many clients the load generator runs at once, each
@@ -188,7 +189,7 @@ func newServeTopic(b *testing.B, kind string, msgs [][]byte) serveTopic {
 	}
 	addrs, in, out, closeTopic := newBenchTopic(b, msgs)
 	kc := kafkaio.Config{Brokers: addrs}
-	src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, consumer.Start{Kind: "earliest"}, zap.NewNop())
+	src, err := kafkaio.NewSource(context.Background(), kc, []string{in}, "", nil, wire.Start{Kind: "earliest"}, zap.NewNop())
 	if err != nil {
 		closeTopic()
 		b.Fatal(err)

@@ -11,6 +11,17 @@ const (
 	EncodingMsgpack Encoding = "msgpack"
 )
 
+// Publish says which predictions a worker publishes.
+type Publish string
+
+// The publish modes. Misclassifications are published whenever they have
+// a destination, whatever the mode.
+const (
+	PublishAll       Publish = "all"
+	PublishUnlabeled Publish = "unlabeled"
+	PublishNone      Publish = "none"
+)
+
 // Prediction is the event published for every example.
 type Prediction struct {
 	Position Position

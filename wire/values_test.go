@@ -7,7 +7,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
-// TestSettingValues: each format reads exactly its listed values (and
+// TestSettingValues: each setting reads exactly its listed values (and
 // json for jsonl), names them when it refuses one, and writes what it
 // read.
 func TestSettingValues(t *testing.T) {
@@ -25,6 +25,9 @@ func TestSettingValues(t *testing.T) {
 		{"format", func() setting { return new(wire.Format) },
 			map[string]string{"auto": "auto", "jsonl": "jsonl", "json": "jsonl", "msgpack": "msgpack"},
 			"xml", `unknown format "xml" (want auto, jsonl or msgpack)`},
+		{"publish", func() setting { return new(wire.Publish) },
+			map[string]string{"all": "all", "unlabeled": "unlabeled", "none": "none"},
+			"some", `unknown value "some" (want all, unlabeled or none)`},
 		{"encoding", func() setting { return new(wire.Encoding) },
 			map[string]string{"json": "json", "msgpack": "msgpack"},
 			"avro", `unknown format "avro" (want json or msgpack)`},

@@ -51,7 +51,7 @@ func (b *brokers) kafkaConfig() (kafkaio.Config, error) {
 	if err != nil {
 		return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
 	}
-	mech, err := b.kafka.SASL.Mechanism.SASL(b.kafka.SASL.Username, b.kafka.SASL.Password)
+	mech, err := kafkaio.Mechanism(b.kafka.SASL.Mechanism).SASL(b.kafka.SASL.Username, b.kafka.SASL.Password)
 	if err != nil {
 		return kafkaio.Config{}, fmt.Errorf("kafka.sasl: %w", err)
 	}

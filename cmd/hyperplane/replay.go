@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // runReplay rebuilds a model from a range of the source: a new model,
@@ -22,8 +23,8 @@ import (
 // log in snapshot.url (see replayEpochs), which is read and never
 // written.
 func runReplay(ctx context.Context, e *env, args []string) error {
-	from := consumer.Start{Kind: consumer.StartEarliest}
-	to := consumer.Start{Kind: consumer.StartLatest}
+	from := wire.Start{Kind: wire.StartEarliest}
+	to := wire.Start{Kind: wire.StartLatest}
 	var out string
 	var publish bool
 	fs := newFlagSet("replay", "--config FILE --from START [--to END] [--out URL] [--publish] [--key value ...]", e)
@@ -43,13 +44,13 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	if from.Kind == consumer.StartLatest {
+	if from.Kind == wire.StartLatest {
 		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
 	}
 	var end int64 = -1
 	switch to.Kind {
-	case consumer.StartLatest:
-	case consumer.StartOffset:
+	case wire.StartLatest:
+	case wire.StartOffset:
 		end = to.Offset
 	default:
 		return usagef("-to: want latest or offset:N, got %q", to)
@@ -57,7 +58,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	live := cfg.Snapshot.URL
 	cfg.Source.Start = from
 	if !publish {
-		cfg.Outputs = config.Outputs{Publish: consumer.PublishNone, Format: cfg.Outputs.Format}
+		cfg.Outputs = config.Outputs{Publish: wire.PublishNone, Format: cfg.Outputs.Format}
 	}
 	cfg.Snapshot = config.Default().Snapshot
 	cfg.Snapshot.URL = out
@@ -82,7 +83,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer log.Close()
-		if from.Kind != consumer.StartEarliest || to.Kind != consumer.StartLatest {
+		if from.Kind != wire.StartEarliest || to.Kind != wire.StartLatest {
 			return usagef("-from, -to: the model is learned in epochs, and replay follows its epoch log in %s from its start: leave them out", live)
 		}
 		return replayEpochs(ctx, e, cfg, log)

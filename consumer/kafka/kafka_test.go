@@ -58,7 +58,7 @@ func produceRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	}
 }
 
-func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start consumer.Start, log *zap.Logger) *kafka.Source {
+func openSource(t *testing.T, cfg kafka.Config, topics []string, group string, resume map[string]int64, start wire.Start, log *zap.Logger) *kafka.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -87,7 +87,7 @@ func TestSourceConformance(t *testing.T) {
 			log := zaptest.NewLogger(t)
 			return func(p int, values ...[]byte) { produce(t, cl, "examples", p, values...) },
 				func(resume map[string]int64) consumer.Source {
-					return openSource(t, config(c), []string{"examples"}, "", resume, consumer.Start{Kind: "earliest"}, log)
+					return openSource(t, config(c), []string{"examples"}, "", resume, wire.Start{Kind: "earliest"}, log)
 				}
 		},
 	})
@@ -144,18 +144,18 @@ func TestStart(t *testing.T) {
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	for i, tc := range []struct {
 		name  string
-		start consumer.Start
+		start wire.Start
 		want  int // first message delivered, m10 being the one produced after opening
 	}{
-		{"default", consumer.Start{}, 0},
-		{"earliest", consumer.Start{Kind: "earliest"}, 0},
-		{"latest", consumer.Start{Kind: "latest"}, 10},
-		{"offset", consumer.Start{Kind: "offset", Offset: 4}, 4},
-		{"offset at end", consumer.Start{Kind: "offset", Offset: 10}, 10},
-		{"time before all", consumer.Start{Kind: "time", Time: base.Add(-time.Minute)}, 0},
-		{"time of a message", consumer.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6},
-		{"time between messages", consumer.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6},
-		{"time after all", consumer.Start{Kind: "time", Time: base.Add(time.Minute)}, 10},
+		{"default", wire.Start{}, 0},
+		{"earliest", wire.Start{Kind: "earliest"}, 0},
+		{"latest", wire.Start{Kind: "latest"}, 10},
+		{"offset", wire.Start{Kind: "offset", Offset: 4}, 4},
+		{"offset at end", wire.Start{Kind: "offset", Offset: 10}, 10},
+		{"time before all", wire.Start{Kind: "time", Time: base.Add(-time.Minute)}, 0},
+		{"time of a message", wire.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6},
+		{"time between messages", wire.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6},
+		{"time after all", wire.Start{Kind: "time", Time: base.Add(time.Minute)}, 10},
 	} {
 		topic := fmt.Sprintf("start-%d", i)
 		c.CreateTopic(t, topic, 1)
@@ -195,17 +195,17 @@ func TestOpenErrors(t *testing.T) {
 		name   string
 		topics []string
 		resume map[string]int64
-		start  consumer.Start
+		start  wire.Start
 		want   string // in the error
 	}{
-		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, consumer.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
-		{"start below first offset", []string{"t"}, nil, consumer.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
-		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, consumer.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
-		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, consumer.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
-		{"missing topic", []string{"t", "nope"}, nil, consumer.Start{}, "topic nope"},
-		{"no topics", nil, nil, consumer.Start{}, "no topics"},
-		{"bad start", []string{"t"}, nil, consumer.Start{Kind: "newest"}, `unknown start "newest"`},
-		{"negative start", []string{"t"}, nil, consumer.Start{Kind: "offset", Offset: -1}, "negative"},
+		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, wire.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
+		{"start below first offset", []string{"t"}, nil, wire.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
+		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, wire.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
+		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, wire.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
+		{"missing topic", []string{"t", "nope"}, nil, wire.Start{}, "topic nope"},
+		{"no topics", nil, nil, wire.Start{}, "no topics"},
+		{"bad start", []string{"t"}, nil, wire.Start{Kind: "newest"}, `unknown start "newest"`},
+		{"negative start", []string{"t"}, nil, wire.Start{Kind: "offset", Offset: -1}, "negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -225,7 +225,7 @@ func TestOpenErrors(t *testing.T) {
 		// The first offset and the end are both valid starts; keys of
 		// other sources are ignored.
 		resume := map[string]int64{"kafka:t/0": 4, "kafka:t/1": 3, "kafka:other/0": 99, "file:x": 7}
-		src := openSource(t, config(c), []string{"t", "t"}, "", resume, consumer.Start{}, zaptest.NewLogger(t)) // a repeated topic is read once
+		src := openSource(t, config(c), []string{"t", "t"}, "", resume, wire.Start{}, zaptest.NewLogger(t)) // a repeated topic is read once
 		produce(t, cl, "t", 1, []byte("m3"))
 		got := consumertest.FetchN(t, src, 7)
 		want := map[string][]string{"kafka:t/0": {"4=m4", "5=m5", "6=m6", "7=m7", "8=m8", "9=m9"}, "kafka:t/1": {"3=m3"}}
@@ -238,7 +238,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 	})
 	t.Run("earliest on a trimmed partition", func(t *testing.T) {
-		src := openSource(t, config(c), []string{"t"}, "", map[string]int64{"kafka:t/1": 4}, consumer.Start{Kind: "earliest"}, zaptest.NewLogger(t))
+		src := openSource(t, config(c), []string{"t"}, "", map[string]int64{"kafka:t/1": 4}, wire.Start{Kind: "earliest"}, zaptest.NewLogger(t))
 		for i, m := range consumertest.FetchN(t, src, 6) {
 			if m.Position.Source != "kafka:t/0" || m.Position.Offset != int64(4+i) {
 				t.Fatalf("message %d at %+v, want kafka:t/0 offset %d", i, m.Position, 4+i)
@@ -252,7 +252,7 @@ func TestCommit(t *testing.T) {
 	cl := c.Client(t)
 	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 5)...)
-	src := openSource(t, config(c), []string{"t"}, "lag-monitor", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "lag-monitor", nil, wire.Start{}, zaptest.NewLogger(t))
 	ctx := context.Background()
 
 	committed := func(group string) map[int32]int64 {
@@ -299,7 +299,7 @@ func TestCommit(t *testing.T) {
 	}
 
 	t.Run("no group", func(t *testing.T) {
-		src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+		src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 		if err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5}); err != nil {
 			t.Fatalf("Commit without a group: %v", err)
 		}
@@ -310,7 +310,7 @@ func TestCommit(t *testing.T) {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		member.PollFetches(pctx) // joins the group and reads m0..
-		src := openSource(t, config(c), []string{"t"}, "busy", nil, consumer.Start{}, zaptest.NewLogger(t))
+		src := openSource(t, config(c), []string{"t"}, "busy", nil, wire.Start{}, zaptest.NewLogger(t))
 		err := src.Commit(ctx, map[string]int64{"kafka:t/0": 5})
 		if !errors.Is(err, kafkago.UnknownMemberId) && !errors.Is(err, kafkago.IllegalGeneration) {
 			t.Fatalf("Commit to a group with a live member: %v, want UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION", err)
@@ -339,7 +339,7 @@ func TestLag(t *testing.T) {
 	cl := c.Client(t)
 	c.CreateTopic(t, "t", 2)
 	produce(t, cl, "t", 0, values("m", 0, 10)...)
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	check := func(want0 int64) {
 		t.Helper()
 		if lag := src.Lag(); len(lag) != 2 || lag["kafka:t/0"] != want0 || lag["kafka:t/1"] != 0 {
@@ -522,7 +522,7 @@ func TestSourceFetchOutage(t *testing.T) {
 		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 0, 5)...)
 	}
 	log, logs := observed(t)
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, log)
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, log)
 	got := consumertest.FetchN(t, src, 10)
 
 	var failing atomic.Bool
@@ -598,7 +598,7 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 	failWhile(c, kmsg.Fetch, &failing, &failures, func(kmsg.Request) (kmsg.Response, error) {
 		return nil, errors.New("injected fetch failure")
 	})
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	deadline := time.Now().Add(time.Minute)
 	for failures.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -630,7 +630,7 @@ func TestSourceRecordsOverOneFetch(t *testing.T) {
 	for _, v := range want {
 		produce(t, cl, "examples", 0, v)
 	}
-	src := openSource(t, config(c), []string{"examples"}, "", nil, consumer.Start{Kind: "earliest"}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"examples"}, "", nil, wire.Start{Kind: "earliest"}, zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var got [][]byte
@@ -661,7 +661,7 @@ func TestSourceCompactionGaps(t *testing.T) {
 		produceRecords(t, cl, &kgo.Record{Topic: "t", Key: []byte(k), Value: fmt.Appendf(nil, "m%d", i)})
 	}
 	c.Compact()
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	var got []string
 	for _, m := range consumertest.FetchN(t, src, 4) {
 		got = append(got, fmt.Sprintf("%d=%s", m.Position.Offset, m.Value))
@@ -687,7 +687,7 @@ func TestSourceTransactionMarkers(t *testing.T) {
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	got := consumertest.FetchN(t, src, 3)
 	if string(got[0].Value) != "m0" || string(got[1].Value) != "m1" || got[2].Position.Offset != 2 || len(got[2].Value) != 6 {
 		t.Fatalf("got %q, %q, %q at offset %d; want m0, m1 and the 6-byte commit marker at 2",
@@ -700,7 +700,7 @@ func TestSourceBrokerRestart(t *testing.T) {
 	cl := c.Client(t)
 	c.CreateTopic(t, "t", 1)
 	produce(t, cl, "t", 0, values("m", 0, 5)...)
-	src := openSource(t, config(c), []string{"t"}, "", nil, consumer.Start{}, zaptest.NewLogger(t))
+	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	got := consumertest.FetchN(t, src, 5)
 	cl.Close()
 	c.Shutdown()
@@ -818,7 +818,7 @@ func TestTLSAndSASL(t *testing.T) {
 			if err := sink.Publish(ctx, []consumer.Output{{Topic: "secure", Key: mech, Value: value}}); err != nil {
 				t.Fatalf("Publish: %v", err)
 			}
-			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, consumer.Start{}, zaptest.NewLogger(t))
+			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, wire.Start{}, zaptest.NewLogger(t))
 			if got := consumertest.FetchN(t, src, 1)[0]; string(got.Value) != string(value) {
 				t.Fatalf("read back %q, want %q", got.Value, value)
 			}
@@ -831,7 +831,7 @@ func TestTLSAndSASL(t *testing.T) {
 			bad.SASL = wrong
 			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if src, err := kafka.NewSource(ctx, bad, []string{"secure"}, "", nil, consumer.Start{}, zaptest.NewLogger(t)); err == nil {
+			if src, err := kafka.NewSource(ctx, bad, []string{"secure"}, "", nil, wire.Start{}, zaptest.NewLogger(t)); err == nil {
 				src.Close()
 				t.Fatal("NewSource with a wrong password succeeded")
 			}
@@ -840,7 +840,7 @@ func TestTLSAndSASL(t *testing.T) {
 	t.Run("plaintext client", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		if src, err := kafka.NewSource(ctx, kafka.Config{Brokers: c.ListenAddrs()}, []string{"secure"}, "", nil, consumer.Start{}, zaptest.NewLogger(t)); err == nil {
+		if src, err := kafka.NewSource(ctx, kafka.Config{Brokers: c.ListenAddrs()}, []string{"secure"}, "", nil, wire.Start{}, zaptest.NewLogger(t)); err == nil {
 			src.Close()
 			t.Fatal("NewSource without TLS on a TLS listener succeeded")
 		}

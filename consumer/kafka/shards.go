@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // errShardsClosed is what Open returns once the Shards is closed.
@@ -82,12 +83,12 @@ func (s *Shards) Ends(ctx context.Context) (map[string]int64, error) {
 // time (the high watermark if no message is that recent). It fails, naming
 // the shard, if the offset lies below the partition's first offset or
 // beyond its end.
-func (s *Shards) Start(ctx context.Context, shard string, start consumer.Start) (int64, error) {
+func (s *Shards) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("kafka: %s: %w", shard, err)
 	}
 	var at time.Time
-	if start.Kind == consumer.StartTime {
+	if start.Kind == wire.StartTime {
 		at = start.Time
 	}
 	po, err := s.lookup(ctx, shard, at)

@@ -250,31 +250,31 @@ func TestShardsStart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		shard string
-		start consumer.Start
+		start wire.Start
 		want  int64
 		err   string // in the error, instead of want
 	}{
-		{"default", "kafka:t/1", consumer.Start{}, 3, ""},
-		{"earliest", "kafka:t/1", consumer.Start{Kind: "earliest"}, 3, ""},
-		{"earliest of empty", "kafka:t/0", consumer.Start{Kind: "earliest"}, 0, ""},
-		{"latest", "kafka:t/1", consumer.Start{Kind: "latest"}, 10, ""},
-		{"latest of empty", "kafka:t/0", consumer.Start{Kind: "latest"}, 0, ""},
-		{"offset", "kafka:t/1", consumer.Start{Kind: "offset", Offset: 4}, 4, ""},
-		{"offset at first", "kafka:t/1", consumer.Start{Kind: "offset", Offset: 3}, 3, ""},
-		{"offset at end", "kafka:t/1", consumer.Start{Kind: "offset", Offset: 10}, 10, ""},
-		{"offset below first", "kafka:t/1", consumer.Start{Kind: "offset", Offset: 2}, 0,
+		{"default", "kafka:t/1", wire.Start{}, 3, ""},
+		{"earliest", "kafka:t/1", wire.Start{Kind: "earliest"}, 3, ""},
+		{"earliest of empty", "kafka:t/0", wire.Start{Kind: "earliest"}, 0, ""},
+		{"latest", "kafka:t/1", wire.Start{Kind: "latest"}, 10, ""},
+		{"latest of empty", "kafka:t/0", wire.Start{Kind: "latest"}, 0, ""},
+		{"offset", "kafka:t/1", wire.Start{Kind: "offset", Offset: 4}, 4, ""},
+		{"offset at first", "kafka:t/1", wire.Start{Kind: "offset", Offset: 3}, 3, ""},
+		{"offset at end", "kafka:t/1", wire.Start{Kind: "offset", Offset: 10}, 10, ""},
+		{"offset below first", "kafka:t/1", wire.Start{Kind: "offset", Offset: 2}, 0,
 			"kafka:t/1: start offset:2 offset 2 is below the partition's first offset 3: 1 messages were deleted"},
-		{"offset beyond end", "kafka:t/1", consumer.Start{Kind: "offset", Offset: 11}, 0,
+		{"offset beyond end", "kafka:t/1", wire.Start{Kind: "offset", Offset: 11}, 0,
 			"kafka:t/1: start offset:11 offset 11 is beyond the partition's end 10"},
-		{"time before all", "kafka:t/1", consumer.Start{Kind: "time", Time: base.Add(-time.Minute)}, 3, ""},
-		{"time of a message", "kafka:t/1", consumer.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6, ""},
-		{"time between messages", "kafka:t/1", consumer.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6, ""},
-		{"time after all", "kafka:t/1", consumer.Start{Kind: "time", Time: base.Add(time.Minute)}, 10, ""},
-		{"time on empty", "kafka:t/0", consumer.Start{Kind: "time", Time: base}, 0, ""},
-		{"bad start", "kafka:t/1", consumer.Start{Kind: "newest"}, 0, `kafka:t/1: unknown start "newest"`},
-		{"negative offset", "kafka:t/1", consumer.Start{Kind: "offset", Offset: -1}, 0, "negative"},
-		{"no such partition", "kafka:t/2", consumer.Start{}, 0, "kafka:t/2: no such partition"},
-		{"other topic", "kafka:u/0", consumer.Start{}, 0, `"kafka:u/0" is not a shard`},
+		{"time before all", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(-time.Minute)}, 3, ""},
+		{"time of a message", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6, ""},
+		{"time between messages", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6, ""},
+		{"time after all", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(time.Minute)}, 10, ""},
+		{"time on empty", "kafka:t/0", wire.Start{Kind: "time", Time: base}, 0, ""},
+		{"bad start", "kafka:t/1", wire.Start{Kind: "newest"}, 0, `kafka:t/1: unknown start "newest"`},
+		{"negative offset", "kafka:t/1", wire.Start{Kind: "offset", Offset: -1}, 0, "negative"},
+		{"no such partition", "kafka:t/2", wire.Start{}, 0, "kafka:t/2: no such partition"},
+		{"other topic", "kafka:u/0", wire.Start{}, 0, `"kafka:u/0" is not a shard`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

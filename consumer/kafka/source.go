@@ -156,7 +156,7 @@ func (c *cluster) close() {
 // group, if not empty, is the consumer group that Commit writes offsets to.
 // ctx bounds the metadata and offset lookups NewSource makes; the source
 // itself lives until Close.
-func NewSource(ctx context.Context, cfg Config, topics []string, group string, resume map[string]int64, start consumer.Start, log *zap.Logger) (*Source, error) {
+func NewSource(ctx context.Context, cfg Config, topics []string, group string, resume map[string]int64, start wire.Start, log *zap.Logger) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -284,16 +284,16 @@ func (ps partitionStart) check() error {
 
 // startAt resolves start (a valid one) on a partition whose offsets were
 // listed for start's time, if it has one.
-func startAt(po partitionOffsets, start consumer.Start) partitionStart {
+func startAt(po partitionOffsets, start wire.Start) partitionStart {
 	ps := partitionStart{partitionOffsets: po, from: "start " + start.String()}
 	switch start.Kind {
-	case "", consumer.StartEarliest:
+	case "", wire.StartEarliest:
 		ps.offset = po.first
-	case consumer.StartLatest:
+	case wire.StartLatest:
 		ps.offset = po.end
-	case consumer.StartOffset:
+	case wire.StartOffset:
 		ps.offset = start.Offset
-	case consumer.StartTime:
+	case wire.StartTime:
 		ps.offset = po.at
 	}
 	return ps
@@ -377,13 +377,13 @@ func (c *cluster) offsets(ctx context.Context, parts []topicPartition, at time.T
 // where each reader starts to an absolute offset. Resolving "latest" here,
 // rather than leaving it to the reader's first connection, makes it mean
 // "after NewSource returned".
-func plan(ctx context.Context, c *cluster, topics []string, resume map[string]int64, start consumer.Start, log *zap.Logger) ([]partitionStart, error) {
+func plan(ctx context.Context, c *cluster, topics []string, resume map[string]int64, start wire.Start, log *zap.Logger) ([]partitionStart, error) {
 	parts, err := c.partitions(ctx, topics)
 	if err != nil {
 		return nil, err
 	}
 	var at time.Time
-	if start.Kind == consumer.StartTime {
+	if start.Kind == wire.StartTime {
 		at = start.Time
 	}
 	offsets, err := c.offsets(ctx, parts, at)

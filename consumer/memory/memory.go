@@ -80,7 +80,7 @@ func (l *Log) Ends(ctx context.Context) (map[string]int64, error) {
 // earliest, the partition's length for latest, the offset (at most the
 // length), or for a time the first message at or after it (every message
 // is stored at the Unix epoch).
-func (l *Log) Start(ctx context.Context, shard string, start consumer.Start) (int64, error) {
+func (l *Log) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("memory: %s: %w", shard, err)
 	}
@@ -90,14 +90,14 @@ func (l *Log) Start(ctx context.Context, shard string, start consumer.Start) (in
 	}
 	end := int64(l.Len(p))
 	switch start.Kind {
-	case consumer.StartLatest:
+	case wire.StartLatest:
 		return end, nil
-	case consumer.StartOffset:
+	case wire.StartOffset:
 		if start.Offset > end {
 			return 0, fmt.Errorf("memory: %s: start %s is beyond the partition's end %d", shard, start, end)
 		}
 		return start.Offset, nil
-	case consumer.StartTime:
+	case wire.StartTime:
 		if start.Time.After(messageTime) {
 			return end, nil
 		}

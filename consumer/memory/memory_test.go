@@ -177,21 +177,21 @@ func TestLogStart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		shard string
-		start consumer.Start
+		start wire.Start
 		want  int64
 		err   string // in the error, instead of want
 	}{
-		{"default", "memory:t/2", consumer.Start{}, 0, ""},
-		{"earliest", "memory:t/2", consumer.Start{Kind: "earliest"}, 0, ""},
-		{"latest", "memory:t/2", consumer.Start{Kind: "latest"}, 12, ""},
-		{"latest of empty", "memory:t/1", consumer.Start{Kind: "latest"}, 0, ""},
-		{"offset", "memory:t/2", consumer.Start{Kind: "offset", Offset: 4}, 4, ""},
-		{"offset at end", "memory:t/2", consumer.Start{Kind: "offset", Offset: 12}, 12, ""},
-		{"offset beyond end", "memory:t/2", consumer.Start{Kind: "offset", Offset: 13}, 0, "memory:t/2: start offset:13 is beyond the partition's end 12"},
-		{"time of the messages", "memory:t/2", consumer.Start{Kind: "time", Time: epoch}, 0, ""},
-		{"time after them", "memory:t/2", consumer.Start{Kind: "time", Time: epoch.Add(time.Nanosecond)}, 12, ""},
-		{"bad start", "memory:t/2", consumer.Start{Kind: "newest"}, 0, `memory:t/2: unknown start "newest"`},
-		{"no such partition", "memory:t/3", consumer.Start{}, 0, `"memory:t/3" is not a partition`},
+		{"default", "memory:t/2", wire.Start{}, 0, ""},
+		{"earliest", "memory:t/2", wire.Start{Kind: "earliest"}, 0, ""},
+		{"latest", "memory:t/2", wire.Start{Kind: "latest"}, 12, ""},
+		{"latest of empty", "memory:t/1", wire.Start{Kind: "latest"}, 0, ""},
+		{"offset", "memory:t/2", wire.Start{Kind: "offset", Offset: 4}, 4, ""},
+		{"offset at end", "memory:t/2", wire.Start{Kind: "offset", Offset: 12}, 12, ""},
+		{"offset beyond end", "memory:t/2", wire.Start{Kind: "offset", Offset: 13}, 0, "memory:t/2: start offset:13 is beyond the partition's end 12"},
+		{"time of the messages", "memory:t/2", wire.Start{Kind: "time", Time: epoch}, 0, ""},
+		{"time after them", "memory:t/2", wire.Start{Kind: "time", Time: epoch.Add(time.Nanosecond)}, 12, ""},
+		{"bad start", "memory:t/2", wire.Start{Kind: "newest"}, 0, `memory:t/2: unknown start "newest"`},
+		{"no such partition", "memory:t/3", wire.Start{}, 0, `"memory:t/3" is not a partition`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := log.Start(context.Background(), tc.shard, tc.start)

@@ -78,7 +78,7 @@ type delivery struct {
 // sequence after the stream's last one now), the sequence start.Offset
 // ("offset"), or the first message stored at or after start.Time ("time").
 // It fails if the stream does not exist or start is invalid.
-func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start consumer.Start, log *zap.Logger) (*JetStreamSource, error) {
+func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start wire.Start, log *zap.Logger) (*JetStreamSource, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream %s: %w", stream, err)
@@ -99,9 +99,9 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			return nil, fmt.Errorf("jetstream %s: %w", stream, err)
 		}
 		switch start.Kind {
-		case "", consumer.StartEarliest:
+		case "", wire.StartEarliest:
 			cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-		case consumer.StartLatest:
+		case wire.StartLatest:
 			// A sequence rather than DeliverNew, so that a consumer recreated
 			// before the first message arrives still starts at the same place.
 			st, err := js.Stream(ctx, stream)
@@ -110,13 +110,13 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			}
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = st.CachedInfo().State.LastSeq + 1
-		case consumer.StartOffset:
+		case wire.StartOffset:
 			if start.Offset < 1 {
 				return nil, fmt.Errorf("jetstream %s: start offset %d: stream sequences start at 1", stream, start.Offset)
 			}
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = uint64(start.Offset)
-		case consumer.StartTime:
+		case wire.StartTime:
 			t := start.Time
 			cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 			cfg.OptStartTime = &t

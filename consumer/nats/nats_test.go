@@ -117,7 +117,7 @@ func seqValues(from, to int) []string {
 	return out
 }
 
-func openJetStream(t *testing.T, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start consumer.Start) *nats.JetStreamSource {
+func openJetStream(t *testing.T, nc *natsgo.Conn, stream, subject string, resume map[string]int64, start wire.Start) *nats.JetStreamSource {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -146,7 +146,7 @@ func TestJetStreamSourceConformance(t *testing.T) {
 				}
 			}
 			open := func(resume map[string]int64) consumer.Source {
-				return openJetStream(t, nc, name, subject, resume, consumer.Start{Kind: "earliest"})
+				return openJetStream(t, nc, name, subject, resume, wire.Start{Kind: "earliest"})
 			}
 			return produce, open
 		},
@@ -327,17 +327,17 @@ func TestJetStreamStart(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		resume map[string]int64
-		start  consumer.Start
+		start  wire.Start
 		first  int // index of the first message delivered
 	}{
-		{"earliest", nil, consumer.Start{Kind: "earliest"}, 0},
-		{"default", nil, consumer.Start{}, 0},
-		{"offset", nil, consumer.Start{Kind: "offset", Offset: 4}, 3},
-		{"time", nil, consumer.Start{Kind: "time", Time: cut}, 5},
-		{"resume", map[string]int64{"jetstream:start": 7, "jetstream:other": 1}, consumer.Start{Kind: "latest"}, 7},
-		{"resume zero", map[string]int64{"jetstream:start": 0}, consumer.Start{Kind: "latest"}, 0},
-		{"resume at end", map[string]int64{"jetstream:start": 10}, consumer.Start{Kind: "earliest"}, 10},
-		{"latest", nil, consumer.Start{Kind: "latest"}, 10},
+		{"earliest", nil, wire.Start{Kind: "earliest"}, 0},
+		{"default", nil, wire.Start{}, 0},
+		{"offset", nil, wire.Start{Kind: "offset", Offset: 4}, 3},
+		{"time", nil, wire.Start{Kind: "time", Time: cut}, 5},
+		{"resume", map[string]int64{"jetstream:start": 7, "jetstream:other": 1}, wire.Start{Kind: "latest"}, 7},
+		{"resume zero", map[string]int64{"jetstream:start": 0}, wire.Start{Kind: "latest"}, 0},
+		{"resume at end", map[string]int64{"jetstream:start": 10}, wire.Start{Kind: "earliest"}, 10},
+		{"latest", nil, wire.Start{Kind: "latest"}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := openJetStream(t, nc, "start", "", tc.resume, tc.start)
@@ -363,7 +363,7 @@ func TestJetStreamStart(t *testing.T) {
 	}
 
 	t.Run("latest then more", func(t *testing.T) {
-		src := openJetStream(t, nc, "start", "", nil, consumer.Start{Kind: "latest"})
+		src := openJetStream(t, nc, "start", "", nil, wire.Start{Kind: "latest"})
 		publish(t, js, "start.in", "m10", "m11")
 		got := consumertest.FetchN(t, src, 2)
 		if v := valuesOf(got); !slices.Equal(v, []string{"m10", "m11"}) || got[0].Position.Offset != 11 {
@@ -375,14 +375,14 @@ func TestJetStreamStart(t *testing.T) {
 		name   string
 		stream string
 		resume map[string]int64
-		start  consumer.Start
+		start  wire.Start
 	}{
-		{"unknown kind", "start", nil, consumer.Start{Kind: "newest"}},
-		{"offset zero", "start", nil, consumer.Start{Kind: "offset"}},
-		{"time zero", "start", nil, consumer.Start{Kind: "time"}},
-		{"negative resume", "start", map[string]int64{"jetstream:start": -1}, consumer.Start{}},
-		{"no stream", "missing", nil, consumer.Start{}},
-		{"latest no stream", "missing", nil, consumer.Start{Kind: "latest"}},
+		{"unknown kind", "start", nil, wire.Start{Kind: "newest"}},
+		{"offset zero", "start", nil, wire.Start{Kind: "offset"}},
+		{"time zero", "start", nil, wire.Start{Kind: "time"}},
+		{"negative resume", "start", map[string]int64{"jetstream:start": -1}, wire.Start{}},
+		{"no stream", "missing", nil, wire.Start{}},
+		{"latest no stream", "missing", nil, wire.Start{Kind: "latest"}},
 	} {
 		t.Run("error/"+tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -405,7 +405,7 @@ func TestJetStreamCommitDoesNotMove(t *testing.T) {
 	_, nc, js := startJetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "commit", Subjects: []string{"commit.in"}})
 	publish(t, js, "commit.in", seqValues(0, 20)...)
-	src := openJetStream(t, nc, "commit", "", nil, consumer.Start{})
+	src := openJetStream(t, nc, "commit", "", nil, wire.Start{})
 	got := consumertest.FetchN(t, src, 10)
 	last := got[len(got)-1]
 	if err := src.Commit(context.Background(), map[string]int64{last.Position.Source: last.Resume}); err != nil {
@@ -416,7 +416,7 @@ func TestJetStreamCommitDoesNotMove(t *testing.T) {
 	}
 	expectNothing(t, src)
 	// A new source ignores what was committed: it starts where it is told.
-	again := openJetStream(t, nc, "commit", "", nil, consumer.Start{})
+	again := openJetStream(t, nc, "commit", "", nil, wire.Start{})
 	if v := valuesOf(consumertest.FetchN(t, again, 1)); v[0] != "m0" {
 		t.Fatalf("a new source from the start begins at %q", v[0])
 	}
@@ -429,7 +429,7 @@ func TestJetStreamLag(t *testing.T) {
 		publish(t, js, "lag.a", fmt.Sprintf("a%d", i))
 		publish(t, js, "lag.b", fmt.Sprintf("b%d", i))
 	}
-	src := openJetStream(t, nc, "lag", "lag.a", nil, consumer.Start{})
+	src := openJetStream(t, nc, "lag", "lag.a", nil, wire.Start{})
 	if lag := src.Lag(); lag["jetstream:lag"] != 10 || len(lag) != 1 {
 		t.Fatalf("lag before Fetch %v, want jetstream:lag 10", lag)
 	}
@@ -449,7 +449,7 @@ func TestJetStreamLag(t *testing.T) {
 func TestJetStreamSourceClose(t *testing.T) {
 	ts, nc, js := startJetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "close", Subjects: []string{"close.in"}})
-	src := openJetStream(t, nc, "close", "", nil, consumer.Start{})
+	src := openJetStream(t, nc, "close", "", nil, wire.Start{})
 	ctx := context.Background()
 	if n := consumerCount(t, js, "close"); n != 1 {
 		t.Fatalf("%d consumers while reading, want 1", n)
@@ -469,7 +469,7 @@ func TestJetStreamSourceClose(t *testing.T) {
 
 	// A closed connection ends the source: Fetch says so instead of waiting.
 	other := connect(t, ts)
-	src = openJetStream(t, other, "close", "", nil, consumer.Start{})
+	src = openJetStream(t, other, "close", "", nil, wire.Start{})
 	other.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -485,7 +485,7 @@ func TestJetStreamConsumerDeleted(t *testing.T) {
 	_, nc, js := startJetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "del", Subjects: []string{"del.in"}})
 	publish(t, js, "del.in", seqValues(0, 5)...)
-	src := openJetStream(t, nc, "del", "", nil, consumer.Start{})
+	src := openJetStream(t, nc, "del", "", nil, wire.Start{})
 	if v := valuesOf(consumertest.FetchN(t, src, 5)); !slices.Equal(v, seqValues(0, 5)) {
 		t.Fatalf("got %q", v)
 	}
@@ -595,7 +595,7 @@ func TestServerRestart(t *testing.T) {
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "rs", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage})
 	log := zaptest.NewLogger(t)
 	jsSink, coreSink := newSink(t, nc, true, log), newSink(t, nc, false, log)
-	jsSrc := openJetStream(t, nc, "rs", "out.events", nil, consumer.Start{})
+	jsSrc := openJetStream(t, nc, "rs", "out.events", nil, wire.Start{})
 	coreSrc := openCore(t, nc, "core.rs", log)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // apiTimeout bounds a lookup whose context has no deadline, as the
@@ -171,7 +172,7 @@ func (s *JetStreamShards) Ends(ctx context.Context) (map[string]int64, error) {
 // which Ends reports. It fails, naming the shard, if shard is no partition
 // of the stream, if N is 0, or if N − 1 lies beyond the stream's last
 // sequence.
-func (s *JetStreamShards) Start(ctx context.Context, shard string, start consumer.Start) (int64, error) {
+func (s *JetStreamShards) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("jetstream: %s: %w", shard, err)
 	}
@@ -180,9 +181,9 @@ func (s *JetStreamShards) Start(ctx context.Context, shard string, start consume
 		return 0, err
 	}
 	switch start.Kind {
-	case consumer.StartLatest:
+	case wire.StartLatest:
 		return s.lastSeq(ctx, k)
-	case consumer.StartOffset:
+	case wire.StartOffset:
 		if start.Offset < 1 {
 			return 0, fmt.Errorf("jetstream: %s: start %s: stream sequences start at 1", shard, start)
 		}
@@ -200,7 +201,7 @@ func (s *JetStreamShards) Start(ctx context.Context, shard string, start consume
 			return 0, err
 		}
 		return min(start.Offset-1, last), nil
-	case consumer.StartTime:
+	case wire.StartTime:
 		t := start.Time
 		seq, found, err := s.msgGet(ctx, msgGetRequest{NextFor: s.parts.filter(k), StartTime: &t, NoHeaders: true})
 		if err != nil {

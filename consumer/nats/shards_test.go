@@ -452,19 +452,19 @@ func TestJetStreamShardsStart(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		start consumer.Start
+		start wire.Start
 		want  int64
 	}{
-		{"earliest", consumer.Start{Kind: consumer.StartEarliest}, 0},
-		{"default", consumer.Start{}, 0},
-		{"latest", consumer.Start{Kind: consumer.StartLatest}, end},
-		{"offset of the shard", consumer.Start{Kind: consumer.StartOffset, Offset: mine[5].seq}, mine[5].seq - 1},
-		{"offset 1", consumer.Start{Kind: consumer.StartOffset, Offset: 1}, 0},
-		{"offset beyond the shard", consumer.Start{Kind: consumer.StartOffset, Offset: q}, end},
-		{"offset after the stream", consumer.Start{Kind: consumer.StartOffset, Offset: q + 1}, end},
-		{"time", consumer.Start{Kind: consumer.StartTime, Time: cut}, firstAfter.seq - 1},
-		{"time before", consumer.Start{Kind: consumer.StartTime, Time: cut.Add(-time.Hour)}, mine[0].seq - 1},
-		{"time after", consumer.Start{Kind: consumer.StartTime, Time: cut.Add(time.Hour)}, end},
+		{"earliest", wire.Start{Kind: wire.StartEarliest}, 0},
+		{"default", wire.Start{}, 0},
+		{"latest", wire.Start{Kind: wire.StartLatest}, end},
+		{"offset of the shard", wire.Start{Kind: wire.StartOffset, Offset: mine[5].seq}, mine[5].seq - 1},
+		{"offset 1", wire.Start{Kind: wire.StartOffset, Offset: 1}, 0},
+		{"offset beyond the shard", wire.Start{Kind: wire.StartOffset, Offset: q}, end},
+		{"offset after the stream", wire.Start{Kind: wire.StartOffset, Offset: q + 1}, end},
+		{"time", wire.Start{Kind: wire.StartTime, Time: cut}, firstAfter.seq - 1},
+		{"time before", wire.Start{Kind: wire.StartTime, Time: cut.Add(-time.Hour)}, mine[0].seq - 1},
+		{"time after", wire.Start{Kind: wire.StartTime, Time: cut.Add(time.Hour)}, end},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := s.Start(context.Background(), shard, c.start)
@@ -486,7 +486,7 @@ func TestJetStreamShardsStart(t *testing.T) {
 		partitionedStream(t, js, "sparse", "sparse.*", 4)
 		publishKeys(t, js, "sparse", 4, keysIn(0, 4, 3)...)
 		sp := newShards(t, nc, "sparse", 4)
-		for _, start := range []consumer.Start{{Kind: consumer.StartLatest}, {Kind: consumer.StartTime, Time: cut}, {Kind: consumer.StartOffset, Offset: 3}} {
+		for _, start := range []wire.Start{{Kind: wire.StartLatest}, {Kind: wire.StartTime, Time: cut}, {Kind: wire.StartOffset, Offset: 3}} {
 			if got, err := sp.Start(context.Background(), sp.Shard(2), start); err != nil || got != 0 {
 				t.Fatalf("start %s of an empty partition: %d, %v, want 0", start, got, err)
 			}
@@ -495,14 +495,14 @@ func TestJetStreamShardsStart(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		shard string
-		start consumer.Start
+		start wire.Start
 		want  string
 	}{
-		{"offset zero", shard, consumer.Start{Kind: consumer.StartOffset}, "sequences start at 1"},
-		{"offset beyond", shard, consumer.Start{Kind: consumer.StartOffset, Offset: q + 2}, fmt.Sprintf("beyond the stream's last sequence %d", q)},
-		{"unknown kind", shard, consumer.Start{Kind: "newest"}, "newest"},
-		{"time zero", shard, consumer.Start{Kind: consumer.StartTime}, "no time"},
-		{"no shard", "jetstream:start#9", consumer.Start{}, "not a shard"},
+		{"offset zero", shard, wire.Start{Kind: wire.StartOffset}, "sequences start at 1"},
+		{"offset beyond", shard, wire.Start{Kind: wire.StartOffset, Offset: q + 2}, fmt.Sprintf("beyond the stream's last sequence %d", q)},
+		{"unknown kind", shard, wire.Start{Kind: "newest"}, "newest"},
+		{"time zero", shard, wire.Start{Kind: wire.StartTime}, "no time"},
+		{"no shard", "jetstream:start#9", wire.Start{}, "not a shard"},
 	} {
 		t.Run("error/"+c.name, func(t *testing.T) {
 			_, err := s.Start(context.Background(), c.shard, c.start)
@@ -563,7 +563,7 @@ func TestJetStreamShardsRefuse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "8 partitions") {
 			t.Fatalf("open after the stream was made with 8 partitions: %v", err)
 		}
-		if _, err := s.Start(ctx, s.Shard(1), consumer.Start{Kind: consumer.StartOffset, Offset: 1}); err == nil {
+		if _, err := s.Start(ctx, s.Shard(1), wire.Start{Kind: wire.StartOffset, Offset: 1}); err == nil {
 			t.Fatal("start after the stream was made with 8 partitions: no error")
 		}
 	})
@@ -599,7 +599,7 @@ func TestJetStreamShardsClosedConnection(t *testing.T) {
 	if e, err := s.Ends(ctx); !errors.Is(err, natsgo.ErrConnectionClosed) {
 		t.Fatalf("Ends on a closed connection: %v, %v", e, err)
 	}
-	if p, err := s.Start(ctx, s.Shard(0), consumer.Start{Kind: consumer.StartLatest}); err == nil {
+	if p, err := s.Start(ctx, s.Shard(0), wire.Start{Kind: wire.StartLatest}); err == nil {
 		t.Fatalf("Start on a closed connection: %d", p)
 	}
 }

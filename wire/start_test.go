@@ -1,11 +1,11 @@
-package consumer_test
+package wire_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestStartUnmarshalText: source.start's text, read once when the
@@ -13,15 +13,15 @@ import (
 func TestStartUnmarshalText(t *testing.T) {
 	cases := []struct {
 		in   string
-		want consumer.Start
+		want wire.Start
 		err  bool
 	}{
-		{in: "earliest", want: consumer.Start{Kind: consumer.StartEarliest}},
-		{in: "latest", want: consumer.Start{Kind: consumer.StartLatest}},
-		{in: "offset:0", want: consumer.Start{Kind: consumer.StartOffset}},
-		{in: "offset:9223372036854775807", want: consumer.Start{Kind: consumer.StartOffset, Offset: 9223372036854775807}},
-		{in: "time:2024-05-01T12:00:00Z", want: consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}},
-		{in: "time:2024-05-01T14:00:00.5+02:00", want: consumer.Start{Kind: consumer.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)}},
+		{in: "earliest", want: wire.Start{Kind: wire.StartEarliest}},
+		{in: "latest", want: wire.Start{Kind: wire.StartLatest}},
+		{in: "offset:0", want: wire.Start{Kind: wire.StartOffset}},
+		{in: "offset:9223372036854775807", want: wire.Start{Kind: wire.StartOffset, Offset: 9223372036854775807}},
+		{in: "time:2024-05-01T12:00:00Z", want: wire.Start{Kind: wire.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}},
+		{in: "time:2024-05-01T14:00:00.5+02:00", want: wire.Start{Kind: wire.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)}},
 		{in: "", err: true},
 		{in: "Earliest", err: true},
 		{in: "earliest:1", err: true},
@@ -36,7 +36,7 @@ func TestStartUnmarshalText(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
-			before := consumer.Start{Kind: consumer.StartLatest}
+			before := wire.Start{Kind: wire.StartLatest}
 			got := before
 			err := got.UnmarshalText([]byte(tc.in))
 			if tc.err {
@@ -61,7 +61,7 @@ func TestStartUnmarshalText(t *testing.T) {
 				t.Errorf("Validate: %v", err)
 			}
 			text, _ := got.MarshalText()
-			var again consumer.Start
+			var again wire.Start
 			if err := again.UnmarshalText(text); err != nil || again.String() != got.String() || !again.Time.Equal(got.Time) {
 				t.Errorf("%q read back as %+v, %v", text, again, err)
 			}
@@ -72,22 +72,22 @@ func TestStartUnmarshalText(t *testing.T) {
 // TestStartValidate: a start built in code is checked as the text is.
 func TestStartValidate(t *testing.T) {
 	for _, tc := range []struct {
-		start consumer.Start
+		start wire.Start
 		err   string // a substring; "" for valid
 	}{
-		{consumer.Start{}, ""},
-		{consumer.Start{Kind: consumer.StartOffset, Offset: 3}, ""},
-		{consumer.Start{Kind: consumer.StartTime, Time: time.Now()}, ""},
-		{consumer.Start{Kind: "newest"}, `unknown start "newest"`},
-		{consumer.Start{Kind: consumer.StartOffset, Offset: -1}, "negative"},
-		{consumer.Start{Kind: consumer.StartTime}, "no time"},
+		{wire.Start{}, ""},
+		{wire.Start{Kind: wire.StartOffset, Offset: 3}, ""},
+		{wire.Start{Kind: wire.StartTime, Time: time.Now()}, ""},
+		{wire.Start{Kind: "newest"}, `unknown start "newest"`},
+		{wire.Start{Kind: wire.StartOffset, Offset: -1}, "negative"},
+		{wire.Start{Kind: wire.StartTime}, "no time"},
 	} {
 		err := tc.start.Validate()
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%+v: Validate() = %v, want %q", tc.start, err, tc.err)
 		}
 	}
-	if got := (consumer.Start{}).String(); got != "earliest" {
+	if got := (wire.Start{}).String(); got != "earliest" {
 		t.Errorf("the zero Start is %q, want earliest", got)
 	}
 }
