@@ -232,10 +232,16 @@ func (s *JetStreamSource) pump(ctx context.Context, iter jetstream.MessagesConte
 			},
 			pending: meta.NumPending,
 		}
+		// A send that does not block first: with room in s.msgs, the
+		// usual case, it skips the select on ctx.
 		select {
 		case s.msgs <- d:
-		case <-ctx.Done():
-			return ctx.Err()
+		default:
+			select {
+			case s.msgs <- d:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = meta.Sequence.Stream + 1

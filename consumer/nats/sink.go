@@ -13,8 +13,9 @@ import (
 )
 
 const (
-	// ackTimeout bounds the wait for one JetStream publish acknowledgement
-	// (and a core NATS flush when Publish's context has no deadline), so a
+	// ackTimeout bounds the wait for a window's JetStream publish
+	// acknowledgements, counted from when its last message was sent (and
+	// a core NATS flush when Publish's context has no deadline), so a
 	// batch sent while the server is unreachable fails instead of hanging.
 	ackTimeout = 10 * time.Second
 	// maxPending is how many JetStream publishes are in flight at once; a
@@ -58,6 +59,14 @@ type Sink struct {
 	nc  *natsgo.Conn
 	js  jetstream.JetStream // nil for core NATS
 	log *zap.Logger
+	// pubOpts are the options of every JetStream publish, built once
+	// rather than per message.
+	pubOpts []jetstream.PublishOpt
+
+	// ackMu guards ackErr, the first acknowledgement that failed in the
+	// window in flight, as the client's error handler reports it.
+	ackMu  sync.Mutex
+	ackErr error
 
 	mu sync.Mutex
 	// streamLimits is, by subject, the max_msg_size of the stream that
@@ -74,13 +83,16 @@ func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
 	}
 	s := &Sink{nc: nc, log: log, streamLimits: map[string]streamLimit{}}
 	if jetStream {
+		// No per-message acknowledgement timeout (one timer each):
+		// publishJetStream bounds a whole window's wait instead.
 		js, err := jetstream.New(nc,
-			jetstream.WithPublishAsyncTimeout(ackTimeout),
-			jetstream.WithPublishAsyncMaxPending(maxPending))
+			jetstream.WithPublishAsyncMaxPending(maxPending),
+			jetstream.WithPublishAsyncErrHandler(s.ackFailed))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream sink: %w", err)
 		}
 		s.js = js
+		s.pubOpts = []jetstream.PublishOpt{jetstream.WithStallWait(stallWait)}
 	}
 	return s, nil
 }
@@ -189,30 +201,74 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 }
 
 // publishJetStream sends at most maxPending messages and waits for every
-// acknowledgement (or ctx), returning the first error.
+// acknowledgement (or ctx, or ackTimeout from the last send), returning
+// the first error: the missing acknowledgements when the wait ends, else
+// a send that failed, else the first failed acknowledgement the client
+// reported. Acknowledgements still missing when the wait ends are
+// abandoned, so that none holds a place among the maxPending for the next
+// attempt.
+//
+// The wait is one channel for the window (the client's "all acknowledged"),
+// not one per message: the publisher is this sink's alone and windows do
+// not overlap, so nothing else is pending.
 func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(batch))
-	var first error
-	for _, o := range batch {
-		f, err := s.js.PublishMsgAsync(message(o), jetstream.WithStallWait(stallWait))
-		if err != nil {
-			first = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
+	s.setAckErr(nil)
+	// One allocation each for the window's messages and their header
+	// values; the client keeps a message until its acknowledgement.
+	msgs := make([]natsgo.Msg, len(batch))
+	ids := make([]string, len(batch))
+	var sendErr error
+	for i, o := range batch {
+		m := &msgs[i]
+		m.Subject, m.Data = o.Topic, o.Value
+		if o.Key != "" {
+			ids[i] = o.Key
+			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
+		}
+		if _, err := s.js.PublishMsgAsync(m, s.pubOpts...); err != nil {
+			sendErr = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
 			break
 		}
-		futures = append(futures, f)
 	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if first == nil {
-				first = fmt.Errorf("jetstream publish %s (%s): %w", batch[i].Topic, batch[i].Key, err)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", len(futures)-i, len(batch), ctx.Err())
-		}
+	wait, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	select {
+	case <-s.js.PublishAsyncComplete():
+	case <-wait.Done():
+		missing := s.js.PublishAsyncPending()
+		s.js.CleanupPublisher()
+		return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", missing, len(batch), wait.Err())
 	}
-	return first
+	if sendErr != nil {
+		return sendErr
+	}
+	return s.takeAckErr()
+}
+
+// ackFailed is the client's handler of a failed acknowledgement (an error
+// from the stream, a lost connection, the publisher cleaned up). It runs
+// before the client reports the window complete.
+func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
+	err = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	if s.ackErr == nil {
+		s.ackErr = err
+	}
+}
+
+func (s *Sink) setAckErr(err error) {
+	s.ackMu.Lock()
+	s.ackErr = err
+	s.ackMu.Unlock()
+}
+
+func (s *Sink) takeAckErr() error {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	err := s.ackErr
+	s.ackErr = nil
+	return err
 }
 
 func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
