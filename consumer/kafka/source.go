@@ -469,22 +469,26 @@ func (s *Source) send(d delivery) bool {
 // retention deleted them before the reader got there, kafka-go skips to
 // the new first offset without a word, and that is an error: the model
 // would silently miss messages, as NewSource refuses to let it at open.
+//
+// The lookup of the first offset is retried until it succeeds or the
+// source is closed (then the error returned is the lookup's).
 func (s *Source) checkGap(p *partition, next int64) error {
-	var bo retry.Backoff
-	for {
-		first, err := s.firstOffset(p)
-		if err == nil {
-			if first > next {
-				return fmt.Errorf("kafka: %s: offsets %d to %d were deleted (retention?) before the source read them; refusing to skip them",
-					p.key, next, first-1)
-			}
-			return nil
-		}
+	var first int64
+	err := retry.Do(s.ctx, &retry.Backoff{}, func(context.Context) error {
+		var err error
+		first, err = s.firstOffset(p)
+		return err
+	}, func(err error) {
 		p.errs.Printf("%s: look up the first offset after a gap at %d: %v", p.key, next, err)
-		if err := bo.Wait(s.ctx); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
+	if first > next {
+		return fmt.Errorf("kafka: %s: offsets %d to %d were deleted (retention?) before the source read them; refusing to skip them",
+			p.key, next, first-1)
+	}
+	return nil
 }
 
 func (s *Source) firstOffset(p *partition) (int64, error) {

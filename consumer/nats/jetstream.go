@@ -191,22 +191,25 @@ func (s *JetStreamSource) run(ctx context.Context, cfg jetstream.OrderedConsumer
 			return
 		}
 		s.log.Warn("jetstream consumer stopped; recreating it", zap.Uint64("next_sequence", cfg.OptStartSeq), zap.Error(err))
-		for {
-			if bo.Wait(ctx) != nil {
-				s.err = errClosed
-				return
-			}
-			err := s.open(ctx, cfg)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil || errors.Is(err, errClosed) {
-				s.err = errClosed
-				return
-			}
-			s.log.Warn("jetstream consumer not recreated", zap.Error(err))
+		// The stopped consumer counts as the first failure: a consumer
+		// that stops as soon as it is made is not remade in a tight loop.
+		if bo.Wait(ctx) != nil {
+			s.err = errClosed
+			return
 		}
-		bo.Reset()
+		err = retry.Do(ctx, &bo, func(ctx context.Context) error {
+			err := s.open(ctx, cfg)
+			if errors.Is(err, errClosed) {
+				return retry.Permanent(err)
+			}
+			return err
+		}, func(err error) {
+			s.log.Warn("jetstream consumer not recreated", zap.Error(err))
+		})
+		if err != nil {
+			s.err = errClosed
+			return
+		}
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package retry is how the worker and the broker adapters wait between
 // attempts of something that keeps failing, and how they report it
-// without flooding the log: one Backoff and one LogLimiter, so that every
-// retry loop in the project paces itself and speaks the same way.
+// without flooding the log: one Backoff, one loop over it (Do) and one
+// LogLimiter, so that every retry loop in the project paces itself and
+// speaks the same way.
 package retry
 
 import (
