@@ -28,6 +28,7 @@ type EpochLog interface {
 	WriteShard(ctx context.Context, r *snapshot.ShardResult) error
 	Shard(ctx context.Context, model string, e uint64, shard string) (*snapshot.ShardResult, error)
 	ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error)
+	Epochs(ctx context.Context, model string) ([]uint64, error)
 	Write(ctx context.Context, snap *snapshot.Snapshot) error
 	Retain(ctx context.Context, model string, keep int) error
 	Generations(ctx context.Context, model string) ([]uint64, error)
@@ -78,6 +79,11 @@ type EpochConfig struct {
 	// Verify, if set, is given the digest of every epoch's mixed model;
 	// an error stops Run.
 	Verify func(ctx context.Context, epoch uint64, digest [32]byte) error
+	// Damaged is the newest generation of the model when it and every
+	// one after the model the epochs continue from are damaged, 0 when
+	// none is: Run rebuilds them from the log, or begins a new history
+	// above them (docs/scale-out.md, section 3.9).
+	Damaged uint64
 }
 
 // errLogEnd ends epochs that follow a log at its end.
@@ -304,6 +310,9 @@ func (x *Epochs) complete(ctx context.Context, b *snapshot.Boundary) bool {
 }
 
 func (x *Epochs) run(ctx context.Context) error {
+	if err := x.overDamaged(ctx); err != nil {
+		return err
+	}
 	for {
 		b, sha, err := x.boundary(ctx)
 		if err != nil {
@@ -459,6 +468,77 @@ func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, er
 	}
 }
 
+// overDamaged decides where the epochs continue when the generations
+// after the model they hold, up to cfg.Damaged, are damaged
+// (docs/scale-out.md, section 3.9). If the log holds the next epoch's
+// boundary it rebuilds them, and each is written again when its epoch is
+// mixed. If it does not, the history above the model cannot be rebuilt,
+// and a new one begins from the model at its positions: at the first
+// epoch above the damaged ones whose boundary another worker began that
+// way, or else above every epoch in the log.
+func (x *Epochs) overDamaged(ctx context.Context) error {
+	damaged := x.cfg.Damaged
+	if damaged < x.epoch || x.cfg.Follow {
+		return nil
+	}
+	model := x.cfg.Worker.Model
+	held := zap.Uint64("generation", x.epoch-1)
+	if x.epoch == 1 {
+		held = zap.String("generation", "none: a new model")
+	}
+	err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) error {
+		_, _, err := x.cfg.Log.Boundary(ctx, model, x.epoch)
+		return err
+	})
+	if err == nil {
+		x.log.Warn("damaged generations: learning their epochs again from the epoch log, and writing them again",
+			zap.Uint64("from_epoch", x.epoch), zap.Uint64("to_epoch", damaged), held)
+		return nil
+	}
+	if !errors.Is(err, snapshot.ErrNotFound) {
+		return fatal(err)
+	}
+	var epochs []uint64
+	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
+		epochs, err = x.cfg.Log.Epochs(ctx, model)
+		return err
+	}); err != nil {
+		return fatal(err)
+	}
+	// The new history has no boundary before it: only the model's digest
+	// and positions tie its first one to it.
+	x.prev = nil
+	start := damaged + 1
+	if n := len(epochs); n > 0 {
+		start = max(start, epochs[n-1]+1)
+	}
+	for _, e := range epochs {
+		if e <= damaged {
+			continue
+		}
+		var b *snapshot.Boundary
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", e), func(ctx context.Context) (err error) {
+			b, _, err = x.cfg.Log.Boundary(ctx, model, e)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fatal(err)
+		}
+		if x.check(b) == nil {
+			start = e
+			break
+		}
+	}
+	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
+		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", x.from))
+	x.epoch, x.written = start, start-1
+	x.mixed.Store(start - 1)
+	return nil
+}
+
 // check verifies a boundary against what this worker holds.
 func (x *Epochs) check(b *snapshot.Boundary) error {
 	if b.ConfigDigest != x.cfg.ConfigDigest {
@@ -508,7 +588,7 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 		ConfigDigest:    x.cfg.ConfigDigest,
 		BaseStateSHA256: x.digest,
 	}
-	waiting := false
+	spans := make([]waiting, 0, len(ends))
 	for shard, end := range ends {
 		from, ok := x.from[shard]
 		if !ok {
@@ -529,12 +609,17 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 		if end < from {
 			return nil, fmt.Errorf("%w: shard %s ends at %d, before %d, where the model is: was the topic recreated?", ErrFatal, shard, end, from)
 		}
-		to := min(from+x.cfg.EpochExamples, end)
-		if end-from >= x.cfg.EpochExamples && reason == "" {
-			reason = snapshot.CutExamples
+		spans = append(spans, waiting{shard, from, end})
+	}
+	limit, limitReason := x.epochLimit(spans)
+	newData := false
+	for _, sp := range spans {
+		to := min(sp.from+limit, sp.to)
+		if sp.to-sp.from >= limit && reason == "" {
+			reason = limitReason
 		}
-		waiting = waiting || to > from
-		b.Shards = append(b.Shards, snapshot.Range{Shard: shard, From: from, To: to})
+		newData = newData || to > sp.from
+		b.Shards = append(b.Shards, snapshot.Range{Shard: sp.shard, From: sp.from, To: to})
 	}
 	for shard, from := range x.from {
 		if _, ok := ends[shard]; !ok {
@@ -542,15 +627,61 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 			b.Shards = append(b.Shards, snapshot.Range{Shard: shard, From: from, To: from})
 		}
 	}
-	if reason == "" && waiting && time.Since(x.mixedAt) >= x.cfg.Interval {
+	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
 		reason = snapshot.CutInterval
 	}
 	if reason == "" {
 		return nil, nil
 	}
 	sortRanges(b.Shards)
-	b.Cut = snapshot.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(x.cfg.EpochExamples), Interval: x.cfg.Interval}
+	b.Cut = snapshot.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
 	return b, nil
+}
+
+// waiting is a shard's data not learned yet: from where the model is to
+// the shard's end.
+type waiting struct {
+	shard    string
+	from, to int64
+}
+
+// epochLimit is the most positions of a shard in the next epoch, and the
+// reason to record when a shard reaches it: EpochExamples, or less where
+// snapshot.every falls due sooner, since only a mixed model can be
+// written as a generation (docs/scale-out.md, section 3.4). A snapshot
+// falls due when the labeled examples reach a multiple of
+// snapshot.every; those left until then, or a batch if that is more, are
+// shared among the shards with new data (spans).
+func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
+	limit, reason := x.cfg.EpochExamples, snapshot.CutExamples
+	every := int64(x.cfg.SnapshotEvery)
+	if every <= 0 {
+		return limit, reason
+	}
+	n := int64(0)
+	for _, sp := range spans {
+		if sp.to > sp.from {
+			n++
+		}
+	}
+	// The next multiple of snapshot.every: a function of W_{e-1}, so that
+	// every worker cuts alike. As one worker snapshots at the end of a
+	// batch, an epoch holds a batch at least.
+	labeled := int64(x.model.Metrics().Labeled)
+	left := max(every-labeled%every, int64(x.cfg.Worker.Batch))
+	if n == 0 {
+		n = 1
+	}
+	if share := (left + n - 1) / n; share < limit {
+		return share, snapshot.CutSnapshot
+	}
+	return limit, reason
+}
+
+// snapshotOverdue reports whether snapshot.interval has passed since the
+// newest generation.
+func (x *Epochs) snapshotOverdue() bool {
+	return x.cfg.SnapshotInterval > 0 && time.Since(x.lastSnap.at) >= x.cfg.SnapshotInterval
 }
 
 func sortRanges(rs []snapshot.Range) {
@@ -759,9 +890,16 @@ func (x *Epochs) learn(ctx context.Context, b *snapshot.Boundary, sha [32]byte, 
 	// so that the next start need not learn it again.
 	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
 	defer cancel()
-	if err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
+	err = x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
 		return x.cfg.Log.WriteShard(ctx, res)
-	}); err != nil {
+	})
+	if errors.Is(err, snapshot.ErrNotFound) {
+		// Another worker wrote the result first, and retention deleted
+		// it before it could be compared: a generation holds the epoch,
+		// which the barrier finds.
+		return nil
+	}
+	if err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
 	return nil
@@ -1035,8 +1173,8 @@ func (r *mixReport) flush(log *zap.Logger) {
 // snapshot writes W_e as generation e if a snapshot is due.
 func (x *Epochs) snapshot(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
 	labeled := x.model.Metrics().Labeled
-	due := (x.cfg.SnapshotEvery > 0 && labeled-x.lastSnap.labeled >= uint64(x.cfg.SnapshotEvery)) ||
-		(x.cfg.SnapshotInterval > 0 && time.Since(x.lastSnap.at) >= x.cfg.SnapshotInterval)
+	every := uint64(x.cfg.SnapshotEvery)
+	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue()
 	if !due {
 		return nil
 	}
@@ -1066,6 +1204,9 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()
 	x.written = b.Epoch
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
+	if b.Epoch <= x.cfg.Damaged {
+		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", b.Epoch))
+	}
 	if x.cfg.Commit != nil {
 		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
 			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))

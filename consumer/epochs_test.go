@@ -232,7 +232,9 @@ func TestEpochsSameGenerationTwice(t *testing.T) {
 
 	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	ctx, cancel := context.WithCancel(context.Background())
-	x, done := startEpochs(t, ctx, epochConfig(log, one, memory.NewSink(), "one"), one)
+	alone := epochConfig(log, one, memory.NewSink(), "one")
+	alone.SnapshotEvery = 1
+	x, done := startEpochs(t, ctx, alone, one)
 	last := waitComplete(t, one, log)
 	want := finalDigest(t, x, done, cancel, last)
 

@@ -67,6 +67,9 @@ const (
 	CutStart = "start"
 	// CutShards: the set of shards grew.
 	CutShards = "shards"
+	// CutSnapshot: a shard had as many new positions as a snapshot due by
+	// snapshot.every allowed, fewer than epoch_examples.
+	CutSnapshot = "snapshot"
 )
 
 // Range is a shard's part of an epoch: for Kafka the offsets o with

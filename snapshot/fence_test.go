@@ -1,8 +1,10 @@
 package snapshot_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,6 +53,54 @@ func TestStoreWriteOverAHalfWrittenGeneration(t *testing.T) {
 		}
 		if err := s.Write(ctx, snap); err != nil {
 			t.Fatalf("writing again once the generation reads whole: %v", err)
+		}
+	})
+}
+
+// TestStoreWriteReplacesADamagedEpochGeneration: the mixed model of an
+// epoch is a function of the epoch log, so a generation of one that is
+// damaged at rest (the same bytes on two reads, failing the checksum) is
+// written again; a generation of one worker's model (no epoch) never is.
+func TestStoreWriteReplacesADamagedEpochGeneration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		for _, epoch := range []uint64{0, 3} {
+			snap := generation(t, "clicks", 3)
+			snap.Model = fmt.Sprintf("clicks-%d", epoch)
+			snap.Epoch = epoch
+			if epoch > 0 {
+				snap.Scope, snap.ConfigDigest = "global", [32]byte{1}
+			}
+			whole, err := snapshot.Marshal(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := bytes.Clone(whole)
+			damaged[len(damaged)-1] ^= 0xff
+			key := s.key(snap.Model, 3)
+			if err := s.raw.WriteAll(ctx, key, damaged, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Load(ctx, snap.Model, 3); !errors.Is(err, snapshot.ErrCorrupt) {
+				t.Fatalf("epoch %d: loading the damaged generation: %v, want ErrCorrupt", epoch, err)
+			}
+			err = s.Write(ctx, snap)
+			if epoch == 0 {
+				if err == nil || errors.Is(err, snapshot.ErrFenced) {
+					t.Fatalf("writing over one worker's damaged generation: %v, want an error to retry", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("writing over an epoch's damaged generation: %v", err)
+			}
+			got, err := s.Load(ctx, snap.Model, 3)
+			if err != nil {
+				t.Fatalf("loading the generation written again: %v", err)
+			}
+			if got.State.Digest() != snap.State.Digest() || got.Epoch != epoch {
+				t.Fatalf("the generation written again holds epoch %d, state %x; want %d, %x", got.Epoch, got.State.Digest(), epoch, snap.State.Digest())
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -214,11 +215,11 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	if exists {
-		return s.fencedUnlessOwn(ctx, snap, key)
+		return s.fencedUnlessOwn(ctx, snap, key, data)
 	}
 	err = s.create(ctx, key, data)
 	if errors.Is(err, errTaken) {
-		return s.fencedUnlessOwn(ctx, snap, key)
+		return s.fencedUnlessOwn(ctx, snap, key, data)
 	}
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
@@ -230,7 +231,9 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 // matters (see differs), and the fencing error, naming what differs,
 // otherwise. A read that fails, or finds less than a whole snapshot, is
 // no answer: it returns an error that is not ErrFenced, to be retried.
-func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string) error {
+// The exception is the mixed model of an epoch found damaged at rest:
+// see replaceDamaged. own is snap marshalled.
+func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string, own []byte) error {
 	data, err := s.bucket.ReadAll(ctx, key)
 	if err != nil {
 		// Not an answer: a store may serve a key that another writer
@@ -239,6 +242,9 @@ func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string)
 	}
 	had, err := Unmarshal(data)
 	if errors.Is(err, ErrCorrupt) {
+		if snap.Epoch > 0 {
+			return s.replaceDamaged(ctx, key, data, own, err)
+		}
 		// Not ErrCorrupt itself: what was read may be another writer's
 		// object half written, and the next read whole.
 		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, err)
@@ -248,6 +254,32 @@ func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string)
 	}
 	if field := differs(had, snap); field != "" {
 		return fenced(snap, key, fmt.Errorf("it holds another %s", field))
+	}
+	return nil
+}
+
+// replaceDamaged writes own, the mixed model of an epoch, over key, which
+// holds damaged, an object that fails to unmarshal with cause, if a
+// second read finds the same bytes: then the object is damaged at rest,
+// not one being written, and since the mixed model of an epoch is a
+// function of the epoch log, whoever wrote it meant own's content
+// (docs/scale-out.md, section 3.9). A racing writer of the same epoch
+// writes the same content, so a create that finds the key taken again
+// compares as any other. Otherwise, it is an error to retry.
+func (s *Store) replaceDamaged(ctx context.Context, key string, damaged, own []byte, cause error) error {
+	again, err := s.bucket.ReadAll(ctx, key)
+	if err != nil || !bytes.Equal(again, damaged) {
+		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, cause)
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("snapshot %s is damaged (%v), and deleting it to write it again failed: %w", key, cause, err)
+	}
+	err = s.create(ctx, key, own)
+	if errors.Is(err, errTaken) {
+		return fmt.Errorf("snapshot %s was damaged (%v), and another worker wrote it again first: %w", key, cause, err)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot %s was damaged (%v), and writing it again failed: %w", key, cause, err)
 	}
 	return nil
 }

@@ -188,15 +188,9 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
 		p.memStore = store
 	}
-	if p.resumed.Generation == 0 {
-		// A new model beside generations that resume passed over
-		// (snapshot.reset) must not write its epochs into their log;
-		// one whose first generation is not written yet is joined.
-		if gens, err := store.Generations(ctx, cfg.Model.Name); err != nil {
-			return nil, err
-		} else if len(gens) > 0 {
-			return nil, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], cfg.Model.Name)
-		}
+	damaged, err := damagedAbove(ctx, store, cfg.Model.Name, p.resumed.Generation)
+	if err != nil {
+		return nil, err
 	}
 	var snap *snapshot.Snapshot
 	if gen := p.resumed.Generation; gen > 0 {
@@ -231,6 +225,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,
 		Keep:             cfg.Snapshot.Keep,
+		Damaged:          damaged,
 	}
 	if ecfg.Owned, err = p.ownership(cfg, log); err != nil {
 		return nil, err
@@ -239,6 +234,41 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		ecfg.Commit, ecfg.Changed = p.group.Commit, p.group.Changed
 	}
 	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
+}
+
+// damagedAbove is the newest generation of model in store when every one
+// above gen, the generation resume continued (0: none), is damaged, and 0
+// when there is none above it. Epochs rebuild damaged generations or
+// begin a new history above them (docs/scale-out.md, section 3.9). A
+// generation above 0 that reads is one resume passed over
+// (snapshot.reset): a new model must not write its epochs into that
+// model's log. One whose first generation is not written yet is joined.
+func damagedAbove(ctx context.Context, store *snapshot.Store, model string, gen uint64) (uint64, error) {
+	gens, err := store.Generations(ctx, model)
+	if err != nil {
+		return 0, err
+	}
+	var damaged uint64
+	for _, g := range gens {
+		if g <= gen {
+			continue
+		}
+		_, err := store.Load(ctx, model, g)
+		switch {
+		case errors.Is(err, snapshot.ErrCorrupt):
+			damaged = g
+		case errors.Is(err, snapshot.ErrNotFound):
+		case err != nil:
+			return 0, err
+		case gen == 0:
+			return 0, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
+		default:
+			// Written since resume read the store: the epochs catch up
+			// with it.
+			return 0, nil
+		}
+	}
+	return damaged, nil
 }
 
 // ownership says which shards this worker learns: those the Kafka

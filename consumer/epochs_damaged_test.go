@@ -1,0 +1,161 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// damage flips the last byte of generation gen of the model "mixed" in
+// bucket, the bucket store keeps its objects in at no prefix.
+func damage(t *testing.T, bucket *blob.Bucket, gen uint64) {
+	t.Helper()
+	ctx := context.Background()
+	key := snapshot.Key("", "mixed", gen)
+	data, err := bucket.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := bucket.WriteAll(ctx, key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newestGeneration is the newest generation of "mixed" in store.
+func newestGeneration(t *testing.T, store *snapshot.Store) uint64 {
+	t.Helper()
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) == 0 {
+		t.Fatalf("generations %v: %v", gens, err)
+	}
+	return gens[len(gens)-1]
+}
+
+// TestEpochsRebuildADamagedGeneration: when the newest generation is
+// damaged and an older one reads, the epochs after the older one are
+// learned again from their boundaries, which retention kept, and the
+// damaged generation is written again, holding the model it held.
+func TestEpochsRebuildADamagedGeneration(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	want := runEpochs(t, data, cfg, store)
+	newest := newestGeneration(t, store)
+	held, err := store.Load(context.Background(), "mixed", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(t, bucket, newest)
+
+	cfg.Damaged = newest
+	if got := runEpochs(t, data, cfg, store); got != want {
+		t.Fatalf("rebuilt over a damaged generation: model %x, want %x", got, want)
+	}
+	again, err := store.Load(context.Background(), "mixed", newest)
+	if err != nil {
+		t.Fatalf("the damaged generation %d was not written again: %v", newest, err)
+	}
+	if again.State.Digest() != held.State.Digest() || again.Epoch != held.Epoch {
+		t.Fatalf("generation %d written again holds epoch %d, %x; it held epoch %d, %x",
+			newest, again.Epoch, again.State.Digest(), held.Epoch, held.State.Digest())
+	}
+}
+
+// TestEpochsNewHistoryOverTheOnlyGenerationDamaged: with the only
+// generation damaged and the log below it deleted by retention, nothing
+// rebuilds the model: a new history learns every example again from the
+// source's start, above the old log, and ends at the model of a run that
+// had no damage (the same state: every example learned once). Two workers that start over the damaged store at once
+// begin one history, not two.
+func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.Keep = 1
+	want := runEpochs(t, data, cfg, store)
+	newest := newestGeneration(t, store)
+	if _, _, err := store.Boundary(context.Background(), "mixed", 1); !errors.Is(err, snapshot.ErrNotFound) {
+		t.Fatalf("the first boundary is still in the log (%v): retention was to delete it", err)
+	}
+	damage(t, bucket, newest)
+	if _, err := store.Latest(context.Background(), "mixed", nil); !errors.Is(err, snapshot.ErrNotFound) {
+		t.Fatalf("a generation still reads (%v), want none", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var workers []*consumer.Epochs
+	var stopped []<-chan error
+	for _, writer := range []string{"a", "b"} {
+		c := epochConfig(data, store, memory.NewSink(), writer)
+		c.Keep, c.Damaged = 1, newest
+		x, done := startEpochs(t, ctx, c, store)
+		workers, stopped = append(workers, x), append(stopped, done)
+	}
+	var last uint64
+	waitFor(t, "the new history's last epoch", func() bool {
+		e, ok := complete(ctx, store, data)
+		last = e
+		return ok && e > newest
+	})
+	for i, x := range workers {
+		waitFor(t, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
+	}
+	cancel()
+	for i, x := range workers {
+		if err := <-stopped[i]; err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		if got := x.Model().State().Digest(); got != want {
+			t.Fatalf("worker %d: the new history's model %x, want that of a run without damage %x", i, got, want)
+		}
+	}
+}
+
+// TestEpochsSnapshotEveryCutsEpochs: only a mixed model can be written as
+// a generation, so an epoch ends where snapshot.every falls due, however
+// large epoch_examples is: a generation for every snapshot.every labeled
+// examples, each within a batch of the multiple (an epoch holds a batch
+// at least, and its share rounds up per shard).
+func TestEpochsSnapshotEveryCutsEpochs(t *testing.T) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.EpochExamples, cfg.SnapshotEvery = 100000, 500
+	runEpochs(t, data, cfg, store)
+	ctx := context.Background()
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labeled []uint64
+	for _, g := range gens {
+		snap, err := store.Load(ctx, "mixed", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labeled = append(labeled, snap.State.Labeled)
+	}
+	total := labeled[len(labeled)-1]
+	if want := int(total / 500); len(gens) < want {
+		t.Fatalf("%d generations of %d labeled examples (%v), want one per 500: at least %d", len(gens), total, labeled, want)
+	}
+	prev := uint64(0)
+	for i, l := range labeled[:len(labeled)-1] {
+		if l/500 <= prev/500 || l-prev > 500+uint64(cfg.Worker.Batch)+6 {
+			t.Fatalf("generation %d holds %d labeled examples, the one before %d: want the next multiple of 500, within a batch and the 6 shards' rounding (%v)", gens[i], l, prev, labeled)
+		}
+		prev = l
+	}
+}
