@@ -82,6 +82,12 @@ type Mixing struct {
 	Interval time.Duration `yaml:"interval" help:"end an epoch at least this often when there is new data (a duration: 5s)"`
 	// Weights is how much each partition's model weighs in the mix.
 	Weights learner.MixWeights `yaml:"weights" help:"how each partition's model weighs in the mix: uniform, examples (its labeled examples) or mistakes"`
+	// Rule is how the partitions' models are combined.
+	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it) or damped"`
+	// Growth makes epochs grow with the model: each holds 1/Growth of the
+	// examples a partition learned before it, at least 1,000 and at most
+	// EpochExamples. 0 makes every epoch EpochExamples.
+	Growth int `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it, from 1000 examples up to epoch_examples; 0: every epoch holds epoch_examples"`
 }
 
 // Kafka is how to reach the Kafka cluster.
@@ -242,7 +248,7 @@ func Default() Config {
 		Model: Model{
 			Name:    "default",
 			Scope:   ScopeGlobal,
-			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples},
+			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 8},
 			Learner: learner.DefaultConfig(),
 		},
 		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: MechanismNone}},

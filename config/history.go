@@ -12,19 +12,36 @@ import (
 // (docs/scale-out.md, section 2.2): not where epochs are cut, nor who
 // learns what, nor where outputs go.
 type history struct {
-	Model       string             `json:"model"`
-	Learner     learner.Config     `json:"learner"`
-	Scope       string             `json:"scope"`
-	Weights     learner.MixWeights `json:"weights"`
-	Kind        Kind               `json:"kind"`
-	Topics      []string           `json:"topics,omitempty"`
-	Group       string             `json:"group,omitempty"`
-	Stream      string             `json:"stream,omitempty"`
-	Partitions  int                `json:"stream_partitions,omitempty"`
-	Subject     string             `json:"subject,omitempty"`
-	Format      string             `json:"format"`
-	MaxBytes    int                `json:"max_bytes"`
-	MaxFeatures int                `json:"max_features"`
+	Model   string             `json:"model"`
+	Learner learner.Config     `json:"learner"`
+	Scope   string             `json:"scope"`
+	Weights learner.MixWeights `json:"weights"`
+	// Rule is the mixing rule for the model's algorithm, left out when it
+	// is the mean, as every log written before rules were chosen mixed.
+	Rule        learner.MixRule `json:"rule,omitempty"`
+	Kind        Kind            `json:"kind"`
+	Topics      []string        `json:"topics,omitempty"`
+	Group       string          `json:"group,omitempty"`
+	Stream      string          `json:"stream,omitempty"`
+	Partitions  int             `json:"stream_partitions,omitempty"`
+	Subject     string          `json:"subject,omitempty"`
+	Format      string          `json:"format"`
+	MaxBytes    int             `json:"max_bytes"`
+	MaxFeatures int             `json:"max_features"`
+}
+
+// MixRule is the rule the model's epochs mix by: model.mixing.rule for
+// the model's algorithm.
+func (c Config) MixRule() learner.MixRule {
+	return c.Model.Mixing.Rule.For(c.Model.Learner.Algorithm)
+}
+
+// LegacyMixing is c mixing by the mean, as every epoch log written before
+// model.mixing.rule did: a log whose digest is its HistoryDigest
+// continues under the mean.
+func (c Config) LegacyMixing() Config {
+	c.Model.Mixing.Rule = learner.MixMean
+	return c
 }
 
 // HistoryDigest is the SHA-256 of the settings that decide which model the
@@ -50,6 +67,9 @@ func (c Config) HistoryDigest() [32]byte {
 		Format:      string(c.Source.Format),
 		MaxBytes:    c.Source.MaxBytes,
 		MaxFeatures: c.Source.MaxFeatures,
+	}
+	if r := c.MixRule(); r != learner.MixMean {
+		h.Rule = r
 	}
 	if c.Source.Kind == KindKafka {
 		h.Group = c.KafkaGroup()

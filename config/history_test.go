@@ -1,10 +1,14 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // TestHistoryDigest: the digest changes with every setting that decides
@@ -22,6 +26,7 @@ func TestHistoryDigest(t *testing.T) {
 		"partitions":   func(c *Config) { c.Source.Kind, c.Source.Stream, c.Source.StreamPartitions = KindJetStream, "S", 4 },
 		"max features": func(c *Config) { c.Source.MaxFeatures++ },
 		"format":       func(c *Config) { c.Source.Format = "msgpack" },
+		"rule":         func(c *Config) { c.Model.Mixing.Rule = "damped" },
 	} {
 		c := validKafka()
 		change(&c)
@@ -37,12 +42,46 @@ func TestHistoryDigest(t *testing.T) {
 		"snapshot":       func(c *Config) { c.Snapshot.Every = 3 },
 		"topic order":    func(c *Config) { c.Source.Topics = []string{"examples", "examples"} },
 		"serve and http": func(c *Config) { c.Serve.HTTP, c.HTTP.Addr = false, ":1" },
+		"growth":         func(c *Config) { c.Model.Mixing.Growth = 2 },
 	} {
 		c := validKafka()
 		change(&c)
 		if c.HistoryDigest() != base {
 			t.Errorf("%s: the digest changed", name)
 		}
+	}
+}
+
+// TestHistoryDigestOfTheMean: a model that mixes by the mean has the
+// digest its epoch log had before model.mixing.rule, whose JSON had no
+// rule, so that logs written then continue; auto means the mean for the
+// averaged perceptron, and touched, another digest, for the perceptron.
+func TestHistoryDigestOfTheMean(t *testing.T) {
+	c := validKafka()
+	c.Model.Mixing.Rule = learner.MixMean
+	h := history{Model: c.Model.Name, Learner: c.Model.Learner, Scope: string(c.Model.Scope), Weights: c.Model.Mixing.Weights,
+		Kind: c.Source.Kind, Topics: c.Source.Topics, Group: c.KafkaGroup(), Format: string(c.Source.Format),
+		MaxBytes: c.Source.MaxBytes, MaxFeatures: c.Source.MaxFeatures}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "rule") || c.HistoryDigest() != sha256.Sum256(b) {
+		t.Fatalf("the mean's history is %s, digest %x: want no rule in it", b, c.HistoryDigest())
+	}
+	if c.LegacyMixing().HistoryDigest() != c.HistoryDigest() {
+		t.Error("LegacyMixing changed a digest of the mean")
+	}
+	auto := validKafka()
+	auto.Model.Learner.Algorithm = learner.Averaged
+	mean := auto
+	mean.Model.Mixing.Rule = learner.MixMean
+	if auto.HistoryDigest() != mean.HistoryDigest() {
+		t.Error("auto for the averaged perceptron is not the mean")
+	}
+	auto.Model.Learner.Algorithm, mean.Model.Learner.Algorithm = learner.Perceptron, learner.Perceptron
+	if auto.MixRule() != learner.MixTouched || auto.HistoryDigest() == mean.HistoryDigest() || auto.LegacyMixing().HistoryDigest() != mean.HistoryDigest() {
+		t.Errorf("auto for the perceptron is %s, digest %x; the mean's %x", auto.MixRule(), auto.HistoryDigest(), mean.HistoryDigest())
 	}
 }
 

@@ -513,6 +513,8 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "console", "console"
 	case reflect.TypeFor[learner.MixWeights]():
 		return "mistakes", "mistakes"
+	case reflect.TypeFor[learner.MixRule]():
+		return "touched", "touched"
 	case reflect.TypeFor[Scope]():
 		return "partition", "partition"
 	}

@@ -175,6 +175,8 @@ func (c Config) validateModel() error {
 		return fieldErr("model.mixing.epoch_examples", "must be at least 1, got %d", m.EpochExamples)
 	case m.Interval <= 0:
 		return fieldErr("model.mixing.interval", "must be more than 0s (such as 5s), got %s", formatDuration(m.Interval))
+	case m.Growth < 0:
+		return fieldErr("model.mixing.growth", "must be 0 (epochs of epoch_examples) or more (such as 8), got %d", m.Growth)
 	}
 	if err := c.Model.Learner.Validate(); err != nil {
 		var fe *learner.FieldError

@@ -60,7 +60,15 @@ type EpochConfig struct {
 	// Interval cuts an epoch at least this often when there is new data.
 	EpochExamples int64
 	Interval      time.Duration
-	Weights       learner.MixWeights
+	// Growth, when more than 0, makes an epoch hold 1/Growth of the
+	// examples each shard learned before it, at least minEpochExamples
+	// and at most EpochExamples: small epochs while the model learns
+	// fast, when mixing costs most accuracy, and few barriers later.
+	Growth  int
+	Weights learner.MixWeights
+	// Rule is how the shards' models are combined (learner.MixWithRule);
+	// empty is the mean.
+	Rule learner.MixRule
 	// Start is where a shard that no boundary has yet begins.
 	Start wire.Start
 	// SnapshotEvery and SnapshotInterval say when the mixed model of an
@@ -638,6 +646,10 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 	return b, nil
 }
 
+// minEpochExamples is the least positions of a shard in an epoch that
+// grows (EpochConfig.Growth), unless EpochExamples is less.
+const minEpochExamples = 1000
+
 // waiting is a shard's data not learned yet: from where the model is to
 // the shard's end.
 type waiting struct {
@@ -646,14 +658,20 @@ type waiting struct {
 }
 
 // epochLimit is the most positions of a shard in the next epoch, and the
-// reason to record when a shard reaches it: EpochExamples, or less where
-// snapshot.every falls due sooner, since only a mixed model can be
+// reason to record when a shard reaches it: EpochExamples, or less while
+// the model is young (Growth: a function of W_{e-1}, so that every worker
+// cuts alike), or where snapshot.every falls due sooner, since only a
+// mixed model can be
 // written as a generation (docs/scale-out.md, section 3.4). A snapshot
 // falls due when the labeled examples reach a multiple of
 // snapshot.every; those left until then, or a batch if that is more, are
 // shared among the shards with new data (spans).
 func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, snapshot.CutExamples
+	if k := int64(x.cfg.Growth); k > 0 && len(spans) > 0 {
+		grown := int64(x.model.Metrics().Examples) / int64(len(spans)) / k
+		limit = min(limit, max(minEpochExamples, grown))
+	}
 	every := int64(x.cfg.SnapshotEvery)
 	if every <= 0 {
 		return limit, reason
@@ -1107,7 +1125,11 @@ func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State, waited time.
 	start := time.Now()
 	base := x.model.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
-	mixed, err := learner.Mix(base, states, weights)
+	rule := x.cfg.Rule
+	if rule == "" {
+		rule = learner.MixMean
+	}
+	mixed, err := learner.MixWithRule(rule, base, states, weights)
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}

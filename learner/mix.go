@@ -186,6 +186,9 @@ func MixWithRule(rule MixRule, base *State, states []*State, weights []float64) 
 	if !rule.known() {
 		return nil, fmt.Errorf("mix: %w", unknownMixRule(rule))
 	}
+	if base != nil {
+		rule = rule.For(base.Config.Algorithm)
+	}
 	return mix(rule, base, states, weights)
 }
 
@@ -970,10 +973,33 @@ const (
 	// MixTouched: for each coordinate, the weighted mean over the shards
 	// that changed it.
 	MixTouched MixRule = "touched"
+	// MixAuto: the rule measured best for the algorithm (RuleFor).
+	MixAuto MixRule = "auto"
 )
 
 // mixRules lists every rule, in the order the documentation gives.
-var mixRules = []MixRule{MixMean, MixDamped, MixTouched}
+var mixRules = []MixRule{MixAuto, MixMean, MixDamped, MixTouched}
+
+// RuleFor is the rule r means for models of algorithm a: r itself, or for
+// MixAuto the one that loses least to sequential learning when epochs
+// are small (docs/scale-out.md, section 12): touched for the perceptron,
+// margin and passive-aggressive models, whose shards mostly touch
+// different features; the mean for the averaged perceptron, whose
+// average already spans every shard, and for Pegasos; damped for AROW,
+// whose precision gains shrink its next steps.
+func (r MixRule) For(a Algorithm) MixRule {
+	if r != MixAuto {
+		return r
+	}
+	switch a {
+	case Averaged, Pegasos:
+		return MixMean
+	case AROW:
+		return MixDamped
+	default:
+		return MixTouched
+	}
+}
 
 func (r MixRule) known() bool { return slices.Contains(mixRules, r) }
 

@@ -199,6 +199,10 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 			return nil, err
 		}
 	}
+	cfg, err = mixingOfLog(ctx, store, cfg, snap, log)
+	if err != nil {
+		return nil, err
+	}
 	digest := cfg.HistoryDigest()
 	m, e, prev, positions, err := consumer.Continue(snap, cfg.Model.Learner, digest)
 	if err != nil {
@@ -220,7 +224,9 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		ConfigDigest:     digest,
 		EpochExamples:    int64(cfg.Model.Mixing.EpochExamples),
 		Interval:         cfg.Model.Mixing.Interval,
+		Growth:           cfg.Model.Mixing.Growth,
 		Weights:          cfg.Model.Mixing.Weights,
+		Rule:             cfg.MixRule(),
 		Start:            cfg.Source.Start,
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,
@@ -234,6 +240,41 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		ecfg.Commit, ecfg.Changed = p.group.Commit, p.group.Changed
 	}
 	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
+}
+
+// mixingOfLog is cfg as the model's epoch log was written: an epoch log
+// written before model.mixing.rule mixed by the mean, and continues so,
+// whatever cfg says, since its history is that of the mean. snap is the
+// generation the epochs continue from (nil for none); without one that
+// names its digest, the log's next boundary says.
+func mixingOfLog(ctx context.Context, store *snapshot.Store, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
+	legacy := cfg.LegacyMixing()
+	if cfg.MixRule() == legacy.MixRule() {
+		return cfg, nil
+	}
+	var written [32]byte
+	if snap != nil && snap.Epoch > 0 {
+		written = snap.ConfigDigest
+	} else {
+		var next uint64 = 1
+		if snap != nil {
+			next = snap.Generation + 1
+		}
+		b, _, err := store.Boundary(ctx, cfg.Model.Name, next)
+		switch {
+		case errors.Is(err, snapshot.ErrNotFound):
+			return cfg, nil
+		case err != nil:
+			return cfg, err
+		}
+		written = b.ConfigDigest
+	}
+	if written != cfg.HistoryDigest() && written == legacy.HistoryDigest() {
+		log.Info("the epoch log was written mixing by the mean: it continues so (a new model.name mixes by model.mixing.rule)",
+			zap.Stringer("rule", cfg.MixRule()))
+		return legacy, nil
+	}
+	return cfg, nil
 }
 
 // damagedAbove is the newest generation of model in store when every one

@@ -310,6 +310,9 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
 	out := p.store
+	if cfg, err = mixingOfLog(ctx, live, cfg, start, log); err != nil {
+		return err
+	}
 	digest := cfg.HistoryDigest()
 	m, epoch, prev, positions, err := consumer.Continue(start, cfg.Model.Learner, digest)
 	if err != nil {
@@ -324,6 +327,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 		ConfigDigest:  digest,
 		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),
 		Weights:       cfg.Model.Mixing.Weights,
+		Rule:          cfg.MixRule(),
 		Start:         cfg.Source.Start,
 		Follow:        true,
 		Verify: func(ctx context.Context, e uint64, got [32]byte) error {

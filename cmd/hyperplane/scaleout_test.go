@@ -130,7 +130,10 @@ func TestOnePartitionIsTheSameModelForEveryEpochSize(t *testing.T) {
 //     model", naming both config digests, and writes nothing;
 //   - a worker of another consumer group with the same settings stops
 //     too: the group is part of the history digest, since a second group
-//     would learn every partition again beside the first.
+//     would learn every partition again beside the first;
+//   - worker A mixes by the mean, as every version before
+//     model.mixing.rule did, so a worker at the default rule (auto, which
+//     is touched for the perceptron) continues its log by the mean.
 func TestOtherHistoryStops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -153,7 +156,8 @@ func TestOtherHistoryStops(t *testing.T) {
 			"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
 			"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1", "--snapshot.interval", "0s",
 			"--snapshot.writer", writer, "--shutdown.timeout", "10s",
-			"--model.learner.hash_bits", "14", "--model.mixing.epoch_examples", "120", "--model.mixing.interval", "100ms"}, more...)
+			"--model.learner.hash_bits", "14", "--model.mixing.epoch_examples", "120", "--model.mixing.interval", "100ms",
+			"--model.mixing.rule", "mean"}, more...)
 	}
 	historyDigest := func(args []string) string {
 		t.Helper()
@@ -253,6 +257,23 @@ func TestOtherHistoryStops(t *testing.T) {
 		}
 		t.Logf("%s: stopped in %v: %v", s.name, took.Round(time.Millisecond), err)
 		unchanged(s.name)
+	}
+
+	// The default rule continues a log of the mean by the mean.
+	phase2 := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "two.jsonl", "-examples", fmt.Sprint(perPhase), "-seed", "12", "-unlabeled", "0.1"))), "\n")
+	produce(t, c, "multi", parts, phase2)
+	d := startRun(t, args("multi", storeDir, "gA", "wD", "--model.mixing.rule", "auto"))
+	waitCovered(t, []*runner{d}, store, "m", ends("multi", 2*perPhase), time.Minute)
+	d.stop(t)
+	if !strings.Contains(d.log(), "the epoch log was written mixing by the mean") {
+		t.Errorf("a worker at the default rule did not say it continues a log of the mean:\n%s", d.log())
+	}
+	final, err := store.Latest(ctx, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hex.EncodeToString(final.ConfigDigest[:]), historyDigest(aArgs); got != want || final.Generation <= gen {
+		t.Errorf("the continued log's generation %d has config digest %s, want a generation after %d with worker A's %s", final.Generation, got, gen, want)
 	}
 
 }
