@@ -158,6 +158,11 @@ type Epochs struct {
 	// model gauges are the shard's (Metrics.forShard).
 	shardMetrics map[string]*Metrics
 
+	// grace ends shutdown.timeout after Run's context: what must finish
+	// on shutdown (the results of complete ranges, the last mix and
+	// generation) shares it, so that the whole stop takes no longer.
+	grace context.Context
+
 	// mixes sums the epochs mixed since they were last logged; only the
 	// learning goroutine uses it.
 	mixes mixReport
@@ -262,12 +267,22 @@ func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
 	defer x.mixes.flush(x.log)
+	grace, stop := graceAfter(ctx, x.shutdownTimeout())
+	defer stop()
+	x.grace = grace
 	err := x.run(ctx)
 	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.shutdownTimeout())
-	defer cancel()
+	// One shutdown.timeout from ctx's end bounds all that follows, and
+	// the results the ranges write meanwhile; at the end of a followed
+	// log, one from now.
+	fctx := grace
+	if ctx.Err() == nil {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(grace, x.shutdownTimeout())
+		defer cancel()
+	}
 	// The epoch being learned may be complete: every result written (a
 	// worker that owns every shard writes them all before it stops).
 	if b := x.cur; b != nil && b.Epoch == x.epoch && x.complete(fctx, b) {
@@ -908,6 +923,7 @@ func (x *Epochs) learn(ctx context.Context, b *snapshot.Boundary, sha [32]byte, 
 	// so that the next start need not learn it again.
 	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
 	defer cancel()
+	defer context.AfterFunc(x.grace, cancel)()
 	err = x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
 		return x.cfg.Log.WriteShard(ctx, res)
 	})

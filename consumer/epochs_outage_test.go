@@ -182,35 +182,45 @@ func TestEpochsWaitOutAStoreOutage(t *testing.T) {
 // is down returns within its shutdown timeout, saying what was not
 // written.
 func TestEpochsShutdownDuringAStoreOutage(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		data := epochLog(600)
-		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-		outage := &outageLog{Store: store, trip: func(o string, e uint64) bool { return o == "Write" }}
-		cfg := epochConfig(data, store, memory.NewSink(), "w")
-		cfg.Log = outage
-		cfg.Worker.ShutdownTimeout = 3 * time.Second
-		snap, err := store.Latest(context.Background(), "mixed", nil)
-		if !errors.Is(err, snapshot.ErrNotFound) {
-			t.Fatalf("a new store has %v, %v", snap, err)
-		}
-		x := newEpochs(t, cfg)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- x.Run(ctx) }()
-		synctest.Wait()
-		if outage.refused() == 0 {
-			t.Fatal("no generation was written, so the store was never down")
-		}
-		start := time.Now()
-		cancel()
-		err = <-done
-		if took := time.Since(start); took > cfg.Worker.ShutdownTimeout {
-			t.Errorf("the shutdown took %v, over its timeout of %v", took, cfg.Worker.ShutdownTimeout)
-		}
-		if err == nil || !strings.Contains(err.Error(), "not written") || !strings.Contains(err.Error(), errStoreDown.Error()) {
-			t.Fatalf("Run returned %v, want the generation not written, and why", err)
-		}
-	})
+	for name, trip := range map[string]func(string, uint64) bool{
+		// Only the generation is left to write.
+		"generation": func(o string, _ uint64) bool { return o == "Write" },
+		// A complete range's result, then the generation: one
+		// shutdown.timeout bounds both.
+		"result and generation": func(o string, e uint64) bool { return o == "WriteShard" && e >= 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				data := epochLog(600)
+				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+				outage := &outageLog{Store: store, trip: trip}
+				cfg := epochConfig(data, store, memory.NewSink(), "w")
+				cfg.Log = outage
+				cfg.Worker.ShutdownTimeout = 3 * time.Second
+				snap, err := store.Latest(context.Background(), "mixed", nil)
+				if !errors.Is(err, snapshot.ErrNotFound) {
+					t.Fatalf("a new store has %v, %v", snap, err)
+				}
+				x := newEpochs(t, cfg)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- x.Run(ctx) }()
+				synctest.Wait()
+				if outage.refused() == 0 {
+					t.Fatal("the store was never down")
+				}
+				start := time.Now()
+				cancel()
+				err = <-done
+				if took := time.Since(start); took > cfg.Worker.ShutdownTimeout {
+					t.Errorf("the shutdown took %v, over its timeout of %v", took, cfg.Worker.ShutdownTimeout)
+				}
+				if err == nil || !strings.Contains(err.Error(), "not written") || !strings.Contains(err.Error(), errStoreDown.Error()) {
+					t.Fatalf("Run returned %v, want the generation not written, and why", err)
+				}
+			})
+		})
+	}
 }
 
 // TestEpochsSnapshotAnIdleTail: when the stream stops, the newest mixed

@@ -130,27 +130,8 @@ func runContract(t *testing.T, srv s3test.Server, topo contractTopology) {
 	if !t.Run("outage", func(t *testing.T) { damaged = contractOutage(t, srv, topo, ref) }) {
 		return
 	}
-	t.Run("damaged_only_generation", func(t *testing.T) {
-		if topo.shards != nil && !contractSeveralShardsFallBack {
-			t.Skip("several shards: the fallback from a damaged only generation is not built yet")
-		}
-		damaged(t)
-	})
+	t.Run("damaged_only_generation", damaged)
 }
-
-// contractSeveralShardsFallBack: a worker over several shards restarted
-// on a store whose only generation is damaged falls back to a new model.
-// Until it does, it refuses to start ("the store holds generations ... of
-// another model").
-const contractSeveralShardsFallBack = false
-
-// contractSeveralShardsShutdownBound: a worker over several shards exits
-// within shutdown.timeout of SIGTERM while the store refuses writes.
-// Until it does, its exit can take twice that: a complete range's result
-// is retried for shutdown.timeout after the signal (Epochs.learnRange,
-// graceAfter), and only then does Epochs.Run give the last generation's
-// write shutdown.timeout more.
-const contractSeveralShardsShutdownBound = false
 
 // contractReference runs one worker over the whole input, uninterrupted,
 // snapshotting by interval only, and returns the state digest of the
@@ -255,11 +236,7 @@ func contractSIGTERMDuringOutage(t *testing.T, srv s3test.Server, topo contractT
 	}
 	took := time.Since(signalled)
 	if took > contractShutdown+contractExitSlack {
-		if topo.shards != nil && !contractSeveralShardsShutdownBound {
-			t.Logf("known bug: the exit took %v after SIGTERM, with shutdown.timeout %v", took.Round(time.Millisecond), contractShutdown)
-		} else {
-			t.Errorf("the exit took %v after SIGTERM, with shutdown.timeout %v", took.Round(time.Millisecond), contractShutdown)
-		}
+		t.Errorf("the exit took %v after SIGTERM, with shutdown.timeout %v", took.Round(time.Millisecond), contractShutdown)
 	}
 	var ee *exec.ExitError
 	switch {
