@@ -46,6 +46,9 @@ type Resumed struct {
 	Generation uint64
 	// Created is when that generation was written, zero for a new model.
 	Created time.Time
+	// Snapshot is that generation as read, nil for a new model: its
+	// epoch keys say whether it continues an epoch log.
+	Snapshot *Snapshot
 }
 
 // Resume returns the model named model to continue under cfg: the newest
@@ -106,7 +109,7 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	log.Info("resuming from snapshot", zap.String("model", model), zap.Uint64("generation", latest.Generation),
 		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
-	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created}, nil
+	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created, Snapshot: latest}, nil
 }
 
 func newModel(cfg learner.Config, s *Snapshotter) (Resumed, error) {
