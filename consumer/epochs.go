@@ -390,18 +390,16 @@ func (x *Epochs) retry(ctx context.Context, reason, what string, op func(context
 			x.recovered(reason)
 		}
 	}()
-	for {
+	answered := false // op's answer is final, not cut short by ctx
+	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
 		err := op(ctx)
 		if err == nil || errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) || errors.Is(err, ErrFatal) ||
 			errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, snapshot.ErrNewerFormat) {
-			if failed {
-				x.log.Info("retried operation succeeded", zap.String("operation", what))
-			}
-			return err
+			answered = true
+			return retry.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return err
-		}
+		return err
+	}, func(err error) {
 		if !failed {
 			failed = true
 			x.mu.Lock()
@@ -416,10 +414,11 @@ func (x *Epochs) retry(ctx context.Context, reason, what string, op func(context
 		}
 		x.readiness.fail(reason, what+": "+err.Error())
 		x.logWarns.Warn("operation failed; retrying", zap.String("operation", what), zap.Error(err))
-		if bo.Wait(ctx) != nil {
-			return err
-		}
+	})
+	if answered && failed {
+		x.log.Info("retried operation succeeded", zap.String("operation", what))
 	}
+	return err
 }
 
 // recovered ends one operation's failures for reason; the reason is

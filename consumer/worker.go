@@ -471,26 +471,29 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 		w.snapPending = nil
 		w.snapMu.Unlock()
 		if snap != nil {
-			for {
+			// Every failure makes the worker not ready; one marked
+			// ErrFatal is final and not counted as a snapshot error.
+			err := retry.Do(ctx, &bo, func(ctx context.Context) error {
 				err := w.cfg.Snapshots.Snapshot(ctx, snap.state, snap.positions)
 				if err == nil {
-					break
+					return nil
 				}
 				if errors.Is(err, ErrFatal) {
 					w.readiness.fail(NotReadySnapshots, err.Error())
-					return err
+					return retry.Permanent(err)
 				}
 				w.metrics.SnapshotErrors.Inc()
 				w.readiness.fail(NotReadySnapshots, err.Error())
-				if ctx.Err() != nil {
-					return fmt.Errorf("last snapshot not written: %w", err)
-				}
+				return err
+			}, func(err error) {
 				w.log.Warn("snapshot failed; retrying", zap.Error(err))
-				if bo.Wait(ctx) != nil {
-					return fmt.Errorf("last snapshot not written: %w", err)
-				}
+			})
+			if errors.Is(err, ErrFatal) {
+				return err
 			}
-			bo.Reset()
+			if err != nil {
+				return fmt.Errorf("last snapshot not written: %w", err)
+			}
 			w.readiness.ok(NotReadySnapshots)
 			w.metrics.Snapshots.Inc()
 			w.metrics.LastSnapshot.SetToCurrentTime()
@@ -903,22 +906,21 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 			if len(merged) == 0 {
 				continue
 			}
-			for {
+			// Every failure is counted and makes the worker not ready,
+			// the last one too (ctx ended); none is final.
+			err := retry.Do(ctx, &bo, func(ctx context.Context) error {
 				err := sink.Publish(ctx, merged)
-				if err == nil {
-					break
+				if err != nil {
+					w.metrics.PublishErrors.Inc()
+					w.readiness.fail(NotReadyOutputs, err.Error())
 				}
-				w.metrics.PublishErrors.Inc()
-				w.readiness.fail(NotReadyOutputs, err.Error())
-				if ctx.Err() != nil {
-					return group, err
-				}
+				return err
+			}, func(err error) {
 				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(merged)))
-				if werr := bo.Wait(ctx); werr != nil {
-					return group, err
-				}
+			})
+			if err != nil {
+				return group, err
 			}
-			bo.Reset()
 		}
 		w.readiness.ok(NotReadyOutputs)
 		w.mu.Lock()
