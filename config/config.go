@@ -222,11 +222,20 @@ func (c Config) ServeSubject() string {
 
 // SnapshotWriter is this worker's name in what it writes to the store:
 // snapshot.writer, or the host name when that is empty (a pod's name in
-// Kubernetes, unique among the replicas).
+// Kubernetes, unique among the replicas). It is the one place that
+// default is set: snapshot.Resume takes the writer it is given.
 func (c Config) SnapshotWriter() string {
 	if c.Snapshot.Writer != "" {
 		return c.Snapshot.Writer
 	}
+	return Hostname()
+}
+
+// Hostname is this machine's host name, empty if it has none: the
+// default of snapshot.writer, and the pod name whose ordinal
+// source.partitions "replicas:R" reads (OwnedPartitions). The worker asks
+// the system for it here only.
+func Hostname() string {
 	host, _ := os.Hostname()
 	return host
 }
@@ -255,14 +264,17 @@ func Default() Config {
 		Source: Source{
 			Start:       wire.Start{Kind: wire.StartEarliest},
 			Format:      wire.FormatAuto,
-			MaxBytes:    1 << 20,
-			MaxFeatures: 4096,
+			MaxBytes:    wire.DefaultMaxBytes,
+			MaxFeatures: wire.DefaultMaxFeatures,
 			Batch:       1024, // consumer.DefaultBatch (cmd tests that they agree)
 		},
 		Outputs:  Outputs{Publish: wire.PublishAll, Format: wire.EncodingJSON},
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
-		Shutdown: Shutdown{Timeout: 25 * time.Second},
+		Shutdown: Shutdown{Timeout: 25 * time.Second}, // consumer.DefaultShutdownTimeout (cmd tests that they agree)
 		HTTP:     HTTP{Addr: ":8080"},
+		// The limits are serve.Options' defaults (serve.DefaultMaxBytes,
+		// ...), written here so that config does not import serve and
+		// its NATS and Prometheus clients; cmd tests that they agree.
 		Serve: Serve{
 			HTTP:        true,
 			QueueGroup:  "hyperplane",

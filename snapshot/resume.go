@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,8 +13,10 @@ import (
 
 // ResumeOptions say how Resume continues a model.
 type ResumeOptions struct {
-	// Writer names this worker in the snapshots it writes; empty: the
-	// host name.
+	// Writer names this worker in the snapshots it writes. It is
+	// required with a store: the caller owns the default (the command
+	// takes config.Config.SnapshotWriter, snapshot.writer or the host
+	// name), so that it is set in one place.
 	Writer string
 	// Keep is how many of the newest generations the snapshotter keeps,
 	// at least 1.
@@ -59,8 +60,9 @@ type Resumed struct {
 //
 // A nil store is none, which is allowed but loses the model at every
 // stop: Resume warns about it and returns a new model without a
-// snapshotter. Its errors and warnings name the configuration keys the
-// operator sets (snapshot.url, snapshot.reset).
+// snapshotter. With a store, an empty opts.Writer is an error. Its
+// errors and warnings name the configuration keys the operator sets
+// (snapshot.url, snapshot.reset).
 func Resume(ctx context.Context, store *Store, model string, cfg learner.Config, opts ResumeOptions) (Resumed, error) {
 	log := opts.Log
 	if log == nil {
@@ -74,6 +76,9 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 		log.Warn("no snapshot.url: the model is not saved and is lost when the worker stops; a restart begins again at source.start", start)
 		return newModel(cfg, nil)
 	}
+	if opts.Writer == "" {
+		return Resumed{}, errors.New("snapshot.writer: empty (ResumeOptions.Writer): a worker with a store must name itself in the generations it writes")
+	}
 	gens, err := store.Generations(ctx, model)
 	if err != nil {
 		return Resumed{}, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
@@ -82,11 +87,7 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	if len(gens) > 0 {
 		next = gens[len(gens)-1] + 1
 	}
-	writer := opts.Writer
-	if writer == "" {
-		writer, _ = os.Hostname()
-	}
-	snapshotter := NewSnapshotter(store, model, writer, next, opts.Keep, log)
+	snapshotter := NewSnapshotter(store, model, opts.Writer, next, opts.Keep, log)
 
 	latest, err := store.Latest(ctx, model, log)
 	switch {

@@ -141,9 +141,20 @@ func TestResumeBadConfiguration(t *testing.T) {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
 	for _, s := range []*snapshot.Store{nil, store} {
-		if _, err := snapshot.Resume(context.Background(), s, "clicks", cfg, snapshot.ResumeOptions{Keep: 1}); err == nil || !strings.HasPrefix(err.Error(), "model.learner: ") {
+		if _, err := snapshot.Resume(context.Background(), s, "clicks", cfg, snapshot.ResumeOptions{Writer: "worker-a", Keep: 1}); err == nil || !strings.HasPrefix(err.Error(), "model.learner: ") {
 			t.Errorf("store %v: err = %v, want one naming model.learner", s != nil, err)
 		}
+	}
+}
+
+// TestResumeNeedsWriter: with a store, the caller names the writer;
+// Resume does not default it (config.Config.SnapshotWriter does).
+func TestResumeNeedsWriter(t *testing.T) {
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	_, err := snapshot.Resume(context.Background(), store, "clicks", trainedConfig(), snapshot.ResumeOptions{Keep: 1})
+	if err == nil || !strings.HasPrefix(err.Error(), "snapshot.writer: ") {
+		t.Fatalf("err = %v, want one naming snapshot.writer", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -115,7 +116,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	learnerFlags(fs, &cfg)
 	fs.IntVar(&passes, "passes", 1, "passes over the input (more than one needs a file)")
 	fs.StringVar(&out, "out", "", "write the model to this `file`")
-	fs.StringVar(&name, "name", "default", "the model's name, recorded in the model file")
+	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
