@@ -661,7 +661,8 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 }
 
 // minEpochExamples is the least positions of a shard in an epoch that
-// grows (EpochConfig.Growth), unless EpochExamples is less.
+// grows (EpochConfig.Growth) or ends where a snapshot falls due, unless
+// EpochExamples is less.
 const minEpochExamples = 1000
 
 // waiting is a shard's data not learned yet: from where the model is to
@@ -678,8 +679,9 @@ type waiting struct {
 // mixed model can be
 // written as a generation (docs/scale-out.md, section 3.4). A snapshot
 // falls due when the labeled examples reach a multiple of
-// snapshot.every; those left until then, or a batch if that is more, are
-// shared among the shards with new data (spans).
+// snapshot.every; those left until then are shared among the shards with
+// new data (spans), each taking minEpochExamples at least, since every
+// epoch costs a barrier.
 func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, snapshot.CutExamples
 	if k := int64(x.cfg.Growth); k > 0 && len(spans) > 0 {
@@ -697,14 +699,13 @@ func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
 		}
 	}
 	// The next multiple of snapshot.every: a function of W_{e-1}, so that
-	// every worker cuts alike. As one worker snapshots at the end of a
-	// batch, an epoch holds a batch at least.
+	// every worker cuts alike.
 	labeled := int64(x.model.Metrics().Labeled)
-	left := max(every-labeled%every, int64(x.cfg.Worker.Batch))
+	left := every - labeled%every
 	if n == 0 {
 		n = 1
 	}
-	if share := (left + n - 1) / n; share < limit {
+	if share := max((left+n-1)/n, minEpochExamples); share < limit {
 		return share, snapshot.CutSnapshot
 	}
 	return limit, reason
@@ -1267,18 +1268,28 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *snapshot.Boundary, positions map[string]int64, err error) {
 	if snap == nil {
 		m, err = learner.New(cfg)
-		return m, 1, nil, nil, err
+	} else {
+		m, err = learner.Restore(snap.State)
 	}
-	if m, err = learner.Restore(snap.State); err != nil {
+	if err != nil {
 		return nil, 0, nil, nil, err
 	}
-	if snap.Epoch == 0 {
-		return m, snap.Generation + 1, nil, snap.Positions, nil
-	}
-	if snap.ConfigDigest != digest {
-		return nil, 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model",
+	e, prev, positions, err = ContinueModel(snap, m, digest)
+	return m, e, prev, positions, err
+}
+
+// ContinueModel is Continue for m, the model already restored from snap
+// (a new model when snap is nil).
+func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *snapshot.Boundary, positions map[string]int64, err error) {
+	switch {
+	case snap == nil:
+		return 1, nil, nil, nil
+	case snap.Epoch == 0:
+		return snap.Generation + 1, nil, snap.Positions, nil
+	case snap.ConfigDigest != digest:
+		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model",
 			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest)
 	}
 	prev = &snapshot.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
-	return m, snap.Epoch + 1, prev, snap.Positions, nil
+	return snap.Epoch + 1, prev, snap.Positions, nil
 }

@@ -126,13 +126,14 @@ func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
 // TestEpochsSnapshotEveryCutsEpochs: only a mixed model can be written as
 // a generation, so an epoch ends where snapshot.every falls due, however
 // large epoch_examples is: a generation for every snapshot.every labeled
-// examples, each within a batch of the multiple (an epoch holds a batch
-// at least, and its share rounds up per shard).
+// examples, each within an epoch of the least size (1,000 positions of
+// each shard) of the multiple.
 func TestEpochsSnapshotEveryCutsEpochs(t *testing.T) {
-	data := epochLog(600)
+	const every, least = 6000, 6 * 1000
+	data := epochLog(4000)
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	cfg.EpochExamples, cfg.SnapshotEvery = 100000, 500
+	cfg.EpochExamples, cfg.SnapshotEvery = 100000, every
 	runEpochs(t, data, cfg, store)
 	ctx := context.Background()
 	gens, err := store.Generations(ctx, "mixed")
@@ -148,13 +149,13 @@ func TestEpochsSnapshotEveryCutsEpochs(t *testing.T) {
 		labeled = append(labeled, snap.State.Labeled)
 	}
 	total := labeled[len(labeled)-1]
-	if want := int(total / 500); len(gens) < want {
-		t.Fatalf("%d generations of %d labeled examples (%v), want one per 500: at least %d", len(gens), total, labeled, want)
+	if want := int(total / every); len(gens) < want || want < 2 {
+		t.Fatalf("%d generations of %d labeled examples (%v), want one per %d: at least %d", len(gens), total, labeled, every, want)
 	}
 	prev := uint64(0)
 	for i, l := range labeled[:len(labeled)-1] {
-		if l/500 <= prev/500 || l-prev > 500+uint64(cfg.Worker.Batch)+6 {
-			t.Fatalf("generation %d holds %d labeled examples, the one before %d: want the next multiple of 500, within a batch and the 6 shards' rounding (%v)", gens[i], l, prev, labeled)
+		if l/every <= prev/every || l-prev > every+least {
+			t.Fatalf("generation %d holds %d labeled examples, the one before %d: want the next multiple of %d, within %d (%v)", gens[i], l, prev, every, least, labeled)
 		}
 		prev = l
 	}

@@ -185,9 +185,10 @@ func TestEpochsShutdownDuringAStoreOutage(t *testing.T) {
 	for name, trip := range map[string]func(string, uint64) bool{
 		// Only the generation is left to write.
 		"generation": func(o string, _ uint64) bool { return o == "Write" },
-		// A complete range's result, then the generation: one
-		// shutdown.timeout bounds both.
-		"result and generation": func(o string, e uint64) bool { return o == "WriteShard" && e >= 2 },
+		// A complete range's result of epoch 3, then the generation of
+		// epoch 2, never written before: one shutdown.timeout bounds
+		// both.
+		"result and generation": func(o string, e uint64) bool { return o == "WriteShard" && e >= 3 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -197,6 +198,9 @@ func TestEpochsShutdownDuringAStoreOutage(t *testing.T) {
 				cfg := epochConfig(data, store, memory.NewSink(), "w")
 				cfg.Log = outage
 				cfg.Worker.ShutdownTimeout = 3 * time.Second
+				if name == "result and generation" {
+					cfg.SnapshotEvery = 1 << 30
+				}
 				snap, err := store.Latest(context.Background(), "mixed", nil)
 				if !errors.Is(err, snapshot.ErrNotFound) {
 					t.Fatalf("a new store has %v, %v", snap, err)

@@ -34,8 +34,9 @@ import (
 // to the first generation in the store (file://) that includes every
 // partition's end. Every example's prediction is published to a topic on
 // the same broker. The sub-benchmarks are model.mixing.epoch_examples
-// (epoch), snapshot.every (every: 1 writes every epoch's mixed model,
-// 400000 only the last) and the number of worker processes.
+// (epoch, with model.mixing.growth 0: every epoch that size),
+// snapshot.every (epoch times the partitions writes about every epoch's
+// mixed model, 400000 only the last) and the number of worker processes.
 //
 // Each op has a broker and a store of its own. A first example in each
 // partition is learned by a worker alone, which writes generation 1 and
@@ -69,7 +70,7 @@ func BenchmarkScaleOutProcesses(b *testing.B) {
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average, in %d partitions", len(msgs), size, epochsBenchPartitions)
 	digests := map[int][32]byte{} // the final model's, by epoch_examples
-	for _, c := range []struct{ epoch, every int }{{10000, len(msgs)}, {10000, 1}, {100000, 1}} {
+	for _, c := range []struct{ epoch, every int }{{10000, len(msgs)}, {10000, 10000 * epochsBenchPartitions}, {100000, 100000 * epochsBenchPartitions}} {
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("epoch=%d/every=%d/workers=%d", c.epoch, c.every, workers), func(b *testing.B) {
 				var st procStats
@@ -128,6 +129,7 @@ model:
   name: bench
   mixing:
     epoch_examples: %d
+    growth: 0
 kafka:
   brokers: [%s]
 source:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
@@ -55,9 +54,11 @@ type pipeline struct {
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
 // first: a store that cannot be read, or holds an incompatible model, is
-// reported before any broker is dialled. With epochs, a Kafka source of
-// several partitions is opened as shards, to be learned in epochs (see
-// pipeline.epochs); otherwise every partition is read by one source.
+// reported before any broker is dialled. With epochs, a source of
+// partitions is opened as shards, for the engine (pipeline.engine) to
+// learn as its partitions say, and the source of one stream is opened
+// when the engine needs it; otherwise every partition is read by one
+// source, opened now.
 func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs bool) (_ *pipeline, err error) {
 	p := &pipeline{brokers: newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)}
 	defer func() {
@@ -82,14 +83,10 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 	}
 	switch {
 	case epochs && cfg.Source.Kind == config.KindKafka:
+		// The engine counts the partitions, and looks for more while
+		// it learns a topic of one as it comes.
 		var ks *kafkaio.Shards
-		// A topic of one partition is learned as it comes, but in
-		// partition scope every partition has a chain of its own.
-		least := 2
-		if cfg.Model.Scope == config.ScopePartition {
-			least = 1
-		}
-		if ks, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source, least); err != nil {
+		if ks, p.shardCount, err = p.brokers.kafkaShards(ctx, cfg.Source, 1); err != nil {
 			return nil, err
 		}
 		if ks != nil {
@@ -104,7 +101,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		p.shards = connShards{js}
 		p.shardCount = cfg.Source.StreamPartitions
 	}
-	if p.shards == nil {
+	if !epochs && p.shards == nil {
 		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
 			return nil, err
 		}
@@ -139,6 +136,80 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		p.config.Snapshots = workerSnapshots{p.resumed.Snapshotter}
 	}
 	return p, nil
+}
+
+// engine is the engine that learns p's source as cfg says: one worker for
+// a source of one shard, epochs for several, a chain per shard in
+// partition scope (consumer.Engine).
+func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) *consumer.Engine {
+	var shards consumer.Shards
+	if p.shards != nil {
+		shards = p.shards
+	}
+	return consumer.NewEngine(consumer.EngineConfig{
+		PartitionScope: cfg.Model.Scope == config.ScopePartition,
+		Shards:         shards,
+		Epochs:         p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0,
+		GrowthCheck:    cfg.Model.Mixing.Interval,
+		Single: func(ctx context.Context) (*consumer.Worker, error) {
+			src, err := p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions)
+			if err != nil {
+				return nil, err
+			}
+			p.source = src
+			if lr, ok := src.(lagReporter); ok {
+				go reportLag(ctx, lr, metrics)
+			}
+			return p.worker(src, metrics, log), nil
+		},
+		Mixed: func(ctx context.Context, after *consumer.Worker) (*consumer.Epochs, error) {
+			if after != nil {
+				if err := p.resumeAfter(ctx, cfg, after, log); err != nil {
+					return nil, err
+				}
+			}
+			x, err := p.epochs(ctx, cfg, metrics, log)
+			if err != nil {
+				return nil, err
+			}
+			log.Info("learning in epochs", zap.Int("partitions", p.shardCount), zap.Uint64("epoch", x.Mixed()+1),
+				zap.Int("epoch_examples", cfg.Model.Mixing.EpochExamples), zap.Int("growth", cfg.Model.Mixing.Growth),
+				zap.Stringer("weights", cfg.Model.Mixing.Weights))
+			return x, nil
+		},
+		Partitioned: func(ctx context.Context) (*consumer.Partitions, error) {
+			x, err := p.partitions(ctx, cfg, metrics, log)
+			if err != nil {
+				return nil, err
+			}
+			log.Info("one model per partition", zap.Int("partitions", p.shardCount))
+			return x, nil
+		},
+	}, log)
+}
+
+// resumeAfter makes what the epochs continue the model that after, the
+// worker of a source of one shard, stopped with: the store's newest
+// generation, which it wrote last, or without a store its model, as
+// epoch 0 at its positions.
+func (p *pipeline) resumeAfter(ctx context.Context, cfg config.Config, after *consumer.Worker, log *zap.Logger) error {
+	if p.source != nil {
+		p.source.Close() //nolint:errcheck // its worker has stopped
+		p.source = nil
+	}
+	if p.store == nil {
+		p.resumed = snapshot.Resumed{Model: after.Model(), Positions: after.Positions(),
+			Snapshot: &snapshot.Snapshot{Model: cfg.Model.Name, Positions: after.Positions(), State: after.Model().State()}}
+		return nil
+	}
+	r, err := snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
+		Writer: cfg.SnapshotWriter(), Keep: cfg.Snapshot.Keep, Start: cfg.Source.Start, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	p.resumed = r
+	return nil
 }
 
 // worker is a worker over p that reads src: p's source, or one wrapped
@@ -192,19 +263,14 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	if err != nil {
 		return nil, err
 	}
-	var snap *snapshot.Snapshot
-	if gen := p.resumed.Generation; gen > 0 {
-		var err error
-		if snap, err = store.Load(ctx, cfg.Model.Name, gen); err != nil {
-			return nil, err
-		}
-	}
+	snap := p.resumed.Snapshot
 	cfg, err = mixingOfLog(ctx, store, cfg, snap, log)
 	if err != nil {
 		return nil, err
 	}
 	digest := cfg.HistoryDigest()
-	m, e, prev, positions, err := consumer.Continue(snap, cfg.Model.Learner, digest)
+	m := p.resumed.Model
+	e, prev, positions, err := consumer.ContinueModel(snap, m, digest)
 	if err != nil {
 		return nil, err
 	}
@@ -332,8 +398,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (func() []strin
 		return group.Owned, nil
 	}
 	// A partitioned stream's partitions are assigned statically.
-	host, _ := os.Hostname()
-	owned, err := cfg.OwnedPartitions(host)
+	owned, err := cfg.OwnedPartitions(config.Hostname())
 	if err != nil || owned == nil {
 		return nil, err
 	}

@@ -306,7 +306,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 		return err
 	}
 	defer p.close()
-	if p.shards == nil {
+	if p.shards == nil || p.shardCount < 2 {
 		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
 	out := p.store

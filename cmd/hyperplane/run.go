@@ -50,15 +50,6 @@ const httpShutdownTimeout = 5 * time.Second
 // the ones they forget should not pile up.
 const httpIdleTimeout = 2 * time.Minute
 
-// learning is what runWorker runs: a consumer.Worker, consumer.Epochs for
-// a source of several partitions, or consumer.Partitions in partition
-// scope.
-type learning interface {
-	Run(ctx context.Context) error
-	NotReady() []string
-	Positions() map[string]int64
-}
-
 // runWorker builds the worker of cfg, which is valid, and runs it with its
 // HTTP server (the probes, the metrics and prediction requests), its NATS
 // service and its lag reporter until ctx is done or one of them stops,
@@ -85,8 +76,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	if created := p.resumed.Created; !created.IsZero() {
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
-	// One source is learned by a Worker; several shards in epochs, or one
-	// model each in partition scope.
 	opts := serve.Options{
 		Model:       cfg.Model.Name,
 		MaxBytes:    cfg.Serve.MaxBytes,
@@ -95,40 +84,18 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		Generations: cfg.Serve.Generations,
 		Decoder:     p.config.Decoder,
 	}
-	var w learning
+	w := p.engine(cfg, metrics, log)
+	if started != nil {
+		w.OnWorker(func(worker *consumer.Worker) { started <- worker })
+	}
 	var srv *serve.Server
 	serving := serve.NewMetrics(reg)
 	switch {
-	case p.shards != nil && cfg.Model.Scope == config.ScopePartition:
-		x, err := p.partitions(ctx, cfg, metrics, log)
-		if err != nil {
-			return err
-		}
-		log.Info("one model per partition", zap.Int("partitions", p.shardCount))
-		w = x
-		if cfg.Serving() {
-			srv = serve.NewSharded(opts, p.resumed.Model.Config(), x, p.loadShardGeneration(cfg.Model.Name), serving)
-		}
-	case p.shards != nil:
-		x, err := p.epochs(ctx, cfg, metrics, log)
-		if err != nil {
-			return err
-		}
-		log.Info("learning in epochs", zap.Int("partitions", p.shardCount), zap.Uint64("epoch", x.Mixed()+1),
-			zap.Int("epoch_examples", cfg.Model.Mixing.EpochExamples), zap.Stringer("weights", cfg.Model.Mixing.Weights))
-		w = x
-		if cfg.Serving() {
-			srv = serve.New(opts, p.resumed.Model.Config(), x, p.loadGeneration(cfg.Model.Name), serving)
-		}
+	case !cfg.Serving():
+	case cfg.Model.Scope == config.ScopePartition:
+		srv = serve.NewSharded(opts, p.resumed.Model.Config(), shardViews{w}, p.loadShardGeneration(cfg.Model.Name), serving)
 	default:
-		worker := p.worker(p.source, metrics, log)
-		if started != nil {
-			started <- worker
-		}
-		w = worker
-		if cfg.Serving() {
-			srv = serve.New(opts, p.resumed.Model.Config(), worker, p.loadGeneration(cfg.Model.Name), serving)
-		}
+		srv = serve.New(opts, p.resumed.Model.Config(), w, p.loadGeneration(cfg.Model.Name), serving)
 	}
 	if srv != nil && cfg.Serve.NATS {
 		svc, err := p.service(srv, cfg)
@@ -174,18 +141,19 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			srv.Shutdown(ctx) //nolint:errcheck // the listener is gone either way
 		})
 	}
-	if lr, ok := p.source.(lagReporter); ok {
-		lctx, stop := context.WithCancel(ctx)
-		g.add(func() error { reportLag(lctx, lr, metrics); return nil }, func(error) { stop() })
-	}
 	if err := g.run(); err != nil {
 		return err
 	}
 	var fields []zap.Field
-	if m, ok := w.(interface{ Model() *learner.Model }); ok {
-		mt := m.Model().Metrics()
+	if m := w.Model(); m != nil {
+		mt := m.Metrics()
 		fields = append(fields, zap.Uint64("examples", mt.Examples), zap.Uint64("mistakes", mt.Mistakes))
 	}
 	log.Info("worker stopped", append(fields, zap.Any("positions", w.Positions()))...)
 	return nil
 }
+
+// shardViews serves the models of partition scope, shard by shard.
+type shardViews struct{ e *consumer.Engine }
+
+func (v shardViews) View(shard string) *learner.View { return v.e.ShardView(shard) }

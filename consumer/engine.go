@@ -1,0 +1,261 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// EngineConfig configures an Engine: the source and how each way of
+// learning it is built. The builders are called when the engine needs
+// them, each at most once per Run.
+type EngineConfig struct {
+	// PartitionScope learns one model per shard (docs/scale-out.md,
+	// section 6); otherwise one model is learned from every shard.
+	PartitionScope bool
+	// Shards are the source's partitions when it has them (Kafka, a
+	// partitioned JetStream stream); nil for a stream that is one shard
+	// and stays one (core NATS, an unpartitioned JetStream stream).
+	Shards Shards
+	// Epochs says that the model continues an epoch log: its newest
+	// generation was mixed in epochs. Such a model is learned in epochs
+	// whatever the number of shards, since shards never leave a log.
+	Epochs bool
+	// GrowthCheck is how often a model learned from one shard looks for
+	// more; 0 means DefaultGrowthCheck.
+	GrowthCheck time.Duration
+
+	// Single builds the worker that learns a source of one shard as it
+	// comes, from the model's newest generation and with its snapshots
+	// (docs/scale-out.md, section 7).
+	Single func(ctx context.Context) (*Worker, error)
+	// Mixed builds the epochs that learn several shards, continuing the
+	// model's newest generation, whichever way it was written. after is
+	// the worker of one shard that ran before, stopped when the source
+	// gained a shard (nil if none ran): the store's newest generation is
+	// then the one it wrote last.
+	Mixed func(ctx context.Context, after *Worker) (*Epochs, error)
+	// Partitioned builds the runner of partition scope.
+	Partitioned func(ctx context.Context) (*Partitions, error)
+}
+
+// DefaultGrowthCheck is how often a model learned from one shard looks
+// for a second by default: the source's partitions are listed as often
+// as a Kafka consumer group looks for new ones.
+const DefaultGrowthCheck = 5 * time.Second
+
+// Engine learns from a source whatever its number of shards, with one
+// kind of per-shard loop, the Worker, under one orchestration
+// (docs/scale-out.md): a source of one shard in global scope is learned
+// as it comes, each snapshot a generation (section 7); several shards
+// in recorded epochs whose results are mixed (section 3); partition
+// scope as independent chains, one per shard (section 6). A source of
+// one shard that gains a second goes on in epochs from the generation
+// its worker writes as it stops, where the new shard begins at
+// source.start.
+//
+// Its readiness, positions and views are those of what runs now.
+type Engine struct {
+	cfg EngineConfig
+	log *zap.Logger
+
+	mu  sync.Mutex
+	now learning
+	// started, if set, is given the worker of one shard once it is built.
+	started func(*Worker)
+}
+
+// learning is what an Engine runs: a Worker, Epochs or Partitions.
+type learning interface {
+	Run(ctx context.Context) error
+	NotReady() []string
+	Positions() map[string]int64
+}
+
+// NewEngine returns the engine of cfg.
+func NewEngine(cfg EngineConfig, log *zap.Logger) *Engine {
+	if cfg.GrowthCheck <= 0 {
+		cfg.GrowthCheck = DefaultGrowthCheck
+	}
+	return &Engine{cfg: cfg, log: log}
+}
+
+// OnWorker calls f with the worker of a source of one shard once it is
+// built, before it runs; f is not called in epochs or partition scope.
+func (e *Engine) OnWorker(f func(*Worker)) { e.started = f }
+
+func (e *Engine) set(l learning) {
+	e.mu.Lock()
+	e.now = l
+	e.mu.Unlock()
+}
+
+func (e *Engine) current() learning {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+// NotReady lists why the engine is not learning: what runs says, or that
+// nothing runs yet.
+func (e *Engine) NotReady() []string {
+	if l := e.current(); l != nil {
+		return l.NotReady()
+	}
+	return []string{NotReadySource + ": not consuming yet"}
+}
+
+// Positions are the positions of the model that runs, by shard.
+func (e *Engine) Positions() map[string]int64 {
+	if l := e.current(); l != nil {
+		return l.Positions()
+	}
+	return nil
+}
+
+// View is the newest read-only copy of the model for prediction
+// requests, nil in partition scope (see ShardView) or before one exists.
+func (e *Engine) View() *learner.View {
+	switch l := e.current().(type) {
+	case *Worker:
+		return l.View()
+	case *Epochs:
+		return l.View()
+	}
+	return nil
+}
+
+// ShardView is the newest read-only copy of shard's model in partition
+// scope, nil otherwise.
+func (e *Engine) ShardView(shard string) *learner.View {
+	if p, ok := e.current().(*Partitions); ok {
+		return p.View(shard)
+	}
+	return nil
+}
+
+// Model is the model learned, in global scope: only safe to use once Run
+// returned; nil in partition scope.
+func (e *Engine) Model() *learner.Model {
+	switch l := e.current().(type) {
+	case *Worker:
+		return l.Model()
+	case *Epochs:
+		return l.Model()
+	}
+	return nil
+}
+
+// Run learns until ctx is done or something fails, as what it runs
+// does: Worker.Run, Epochs.Run or Partitions.Run.
+func (e *Engine) Run(ctx context.Context) error {
+	if e.cfg.PartitionScope {
+		p, err := e.cfg.Partitioned(ctx)
+		if err != nil {
+			return err
+		}
+		e.set(p)
+		return p.Run(ctx)
+	}
+	var after *Worker
+	if !e.cfg.Epochs {
+		n, err := e.shards(ctx)
+		if err != nil {
+			return err
+		}
+		if n <= 1 {
+			w, grew, err := e.runSingle(ctx)
+			if err != nil || !grew || ctx.Err() != nil {
+				return err
+			}
+			after = w
+		}
+	}
+	x, err := e.cfg.Mixed(ctx, after)
+	if err != nil {
+		return err
+	}
+	e.set(x)
+	return x.Run(ctx)
+}
+
+// shards counts the source's shards now.
+func (e *Engine) shards(ctx context.Context) (int, error) {
+	if e.cfg.Shards == nil {
+		return 1, nil
+	}
+	ends, err := e.cfg.Shards.Ends(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the source's partitions: %w", err)
+	}
+	return len(ends), nil
+}
+
+// errGrew stops the worker of one shard when the source gains another.
+var errGrew = errors.New("the source gained a partition")
+
+// runSingle runs the worker of a source of one shard until ctx is done,
+// or until the source has more shards (grew): the worker then stops as
+// at shutdown, publishing its outputs and writing its last generation,
+// from which the epochs continue.
+func (e *Engine) runSingle(ctx context.Context) (w *Worker, grew bool, err error) {
+	w, err = e.cfg.Single(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if e.started != nil {
+		e.started(w)
+	}
+	e.set(w)
+	if e.cfg.Shards == nil {
+		return w, false, w.Run(ctx)
+	}
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTicker(e.cfg.GrowthCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			ends, err := e.cfg.Shards.Ends(wctx)
+			if err != nil {
+				// The source's own reads report an outage; growth is
+				// looked for again at the next tick.
+				e.log.Debug("listing the source's partitions failed", zap.Error(err))
+				continue
+			}
+			if len(ends) > 1 {
+				e.log.Info("the source has more than one partition now: the model goes on in epochs from the generation written as the worker stops",
+					zap.Int("partitions", len(ends)))
+				stop(errGrew)
+				return
+			}
+		}
+	}()
+	err = w.Run(wctx)
+	stop(nil)
+	<-watched
+	if ctx.Err() != nil || !errors.Is(context.Cause(wctx), errGrew) {
+		return w, false, err
+	}
+	var shut *ShutdownError
+	if errors.As(err, &shut) {
+		// What its last generation lacks the epochs learn again, and
+		// publish again (at-least-once).
+		e.log.Warn("the worker of one partition stopped before all its outputs or its last snapshot were written", zap.Error(err))
+		return w, true, nil
+	}
+	return w, err == nil, err
+}

@@ -1,0 +1,159 @@
+package consumer_test
+
+import (
+	"context"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// growingShards are a memory log's shards that show only its first
+// partition until grow is called, as a Kafka topic before and after a
+// partition is added.
+type growingShards struct {
+	*memory.Log
+	grown atomic.Bool
+}
+
+func (g *growingShards) grow() { g.grown.Store(true) }
+
+func (g *growingShards) Ends(ctx context.Context) (map[string]int64, error) {
+	ends, err := g.Log.Ends(ctx)
+	if err != nil || g.grown.Load() {
+		return ends, err
+	}
+	return map[string]int64{g.Key(0): ends[g.Key(0)]}, nil
+}
+
+// TestEngineGoesOnInEpochsWhenTheSourceGrows: a source of one shard is
+// learned as it comes, each snapshot a generation of one worker's kind;
+// when a second shard appears the worker stops at a generation and the
+// same model goes on in epochs from its positions: every example of both
+// shards is learned exactly once, and the epoch log begins above the
+// worker's last generation.
+func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	shards := &growingShards{Log: data}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	lcfg := epochLearner()
+	logger := zaptest.NewLogger(t)
+	wcfg := consumer.WorkerConfig{
+		Model:       "mixed",
+		Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
+		DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
+		Batch:       64,
+		Views:       true,
+	}
+	resume := func(ctx context.Context) (snapshot.Resumed, error) {
+		return snapshot.Resume(ctx, store, "mixed", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger})
+	}
+	var workers, epochs atomic.Int32
+	engine := consumer.NewEngine(consumer.EngineConfig{
+		Shards:      shards,
+		GrowthCheck: 10 * time.Millisecond,
+		Single: func(ctx context.Context) (*consumer.Worker, error) {
+			workers.Add(1)
+			r, err := resume(ctx)
+			if err != nil {
+				return nil, err
+			}
+			src, err := data.Open(ctx, data.Key(0), 0)
+			if err != nil {
+				return nil, err
+			}
+			cfg := wcfg
+			cfg.Snapshots, cfg.SnapshotEvery = chainSnapshots{r.Snapshotter}, 100
+			return consumer.NewWorker(cfg, src, r.Model, r.Positions, nil, logger), nil
+		},
+		Mixed: func(ctx context.Context, after *consumer.Worker) (*consumer.Epochs, error) {
+			epochs.Add(1)
+			if after == nil {
+				t.Error("the epochs began without the worker of one shard before them")
+			}
+			r, err := resume(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ecfg := epochConfig(data, store, sink, "w")
+			ecfg.Shards = shards
+			e, prev, pos, err := consumer.ContinueModel(r.Snapshot, r.Model, ecfg.ConfigDigest)
+			if err != nil {
+				return nil, err
+			}
+			return consumer.NewEpochs(ecfg, r.Model, e, prev, pos, nil, logger), nil
+		},
+	}, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+
+	waitFor(t, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
+	if engine.View() == nil {
+		t.Fatal("no view of the model of one shard")
+	}
+	shards.grow()
+	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
+	waitFor(t, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if workers.Load() != 1 || epochs.Load() != 1 {
+		t.Fatalf("%d workers of one shard and %d epochs built, want one of each", workers.Load(), epochs.Load())
+	}
+
+	// Every example once: the counts of learning both shards in order.
+	ref, err := learner.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := wire.NewDecoder(lcfg, wire.DecoderOptions{})
+	var x learner.Example
+	for _, msgs := range [][][]byte{first, second} {
+		for _, m := range msgs {
+			if _, err := dec.Decode(m, &x); err == nil {
+				ref.Learn(&x)
+			}
+		}
+	}
+	got := engine.Model().Metrics()
+	if got.Examples != ref.Metrics().Examples || got.Labeled != ref.Metrics().Labeled {
+		t.Fatalf("the model learned %d examples (%d labeled), the two shards hold %d (%d)",
+			got.Examples, got.Labeled, ref.Metrics().Examples, ref.Metrics().Labeled)
+	}
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var single, mixed uint64
+	for _, g := range gens {
+		snap, err := store.Load(context.Background(), "mixed", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Epoch == 0 {
+			single = max(single, g)
+		} else if mixed == 0 {
+			mixed = g
+		}
+	}
+	if single == 0 || mixed <= single {
+		t.Fatalf("generations %v: the worker's last is %d, the first mixed %d; want the epochs above the worker's", gens, single, mixed)
+	}
+}
