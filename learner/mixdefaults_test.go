@@ -8,17 +8,23 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 )
 
+// minEpochExamples is consumer/epochs.go's: the least positions of a shard
+// in an epoch that grows or ends where a snapshot falls due.
+const minEpochExamples = 1000
+
 // defaultEpochs is the worker's epoch schedule at the defaults
 // (consumer/epochs.go epochLimit) over a backlog of shards of the given
 // lengths: each epoch holds 1/growth of the examples the model learned
-// before it per shard, at least 1,000 and at most epochExamples, and, when
-// every > 0, no more than the labeled examples left to the next multiple
-// of every (a batch at least) shared among the shards with data left. It
-// keeps its own positions, as the backlog cut gives each shard
-// min(limit, remaining): simulateEpochs calls it once per epoch, in order.
-// Every example of the stream is labeled (gen's default), so the model's
+// before it per shard (the model's examples over the shards of the
+// boundary), at least minEpochExamples and at most epochExamples, and,
+// when every > 0, no more than the labeled examples left to the next
+// multiple of every shared among the shards with data left, each share
+// minEpochExamples at least (every epoch costs a barrier). It keeps its
+// own positions, as the backlog cut gives each shard min(limit,
+// remaining): simulateEpochs calls it once per epoch, in order. Every
+// example of the stream is labeled (gen's default), so the model's
 // examples and labeled examples are the examples learned.
-func defaultEpochs(lens []int, growth, epochExamples, every, batch int) func(e int) int {
+func defaultEpochs(lens []int, growth, epochExamples, every int) func(e int) int {
 	pos := make([]int, len(lens))
 	return func(int) int {
 		learned, n := 0, 0
@@ -30,11 +36,14 @@ func defaultEpochs(lens []int, growth, epochExamples, every, batch int) func(e i
 		}
 		limit := epochExamples
 		if growth > 0 {
-			limit = min(limit, max(1000, learned/len(lens)/growth))
+			limit = min(limit, max(minEpochExamples, learned/len(lens)/growth))
 		}
 		if every > 0 {
-			left := max(every-learned%every, batch)
-			limit = min(limit, (left+max(n, 1)-1)/max(n, 1))
+			left := every - learned%every
+			n = max(n, 1)
+			if share := max((left+n-1)/n, minEpochExamples); share < limit {
+				limit = share
+			}
 		}
 		for s := range pos {
 			pos[s] = min(pos[s]+limit, lens[s])
@@ -50,10 +59,11 @@ func defaultEpochs(lens []int, growth, epochExamples, every, batch int) func(e i
 // same partitions as the real topic) and cut as a backlog, for every
 // mixable linear algorithm: E=grow8 cuts by growth alone (the research
 // schedule of BenchmarkMixingRules), E=grow8+every100k also where
-// snapshot.every (100,000 labeled examples, batch 1,024) falls due, as
-// epochLimit does. The time-based cuts (model.mixing.interval,
-// snapshot.interval) are not simulated. S=1 is sequential learning, which
-// is what one partition is. Deterministic: run with -benchtime 1x.
+// snapshot.every (100,000 labeled examples) falls due, each shard's share
+// 1,000 at least, as epochLimit does. The time-based cuts
+// (model.mixing.interval, snapshot.interval) are not simulated. S=1 is
+// sequential learning, which is what one partition is. Deterministic: run
+// with -benchtime 1x.
 //
 //	go test -run XXX -bench BenchmarkMixingDefaults -benchtime 1x -timeout 0 ./learner/
 //
@@ -99,7 +109,7 @@ func BenchmarkMixingDefaults(b *testing.B) {
 						if sched == "grow8+every100k" {
 							every = 100_000
 						}
-						r = simulateEpochs(b, cfg, s.xs, split, defaultEpochs(lens, 8, 100_000, every, 1024), mix, cutBacklog)
+						r = simulateEpochs(b, cfg, s.xs, split, defaultEpochs(lens, 8, 100_000, every), mix, cutBacklog)
 					}
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")
