@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -37,7 +38,7 @@ func TestEpochsWarnOncePerShard(t *testing.T) {
 			Batch:      64,
 		},
 		Shards:        log,
-		Log:           snapshot.NewStore(memblob.OpenBucket(nil), ""),
+		Log:           epochlog.New(snapshot.NewStore(memblob.OpenBucket(nil), "")),
 		Writer:        "one",
 		ConfigDigest:  sha256.Sum256([]byte("history")),
 		EpochExamples: 150,

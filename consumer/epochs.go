@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -21,12 +22,12 @@ import (
 
 // EpochLog is where the epoch protocol keeps its artefacts: the
 // boundaries, the shards' results and the generations of the mixed model
-// (docs/scale-out.md, section 2). *snapshot.Store is one.
+// (docs/scale-out.md, section 2). *epochlog.Log is one.
 type EpochLog interface {
-	CreateBoundary(ctx context.Context, b *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error)
-	Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error)
-	WriteShard(ctx context.Context, r *snapshot.ShardResult) error
-	Shard(ctx context.Context, model string, e uint64, shard string) (*snapshot.ShardResult, error)
+	CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error)
+	Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error)
+	WriteShard(ctx context.Context, r *epochlog.ShardResult) error
+	Shard(ctx context.Context, model string, e uint64, shard string) (*epochlog.ShardResult, error)
 	ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error)
 	Epochs(ctx context.Context, model string) ([]uint64, error)
 	Write(ctx context.Context, snap *snapshot.Snapshot) error
@@ -123,10 +124,10 @@ type Epochs struct {
 	model   *learner.Model
 	digest  [32]byte
 	epoch   uint64
-	prev    *snapshot.Boundary
+	prev    *epochlog.Boundary
 	prevSHA [32]byte
 	// cur is the boundary of the epoch being learned.
-	cur    *snapshot.Boundary
+	cur    *epochlog.Boundary
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
 	written  uint64
@@ -173,7 +174,7 @@ type Epochs struct {
 // (nil for a new model or one from before epochs) and which includes
 // positions (the boundary's ends, or an older snapshot's positions).
 // metrics may be nil.
-func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *snapshot.Boundary, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Epochs {
+func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Epochs {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -305,7 +306,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 }
 
 // advance records that the model now holds epoch b, mixed.
-func (x *Epochs) advance(b *snapshot.Boundary, sha [32]byte) {
+func (x *Epochs) advance(b *epochlog.Boundary, sha [32]byte) {
 	x.prev, x.prevSHA, x.epoch, x.cur = b, sha, b.Epoch+1, nil
 	x.mixed.Store(b.Epoch)
 	x.metrics.Epoch.Set(float64(b.Epoch))
@@ -320,7 +321,7 @@ func (x *Epochs) shutdownTimeout() time.Duration {
 
 // complete reports whether every non-empty range of b has its result in
 // the log now.
-func (x *Epochs) complete(ctx context.Context, b *snapshot.Boundary) bool {
+func (x *Epochs) complete(ctx context.Context, b *epochlog.Boundary) bool {
 	for _, r := range b.Shards {
 		if r.From == r.To {
 			continue
@@ -376,7 +377,7 @@ const retryWarnEvery = 10 * time.Second
 
 // retry runs op, the operation what, until its answer is final: nil,
 // snapshot.ErrNotFound (an answer, not a failure), an error no retry mends
-// (snapshot.Fatal, a damaged artefact, one of a newer format), or ctx
+// (epochlog.Fatal, a damaged artefact, one of a newer format), or ctx
 // done (then it returns op's last error). While
 // op fails the epochs are not ready for reason (NotReadySnapshots for the
 // store, NotReadySource for the broker), with the error, and the epoch
@@ -393,7 +394,7 @@ func (x *Epochs) retry(ctx context.Context, reason, what string, op func(context
 	answered := false // op's answer is final, not cut short by ctx
 	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
 		err := op(ctx)
-		if err == nil || errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) || errors.Is(err, ErrFatal) ||
+		if err == nil || errors.Is(err, snapshot.ErrNotFound) || epochlog.Fatal(err) || errors.Is(err, ErrFatal) ||
 			errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, snapshot.ErrNewerFormat) {
 			answered = true
 			return retry.Permanent(err)
@@ -434,7 +435,7 @@ func (x *Epochs) recovered(reason string) {
 
 // fatal marks an error no retry mends.
 func fatal(err error) error {
-	if snapshot.Fatal(err) {
+	if epochlog.Fatal(err) {
 		return fmt.Errorf("%w: %w", ErrFatal, err)
 	}
 	return err
@@ -442,11 +443,11 @@ func fatal(err error) error {
 
 // boundary returns B_e: the stored one, verified, or one this worker cuts
 // once an epoch is due.
-func (x *Epochs) boundary(ctx context.Context) (*snapshot.Boundary, [32]byte, error) {
+func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, error) {
 	model := x.cfg.Worker.Model
 	bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
-		var b *snapshot.Boundary
+		var b *epochlog.Boundary
 		var sha [32]byte
 		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) (err error) {
 			b, sha, err = x.cfg.Log.Boundary(ctx, model, x.epoch)
@@ -538,7 +539,7 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 		if e <= damaged {
 			continue
 		}
-		var b *snapshot.Boundary
+		var b *epochlog.Boundary
 		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", e), func(ctx context.Context) (err error) {
 			b, _, err = x.cfg.Log.Boundary(ctx, model, e)
 			return err
@@ -562,7 +563,7 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 }
 
 // check verifies a boundary against what this worker holds.
-func (x *Epochs) check(b *snapshot.Boundary) error {
+func (x *Epochs) check(b *epochlog.Boundary) error {
 	if b.ConfigDigest != x.cfg.ConfigDigest {
 		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model",
 			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest)
@@ -591,7 +592,7 @@ func (x *Epochs) check(b *snapshot.Boundary) error {
 // has EpochExamples waiting, when Interval passed since the mixed model
 // and some shard has new data, when a shard joins, or for a new model's
 // first epoch.
-func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
+func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	var ends map[string]int64
 	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
 		ends, err = x.cfg.Shards.Ends(ctx)
@@ -602,9 +603,9 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 	}
 	reason := ""
 	if x.prev == nil && len(x.from) == 0 {
-		reason = snapshot.CutStart
+		reason = epochlog.CutStart
 	}
-	b := &snapshot.Boundary{
+	b := &epochlog.Boundary{
 		Model:           x.cfg.Worker.Model,
 		Epoch:           x.epoch,
 		ConfigDigest:    x.cfg.ConfigDigest,
@@ -625,7 +626,7 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 			// new shard's start beyond its end: it begins at the end.
 			from = min(from, end)
 			if reason == "" {
-				reason = snapshot.CutShards
+				reason = epochlog.CutShards
 			}
 		}
 		if end < from {
@@ -641,22 +642,22 @@ func (x *Epochs) cut(ctx context.Context) (*snapshot.Boundary, error) {
 			reason = limitReason
 		}
 		newData = newData || to > sp.from
-		b.Shards = append(b.Shards, snapshot.Range{Shard: sp.shard, From: sp.from, To: to})
+		b.Shards = append(b.Shards, epochlog.Range{Shard: sp.shard, From: sp.from, To: to})
 	}
 	for shard, from := range x.from {
 		if _, ok := ends[shard]; !ok {
 			// A shard never leaves a boundary (I1).
-			b.Shards = append(b.Shards, snapshot.Range{Shard: shard, From: from, To: from})
+			b.Shards = append(b.Shards, epochlog.Range{Shard: shard, From: from, To: from})
 		}
 	}
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
-		reason = snapshot.CutInterval
+		reason = epochlog.CutInterval
 	}
 	if reason == "" {
 		return nil, nil
 	}
-	sortRanges(b.Shards)
-	b.Cut = snapshot.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
+	epochlog.SortRanges(b.Shards)
+	b.Cut = epochlog.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
 	return b, nil
 }
 
@@ -683,7 +684,7 @@ type waiting struct {
 // new data (spans), each taking minEpochExamples at least, since every
 // epoch costs a barrier.
 func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
-	limit, reason := x.cfg.EpochExamples, snapshot.CutExamples
+	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
 	if k := int64(x.cfg.Growth); k > 0 && len(spans) > 0 {
 		grown := int64(x.model.Metrics().Examples) / int64(len(spans)) / k
 		limit = min(limit, max(minEpochExamples, grown))
@@ -706,7 +707,7 @@ func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
 		n = 1
 	}
 	if share := max((left+n-1)/n, minEpochExamples); share < limit {
-		return share, snapshot.CutSnapshot
+		return share, epochlog.CutSnapshot
 	}
 	return limit, reason
 }
@@ -717,17 +718,9 @@ func (x *Epochs) snapshotOverdue() bool {
 	return x.cfg.SnapshotInterval > 0 && time.Since(x.lastSnap.at) >= x.cfg.SnapshotInterval
 }
 
-func sortRanges(rs []snapshot.Range) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && snapshot.CompareShards(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
-			rs[j-1], rs[j] = rs[j], rs[j-1]
-		}
-	}
-}
-
 // learnOwned learns every range of b this worker owns whose result is not
 // in the log yet, each on its own goroutine.
-func (x *Epochs) learnOwned(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -840,7 +833,7 @@ func (x *Epochs) dropLost() {
 // of the range before it returns; then it writes the shard's result. If
 // the shard is revoked before the range is complete, it stops at once
 // and returns errRevoked, with the outputs of what it learned published.
-func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
+func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	rctx, stop := x.whileOwned(ctx, r.Shard)
 	defer stop()
 	err := x.learn(rctx, b, sha, r)
@@ -851,7 +844,7 @@ func (x *Epochs) learnRange(ctx context.Context, b *snapshot.Boundary, sha [32]b
 }
 
 // learn is learnRange without following ownership.
-func (x *Epochs) learn(ctx context.Context, b *snapshot.Boundary, sha [32]byte, r snapshot.Range) error {
+func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	model := x.cfg.Worker.Model
 	exists, err := x.shardExists(ctx, b.Epoch, r.Shard)
 	if err != nil || exists {
@@ -912,7 +905,7 @@ func (x *Epochs) learn(ctx context.Context, b *snapshot.Boundary, sha [32]byte, 
 		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.last)
 	}
 	m.Flush()
-	res := &snapshot.ShardResult{
+	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.messages, DeadLetters: rs.messages - (m.Metrics().Examples - before), Last: rs.last,
@@ -1000,7 +993,7 @@ func (s *rangeSource) Commit(context.Context, map[string]int64) error { return n
 // barrier waits until every non-empty range of b has its result in the
 // log, then reads them all, verified against b, in shard order. waited is
 // how long that took.
-func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
+func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
 	model := x.cfg.Worker.Model
 	start := time.Now()
 	missing := 0
@@ -1051,7 +1044,7 @@ func (x *Epochs) barrier(ctx context.Context, b *snapshot.Boundary, sha [32]byte
 		}
 		missing--
 		x.metrics.MissingShards.Set(float64(missing))
-		var res *snapshot.ShardResult
+		var res *epochlog.ShardResult
 		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
 			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
 			return err
@@ -1137,7 +1130,7 @@ func (x *Epochs) jump(ctx context.Context) error {
 
 // mix makes W_e of the shards' states, and the positions of b's ends;
 // waited is how long the barrier took, for the log.
-func (x *Epochs) mix(b *snapshot.Boundary, states []*learner.State, waited time.Duration) error {
+func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
 	start := time.Now()
 	base := x.model.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
@@ -1209,7 +1202,7 @@ func (r *mixReport) flush(log *zap.Logger) {
 }
 
 // snapshot writes W_e as generation e if a snapshot is due.
-func (x *Epochs) snapshot(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	labeled := x.model.Metrics().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
 	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue()
@@ -1220,7 +1213,7 @@ func (x *Epochs) snapshot(ctx context.Context, b *snapshot.Boundary, sha [32]byt
 }
 
 // writeGeneration writes the mixed model of b's epoch as its generation.
-func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha [32]byte) error {
+func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	snap := &snapshot.Snapshot{
 		Model:          x.cfg.Worker.Model,
 		Generation:     b.Epoch,
@@ -1265,7 +1258,7 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *snapshot.Boundary, sha 
 // after it, its boundary and positions. A generation from before epochs
 // (no Epoch) is epoch 0 of the log: its positions begin the first
 // boundary, and the log begins at its generation + 1.
-func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *snapshot.Boundary, positions map[string]int64, err error) {
+func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
 	if snap == nil {
 		m, err = learner.New(cfg)
 	} else {
@@ -1280,7 +1273,7 @@ func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *
 
 // ContinueModel is Continue for m, the model already restored from snap
 // (a new model when snap is nil).
-func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *snapshot.Boundary, positions map[string]int64, err error) {
+func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
 	switch {
 	case snap == nil:
 		return 1, nil, nil, nil
@@ -1290,6 +1283,6 @@ func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (
 		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model",
 			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest)
 	}
-	prev = &snapshot.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
+	prev = &epochlog.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
 	return snap.Epoch + 1, prev, snap.Positions, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -85,7 +86,7 @@ func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
 	cfg.Keep = 1
 	want := runEpochs(t, data, cfg, store)
 	newest := newestGeneration(t, store)
-	if _, _, err := store.Boundary(context.Background(), "mixed", 1); !errors.Is(err, snapshot.ErrNotFound) {
+	if _, _, err := epochlog.New(store).Boundary(context.Background(), "mixed", 1); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Fatalf("the first boundary is still in the log (%v): retention was to delete it", err)
 	}
 	damage(t, bucket, newest)

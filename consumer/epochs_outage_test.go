@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -25,7 +26,7 @@ var errStoreDown = errors.New("store unreachable")
 // about to run (its name and epoch), and stays down until up is called:
 // every operation then fails as an unreachable store's would.
 type outageLog struct {
-	*snapshot.Store
+	*epochlog.Log
 	trip func(op string, epoch uint64) bool
 
 	mu   sync.Mutex
@@ -59,60 +60,60 @@ func (l *outageLog) refused() int {
 	return l.failed
 }
 
-func (l *outageLog) CreateBoundary(ctx context.Context, b *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error) {
+func (l *outageLog) CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
 	if err := l.check("CreateBoundary", b.Epoch); err != nil {
 		return nil, [32]byte{}, err
 	}
-	return l.Store.CreateBoundary(ctx, b)
+	return l.Log.CreateBoundary(ctx, b)
 }
 
-func (l *outageLog) Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error) {
+func (l *outageLog) Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error) {
 	if err := l.check("Boundary", e); err != nil {
 		return nil, [32]byte{}, err
 	}
-	return l.Store.Boundary(ctx, model, e)
+	return l.Log.Boundary(ctx, model, e)
 }
 
-func (l *outageLog) WriteShard(ctx context.Context, r *snapshot.ShardResult) error {
+func (l *outageLog) WriteShard(ctx context.Context, r *epochlog.ShardResult) error {
 	if err := l.check("WriteShard", r.Epoch); err != nil {
 		return err
 	}
-	return l.Store.WriteShard(ctx, r)
+	return l.Log.WriteShard(ctx, r)
 }
 
-func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string) (*snapshot.ShardResult, error) {
+func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string) (*epochlog.ShardResult, error) {
 	if err := l.check("Shard", e); err != nil {
 		return nil, err
 	}
-	return l.Store.Shard(ctx, model, e, shard)
+	return l.Log.Shard(ctx, model, e, shard)
 }
 
 func (l *outageLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
 	if err := l.check("ShardExists", e); err != nil {
 		return false, err
 	}
-	return l.Store.ShardExists(ctx, model, e, shard)
+	return l.Log.ShardExists(ctx, model, e, shard)
 }
 
 func (l *outageLog) Write(ctx context.Context, snap *snapshot.Snapshot) error {
 	if err := l.check("Write", snap.Epoch); err != nil {
 		return err
 	}
-	return l.Store.Write(ctx, snap)
+	return l.Log.Write(ctx, snap)
 }
 
 func (l *outageLog) Generations(ctx context.Context, model string) ([]uint64, error) {
 	if err := l.check("Generations", 0); err != nil {
 		return nil, err
 	}
-	return l.Store.Generations(ctx, model)
+	return l.Log.Generations(ctx, model)
 }
 
 func (l *outageLog) Load(ctx context.Context, model string, gen uint64) (*snapshot.Snapshot, error) {
 	if err := l.check("Load", gen); err != nil {
 		return nil, err
 	}
-	return l.Store.Load(ctx, model, gen)
+	return l.Log.Load(ctx, model, gen)
 }
 
 // runEpochs runs one worker's epochs over data until its last epoch is
@@ -141,7 +142,7 @@ func TestEpochsWaitOutAStoreOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				data := epochLog(600)
 				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-				outage := &outageLog{Store: store, trip: func(o string, e uint64) bool { return o == op && e >= 2 }}
+				outage := &outageLog{Log: epochlog.New(store), trip: func(o string, e uint64) bool { return o == op && e >= 2 }}
 				cfg := epochConfig(data, store, memory.NewSink(), "w")
 				cfg.Log = outage
 				ctx, cancel := context.WithCancel(context.Background())
@@ -194,7 +195,7 @@ func TestEpochsShutdownDuringAStoreOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				data := epochLog(600)
 				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-				outage := &outageLog{Store: store, trip: trip}
+				outage := &outageLog{Log: epochlog.New(store), trip: trip}
 				cfg := epochConfig(data, store, memory.NewSink(), "w")
 				cfg.Log = outage
 				cfg.Worker.ShutdownTimeout = 3 * time.Second
@@ -277,11 +278,11 @@ func newEpochs(t *testing.T, cfg consumer.EpochConfig) *consumer.Epochs {
 
 // damagedLog is a store whose every boundary reads as damaged.
 type damagedLog struct {
-	*snapshot.Store
+	*epochlog.Log
 	err error
 }
 
-func (l damagedLog) Boundary(context.Context, string, uint64) (*snapshot.Boundary, [32]byte, error) {
+func (l damagedLog) Boundary(context.Context, string, uint64) (*epochlog.Boundary, [32]byte, error) {
 	return nil, [32]byte{}, l.err
 }
 
@@ -295,7 +296,7 @@ func TestEpochsStopOnWhatNoRetryMends(t *testing.T) {
 				data := epochLog(10)
 				store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 				cfg := epochConfig(data, store, memory.NewSink(), "w")
-				cfg.Log = damagedLog{store, fmt.Errorf("epoch 1: %w", cause)}
+				cfg.Log = damagedLog{epochlog.New(store), fmt.Errorf("epoch 1: %w", cause)}
 				x := newEpochs(t, cfg)
 				done := make(chan error, 1)
 				go func() { done <- x.Run(context.Background()) }()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -135,7 +136,7 @@ func TestEpochsRevokedRangeStops(t *testing.T) {
 			t.Errorf("a published %d outputs of shard 1, %d of them after the shard was revoked", got, got-published)
 		}
 		for e := uint64(1); e <= last; e++ {
-			res, err := store.Shard(context.Background(), "mixed", e, shard1)
+			res, err := epochlog.New(store).Shard(context.Background(), "mixed", e, shard1)
 			if err != nil {
 				continue // an empty range has no result
 			}

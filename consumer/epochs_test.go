@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -42,7 +43,7 @@ func epochConfig(log *memory.Log, store *snapshot.Store, sink *memory.Sink, writ
 			Batch:              64,
 		},
 		Shards:        log,
-		Log:           store,
+		Log:           epochlog.New(store),
 		Writer:        writer,
 		ConfigDigest:  sha256.Sum256([]byte("history")),
 		EpochExamples: 150,
@@ -90,12 +91,13 @@ func startEpochs(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, st
 // complete reports whether the log holds a boundary at every shard's end
 // with every result: the last epoch the data makes.
 func complete(ctx context.Context, store *snapshot.Store, log *memory.Log) (uint64, bool) {
-	epochs, err := store.Epochs(ctx, "mixed")
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(ctx, "mixed")
 	if err != nil || len(epochs) == 0 {
 		return 0, false
 	}
 	e := epochs[len(epochs)-1]
-	b, _, err := store.Boundary(ctx, "mixed", e)
+	b, _, err := lg.Boundary(ctx, "mixed", e)
 	if err != nil {
 		return 0, false
 	}
@@ -113,7 +115,7 @@ func complete(ctx context.Context, store *snapshot.Store, log *memory.Log) (uint
 	}
 	for _, r := range b.Shards {
 		if r.From < r.To {
-			if ok, _ := store.ShardExists(ctx, "mixed", e, r.Shard); !ok {
+			if ok, _ := lg.ShardExists(ctx, "mixed", e, r.Shard); !ok {
 				return 0, false
 			}
 		}

@@ -26,6 +26,7 @@ import (
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -287,7 +288,7 @@ func runBenchEpochs(b *testing.B, out consumer.Destination, shards consumer.Shar
 	cfg := consumer.EpochConfig{
 		Worker:        consumer.WorkerConfig{Model: "bench", Predictions: out, Batch: 1024},
 		Shards:        shards,
-		Log:           store,
+		Log:           epochlog.New(store),
 		Writer:        "bench",
 		ConfigDigest:  sha256.Sum256([]byte("bench")),
 		EpochExamples: epoch,

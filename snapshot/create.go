@@ -18,18 +18,12 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// errTaken marks a create-if-absent that found its key taken.
-var errTaken = errors.New("the key exists")
-
-// ErrNoConditionalCreate marks a store that accepted a second create of
-// an existing key: it ignores create-if-absent (an S3-compatible server
-// that ignores If-None-Match), so two workers could both believe they cut
-// one epoch's boundary. The store cannot hold an epoch log.
-var ErrNoConditionalCreate = errors.New("the store ignores create-if-absent")
+// ErrExists marks a create-if-absent that found its key taken.
+var ErrExists = errors.New("the key exists")
 
 // create writes data under key if, and only if, the key is absent, in
 // one step that two writers cannot both pass: a taken key gives an error
-// wrapping errTaken. The blob drivers do it with a precondition on the
+// wrapping ErrExists. The blob drivers do it with a precondition on the
 // upload (S3 and Azure If-None-Match: *, GCS DoesNotExist, memblob under
 // its lock). fileblob's precondition is a stat before a rename, which two
 // writers can pass together, so a store with a directory (see OpenStore)
@@ -48,7 +42,7 @@ func (s *Store) create(ctx context.Context, key string, data []byte) error {
 		IfNotExist:  true,
 	})
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return fmt.Errorf("%w (%v)", errTaken, err)
+		return fmt.Errorf("%w (%v)", ErrExists, err)
 	}
 	return err
 }
@@ -105,7 +99,7 @@ func (s *Store) link(ctx context.Context, key string, data []byte) error {
 	}
 	err = os.Link(tmp, path)
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%w (%s)", errTaken, path)
+		return fmt.Errorf("%w (%s)", ErrExists, path)
 	}
 	return err
 }
@@ -164,43 +158,4 @@ func fileDir(u *url.URL, b *blob.Bucket) (string, os.FileMode, error) {
 		return "", 0, fmt.Errorf("cannot find the bucket's directory (%s)", dir)
 	}
 	return dir, mode, nil
-}
-
-// ProbeConditionalCreate checks that the store honours create-if-absent,
-// which the epoch log depends on (docs/scale-out.md, section 3.1): it
-// creates "<model>/epochs/probe/<writer>-<random>" twice, expects the
-// second create to find the key taken, and deletes it. A store that
-// accepts both gives an error wrapping ErrNoConditionalCreate. The probe
-// cannot see a race that only concurrent writers lose, such as fileblob's
-// stat-then-rename, which a store opened by OpenStore avoids.
-func (s *Store) ProbeConditionalCreate(ctx context.Context, model, writer string) (err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
-		return err
-	}
-	var random [8]byte
-	rand.Read(random[:])
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, writer)
-	key := modelDir(s.prefix, model) + probeDir + strings.TrimLeft(name, ".") + "-" + hex.EncodeToString(random[:])
-	data := []byte("hyperplane: probe of create-if-absent, deleted at once\n")
-	if err := s.create(ctx, key, data); err != nil {
-		return fmt.Errorf("snapshot: probe %s: %w", key, err)
-	}
-	second := s.create(ctx, key, data)
-	deleted := s.bucket.Delete(ctx, key)
-	switch {
-	case second == nil:
-		return fmt.Errorf("snapshot: probe %s: a second create of the key succeeded: %w; "+
-			"two workers could both cut one epoch (use a store, or an S3 server version, that honours If-None-Match: *)", key, ErrNoConditionalCreate)
-	case !errors.Is(second, errTaken):
-		return fmt.Errorf("snapshot: probe %s: %w", key, second)
-	case deleted != nil && gcerrors.Code(deleted) != gcerrors.NotFound:
-		return fmt.Errorf("snapshot: probe %s: delete: %w", key, deleted)
-	}
-	return nil
 }

@@ -84,8 +84,8 @@ func TestCreateOneWinsARace(t *testing.T) {
 						t.Fatalf("%s: creators %d and %d both created it", key, won, i)
 					case err == nil:
 						won = i
-					case !errors.Is(err, errTaken):
-						t.Fatalf("%s: creator %d: %v, want errTaken", key, i, err)
+					case !errors.Is(err, ErrExists):
+						t.Fatalf("%s: creator %d: %v, want ErrExists", key, i, err)
 					}
 				}
 				if won < 0 {
@@ -138,8 +138,8 @@ func TestFileCreateLeavesNothingVisible(t *testing.T) {
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("the directory holds %v (%v), want the key and the stranded file", entries, err)
 	}
-	if err := s.create(ctx, key, []byte("two")); !errors.Is(err, errTaken) {
-		t.Fatalf("a second create: %v, want errTaken", err)
+	if err := s.create(ctx, key, []byte("two")); !errors.Is(err, ErrExists) {
+		t.Fatalf("a second create: %v, want ErrExists", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "clicks", "00000000000000000001.msgpack")); string(got) != "one" {
 		t.Fatalf("the key holds %q after a refused create", got)

@@ -110,8 +110,8 @@ type body struct {
 }
 
 // stateBody is the wire form of a learner.State: the keys a snapshot body
-// holds beside its model, generation and positions, and the value of a
-// shard result's state.
+// holds beside its model, generation and positions, and the value of an
+// EncodedState.
 type stateBody struct {
 	Config learner.Config `msgpack:"config"`
 
@@ -185,7 +185,7 @@ func Marshal(s *Snapshot) ([]byte, error) {
 	if s.Epoch != 0 && s.Epoch != s.Generation {
 		return nil, fmt.Errorf("snapshot: epoch %d in generation %d (the mixed model of epoch e is generation e)", s.Epoch, s.Generation)
 	}
-	if err := checkRanges(s.Boundary); err != nil {
+	if err := CheckRanges(s.Boundary); err != nil {
 		return nil, fmt.Errorf("snapshot: boundary: %w", err)
 	}
 	b := body{
@@ -209,6 +209,20 @@ func Marshal(s *Snapshot) ([]byte, error) {
 	return seal(raw)
 }
 
+// Seal encodes body as a snapshot's body is encoded (deterministically:
+// the same value always gives the same bytes) and wraps it in the
+// snapshot envelope, with the format and the CRC-32 checksum of the
+// encoded body (docs/snapshot-format.md): the form of every object a
+// store keeps, the epoch log's included. An error encoding body is the
+// encoder's.
+func Seal(body any) ([]byte, error) {
+	raw, err := encode(body)
+	if err != nil {
+		return nil, err
+	}
+	return seal(raw)
+}
+
 // seal wraps a body in the envelope, with its checksum.
 func seal(raw []byte) ([]byte, error) {
 	out, err := encode(&envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw})
@@ -217,6 +231,32 @@ func seal(raw []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// EncodedState is a learner.State in the wire form a snapshot body holds
+// it in, as a value of its own: a field of this type in a body given to
+// Seal encodes as a map with the keys of a snapshot's state, every bit of
+// the weights kept, and decodes from one with msgpack. The epoch log's
+// shard results hold their learned state this way, so that a mix reads
+// exactly what a generation would hold.
+type EncodedState struct{ b stateBody }
+
+// EncodeState is st in its wire form, after the check the loader runs: a
+// state that fails it gives an error wrapping ErrInvalidState.
+func EncodeState(st *learner.State) (EncodedState, error) {
+	b, err := encodeState(st)
+	return EncodedState{b}, err
+}
+
+// State decodes the state and checks it as learner.Restore does. The
+// error names the field that is wrong.
+func (e *EncodedState) State() (*learner.State, error) { return e.b.state() }
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (e EncodedState) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.Encode(&e.b) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder. It only decodes: State
+// checks.
+func (e *EncodedState) DecodeMsgpack(dec *msgpack.Decoder) error { return dec.Decode(&e.b) }
 
 // encodeState is the wire form of st, after the check the loader runs:
 // a state that fails it gives an error wrapping ErrInvalidState.
@@ -277,7 +317,7 @@ func encode(v any) ([]byte, error) {
 // configuration. A damaged or truncated snapshot gives an error wrapping
 // ErrCorrupt that says what is wrong with it.
 func Unmarshal(data []byte) (*Snapshot, error) {
-	raw, err := unseal(data)
+	raw, err := Unseal(data)
 	if err != nil {
 		return nil, err
 	}
@@ -314,16 +354,16 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	if s.Epoch != 0 && s.Epoch != s.Generation {
 		return nil, fmt.Errorf("%w: epoch %d in generation %d", ErrCorrupt, s.Epoch, s.Generation)
 	}
-	if err := checkRanges(s.Boundary); err != nil {
+	if err := CheckRanges(s.Boundary); err != nil {
 		return nil, fmt.Errorf("%w: boundary: %v", ErrCorrupt, err)
 	}
 	return s, nil
 }
 
-// unseal returns the body of an envelope after checking its format and
-// checksum. Damage gives an error wrapping ErrCorrupt; a newer format one
-// that does not.
-func unseal(data []byte) ([]byte, error) {
+// Unseal returns the encoded body of an envelope (see Seal) after
+// checking its format and checksum. Damage gives an error wrapping
+// ErrCorrupt; a newer format one wrapping ErrNewerFormat.
+func Unseal(data []byte) ([]byte, error) {
 	var env envelope
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return nil, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)

@@ -158,7 +158,8 @@ func TestResumeNeedsWriter(t *testing.T) {
 	}
 }
 
-// TestFatal: the snapshot errors no retry mends.
+// TestFatal: the snapshot errors no retry mends (epochlog.TestFatal adds
+// the epoch log's).
 func TestFatal(t *testing.T) {
 	for _, tc := range []struct {
 		err   error
@@ -168,9 +169,6 @@ func TestFatal(t *testing.T) {
 		{errors.New("store unreachable"), false},
 		{snapshot.ErrFenced, true},
 		{errors.Join(errors.New("wrapped"), snapshot.ErrInvalidState), true},
-		{fmt.Errorf("epoch log: %w", snapshot.ErrOtherHistory), true},
-		{fmt.Errorf("epoch log: %w", snapshot.ErrDamagedLog), true},
-		{fmt.Errorf("probe: %w", snapshot.ErrNoConditionalCreate), true},
 		{fmt.Errorf("epoch log: %w", snapshot.ErrNotFound), false},
 		{snapshot.ErrCorrupt, false},
 	} {

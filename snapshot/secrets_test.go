@@ -2,6 +2,8 @@ package snapshot_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"reflect"
@@ -117,35 +119,30 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 	"Retain": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.Retain(ctx, "clicks", 1)
 	},
-	"CreateBoundary": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, _, err := s.CreateBoundary(ctx, boundary("clicks", 1, "worker-a"))
+	"CreateIfAbsent": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		return s.CreateIfAbsent(ctx, snapshot.ModelDir(s.Prefix(), "clicks")+"epochs/x", []byte("x"))
+	},
+	"ReadObject": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.ReadObject(ctx, snapshot.Key(s.Prefix(), "clicks", 1))
 		return err
 	},
-	"Boundary": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, _, err := s.Boundary(ctx, "clicks", 1)
+	"ObjectExists": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.ObjectExists(ctx, snapshot.Key(s.Prefix(), "clicks", 1))
 		return err
 	},
-	"WriteShard": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		b := boundary("clicks", 1, "worker-a")
-		return s.WriteShard(ctx, shardResult(t, b, digest("boundary"), "kafka:clicks/0", "worker-a"))
-	},
-	"Shard": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, err := s.Shard(ctx, "clicks", 1, "kafka:clicks/0")
+	"ListDirs": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.ListDirs(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 		return err
 	},
-	"ShardExists": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, err := s.ShardExists(ctx, "clicks", 1, "kafka:clicks/0")
-		return err
+	"Delete": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		return s.Delete(ctx, snapshot.Key(s.Prefix(), "clicks", 1))
 	},
-	"Epochs": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, err := s.Epochs(ctx, "clicks")
-		return err
+	"DeleteAll": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		return s.DeleteAll(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 	},
-	"RetainLog": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		return s.RetainLog(ctx, "clicks", 2, 1)
-	},
-	"ProbeConditionalCreate": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		return s.ProbeConditionalCreate(ctx, "clicks", "worker-a")
+	// A caller's error that names a key.
+	"Hide": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		return s.Hide(fmt.Errorf("object %s: %w", snapshot.Key(s.Prefix(), "clicks", 1), errors.New("refused")))
 	},
 }
 

@@ -107,10 +107,23 @@ func CompareShards(a, b string) int {
 	return cmp.Compare(na.partition, nb.partition)
 }
 
-// checkRanges is nil when every range names a shard, runs forward from
+// Range is a shard's part of an epoch (docs/scale-out.md): for Kafka the
+// offsets o with From <= o < To (positions are next offsets), for
+// JetStream the shard's messages with From < sequence <= To (positions
+// are last sequences). A generation of a model learned in epochs lists
+// its epoch's ranges (Snapshot.Boundary), as the epoch's boundary in the
+// epoch log does (epochlog.Boundary, whose Range this is).
+type Range struct {
+	Shard string `msgpack:"shard"`
+	From  int64  `msgpack:"from"`
+	To    int64  `msgpack:"to"`
+}
+
+// CheckRanges is nil when every range names a shard, runs forward from
 // a position that is not negative, and follows the one before it in
-// shard order, each shard once.
-func checkRanges(rs []Range) error {
+// shard order, each shard once: the ranges of a boundary, which no
+// reader accepts otherwise.
+func CheckRanges(rs []Range) error {
 	for i, r := range rs {
 		if _, err := parseShard(r.Shard); err != nil {
 			return err

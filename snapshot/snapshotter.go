@@ -55,16 +55,14 @@ func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions
 	return nil
 }
 
-// Fatal reports whether err, from Snapshot or the epoch log, is one that
+// Fatal reports whether err, from Snapshot or Store.Write, is one that
 // no retry mends, so that the writer must stop: a fenced write
-// (ErrFenced: another worker is writing the model), a state the loader
+// (ErrFenced: another worker is writing the model), or a state the loader
 // would refuse (ErrInvalidState: written, it would replace a good
-// generation with one no restart can load), a log object written under
-// another history (ErrOtherHistory), a damaged log object
-// (ErrDamagedLog), or a store that ignores create-if-absent
-// (ErrNoConditionalCreate).
+// generation with one no restart can load). epochlog.Fatal adds the epoch
+// log's.
 func Fatal(err error) bool {
-	for _, target := range []error{ErrFenced, ErrInvalidState, ErrOtherHistory, ErrDamagedLog, ErrNoConditionalCreate} {
+	for _, target := range []error{ErrFenced, ErrInvalidState} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -47,10 +47,14 @@ const generationDigits = 20
 // "<prefix>/<model>/<gen, zero-padded to 20 digits>.msgpack", or without
 // "<prefix>/" when prefix is empty. Twenty digits hold every uint64.
 func Key(prefix, model string, gen uint64) string {
-	return modelDir(prefix, model) + fmt.Sprintf("%0*d", generationDigits, gen) + keyExt
+	return ModelDir(prefix, model) + fmt.Sprintf("%0*d", generationDigits, gen) + keyExt
 }
 
-func modelDir(prefix, model string) string {
+// ModelDir is the key prefix, ending in "/", of model's objects under
+// prefix: "<prefix>/<model>/", or "<model>/" when prefix is empty. Its
+// generations are there (Key), and beside them whatever else is kept of
+// the model, such as its epoch log (package epochlog).
+func ModelDir(prefix, model string) string {
 	if prefix = strings.Trim(prefix, "/"); prefix == "" {
 		return model + "/"
 	}
@@ -58,8 +62,9 @@ func modelDir(prefix, model string) string {
 }
 
 // Store keeps the snapshots of models in a blob bucket, one immutable
-// object per generation (see Key), and their epoch logs beside them (see
-// BoundaryKey). It is safe for concurrent use.
+// object per generation (see Key). Other objects may be kept beside them
+// (package epochlog keeps the epoch log so, with CreateIfAbsent and the
+// methods beside it). It is safe for concurrent use.
 type Store struct {
 	bucket *blob.Bucket
 	prefix string
@@ -165,7 +170,9 @@ func (s *Store) Close() (err error) {
 	return s.bucket.Close()
 }
 
-func checkModel(model string) error {
+// CheckModel is nil when model can be a model's name: a key segment,
+// not empty, . or .., without a slash.
+func CheckModel(model string) error {
 	if model == "" || model == "." || model == ".." || strings.ContainsAny(model, "/\\") {
 		return fmt.Errorf("snapshot: model name %q cannot be a key segment (empty, . or .., or has a slash)", model)
 	}
@@ -199,7 +206,7 @@ func checkModel(model string) error {
 // (docs/scale-out.md, section 2.2).
 func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 	defer s.hide(&err)
-	if err := checkModel(snap.Model); err != nil {
+	if err := CheckModel(snap.Model); err != nil {
 		return err
 	}
 	if snap.Generation == 0 {
@@ -218,7 +225,7 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 		return s.fencedUnlessOwn(ctx, snap, key, data)
 	}
 	err = s.create(ctx, key, data)
-	if errors.Is(err, errTaken) {
+	if errors.Is(err, ErrExists) {
 		return s.fencedUnlessOwn(ctx, snap, key, data)
 	}
 	if err != nil {
@@ -275,7 +282,7 @@ func (s *Store) replaceDamaged(ctx context.Context, key string, damaged, own []b
 		return fmt.Errorf("snapshot %s is damaged (%v), and deleting it to write it again failed: %w", key, cause, err)
 	}
 	err = s.create(ctx, key, own)
-	if errors.Is(err, errTaken) {
+	if errors.Is(err, ErrExists) {
 		return fmt.Errorf("snapshot %s was damaged (%v), and another worker wrote it again first: %w", key, cause, err)
 	}
 	if err != nil {
@@ -362,7 +369,7 @@ func (s *Store) Latest(ctx context.Context, model string, log *zap.Logger) (_ *S
 // model or generation than its key, an error wrapping ErrCorrupt.
 func (s *Store) Load(ctx context.Context, model string, gen uint64) (_ *Snapshot, err error) {
 	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+	if err := CheckModel(model); err != nil {
 		return nil, err
 	}
 	key := Key(s.prefix, model, gen)
@@ -389,10 +396,10 @@ func (s *Store) Load(ctx context.Context, model string, gen uint64) (_ *Snapshot
 // and so is everything below it, the epoch log included.
 func (s *Store) Generations(ctx context.Context, model string) (_ []uint64, err error) {
 	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+	if err := CheckModel(model); err != nil {
 		return nil, err
 	}
-	dir := modelDir(s.prefix, model)
+	dir := ModelDir(s.prefix, model)
 	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
 	var gens []uint64
 	for {
@@ -421,8 +428,8 @@ func parseGeneration(name string) (uint64, bool) {
 	return parseNumber(digits)
 }
 
-// parseNumber reads a generation or an epoch as keys write it: zero-padded
-// to 20 digits.
+// parseNumber reads a generation as keys write it: zero-padded to 20
+// digits.
 func parseNumber(digits string) (uint64, bool) {
 	if len(digits) != generationDigits {
 		return 0, false
@@ -432,10 +439,10 @@ func parseNumber(digits string) (uint64, bool) {
 }
 
 // Retain deletes all but the newest keep generations of model, oldest
-// first, then the part of the model's epoch log that the generations it
-// keeps make unnecessary (see RetainLog). keep must be at least 1: a
-// store never deletes the last snapshot. A generation already gone
-// (another worker retaining too) is not an error.
+// first. keep must be at least 1: a store never deletes the last
+// snapshot. A generation already gone (another worker retaining too) is
+// not an error. A model's epoch log is not touched: epochlog.Log.Retain
+// retains it after the generations.
 func (s *Store) Retain(ctx context.Context, model string, keep int) (err error) {
 	defer s.hide(&err)
 	if keep < 1 {
@@ -455,5 +462,5 @@ func (s *Store) Retain(ctx context.Context, model string, keep int) (err error) 
 			return fmt.Errorf("snapshot %s: delete: %w", key, err)
 		}
 	}
-	return s.retainLog(ctx, model, gens[len(gens)-1], gens[kept])
+	return nil
 }

@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -75,6 +76,22 @@ func backends() []backend {
 			return fixture{Store: another(), raw: raw, prefix: prefix, another: another}
 		}},
 	}
+}
+
+func digest(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+func listKeys(t testing.TB, b *blob.Bucket, prefix string) []string {
+	t.Helper()
+	var keys []string
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(context.Background())
+		if err != nil {
+			break
+		}
+		keys = append(keys, obj.Key)
+	}
+	return keys
 }
 
 func deleteAll(t testing.TB, b *blob.Bucket, prefix string) {

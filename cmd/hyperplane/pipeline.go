@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -263,8 +264,9 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	if err != nil {
 		return nil, err
 	}
+	elog := epochlog.New(store)
 	snap := p.resumed.Snapshot
-	cfg, err = mixingOfLog(ctx, store, cfg, snap, log)
+	cfg, err = mixingOfLog(ctx, elog, cfg, snap, log)
 	if err != nil {
 		return nil, err
 	}
@@ -278,14 +280,14 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	// Two workers must never both create one boundary: a store that
 	// ignores create-if-absent cannot hold the log.
 	if p.store != nil {
-		if err := p.store.ProbeConditionalCreate(ctx, cfg.Model.Name, writer); err != nil {
+		if err := elog.ProbeConditionalCreate(ctx, cfg.Model.Name, writer); err != nil {
 			return nil, fmt.Errorf("snapshot.url: %w", err)
 		}
 	}
 	ecfg := consumer.EpochConfig{
 		Worker:           p.config,
 		Shards:           p.shards,
-		Log:              store,
+		Log:              elog,
 		Writer:           writer,
 		ConfigDigest:     digest,
 		EpochExamples:    int64(cfg.Model.Mixing.EpochExamples),
@@ -313,7 +315,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 // whatever cfg says, since its history is that of the mean. snap is the
 // generation the epochs continue from (nil for none); without one that
 // names its digest, the log's next boundary says.
-func mixingOfLog(ctx context.Context, store *snapshot.Store, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
+func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
 	legacy := cfg.LegacyMixing()
 	if cfg.MixRule() == legacy.MixRule() {
 		return cfg, nil
@@ -326,7 +328,7 @@ func mixingOfLog(ctx context.Context, store *snapshot.Store, cfg config.Config, 
 		if snap != nil {
 			next = snap.Generation + 1
 		}
-		b, _, err := store.Boundary(ctx, cfg.Model.Name, next)
+		b, _, err := elog.Boundary(ctx, cfg.Model.Name, next)
 		switch {
 		case errors.Is(err, snapshot.ErrNotFound):
 			return cfg, nil

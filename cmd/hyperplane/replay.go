@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -243,9 +244,10 @@ func allZero(lag map[string]int64) bool {
 	return len(lag) > 0
 }
 
-// epochLog opens the live store of a Kafka source of several partitions
-// whose model is learned in epochs; nil when there is no such log.
-func epochLog(ctx context.Context, cfg config.Config, live string) (*snapshot.Store, error) {
+// epochLog opens the live epoch log of a Kafka source of several
+// partitions whose model is learned in epochs; nil when there is no such
+// log. Closing it closes its store.
+func epochLog(ctx context.Context, cfg config.Config, live string) (*epochlog.Log, error) {
 	partitioned := cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0
 	if live == "" || (cfg.Source.Kind != config.KindKafka && !partitioned) {
 		return nil, nil
@@ -254,27 +256,28 @@ func epochLog(ctx context.Context, cfg config.Config, live string) (*snapshot.St
 	if err != nil {
 		return nil, fmt.Errorf("snapshot.url: %w", err)
 	}
-	epochs, err := store.Epochs(ctx, cfg.Model.Name)
+	log := epochlog.New(store)
+	epochs, err := log.Epochs(ctx, cfg.Model.Name)
 	if err != nil || len(epochs) == 0 {
 		store.Close() //nolint:errcheck // not used
 		return nil, err
 	}
-	return store, nil
+	return log, nil
 }
 
 // followedLog is the epoch log a replay follows: the live boundaries,
 // read only, and everything it writes (results, generations) in a store
 // of its own.
 type followedLog struct {
-	*snapshot.Store
-	live *snapshot.Store
+	*epochlog.Log
+	live *epochlog.Log
 }
 
-func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*snapshot.Boundary, [32]byte, error) {
+func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error) {
 	return l.live.Boundary(ctx, model, e)
 }
 
-func (l followedLog) CreateBoundary(context.Context, *snapshot.Boundary) (*snapshot.Boundary, [32]byte, error) {
+func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
 	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
 }
 
@@ -283,7 +286,7 @@ func (l followedLog) CreateBoundary(context.Context, *snapshot.Boundary) (*snaps
 // the store of --out (or memory), checking each mixed model against the
 // live generation of its epoch where there is one: the replay reproduces
 // the live model bit for bit, or stops saying where it differs.
-func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot.Store) error {
+func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog.Log) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	model := cfg.Model.Name
 	var start *snapshot.Snapshot
@@ -322,7 +325,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *snapshot
 	x := consumer.NewEpochs(consumer.EpochConfig{
 		Worker:        p.config,
 		Shards:        p.shards,
-		Log:           followedLog{Store: out, live: live},
+		Log:           followedLog{Log: epochlog.New(out), live: live},
 		Writer:        "hyperplane replay",
 		ConfigDigest:  digest,
 		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -88,7 +89,7 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 				Batch:       32,
 			},
 			Shards:        s,
-			Log:           store,
+			Log:           epochlog.New(store),
 			Writer:        fmt.Sprintf("w%d", i),
 			ConfigDigest:  sha256.Sum256([]byte("history")),
 			EpochExamples: 60,
@@ -145,12 +146,13 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 // learnedTo reports whether the log's newest boundary ends every shard at
 // end, and every worker has mixed its epoch.
 func learnedTo(ctx context.Context, store *snapshot.Store, end map[string]int64, workers []*consumer.Epochs) bool {
-	epochs, err := store.Epochs(ctx, "mixed")
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(ctx, "mixed")
 	if err != nil || len(epochs) == 0 {
 		return false
 	}
 	e := epochs[len(epochs)-1]
-	b, _, err := store.Boundary(ctx, "mixed", e)
+	b, _, err := lg.Boundary(ctx, "mixed", e)
 	if err != nil || len(b.Shards) != len(end) {
 		return false
 	}

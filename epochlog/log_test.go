@@ -1,4 +1,4 @@
-package snapshot_test
+package epochlog_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,32 +17,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/vmihailenco/msgpack/v5"
-	"gocloud.dev/blob"
 )
-
-func digest(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
 // boundary is a boundary of epoch e of model with three shards, one of
 // them empty, cut by writer.
-func boundary(model string, e uint64, writer string) *snapshot.Boundary {
+func boundary(model string, e uint64, writer string) *epochlog.Boundary {
 	from, to := int64(100*(e-1)), int64(100*e)
-	return &snapshot.Boundary{
+	return &epochlog.Boundary{
 		Model:           model,
 		Epoch:           e,
 		ConfigDigest:    digest("history"),
 		BaseStateSHA256: digest(fmt.Sprint("W", e-1)),
-		Shards: []snapshot.Range{
+		Shards: []epochlog.Range{
 			{Shard: "kafka:clicks/0", From: from, To: to},
 			{Shard: "kafka:clicks/2", From: from / 2, To: to / 2},
 			{Shard: "kafka:clicks/10", From: 7, To: 7},
 		},
-		Cut: snapshot.Cut{
+		Cut: epochlog.Cut{
 			Writer:        writer,
 			Created:       time.Date(2026, 11, 21, 12, 0, int(e), 5, time.UTC),
-			Reason:        snapshot.CutExamples,
+			Reason:        epochlog.CutExamples,
 			EpochExamples: 100,
 			Interval:      5 * time.Second,
 		},
@@ -49,12 +48,12 @@ func boundary(model string, e uint64, writer string) *snapshot.Boundary {
 }
 
 // shardResult is the result of shard's range in b, learned by writer.
-func shardResult(t testing.TB, b *snapshot.Boundary, sha [32]byte, shard, writer string) *snapshot.ShardResult {
+func shardResult(t testing.TB, b *epochlog.Boundary, sha [32]byte, shard, writer string) *epochlog.ShardResult {
 	rg, ok := b.ShardRange(shard)
 	if !ok {
 		t.Fatalf("no shard %s in the boundary", shard)
 	}
-	return &snapshot.ShardResult{
+	return &epochlog.ShardResult{
 		Model: b.Model, Epoch: b.Epoch, Shard: shard, From: rg.From, To: rg.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: uint64(rg.To - rg.From), DeadLetters: 2, Last: rg.To,
@@ -65,7 +64,7 @@ func shardResult(t testing.TB, b *snapshot.Boundary, sha [32]byte, shard, writer
 }
 
 // createBoundary stores boundary(model, e, "worker-a").
-func createBoundary(t testing.TB, s *snapshot.Store, model string, e uint64) (*snapshot.Boundary, [32]byte) {
+func createBoundary(t testing.TB, s *epochlog.Log, model string, e uint64) (*epochlog.Boundary, [32]byte) {
 	t.Helper()
 	b, sha, err := s.CreateBoundary(context.Background(), boundary(model, e, "worker-a"))
 	if err != nil {
@@ -74,67 +73,15 @@ func createBoundary(t testing.TB, s *snapshot.Store, model string, e uint64) (*s
 	return b, sha
 }
 
-func listKeys(t testing.TB, b *blob.Bucket, prefix string) []string {
-	t.Helper()
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(context.Background())
-		if err != nil {
-			break
-		}
-		keys = append(keys, obj.Key)
-	}
-	return keys
-}
-
-func TestShardSegment(t *testing.T) {
-	for shard, want := range map[string]string{
-		"kafka:clicks/0":         "kafka.clicks.0",
-		"kafka:clicks.v2/17":     "kafka.clicks.v2.17",
-		"kafka:a-b_c/2147483647": "kafka.a-b_c.2147483647",
-		"jetstream:EVENTS#3":     "jetstream.EVENTS.3",
-		"jetstream:EVENTS":       "jetstream.EVENTS",
-	} {
-		got, err := snapshot.ShardSegment(shard)
-		if err != nil || got != want {
-			t.Errorf("ShardSegment(%q) = %q, %v; want %q", shard, got, err, want)
-		}
-	}
-	for _, shard := range []string{
-		"", "clicks/0", "kafka:clicks", "kafka:/0", "kafka:a/b/0", "kafka:clicks/01", "kafka:clicks/-1",
-		"kafka:clicks/x", "kafka:clicks/", "jetstream:", "jetstream:EV.ENTS#1", "jetstream:EVENTS#", "jetstream:EVENTS#01",
-		"jetstream:EVENTS/1", "nats:events", "kafka:cli\x00cks/0", `kafka:a\b/0`,
-	} {
-		if got, err := snapshot.ShardSegment(shard); err == nil {
-			t.Errorf("ShardSegment(%q) = %q, want an error", shard, got)
-		}
-	}
-}
-
-func TestCompareShards(t *testing.T) {
-	want := []string{
-		"jetstream:A", "jetstream:A#0", "jetstream:A#2", "jetstream:A#10", "jetstream:B#1",
-		"kafka:a/0", "kafka:a/1", "kafka:a/9", "kafka:a/10", "kafka:a.b/0", "kafka:b/3",
-		"bad", "kafka:zz",
-	}
-	got := slices.Clone(want)
-	slices.Reverse(got)
-	slices.SortFunc(got, snapshot.CompareShards)
-	if !slices.Equal(got, want) {
-		t.Fatalf("shard order\n%q\nwant\n%q", got, want)
-	}
-}
-
 func TestEpochLogKeys(t *testing.T) {
-	if got, want := snapshot.BoundaryKey("models", "clicks", 7), "models/clicks/epochs/00000000000000000007/boundary.msgpack"; got != want {
+	if got, want := epochlog.BoundaryKey("models", "clicks", 7), "models/clicks/epochs/00000000000000000007/boundary.msgpack"; got != want {
 		t.Errorf("BoundaryKey = %q, want %q", got, want)
 	}
-	got, err := snapshot.ShardKey("", "clicks", 12, "kafka:in.v1/3")
+	got, err := epochlog.ShardKey("", "clicks", 12, "kafka:in.v1/3")
 	if want := "clicks/epochs/00000000000000000012/shard/kafka.in.v1.3.msgpack"; err != nil || got != want {
 		t.Errorf("ShardKey = %q, %v; want %q", got, err, want)
 	}
-	if _, err := snapshot.ShardKey("", "clicks", 1, "kafka:in/x"); err == nil {
+	if _, err := epochlog.ShardKey("", "clicks", 1, "kafka:in/x"); err == nil {
 		t.Error("ShardKey of a bad shard name succeeded")
 	}
 }
@@ -150,7 +97,7 @@ func TestBoundaryRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(stored, want) {
 			t.Fatalf("CreateBoundary returned\n%+v\nwant\n%+v", stored, want)
 		}
-		key := snapshot.BoundaryKey(s.prefix, "clicks", 3)
+		key := epochlog.BoundaryKey(s.prefix, "clicks", 3)
 		raw, err := s.raw.ReadAll(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -190,10 +137,10 @@ func TestBoundaryRoundTrip(t *testing.T) {
 func TestCreateBoundaryAdopts(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		first, sha := createBoundary(t, s.Store, "clicks", 2)
+		first, sha := createBoundary(t, s.Log, "clicks", 2)
 		late := boundary("clicks", 2, "worker-b")
 		late.Shards[0].To += 50
-		late.Cut.Reason = snapshot.CutInterval
+		late.Cut.Reason = epochlog.CutInterval
 		got, gotSHA, err := s.another().CreateBoundary(ctx, late)
 		if err != nil {
 			t.Fatal(err)
@@ -208,22 +155,22 @@ func TestCreateBoundaryAdopts(t *testing.T) {
 // digest, or from another base state, stops the worker, naming both
 // digests and the cutter, and stays as it was.
 func TestCreateBoundaryOtherHistory(t *testing.T) {
-	for name, spoil := range map[string]func(b *snapshot.Boundary){
-		"config digest": func(b *snapshot.Boundary) { b.ConfigDigest = digest("another history") },
-		"base state":    func(b *snapshot.Boundary) { b.BaseStateSHA256 = digest("other bits") },
+	for name, spoil := range map[string]func(b *epochlog.Boundary){
+		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = digest("another history") },
+		"base state":    func(b *epochlog.Boundary) { b.BaseStateSHA256 = digest("other bits") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
-				first, sha := createBoundary(t, s.Store, "clicks", 4)
+				first, sha := createBoundary(t, s.Log, "clicks", 4)
 				other := boundary("clicks", 4, "worker-b")
 				spoil(other)
 				got, _, err := s.CreateBoundary(ctx, other)
-				if !errors.Is(err, snapshot.ErrOtherHistory) || !snapshot.Fatal(err) || got != nil {
+				if !errors.Is(err, epochlog.ErrOtherHistory) || !epochlog.Fatal(err) || got != nil {
 					t.Fatalf("CreateBoundary: %v, %v; want a fatal ErrOtherHistory", got, err)
 				}
 				for _, want := range []string{
-					"worker-a", snapshot.BoundaryKey(s.prefix, "clicks", 4),
+					"worker-a", epochlog.BoundaryKey(s.prefix, "clicks", 4),
 					fmt.Sprintf("%x", first.ConfigDigest), fmt.Sprintf("%x", other.ConfigDigest),
 					fmt.Sprintf("%x", first.BaseStateSHA256), fmt.Sprintf("%x", other.BaseStateSHA256),
 				} {
@@ -245,12 +192,12 @@ func TestCreateBoundaryOtherHistory(t *testing.T) {
 func TestCreateBoundaryRace(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		const workers, epochs = 8, 10
-		stores := make([]*snapshot.Store, workers)
+		stores := make([]*epochlog.Log, workers)
 		for i := range stores {
 			stores[i] = s.another()
 		}
 		for e := uint64(1); e <= epochs; e++ {
-			got := make([]*snapshot.Boundary, workers)
+			got := make([]*epochlog.Boundary, workers)
 			shas := make([][32]byte, workers)
 			errs := make([]error, workers)
 			start := make(chan struct{})
@@ -289,16 +236,16 @@ func TestCreateBoundaryRace(t *testing.T) {
 }
 
 func TestCreateBoundaryRefuses(t *testing.T) {
-	for name, spoil := range map[string]func(b *snapshot.Boundary){
-		"epoch 0":             func(b *snapshot.Boundary) { b.Epoch = 0 },
-		"no config digest":    func(b *snapshot.Boundary) { b.ConfigDigest = [32]byte{} },
-		"no base state":       func(b *snapshot.Boundary) { b.BaseStateSHA256 = [32]byte{} },
-		"shards out of order": func(b *snapshot.Boundary) { b.Shards[1], b.Shards[2] = b.Shards[2], b.Shards[1] },
-		"shard twice":         func(b *snapshot.Boundary) { b.Shards[1] = b.Shards[0] },
-		"backwards":           func(b *snapshot.Boundary) { b.Shards[0].From = b.Shards[0].To + 1 },
-		"negative":            func(b *snapshot.Boundary) { b.Shards[2].From = -1 },
-		"bad shard":           func(b *snapshot.Boundary) { b.Shards[2].Shard = "kafka:clicks" },
-		"bad model":           func(b *snapshot.Boundary) { b.Model = "a/b" },
+	for name, spoil := range map[string]func(b *epochlog.Boundary){
+		"epoch 0":             func(b *epochlog.Boundary) { b.Epoch = 0 },
+		"no config digest":    func(b *epochlog.Boundary) { b.ConfigDigest = [32]byte{} },
+		"no base state":       func(b *epochlog.Boundary) { b.BaseStateSHA256 = [32]byte{} },
+		"shards out of order": func(b *epochlog.Boundary) { b.Shards[1], b.Shards[2] = b.Shards[2], b.Shards[1] },
+		"shard twice":         func(b *epochlog.Boundary) { b.Shards[1] = b.Shards[0] },
+		"backwards":           func(b *epochlog.Boundary) { b.Shards[0].From = b.Shards[0].To + 1 },
+		"negative":            func(b *epochlog.Boundary) { b.Shards[2].From = -1 },
+		"bad shard":           func(b *epochlog.Boundary) { b.Shards[2].Shard = "kafka:clicks" },
+		"bad model":           func(b *epochlog.Boundary) { b.Model = "a/b" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := backends()[0].open(t, "models")
@@ -321,21 +268,21 @@ func TestBoundaryFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := boundary("clicks", 5, "worker-b")
-	joined.Shards = append(joined.Shards, snapshot.Range{Shard: "kafka:clicks/11", From: 0, To: 3})
+	joined.Shards = append(joined.Shards, epochlog.Range{Shard: "kafka:clicks/11", From: 0, To: 3})
 	if err := joined.Follows(prev); err != nil {
 		t.Fatalf("a shard that joins: %v", err)
 	}
-	for name, spoil := range map[string]func(b *snapshot.Boundary){
-		"model":         func(b *snapshot.Boundary) { b.Model = "views" },
-		"epoch":         func(b *snapshot.Boundary) { b.Epoch = 6 },
-		"config digest": func(b *snapshot.Boundary) { b.ConfigDigest = digest("other") },
-		"shard left":    func(b *snapshot.Boundary) { b.Shards = b.Shards[:2] },
-		"gap":           func(b *snapshot.Boundary) { b.Shards[1].From++ },
-		"overlap":       func(b *snapshot.Boundary) { b.Shards[0].From-- },
+	for name, spoil := range map[string]func(b *epochlog.Boundary){
+		"model":         func(b *epochlog.Boundary) { b.Model = "views" },
+		"epoch":         func(b *epochlog.Boundary) { b.Epoch = 6 },
+		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = digest("other") },
+		"shard left":    func(b *epochlog.Boundary) { b.Shards = b.Shards[:2] },
+		"gap":           func(b *epochlog.Boundary) { b.Shards[1].From++ },
+		"overlap":       func(b *epochlog.Boundary) { b.Shards[0].From-- },
 	} {
 		b := boundary("clicks", 5, "worker-b")
 		spoil(b)
-		if err := b.Follows(prev); !errors.Is(err, snapshot.ErrDamagedLog) {
+		if err := b.Follows(prev); !errors.Is(err, epochlog.ErrDamagedLog) {
 			t.Errorf("%s: Follows: %v, want ErrDamagedLog", name, err)
 		}
 	}
@@ -344,7 +291,7 @@ func TestBoundaryFollows(t *testing.T) {
 func TestShardResultRoundTrip(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		b, sha := createBoundary(t, s.Store, "clicks", 3)
+		b, sha := createBoundary(t, s.Log, "clicks", 3)
 		want := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
 		if ok, err := s.ShardExists(ctx, "clicks", 3, want.Shard); ok || err != nil {
 			t.Fatalf("ShardExists before the write: %v, %v", ok, err)
@@ -355,7 +302,7 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if err := s.WriteShard(ctx, want); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := snapshot.ShardKey(s.prefix, "clicks", 3, want.Shard)
+		key, _ := epochlog.ShardKey(s.prefix, "clicks", 3, want.Shard)
 		if ok, err := s.raw.Exists(ctx, key); !ok || err != nil {
 			t.Fatalf("no object at %s (%v)", key, err)
 		}
@@ -394,12 +341,12 @@ func TestShardResultRoundTrip(t *testing.T) {
 func TestWriteShardSame(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		b, sha := createBoundary(t, s.Store, "clicks", 3)
+		b, sha := createBoundary(t, s.Log, "clicks", 3)
 		first := shardResult(t, b, sha, "kafka:clicks/0", "worker-a")
 		if err := s.WriteShard(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := snapshot.ShardKey(s.prefix, "clicks", 3, first.Shard)
+		key, _ := epochlog.ShardKey(s.prefix, "clicks", 3, first.Shard)
 		before, _ := s.raw.ReadAll(ctx, key)
 		second := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
 		second.Created = second.Created.Add(time.Hour)
@@ -416,29 +363,29 @@ func TestWriteShardSame(t *testing.T) {
 // anything but provenance stops the worker, naming what differs.
 func TestWriteShardDiffers(t *testing.T) {
 	for name, tc := range map[string]struct {
-		spoil func(r *snapshot.ShardResult)
+		spoil func(r *epochlog.ShardResult)
 		named string
 	}{
-		"state":          {func(r *snapshot.ShardResult) { r.State.Weights[5] += 1 }, "state_sha256"},
-		"state counters": {func(r *snapshot.ShardResult) { r.State.Examples++ }, "state_sha256"},
-		"messages":       {func(r *snapshot.ShardResult) { r.Messages++ }, "messages"},
-		"last":           {func(r *snapshot.ShardResult) { r.Last-- }, "last"},
-		"boundary":       {func(r *snapshot.ShardResult) { r.BoundarySHA256 = digest("another boundary") }, "boundary_sha256"},
-		"config":         {func(r *snapshot.ShardResult) { r.ConfigDigest = digest("another history") }, "config_digest"},
-		"base state":     {func(r *snapshot.ShardResult) { r.BaseStateSHA256 = digest("other bits") }, "base_state_sha256"},
-		"range":          {func(r *snapshot.ShardResult) { r.To++ }, "range"},
+		"state":          {func(r *epochlog.ShardResult) { r.State.Weights[5] += 1 }, "state_sha256"},
+		"state counters": {func(r *epochlog.ShardResult) { r.State.Examples++ }, "state_sha256"},
+		"messages":       {func(r *epochlog.ShardResult) { r.Messages++ }, "messages"},
+		"last":           {func(r *epochlog.ShardResult) { r.Last-- }, "last"},
+		"boundary":       {func(r *epochlog.ShardResult) { r.BoundarySHA256 = digest("another boundary") }, "boundary_sha256"},
+		"config":         {func(r *epochlog.ShardResult) { r.ConfigDigest = digest("another history") }, "config_digest"},
+		"base state":     {func(r *epochlog.ShardResult) { r.BaseStateSHA256 = digest("other bits") }, "base_state_sha256"},
+		"range":          {func(r *epochlog.ShardResult) { r.To++ }, "range"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
-				b, sha := createBoundary(t, s.Store, "clicks", 3)
+				b, sha := createBoundary(t, s.Log, "clicks", 3)
 				if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
 					t.Fatal(err)
 				}
 				other := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
 				tc.spoil(other)
 				err := s.WriteShard(ctx, other)
-				if !errors.Is(err, snapshot.ErrOtherHistory) || !snapshot.Fatal(err) {
+				if !errors.Is(err, epochlog.ErrOtherHistory) || !epochlog.Fatal(err) {
 					t.Fatalf("WriteShard: %v, want a fatal ErrOtherHistory", err)
 				}
 				for _, want := range []string{tc.named, "worker-a"} {
@@ -452,20 +399,22 @@ func TestWriteShardDiffers(t *testing.T) {
 }
 
 func TestWriteShardRefuses(t *testing.T) {
-	invalid := invalidStates(t)["weight NaN"].state
+	// A state the loader refuses (snapshot's tests hold the others).
+	invalid := generation(t, "clicks", 2).State
+	invalid.Weights[3] = math.NaN()
 	for name, tc := range map[string]struct {
-		spoil func(r *snapshot.ShardResult)
+		spoil func(r *epochlog.ShardResult)
 		is    error
 	}{
-		"empty range":     {func(r *snapshot.ShardResult) { r.To = r.From }, nil},
-		"backwards":       {func(r *snapshot.ShardResult) { r.To = r.From - 1 }, nil},
-		"epoch 0":         {func(r *snapshot.ShardResult) { r.Epoch = 0 }, nil},
-		"bad shard":       {func(r *snapshot.ShardResult) { r.Shard = "kafka:clicks" }, nil},
-		"no boundary sha": {func(r *snapshot.ShardResult) { r.BoundarySHA256 = [32]byte{} }, nil},
-		"dead letters":    {func(r *snapshot.ShardResult) { r.DeadLetters = r.Messages + 1 }, nil},
-		"no state":        {func(r *snapshot.ShardResult) { r.State = nil }, nil},
-		"invalid state":   {func(r *snapshot.ShardResult) { r.State = invalid }, snapshot.ErrInvalidState},
-		"bad model":       {func(r *snapshot.ShardResult) { r.Model = ".." }, nil},
+		"empty range":     {func(r *epochlog.ShardResult) { r.To = r.From }, nil},
+		"backwards":       {func(r *epochlog.ShardResult) { r.To = r.From - 1 }, nil},
+		"epoch 0":         {func(r *epochlog.ShardResult) { r.Epoch = 0 }, nil},
+		"bad shard":       {func(r *epochlog.ShardResult) { r.Shard = "kafka:clicks" }, nil},
+		"no boundary sha": {func(r *epochlog.ShardResult) { r.BoundarySHA256 = [32]byte{} }, nil},
+		"dead letters":    {func(r *epochlog.ShardResult) { r.DeadLetters = r.Messages + 1 }, nil},
+		"no state":        {func(r *epochlog.ShardResult) { r.State = nil }, nil},
+		"invalid state":   {func(r *epochlog.ShardResult) { r.State = invalid }, snapshot.ErrInvalidState},
+		"bad model":       {func(r *epochlog.ShardResult) { r.Model = ".." }, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := backends()[0].open(t, "models")
@@ -489,19 +438,19 @@ func TestShardResultVerify(t *testing.T) {
 	if err := shardResult(t, b, sha, "kafka:clicks/2", "worker-a").Verify(b, sha); err != nil {
 		t.Fatal(err)
 	}
-	for name, spoil := range map[string]func(r *snapshot.ShardResult){
-		"model":        func(r *snapshot.ShardResult) { r.Model = "views" },
-		"epoch":        func(r *snapshot.ShardResult) { r.Epoch = 4 },
-		"no shard":     func(r *snapshot.ShardResult) { r.Shard = "kafka:clicks/1" },
-		"from":         func(r *snapshot.ShardResult) { r.From++ },
-		"to":           func(r *snapshot.ShardResult) { r.To-- },
-		"boundary sha": func(r *snapshot.ShardResult) { r.BoundarySHA256 = digest("B_5'") },
-		"config":       func(r *snapshot.ShardResult) { r.ConfigDigest = digest("other") },
-		"base state":   func(r *snapshot.ShardResult) { r.BaseStateSHA256 = digest("other") },
+	for name, spoil := range map[string]func(r *epochlog.ShardResult){
+		"model":        func(r *epochlog.ShardResult) { r.Model = "views" },
+		"epoch":        func(r *epochlog.ShardResult) { r.Epoch = 4 },
+		"no shard":     func(r *epochlog.ShardResult) { r.Shard = "kafka:clicks/1" },
+		"from":         func(r *epochlog.ShardResult) { r.From++ },
+		"to":           func(r *epochlog.ShardResult) { r.To-- },
+		"boundary sha": func(r *epochlog.ShardResult) { r.BoundarySHA256 = digest("B_5'") },
+		"config":       func(r *epochlog.ShardResult) { r.ConfigDigest = digest("other") },
+		"base state":   func(r *epochlog.ShardResult) { r.BaseStateSHA256 = digest("other") },
 	} {
 		r := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
 		spoil(r)
-		if err := r.Verify(b, sha); !errors.Is(err, snapshot.ErrOtherHistory) {
+		if err := r.Verify(b, sha); !errors.Is(err, epochlog.ErrOtherHistory) {
 			t.Errorf("%s: Verify: %v, want ErrOtherHistory", name, err)
 		}
 	}
@@ -515,14 +464,14 @@ func TestDamagedLog(t *testing.T) {
 	// setUp stores boundaries of epochs 1 and 2 and a result for epoch 2,
 	// and returns the stored bytes of each.
 	setUp := func(t *testing.T, s fixture) (b1, b2, r2 []byte) {
-		createBoundary(t, s.Store, "clicks", 1)
-		b, sha := createBoundary(t, s.Store, "clicks", 2)
+		createBoundary(t, s.Log, "clicks", 1)
+		b, sha := createBoundary(t, s.Log, "clicks", 2)
 		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := snapshot.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
-		b1, _ = s.raw.ReadAll(ctx, snapshot.BoundaryKey(s.prefix, "clicks", 1))
-		b2, _ = s.raw.ReadAll(ctx, snapshot.BoundaryKey(s.prefix, "clicks", 2))
+		key, _ := epochlog.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
+		b1, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.prefix, "clicks", 1))
+		b2, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.prefix, "clicks", 2))
 		r2, _ = s.raw.ReadAll(ctx, key)
 		return b1, b2, r2
 	}
@@ -571,10 +520,10 @@ func TestDamagedLog(t *testing.T) {
 			t.Run(b.name+"/"+what+"/"+c.name, func(t *testing.T) {
 				s := b.open(t, "models")
 				b1, b2, r2 := setUp(t, s)
-				key := snapshot.BoundaryKey(s.prefix, "clicks", 2)
+				key := epochlog.BoundaryKey(s.prefix, "clicks", 2)
 				read := func() error { _, _, err := s.Boundary(ctx, "clicks", 2); return err }
 				if c.shard {
-					key, _ = snapshot.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
+					key, _ = epochlog.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
 					read = func() error { _, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0"); return err }
 				}
 				if err := s.raw.Delete(ctx, key); err != nil {
@@ -584,7 +533,7 @@ func TestDamagedLog(t *testing.T) {
 					t.Fatal(err)
 				}
 				err := read()
-				if !errors.Is(err, snapshot.ErrDamagedLog) || errors.Is(err, snapshot.ErrCorrupt) || !snapshot.Fatal(err) {
+				if !errors.Is(err, epochlog.ErrDamagedLog) || errors.Is(err, snapshot.ErrCorrupt) || !epochlog.Fatal(err) {
 					t.Fatalf("reading the damaged %s: %v, want ErrDamagedLog and not ErrCorrupt", what, err)
 				}
 				if !strings.Contains(err.Error(), key) {
@@ -597,7 +546,7 @@ func TestDamagedLog(t *testing.T) {
 				} else {
 					_, _, err = s.CreateBoundary(ctx, bd)
 				}
-				if !errors.Is(err, snapshot.ErrDamagedLog) {
+				if !errors.Is(err, epochlog.ErrDamagedLog) {
 					t.Fatalf("writing over the damaged %s: %v, want ErrDamagedLog", what, err)
 				}
 			})
@@ -607,7 +556,7 @@ func TestDamagedLog(t *testing.T) {
 
 func TestBoundaryNotFound(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
-		if _, _, err := s.Boundary(context.Background(), "clicks", 1); !errors.Is(err, snapshot.ErrNotFound) || snapshot.Fatal(err) {
+		if _, _, err := s.Boundary(context.Background(), "clicks", 1); !errors.Is(err, snapshot.ErrNotFound) || epochlog.Fatal(err) {
 			t.Fatalf("Boundary: %v, want ErrNotFound", err)
 		}
 	})
@@ -619,9 +568,9 @@ func TestBoundaryNotFound(t *testing.T) {
 func TestEpochs(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		write(t, s.Store, "clicks", 1, 2, 3)
+		write(t, s.Log, "clicks", 1, 2, 3)
 		for _, e := range []uint64{12, 3, 1, 9} {
-			createBoundary(t, s.Store, "clicks", e)
+			createBoundary(t, s.Log, "clicks", e)
 		}
 		// A result without its boundary lists too: the caller judges it.
 		b := boundary("clicks", 13, "worker-a")
@@ -654,9 +603,9 @@ func TestEpochs(t *testing.T) {
 // epochs, a boundary and the results of its two non-empty shards.
 func logFixture(t *testing.T, s fixture, gens []uint64, epochs []uint64) {
 	t.Helper()
-	write(t, s.Store, "clicks", gens...)
+	write(t, s.Log, "clicks", gens...)
 	for _, e := range epochs {
-		b, sha := createBoundary(t, s.Store, "clicks", e)
+		b, sha := createBoundary(t, s.Log, "clicks", e)
 		for _, shard := range []string{"kafka:clicks/0", "kafka:clicks/2"} {
 			if err := s.WriteShard(context.Background(), shardResult(t, b, sha, shard, "worker-a")); err != nil {
 				t.Fatal(err)
@@ -753,7 +702,7 @@ func TestRetainDeletesTheLog(t *testing.T) {
 			t.Fatalf("after Retain(2): %v, want %v", got, want)
 		}
 		// A new epoch, written after the generation, survives retention.
-		b, sha := createBoundary(t, s.Store, "clicks", 7)
+		b, sha := createBoundary(t, s.Log, "clicks", 7)
 		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
 			t.Fatal(err)
 		}
@@ -784,9 +733,9 @@ func TestProbeConditionalCreate(t *testing.T) {
 // If-None-Match fails the probe, fatally, and the probe cleans up.
 func TestProbeRefusesUnconditionalStore(t *testing.T) {
 	srv := s3test.StartIgnoringConditions(t)
-	s := openStore(t, srv.URL(t))
+	s := openLog(t, srv.URL(t))
 	err := s.ProbeConditionalCreate(context.Background(), "clicks", "worker-a")
-	if !errors.Is(err, snapshot.ErrNoConditionalCreate) || !snapshot.Fatal(err) {
+	if !errors.Is(err, epochlog.ErrNoConditionalCreate) || !epochlog.Fatal(err) {
 		t.Fatalf("probe: %v, want a fatal ErrNoConditionalCreate", err)
 	}
 	raw := openBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())

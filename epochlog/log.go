@@ -1,209 +1,68 @@
-package snapshot
+package epochlog
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
-	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 
-	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
-
-// The epoch log of a model learned in epochs (docs/scale-out.md) lives
-// beside its generations:
-//
-//	<prefix>/<model>/epochs/<e, 20 digits>/boundary.msgpack           B_e
-//	<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack    R_{e,s}
-//	<prefix>/<model>/epochs/probe/<writer>-<random>                   the start-up probe
-//
-// Every object is created only if absent and never changed. It has the
-// snapshot envelope (format, CRC-32 checksum, body) around a body with a
-// kind, "boundary" or "shard".
 
 const (
 	epochsDir    = "epochs/"
 	probeDir     = epochsDir + "probe/"
 	shardDir     = "shard/"
+	keyExt       = ".msgpack"
 	boundaryName = "boundary" + keyExt
 
 	kindBoundary = "boundary"
 	kindShard    = "shard"
 )
 
-// ErrDamagedLog marks an epoch log object that cannot be read: a bad
-// checksum, an unknown format or kind, a body that does not decode, or
-// fields that contradict its key. Unlike a corrupt generation, a damaged
-// log object is never skipped, since skipping it would change the
-// model's history: the worker stops and names the key.
-var ErrDamagedLog = errors.New("damaged epoch log")
+// epochDigits pads epochs in keys, as generations are padded, so that
+// their lexical order (the order object stores list in) is their numeric
+// order. Twenty digits hold every uint64.
+const epochDigits = 20
 
-// ErrOtherHistory marks an epoch log object that exists with other
-// content than this worker computed: a boundary cut under another history
-// configuration or from a model with other bits, or a shard result that
-// differs from this worker's. A second writer with another configuration
-// shares the model, or the workers' arithmetic diverged; no retry mends
-// it.
-var ErrOtherHistory = errors.New("another history of the model")
+// ErrNoConditionalCreate marks a store that accepted a second create of
+// an existing key: it ignores create-if-absent (an S3-compatible server
+// that ignores If-None-Match), so two workers could both believe they cut
+// one epoch's boundary. The store cannot hold an epoch log.
+var ErrNoConditionalCreate = errors.New("the store ignores create-if-absent")
 
-// Reasons a boundary was cut (Cut.Reason; docs/scale-out.md, section
-// 3.4).
-const (
-	// CutExamples: a shard had epoch_examples new positions.
-	CutExamples = "examples"
-	// CutInterval: the interval passed with new data.
-	CutInterval = "interval"
-	// CutStart: the first epoch of a new model, which fixes every shard's
-	// start.
-	CutStart = "start"
-	// CutShards: the set of shards grew.
-	CutShards = "shards"
-	// CutSnapshot: a shard had as many new positions as a snapshot due by
-	// snapshot.every allowed, fewer than epoch_examples.
-	CutSnapshot = "snapshot"
-)
-
-// Range is a shard's part of an epoch: for Kafka the offsets o with
-// From <= o < To (positions are next offsets), for JetStream the shard's
-// messages with From < sequence <= To (positions are last sequences).
-type Range struct {
-	Shard string `msgpack:"shard"`
-	From  int64  `msgpack:"from"`
-	To    int64  `msgpack:"to"`
+// Log is the epoch log of the models in a store, kept beside their
+// generations, and the store itself: the epochs write and read both
+// (consumer.EpochLog). Its Retain retains the log with the generations.
+// It is safe for concurrent use.
+type Log struct {
+	*snapshot.Store
 }
 
-// Boundary is B_e, the decision of where epoch e ends in every shard. It
-// is recorded before anyone learns the epoch; whoever creates it first
-// wins, and everyone else adopts it.
-type Boundary struct {
-	Model string
-	Epoch uint64
-	// ConfigDigest is the SHA-256 of the history configuration.
-	ConfigDigest [32]byte
-	// BaseStateSHA256 is the digest (learner.State.Digest) of W_{e-1},
-	// the model the epoch learns from.
-	BaseStateSHA256 [32]byte
-	// Shards are every shard of the epoch, empty ranges included, in
-	// shard order (CompareShards).
-	Shards []Range
-	// Cut is provenance: it is never compared.
-	Cut Cut
+// New is the epoch log kept in store. It owns nothing of its own: its
+// Close is the store's.
+func New(store *snapshot.Store) *Log {
+	return &Log{Store: store}
 }
 
-// Cut says who cut a boundary, when and why.
-type Cut struct {
-	Writer  string
-	Created time.Time
-	// Reason is one of CutExamples, CutInterval, CutStart, CutShards.
-	Reason string
-	// EpochExamples and Interval are the cut rule's settings.
-	EpochExamples int
-	Interval      time.Duration
-}
-
-// ShardRange is the range of shard in b.
-func (b *Boundary) ShardRange(shard string) (Range, bool) {
-	for _, r := range b.Shards {
-		if r.Shard == shard {
-			return r, true
-		}
-	}
-	return Range{}, false
-}
-
-// Follows is nil when b is the boundary after prev in one history: the
-// same model and configuration digest, the next epoch, and every shard of
-// prev still in b, starting where it ended in prev (a shard never leaves;
-// a new one may join). Otherwise the log is damaged, and the error wraps
-// ErrDamagedLog.
-func (b *Boundary) Follows(prev *Boundary) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s does not follow epoch %d's: %s: %w",
-			b.Epoch, b.Model, prev.Epoch, fmt.Sprintf(format, args...), ErrDamagedLog)
-	}
-	switch {
-	case b.Model != prev.Model:
-		return fail("that one is of model %s", prev.Model)
-	case b.Epoch != prev.Epoch+1:
-		return fail("epoch %d is not the next", b.Epoch)
-	case b.ConfigDigest != prev.ConfigDigest:
-		return fail("config digest %x, epoch %d's is %x", b.ConfigDigest, prev.Epoch, prev.ConfigDigest)
-	}
-	for _, p := range prev.Shards {
-		r, ok := b.ShardRange(p.Shard)
-		if !ok {
-			return fail("shard %s left it", p.Shard)
-		}
-		if r.From != p.To {
-			return fail("shard %s starts at %d, where epoch %d ended at %d", p.Shard, r.From, prev.Epoch, p.To)
-		}
-	}
-	return nil
-}
-
-// ShardResult is R_{e,s}: what learning shard s's range of epoch e from
-// W_{e-1} gave. It holds the whole learned state W_{e,s}, encoded as a
-// snapshot's state is, so that a mix reads it exactly. Its existence
-// asserts that every output of the range is durable.
-type ShardResult struct {
-	Model    string
-	Epoch    uint64
-	Shard    string
-	From, To int64
-	// BoundarySHA256 is the SHA-256 of the stored boundary of the epoch
-	// (as CreateBoundary and Boundary return it); ConfigDigest and
-	// BaseStateSHA256 are the boundary's.
-	BoundarySHA256, ConfigDigest, BaseStateSHA256 [32]byte
-	// Messages counts the range's messages, DeadLetters those of them
-	// that were dead-lettered; Last is the position (Resume) of the last.
-	Messages, DeadLetters uint64
-	Last                  int64
-	// State is W_{e,s}.
-	State *learner.State
-	// Writer and Created are provenance: two results that differ only in
-	// them are the same.
-	Writer  string
-	Created time.Time
-}
-
-// Verify is nil when r was learned from boundary b, whose stored bytes
-// have the SHA-256 boundarySHA256: the same model and epoch, b's range of
-// the shard, and b's digests. Otherwise r belongs to another history, and
-// the error wraps ErrOtherHistory.
-func (r *ShardResult) Verify(b *Boundary, boundarySHA256 [32]byte) error {
-	rg, ok := b.ShardRange(r.Shard)
-	var what string
-	switch {
-	case r.Model != b.Model || r.Epoch != b.Epoch:
-		what = fmt.Sprintf("the boundary is of epoch %d of model %s", b.Epoch, b.Model)
-	case !ok:
-		what = "the boundary has no such shard"
-	case r.From != rg.From || r.To != rg.To:
-		what = fmt.Sprintf("its range is %d to %d, the boundary's %d to %d", r.From, r.To, rg.From, rg.To)
-	case r.BoundarySHA256 != boundarySHA256:
-		what = fmt.Sprintf("it was learned from the boundary with SHA-256 %x, the stored one has %x", r.BoundarySHA256, boundarySHA256)
-	case r.ConfigDigest != b.ConfigDigest:
-		what = fmt.Sprintf("config digest %x, the boundary's is %x", r.ConfigDigest, b.ConfigDigest)
-	case r.BaseStateSHA256 != b.BaseStateSHA256:
-		what = fmt.Sprintf("base state %x, the boundary's is %x", r.BaseStateSHA256, b.BaseStateSHA256)
-	default:
-		return nil
-	}
-	return fmt.Errorf("snapshot: the result of shard %s for epoch %d of model %s, written by %s: %s: %w",
-		r.Shard, r.Epoch, r.Model, r.Writer, what, ErrOtherHistory)
+// hide hides the credentials of the store's URL from *err: every
+// exported method that returns an error defers it, since the keys it
+// names may hold a piece of them.
+func (l *Log) hide(err *error) {
+	*err = l.Store.Hide(*err)
 }
 
 func epochDir(prefix, model string, e uint64) string {
-	return fmt.Sprintf("%s%s%0*d/", modelDir(prefix, model), epochsDir, generationDigits, e)
+	return fmt.Sprintf("%s%s%0*d/", snapshot.ModelDir(prefix, model), epochsDir, epochDigits, e)
 }
 
 // BoundaryKey is where the boundary of epoch e of model is kept under
@@ -214,9 +73,9 @@ func BoundaryKey(prefix, model string, e uint64) string {
 
 // ShardKey is where shard's result for epoch e of model is kept under
 // prefix: "<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack",
-// the segment being ShardSegment(shard), whose error it returns.
+// the segment being snapshot.ShardSegment(shard), whose error it returns.
 func ShardKey(prefix, model string, e uint64, shard string) (string, error) {
-	seg, err := ShardSegment(shard)
+	seg, err := snapshot.ShardSegment(shard)
 	if err != nil {
 		return "", err
 	}
@@ -245,26 +104,26 @@ type cutBody struct {
 
 // shardBody is the wire form of a ShardResult.
 type shardBody struct {
-	Kind            string    `msgpack:"kind"`
-	Model           string    `msgpack:"model"`
-	Epoch           uint64    `msgpack:"epoch"`
-	Shard           string    `msgpack:"shard"`
-	From            int64     `msgpack:"from"`
-	To              int64     `msgpack:"to"`
-	BoundarySHA256  []byte    `msgpack:"boundary_sha256"`
-	ConfigDigest    []byte    `msgpack:"config_digest"`
-	BaseStateSHA256 []byte    `msgpack:"base_state_sha256"`
-	Messages        uint64    `msgpack:"messages"`
-	DeadLetters     uint64    `msgpack:"dead_letters"`
-	Last            int64     `msgpack:"last"`
-	State           stateBody `msgpack:"state"`
-	Writer          string    `msgpack:"writer"`
-	Created         string    `msgpack:"created"` // RFC 3339
+	Kind            string                `msgpack:"kind"`
+	Model           string                `msgpack:"model"`
+	Epoch           uint64                `msgpack:"epoch"`
+	Shard           string                `msgpack:"shard"`
+	From            int64                 `msgpack:"from"`
+	To              int64                 `msgpack:"to"`
+	BoundarySHA256  []byte                `msgpack:"boundary_sha256"`
+	ConfigDigest    []byte                `msgpack:"config_digest"`
+	BaseStateSHA256 []byte                `msgpack:"base_state_sha256"`
+	Messages        uint64                `msgpack:"messages"`
+	DeadLetters     uint64                `msgpack:"dead_letters"`
+	Last            int64                 `msgpack:"last"`
+	State           snapshot.EncodedState `msgpack:"state"`
+	Writer          string                `msgpack:"writer"`
+	Created         string                `msgpack:"created"` // RFC 3339
 }
 
 // checkBoundary refuses a boundary that no reader would accept.
 func checkBoundary(b *Boundary) error {
-	if err := checkModel(b.Model); err != nil {
+	if err := snapshot.CheckModel(b.Model); err != nil {
 		return err
 	}
 	switch {
@@ -273,7 +132,7 @@ func checkBoundary(b *Boundary) error {
 	case b.ConfigDigest == [32]byte{} || b.BaseStateSHA256 == [32]byte{}:
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s has no config digest or base state digest", b.Epoch, b.Model)
 	}
-	if err := checkRanges(b.Shards); err != nil {
+	if err := snapshot.CheckRanges(b.Shards); err != nil {
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s: %w", b.Epoch, b.Model, err)
 	}
 	return nil
@@ -284,7 +143,7 @@ func marshalBoundary(b *Boundary) ([]byte, error) {
 	if shards == nil {
 		shards = []Range{}
 	}
-	raw, err := encode(&boundaryBody{
+	data, err := snapshot.Seal(&boundaryBody{
 		Kind:            kindBoundary,
 		Model:           b.Model,
 		Epoch:           b.Epoch,
@@ -303,7 +162,17 @@ func marshalBoundary(b *Boundary) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: encode boundary: %w", err)
 	}
-	return seal(raw)
+	return data, nil
+}
+
+// digestArray reads a SHA-256 from a bin value.
+func digestArray(name string, b []byte) ([32]byte, error) {
+	var d [32]byte
+	if len(b) != len(d) {
+		return d, fmt.Errorf("%s: %d bytes, a SHA-256 has 32", name, len(b))
+	}
+	copy(d[:], b)
+	return d, nil
 }
 
 // damaged is the error for a log object at key that cannot be what its
@@ -316,7 +185,7 @@ func damaged(key, format string, args ...any) error {
 // kind the key holds: the envelope's format and checksum checked, and the
 // kind.
 func openLog(key, kind string, data []byte) ([]byte, error) {
-	raw, err := unseal(data)
+	raw, err := snapshot.Unseal(data)
 	if err != nil {
 		return nil, damaged(key, "%v", err)
 	}
@@ -350,13 +219,13 @@ func unmarshalBoundary(key, model string, e uint64, data []byte) (*Boundary, err
 		return nil, damaged(key, "it holds the boundary of epoch %d (after %d) of model %s", bb.Epoch, bb.Prev, bb.Model)
 	}
 	b := &Boundary{Model: bb.Model, Epoch: bb.Epoch, Shards: bb.Shards}
-	if b.ConfigDigest, err = digestArray("config_digest", bb.ConfigDigest, false); err != nil {
+	if b.ConfigDigest, err = digestArray("config_digest", bb.ConfigDigest); err != nil {
 		return nil, damaged(key, "%v", err)
 	}
-	if b.BaseStateSHA256, err = digestArray("base_state_sha256", bb.BaseStateSHA256, false); err != nil {
+	if b.BaseStateSHA256, err = digestArray("base_state_sha256", bb.BaseStateSHA256); err != nil {
 		return nil, damaged(key, "%v", err)
 	}
-	if err := checkRanges(b.Shards); err != nil {
+	if err := snapshot.CheckRanges(b.Shards); err != nil {
 		return nil, damaged(key, "shards: %v", err)
 	}
 	c := bb.Cut
@@ -386,31 +255,31 @@ func unmarshalBoundary(key, model string, e uint64, data []byte) (*Boundary, err
 //
 // On any other error the boundary may or may not exist: calling again
 // either creates it or adopts it.
-func (s *Store) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary, sha [32]byte, err error) {
-	defer s.hide(&err)
+func (l *Log) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary, sha [32]byte, err error) {
+	defer l.hide(&err)
 	if err := checkBoundary(b); err != nil {
 		return nil, sha, err
 	}
-	key := BoundaryKey(s.prefix, b.Model, b.Epoch)
+	key := BoundaryKey(l.Prefix(), b.Model, b.Epoch)
 	data, err := marshalBoundary(b)
 	if err != nil {
 		return nil, sha, err
 	}
-	exists, err := s.bucket.Exists(ctx, key)
+	exists, err := l.ObjectExists(ctx, key)
 	if err != nil {
 		return nil, sha, fmt.Errorf("epoch log %s: %w", key, err)
 	}
 	if !exists {
-		err := s.create(ctx, key, data)
+		err := l.CreateIfAbsent(ctx, key, data)
 		if err == nil {
 			stored, err := unmarshalBoundary(key, b.Model, b.Epoch, data)
 			return stored, sha256.Sum256(data), err
 		}
-		if !errors.Is(err, errTaken) {
+		if !errors.Is(err, snapshot.ErrExists) {
 			return nil, sha, fmt.Errorf("epoch log %s: %w", key, err)
 		}
 	}
-	if stored, sha, err = s.Boundary(ctx, b.Model, b.Epoch); err != nil {
+	if stored, sha, err = l.Boundary(ctx, b.Model, b.Epoch); err != nil {
 		return nil, sha, err
 	}
 	var why []string
@@ -430,15 +299,15 @@ func (s *Store) CreateBoundary(ctx context.Context, b *Boundary) (stored *Bounda
 }
 
 // Boundary reads the boundary of epoch e of model, with the SHA-256 of
-// its stored bytes. An absent one gives an error wrapping ErrNotFound, a
+// its stored bytes. An absent one gives an error wrapping snapshot.ErrNotFound, a
 // damaged one an error wrapping ErrDamagedLog.
-func (s *Store) Boundary(ctx context.Context, model string, e uint64) (_ *Boundary, _ [32]byte, err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+func (l *Log) Boundary(ctx context.Context, model string, e uint64) (_ *Boundary, _ [32]byte, err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
 		return nil, [32]byte{}, err
 	}
-	key := BoundaryKey(s.prefix, model, e)
-	data, err := s.readLog(ctx, key)
+	key := BoundaryKey(l.Prefix(), model, e)
+	data, err := l.readLog(ctx, key)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
@@ -449,10 +318,10 @@ func (s *Store) Boundary(ctx context.Context, model string, e uint64) (_ *Bounda
 	return b, sha256.Sum256(data), nil
 }
 
-func (s *Store) readLog(ctx context.Context, key string) ([]byte, error) {
-	data, err := s.bucket.ReadAll(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil, fmt.Errorf("epoch log %s does not exist: %w", key, ErrNotFound)
+func (l *Log) readLog(ctx context.Context, key string) ([]byte, error) {
+	data, err := l.ReadObject(ctx, key)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return nil, fmt.Errorf("epoch log %s does not exist: %w", key, snapshot.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("epoch log %s: %w", key, err)
@@ -462,11 +331,11 @@ func (s *Store) readLog(ctx context.Context, key string) ([]byte, error) {
 
 // checkShardResult refuses a result that no reader would accept, and
 // returns its key.
-func (s *Store) checkShardResult(r *ShardResult) (string, error) {
-	if err := checkModel(r.Model); err != nil {
+func (l *Log) checkShardResult(r *ShardResult) (string, error) {
+	if err := snapshot.CheckModel(r.Model); err != nil {
 		return "", err
 	}
-	key, err := ShardKey(s.prefix, r.Model, r.Epoch, r.Shard)
+	key, err := ShardKey(l.Prefix(), r.Model, r.Epoch, r.Shard)
 	if err != nil {
 		return "", fmt.Errorf("snapshot: model %s: %w", r.Model, err)
 	}
@@ -490,7 +359,7 @@ func (s *Store) checkShardResult(r *ShardResult) (string, error) {
 // marshalShard encodes r, without its provenance when provenance is
 // false: the form two results are compared in.
 func marshalShard(r *ShardResult, provenance bool) ([]byte, error) {
-	st, err := encodeState(r.State)
+	st, err := snapshot.EncodeState(r.State)
 	if err != nil {
 		return nil, err
 	}
@@ -512,11 +381,11 @@ func marshalShard(r *ShardResult, provenance bool) ([]byte, error) {
 	if provenance {
 		b.Writer, b.Created = r.Writer, r.Created.UTC().Format(time.RFC3339Nano)
 	}
-	raw, err := encode(&b)
+	data, err := snapshot.Seal(&b)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: encode shard result: %w", err)
 	}
-	return seal(raw)
+	return data, nil
 }
 
 // unmarshalShard reads the result stored at key, which must be that of
@@ -549,14 +418,14 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 		{"config_digest", b.ConfigDigest, &r.ConfigDigest},
 		{"base_state_sha256", b.BaseStateSHA256, &r.BaseStateSHA256},
 	} {
-		if *d.dst, err = digestArray(d.name, d.src, false); err != nil {
+		if *d.dst, err = digestArray(d.name, d.src); err != nil {
 			return nil, damaged(key, "%v", err)
 		}
 	}
 	if r.Created, err = time.Parse(time.RFC3339Nano, b.Created); err != nil {
 		return nil, damaged(key, "created: %v", err)
 	}
-	if r.State, err = b.State.state(); err != nil {
+	if r.State, err = b.State.State(); err != nil {
 		return nil, damaged(key, "state: %v", err)
 	}
 	return r, nil
@@ -569,15 +438,15 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 // honest workers compute the same bytes; one that differs is an error
 // wrapping ErrOtherHistory that names the first field that differs. A
 // result that no reader would accept (an empty range, a zero digest, a
-// state the loader would refuse, which wraps ErrInvalidState) is refused
+// state the loader would refuse, which wraps snapshot.ErrInvalidState) is refused
 // before the store is touched.
 //
 // Only write r once every output of its range is durable: its existence
 // says so. On any other error the result may or may not exist: calling
 // again settles it.
-func (s *Store) WriteShard(ctx context.Context, r *ShardResult) (err error) {
-	defer s.hide(&err)
-	key, err := s.checkShardResult(r)
+func (l *Log) WriteShard(ctx context.Context, r *ShardResult) (err error) {
+	defer l.hide(&err)
+	key, err := l.checkShardResult(r)
 	if err != nil {
 		return err
 	}
@@ -585,20 +454,20 @@ func (s *Store) WriteShard(ctx context.Context, r *ShardResult) (err error) {
 	if err != nil {
 		return fmt.Errorf("epoch log %s: %w", key, err)
 	}
-	exists, err := s.bucket.Exists(ctx, key)
+	exists, err := l.ObjectExists(ctx, key)
 	if err != nil {
 		return fmt.Errorf("epoch log %s: %w", key, err)
 	}
 	if !exists {
-		err := s.create(ctx, key, data)
+		err := l.CreateIfAbsent(ctx, key, data)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errTaken) {
+		if !errors.Is(err, snapshot.ErrExists) {
 			return fmt.Errorf("epoch log %s: %w", key, err)
 		}
 	}
-	had, err := s.Shard(ctx, r.Model, r.Epoch, r.Shard)
+	had, err := l.Shard(ctx, r.Model, r.Epoch, r.Shard)
 	if err != nil {
 		return err
 	}
@@ -636,18 +505,18 @@ func shardDifference(a, b *ShardResult) string {
 }
 
 // Shard reads the result of shard for epoch e of model. An absent one
-// gives an error wrapping ErrNotFound, a damaged one an error wrapping
+// gives an error wrapping snapshot.ErrNotFound, a damaged one an error wrapping
 // ErrDamagedLog.
-func (s *Store) Shard(ctx context.Context, model string, e uint64, shard string) (_ *ShardResult, err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string) (_ *ShardResult, err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
 		return nil, err
 	}
-	key, err := ShardKey(s.prefix, model, e, shard)
+	key, err := ShardKey(l.Prefix(), model, e, shard)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}
-	data, err := s.readLog(ctx, key)
+	data, err := l.readLog(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -657,16 +526,16 @@ func (s *Store) Shard(ctx context.Context, model string, e uint64, shard string)
 // ShardExists reports whether the result of shard for epoch e of model
 // exists, with one HEAD request and without reading it: the barrier's
 // poll.
-func (s *Store) ShardExists(ctx context.Context, model string, e uint64, shard string) (_ bool, err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+func (l *Log) ShardExists(ctx context.Context, model string, e uint64, shard string) (_ bool, err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
 		return false, err
 	}
-	key, err := ShardKey(s.prefix, model, e, shard)
+	key, err := ShardKey(l.Prefix(), model, e, shard)
 	if err != nil {
 		return false, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}
-	ok, err := s.bucket.Exists(ctx, key)
+	ok, err := l.ObjectExists(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("epoch log %s: %w", key, err)
 	}
@@ -676,23 +545,19 @@ func (s *Store) ShardExists(ctx context.Context, model string, e uint64, shard s
 // Epochs lists, ascending, the epochs of model that have objects in the
 // log: a boundary, shard results, or both. An epoch with results but no
 // boundary is for the caller to judge (docs/scale-out.md, section 3.1).
-func (s *Store) Epochs(ctx context.Context, model string) (_ []uint64, err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+func (l *Log) Epochs(ctx context.Context, model string) (_ []uint64, err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
 		return nil, err
 	}
-	dir := modelDir(s.prefix, model) + epochsDir
-	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	dir := snapshot.ModelDir(l.Prefix(), model) + epochsDir
+	dirs, err := l.ListDirs(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	var epochs []uint64
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
-		}
-		if e, ok := parseNumber(strings.TrimSuffix(strings.TrimPrefix(obj.Key, dir), "/")); ok && obj.IsDir {
+	for _, d := range dirs {
+		if e, ok := parseEpoch(strings.TrimSuffix(strings.TrimPrefix(d, dir), "/")); ok {
 			epochs = append(epochs, e)
 		}
 	}
@@ -707,33 +572,49 @@ func (s *Store) Epochs(ctx context.Context, model string) (_ []uint64, err error
 // epoch's barrier), then the boundaries (whole epoch directories) of the
 // epochs up to oldestRetainedGeneration and below newestGeneration, which
 // no retained generation needs to be followed from. newestGeneration must be in the store, or
-// nothing is deleted and the error wraps ErrNotFound;
+// nothing is deleted and the error wraps snapshot.ErrNotFound;
 // oldestRetainedGeneration must be the oldest generation retention keeps.
-// Store.Retain calls it after deleting generations. An object already
-// gone is not an error, and a pass cut short is finished by the next.
-func (s *Store) RetainLog(ctx context.Context, model string, newestGeneration, oldestRetainedGeneration uint64) (err error) {
-	defer s.hide(&err)
-	if err := checkModel(model); err != nil {
+// Retain calls it after deleting generations. An object already gone is
+// not an error, and a pass cut short is finished by the next.
+func (l *Log) RetainLog(ctx context.Context, model string, newestGeneration, oldestRetainedGeneration uint64) (err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
 		return err
 	}
 	if oldestRetainedGeneration > newestGeneration {
 		return fmt.Errorf("snapshot: retain the epoch log of model %s: the oldest retained generation %d is newer than the newest %d",
 			model, oldestRetainedGeneration, newestGeneration)
 	}
-	key := Key(s.prefix, model, newestGeneration)
-	exists, err := s.bucket.Exists(ctx, key)
+	key := snapshot.Key(l.Prefix(), model, newestGeneration)
+	exists, err := l.ObjectExists(ctx, key)
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	if !exists {
 		return fmt.Errorf("snapshot: retain the epoch log of model %s below generation %d: %s: %w",
-			model, newestGeneration, key, ErrNotFound)
+			model, newestGeneration, key, snapshot.ErrNotFound)
 	}
-	return s.retainLog(ctx, model, newestGeneration, oldestRetainedGeneration)
+	return l.retainLog(ctx, model, newestGeneration, oldestRetainedGeneration)
 }
 
-func (s *Store) retainLog(ctx context.Context, model string, newest, oldest uint64) error {
-	epochs, err := s.Epochs(ctx, model)
+// Retain deletes all but the newest keep generations of model, as
+// snapshot.Store.Retain does, then the part of the model's epoch log that
+// the generations left make unnecessary (see RetainLog): that of the
+// newest and the oldest of them.
+func (l *Log) Retain(ctx context.Context, model string, keep int) (err error) {
+	defer l.hide(&err)
+	if err := l.Store.Retain(ctx, model, keep); err != nil {
+		return err
+	}
+	gens, err := l.Generations(ctx, model)
+	if err != nil || len(gens) == 0 {
+		return err
+	}
+	return l.retainLog(ctx, model, gens[len(gens)-1], gens[0])
+}
+
+func (l *Log) retainLog(ctx context.Context, model string, newest, oldest uint64) error {
+	epochs, err := l.Epochs(ctx, model)
 	if err != nil {
 		return err
 	}
@@ -743,51 +624,65 @@ func (s *Store) retainLog(ctx context.Context, model string, newest, oldest uint
 		if e >= newest {
 			break
 		}
-		dir := epochDir(s.prefix, model, e) + shardDir
-		if err := s.deleteAll(ctx, dir); err != nil {
+		if err := l.DeleteAll(ctx, epochDir(l.Prefix(), model, e)+shardDir); err != nil {
 			return err
 		}
-		s.removeDir(dir)
 	}
 	for _, e := range epochs {
 		if e > oldest || e >= newest {
 			break
 		}
-		dir := epochDir(s.prefix, model, e)
-		if err := s.deleteAll(ctx, dir); err != nil {
+		if err := l.DeleteAll(ctx, epochDir(l.Prefix(), model, e)); err != nil {
 			return err
 		}
-		s.removeDir(dir + shardDir)
-		s.removeDir(dir)
 	}
 	return nil
 }
 
-// deleteAll deletes every object under prefix.
-func (s *Store) deleteAll(ctx context.Context, prefix string) error {
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("snapshot: list %s: %w", prefix, err)
-		}
-		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return fmt.Errorf("epoch log %s: delete: %w", obj.Key, err)
-		}
+// parseEpoch reads an epoch as keys write it: zero-padded to 20 digits.
+func parseEpoch(digits string) (uint64, bool) {
+	if len(digits) != epochDigits {
+		return 0, false
 	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil
 }
 
-// removeDir removes the directory of a file:// store that holds the keys
-// under prefix, if it is empty: fileblob leaves emptied directories
-// behind, one per epoch. Anything else is left as it is.
-func (s *Store) removeDir(prefix string) {
-	if s.dir == "" {
-		return
+// ProbeConditionalCreate checks that the store honours create-if-absent,
+// which the epoch log depends on (docs/scale-out.md, section 3.1): it
+// creates "<model>/epochs/probe/<writer>-<random>" twice, expects the
+// second create to find the key taken, and deletes it. A store that
+// accepts both gives an error wrapping ErrNoConditionalCreate. The probe
+// cannot see a race that only concurrent writers lose, such as fileblob's
+// stat-then-rename, which a store opened by snapshot.OpenStore avoids.
+func (l *Log) ProbeConditionalCreate(ctx context.Context, model, writer string) (err error) {
+	defer l.hide(&err)
+	if err := snapshot.CheckModel(model); err != nil {
+		return err
 	}
-	if path, err := s.filePath(strings.TrimSuffix(prefix, "/")); err == nil {
-		os.Remove(path)
+	var random [8]byte
+	rand.Read(random[:])
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, writer)
+	key := snapshot.ModelDir(l.Prefix(), model) + probeDir + strings.TrimLeft(name, ".") + "-" + hex.EncodeToString(random[:])
+	data := []byte("hyperplane: probe of create-if-absent, deleted at once\n")
+	if err := l.CreateIfAbsent(ctx, key, data); err != nil {
+		return fmt.Errorf("snapshot: probe %s: %w", key, err)
 	}
+	second := l.CreateIfAbsent(ctx, key, data)
+	deleted := l.Delete(ctx, key)
+	switch {
+	case second == nil:
+		return fmt.Errorf("snapshot: probe %s: a second create of the key succeeded: %w; "+
+			"two workers could both cut one epoch (use a store, or an S3 server version, that honours If-None-Match: *)", key, ErrNoConditionalCreate)
+	case !errors.Is(second, snapshot.ErrExists):
+		return fmt.Errorf("snapshot: probe %s: %w", key, second)
+	case deleted != nil:
+		return fmt.Errorf("snapshot: probe %s: delete: %w", key, deleted)
+	}
+	return nil
 }

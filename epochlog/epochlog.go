@@ -1,0 +1,215 @@
+// Package epochlog is the epoch protocol's record (docs/scale-out.md):
+// the artefacts that workers learning one model over many shards agree
+// on, their encodings and their checks, kept in a snapshot.Store beside
+// the model's generations. A boundary (B_e) decides where epoch e ends
+// in every shard, before anyone learns it; a shard result (R_{e,s}) is
+// what learning shard s's range of it gave; the mixed model of an epoch
+// is a generation (package snapshot). The loop that cuts, learns, waits
+// at the barrier and mixes is consumer.Epochs.
+//
+// The log of a model lives beside its generations:
+//
+//	<prefix>/<model>/epochs/<e, 20 digits>/boundary.msgpack           B_e
+//	<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack    R_{e,s}
+//	<prefix>/<model>/epochs/probe/<writer>-<random>                   the start-up probe
+//
+// Every object is created only if absent and never changed. It has the
+// snapshot envelope (format, CRC-32 checksum, body: snapshot.Seal)
+// around a body with a kind, "boundary" or "shard".
+package epochlog
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// ErrDamagedLog marks an epoch log object that cannot be read: a bad
+// checksum, an unknown format or kind, a body that does not decode, or
+// fields that contradict its key. Unlike a corrupt generation, a damaged
+// log object is never skipped, since skipping it would change the
+// model's history: the worker stops and names the key.
+var ErrDamagedLog = errors.New("damaged epoch log")
+
+// ErrOtherHistory marks an epoch log object that exists with other
+// content than this worker computed: a boundary cut under another history
+// configuration or from a model with other bits, or a shard result that
+// differs from this worker's. A second writer with another configuration
+// shares the model, or the workers' arithmetic diverged; no retry mends
+// it.
+var ErrOtherHistory = errors.New("another history of the model")
+
+// Reasons a boundary was cut (Cut.Reason; docs/scale-out.md, section
+// 3.4).
+const (
+	// CutExamples: a shard had epoch_examples new positions.
+	CutExamples = "examples"
+	// CutInterval: the interval passed with new data.
+	CutInterval = "interval"
+	// CutStart: the first epoch of a new model, which fixes every shard's
+	// start.
+	CutStart = "start"
+	// CutShards: the set of shards grew.
+	CutShards = "shards"
+	// CutSnapshot: a shard had as many new positions as a snapshot due by
+	// snapshot.every allowed, fewer than epoch_examples.
+	CutSnapshot = "snapshot"
+)
+
+// Range is a shard's part of an epoch: for Kafka the offsets o with
+// From <= o < To (positions are next offsets), for JetStream the shard's
+// messages with From < sequence <= To (positions are last sequences). It
+// is snapshot's, since a generation of the mixed model lists its epoch's
+// ranges too (snapshot.Snapshot.Boundary).
+type Range = snapshot.Range
+
+// Boundary is B_e, the decision of where epoch e ends in every shard. It
+// is recorded before anyone learns the epoch; whoever creates it first
+// wins, and everyone else adopts it.
+type Boundary struct {
+	Model string
+	Epoch uint64
+	// ConfigDigest is the SHA-256 of the history configuration.
+	ConfigDigest [32]byte
+	// BaseStateSHA256 is the digest (learner.State.Digest) of W_{e-1},
+	// the model the epoch learns from.
+	BaseStateSHA256 [32]byte
+	// Shards are every shard of the epoch, empty ranges included, in
+	// shard order (snapshot.CompareShards).
+	Shards []Range
+	// Cut is provenance: it is never compared.
+	Cut Cut
+}
+
+// Cut says who cut a boundary, when and why.
+type Cut struct {
+	Writer  string
+	Created time.Time
+	// Reason is one of CutExamples, CutInterval, CutStart, CutShards.
+	Reason string
+	// EpochExamples and Interval are the cut rule's settings.
+	EpochExamples int
+	Interval      time.Duration
+}
+
+// ShardRange is the range of shard in b.
+func (b *Boundary) ShardRange(shard string) (Range, bool) {
+	for _, r := range b.Shards {
+		if r.Shard == shard {
+			return r, true
+		}
+	}
+	return Range{}, false
+}
+
+// Follows is nil when b is the boundary after prev in one history: the
+// same model and configuration digest, the next epoch, and every shard of
+// prev still in b, starting where it ended in prev (a shard never leaves;
+// a new one may join). Otherwise the log is damaged, and the error wraps
+// ErrDamagedLog.
+func (b *Boundary) Follows(prev *Boundary) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s does not follow epoch %d's: %s: %w",
+			b.Epoch, b.Model, prev.Epoch, fmt.Sprintf(format, args...), ErrDamagedLog)
+	}
+	switch {
+	case b.Model != prev.Model:
+		return fail("that one is of model %s", prev.Model)
+	case b.Epoch != prev.Epoch+1:
+		return fail("epoch %d is not the next", b.Epoch)
+	case b.ConfigDigest != prev.ConfigDigest:
+		return fail("config digest %x, epoch %d's is %x", b.ConfigDigest, prev.Epoch, prev.ConfigDigest)
+	}
+	for _, p := range prev.Shards {
+		r, ok := b.ShardRange(p.Shard)
+		if !ok {
+			return fail("shard %s left it", p.Shard)
+		}
+		if r.From != p.To {
+			return fail("shard %s starts at %d, where epoch %d ended at %d", p.Shard, r.From, prev.Epoch, p.To)
+		}
+	}
+	return nil
+}
+
+// ShardResult is R_{e,s}: what learning shard s's range of epoch e from
+// W_{e-1} gave. It holds the whole learned state W_{e,s}, encoded as a
+// snapshot's state is, so that a mix reads it exactly. Its existence
+// asserts that every output of the range is durable.
+type ShardResult struct {
+	Model    string
+	Epoch    uint64
+	Shard    string
+	From, To int64
+	// BoundarySHA256 is the SHA-256 of the stored boundary of the epoch
+	// (as CreateBoundary and Boundary return it); ConfigDigest and
+	// BaseStateSHA256 are the boundary's.
+	BoundarySHA256, ConfigDigest, BaseStateSHA256 [32]byte
+	// Messages counts the range's messages, DeadLetters those of them
+	// that were dead-lettered; Last is the position (Resume) of the last.
+	Messages, DeadLetters uint64
+	Last                  int64
+	// State is W_{e,s}.
+	State *learner.State
+	// Writer and Created are provenance: two results that differ only in
+	// them are the same.
+	Writer  string
+	Created time.Time
+}
+
+// Verify is nil when r was learned from boundary b, whose stored bytes
+// have the SHA-256 boundarySHA256: the same model and epoch, b's range of
+// the shard, and b's digests. Otherwise r belongs to another history, and
+// the error wraps ErrOtherHistory.
+func (r *ShardResult) Verify(b *Boundary, boundarySHA256 [32]byte) error {
+	rg, ok := b.ShardRange(r.Shard)
+	var what string
+	switch {
+	case r.Model != b.Model || r.Epoch != b.Epoch:
+		what = fmt.Sprintf("the boundary is of epoch %d of model %s", b.Epoch, b.Model)
+	case !ok:
+		what = "the boundary has no such shard"
+	case r.From != rg.From || r.To != rg.To:
+		what = fmt.Sprintf("its range is %d to %d, the boundary's %d to %d", r.From, r.To, rg.From, rg.To)
+	case r.BoundarySHA256 != boundarySHA256:
+		what = fmt.Sprintf("it was learned from the boundary with SHA-256 %x, the stored one has %x", r.BoundarySHA256, boundarySHA256)
+	case r.ConfigDigest != b.ConfigDigest:
+		what = fmt.Sprintf("config digest %x, the boundary's is %x", r.ConfigDigest, b.ConfigDigest)
+	case r.BaseStateSHA256 != b.BaseStateSHA256:
+		what = fmt.Sprintf("base state %x, the boundary's is %x", r.BaseStateSHA256, b.BaseStateSHA256)
+	default:
+		return nil
+	}
+	return fmt.Errorf("snapshot: the result of shard %s for epoch %d of model %s, written by %s: %s: %w",
+		r.Shard, r.Epoch, r.Model, r.Writer, what, ErrOtherHistory)
+}
+
+// Fatal reports whether err, from the epoch log or the store it is kept
+// in, is one that no retry mends, so that the writer must stop: those of
+// snapshot.Fatal, a log object written under another history
+// (ErrOtherHistory), a damaged log object (ErrDamagedLog), or a store
+// that ignores create-if-absent (ErrNoConditionalCreate).
+func Fatal(err error) bool {
+	if snapshot.Fatal(err) {
+		return true
+	}
+	for _, target := range []error{ErrOtherHistory, ErrDamagedLog, ErrNoConditionalCreate} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// SortRanges sorts rs in shard order (snapshot.CompareShards), the order
+// a boundary lists its shards in.
+func SortRanges(rs []Range) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && snapshot.CompareShards(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
+			rs[j-1], rs[j] = rs[j], rs[j-1]
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package epochlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+)
+
+// Credentials as a user may put them in a store URL, though the store
+// reads them from the environment (as package snapshot's tests put them).
+const (
+	accessKeyID = "AKIAIOSFODNN7EXAMPLE"
+	secretKey   = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+	password    = "ENDPOINTPASSWORD"
+)
+
+// secretPieces are what no error may show: each credential, and each
+// piece of the secret key between the characters URLs escape.
+var secretPieces = []string{accessKeyID, secretKey, "wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYEXAMPLEKEY", password}
+
+// logOps calls every method of a log that returns an error, beside
+// those of its store (package snapshot's tests call them), on a log none
+// of whose calls can succeed.
+var logOps = map[string]func(t *testing.T, ctx context.Context, l *epochlog.Log) error{
+	"CreateBoundary": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, _, err := l.CreateBoundary(ctx, boundary("clicks", 1, "worker-a"))
+		return err
+	},
+	"Boundary": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, _, err := l.Boundary(ctx, "clicks", 1)
+		return err
+	},
+	"WriteShard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		b := boundary("clicks", 1, "worker-a")
+		return l.WriteShard(ctx, shardResult(t, b, digest("boundary"), "kafka:clicks/0", "worker-a"))
+	},
+	"Shard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, err := l.Shard(ctx, "clicks", 1, "kafka:clicks/0")
+		return err
+	},
+	"ShardExists": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, err := l.ShardExists(ctx, "clicks", 1, "kafka:clicks/0")
+		return err
+	},
+	"Epochs": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, err := l.Epochs(ctx, "clicks")
+		return err
+	},
+	"RetainLog": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		return l.RetainLog(ctx, "clicks", 2, 1)
+	},
+	"Retain": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		return l.Retain(ctx, "clicks", 1)
+	},
+	"ProbeConditionalCreate": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		return l.ProbeConditionalCreate(ctx, "clicks", "worker-a")
+	},
+}
+
+// TestLogErrorsHideCredentials uses logs in stores that open with
+// credentials in their URLs, on a server that refuses every request: no
+// error of any method shows a credential, on the store or on a Sub of it.
+func TestLogErrorsHideCredentials(t *testing.T) {
+	// Every method that returns an error is called.
+	store := reflect.TypeFor[*snapshot.Store]()
+	methods := reflect.TypeFor[*epochlog.Log]()
+	for i := range methods.NumMethod() {
+		m := methods.Method(i)
+		_, ofStore := store.MethodByName(m.Name)
+		if m.Type.NumOut() > 0 && m.Type.Out(m.Type.NumOut()-1) == reflect.TypeFor[error]() && logOps[m.Name] == nil && (!ofStore || m.Name == "Retain") {
+			t.Errorf("Log.%s returns an error, and this test does not call it", m.Name)
+		}
+	}
+
+	srv := s3test.StartRefusing(t)
+	host := strings.TrimPrefix(srv.Endpoint, "http://")
+	cases := []struct{ name, url string }{
+		// The bucket takes the user info's host and port, and the key
+		// prefix the rest of the password: the keys in the errors hold it.
+		{"a password that parses as a port and a path", "s3://" + accessKeyID + ":1234/" + url.PathEscape(secretKey) + "@" + srv.Bucket + "?" + srv.Query()},
+		{"user info", "s3://" + accessKeyID + ":" + url.PathEscape(secretKey) + "@" + srv.Bucket + "/prod?" + srv.Query()},
+		{"a password in the endpoint", "s3://" + srv.Bucket + "/prod?region=us-east-1&use_path_style=true&endpoint=" +
+			url.QueryEscape("http://alice:"+password+"@"+host)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := snapshot.OpenStore(ctx, c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for name, l := range map[string]*epochlog.Log{"log": epochlog.New(s), "sub": epochlog.New(s.Sub("clicks/partition/kafka.clicks.0"))} {
+				for op, call := range logOps {
+					err := call(t, ctx, l)
+					if err == nil {
+						t.Errorf("%s.%s succeeded on a server that refuses every request", name, op)
+						continue
+					}
+					for _, secret := range secretPieces {
+						if strings.Contains(err.Error(), secret) {
+							t.Errorf("%s.%s: the error shows %q: %v", name, op, secret, err)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFatal: the errors no retry mends, the epoch log's and the
+// store's.
+func TestFatal(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		fatal bool
+	}{
+		{nil, false},
+		{errors.New("store unreachable"), false},
+		{snapshot.ErrFenced, true},
+		{errors.Join(errors.New("wrapped"), snapshot.ErrInvalidState), true},
+		{fmt.Errorf("epoch log: %w", epochlog.ErrOtherHistory), true},
+		{fmt.Errorf("epoch log: %w", epochlog.ErrDamagedLog), true},
+		{fmt.Errorf("probe: %w", epochlog.ErrNoConditionalCreate), true},
+		{fmt.Errorf("epoch log: %w", snapshot.ErrNotFound), false},
+		{snapshot.ErrCorrupt, false},
+	} {
+		if got := epochlog.Fatal(tc.err); got != tc.fatal {
+			t.Errorf("Fatal(%v) = %v, want %v", tc.err, got, tc.fatal)
+		}
+	}
+}

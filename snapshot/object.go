@@ -1,0 +1,141 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// The methods below are the store as a package that keeps objects of its
+// own beside a model's generations uses it (package epochlog keeps the
+// epoch log so): objects created only if absent, read, listed and
+// deleted. Keys are whole keys, the store's prefix included (see Prefix
+// and ModelDir). Their errors are the driver's, with the store's
+// credentials hidden, for the caller to name the key in its own words;
+// an error built on a key goes through Hide.
+
+// Prefix is the key prefix the store keeps its models under, without a
+// slash at either end: "" for none.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Hide hides the credentials of the store's URL from err, as the store's
+// own errors hide them: a caller's error that names a key may show them,
+// since a password can parse as part of the key prefix.
+func (s *Store) Hide(err error) error {
+	return s.secrets.HideError(err)
+}
+
+// CreateIfAbsent writes data under key if, and only if, the key is
+// absent, in one step that two writers cannot both pass (as Write
+// creates a generation; see Write for the drivers and the exceptions). A
+// taken key gives an error wrapping ErrExists. On any other error the key
+// may or may not exist.
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, data []byte) (err error) {
+	defer s.hide(&err)
+	return s.create(ctx, key, data)
+}
+
+// ReadObject reads the object at key. An absent one gives an error
+// wrapping ErrNotFound and the driver's error.
+func (s *Store) ReadObject(ctx context.Context, key string) (_ []byte, err error) {
+	defer s.hide(&err)
+	data, err := s.bucket.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return data, err
+}
+
+// ObjectExists reports whether an object is at key, with one HEAD
+// request and without reading it.
+func (s *Store) ObjectExists(ctx context.Context, key string) (_ bool, err error) {
+	defer s.hide(&err)
+	return s.bucket.Exists(ctx, key)
+}
+
+// ListDirs lists, in the store's order, the directories directly under
+// dir (a key prefix ending in "/"): the key prefixes, each ending in "/",
+// that the keys below dir share up to their next slash.
+func (s *Store) ListDirs(ctx context.Context, dir string) (_ []string, err error) {
+	defer s.hide(&err)
+	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	var dirs []string
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return dirs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
+		}
+		if obj.IsDir {
+			dirs = append(dirs, obj.Key)
+		}
+	}
+}
+
+// Delete deletes the object at key. An object already gone is not an
+// error.
+func (s *Store) Delete(ctx context.Context, key string) (err error) {
+	defer s.hide(&err)
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return err
+	}
+	return nil
+}
+
+// DeleteAll deletes every object whose key begins with prefix, and in a
+// file:// store the directories under prefix that it leaves empty
+// (fileblob leaves them behind). An object already gone is not an error,
+// and a pass cut short is finished by the next. The error names the key
+// it failed on.
+func (s *Store) DeleteAll(ctx context.Context, prefix string) (err error) {
+	defer s.hide(&err)
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot: list %s: %w", prefix, err)
+		}
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("snapshot %s: delete: %w", obj.Key, err)
+		}
+	}
+	s.removeEmptyDirs(prefix)
+	return nil
+}
+
+// removeEmptyDirs removes, deepest first, the empty directories of a
+// file:// store under the directory that holds the keys under prefix, and
+// that directory if it is empty. Anything else is left as it is.
+func (s *Store) removeEmptyDirs(prefix string) {
+	if s.dir == "" || !strings.HasSuffix(prefix, "/") {
+		return
+	}
+	root, err := s.filePath(strings.TrimSuffix(prefix, "/"))
+	if err != nil {
+		return
+	}
+	var dirs []string
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error { //nolint:errcheck // best effort
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for _, dir := range slices.Backward(dirs) {
+		os.Remove(dir)
+	}
+}
