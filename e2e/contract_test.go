@@ -269,9 +269,10 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 	ctx := testContext(t)
 	prefix := s3test.Prefix(t)
 	// The second worker, started during the outage, passes its start-up
-	// probe of create-if-absent: a worker that starts while the store
-	// refuses writes stops at its probe (exit status 1), before it
-	// joins the group.
+	// probe of create-if-absent, so that it joins the group during the
+	// outage: a worker that starts while the store refuses writes waits
+	// at its probe before it joins (TestEpochsStartDuringAStoreOutage in
+	// cmd/hyperplane).
 	fs := startFaultyStore(t, srv, topo.tripOn, regexp.MustCompile(`/e2e/epochs/probe/`))
 	cfg := writeConfig(t, topo.config("out", fs.url(prefix), topo.every, topo.interval))
 	var preds *topicReader

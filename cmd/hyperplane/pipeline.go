@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
@@ -12,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
@@ -278,9 +280,20 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	}
 	writer := cfg.SnapshotWriter()
 	// Two workers must never both create one boundary: a store that
-	// ignores create-if-absent cannot hold the log.
+	// ignores create-if-absent cannot hold the log. A store that refuses
+	// writes for a while is waited for, as the epochs wait for it.
 	if p.store != nil {
-		if err := elog.ProbeConditionalCreate(ctx, cfg.Model.Name, writer); err != nil {
+		bo := retry.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+		err := retry.Do(ctx, &bo, func(ctx context.Context) error {
+			err := elog.ProbeConditionalCreate(ctx, cfg.Model.Name, writer)
+			if epochlog.Fatal(err) {
+				return retry.Permanent(err)
+			}
+			return err
+		}, func(err error) {
+			log.Warn("the store refused the start-up probe of create-if-absent; retrying", zap.Error(err))
+		})
+		if err != nil {
 			return nil, fmt.Errorf("snapshot.url: %w", err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,30 @@ func StartRefusing(t testing.TB) Server {
 			}
 		})
 	})
+}
+
+// StartRefusingWrites starts an in-process server that answers every
+// write (PUT, POST, DELETE) with 503 SlowDown, as S3 answers a client
+// it throttles, and serves reads, until heal is called: a store on it
+// is in a write outage that retries outlast.
+func StartRefusingWrites(t testing.TB) (srv Server, heal func()) {
+	t.Helper()
+	var healed atomic.Bool
+	srv = startInProcess(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.Method {
+			case http.MethodPut, http.MethodPost, http.MethodDelete:
+				if !healed.Load() {
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	return srv, func() { healed.Store(true) }
 }
 
 // startInProcess serves gofakes3 on loopback through wrap, for as long as

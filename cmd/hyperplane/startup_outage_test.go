@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+)
+
+// TestEpochsStartDuringAStoreOutage: a worker of a topic of several
+// partitions that starts while the store refuses writes waits for it at
+// its start-up probe of create-if-absent, saying why, instead of exiting;
+// once the store takes writes again it learns the topic to its end.
+func TestEpochsStartDuringAStoreOutage(t *testing.T) {
+	dir := t.TempDir()
+	const parts, n = 2, 600
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", fmt.Sprint(n), "-seed", "5"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "outage", parts)
+	produce(t, c, "outage", parts, lines)
+	srv, heal := s3test.StartRefusingWrites(t)
+	storeURL := srv.URL(t)
+	w := startRun(t, []string{"run", "--model.name", "m",
+		"--source.kind", "kafka", "--source.topics", "outage", "--source.group", "outage",
+		"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+		"--snapshot.url", storeURL, "--snapshot.interval", "100ms", "--snapshot.writer", "w"})
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying") {
+		select {
+		case <-w.done:
+			t.Fatalf("run stopped during the outage: %v\n%s", w.err, w.log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no retried probe in a minute:\n%s", w.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	heal()
+	store, err := snapshot.OpenStore(context.Background(), storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	want := map[string]int64{}
+	for p := range parts {
+		want[fmt.Sprintf("kafka:outage/%d", p)] = n / parts
+	}
+	waitCovered(t, []*runner{w}, store, "m", want, time.Minute)
+	w.stop(t)
+}
