@@ -20,6 +20,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -30,8 +31,8 @@ func boundary(model string, e uint64, writer string) *epochlog.Boundary {
 	return &epochlog.Boundary{
 		Model:           model,
 		Epoch:           e,
-		ConfigDigest:    digest("history"),
-		BaseStateSHA256: digest(fmt.Sprint("W", e-1)),
+		ConfigDigest:    storetest.Digest("history"),
+		BaseStateSHA256: storetest.Digest(fmt.Sprint("W", e-1)),
 		Shards: []epochlog.Range{
 			{Shard: "kafka:clicks/0", From: from, To: to},
 			{Shard: "kafka:clicks/2", From: from / 2, To: to / 2},
@@ -57,7 +58,7 @@ func shardResult(t testing.TB, b *epochlog.Boundary, sha [32]byte, shard, writer
 		Model: b.Model, Epoch: b.Epoch, Shard: shard, From: rg.From, To: rg.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: uint64(rg.To - rg.From), DeadLetters: 2, Last: rg.To,
-		State:   generation(t, b.Model, b.Epoch).State,
+		State:   storetest.Generation(t, b.Model, b.Epoch).State,
 		Writer:  writer,
 		Created: time.Date(2026, 11, 21, 12, 1, 0, 9, time.UTC),
 	}
@@ -97,7 +98,7 @@ func TestBoundaryRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(stored, want) {
 			t.Fatalf("CreateBoundary returned\n%+v\nwant\n%+v", stored, want)
 		}
-		key := epochlog.BoundaryKey(s.prefix, "clicks", 3)
+		key := epochlog.BoundaryKey(s.Prefix(), "clicks", 3)
 		raw, err := s.raw.ReadAll(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -156,8 +157,8 @@ func TestCreateBoundaryAdopts(t *testing.T) {
 // digests and the cutter, and stays as it was.
 func TestCreateBoundaryOtherHistory(t *testing.T) {
 	for name, spoil := range map[string]func(b *epochlog.Boundary){
-		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = digest("another history") },
-		"base state":    func(b *epochlog.Boundary) { b.BaseStateSHA256 = digest("other bits") },
+		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = storetest.Digest("another history") },
+		"base state":    func(b *epochlog.Boundary) { b.BaseStateSHA256 = storetest.Digest("other bits") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
@@ -170,7 +171,7 @@ func TestCreateBoundaryOtherHistory(t *testing.T) {
 					t.Fatalf("CreateBoundary: %v, %v; want a fatal ErrOtherHistory", got, err)
 				}
 				for _, want := range []string{
-					"worker-a", epochlog.BoundaryKey(s.prefix, "clicks", 4),
+					"worker-a", epochlog.BoundaryKey(s.Prefix(), "clicks", 4),
 					fmt.Sprintf("%x", first.ConfigDigest), fmt.Sprintf("%x", other.ConfigDigest),
 					fmt.Sprintf("%x", first.BaseStateSHA256), fmt.Sprintf("%x", other.BaseStateSHA256),
 				} {
@@ -248,13 +249,13 @@ func TestCreateBoundaryRefuses(t *testing.T) {
 		"bad model":           func(b *epochlog.Boundary) { b.Model = "a/b" },
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := backends()[0].open(t, "models")
+			s := newFixture(storetest.Backends()[0].Open(t, "models"))
 			b := boundary("clicks", 2, "worker-a")
 			spoil(b)
 			if _, _, err := s.CreateBoundary(context.Background(), b); err == nil {
 				t.Fatal("the boundary was created")
 			}
-			if keys := listKeys(t, s.raw, ""); len(keys) != 0 {
+			if keys := storetest.ListKeys(t, s.raw, ""); len(keys) != 0 {
 				t.Fatalf("the store holds %v", keys)
 			}
 		})
@@ -275,7 +276,7 @@ func TestBoundaryFollows(t *testing.T) {
 	for name, spoil := range map[string]func(b *epochlog.Boundary){
 		"model":         func(b *epochlog.Boundary) { b.Model = "views" },
 		"epoch":         func(b *epochlog.Boundary) { b.Epoch = 6 },
-		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = digest("other") },
+		"config digest": func(b *epochlog.Boundary) { b.ConfigDigest = storetest.Digest("other") },
 		"shard left":    func(b *epochlog.Boundary) { b.Shards = b.Shards[:2] },
 		"gap":           func(b *epochlog.Boundary) { b.Shards[1].From++ },
 		"overlap":       func(b *epochlog.Boundary) { b.Shards[0].From-- },
@@ -302,7 +303,7 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if err := s.WriteShard(ctx, want); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.prefix, "clicks", 3, want.Shard)
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
 		if ok, err := s.raw.Exists(ctx, key); !ok || err != nil {
 			t.Fatalf("no object at %s (%v)", key, err)
 		}
@@ -346,7 +347,7 @@ func TestWriteShardSame(t *testing.T) {
 		if err := s.WriteShard(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.prefix, "clicks", 3, first.Shard)
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, first.Shard)
 		before, _ := s.raw.ReadAll(ctx, key)
 		second := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
 		second.Created = second.Created.Add(time.Hour)
@@ -370,9 +371,9 @@ func TestWriteShardDiffers(t *testing.T) {
 		"state counters": {func(r *epochlog.ShardResult) { r.State.Examples++ }, "state_sha256"},
 		"messages":       {func(r *epochlog.ShardResult) { r.Messages++ }, "messages"},
 		"last":           {func(r *epochlog.ShardResult) { r.Last-- }, "last"},
-		"boundary":       {func(r *epochlog.ShardResult) { r.BoundarySHA256 = digest("another boundary") }, "boundary_sha256"},
-		"config":         {func(r *epochlog.ShardResult) { r.ConfigDigest = digest("another history") }, "config_digest"},
-		"base state":     {func(r *epochlog.ShardResult) { r.BaseStateSHA256 = digest("other bits") }, "base_state_sha256"},
+		"boundary":       {func(r *epochlog.ShardResult) { r.BoundarySHA256 = storetest.Digest("another boundary") }, "boundary_sha256"},
+		"config":         {func(r *epochlog.ShardResult) { r.ConfigDigest = storetest.Digest("another history") }, "config_digest"},
+		"base state":     {func(r *epochlog.ShardResult) { r.BaseStateSHA256 = storetest.Digest("other bits") }, "base_state_sha256"},
 		"range":          {func(r *epochlog.ShardResult) { r.To++ }, "range"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -400,7 +401,7 @@ func TestWriteShardDiffers(t *testing.T) {
 
 func TestWriteShardRefuses(t *testing.T) {
 	// A state the loader refuses (snapshot's tests hold the others).
-	invalid := generation(t, "clicks", 2).State
+	invalid := storetest.Generation(t, "clicks", 2).State
 	invalid.Weights[3] = math.NaN()
 	for name, tc := range map[string]struct {
 		spoil func(r *epochlog.ShardResult)
@@ -417,15 +418,15 @@ func TestWriteShardRefuses(t *testing.T) {
 		"bad model":       {func(r *epochlog.ShardResult) { r.Model = ".." }, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := backends()[0].open(t, "models")
+			s := newFixture(storetest.Backends()[0].Open(t, "models"))
 			b := boundary("clicks", 2, "worker-a")
-			r := shardResult(t, b, digest("B_2"), "kafka:clicks/0", "worker-a")
+			r := shardResult(t, b, storetest.Digest("B_2"), "kafka:clicks/0", "worker-a")
 			tc.spoil(r)
 			err := s.WriteShard(context.Background(), r)
 			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
 				t.Fatalf("WriteShard: %v, want an error (wrapping %v)", err, tc.is)
 			}
-			if keys := listKeys(t, s.raw, ""); len(keys) != 0 {
+			if keys := storetest.ListKeys(t, s.raw, ""); len(keys) != 0 {
 				t.Fatalf("the store holds %v", keys)
 			}
 		})
@@ -434,7 +435,7 @@ func TestWriteShardRefuses(t *testing.T) {
 
 func TestShardResultVerify(t *testing.T) {
 	b := boundary("clicks", 5, "worker-a")
-	sha := digest("B_5")
+	sha := storetest.Digest("B_5")
 	if err := shardResult(t, b, sha, "kafka:clicks/2", "worker-a").Verify(b, sha); err != nil {
 		t.Fatal(err)
 	}
@@ -444,9 +445,9 @@ func TestShardResultVerify(t *testing.T) {
 		"no shard":     func(r *epochlog.ShardResult) { r.Shard = "kafka:clicks/1" },
 		"from":         func(r *epochlog.ShardResult) { r.From++ },
 		"to":           func(r *epochlog.ShardResult) { r.To-- },
-		"boundary sha": func(r *epochlog.ShardResult) { r.BoundarySHA256 = digest("B_5'") },
-		"config":       func(r *epochlog.ShardResult) { r.ConfigDigest = digest("other") },
-		"base state":   func(r *epochlog.ShardResult) { r.BaseStateSHA256 = digest("other") },
+		"boundary sha": func(r *epochlog.ShardResult) { r.BoundarySHA256 = storetest.Digest("B_5'") },
+		"config":       func(r *epochlog.ShardResult) { r.ConfigDigest = storetest.Digest("other") },
+		"base state":   func(r *epochlog.ShardResult) { r.BaseStateSHA256 = storetest.Digest("other") },
 	} {
 		r := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
 		spoil(r)
@@ -469,9 +470,9 @@ func TestDamagedLog(t *testing.T) {
 		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
-		b1, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.prefix, "clicks", 1))
-		b2, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.prefix, "clicks", 2))
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
+		b1, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.Prefix(), "clicks", 1))
+		b2, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.Prefix(), "clicks", 2))
 		r2, _ = s.raw.ReadAll(ctx, key)
 		return b1, b2, r2
 	}
@@ -511,19 +512,19 @@ func TestDamagedLog(t *testing.T) {
 				"base_state_sha256": make([]byte, 32), "shards": []any{}, "cut": map[string]any{"created": "2026-01-01T00:00:00Z", "interval": "1s"}}, 1)
 		}},
 	}
-	for _, b := range backends() {
+	for _, b := range storetest.Backends() {
 		for _, c := range cases {
 			what := "boundary"
 			if c.shard {
 				what = "result"
 			}
-			t.Run(b.name+"/"+what+"/"+c.name, func(t *testing.T) {
-				s := b.open(t, "models")
+			t.Run(b.Name+"/"+what+"/"+c.name, func(t *testing.T) {
+				s := newFixture(b.Open(t, "models"))
 				b1, b2, r2 := setUp(t, s)
-				key := epochlog.BoundaryKey(s.prefix, "clicks", 2)
+				key := epochlog.BoundaryKey(s.Prefix(), "clicks", 2)
 				read := func() error { _, _, err := s.Boundary(ctx, "clicks", 2); return err }
 				if c.shard {
-					key, _ = epochlog.ShardKey(s.prefix, "clicks", 2, "kafka:clicks/0")
+					key, _ = epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
 					read = func() error { _, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0"); return err }
 				}
 				if err := s.raw.Delete(ctx, key); err != nil {
@@ -540,7 +541,7 @@ func TestDamagedLog(t *testing.T) {
 					t.Fatalf("the error does not name %s: %v", key, err)
 				}
 				// Whoever meets the damaged object while writing stops too.
-				bd, sha := boundary("clicks", 2, "worker-b"), digest("B_2")
+				bd, sha := boundary("clicks", 2, "worker-b"), storetest.Digest("B_2")
 				if c.shard {
 					err = s.WriteShard(ctx, shardResult(t, bd, sha, "kafka:clicks/0", "worker-b"))
 				} else {
@@ -568,18 +569,18 @@ func TestBoundaryNotFound(t *testing.T) {
 func TestEpochs(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		write(t, s.Log, "clicks", 1, 2, 3)
+		storetest.Write(t, s.Store, "clicks", 1, 2, 3)
 		for _, e := range []uint64{12, 3, 1, 9} {
 			createBoundary(t, s.Log, "clicks", e)
 		}
 		// A result without its boundary lists too: the caller judges it.
 		b := boundary("clicks", 13, "worker-a")
-		if err := s.WriteShard(ctx, shardResult(t, b, digest("B_13"), "kafka:clicks/0", "worker-a")); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, storetest.Digest("B_13"), "kafka:clicks/0", "worker-a")); err != nil {
 			t.Fatal(err)
 		}
 		// A probe a crash left behind, and a stray object.
 		for _, key := range []string{"clicks/epochs/probe/worker-a-0123", "clicks/epochs/notes.txt", "clicks/epochs/7/boundary.msgpack"} {
-			if err := s.raw.WriteAll(ctx, s.prefix+"/"+key, []byte("x"), nil); err != nil {
+			if err := s.raw.WriteAll(ctx, s.Prefix()+"/"+key, []byte("x"), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -603,7 +604,7 @@ func TestEpochs(t *testing.T) {
 // epochs, a boundary and the results of its two non-empty shards.
 func logFixture(t *testing.T, s fixture, gens []uint64, epochs []uint64) {
 	t.Helper()
-	write(t, s.Log, "clicks", gens...)
+	storetest.Write(t, s.Store, "clicks", gens...)
 	for _, e := range epochs {
 		b, sha := createBoundary(t, s.Log, "clicks", e)
 		for _, shard := range []string{"kafka:clicks/0", "kafka:clicks/2"} {
@@ -670,7 +671,7 @@ func TestRetainLog(t *testing.T) {
 		}
 		if s.dir != "" {
 			// fileblob leaves emptied directories behind; RetainLog does not.
-			epochs, err := os.ReadDir(filepath.Join(s.dir, s.prefix, "clicks", "epochs"))
+			epochs, err := os.ReadDir(filepath.Join(s.dir, s.Prefix(), "clicks", "epochs"))
 			var names []string
 			for _, e := range epochs {
 				names = append(names, e.Name())
@@ -678,7 +679,7 @@ func TestRetainLog(t *testing.T) {
 			if want := []string{"00000000000000000004", "00000000000000000005", "00000000000000000006", "00000000000000000007"}; err != nil || !slices.Equal(names, want) {
 				t.Fatalf("epoch directories %v (%v), want %v", names, err, want)
 			}
-			if _, err := os.Stat(filepath.Join(s.dir, s.prefix, "clicks", "epochs", "00000000000000000004", "shard")); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(s.dir, s.Prefix(), "clicks", "epochs", "00000000000000000004", "shard")); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("the emptied shard directory of epoch 4: %v", err)
 			}
 		}
@@ -723,7 +724,7 @@ func TestProbeConditionalCreate(t *testing.T) {
 		if err := s.ProbeConditionalCreate(context.Background(), "clicks", "worker/a b"); err != nil {
 			t.Fatal(err)
 		}
-		if keys := listKeys(t, s.raw, s.prefix+"/"); len(keys) != 0 {
+		if keys := storetest.ListKeys(t, s.raw, s.Prefix()+"/"); len(keys) != 0 {
 			t.Fatalf("the probe left %v", keys)
 		}
 	})
@@ -733,13 +734,13 @@ func TestProbeConditionalCreate(t *testing.T) {
 // If-None-Match fails the probe, fatally, and the probe cleans up.
 func TestProbeRefusesUnconditionalStore(t *testing.T) {
 	srv := s3test.StartIgnoringConditions(t)
-	s := openLog(t, srv.URL(t))
+	s := epochlog.New(storetest.OpenStore(t, srv.URL(t)))
 	err := s.ProbeConditionalCreate(context.Background(), "clicks", "worker-a")
 	if !errors.Is(err, epochlog.ErrNoConditionalCreate) || !epochlog.Fatal(err) {
 		t.Fatalf("probe: %v, want a fatal ErrNoConditionalCreate", err)
 	}
-	raw := openBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())
-	if keys := listKeys(t, raw, ""); len(keys) != 0 {
+	raw := storetest.OpenBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())
+	if keys := storetest.ListKeys(t, raw, ""); len(keys) != 0 {
 		t.Fatalf("the probe left %v", keys)
 	}
 }

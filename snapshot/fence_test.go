@@ -9,17 +9,18 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
 // TestStoreFencingNamesWhatDiffers: a second writer is told which of the
 // fields that matter the stored generation holds otherwise.
 func TestStoreFencingNamesWhatDiffers(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		if err := s.Write(ctx, generation(t, "clicks", 3)); err != nil {
+		if err := s.Write(ctx, storetest.Generation(t, "clicks", 3)); err != nil {
 			t.Fatal(err)
 		}
-		second := generation(t, "clicks", 3)
+		second := storetest.Generation(t, "clicks", 3)
 		second.Positions = map[string]int64{"kafka:examples/0": 1}
 		err := s.Write(ctx, second)
 		if !errors.Is(err, snapshot.ErrFenced) || !strings.Contains(err.Error(), "another positions") {
@@ -33,22 +34,22 @@ func TestStoreFencingNamesWhatDiffers(t *testing.T) {
 // stores serve it while it is created), the write is not fenced: it fails
 // with an error to retry, and succeeds once the object reads whole.
 func TestStoreWriteOverAHalfWrittenGeneration(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		snap := generation(t, "clicks", 3)
+		snap := storetest.Generation(t, "clicks", 3)
 		whole, err := snapshot.Marshal(snap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := s.key("clicks", 3)
-		if err := s.raw.WriteAll(ctx, key, whole[:len(whole)/2], nil); err != nil {
+		key := snapshot.Key(s.Prefix(), "clicks", 3)
+		if err := s.Raw.WriteAll(ctx, key, whole[:len(whole)/2], nil); err != nil {
 			t.Fatal(err)
 		}
 		err = s.Write(ctx, snap)
 		if err == nil || errors.Is(err, snapshot.ErrFenced) || errors.Is(err, snapshot.ErrCorrupt) || snapshot.Fatal(err) {
 			t.Fatalf("writing over half a generation: %v, want an error to retry", err)
 		}
-		if err := s.raw.WriteAll(ctx, key, whole, nil); err != nil {
+		if err := s.Raw.WriteAll(ctx, key, whole, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Write(ctx, snap); err != nil {
@@ -62,10 +63,10 @@ func TestStoreWriteOverAHalfWrittenGeneration(t *testing.T) {
 // damaged at rest (the same bytes on two reads, failing the checksum) is
 // written again; a generation of one worker's model (no epoch) never is.
 func TestStoreWriteReplacesADamagedEpochGeneration(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		for _, epoch := range []uint64{0, 3} {
-			snap := generation(t, "clicks", 3)
+			snap := storetest.Generation(t, "clicks", 3)
 			snap.Model = fmt.Sprintf("clicks-%d", epoch)
 			snap.Epoch = epoch
 			if epoch > 0 {
@@ -77,8 +78,8 @@ func TestStoreWriteReplacesADamagedEpochGeneration(t *testing.T) {
 			}
 			damaged := bytes.Clone(whole)
 			damaged[len(damaged)-1] ^= 0xff
-			key := s.key(snap.Model, 3)
-			if err := s.raw.WriteAll(ctx, key, damaged, nil); err != nil {
+			key := snapshot.Key(s.Prefix(), snap.Model, 3)
+			if err := s.Raw.WriteAll(ctx, key, damaged, nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.Load(ctx, snap.Model, 3); !errors.Is(err, snapshot.ErrCorrupt) {

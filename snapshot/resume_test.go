@@ -15,14 +15,8 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
-
-// trainedConfig is the configuration generation() trains under.
-func trainedConfig() learner.Config {
-	cfg := learner.DefaultConfig()
-	cfg.HashBits = 6
-	return cfg
-}
 
 // text is a fmt.Stringer, for ResumeOptions.Start.
 type text string
@@ -44,10 +38,10 @@ func TestResume(t *testing.T) {
 		err        string // a substring of the error; "" for none
 		logged     string // a substring of a message logged
 	}{
-		{name: "new model", cfg: trainedConfig, next: 1, logged: "no snapshot: a new model"},
-		{name: "newest valid generation", gens: []uint64{1, 2, 3}, cfg: trainedConfig, generation: 3, next: 4, logged: "resuming from snapshot"},
-		{name: "corrupt newest skipped", gens: []uint64{1, 2}, corrupt: []uint64{3, 4}, cfg: trainedConfig, generation: 2, next: 5, logged: "skipping unreadable snapshot"},
-		{name: "only corrupt keys", corrupt: []uint64{1, 2}, cfg: trainedConfig, next: 3, logged: "no snapshot: a new model"},
+		{name: "new model", cfg: storetest.GenerationConfig, next: 1, logged: "no snapshot: a new model"},
+		{name: "newest valid generation", gens: []uint64{1, 2, 3}, cfg: storetest.GenerationConfig, generation: 3, next: 4, logged: "resuming from snapshot"},
+		{name: "corrupt newest skipped", gens: []uint64{1, 2}, corrupt: []uint64{3, 4}, cfg: storetest.GenerationConfig, generation: 2, next: 5, logged: "skipping unreadable snapshot"},
+		{name: "only corrupt keys", corrupt: []uint64{1, 2}, cfg: storetest.GenerationConfig, next: 3, logged: "no snapshot: a new model"},
 		{name: "incompatible refused", gens: []uint64{1, 2}, cfg: learner.DefaultConfig,
 			err: "model clicks generation 2: snapshot is incompatible with the configuration: hash_bits is 6 in the snapshot but 18 in the configuration (set snapshot.reset to start a new model)"},
 		{name: "incompatible reset", gens: []uint64{1, 2}, corrupt: []uint64{3}, cfg: learner.DefaultConfig, reset: true, next: 4, logged: "starting a new model (snapshot.reset)"},
@@ -58,7 +52,7 @@ func TestResume(t *testing.T) {
 			bucket := memblob.OpenBucket(nil)
 			store := snapshot.NewStore(bucket, "models")
 			defer store.Close()
-			write(t, store, "clicks", tc.gens...)
+			storetest.Write(t, store, "clicks", tc.gens...)
 			for _, g := range tc.corrupt {
 				if err := bucket.WriteAll(ctx, snapshot.Key("models", "clicks", g), []byte("garbage"), nil); err != nil {
 					t.Fatal(err)
@@ -89,7 +83,7 @@ func TestResume(t *testing.T) {
 					t.Errorf("not a new model of the configuration: %+v", r)
 				}
 			} else {
-				want := generation(t, "clicks", tc.generation)
+				want := storetest.Generation(t, "clicks", tc.generation)
 				if !reflect.DeepEqual(r.Model.State(), want.State) || !reflect.DeepEqual(r.Positions, want.Positions) {
 					t.Errorf("the model or its positions are not generation %d's", tc.generation)
 				}
@@ -120,7 +114,7 @@ func TestResume(t *testing.T) {
 // model is lost at every stop, and nothing to write snapshots with.
 func TestResumeWithoutStore(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	r, err := snapshot.Resume(context.Background(), nil, "clicks", trainedConfig(), snapshot.ResumeOptions{Start: text("offset:5"), Log: zap.New(core)})
+	r, err := snapshot.Resume(context.Background(), nil, "clicks", storetest.GenerationConfig(), snapshot.ResumeOptions{Start: text("offset:5"), Log: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +130,7 @@ func TestResumeWithoutStore(t *testing.T) {
 // TestResumeBadConfiguration: a configuration no model can have is named
 // as model.learner, store or not.
 func TestResumeBadConfiguration(t *testing.T) {
-	cfg := trainedConfig()
+	cfg := storetest.GenerationConfig()
 	cfg.HashBits = 0
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
@@ -152,7 +146,7 @@ func TestResumeBadConfiguration(t *testing.T) {
 func TestResumeNeedsWriter(t *testing.T) {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
-	_, err := snapshot.Resume(context.Background(), store, "clicks", trainedConfig(), snapshot.ResumeOptions{Keep: 1})
+	_, err := snapshot.Resume(context.Background(), store, "clicks", storetest.GenerationConfig(), snapshot.ResumeOptions{Keep: 1})
 	if err == nil || !strings.HasPrefix(err.Error(), "snapshot.writer: ") {
 		t.Fatalf("err = %v, want one naming snapshot.writer", err)
 	}

@@ -16,32 +16,8 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
-
-// Credentials as a user may put them in a store URL, though the store
-// reads them from the environment. The secret key has '/' and '+' in it,
-// as AWS secret keys do.
-const (
-	accessKeyID  = "AKIAIOSFODNN7EXAMPLE"
-	secretKey    = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
-	sessionToken = "FwoGZXIvYXdzEXAMPLETOKEN"
-	signature    = "SIGNATUREEXAMPLE0123"
-	password     = "ENDPOINTPASSWORD"
-)
-
-// secretPieces are what no error may show: each credential, and each
-// piece of the secret key between the characters URLs escape.
-var secretPieces = []string{accessKeyID, secretKey, "wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYEXAMPLEKEY", sessionToken, signature, password}
-
-// checkHidden fails t if err shows a credential.
-func checkHidden(t *testing.T, what string, err error) {
-	t.Helper()
-	for _, s := range secretPieces {
-		if strings.Contains(err.Error(), s) {
-			t.Errorf("%s: the error shows %q: %v", what, s, err)
-		}
-	}
-}
 
 // closedAddr is a loopback address where nothing listens.
 func closedAddr(t *testing.T) string {
@@ -60,21 +36,21 @@ func closedAddr(t *testing.T) string {
 // URL, and shows no credential, whatever the driver's error quotes.
 func TestOpenStoreHidesCredentials(t *testing.T) {
 	srv := s3test.Start(t)
-	creds := "access_key_id=" + accessKeyID + "&secret_access_key=" + secretKey + "&session_token=" + sessionToken
+	creds := "access_key_id=" + storetest.AccessKeyID + "&secret_access_key=" + storetest.SecretKey + "&session_token=" + storetest.SessionToken
 	down := "endpoint=http://" + closedAddr(t) + "&region=us-east-1&use_path_style=true"
 	cases := []struct{ name, url, shows string }{
 		{"credentials in the query", "s3://" + srv.Bucket + "/prod?" + srv.Query() + "&" + creds, srv.Bucket},
 		{"credentials escaped in the query", "s3://" + srv.Bucket + "/prod?" + srv.Query() +
-			"&secret_access_key=" + url.QueryEscape(secretKey) + "&x-amz-security-token=" + sessionToken, srv.Bucket},
+			"&secret_access_key=" + url.QueryEscape(storetest.SecretKey) + "&x-amz-security-token=" + storetest.SessionToken, srv.Bucket},
 		{"server unreachable", "s3://models/prod?" + down + "&" + creds, "models"},
 		{"bucket missing", "s3://missing/prod?" + srv.Query() + "&" + creds, "missing"},
 		{"a bad parameter", "s3://models?dualstack=maybe&" + creds, "models"},
-		{"a password in the endpoint", "s3://models?region=us-east-1&fips=maybe&endpoint=http://alice:" + password + "@" + closedAddr(t), "alice"},
-		{"user info that does not parse", "s3://" + accessKeyID + ":" + secretKey + "@models/prod?" + down, "endpoint"},
-		{"user info that parses badly", "s3://" + accessKeyID + ":1234/" + secretKey + "@models?region=us-east-1&profile=none&" + creds, "region"},
-		{"a signature", "azblob://container?storage_account=acct&sig=" + signature + "&se=2030-01-01", "container"},
-		{"a token for a directory", "file://" + t.TempDir() + "?token=" + sessionToken, "file://"},
-		{"a password for memory", "mem://alice:" + password + "@?password=" + password, "mem://"},
+		{"a password in the endpoint", "s3://models?region=us-east-1&fips=maybe&endpoint=http://alice:" + storetest.Password + "@" + closedAddr(t), "alice"},
+		{"user info that does not parse", "s3://" + storetest.AccessKeyID + ":" + storetest.SecretKey + "@models/prod?" + down, "endpoint"},
+		{"user info that parses badly", "s3://" + storetest.AccessKeyID + ":1234/" + storetest.SecretKey + "@models?region=us-east-1&profile=none&" + creds, "region"},
+		{"a signature", "azblob://container?storage_account=acct&sig=" + storetest.Signature + "&se=2030-01-01", "container"},
+		{"a token for a directory", "file://" + t.TempDir() + "?token=" + storetest.SessionToken, "file://"},
+		{"a password for memory", "mem://alice:" + storetest.Password + "@?password=" + storetest.Password, "mem://"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,7 +61,7 @@ func TestOpenStoreHidesCredentials(t *testing.T) {
 				s.Close()
 				t.Fatalf("%s opened", redact.URLs(c.url))
 			}
-			checkHidden(t, "OpenStore", err)
+			storetest.CheckHidden(t, "OpenStore", err)
 			if msg := err.Error(); !strings.Contains(msg, "snapshot store ") || !strings.Contains(msg, c.shows) || !strings.Contains(msg, redact.Text) {
 				t.Errorf("the error does not show the store's URL redacted (%s, %s): %v", c.shows, redact.Text, err)
 			}
@@ -93,7 +69,7 @@ func TestOpenStoreHidesCredentials(t *testing.T) {
 			if err == nil {
 				t.Fatal("LoadURL loaded")
 			}
-			checkHidden(t, "LoadURL", err)
+			storetest.CheckHidden(t, "LoadURL", err)
 		})
 	}
 }
@@ -102,7 +78,7 @@ func TestOpenStoreHidesCredentials(t *testing.T) {
 // store none of whose calls can succeed.
 var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.Store) error{
 	"Write": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		return s.Write(ctx, generation(t, "clicks", 1))
+		return s.Write(ctx, storetest.Generation(t, "clicks", 1))
 	},
 	"Latest": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		_, err := s.Latest(ctx, "clicks", nil)
@@ -161,20 +137,11 @@ func TestStoreErrorsHideCredentials(t *testing.T) {
 	}
 
 	srv := s3test.StartRefusing(t)
-	host := strings.TrimPrefix(srv.Endpoint, "http://")
-	cases := []struct{ name, url string }{
-		// The bucket takes the user info's host and port, and the key
-		// prefix the rest of the password: the keys in the errors hold it.
-		{"a password that parses as a port and a path", "s3://" + accessKeyID + ":1234/" + url.PathEscape(secretKey) + "@" + srv.Bucket + "?" + srv.Query()},
-		{"user info", "s3://" + accessKeyID + ":" + url.PathEscape(secretKey) + "@" + srv.Bucket + "/prod?" + srv.Query()},
-		{"a password in the endpoint", "s3://" + srv.Bucket + "/prod?region=us-east-1&use_path_style=true&endpoint=" +
-			url.QueryEscape("http://alice:"+password+"@"+host)},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range storetest.CredentialURLs(srv) {
+		t.Run(c.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s, err := snapshot.OpenStore(ctx, c.url)
+			s, err := snapshot.OpenStore(ctx, c.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +152,7 @@ func TestStoreErrorsHideCredentials(t *testing.T) {
 						t.Errorf("%s.%s succeeded on a server that refuses every request", name, op)
 						continue
 					}
-					checkHidden(t, name+"."+op, err)
+					storetest.CheckHidden(t, name+"."+op, err)
 				}
 			}
 			_, err = s.Load(ctx, "clicks", 1)
@@ -195,11 +162,11 @@ func TestStoreErrorsHideCredentials(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			_, err = snapshot.LoadURL(ctx, strings.Replace(c.url, "?", "/clicks?", 1), nil)
+			_, err = snapshot.LoadURL(ctx, strings.Replace(c.URL, "?", "/clicks?", 1), nil)
 			if err == nil {
 				t.Fatal("LoadURL loaded")
 			}
-			checkHidden(t, "LoadURL", err)
+			storetest.CheckHidden(t, "LoadURL", err)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package snapshot_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,6 +17,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -25,138 +25,10 @@ import (
 	"gocloud.dev/blob/memblob"
 )
 
-// backend opens a store under a key prefix.
-type backend struct {
-	name string
-	open func(t testing.TB, prefix string) fixture
-}
-
-// fixture is a store with the bucket it writes to, for tests that reach
-// past the store, and the key prefix it writes under in that bucket.
-type fixture struct {
-	*snapshot.Store
-	raw    *blob.Bucket
-	prefix string
-	// another opens one more store on the same bucket and prefix, as
-	// another worker does.
-	another func() *snapshot.Store
-	// dir is the directory of a file:// store, empty for the others.
-	dir string
-}
-
-func (f fixture) key(model string, gen uint64) string {
-	return snapshot.Key(f.prefix, model, gen)
-}
-
-// backends are every store that runs here: memory, a directory, and S3
-// (in-process, or the server HYPERPLANE_TEST_S3_ENDPOINT names).
-func backends() []backend {
-	return []backend{
-		{"mem", func(t testing.TB, prefix string) fixture {
-			b := memblob.OpenBucket(nil)
-			s := snapshot.NewStore(b, prefix)
-			t.Cleanup(func() { s.Close() })
-			// The other stores share b, which the first one closes.
-			another := func() *snapshot.Store { return snapshot.NewStore(b, prefix) }
-			return fixture{Store: s, raw: b, prefix: prefix, another: another}
-		}},
-		{"file", func(t testing.TB, prefix string) fixture {
-			dir := t.TempDir()
-			url := "file://" + dir + "?prefix=" + prefix
-			another := func() *snapshot.Store { return openStore(t, url) }
-			return fixture{Store: another(), raw: openBucket(t, "file://"+dir), prefix: prefix, another: another, dir: dir}
-		}},
-		{"s3", func(t testing.TB, prefix string) fixture {
-			srv := s3test.Start(t)
-			prefix = s3test.Prefix(t) + "/" + prefix
-			raw := openBucket(t, "s3://"+srv.Bucket+"?"+srv.Query())
-			t.Cleanup(func() { deleteAll(t, raw, prefix+"/") })
-			url := "s3://" + srv.Bucket + "/" + prefix + "?" + srv.Query()
-			another := func() *snapshot.Store { return openStore(t, url) }
-			return fixture{Store: another(), raw: raw, prefix: prefix, another: another}
-		}},
-	}
-}
-
-func digest(s string) [32]byte { return sha256.Sum256([]byte(s)) }
-
-func listKeys(t testing.TB, b *blob.Bucket, prefix string) []string {
-	t.Helper()
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(context.Background())
-		if err != nil {
-			break
-		}
-		keys = append(keys, obj.Key)
-	}
-	return keys
-}
-
-func deleteAll(t testing.TB, b *blob.Bucket, prefix string) {
-	ctx := context.Background()
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if err != nil {
-			return
-		}
-		if err := b.Delete(ctx, obj.Key); err != nil {
-			t.Logf("clean up %s: %v", obj.Key, err)
-		}
-	}
-}
-
-func openStore(t testing.TB, url string) *snapshot.Store {
-	t.Helper()
-	s, err := snapshot.OpenStore(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-func openBucket(t testing.TB, url string) *blob.Bucket {
-	t.Helper()
-	b, err := blob.OpenBucket(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
-// generation is a small trained snapshot of model at gen.
-func generation(t testing.TB, model string, gen uint64) *snapshot.Snapshot {
-	cfg := learner.DefaultConfig()
-	cfg.HashBits = 6
-	s := snap(train(t, cfg, 20+int(gen)).State())
-	s.Model, s.Generation = model, gen
-	s.Positions = map[string]int64{"kafka:examples/0": int64(100 * gen)}
-	return s
-}
-
-func write(t testing.TB, s *snapshot.Store, model string, gens ...uint64) {
-	t.Helper()
-	for _, g := range gens {
-		if err := s.Write(context.Background(), generation(t, model, g)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func eachBackend(t *testing.T, test func(t *testing.T, s fixture)) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { test(t, b.open(t, "models")) })
-	}
-}
-
 func TestStoreWriteThenLatest(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		want := generation(t, "clicks", 1)
+		want := storetest.Generation(t, "clicks", 1)
 		if err := s.Write(ctx, want); err != nil {
 			t.Fatal(err)
 		}
@@ -178,12 +50,12 @@ func TestStoreWriteThenLatest(t *testing.T) {
 // order: the store lists them in numeric order, because zero-padded keys
 // sort like their numbers ("10" < "9" otherwise).
 func TestStoreGenerationsInOrder(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		want := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 		shuffled := slices.Clone(want)
 		rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		write(t, s.Store, "clicks", shuffled...)
+		storetest.Write(t, s.Store, "clicks", shuffled...)
 
 		got, err := s.Generations(ctx, "clicks")
 		if err != nil {
@@ -194,7 +66,7 @@ func TestStoreGenerationsInOrder(t *testing.T) {
 		}
 		// The bucket itself lists the keys in generation order.
 		var listed []string
-		it := s.raw.List(&blob.ListOptions{Prefix: s.prefix + "/clicks/"})
+		it := s.Raw.List(&blob.ListOptions{Prefix: s.Prefix() + "/clicks/"})
 		for {
 			obj, err := it.Next(ctx)
 			if err != nil {
@@ -204,7 +76,7 @@ func TestStoreGenerationsInOrder(t *testing.T) {
 		}
 		var keys []string
 		for _, g := range want {
-			keys = append(keys, s.key("clicks", g))
+			keys = append(keys, snapshot.Key(s.Prefix(), "clicks", g))
 		}
 		if !slices.Equal(listed, keys) {
 			t.Fatalf("bucket lists\n%v\nwant\n%v", listed, keys)
@@ -235,19 +107,19 @@ func TestStoreKey(t *testing.T) {
 }
 
 func TestStoreSecondWriterIsFenced(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		first := generation(t, "clicks", 3)
+		first := storetest.Generation(t, "clicks", 3)
 		if err := s.Write(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		second := generation(t, "clicks", 3)
+		second := storetest.Generation(t, "clicks", 3)
 		second.Writer, second.Positions = "worker-b", map[string]int64{"kafka:examples/0": 1}
 		err := s.Write(ctx, second)
 		if !errors.Is(err, snapshot.ErrFenced) {
 			t.Fatalf("second write of generation 3: %v, want ErrFenced", err)
 		}
-		for _, want := range []string{"second worker", "clicks", "generation 3", s.key("clicks", 3)} {
+		for _, want := range []string{"second worker", "clicks", "generation 3", snapshot.Key(s.Prefix(), "clicks", 3)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %q", err, want)
 			}
@@ -265,16 +137,16 @@ func TestStoreSecondWriterIsFenced(t *testing.T) {
 // On file:// that is the store's link, since fileblob's own precondition
 // is a stat before a rename, which several writers can pass together.
 func TestStoreConcurrentWritersOneWins(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		const writers, rounds = 8, 20
 		stores := make([]*snapshot.Store, writers)
 		for i := range stores {
-			stores[i] = s.another()
+			stores[i] = s.Another()
 		}
 		for gen := uint64(1); gen <= rounds; gen++ {
 			snaps := make([]*snapshot.Snapshot, writers)
 			for i := range snaps {
-				snaps[i] = generation(t, "clicks", gen)
+				snaps[i] = storetest.Generation(t, "clicks", gen)
 				snaps[i].Writer = fmt.Sprintf("worker-%d", i)
 			}
 			errs := make([]error, writers)
@@ -312,11 +184,11 @@ func TestStoreConcurrentWritersOneWins(t *testing.T) {
 
 func TestStoreSkipsCorruptNewest(t *testing.T) {
 	ctx := context.Background()
-	valid2, err := snapshot.Marshal(generation(t, "clicks", 2))
+	valid2, err := snapshot.Marshal(storetest.Generation(t, "clicks", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	valid3, err := snapshot.Marshal(generation(t, "clicks", 3))
+	valid3, err := snapshot.Marshal(storetest.Generation(t, "clicks", 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,16 +204,16 @@ func TestStoreSkipsCorruptNewest(t *testing.T) {
 		{"flipped byte", damaged},
 		{"another generation's content", valid2},
 	}
-	for _, b := range backends() {
+	for _, b := range storetest.Backends() {
 		for _, c := range corruptions {
-			t.Run(b.name+"/"+c.name, func(t *testing.T) {
-				s := b.open(t, "models")
-				write(t, s.Store, "clicks", 1, 2, 3)
-				key := s.key("clicks", 3)
-				if err := s.raw.Delete(ctx, key); err != nil {
+			t.Run(b.Name+"/"+c.name, func(t *testing.T) {
+				s := b.Open(t, "models")
+				storetest.Write(t, s.Store, "clicks", 1, 2, 3)
+				key := snapshot.Key(s.Prefix(), "clicks", 3)
+				if err := s.Raw.Delete(ctx, key); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.raw.WriteAll(ctx, key, c.data, nil); err != nil {
+				if err := s.Raw.WriteAll(ctx, key, c.data, nil); err != nil {
 					t.Fatal(err)
 				}
 				core, logs := observer.New(zapcore.WarnLevel)
@@ -365,14 +237,14 @@ func TestStoreSkipsCorruptNewest(t *testing.T) {
 }
 
 func TestStoreAllCorruptIsNotFound(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		write(t, s.Store, "clicks", 1)
-		key := s.key("clicks", 1)
-		if err := s.raw.Delete(ctx, key); err != nil {
+		storetest.Write(t, s.Store, "clicks", 1)
+		key := snapshot.Key(s.Prefix(), "clicks", 1)
+		if err := s.Raw.Delete(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.raw.WriteAll(ctx, key, []byte{0xc1}, nil); err != nil {
+		if err := s.Raw.WriteAll(ctx, key, []byte{0xc1}, nil); err != nil {
 			t.Fatal(err)
 		}
 		core, logs := observer.New(zapcore.WarnLevel)
@@ -386,7 +258,7 @@ func TestStoreAllCorruptIsNotFound(t *testing.T) {
 }
 
 func TestStoreEmptyModel(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		if _, err := s.Latest(ctx, "clicks", nil); !errors.Is(err, snapshot.ErrNotFound) {
 			t.Fatalf("Latest: %v, want ErrNotFound", err)
@@ -411,13 +283,13 @@ func TestStoreRetain(t *testing.T) {
 		{5, []uint64{1, 2, 3, 4, 5}},
 		{9, []uint64{1, 2, 3, 4, 5}},
 	}
-	for _, b := range backends() {
+	for _, b := range storetest.Backends() {
 		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s/keep %d", b.name, tt.keep), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/keep %d", b.Name, tt.keep), func(t *testing.T) {
 				ctx := context.Background()
-				s := b.open(t, "models")
-				write(t, s.Store, "clicks", 1, 2, 3, 4, 5)
-				write(t, s.Store, "views", 1, 2)
+				s := b.Open(t, "models")
+				storetest.Write(t, s.Store, "clicks", 1, 2, 3, 4, 5)
+				storetest.Write(t, s.Store, "views", 1, 2)
 				if err := s.Retain(ctx, "clicks", tt.keep); err != nil {
 					t.Fatal(err)
 				}
@@ -439,11 +311,11 @@ func TestStoreRetain(t *testing.T) {
 // TestStoreModelsApart: models under one prefix do not see each other,
 // even when one name starts with the other.
 func TestStoreModelsApart(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		write(t, s.Store, "clicks", 1, 2, 3)
-		write(t, s.Store, "clicks2", 7)
-		write(t, s.Store, "views", 4)
+		storetest.Write(t, s.Store, "clicks", 1, 2, 3)
+		storetest.Write(t, s.Store, "clicks2", 7)
+		storetest.Write(t, s.Store, "views", 4)
 		want := map[string][]uint64{"clicks": {1, 2, 3}, "clicks2": {7}, "views": {4}, "click": nil}
 		for model, gens := range want {
 			got, err := s.Generations(ctx, model)
@@ -463,11 +335,11 @@ func TestStoreRefusesBadNames(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	for _, model := range []string{"", ".", "..", "a/b"} {
-		if err := s.Write(ctx, generation(t, model, 1)); err == nil {
+		if err := s.Write(ctx, storetest.Generation(t, model, 1)); err == nil {
 			t.Errorf("model %q was written", model)
 		}
 	}
-	if err := s.Write(ctx, generation(t, "clicks", 0)); err == nil {
+	if err := s.Write(ctx, storetest.Generation(t, "clicks", 0)); err == nil {
 		t.Error("generation 0 was written")
 	}
 }
@@ -484,8 +356,8 @@ func TestOpenStoreURL(t *testing.T) {
 		}
 		for _, tt := range tests {
 			dir := t.TempDir()
-			s := openStore(t, "file://"+dir+tt.query)
-			write(t, s, "clicks", 1)
+			s := storetest.OpenStore(t, "file://"+dir+tt.query)
+			storetest.Write(t, s, "clicks", 1)
 			want := filepath.Join(dir, filepath.FromSlash(tt.want+"clicks/00000000000000000001.msgpack"))
 			if _, err := os.Stat(want); err != nil {
 				t.Errorf("file://%s%s: %v", dir, tt.query, err)
@@ -495,8 +367,8 @@ func TestOpenStoreURL(t *testing.T) {
 	t.Run("s3", func(t *testing.T) {
 		srv := s3test.Start(t)
 		bucket, query, base := srv.Bucket, srv.Query(), s3test.Prefix(t)
-		raw := openBucket(t, "s3://"+bucket+"?"+query)
-		t.Cleanup(func() { deleteAll(t, raw, base+"/") })
+		raw := storetest.OpenBucket(t, "s3://"+bucket+"?"+query)
+		t.Cleanup(func() { storetest.DeleteAll(t, raw, base+"/") })
 		tests := []struct{ path, query, want string }{
 			{"/" + base + "/team/models", "", base + "/team/models/"},
 			{"/" + base + "/team/", "&prefix=models", base + "/team/models/"},
@@ -504,8 +376,8 @@ func TestOpenStoreURL(t *testing.T) {
 		}
 		for _, tt := range tests {
 			url := "s3://" + bucket + tt.path + "?" + query + tt.query
-			s := openStore(t, url)
-			write(t, s, "clicks", 1)
+			s := storetest.OpenStore(t, url)
+			storetest.Write(t, s, "clicks", 1)
 			key := tt.want + "clicks/00000000000000000001.msgpack"
 			if ok, err := raw.Exists(ctx, key); !ok {
 				t.Errorf("%s: no %s (%v)", url, key, err)
@@ -541,13 +413,13 @@ func BenchmarkStoreRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, be := range backends() {
-		if be.name == "mem" {
+	for _, be := range storetest.Backends() {
+		if be.Name == "mem" {
 			continue
 		}
-		b.Run(be.name, func(b *testing.B) {
+		b.Run(be.Name, func(b *testing.B) {
 			ctx := context.Background()
-			store := be.open(b, "bench")
+			store := be.Open(b, "bench")
 			for gen := uint64(1); b.Loop(); gen++ {
 				s.Generation = gen
 				if err := store.Write(ctx, s); err != nil {
@@ -578,10 +450,10 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 			continue // the format test has the rest; here, the pills
 		}
 		t.Run(name, func(t *testing.T) {
-			eachBackend(t, func(t *testing.T, s fixture) {
+			storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 				ctx := context.Background()
 				c := snapshot.NewSnapshotter(s.Store, "clicks", "worker-a", 1, 2, zap.NewNop())
-				good := generation(t, "clicks", 1).State
+				good := storetest.Generation(t, "clicks", 1).State
 				for range 3 {
 					if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 10}); err != nil {
 						t.Fatal(err)
@@ -594,7 +466,7 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 				if gens, err := s.Generations(ctx, "clicks"); err != nil || !slices.Equal(gens, []uint64{2, 3}) {
 					t.Fatalf("generations %v (%v) after the refused write, want [2 3]", gens, err)
 				}
-				if exists, err := s.raw.Exists(ctx, s.key("clicks", 4)); err != nil || exists {
+				if exists, err := s.Raw.Exists(ctx, snapshot.Key(s.Prefix(), "clicks", 4)); err != nil || exists {
 					t.Fatalf("key of generation 4 exists: %v (%v)", exists, err)
 				}
 				if latest, err := s.Latest(ctx, "clicks", nil); err != nil || latest.Generation != 3 {
@@ -616,23 +488,23 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 // under the key, the retry succeeds instead of reporting a second worker.
 // The same writer with another state or other positions is still fenced.
 func TestStoreRetryOfALandedWrite(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		first := generation(t, "clicks", 3)
+		first := storetest.Generation(t, "clicks", 3)
 		if err := s.Write(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		retry := generation(t, "clicks", 3)
+		retry := storetest.Generation(t, "clicks", 3)
 		retry.Created = first.Created.Add(time.Second)
 		if err := s.Write(ctx, retry); err != nil {
 			t.Fatalf("the retry of a write that landed: %v", err)
 		}
-		other := generation(t, "clicks", 3)
+		other := storetest.Generation(t, "clicks", 3)
 		other.Positions = map[string]int64{"kafka:examples/0": 1}
 		if err := s.Write(ctx, other); !errors.Is(err, snapshot.ErrFenced) {
 			t.Fatalf("the same writer with other positions: %v, want ErrFenced", err)
 		}
-		changed := generation(t, "clicks", 3)
+		changed := storetest.Generation(t, "clicks", 3)
 		changed.State.Weights[0] += 1
 		if err := s.Write(ctx, changed); !errors.Is(err, snapshot.ErrFenced) {
 			t.Fatalf("the same writer with another state: %v, want ErrFenced", err)
@@ -648,12 +520,12 @@ func TestStoreRetryOfALandedWrite(t *testing.T) {
 // is the same whoever computes it, so a second worker writing the same
 // generation succeeds; one with other content is still fenced.
 func TestStoreEpochGenerationFromAnotherWriter(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		mixed := func(writer string) *snapshot.Snapshot {
-			g := generation(t, "clicks", 3)
+			g := storetest.Generation(t, "clicks", 3)
 			g.Writer, g.Epoch, g.Scope = writer, 3, "global"
-			g.ConfigDigest, g.BoundarySHA256 = digest("history"), digest("B_3")
+			g.ConfigDigest, g.BoundarySHA256 = storetest.Digest("history"), storetest.Digest("B_3")
 			g.Boundary = []snapshot.Range{{Shard: "kafka:examples/0", From: 200, To: 300}}
 			return g
 		}
@@ -663,14 +535,14 @@ func TestStoreEpochGenerationFromAnotherWriter(t *testing.T) {
 		}
 		same := mixed("worker-b")
 		same.Created = first.Created.Add(time.Minute)
-		if err := s.another().Write(ctx, same); err != nil {
+		if err := s.Another().Write(ctx, same); err != nil {
 			t.Fatalf("the same mixed model from another worker: %v", err)
 		}
 		for name, spoil := range map[string]func(g *snapshot.Snapshot){
 			"positions":     func(g *snapshot.Snapshot) { g.Positions = map[string]int64{"kafka:examples/0": 301} },
-			"boundary sha":  func(g *snapshot.Snapshot) { g.BoundarySHA256 = digest("B_3'") },
+			"boundary sha":  func(g *snapshot.Snapshot) { g.BoundarySHA256 = storetest.Digest("B_3'") },
 			"boundary":      func(g *snapshot.Snapshot) { g.Boundary[0].To = 301 },
-			"config digest": func(g *snapshot.Snapshot) { g.ConfigDigest = digest("other") },
+			"config digest": func(g *snapshot.Snapshot) { g.ConfigDigest = storetest.Digest("other") },
 			"state":         func(g *snapshot.Snapshot) { g.State.Weights[1] += 1 },
 			"not an epoch's": func(g *snapshot.Snapshot) {
 				g.Epoch, g.ConfigDigest, g.Boundary, g.BoundarySHA256, g.Scope = 0, [32]byte{}, nil, [32]byte{}, ""

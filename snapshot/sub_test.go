@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
 // TestSubLayout: a shard's chain written through store.Sub lies under
@@ -20,19 +21,19 @@ import (
 // generations do not see it; nested Subs and a path with slashes at its
 // ends name the same store.
 func TestSubLayout(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		seg, err := snapshot.ShardSegment("kafka:clicks/3")
 		if err != nil {
 			t.Fatal(err)
 		}
 		sub := s.Sub("clicks/partition/" + seg)
-		write(t, sub, "clicks", 1, 2, 3)
-		write(t, s.Store, "clicks", 1)
+		storetest.Write(t, sub, "clicks", 1, 2, 3)
+		storetest.Write(t, s.Store, "clicks", 1)
 
-		tree := s.prefix + "/clicks/partition/kafka.clicks.3/clicks/"
+		tree := s.Prefix() + "/clicks/partition/kafka.clicks.3/clicks/"
 		want := []string{tree + "00000000000000000001.msgpack", tree + "00000000000000000002.msgpack", tree + "00000000000000000003.msgpack"}
-		if got := listKeys(t, s.raw, s.prefix+"/clicks/partition/"); !slices.Equal(got, want) {
+		if got := storetest.ListKeys(t, s.Raw, s.Prefix()+"/clicks/partition/"); !slices.Equal(got, want) {
 			t.Fatalf("the bucket holds %q under the partition tree, want %q", got, want)
 		}
 		if gens, err := s.Generations(ctx, "clicks"); err != nil || !slices.Equal(gens, []uint64{1}) {
@@ -53,7 +54,7 @@ func TestSubLayout(t *testing.T) {
 		if err := sub.Retain(ctx, "clicks", 1); err != nil {
 			t.Fatal(err)
 		}
-		if got := listKeys(t, s.raw, s.prefix+"/clicks/partition/"); !slices.Equal(got, want[2:]) {
+		if got := storetest.ListKeys(t, s.Raw, s.Prefix()+"/clicks/partition/"); !slices.Equal(got, want[2:]) {
 			t.Fatalf("after retaining 1 the tree holds %q, want %q", got, want[2:])
 		}
 		if gens, err := s.Generations(ctx, "clicks"); err != nil || !slices.Equal(gens, []uint64{1}) {
@@ -66,27 +67,27 @@ func TestSubLayout(t *testing.T) {
 // a second writer of a chain's generation, through another store's Sub,
 // is fenced; and of writers racing for one generation exactly one wins.
 func TestSubFences(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		const path = "clicks/partition/kafka.clicks.0"
-		write(t, s.Sub(path), "clicks", 1)
-		second := generation(t, "clicks", 1)
+		storetest.Write(t, s.Sub(path), "clicks", 1)
+		second := storetest.Generation(t, "clicks", 1)
 		second.Writer = "worker-b"
-		if err := s.another().Sub(path).Write(ctx, second); !errors.Is(err, snapshot.ErrFenced) {
+		if err := s.Another().Sub(path).Write(ctx, second); !errors.Is(err, snapshot.ErrFenced) {
 			t.Fatalf("a second writer of generation 1: %v, want ErrFenced", err)
 		}
 
 		const writers = 8
 		subs := make([]*snapshot.Store, writers)
 		for i := range subs {
-			subs[i] = s.another().Sub(path)
+			subs[i] = s.Another().Sub(path)
 		}
 		for gen := uint64(2); gen <= 6; gen++ {
 			errs := make([]error, writers)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range writers {
-				snap := generation(t, "clicks", gen)
+				snap := storetest.Generation(t, "clicks", gen)
 				snap.Writer = fmt.Sprintf("worker-%d", i)
 				wg.Go(func() {
 					<-start
@@ -115,19 +116,19 @@ func TestSubFences(t *testing.T) {
 // link, as its parent does, not by fileblob's writer, which leaves an
 // attribute file beside every object it writes.
 func TestSubFileCreatesByLink(t *testing.T) {
-	s := backends()[1].open(t, "models")
-	if s.dir == "" {
+	s := storetest.Backends()[1].Open(t, "models")
+	if s.Dir == "" {
 		t.Fatal("the second backend is not file://")
 	}
 	ctx := context.Background()
-	write(t, s.Sub("clicks/partition/kafka.clicks.0"), "clicks", 1, 2)
-	if err := s.raw.WriteAll(ctx, "models/by-fileblob", []byte("x"), nil); err != nil {
+	storetest.Write(t, s.Sub("clicks/partition/kafka.clicks.0"), "clicks", 1, 2)
+	if err := s.Raw.WriteAll(ctx, "models/by-fileblob", []byte("x"), nil); err != nil {
 		t.Fatal(err)
 	}
 	var attrs []string
-	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(s.Dir, func(path string, d fs.DirEntry, err error) error {
 		if strings.HasSuffix(path, ".attrs") {
-			attrs = append(attrs, strings.TrimPrefix(filepath.ToSlash(path), filepath.ToSlash(s.dir)+"/"))
+			attrs = append(attrs, strings.TrimPrefix(filepath.ToSlash(path), filepath.ToSlash(s.Dir)+"/"))
 		}
 		return err
 	})
@@ -142,20 +143,20 @@ func TestSubFileCreatesByLink(t *testing.T) {
 // TestSubCloseKeepsTheBucket: closing a Sub leaves its parent and the
 // parent's other Subs working; closing the parent ends them all.
 func TestSubCloseKeepsTheBucket(t *testing.T) {
-	eachBackend(t, func(t *testing.T, s fixture) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
 		a, b := s.Sub("clicks/partition/kafka.clicks.0"), s.Sub("clicks/partition/kafka.clicks.1")
-		write(t, a, "clicks", 1)
+		storetest.Write(t, a, "clicks", 1)
 		if err := a.Close(); err != nil {
 			t.Fatalf("closing a Sub: %v", err)
 		}
-		write(t, s.Store, "clicks", 1)
-		write(t, b, "clicks", 1)
+		storetest.Write(t, s.Store, "clicks", 1)
+		storetest.Write(t, b, "clicks", 1)
 		if _, err := s.Sub("clicks/partition/kafka.clicks.0").Load(ctx, "clicks", 1); err != nil {
 			t.Fatalf("the closed Sub's chain, through a new Sub: %v", err)
 		}
 
-		parent := s.another()
+		parent := s.Another()
 		c := parent.Sub("clicks/partition/kafka.clicks.1")
 		if err := parent.Close(); err != nil {
 			t.Fatal(err)
