@@ -51,6 +51,11 @@ type EpochConfig struct {
 	// A range whose shard Owned no longer lists is stopped at once (see
 	// Run). nil means ownership is read at each range and never pushed.
 	Changed func() <-chan struct{}
+	// Settled, if set, reports whether Owned is an assignment: false
+	// between two (a rebalance under way, kafka.Group.Settled), when an
+	// empty Owned says nothing yet. A range is not stopped then, only
+	// once an assignment leaves its shard out. nil means always.
+	Settled func() bool
 	Log     EpochLog
 	// Writer names this worker in what it writes.
 	Writer string
@@ -783,7 +788,7 @@ func (x *Epochs) whileOwned(ctx context.Context, shard string) (context.Context,
 		go func() {
 			for {
 				changed := x.changed()
-				if !x.owns(shard) {
+				if !x.owns(shard) && (x.cfg.Settled == nil || x.cfg.Settled()) {
 					cancel(errRevoked)
 					return
 				}

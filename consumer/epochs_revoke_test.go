@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -160,6 +161,63 @@ func TestEpochsRevokedRangeStops(t *testing.T) {
 			if got := w.Model().State().Digest(); got != want {
 				t.Errorf("worker %s holds %x, one worker alone %x", name, got, want)
 			}
+		}
+	})
+}
+
+// rebalancing is an ownership that can be between two assignments, as a
+// consumer group is during a rebalance: nobody owns anything, and that
+// is no assignment.
+type rebalancing struct {
+	*ownership
+	assigned atomic.Bool
+}
+
+func (r *rebalancing) between() {
+	r.assigned.Store(false)
+	r.set(map[string]string{})
+}
+
+func (r *rebalancing) assign(owner map[string]string) {
+	r.assigned.Store(true)
+	r.set(owner)
+}
+
+// TestEpochsRangeGoesOnThroughARebalance: between two assignments a range
+// goes on; when the next one gives its shard back, it was never stopped:
+// its outputs are published once, its result is its learner's, and
+// nothing is learned again.
+func TestEpochsRangeGoesOnThroughARebalance(t *testing.T) {
+	const n = 2000
+	synctest.Test(t, func(t *testing.T) {
+		data := revokeLog(n)
+		shard0, shard1 := data.Key(0), data.Key(1)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		own := &rebalancing{ownership: newOwnership()}
+		own.assign(map[string]string{shard0: "a", shard1: "a"})
+		release := make(chan struct{})
+		sink := memory.NewSink()
+		cfg := revokeConfig(data, store, sink, "a")
+		cfg.Shards = &heldShards{Log: data, shard: shard1, release: release}
+		cfg.Owned, cfg.Changed, cfg.Settled = own.owned("a"), own.changes, own.assigned.Load
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, done := startEpochs(t, ctx, cfg, store)
+		synctest.Wait()
+		own.between()
+		synctest.Wait()
+		own.assign(map[string]string{shard0: "a", shard1: "a"})
+		synctest.Wait()
+		close(release)
+		last := waitComplete(t, store, data)
+		waitFor(t, "the last epoch mixed", func() bool { return a.Mixed() >= last })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := countOf(sink, "pred", shard1) + countOf(sink, "dead", shard1); got != data.Len(1) {
+			t.Errorf("a published %d outputs of shard 1's %d messages: its range was stopped and learned again", got, data.Len(1))
 		}
 	})
 }

@@ -318,7 +318,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		return nil, err
 	}
 	if p.group != nil {
-		ecfg.Commit, ecfg.Changed = p.group.Commit, p.group.Changed
+		ecfg.Commit, ecfg.Changed, ecfg.Settled = p.group.Commit, p.group.Changed, p.group.Settled
 	}
 	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }

@@ -256,6 +256,15 @@ func (g *Group) Owned() []string {
 	return slices.Clone(g.cur.owned)
 }
 
+// Settled reports whether the member is in a generation, so that Owned is
+// its assignment: false between two generations, while the group
+// rebalances, and after Close.
+func (g *Group) Settled() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cur != nil
+}
+
 // Changed returns a channel that is closed when what Owned returns changes
 // next: when a generation begins or ends (so a rebalance closes one
 // channel as it ends the generation and the next as the new generation

@@ -205,11 +205,17 @@ func TestGroupOneMemberOwnsAll(t *testing.T) {
 	if got := g.Owned(); got == nil || len(got) != 0 {
 		t.Fatalf("Owned before the first generation = %#v, want empty", got)
 	}
+	if g.Settled() {
+		t.Fatal("Settled before the first generation")
+	}
 	want := append(shardsOf("s", upTo(12)...), shardsOf("t", upTo(6)...)...)
 	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], want) })
 	t.Logf("one member owned every partition after %v", took)
 	if !closed(changed) {
 		t.Fatal("Changed not closed when the first generation began")
+	}
+	if !g.Settled() {
+		t.Fatal("not Settled in a generation")
 	}
 	// Owned is a copy.
 	g.Owned()[0] = "changed"
@@ -250,8 +256,8 @@ func TestGroupCloseHandsOver(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	closing := time.Since(start)
-	if got := leaving.Owned(); len(got) != 0 {
-		t.Fatalf("Owned after Close = %q, want empty", got)
+	if got := leaving.Owned(); len(got) != 0 || leaving.Settled() {
+		t.Fatalf("Owned after Close = %q, Settled %v: want empty, and no assignment", got, leaving.Settled())
 	}
 	if !closed(changed) {
 		t.Fatal("Changed not closed by Close")
