@@ -33,7 +33,8 @@ type EngineConfig struct {
 
 	// Single builds the worker that learns a source of one shard as it
 	// comes, from the model's newest generation and with its snapshots
-	// (docs/scale-out.md, section 7).
+	// (docs/scale-out.md, section 7). ctx ends when that worker stops:
+	// what serves it alone (a lag reporter) may run on it.
 	Single func(ctx context.Context) (*Worker, error)
 	// Mixed builds the epochs that learn several shards, continuing the
 	// model's newest generation, whichever way it was written. after is
@@ -158,7 +159,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.PartitionScope {
 		p, err := e.cfg.Partitioned(ctx)
 		if err != nil {
-			return err
+			return stopped(ctx, err)
 		}
 		e.set(p)
 		return p.Run(ctx)
@@ -179,10 +180,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	x, err := e.cfg.Mixed(ctx, after)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	e.set(x)
 	return x.Run(ctx)
+}
+
+// stopped is err, the failure to build what runs, unless ctx ended
+// meanwhile: then the engine stops as it stops at any other moment,
+// cleanly, having learned nothing it must write.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // shards counts the source's shards now.
@@ -205,19 +216,19 @@ var errGrew = errors.New("the source gained a partition")
 // at shutdown, publishing its outputs and writing its last generation,
 // from which the epochs continue.
 func (e *Engine) runSingle(ctx context.Context) (w *Worker, grew bool, err error) {
-	w, err = e.cfg.Single(ctx)
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	w, err = e.cfg.Single(wctx)
 	if err != nil {
-		return nil, false, err
+		return nil, false, stopped(ctx, err)
 	}
 	if e.started != nil {
 		e.started(w)
 	}
 	e.set(w)
 	if e.cfg.Shards == nil {
-		return w, false, w.Run(ctx)
+		return w, false, w.Run(wctx)
 	}
-	wctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -250,12 +261,11 @@ func (e *Engine) runSingle(ctx context.Context) (w *Worker, grew bool, err error
 	if ctx.Err() != nil || !errors.Is(context.Cause(wctx), errGrew) {
 		return w, false, err
 	}
-	var shut *ShutdownError
-	if errors.As(err, &shut) {
-		// What its last generation lacks the epochs learn again, and
-		// publish again (at-least-once).
-		e.log.Warn("the worker of one partition stopped before all its outputs or its last snapshot were written", zap.Error(err))
-		return w, true, nil
+	if err != nil {
+		// Its outputs or its last snapshot were not all written: the
+		// engine stops, and a restart goes on in epochs from the
+		// store's newest generation, publishing again what it lacks.
+		return w, false, fmt.Errorf("the source gained a partition, and the worker of one did not stop cleanly: %w", err)
 	}
-	return w, err == nil, err
+	return w, true, nil
 }

@@ -352,8 +352,9 @@ func (x *Epochs) run(ctx context.Context) error {
 			return err
 		}
 		states, waited, err := x.barrier(ctx, b, sha)
-		if errors.Is(err, errOvertaken) {
-			if err := x.jump(ctx); err != nil {
+		var ahead *overtaken
+		if errors.As(err, &ahead) {
+			if err := x.jump(ahead.by); err != nil {
 				return err
 			}
 			continue
@@ -639,7 +640,13 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		}
 		spans = append(spans, waiting{shard, from, end})
 	}
-	limit, limitReason := x.epochLimit(spans)
+	shards := len(spans)
+	for shard := range x.from {
+		if _, ok := ends[shard]; !ok {
+			shards++
+		}
+	}
+	limit, limitReason := x.epochLimit(spans, shards)
 	newData := false
 	for _, sp := range spans {
 		to := min(sp.from+limit, sp.to)
@@ -680,18 +687,19 @@ type waiting struct {
 
 // epochLimit is the most positions of a shard in the next epoch, and the
 // reason to record when a shard reaches it: EpochExamples, or less while
-// the model is young (Growth: a function of W_{e-1}, so that every worker
-// cuts alike), or where snapshot.every falls due sooner, since only a
-// mixed model can be
-// written as a generation (docs/scale-out.md, section 3.4). A snapshot
-// falls due when the labeled examples reach a multiple of
-// snapshot.every; those left until then are shared among the shards with
-// new data (spans), each taking minEpochExamples at least, since every
-// epoch costs a barrier.
-func (x *Epochs) epochLimit(spans []waiting) (int64, string) {
+// the model is young (Growth: 1/Growth of W_{e-1}'s examples per shard of
+// the boundary, shards of them), or where snapshot.every falls due
+// sooner, since only a mixed model can be written as a generation
+// (docs/scale-out.md, section 3.4). A snapshot falls due when the labeled
+// examples reach a multiple of snapshot.every; those left until then are
+// shared among the shards with new data (spans), each taking
+// minEpochExamples at least, since every epoch costs a barrier. Which
+// shards have new data depends on when the cut is made; the cut records
+// the limit it used.
+func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
-	if k := int64(x.cfg.Growth); k > 0 && len(spans) > 0 {
-		grown := int64(x.model.Metrics().Examples) / int64(len(spans)) / k
+	if k := int64(x.cfg.Growth); k > 0 && shards > 0 {
+		grown := int64(x.model.Metrics().Examples) / int64(shards) / k
 		limit = min(limit, max(minEpochExamples, grown))
 	}
 	every := int64(x.cfg.SnapshotEvery)
@@ -1037,10 +1045,8 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			// cap: every fourth poll there would be every 8 s, and the
 			// others wait that long for this worker's next results.
 			if polls == 3 || polls >= 7 {
-				if newest, err := x.newestGeneration(ctx); err != nil {
-					return nil, 0, err
-				} else if newest >= b.Epoch {
-					return nil, 0, errOvertaken
+				if by, err := x.overtaking(ctx, b.Epoch); err != nil || by != nil {
+					return nil, 0, overtakenOr(by, err)
 				}
 			}
 			if err := pause(ctx, &bo, changed); err != nil {
@@ -1057,10 +1063,8 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		if errors.Is(err, snapshot.ErrNotFound) {
 			// Deleted since it was seen: the worker that wrote a
 			// generation at or beyond this epoch retained the log.
-			if newest, gerr := x.newestGeneration(ctx); gerr != nil {
-				return nil, 0, gerr
-			} else if newest >= b.Epoch {
-				return nil, 0, errOvertaken
+			if by, gerr := x.overtaking(ctx, b.Epoch); gerr != nil || by != nil {
+				return nil, 0, overtakenOr(by, gerr)
 			}
 		}
 		if err != nil {
@@ -1090,42 +1094,65 @@ func pause(ctx context.Context, bo *retry.Backoff, changed <-chan struct{}) erro
 	return nil
 }
 
-// errOvertaken is a barrier given up because a generation at or beyond its
-// epoch exists: the other workers mixed it and moved on.
-var errOvertaken = errors.New("overtaken by a generation")
+// overtaken is a barrier given up because a generation at or beyond its
+// epoch exists and reads: the other workers mixed the epoch and moved
+// on, and retention may have deleted its log.
+type overtaken struct{ by *snapshot.Snapshot }
 
-func (x *Epochs) newestGeneration(ctx context.Context) (uint64, error) {
-	var gens []uint64
-	err := x.retry(ctx, NotReadySnapshots, "list the generations", func(ctx context.Context) (err error) {
-		gens, err = x.cfg.Log.Generations(ctx, x.cfg.Worker.Model)
-		return err
-	})
-	if err != nil || len(gens) == 0 {
-		return 0, err
-	}
-	return gens[len(gens)-1], nil
+func (o *overtaken) Error() string {
+	return fmt.Sprintf("overtaken by generation %d", o.by.Generation)
 }
 
-// jump continues from the newest generation, which the other workers
-// wrote while this one waited.
-func (x *Epochs) jump(ctx context.Context) error {
-	newest, err := x.newestGeneration(ctx)
+// overtakenOr is the barrier's error: err, or being overtaken by by.
+func overtakenOr(by *snapshot.Snapshot, err error) error {
 	if err != nil {
 		return err
 	}
-	var snap *snapshot.Snapshot
-	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read generation %d", newest), func(ctx context.Context) (err error) {
-		snap, err = x.cfg.Log.Load(ctx, x.cfg.Worker.Model, newest)
+	return &overtaken{by: by}
+}
+
+// overtaking returns the newest generation at or beyond epoch e that
+// reads, nil if there is none. A generation there that does not read is
+// no overtaking: it is a damaged one the epochs are rebuilding (section
+// 3.9 of docs/scale-out.md).
+func (x *Epochs) overtaking(ctx context.Context, e uint64) (*snapshot.Snapshot, error) {
+	model := x.cfg.Worker.Model
+	var gens []uint64
+	err := x.retry(ctx, NotReadySnapshots, "list the generations", func(ctx context.Context) (err error) {
+		gens, err = x.cfg.Log.Generations(ctx, model)
 		return err
 	})
 	if err != nil {
-		return fatal(err)
+		return nil, fatal(err)
 	}
+	for _, g := range slices.Backward(gens) {
+		if g < e {
+			break
+		}
+		var snap *snapshot.Snapshot
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read generation %d", g), func(ctx context.Context) (err error) {
+			snap, err = x.cfg.Log.Load(ctx, model, g)
+			return err
+		})
+		switch {
+		case err == nil:
+			return snap, nil
+		case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrNotFound):
+		default:
+			return nil, fatal(err)
+		}
+	}
+	return nil, nil
+}
+
+// jump continues from snap, a newer generation the other workers wrote
+// while this one waited.
+func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	m, e, prev, positions, err := Continue(snap, x.model.Config(), x.cfg.ConfigDigest)
 	if err != nil {
 		return err
 	}
-	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", newest), zap.Uint64("epoch", x.epoch))
+	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
 	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
 	x.setModel(m)
 	x.mixed.Store(e - 1)
@@ -1210,7 +1237,9 @@ func (r *mixReport) flush(log *zap.Logger) {
 func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	labeled := x.model.Metrics().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
-	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue()
+	// A damaged generation the epochs rebuild is written again whether
+	// or not one is due (docs/scale-out.md, section 3.9).
+	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || b.Epoch <= x.cfg.Damaged
 	if !due {
 		return nil
 	}

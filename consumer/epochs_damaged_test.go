@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -159,5 +161,68 @@ func TestEpochsSnapshotEveryCutsEpochs(t *testing.T) {
 			t.Fatalf("generation %d holds %d labeled examples, the one before %d: want the next multiple of %d, within %d (%v)", gens[i], l, prev, every, least, labeled)
 		}
 		prev = l
+	}
+}
+
+// TestEpochsRebuildWithTwoWorkers: two workers, each owning half the
+// shards, rebuild two damaged generations from the log, the second
+// starting once the first has waited at its barrier for seconds. A
+// damaged generation at or beyond the epoch a worker waits for is no
+// overtaking: the first waits for the second's results, as at any
+// barrier, and both end with the model of the run that wrote the
+// generations, which read again.
+func TestEpochsRebuildWithTwoWorkers(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	want := runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "w"), store)
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) < 3 {
+		t.Fatalf("generations %v (%v): want three at least", gens, err)
+	}
+	damaged := gens[len(gens)-2:]
+	for _, g := range damaged {
+		damage(t, bucket, g)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var workers []*consumer.Epochs
+		var stopped []<-chan error
+		for i, writer := range []string{"a", "b"} {
+			if i > 0 {
+				// The first waits for the second's shards, long enough
+				// to look for a generation that overtook it.
+				time.Sleep(10 * time.Second)
+				synctest.Wait()
+			}
+			cfg := epochConfig(data, store, memory.NewSink(), writer)
+			cfg.Damaged = damaged[1]
+			var owned []string
+			for p := 3 * i; p < 3*i+3; p++ {
+				owned = append(owned, data.Key(p))
+			}
+			cfg.Owned = func() []string { return owned }
+			x, done := startEpochs(t, ctx, cfg, store)
+			workers, stopped = append(workers, x), append(stopped, done)
+		}
+		last := damaged[1]
+		for i, x := range workers {
+			waitFor(t, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
+		}
+		cancel()
+		for i, x := range workers {
+			if err := <-stopped[i]; err != nil {
+				t.Fatalf("worker %d: %v", i, err)
+			}
+			if got := x.Model().State().Digest(); got != want {
+				t.Fatalf("worker %d rebuilt %x, the run that wrote the generations %x", i, got, want)
+			}
+		}
+	})
+	for _, g := range damaged {
+		if _, err := store.Load(context.Background(), "mixed", g); err != nil {
+			t.Errorf("generation %d was not written again: %v", g, err)
+		}
 	}
 }

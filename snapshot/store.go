@@ -270,23 +270,18 @@ func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string,
 // second read finds the same bytes: then the object is damaged at rest,
 // not one being written, and since the mixed model of an epoch is a
 // function of the epoch log, whoever wrote it meant own's content
-// (docs/scale-out.md, section 3.9). A racing writer of the same epoch
-// writes the same content, so a create that finds the key taken again
-// compares as any other. Otherwise, it is an error to retry.
+// (docs/scale-out.md, section 3.9). It overwrites the key in one write,
+// which every store makes atomic, so that the key never stands empty: a
+// racing writer of the same epoch writes the same content, and the
+// later write is as good as the earlier. Otherwise, it is an error to
+// retry.
 func (s *Store) replaceDamaged(ctx context.Context, key string, damaged, own []byte, cause error) error {
 	again, err := s.bucket.ReadAll(ctx, key)
 	if err != nil || !bytes.Equal(again, damaged) {
 		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, cause)
 	}
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("snapshot %s is damaged (%v), and deleting it to write it again failed: %w", key, cause, err)
-	}
-	err = s.create(ctx, key, own)
-	if errors.Is(err, ErrExists) {
-		return fmt.Errorf("snapshot %s was damaged (%v), and another worker wrote it again first: %w", key, cause, err)
-	}
-	if err != nil {
-		return fmt.Errorf("snapshot %s was damaged (%v), and writing it again failed: %w", key, cause, err)
+	if err := s.bucket.WriteAll(ctx, key, own, nil); err != nil {
+		return fmt.Errorf("snapshot %s is damaged (%v), and writing it again failed: %w", key, cause, err)
 	}
 	return nil
 }

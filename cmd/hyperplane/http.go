@@ -43,13 +43,16 @@ type lagReporter interface{ Lag() map[string]int64 }
 // lagEvery is how often reportLag asks the source.
 const lagEvery = 5 * time.Second
 
-// reportLag copies the source's lag into metrics until ctx is done.
+// reportLag copies the source's lag into metrics until ctx is done, and
+// then removes it.
 func reportLag(ctx context.Context, lr lagReporter, metrics *consumer.Metrics) {
 	t := time.NewTicker(lagEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			// A lag no longer reported is no lag to alert on.
+			metrics.Lag.Reset()
 			return
 		case <-t.C:
 			metrics.SetLag(lr.Lag())

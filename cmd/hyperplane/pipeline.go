@@ -53,6 +53,9 @@ type pipeline struct {
 	shardCount int
 	memStore   *snapshot.Store
 	group      *kafkaio.Group
+	// lag is closed when the lag reporter of the source of one stream
+	// has stopped; nil when none runs.
+	lag chan struct{}
 }
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
@@ -161,7 +164,13 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 			}
 			p.source = src
 			if lr, ok := src.(lagReporter); ok {
-				go reportLag(ctx, lr, metrics)
+				// It stops with the worker (ctx), and the pipeline waits
+				// for it before the source closes.
+				p.lag = make(chan struct{})
+				go func() {
+					defer close(p.lag)
+					reportLag(ctx, lr, metrics)
+				}()
 			}
 			return p.worker(src, metrics, log), nil
 		},
@@ -196,6 +205,7 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 // generation, which it wrote last, or without a store its model, as
 // epoch 0 at its positions.
 func (p *pipeline) resumeAfter(ctx context.Context, cfg config.Config, after *consumer.Worker, log *zap.Logger) error {
+	p.waitLag()
 	if p.source != nil {
 		p.source.Close() //nolint:errcheck // its worker has stopped
 		p.source = nil
@@ -205,14 +215,7 @@ func (p *pipeline) resumeAfter(ctx context.Context, cfg config.Config, after *co
 			Snapshot: &snapshot.Snapshot{Model: cfg.Model.Name, Positions: after.Positions(), State: after.Model().State()}}
 		return nil
 	}
-	r, err := snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-		Writer: cfg.SnapshotWriter(), Keep: cfg.Snapshot.Keep, Start: cfg.Source.Start, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-	p.resumed = r
-	return nil
+	return p.reresume(ctx, cfg, log)
 }
 
 // worker is a worker over p that reads src: p's source, or one wrapped
@@ -221,7 +224,17 @@ func (p *pipeline) worker(src consumer.Source, metrics *consumer.Metrics, log *z
 	return consumer.NewWorker(p.config, src, p.resumed.Model, p.resumed.Positions, metrics, log)
 }
 
+// waitLag waits for the lag reporter of the source of one stream, which
+// ends with its worker, if one runs.
+func (p *pipeline) waitLag() {
+	if p.lag != nil {
+		<-p.lag
+		p.lag = nil
+	}
+}
+
 func (p *pipeline) close() {
+	p.waitLag()
 	if p.group != nil {
 		p.group.Close() //nolint:errcheck // leaving the group is best effort
 	}
@@ -262,13 +275,26 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
 		p.memStore = store
 	}
-	damaged, err := damagedAbove(ctx, store, cfg.Model.Name, p.resumed.Generation)
-	if err != nil {
-		return nil, err
+	var damaged uint64
+	for tries := 0; ; tries++ {
+		var newer bool
+		var err error
+		if damaged, newer, err = damagedAbove(ctx, store, cfg, p.resumed.Generation); err != nil {
+			return nil, err
+		}
+		if !newer || tries == 3 {
+			break
+		}
+		// Another worker wrote a generation since this one resumed (a new
+		// history's first, maybe): continue from it rather than cut
+		// boundaries under it.
+		if err := p.reresume(ctx, cfg, log); err != nil {
+			return nil, err
+		}
 	}
 	elog := epochlog.New(store)
 	snap := p.resumed.Snapshot
-	cfg, err = mixingOfLog(ctx, elog, cfg, snap, log)
+	cfg, err := mixingOfLog(ctx, elog, cfg, snap, log)
 	if err != nil {
 		return nil, err
 	}
@@ -358,39 +384,52 @@ func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, sna
 	return cfg, nil
 }
 
-// damagedAbove is the newest generation of model in store when every one
-// above gen, the generation resume continued (0: none), is damaged, and 0
-// when there is none above it. Epochs rebuild damaged generations or
-// begin a new history above them (docs/scale-out.md, section 3.9). A
-// generation above 0 that reads is one resume passed over
-// (snapshot.reset): a new model must not write its epochs into that
-// model's log. One whose first generation is not written yet is joined.
-func damagedAbove(ctx context.Context, store *snapshot.Store, model string, gen uint64) (uint64, error) {
+// damagedAbove is the newest generation of cfg's model in store when
+// every one above gen, the generation resume continued (0: none), is
+// damaged, and 0 when there is none above it: epochs rebuild damaged
+// generations or begin a new history above them (docs/scale-out.md,
+// section 3.9). newer reports a generation above gen that reads and fits
+// cfg: another worker wrote it since resume read the store, and the
+// model should be resumed again. One above 0 that reads but does not fit
+// is one resume passed over (snapshot.reset): a new model must not write
+// its epochs into that model's log. One whose first generation is not
+// written yet is joined.
+func damagedAbove(ctx context.Context, store *snapshot.Store, cfg config.Config, gen uint64) (damaged uint64, newer bool, err error) {
+	model := cfg.Model.Name
 	gens, err := store.Generations(ctx, model)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var damaged uint64
 	for _, g := range gens {
 		if g <= gen {
 			continue
 		}
-		_, err := store.Load(ctx, model, g)
+		snap, err := store.Load(ctx, model, g)
 		switch {
 		case errors.Is(err, snapshot.ErrCorrupt):
 			damaged = g
 		case errors.Is(err, snapshot.ErrNotFound):
 		case err != nil:
-			return 0, err
-		case gen == 0:
-			return 0, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
+			return 0, false, err
+		case gen == 0 && snap.Compatible(cfg.Model.Learner) != nil:
+			return 0, false, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
 		default:
-			// Written since resume read the store: the epochs catch up
-			// with it.
-			return 0, nil
+			return 0, true, nil
 		}
 	}
-	return damaged, nil
+	return damaged, false, nil
+}
+
+// reresume resumes the model again from the store's newest generation.
+func (p *pipeline) reresume(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	r, err := snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
+		Writer: cfg.SnapshotWriter(), Keep: cfg.Snapshot.Keep, Start: cfg.Source.Start, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	p.resumed = r
+	return nil
 }
 
 // ownership says which shards this worker learns: those the Kafka

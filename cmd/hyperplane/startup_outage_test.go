@@ -15,7 +15,8 @@ import (
 // TestEpochsStartDuringAStoreOutage: a worker of a topic of several
 // partitions that starts while the store refuses writes waits for it at
 // its start-up probe of create-if-absent, saying why, instead of exiting;
-// once the store takes writes again it learns the topic to its end.
+// stopped then, it stops cleanly; once the store takes writes again it
+// learns the topic to its end.
 func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 	dir := t.TempDir()
 	const parts, n = 2, 600
@@ -25,22 +26,34 @@ func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 	produce(t, c, "outage", parts, lines)
 	srv, heal := s3test.StartRefusingWrites(t)
 	storeURL := srv.URL(t)
-	w := startRun(t, []string{"run", "--model.name", "m",
-		"--source.kind", "kafka", "--source.topics", "outage", "--source.group", "outage",
-		"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
-		"--snapshot.url", storeURL, "--snapshot.interval", "100ms", "--snapshot.writer", "w"})
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying") {
-		select {
-		case <-w.done:
-			t.Fatalf("run stopped during the outage: %v\n%s", w.err, w.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no retried probe in a minute:\n%s", w.log())
-		}
-		time.Sleep(20 * time.Millisecond)
+	args := func(writer string) []string {
+		return []string{"run", "--model.name", "m",
+			"--source.kind", "kafka", "--source.topics", "outage", "--source.group", "outage",
+			"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+			"--snapshot.url", storeURL, "--snapshot.interval", "100ms", "--snapshot.writer", writer}
 	}
+	waitProbe := func(w *runner) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying") {
+			select {
+			case <-w.done:
+				t.Fatalf("run stopped during the outage: %v\n%s", w.err, w.log())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no retried probe in a minute:\n%s", w.log())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A worker stopped while it waits stops cleanly.
+	quit := startRun(t, args("quit"))
+	waitProbe(quit)
+	quit.stop(t)
+
+	w := startRun(t, args("w"))
+	waitProbe(w)
 	heal()
 	store, err := snapshot.OpenStore(context.Background(), storeURL)
 	if err != nil {
