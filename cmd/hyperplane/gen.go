@@ -33,6 +33,8 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&o.Unlabeled, "unlabeled", o.Unlabeled, "probability that an example has no label")
 	fs.IntVar(&o.Classes, "classes", o.Classes, "0 for binary labels 1/-1, or the number of classes (labels 0..N-1)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the stream, its hidden hyperplane and its examples: the same flags give the same stream; another seed is another hyperplane (for new examples of this one, -start)")
+	fs.Uint64Var(&o.DriftAt, "drift-at", 0, "index of the example (from 0) where the concept changes: from there on labels follow another hidden hyperplane, the examples are drawn as without drift; 0: no change")
+	fs.Uint64Var(&o.DriftWidth, "drift-width", 0, "with -drift-at: make the change gradual, over about this many examples around -drift-at (as MOA's concept drift stream); 0: abrupt")
 	fs.IntVar(&start, "start", 0, "index of the first example: examples 0 to `N`-1 of the stream are left out, so that -start N goes on where -examples N ended, with the same hidden hyperplane")
 	fs.StringVar(&format, "format", "jsonl", "output format: jsonl or msgpack")
 	fs.TextVar(&to, "to", to, "publish to a `destination`, kafka:<topic>, jetstream:<subject> or nats:<subject>, instead of writing to standard output; a * token in the subject is each example's key (see below)")
@@ -125,7 +127,8 @@ const genIDsHelp = `
 Message ids (with -to):
   Every published example carries an id, gen-<stream>-<index>: <stream> is a
   hash of the options that make the stream (-features, -vocab, -noise,
-  -unlabeled, -classes, -seed and -format; not -examples or -start) and
+  -unlabeled, -classes, -seed, -drift-at, -drift-width and -format; not
+  -examples or -start) and
   <index> is the example's place in the stream, from 0. The id is the Kafka
   record key and the JetStream Nats-Msg-Id header.
   Running gen again with the same options sends the same ids, and JetStream
@@ -225,8 +228,19 @@ const genAttempts = 8
 // streamID names a generated stream: the same options and format give the
 // same stream, so gen-<id>-<index> identifies an example across runs.
 func streamID(o synth.Options, format string) string {
+	// The options of a stream without drift are hashed as they were
+	// before drift existed, so that its ids do not change.
+	stream := struct {
+		Features, Vocab  int
+		Noise, Unlabeled float64
+		Classes          int
+		Seed             uint64
+	}{o.Features, o.Vocab, o.Noise, o.Unlabeled, o.Classes, o.Seed}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v %s", o, format)
+	fmt.Fprintf(h, "%+v %s", stream, format)
+	if o.DriftAt > 0 {
+		fmt.Fprintf(h, " drift %d %d", o.DriftAt, o.DriftWidth)
+	}
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,27 @@ func TestGenStartGoesOn(t *testing.T) {
 	}
 	if strings.Contains(help, "change -seed") {
 		t.Errorf("gen -h still says to change -seed for new examples:\n%s", help)
+	}
+}
+
+// TestStreamIDWithoutDrift: a stream without drift keeps the id it had
+// before -drift-at existed (the options printed as they were), so that a
+// stream published again is deduplicated as before; a drifting one has
+// another.
+func TestStreamIDWithoutDrift(t *testing.T) {
+	o := synth.DefaultOptions()
+	h := fnv.New64a()
+	fmt.Fprint(h, "{Features:40 Vocab:10000 Noise:0.05 Unlabeled:0 Classes:0 Seed:0} jsonl")
+	if got, want := streamID(o, "jsonl"), fmt.Sprintf("%016x", h.Sum64()); got != want {
+		t.Errorf("the default stream's id is %s, it was %s", got, want)
+	}
+	d := o
+	d.DriftAt = 100
+	if streamID(d, "jsonl") == streamID(o, "jsonl") {
+		t.Error("a drifting stream has the id of the stream without drift")
+	}
+	d.DriftWidth = 10
+	if a, b := streamID(d, "jsonl"), func() string { d.DriftWidth = 0; return streamID(d, "jsonl") }(); a == b {
+		t.Error("a gradual drift has the id of an abrupt one")
 	}
 }

@@ -25,6 +25,15 @@ type Options struct {
 	// classes of a multiclass one (labels 0 .. Classes-1).
 	Classes int
 	Seed    uint64
+	// DriftAt, when more than 0, is the index of the example (from 0) at
+	// which the concept changes: from there on labels follow a second
+	// hidden hyperplane, independent of the first, while the examples
+	// themselves are drawn as without drift. DriftWidth makes the change
+	// gradual: example i follows the new concept with probability
+	// 1/(1+e^(-4(i-DriftAt)/DriftWidth)), as MOA's concept drift stream
+	// does; 0 is an abrupt change.
+	DriftAt    uint64
+	DriftWidth uint64
 }
 
 // DefaultOptions are 40 features from 10,000 names with 5% label noise.
@@ -45,6 +54,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("unlabeled: must be a probability in [0, 1], got %v", o.Unlabeled)
 	case o.Classes < 0 || o.Classes == 1 || o.Classes > 1000:
 		return fmt.Errorf("classes: must be 0 or 2 (binary) or 3 to 1000, got %d", o.Classes)
+	case o.DriftWidth > 0 && o.DriftAt == 0:
+		return fmt.Errorf("drift-width: a gradual change needs drift-at, the example where it is halfway")
 	}
 	return nil
 }
@@ -66,6 +77,12 @@ type Stream struct {
 	opt     Options
 	rng     *rand.Rand
 	hidden  []float64 // Vocab × outputs
+	// after is the hidden hyperplane from DriftAt on, and drift draws
+	// which concept an example of a gradual change follows: both apart
+	// from rng, so that the examples are those of the stream without
+	// drift.
+	after   []float64
+	drift   *rand.Rand
 	outputs int
 	seq     uint64
 	seen    map[int]bool
@@ -84,7 +101,7 @@ func New(o Options) *Stream {
 	for i := range hidden {
 		hidden[i] = r.NormFloat64()
 	}
-	return &Stream{
+	s := &Stream{
 		opt:     o,
 		rng:     r,
 		hidden:  hidden,
@@ -92,6 +109,29 @@ func New(o Options) *Stream {
 		seen:    make(map[int]bool, o.Features),
 		scores:  make([]float64, outputs),
 	}
+	if o.DriftAt > 0 {
+		d := rand.New(rand.NewPCG(o.Seed, 0xd1b54a32d192ed03))
+		s.after = make([]float64, len(hidden))
+		for i := range s.after {
+			s.after[i] = d.NormFloat64()
+		}
+		s.drift = d
+	}
+	return s
+}
+
+// drifted reports whether the example of index i (from 0) follows the
+// concept after the drift.
+func (s *Stream) drifted(i uint64) bool {
+	o := s.opt
+	switch {
+	case o.DriftAt == 0:
+		return false
+	case o.DriftWidth == 0:
+		return i >= o.DriftAt
+	}
+	p := 1 / (1 + math.Exp(-4*(float64(i)-float64(o.DriftAt))/float64(o.DriftWidth)))
+	return s.drift.Float64() < p
 }
 
 // Next returns the next record. It is valid until the following call.
@@ -103,6 +143,10 @@ func (s *Stream) Next() *Record {
 	rec.Names, rec.Values = rec.Names[:0], rec.Values[:0]
 	clear(s.seen)
 	clear(s.scores)
+	hidden, scores := s.hidden, s.scores
+	if s.drifted(s.seq - 1) {
+		hidden = s.after
+	}
 	for len(rec.Names) < o.Features {
 		n := r.IntN(o.Vocab)
 		if s.seen[n] {
@@ -113,14 +157,14 @@ func (s *Stream) Next() *Record {
 		rec.Names = append(rec.Names, n)
 		rec.Values = append(rec.Values, v)
 		for c := range s.outputs {
-			s.scores[c] += s.hidden[n*s.outputs+c] * v
+			scores[c] += hidden[n*s.outputs+c] * v
 		}
 	}
 	rec.Labeled = r.Float64() >= o.Unlabeled
 	noisy := r.Float64() < o.Noise
 	if s.outputs == 1 {
 		rec.Label = 1
-		if s.scores[0] < 0 {
+		if scores[0] < 0 {
 			rec.Label = -1
 		}
 		if noisy {
@@ -129,8 +173,8 @@ func (s *Stream) Next() *Record {
 		return rec
 	}
 	best := 0
-	for c, v := range s.scores {
-		if v > s.scores[best] {
+	for c, v := range scores {
+		if v > scores[best] {
 			best = c
 		}
 	}

@@ -100,3 +100,45 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDrift: a stream that drifts draws the examples of the stream that
+// does not, and labels them by its first hidden hyperplane before the
+// change and by an independent one after it (about half the labels
+// agree, as with any two random hyperplanes); a gradual change moves from
+// one to the other around DriftAt.
+func TestDrift(t *testing.T) {
+	const n, at = 6000, 3000
+	o := synth.DefaultOptions()
+	o.Seed, o.Noise, o.Classes = 4, 0, 0
+	agreement := func(d synth.Options, from, to int) float64 {
+		plain, drifting := synth.New(o), synth.New(d)
+		same := 0
+		for i := range to {
+			a, b := plain.Next(), drifting.Next()
+			if !reflect.DeepEqual(a.Names, b.Names) || !reflect.DeepEqual(a.Values, b.Values) || a.Labeled != b.Labeled {
+				t.Fatalf("example %d: the drifting stream drew other features", i)
+			}
+			if i >= from && a.Label == b.Label {
+				same++
+			}
+		}
+		return float64(same) / float64(to-from)
+	}
+	abrupt := o
+	abrupt.DriftAt = at
+	if got := agreement(abrupt, 0, at); got != 1 {
+		t.Errorf("before an abrupt change %.3f of the labels agree, want all", got)
+	}
+	if got := agreement(abrupt, at, n); got < 0.35 || got > 0.65 {
+		t.Errorf("after an abrupt change %.3f of the labels agree, want about half", got)
+	}
+	gradual := o
+	gradual.DriftAt, gradual.DriftWidth = at, 1000
+	early, late := agreement(gradual, 0, at-1000), agreement(gradual, at+1000, n)
+	if early < 0.97 || late < 0.35 || late > 0.65 {
+		t.Errorf("a gradual change: %.3f of the labels agree well before it, %.3f well after; want nearly all, then about half", early, late)
+	}
+	if mid := agreement(gradual, at-200, at+200); mid <= late || mid >= early {
+		t.Errorf("a gradual change: %.3f of the labels agree around it, want between %.3f and %.3f", mid, late, early)
+	}
+}
