@@ -109,16 +109,21 @@ func (r *invalidReporter) summary() {
 func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := learner.DefaultConfig()
 	var in inputFlags
-	var passes int
-	var out, name string
+	var passes, curveWindow int
+	var out, name, curvePath string
 	fs := newFlagSet("train", "-input PATH [flags]", e)
 	in.bind(fs)
 	learnerFlags(fs, &cfg)
 	fs.IntVar(&passes, "passes", 1, "passes over the input (more than one needs a file)")
 	fs.StringVar(&out, "out", "", "write the model to this `file`")
 	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
+	fs.StringVar(&curvePath, "curve", "", "write the learning curve of the first pass to this `file`: the prequential accuracy over each window of labeled examples and over the stream so far, as CSV, or as an SVG chart when the file ends in .svg")
+	fs.IntVar(&curveWindow, "curve-window", defaultCurveWindow, "labeled examples in a window of -curve")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
+	}
+	if curveWindow < 1 {
+		return usagef("-curve-window: must be at least 1, got %d", curveWindow)
 	}
 	ropts, err := in.check()
 	if err != nil {
@@ -142,14 +147,28 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var total uint64
 	var first learner.Metrics
+	var lc *curve
+	if curvePath != "" {
+		lc = newCurve(uint64(curveWindow))
+	}
 	for pass := 1; pass <= passes; pass++ {
-		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, pass, passes)
+		c := lc
+		if pass > 1 {
+			c = nil // only the first pass predicts before it learns
+		}
+		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, c, pass, passes)
 		total += n
 		if err != nil {
 			return err
 		}
 		if pass == 1 {
 			first = model.Metrics()
+		}
+	}
+	if lc != nil {
+		lc.end(first)
+		if err := lc.write(curvePath); err != nil {
+			return err
 		}
 	}
 	secs := time.Since(start).Seconds()
@@ -208,7 +227,7 @@ func nothingLearned(input, out string, res trainResult) error {
 	return errors.New(msg)
 }
 
-func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, pass, passes int) (uint64, error) {
+func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, lc *curve, pass, passes int) (uint64, error) {
 	f, size, err := in.open(e)
 	if err != nil {
 		return 0, err
@@ -231,6 +250,9 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptio
 			return nil
 		}
 		model.Learn(rec.Example)
+		if lc != nil {
+			lc.learned(rec.Example, model)
+		}
 		n++
 		bar.update(n, status)
 		return nil

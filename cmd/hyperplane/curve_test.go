@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTrainCurve: -curve writes the first pass's learning curve as CSV: a
+// point per window of labeled examples (the last one partial), the
+// window's prequential accuracy and the stream's, whose last value is the
+// accuracy train reports; over a stream whose concept changes, the
+// window after the change scores below the one before it. A file ending
+// in .svg gets a chart of the same curve.
+func TestTrainCurve(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "ex.jsonl", "-examples", "9000", "-seed", "6", "-unlabeled", "0.1", "-drift-at", "6000")
+	path := filepath.Join(dir, "curve.csv")
+	out := mustRun(t, "", "train", "-input", data, "-curve", path, "-curve-window", "1000", "-passes", "2")
+	var res trainResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rows[0], ","); got != "examples,labeled,window_accuracy,accuracy" {
+		t.Fatalf("header %q", got)
+	}
+	rows = rows[1:]
+	if want := int((res.Labeled + 999) / 1000); len(rows) != want {
+		t.Fatalf("%d points for %d labeled examples in windows of 1000, want %d (the first pass only)", len(rows), res.Labeled, want)
+	}
+	num := func(r []string, i int) float64 {
+		v, err := strconv.ParseFloat(r[i], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var drift int
+	for i, r := range rows {
+		if labeled := num(r, 1); i < len(rows)-1 && labeled != float64(1000*(i+1)) {
+			t.Fatalf("point %d at %v labeled examples, want %d", i, labeled, 1000*(i+1))
+		}
+		if w := num(r, 2); w < 0 || w > 1 {
+			t.Fatalf("point %d: window accuracy %v", i, w)
+		}
+		if drift == 0 && num(r, 0) > 6000 {
+			drift = i
+		}
+	}
+	last := rows[len(rows)-1]
+	if got := num(last, 3); strconv.FormatFloat(got, 'f', 6, 64) != strconv.FormatFloat(res.Accuracy, 'f', 6, 64) {
+		t.Errorf("the curve ends at accuracy %v, train reports %v", got, res.Accuracy)
+	}
+	if before, after := num(rows[drift-1], 2), num(rows[drift], 2); after >= before {
+		t.Errorf("the window after the change scores %v, the one before %v: want lower", after, before)
+	}
+
+	svg := filepath.Join(dir, "curve.svg")
+	mustRun(t, "", "train", "-input", data, "-curve", svg, "-curve-window", "1000")
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.HasPrefix(s, "<?xml") || !strings.Contains(s, "<svg") || !strings.Contains(s, "Prequential accuracy") {
+		t.Errorf("%s is not an SVG chart of the curve: %.200s", svg, s)
+	}
+	if _, _, err := runCmd(t, "", "train", "-input", data, "-curve", svg, "-curve-window", "0"); err == nil || !strings.Contains(err.Error(), "-curve-window") {
+		t.Errorf("-curve-window 0: %v, want an error naming it", err)
+	}
+}
