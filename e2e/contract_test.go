@@ -173,7 +173,7 @@ func contractReference(t *testing.T, srv s3test.Server, topo contractTopology) [
 	want := m.Metrics()
 	var body string
 	ok := false
-	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(contractWait); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		body = metricsBody(p)
 		v, vok := sample(body, "hyperplane_model_version")
 		a, aok := sample(body, "hyperplane_rolling_accuracy")
