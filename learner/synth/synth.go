@@ -74,9 +74,9 @@ type Record struct {
 
 // Stream generates records. It is not safe for concurrent use.
 type Stream struct {
-	opt     Options
-	rng     *rand.Rand
-	hidden  []float64 // Vocab × outputs
+	opt    Options
+	rng    *rand.Rand
+	hidden []float64 // Vocab × outputs
 	// after is the hidden hyperplane from DriftAt on, and drift draws
 	// which concept an example of a gradual change follows: both apart
 	// from rng, so that the examples are those of the stream without
