@@ -13,12 +13,14 @@ import (
 // TestTrainCurve: -curve writes the first pass's learning curve as CSV: a
 // point per window of labeled examples (the last one partial), the
 // window's prequential accuracy and the stream's, whose last value is the
-// accuracy train reports; over a stream whose concept changes, the
-// window after the change scores below the one before it. A file ending
-// in .svg gets a chart of the same curve.
+// accuracy train reports, and the changes of concept found in the window.
+// Over a stream whose concept changes at example 20,000, the window after
+// the change scores below the one before it, and the detector finds one
+// change, within 5,000 examples of it, which train's summary lists too.
+// A file ending in .svg gets a chart of the same curve.
 func TestTrainCurve(t *testing.T) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "ex.jsonl", "-examples", "9000", "-seed", "6", "-unlabeled", "0.1", "-drift-at", "6000")
+	data := genFile(t, dir, "ex.jsonl", "-examples", "30000", "-seed", "6", "-unlabeled", "0.1", "-drift-at", "20000")
 	path := filepath.Join(dir, "curve.csv")
 	out := mustRun(t, "", "train", "-input", data, "-curve", path, "-curve-window", "1000", "-passes", "2")
 	var res trainResult
@@ -34,7 +36,7 @@ func TestTrainCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(rows[0], ","); got != "examples,labeled,window_accuracy,accuracy" {
+	if got := strings.Join(rows[0], ","); got != "examples,labeled,window_accuracy,accuracy,drifts" {
 		t.Fatalf("header %q", got)
 	}
 	rows = rows[1:]
@@ -48,7 +50,7 @@ func TestTrainCurve(t *testing.T) {
 		}
 		return v
 	}
-	var drift int
+	var drift, found int
 	for i, r := range rows {
 		if labeled := num(r, 1); i < len(rows)-1 && labeled != float64(1000*(i+1)) {
 			t.Fatalf("point %d at %v labeled examples, want %d", i, labeled, 1000*(i+1))
@@ -56,9 +58,13 @@ func TestTrainCurve(t *testing.T) {
 		if w := num(r, 2); w < 0 || w > 1 {
 			t.Fatalf("point %d: window accuracy %v", i, w)
 		}
-		if drift == 0 && num(r, 0) > 6000 {
+		if drift == 0 && num(r, 0) > 20000 {
 			drift = i
 		}
+		found += int(num(r, 4))
+	}
+	if len(res.Drifts) != 1 || res.Drifts[0] < 20000 || res.Drifts[0] > 25000 || found != 1 {
+		t.Errorf("changes found at %v (%d on the curve), want one within 5,000 examples after 20,000", res.Drifts, found)
 	}
 	last := rows[len(rows)-1]
 	if got := num(last, 3); strconv.FormatFloat(got, 'f', 6, 64) != strconv.FormatFloat(res.Accuracy, 'f', 6, 64) {

@@ -31,6 +31,9 @@ type trainResult struct {
 	Updates           uint64  `json:"updates"`
 	Seconds           float64 `json:"seconds"`
 	ExamplesPerSecond float64 `json:"examples_per_second"`
+	// Drifts are the examples (counted from 0) of the first pass at which
+	// the detector found a change of concept.
+	Drifts []uint64 `json:"drifts"`
 }
 
 // inputFlags are the flags of commands that read examples.
@@ -111,6 +114,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var in inputFlags
 	var passes, curveWindow int
 	var out, name, curvePath string
+	detect := learner.DefaultPageHinkley()
 	fs := newFlagSet("train", "-input PATH [flags]", e)
 	in.bind(fs)
 	learnerFlags(fs, &cfg)
@@ -119,11 +123,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
 	fs.StringVar(&curvePath, "curve", "", "write the learning curve of the first pass to this `file`: the prequential accuracy over each window of labeled examples and over the stream so far, as CSV, or as an SVG chart when the file ends in .svg")
 	fs.IntVar(&curveWindow, "curve-window", defaultCurveWindow, "labeled examples in a window of -curve")
+	fs.Float64Var(&detect.Threshold, "drift-threshold", detect.Threshold, "evidence of a rise of the error rate that reports a change of concept (Page-Hinkley's lambda); 0: no detection")
+	fs.Float64Var(&detect.Delta, "drift-delta", detect.Delta, "rise of the error rate the change detector ignores")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
 	if curveWindow < 1 {
 		return usagef("-curve-window: must be at least 1, got %d", curveWindow)
+	}
+	if !(detect.Threshold >= 0) || !(detect.Delta >= 0) {
+		return usagef("-drift-threshold and -drift-delta: must be 0 or more, got %v and %v", detect.Threshold, detect.Delta)
 	}
 	ropts, err := in.check()
 	if err != nil {
@@ -147,16 +156,19 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var total uint64
 	var first learner.Metrics
-	var lc *curve
+	measured := &firstPass{}
+	if detect.Threshold > 0 {
+		measured.detect = &detect
+	}
 	if curvePath != "" {
-		lc = newCurve(uint64(curveWindow))
+		measured.curve = newCurve(uint64(curveWindow))
 	}
 	for pass := 1; pass <= passes; pass++ {
-		c := lc
+		fp := measured
 		if pass > 1 {
-			c = nil // only the first pass predicts before it learns
+			fp = nil // only the first pass predicts before it learns
 		}
-		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, c, pass, passes)
+		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, fp, pass, passes)
 		total += n
 		if err != nil {
 			return err
@@ -165,7 +177,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			first = model.Metrics()
 		}
 	}
-	if lc != nil {
+	if lc := measured.curve; lc != nil {
 		lc.end(first)
 		if err := lc.write(curvePath); err != nil {
 			return err
@@ -190,6 +202,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Updates:           model.Metrics().Updates,
 		Seconds:           secs,
 		ExamplesPerSecond: float64(total) / secs,
+		Drifts:            measured.drifts,
+	}
+	if res.Drifts == nil {
+		res.Drifts = []uint64{}
 	}
 	if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
 		return err
@@ -227,7 +243,34 @@ func nothingLearned(input, out string, res trainResult) error {
 	return errors.New(msg)
 }
 
-func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, lc *curve, pass, passes int) (uint64, error) {
+// firstPass is what train measures as it learns its first pass, the one
+// that predicts every example before learning it: the changes of concept
+// the detector finds, and the learning curve.
+type firstPass struct {
+	detect *learner.PageHinkley // nil: no detection
+	drifts []uint64
+	curve  *curve // nil: no -curve
+}
+
+// learned takes the outcome o of an example model just learned.
+func (f *firstPass) learned(o learner.Outcome, model *learner.Model) {
+	drift := false
+	if f.detect != nil && o.Labeled {
+		loss := 0.0
+		if !o.Correct {
+			loss = 1
+		}
+		if drift = f.detect.Add(loss); drift {
+			f.drifts = append(f.drifts, model.Metrics().Examples-1)
+		}
+	}
+	if f.curve != nil {
+		f.curve.learned(o, drift, model)
+	}
+}
+
+// trainPass learns the input once; fp, if not nil, measures it.
+func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, fp *firstPass, pass, passes int) (uint64, error) {
 	f, size, err := in.open(e)
 	if err != nil {
 		return 0, err
@@ -249,9 +292,9 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptio
 			}
 			return nil
 		}
-		model.Learn(rec.Example)
-		if lc != nil {
-			lc.learned(rec.Example, model)
+		o := model.Learn(rec.Example)
+		if fp != nil {
+			fp.learned(o, model)
 		}
 		n++
 		bar.update(n, status)

@@ -32,12 +32,12 @@ func TestTrainCountsInvalidAndFailsWhenNothingLearned(t *testing.T) {
 			}
 			modelPath := filepath.Join(t.TempDir(), "m.model")
 			out, stderr, err := runCmd(t, "", "train", "-input", in, "-out", modelPath)
-			var got map[string]float64
+			var got struct{ Examples, Invalid float64 }
 			if jerr := json.Unmarshal([]byte(out), &got); jerr != nil || strings.Count(out, "\n") != 1 {
 				t.Fatalf("want one JSON line, got %q (%v)\n%s", out, jerr, stderr)
 			}
-			if got["examples"] != c.examples || got["invalid"] != c.invalid {
-				t.Errorf("examples %v, invalid %v; want %v, %v: %s", got["examples"], got["invalid"], c.examples, c.invalid, out)
+			if got.Examples != c.examples || got.Invalid != c.invalid {
+				t.Errorf("examples %v, invalid %v; want %v, %v: %s", got.Examples, got.Invalid, c.examples, c.invalid, out)
 			}
 			_, statErr := os.Stat(modelPath)
 			if c.why == "" {
