@@ -270,6 +270,9 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 		default:
 			mixParameters(out, parts, pmu)
 		}
+		if out.Config.Batch > 1 {
+			out.PendingBias = make([]float64, out.Config.outputs())
+		}
 	}
 	if cfg.Algorithm == Averaged && len(parts) > 0 {
 		// The sums count every vector held, once (see Mix). With no
@@ -440,42 +443,58 @@ func (out *State) copyParameters(st *State) {
 	*out = *c
 }
 
+// column is f of every state of parts, in order.
+func column(parts []*State, f func(*State) []float64) [][]float64 {
+	vs := make([][]float64, len(parts))
+	for s, st := range parts {
+		vs[s] = f(st)
+	}
+	return vs
+}
+
+func weightsOf(st *State) []float64      { return st.Weights }
+func biasOf(st *State) []float64         { return st.Bias }
+func varianceOf(st *State) []float64     { return st.Variance }
+func varianceBiasOf(st *State) []float64 { return []float64{st.VarianceBias} }
+
+// effective is the effective weights and bias (State.Effective) of every
+// state of parts, in order.
+func effective(parts []*State) (ws, bs [][]float64) {
+	ws, bs = make([][]float64, len(parts)), make([][]float64, len(parts))
+	for s, st := range parts {
+		ws[s], bs[s] = st.Effective()
+	}
+	return ws, bs
+}
+
+// squaredNorm is the sum of the squares of the elements of vs, in order.
+func squaredNorm(vs ...[]float64) float64 {
+	var n2 float64
+	for _, v := range vs {
+		for _, x := range v {
+			n2 += float64(x * x)
+		}
+	}
+	return n2
+}
+
 // mixParameters sets out's parameters to the mix of two or more
 // participants parts with weights mu, as Mix documents; Averaged's sums
 // are left to averagedSums.
 func mixParameters(out *State, parts []*State, mu []float64) {
-	vecs := func(f func(*State) []float64) [][]float64 {
-		vs := make([][]float64, len(parts))
-		for s, st := range parts {
-			vs[s] = f(st)
-		}
-		return vs
-	}
 	switch out.Config.Algorithm {
 	case Pegasos:
-		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
-		for s, st := range parts {
-			ws[s], bs[s] = st.Effective()
-		}
+		ws, bs := effective(parts)
 		out.Weights = weightedMean(ws, mu)
 		out.Bias = weightedMean(bs, mu)
-		out.Scale = 1
-		for _, v := range out.Weights {
-			out.VNorm2 += float64(v * v)
-		}
-		for _, v := range out.Bias {
-			out.VNorm2 += float64(v * v)
-		}
+		out.Scale, out.VNorm2 = 1, squaredNorm(out.Weights, out.Bias)
 	case AROW:
-		out.Weights, out.Variance = precisionMean(vecs(func(st *State) []float64 { return st.Weights }), vecs(func(st *State) []float64 { return st.Variance }), mu)
-		b, vb := precisionMean(vecs(func(st *State) []float64 { return st.Bias }), vecs(func(st *State) []float64 { return []float64{st.VarianceBias} }), mu)
+		out.Weights, out.Variance = precisionMean(column(parts, weightsOf), column(parts, varianceOf), mu)
+		b, vb := precisionMean(column(parts, biasOf), column(parts, varianceBiasOf), mu)
 		out.Bias, out.VarianceBias = b, vb[0]
 	default:
-		out.Weights = weightedMean(vecs(func(st *State) []float64 { return st.Weights }), mu)
-		out.Bias = weightedMean(vecs(func(st *State) []float64 { return st.Bias }), mu)
-	}
-	if out.Config.Batch > 1 {
-		out.PendingBias = make([]float64, out.Config.outputs())
+		out.Weights = weightedMean(column(parts, weightsOf), mu)
+		out.Bias = weightedMean(column(parts, biasOf), mu)
 	}
 }
 
@@ -492,29 +511,13 @@ func mixDamped(out, base *State, parts []*State, mu []float64) {
 	for s, m := range mu {
 		a[s] = m / norm
 	}
-	vecs := func(f func(*State) []float64) [][]float64 {
-		vs := make([][]float64, len(parts))
-		for s, st := range parts {
-			vs[s] = f(st)
-		}
-		return vs
-	}
 	switch out.Config.Algorithm {
 	case Pegasos:
-		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
-		for s, st := range parts {
-			ws[s], bs[s] = st.Effective()
-		}
+		ws, bs := effective(parts)
 		w0, b0 := base.Effective()
 		out.Weights = dampedSum(w0, ws, a)
 		out.Bias = dampedSum(b0, bs, a)
-		var v2 float64
-		for _, v := range out.Weights {
-			v2 += float64(v * v)
-		}
-		for _, v := range out.Bias {
-			v2 += float64(v * v)
-		}
+		v2 := squaredNorm(out.Weights, out.Bias)
 		if v2 > 1/out.Config.Lambda {
 			f := math.Sqrt(1 / (out.Config.Lambda * v2))
 			v2 = 0
@@ -529,16 +532,13 @@ func mixDamped(out, base *State, parts []*State, mu []float64) {
 		}
 		out.Scale, out.VNorm2 = 1, v2
 	case AROW:
-		out.Weights = dampedSum(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), a)
-		out.Variance = precisionSum(base.Variance, vecs(func(st *State) []float64 { return st.Variance }))
-		out.Bias = dampedSum(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), a)
-		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, vecs(func(st *State) []float64 { return []float64{st.VarianceBias} }))[0]
+		out.Weights = dampedSum(base.Weights, column(parts, weightsOf), a)
+		out.Variance = precisionSum(base.Variance, column(parts, varianceOf))
+		out.Bias = dampedSum(base.Bias, column(parts, biasOf), a)
+		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, column(parts, varianceBiasOf))[0]
 	default:
-		out.Weights = dampedSum(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), a)
-		out.Bias = dampedSum(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), a)
-	}
-	if out.Config.Batch > 1 {
-		out.PendingBias = make([]float64, out.Config.outputs())
+		out.Weights = dampedSum(base.Weights, column(parts, weightsOf), a)
+		out.Bias = dampedSum(base.Bias, column(parts, biasOf), a)
 	}
 }
 
@@ -547,42 +547,23 @@ func mixDamped(out, base *State, parts []*State, mu []float64) {
 // that changed it from base, as MixWithRule documents; Averaged's sums
 // are left to averagedSums.
 func mixTouched(out, base *State, parts []*State, mu []float64) {
-	vecs := func(f func(*State) []float64) [][]float64 {
-		vs := make([][]float64, len(parts))
-		for s, st := range parts {
-			vs[s] = f(st)
-		}
-		return vs
-	}
 	switch out.Config.Algorithm {
 	case Pegasos:
-		ws, bs := make([][]float64, len(parts)), make([][]float64, len(parts))
-		for s, st := range parts {
-			ws[s], bs[s] = st.Effective()
-		}
+		ws, bs := effective(parts)
 		w0, b0 := base.Effective()
 		out.Weights = touchedMean(w0, ws, mu)
 		out.Bias = touchedMean(b0, bs, mu)
-		out.Scale = 1
-		for _, v := range out.Weights {
-			out.VNorm2 += float64(v * v)
-		}
-		for _, v := range out.Bias {
-			out.VNorm2 += float64(v * v)
-		}
+		out.Scale, out.VNorm2 = 1, squaredNorm(out.Weights, out.Bias)
 	case AROW:
-		vs := vecs(func(st *State) []float64 { return st.Variance })
-		out.Weights = touchedPrecisionMean(base.Weights, base.Variance, vecs(func(st *State) []float64 { return st.Weights }), vs, mu)
+		vs := column(parts, varianceOf)
+		out.Weights = touchedPrecisionMean(base.Weights, base.Variance, column(parts, weightsOf), vs, mu)
 		out.Variance = precisionSum(base.Variance, vs)
-		vb := vecs(func(st *State) []float64 { return []float64{st.VarianceBias} })
-		out.Bias = touchedPrecisionMean(base.Bias, []float64{base.VarianceBias}, vecs(func(st *State) []float64 { return st.Bias }), vb, mu)
+		vb := column(parts, varianceBiasOf)
+		out.Bias = touchedPrecisionMean(base.Bias, []float64{base.VarianceBias}, column(parts, biasOf), vb, mu)
 		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, vb)[0]
 	default:
-		out.Weights = touchedMean(base.Weights, vecs(func(st *State) []float64 { return st.Weights }), mu)
-		out.Bias = touchedMean(base.Bias, vecs(func(st *State) []float64 { return st.Bias }), mu)
-	}
-	if out.Config.Batch > 1 {
-		out.PendingBias = make([]float64, out.Config.outputs())
+		out.Weights = touchedMean(base.Weights, column(parts, weightsOf), mu)
+		out.Bias = touchedMean(base.Bias, column(parts, biasOf), mu)
 	}
 }
 

@@ -77,14 +77,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 			return nil, fmt.Errorf("snapshot.url: %w (a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket)", err)
 		}
 	}
-	p.resumed, err = snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-		Writer: cfg.SnapshotWriter(),
-		Keep:   cfg.Snapshot.Keep,
-		Reset:  cfg.Snapshot.Reset,
-		Start:  cfg.Source.Start,
-		Log:    log,
-	})
-	if err != nil {
+	if err := p.resume(ctx, cfg, log); err != nil {
 		return nil, err
 	}
 	switch {
@@ -215,7 +208,7 @@ func (p *pipeline) resumeAfter(ctx context.Context, cfg config.Config, after *co
 			Snapshot: &snapshot.Snapshot{Model: cfg.Model.Name, Positions: after.Positions(), State: after.Model().State()}}
 		return nil
 	}
-	return p.reresume(ctx, cfg, log)
+	return p.resume(ctx, cfg, log)
 }
 
 // worker is a worker over p that reads src: p's source, or one wrapped
@@ -288,7 +281,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 		// Another worker wrote a generation since this one resumed (a new
 		// history's first, maybe): continue from it rather than cut
 		// boundaries under it.
-		if err := p.reresume(ctx, cfg, log); err != nil {
+		if err := p.resume(ctx, cfg, log); err != nil {
 			return nil, err
 		}
 	}
@@ -420,16 +413,28 @@ func damagedAbove(ctx context.Context, store *snapshot.Store, cfg config.Config,
 	return damaged, false, nil
 }
 
-// reresume resumes the model again from the store's newest generation.
-func (p *pipeline) reresume(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	r, err := snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-		Writer: cfg.SnapshotWriter(), Keep: cfg.Snapshot.Keep, Start: cfg.Source.Start, Log: log,
-	})
+// resume resumes the model from the store's newest generation: at
+// start-up, and again when the model goes on from a generation another
+// worker, or this one's worker of one partition, wrote since.
+func (p *pipeline) resume(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	r, err := snapshot.Resume(ctx, p.store, cfg.Model.Name, cfg.Model.Learner, resumeOptions(cfg, log))
 	if err != nil {
 		return err
 	}
 	p.resumed = r
 	return nil
+}
+
+// resumeOptions are the options a model of cfg, or a chain of one of its
+// shards, is resumed with.
+func resumeOptions(cfg config.Config, log *zap.Logger) snapshot.ResumeOptions {
+	return snapshot.ResumeOptions{
+		Writer: cfg.SnapshotWriter(),
+		Keep:   cfg.Snapshot.Keep,
+		Reset:  cfg.Snapshot.Reset,
+		Start:  cfg.Source.Start,
+		Log:    log,
+	}
 }
 
 // ownership says which shards this worker learns: those the Kafka
@@ -468,7 +473,6 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (func() []strin
 // <model>/partition/<segment>/ in the store (docs/scale-out.md,
 // section 6).
 func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *consumer.Metrics, log *zap.Logger) (*consumer.Partitions, error) {
-	writer := cfg.SnapshotWriter()
 	pcfg := consumer.PartitionsConfig{
 		Worker: p.config,
 		Shards: p.shards,
@@ -481,9 +485,7 @@ func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *c
 					return nil, nil, nil, err
 				}
 			}
-			r, err := snapshot.Resume(ctx, chain, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-				Writer: writer, Keep: cfg.Snapshot.Keep, Reset: cfg.Snapshot.Reset, Start: cfg.Source.Start, Log: log.With(zap.String("shard", shard)),
-			})
+			r, err := snapshot.Resume(ctx, chain, cfg.Model.Name, cfg.Model.Learner, resumeOptions(cfg, log.With(zap.String("shard", shard))))
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("shard %s: %w", shard, err)
 			}
