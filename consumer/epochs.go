@@ -304,6 +304,16 @@ func (x *Epochs) Run(ctx context.Context) error {
 	if x.prev == nil || x.written >= x.prev.Epoch {
 		return nil
 	}
+	// Other workers may have gone on while this one stopped: a generation
+	// of a later epoch holds more than its last mixed model, which would
+	// only stand below it until retention.
+	var gens []uint64
+	if err := x.retry(fctx, NotReadySnapshots, "list the generations", func(ctx context.Context) (err error) {
+		gens, err = x.cfg.Log.Generations(ctx, x.cfg.Worker.Model)
+		return err
+	}); err == nil && len(gens) > 0 && gens[len(gens)-1] > x.prev.Epoch {
+		return nil
+	}
 	if err := x.writeGeneration(fctx, x.prev, x.prevSHA); err != nil {
 		return fmt.Errorf("the last mixed model (epoch %d) was not written: %w", x.prev.Epoch, err)
 	}

@@ -621,7 +621,7 @@ func examplesCounted(p *proc) float64 {
 
 // metricsBody is the text of /metrics ("" while it does not answer).
 func metricsBody(p *proc) string {
-	resp, err := http.Get("http://" + p.addr + "/metrics")
+	resp, err := http.Get("http://" + p.httpAddr() + "/metrics")
 	if err != nil {
 		return ""
 	}

@@ -51,18 +51,22 @@ func TestMain(m *testing.M) {
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	addr   string // its HTTP address
 	mu     sync.Mutex
+	addr   string // its HTTP address, once it listens
 	stderr bytes.Buffer
 	done   chan error
 }
 
-// start runs hyperplane with args and an HTTP server on a free port.
+// listening finds the address in the worker's "http listening" line.
+var listening = regexp.MustCompile(`"msg":"http listening".*"addr":"([^"]+)"`)
+
+// start runs hyperplane with args and an HTTP server on a port the
+// system gives it, which the process logs: a port chosen here and freed
+// for the process could be taken by another in between.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
-	p := &proc{t: t, addr: addr, done: make(chan error, 1)}
-	p.cmd = exec.Command(hyperplane.path, append(args, "--http.addr", addr)...)
+	p := &proc{t: t, done: make(chan error, 1)}
+	p.cmd = exec.Command(hyperplane.path, append(args, "--http.addr", "127.0.0.1:0")...)
 	p.cmd.Env = append(os.Environ(), "HYPERPLANE_LOG_FORMAT=json")
 	r, w := io.Pipe()
 	p.cmd.Stderr = w
@@ -72,6 +76,9 @@ func start(t *testing.T, args ...string) *proc {
 			p.mu.Lock()
 			p.stderr.Write(sc.Bytes())
 			p.stderr.WriteByte('\n')
+			if m := listening.FindSubmatch(sc.Bytes()); m != nil && p.addr == "" {
+				p.addr = string(m[1])
+			}
 			p.mu.Unlock()
 		}
 	}()
@@ -92,6 +99,18 @@ func start(t *testing.T, args ...string) *proc {
 	return p
 }
 
+// httpAddr is the process's HTTP address, or one where nothing listens
+// before it serves: a request then fails as it would to a server not up
+// yet.
+func (p *proc) httpAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.addr == "" {
+		return "127.0.0.1:0"
+	}
+	return p.addr
+}
+
 func (p *proc) log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,7 +122,7 @@ func (p *proc) log() string {
 func (p *proc) stop() {
 	p.t.Helper()
 	eventually(p.t, 30*time.Second, "the process to serve /healthz", func() bool {
-		resp, err := http.Get("http://" + p.addr + "/healthz")
+		resp, err := http.Get("http://" + p.httpAddr() + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -128,7 +147,7 @@ func (p *proc) stop() {
 // not up yet.
 func (p *proc) metric(name string) float64 {
 	p.t.Helper()
-	resp, err := http.Get("http://" + p.addr + "/metrics")
+	resp, err := http.Get("http://" + p.httpAddr() + "/metrics")
 	if err != nil {
 		return math.NaN()
 	}
@@ -148,7 +167,7 @@ func (p *proc) metric(name string) float64 {
 
 // ready reports /readyz.
 func (p *proc) ready() bool {
-	resp, err := http.Get("http://" + p.addr + "/readyz")
+	resp, err := http.Get("http://" + p.httpAddr() + "/readyz")
 	if err != nil {
 		return false
 	}

@@ -334,7 +334,7 @@ func (p *proc) name() string {
 	if i := slices.Index(p.cmd.Args, "--snapshot.writer"); i >= 0 && i+1 < len(p.cmd.Args) {
 		return p.cmd.Args[i+1]
 	}
-	return p.addr
+	return p.httpAddr()
 }
 
 // inspectStore runs hyperplane inspect on the model in store and returns

@@ -12,7 +12,7 @@ import (
 
 // readyz returns /readyz's status and body.
 func (p *proc) readyz() (int, string) {
-	resp, err := http.Get("http://" + p.addr + "/readyz")
+	resp, err := http.Get("http://" + p.httpAddr() + "/readyz")
 	if err != nil {
 		return 0, err.Error()
 	}
