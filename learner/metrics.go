@@ -30,6 +30,19 @@ type Metrics struct {
 	FalsePositives uint64 `json:"false_positives"`
 	TrueNegatives  uint64 `json:"true_negatives"`
 	FalseNegatives uint64 `json:"false_negatives"`
+	// The prequential quality of the calibrated probabilities, over the
+	// stream and over the last Config.Window labeled examples: log-loss
+	// (natural log), Brier score, expected calibration error (10
+	// equal-width bins; for a multiclass model over the predicted class's
+	// probability) and, for a binary model only, ROC AUC (0 otherwise).
+	LogLoss                 float64 `json:"log_loss"`
+	Brier                   float64 `json:"brier"`
+	CalibrationError        float64 `json:"calibration_error"`
+	AUC                     float64 `json:"auc"`
+	RollingLogLoss          float64 `json:"rolling_log_loss"`
+	RollingBrier            float64 `json:"rolling_brier"`
+	RollingCalibrationError float64 `json:"rolling_calibration_error"`
+	RollingAUC              float64 `json:"rolling_auc"`
 }
 
 // prequential holds the counters and the rolling window.

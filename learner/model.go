@@ -17,6 +17,14 @@ type Prediction struct {
 	// binary one). It is owned by the Model and overwritten by its next
 	// call.
 	Scores []float64
+	// Probability is the calibrated probability of the prediction: for a
+	// binary model P(label = +1), for a multiclass one the predicted
+	// class's probability.
+	Probability float64
+	// Probabilities holds every class's calibrated probability of a
+	// multiclass model, summing to 1 (nil for a binary one). It is owned
+	// by the Model and overwritten by its next call, like Scores.
+	Probabilities []float64
 }
 
 // Outcome is what Learn did with one example.
