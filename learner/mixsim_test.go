@@ -62,9 +62,20 @@ func genStream(o synth.Options, n int, cfg learner.Config) *simStream {
 
 // genStreamID is cmd/hyperplane's streamID for the jsonl format: the
 // <stream> of the message keys gen-<stream>-<index> that gen publishes.
+// The options of a stream without drift are hashed as they were before
+// drift existed, as gen hashes them.
 func genStreamID(o synth.Options) string {
+	stream := struct {
+		Features, Vocab  int
+		Noise, Unlabeled float64
+		Classes          int
+		Seed             uint64
+	}{o.Features, o.Vocab, o.Noise, o.Unlabeled, o.Classes, o.Seed}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v %s", o, "jsonl")
+	fmt.Fprintf(h, "%+v %s", stream, "jsonl")
+	if o.DriftAt > 0 {
+		fmt.Fprintf(h, " drift %d %d", o.DriftAt, o.DriftWidth)
+	}
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
