@@ -68,6 +68,10 @@ type Model struct {
 	// Mixing is how one model is learned over several partitions.
 	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`
+	// Drift is the model's change detector. It is a learner setting,
+	// kept in Learner.Drift, which Load sets from it: the key is
+	// model.drift.
+	Drift learner.DriftConfig `yaml:"drift"`
 }
 
 // Mixing is how a model is learned over a source of several partitions
@@ -259,6 +263,7 @@ func Default() Config {
 			Scope:   ScopeGlobal,
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 8},
 			Learner: learner.DefaultConfig(),
+			Drift:   learner.DefaultDrift(),
 		},
 		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: MechanismNone}},
 		Source: Source{

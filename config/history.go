@@ -71,6 +71,11 @@ func (c Config) HistoryDigest() [32]byte {
 	if r := c.MixRule(); r != learner.MixMean {
 		h.Rule = r
 	}
+	if h.Learner.Drift == learner.DefaultDrift() {
+		// Left out at its defaults (omitzero), as every log written
+		// before the detector existed had none.
+		h.Learner.Drift = learner.DriftConfig{}
+	}
 	if c.Source.Kind == KindKafka {
 		h.Group = c.KafkaGroup()
 	}

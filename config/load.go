@@ -110,6 +110,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			root.FieldByIndex(k.index).Set(flagged[i])
 		}
 	}
+	cfg.Model.Learner.Drift = cfg.Model.Drift
 	return cfg, nil
 }
 

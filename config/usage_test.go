@@ -16,6 +16,9 @@ func leafPaths(t reflect.Type, prefix string) map[string]bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if name == "-" {
+			continue // not a key (learner.Config's Drift is model.drift)
+		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}

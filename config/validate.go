@@ -178,12 +178,22 @@ func (c Config) validateModel() error {
 	case m.Growth < 0:
 		return fieldErr("model.mixing.growth", "must be 0 (epochs of epoch_examples) or more (such as 8), got %d", m.Growth)
 	}
-	if err := c.Model.Learner.Validate(); err != nil {
+	// The detector's settings are model.drift's, which Load copies into
+	// the learner's: a Config built otherwise is checked as it will run.
+	lc := c.Model.Learner
+	lc.Drift = c.Model.Drift
+	if err := lc.Validate(); err != nil {
 		var fe *learner.FieldError
-		if errors.As(err, &fe) {
+		switch {
+		case errors.As(err, &fe) && strings.HasPrefix(fe.Field, "drift."):
+			return &FieldError{Field: "model." + fe.Field, Problem: fe.Problem}
+		case errors.As(err, &fe):
 			return &FieldError{Field: "model.learner." + fe.Field, Problem: fe.Problem}
 		}
 		return &FieldError{Field: "model.learner", Problem: err.Error()}
+	}
+	if c.Model.Learner.Drift != c.Model.Drift {
+		return fieldErr("model.drift", "is %+v but model.learner holds %+v: set model.drift, and Load copies it", c.Model.Drift, c.Model.Learner.Drift)
 	}
 	return nil
 }

@@ -124,6 +124,10 @@ type Config struct {
 	Budget int        `json:"budget" yaml:"budget" msgpack:"budget" help:"most support vectors the kernel model keeps (the oldest goes first)"`
 	// Window is the number of labeled examples behind the rolling accuracy.
 	Window int `json:"window" yaml:"window" msgpack:"window" help:"labeled examples behind the rolling accuracy"`
+	// Drift is the change detector. The configuration surface exposes
+	// it as model.drift, beside model.learner, hence no YAML key here;
+	// the history digest leaves it out at its defaults (omitzero there).
+	Drift DriftConfig `json:"drift,omitzero" yaml:"-" msgpack:"drift"`
 }
 
 // DefaultConfig is a binary perceptron with the standard bias rule, η = 1
@@ -146,6 +150,7 @@ func DefaultConfig() Config {
 		Coef0:     1,
 		Budget:    1000,
 		Window:    1000,
+		Drift:     DefaultDrift(),
 	}
 }
 
@@ -258,6 +263,9 @@ func (c Config) Validate() error {
 	}
 	if c.Window < 1 {
 		return fieldErr("window", "must be at least 1, got %d", c.Window)
+	}
+	if err := c.Drift.validate(); err != nil {
+		return err
 	}
 	return nil
 }

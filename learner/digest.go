@@ -45,7 +45,12 @@ const digestVersion = "hyperplane/learner.State/v1"
 //     pending_bias (float lists);
 //  5. the kernel parts: support (a list whose elements are index (index
 //     list), value (float list), coef, norm2 (floats)), support_next
-//     (uint), kernel_r2 (float).
+//     (uint), kernel_r2 (float);
+//  6. only when the detector's settings are not the defaults or its
+//     state is not fresh: the string "drift", the settings enabled
+//     (bool), delta, threshold (floats), min_examples (uint), and the
+//     state n, low_n (uints), mean, low_mean, sum, low (floats), drifts
+//     (uint).
 //
 // An unused part encodes as its zero value or as an empty list.
 func (st *State) Digest() [32]byte {
@@ -113,6 +118,7 @@ func (st *State) Digest() [32]byte {
 	}
 	e.uint(uint64(st.SupportNext))
 	e.float(st.KernelR2)
+	st.digestDrift(&e)
 
 	e.flush()
 	var sum [32]byte

@@ -104,7 +104,11 @@ func TestDigestGolden(t *testing.T) {
 		m.Learn(&x)
 	}
 	const want = "d681655c00727ec0f0e33bf9767ad3778c67c080495024efd5b15556ae1b9d58"
-	if got := m.State().StateSHA256(); got != want {
+	// Parts 1 to 5: a state whose detector is fresh has no part 6
+	// (TestDigestDriftGolden pins it).
+	st := m.State()
+	st.Detector = learner.Detector{}
+	if got := st.StateSHA256(); got != want {
 		t.Fatalf("state_sha256 = %s, want %s", got, want)
 	}
 }

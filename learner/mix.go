@@ -293,6 +293,7 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 			out.SumBias = averagedSums(base, learners, out.Bias, func(st *State) ([]float64, []float64) { return st.Bias, st.SumBias })
 		}
 	}
+	mixDetector(out, base, states)
 	if err := out.Validate(); err != nil {
 		// Not expected: the mix of valid states is valid.
 		return nil, fmt.Errorf("mix: the mixed state: %w", err)

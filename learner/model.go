@@ -40,6 +40,10 @@ type Outcome struct {
 	// Updated reports whether the example changed the model (or, in
 	// mini-batch mode, added to the pending update).
 	Updated bool
+	// Drift is the change of concept the model's detector found at this
+	// labeled example, nil if none (see DriftConfig). The model learned
+	// the example, then started its parameters afresh.
+	Drift *Drift
 }
 
 // engine is an update rule with its state.
@@ -69,11 +73,12 @@ type step struct {
 
 // Model is an on-line classifier. Build one with New or Restore.
 type Model struct {
-	cfg     Config
-	eng     engine
-	metrics prequential
-	scores  []float64
-	norm    Example // the normalised copy of the current example
+	cfg      Config
+	eng      engine
+	metrics  prequential
+	detector detector
+	scores   []float64
+	norm     Example // the normalised copy of the current example
 }
 
 // New returns an untrained model for cfg, which must be valid.
@@ -83,16 +88,21 @@ func New(cfg Config) (*Model, error) {
 	}
 	cfg.Classes = append([]string(nil), cfg.Classes...)
 	m := &Model{
-		cfg:     cfg,
-		metrics: newPrequential(cfg.Window),
-		scores:  make([]float64, cfg.outputs()),
-	}
-	if cfg.Algorithm == Kernel {
-		m.eng = newKernelPerceptron(cfg)
-	} else {
-		m.eng = newLinear(cfg)
+		cfg:      cfg,
+		metrics:  newPrequential(cfg.Window),
+		detector: newDetector(cfg.Drift),
+		scores:   make([]float64, cfg.outputs()),
+		eng:      newEngine(cfg),
 	}
 	return m, nil
+}
+
+// newEngine is the update rule of cfg with the state of a new model.
+func newEngine(cfg Config) engine {
+	if cfg.Algorithm == Kernel {
+		return newKernelPerceptron(cfg)
+	}
+	return newLinear(cfg)
 }
 
 // Config is the model's configuration.
@@ -163,6 +173,9 @@ func (m *Model) Learn(x *Example) Outcome {
 	if m.eng.update(x, y, s) {
 		m.metrics.Updates++
 		o.Updated = true
+	}
+	if m.cfg.Drift.Enabled {
+		o.Drift = m.observe(o.Correct)
 	}
 	return o
 }

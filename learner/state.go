@@ -57,6 +57,9 @@ type State struct {
 	Support     []SupportVector
 	SupportNext int
 	KernelR2    float64
+
+	// Detector is the change detector's state; zero for a fresh one.
+	Detector Detector
 }
 
 // State returns a deep copy of m's state.
@@ -75,6 +78,7 @@ func (m *Model) State() *State {
 		FalseNegatives: p.FalseNegatives,
 		Window:         clone(p.window),
 		WindowNext:     p.next,
+		Detector:       m.detector.export(),
 	}
 	m.eng.export(st)
 	return st
@@ -105,6 +109,7 @@ func Restore(st *State) (*Model, error) {
 			p.correct++
 		}
 	}
+	m.detector.restore(st.Detector)
 	m.eng.restore(st)
 	return m, nil
 }
@@ -134,6 +139,9 @@ func (st *State) Validate() error {
 	// example over MaxNorm2: a larger one breaks the bounds of MaxValue.
 	if !(st.R2 >= 0 && st.R2 <= MaxNorm2) {
 		return stateErr("r2", "must be a number in [0, %g], got %v", MaxNorm2, st.R2)
+	}
+	if err := st.validateDetector(); err != nil {
+		return err
 	}
 	if cfg.Algorithm == Kernel {
 		return st.validateKernel()

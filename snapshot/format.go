@@ -141,6 +141,32 @@ type stateBody struct {
 	Support      []supportVector `msgpack:"support,omitempty"`
 	SupportNext  int             `msgpack:"support_next,omitempty"`
 	KernelR2     float64         `msgpack:"kernel_r2,omitempty"`
+	// Detector is the change detector's state, omitted when fresh.
+	Detector *detectorBody `msgpack:"detector,omitempty"`
+}
+
+// detectorBody is the wire form of a learner.Detector: the stateBody's
+// key detector, omitted when the detector is fresh. A snapshot written
+// before detectors existed has neither it nor the config's drift key, and
+// loads with a fresh detector under the default settings (see
+// withDriftDefaults).
+type detectorBody struct {
+	N       uint64  `msgpack:"n"`
+	LowN    uint64  `msgpack:"low_n"`
+	Mean    float64 `msgpack:"mean"`
+	LowMean float64 `msgpack:"low_mean"`
+	Sum     float64 `msgpack:"sum"`
+	Low     float64 `msgpack:"low"`
+	Drifts  uint64  `msgpack:"drifts"`
+}
+
+// withDriftDefaults is a stateBody to decode into: the config's drift
+// key, which a snapshot written before detectors existed lacks, keeps the
+// default settings unless the body holds it.
+func withDriftDefaults() stateBody {
+	var b stateBody
+	b.Config.Drift = learner.DefaultDrift()
+	return b
 }
 
 type supportVector struct {
@@ -256,7 +282,10 @@ func (e EncodedState) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.Enc
 
 // DecodeMsgpack implements msgpack.CustomDecoder. It only decodes: State
 // checks.
-func (e *EncodedState) DecodeMsgpack(dec *msgpack.Decoder) error { return dec.Decode(&e.b) }
+func (e *EncodedState) DecodeMsgpack(dec *msgpack.Decoder) error {
+	e.b = withDriftDefaults()
+	return dec.Decode(&e.b)
+}
 
 // encodeState is the wire form of st, after the check the loader runs:
 // a state that fails it gives an error wrapping ErrInvalidState.
@@ -291,6 +320,9 @@ func encodeState(st *learner.State) (stateBody, error) {
 		SupportNext:    st.SupportNext,
 		KernelR2:       st.KernelR2,
 	}
+	if d := st.Detector; d != (learner.Detector{}) {
+		b.Detector = &detectorBody{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts}
+	}
 	for i, ok := range st.Window {
 		if ok {
 			b.Window[i] = 1
@@ -321,7 +353,7 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b body
+	b := body{stateBody: withDriftDefaults()}
 	if err := msgpack.Unmarshal(raw, &b); err != nil {
 		return nil, fmt.Errorf("%w: body: %v", ErrCorrupt, err)
 	}
@@ -404,6 +436,9 @@ func (b *stateBody) state() (*learner.State, error) {
 	}
 	for i, v := range b.Window {
 		st.Window[i] = v != 0
+	}
+	if d := b.Detector; d != nil {
+		st.Detector = learner.Detector{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts}
 	}
 	vectors := []struct {
 		name string
