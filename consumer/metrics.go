@@ -13,6 +13,7 @@ type Metrics struct {
 	RollingAccuracy prometheus.Gauge
 	DecodeErrors    prometheus.Counter
 	DeadLetters     *prometheus.CounterVec // by reason (see deadReason)
+	Drifts          prometheus.Counter     // changes of concept the model's detector found
 	PublishErrors   prometheus.Counter
 	Position        *prometheus.GaugeVec // by source: the model's position
 	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
@@ -65,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hyperplane_dead_letters_total",
 			Help: "Dead letters, by reason: malformed, wrong_format (JSON read as msgpack or the reverse: see source.format), type, out_of_range, too_many_features, unknown_class, too_large (the example is; see source.max_bytes), output_too_large (the example was learned, its event is over the output's limit). Counted whether or not a dead-letter destination is set.",
 		}, []string{"reason"}),
+		Drifts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_drifts_total",
+			Help: "Changes of concept the model's detector found (model.drift): each started the model's parameters afresh and published a drift event to outputs.drift. A partition's range learned again, after a rebalance or a restart, counts its drifts again.",
+		}),
 		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_publish_errors_total",
 			Help: "Failed attempts to publish a batch of outputs (each is retried).",
@@ -147,7 +152,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.deadLetters[r] = m.DeadLetters.WithLabelValues(r.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.Drifts, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
 			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing,
 			m.ShardRollingAccuracy, m.ShardModelVersion, m.ShardServedVersion, m.ShardPosition)
 	}

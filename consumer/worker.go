@@ -35,7 +35,10 @@ type WorkerConfig struct {
 	Predictions        Destination
 	Misclassifications Destination
 	DeadLetter         Destination
-	Publish            wire.Publish
+	// Drift receives an event for each change of concept the model's
+	// detector finds (see Worker.drifted).
+	Drift   Destination
+	Publish wire.Publish
 	// Encoding is how events are written: EncodingJSON or EncodingMsgpack.
 	Encoding wire.Encoding
 	// Batch is the most messages fetched and processed between two
@@ -741,7 +744,11 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
 		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
 			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
+			dead = true
 		}
+	}
+	if o.Drift != nil {
+		w.drifted(m, key, &ev, b, dead)
 	}
 	return key
 }
@@ -807,7 +814,7 @@ func (d Destination) maxOutputBytes() int {
 // per batch rather than for every event: a sink's lookup takes a lock,
 // and its first one asks the broker.
 type outputLimits struct {
-	predictions, misclassifications, deadLetter int
+	predictions, misclassifications, deadLetter, drift int
 }
 
 // refreshLimits reads the destinations' limits for the next batch.
@@ -816,6 +823,7 @@ func (w *Worker) refreshLimits() {
 		predictions:        w.cfg.Predictions.maxOutputBytes(),
 		misclassifications: w.cfg.Misclassifications.maxOutputBytes(),
 		deadLetter:         w.cfg.DeadLetter.maxOutputBytes(),
+		drift:              w.cfg.Drift.maxOutputBytes(),
 	}
 }
 

@@ -245,8 +245,9 @@ func TestDigestDriftGolden(t *testing.T) {
 		m.Learn(&x)
 	}
 	var sum float64
+	loss, mean := 1.0, 1.0
 	for range 3 {
-		sum += 1 - 1 - 0.05 // loss - mean - delta, the mean being 1
+		sum += loss - mean - 0.05
 	}
 	d := learner.Detector{N: 3, LowN: 3, Mean: 1, LowMean: 1, Sum: sum, Low: sum}
 	if got := m.State().Detector; got != d {
