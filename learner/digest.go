@@ -50,7 +50,13 @@ const digestVersion = "hyperplane/learner.State/v1"
 //     state is not fresh: the string "drift", the settings enabled
 //     (bool), delta, threshold (floats), min_examples (uint), and the
 //     state n, low_n (uints), mean, low_mean, sum, low (floats), drifts
-//     (uint).
+//     (uint);
+//  7. only when the calibration is not empty (State.Calibration): the
+//     string "calibration", parameters (float list), count (uint),
+//     log_loss, brier (floats), bin_count, bin_events (lists of uints),
+//     bin_sum (float list), auc_positive, auc_negative (lists of uints),
+//     window_probability (float list), window_event (list of bools),
+//     window_log_loss, window_brier (float lists).
 //
 // An unused part encodes as its zero value or as an empty list.
 func (st *State) Digest() [32]byte {
@@ -119,6 +125,7 @@ func (st *State) Digest() [32]byte {
 	e.uint(uint64(st.SupportNext))
 	e.float(st.KernelR2)
 	st.digestDrift(&e)
+	st.digestCalibration(&e)
 
 	e.flush()
 	var sum [32]byte

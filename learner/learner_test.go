@@ -343,6 +343,7 @@ func TestRestoreContinuesExactly(t *testing.T) {
 // strip copies the scores out of an outcome, whose Scores the model reuses.
 func strip(o learner.Outcome) learner.Outcome {
 	o.Scores = append([]float64(nil), o.Scores...)
+	o.Probabilities = append([]float64(nil), o.Probabilities...)
 	return o
 }
 
@@ -447,6 +448,12 @@ func TestMetrics(t *testing.T) {
 		Accuracy: 0.5, RollingAccuracy: 0.5,
 		TruePositives: 1, FalsePositives: 1, TrueNegatives: 1, FalseNegatives: 1,
 	}
+	// The probabilities' measures: TestProbabilityMetrics.
+	if got.LogLoss <= 0 || got.Brier <= 0 || got.RollingLogLoss <= 0 {
+		t.Errorf("log-loss %v, Brier %v, rolling log-loss %v: want positive", got.LogLoss, got.Brier, got.RollingLogLoss)
+	}
+	got.LogLoss, got.Brier, got.CalibrationError, got.AUC = 0, 0, 0, 0
+	got.RollingLogLoss, got.RollingBrier, got.RollingCalibrationError, got.RollingAUC = 0, 0, 0, 0
 	if got != want {
 		t.Fatalf("metrics\n got %+v\nwant %+v", got, want)
 	}

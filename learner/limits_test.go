@@ -183,6 +183,13 @@ func TestStateStaysFiniteAtTheBounds(t *testing.T) {
 				if o.Labeled && !finiteScores && (cfg.Algorithm != learner.Kernel || o.Updated) {
 					t.Fatalf("example %d: score %v, scores %v", e, o.Score, o.Scores)
 				}
+				// Whatever the scores, even infinite or NaN, the
+				// probabilities are numbers in [0, 1].
+				for _, p := range append([]float64{o.Probability}, o.Probabilities...) {
+					if !(p >= 0 && p <= 1) {
+						t.Fatalf("example %d: probability %v of scores %v, %v", e, p, o.Score, o.Scores)
+					}
+				}
 				if e%500 == 499 {
 					if err := m.State().Validate(); err != nil {
 						t.Fatalf("after %d examples: %v", e+1, err)

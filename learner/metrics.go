@@ -1,6 +1,10 @@
 package learner
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // Metrics are the prequential counts of a model: every labeled example is
 // scored before the model learns from it, so Accuracy is an honest
@@ -52,10 +56,194 @@ type prequential struct {
 	next    int     // slot of the next outcome
 	correct int     // true values in the filled part of window
 	r2      float64 // R², kept squared so that the r2 bias rule is exact
+	prob    probabilityMetrics
 }
 
 func newPrequential(window int) prequential {
-	return prequential{window: make([]bool, window)}
+	return prequential{window: make([]bool, window), prob: newProbabilityMetrics(window)}
+}
+
+// calibrationBins is the number of equal-width bins of the expected
+// calibration error.
+const calibrationBins = 10
+
+// aucBins is the number of equal-width bins of P(label = +1) in which the
+// ROC AUC over the stream counts the positive and negative examples. Two
+// examples of the same bin count as a tie, one half, so the AUC is within
+// ½·Σ_b P_b·N_b/(P·N) of the exact one (P_b and N_b being bin b's
+// positives and negatives, P and N their totals): at most half the share
+// of pairs whose probabilities are less than 1/aucBins apart.
+const aucBins = 1024
+
+// probabilityMetrics are the prequential measures of the published
+// probabilities: sums over the stream and a ring of the window's last
+// outcomes, aligned with prequential.window. A binary model's event is
+// label = +1 and its probability P(label = +1); a multiclass model's event
+// is a correct prediction and its probability the predicted class's (the
+// top-label calibration error).
+type probabilityMetrics struct {
+	count   uint64 // labeled examples measured
+	logLoss float64
+	brier   float64
+	// The calibration bins: examples, events and the sum of the
+	// probabilities of each.
+	binCount  []uint64
+	binEvents []uint64
+	binSum    []float64
+	// The AUC histogram of a binary model: positives and negatives per
+	// bin of P(label = +1); nil for a multiclass model.
+	aucPositive []uint64
+	aucNegative []uint64
+	// The window's slots: probability, event, log-loss and Brier score.
+	wProb  []float64
+	wEvent []bool
+	wLoss  []float64
+	wBrier []float64
+	sorted []scored // scratch of the rolling AUC
+}
+
+type scored struct {
+	p        float64
+	positive bool
+}
+
+func newProbabilityMetrics(window int) probabilityMetrics {
+	return probabilityMetrics{
+		binCount:  make([]uint64, calibrationBins),
+		binEvents: make([]uint64, calibrationBins),
+		binSum:    make([]float64, calibrationBins),
+		wProb:     make([]float64, window),
+		wEvent:    make([]bool, window),
+		wLoss:     make([]float64, window),
+		wBrier:    make([]float64, window),
+	}
+}
+
+// binOf is the bin of p in [0, 1] among n equal-width bins.
+func binOf(p float64, n int) int { return max(0, min(int(p*float64(n)), n-1)) }
+
+// measure records one outcome at the window's slot: p the probability of
+// the event, event whether it happened, loss and brier the example's
+// log-loss and Brier score. binary says whether the AUC counts it.
+func (q *probabilityMetrics) measure(slot int, p float64, event bool, loss, brier float64, binary bool) {
+	q.count++
+	q.logLoss += loss
+	q.brier += brier
+	b := binOf(p, calibrationBins)
+	q.binCount[b]++
+	q.binSum[b] += p
+	if event {
+		q.binEvents[b]++
+	}
+	if binary {
+		if q.aucPositive == nil {
+			q.aucPositive = make([]uint64, aucBins)
+			q.aucNegative = make([]uint64, aucBins)
+		}
+		if event {
+			q.aucPositive[binOf(p, aucBins)]++
+		} else {
+			q.aucNegative[binOf(p, aucBins)]++
+		}
+	}
+	q.wProb[slot], q.wEvent[slot], q.wLoss[slot], q.wBrier[slot] = p, event, loss, brier
+}
+
+// clampedLog is -log(p) with p kept within [minProbability, 1]: the
+// log-loss of a probability of 0 is finite.
+func clampedLog(p float64) float64 { return -math.Log(max(p, minProbability)) }
+
+// fill sets m's probability measures.
+func (q *probabilityMetrics) fill(m *Metrics, next int) {
+	if q.count == 0 {
+		return
+	}
+	n := float64(q.count)
+	m.LogLoss, m.Brier = q.logLoss/n, q.brier/n
+	m.CalibrationError = calibrationError(q.binCount, q.binEvents, q.binSum, n)
+	if q.aucPositive != nil {
+		m.AUC = histogramAUC(q.aucPositive, q.aucNegative)
+	}
+	w := len(q.wProb)
+	filled := int(min(q.count, uint64(w)))
+	var count, events [calibrationBins]uint64
+	var sum [calibrationBins]float64
+	var loss, brier float64
+	q.sorted = q.sorted[:0]
+	for i := range filled {
+		slot := (next + w - 1 - i) % w
+		p := q.wProb[slot]
+		loss += q.wLoss[slot]
+		brier += q.wBrier[slot]
+		b := binOf(p, calibrationBins)
+		count[b]++
+		sum[b] += p
+		if q.wEvent[slot] {
+			events[b]++
+		}
+		q.sorted = append(q.sorted, scored{p, q.wEvent[slot]})
+	}
+	f := float64(filled)
+	m.RollingLogLoss, m.RollingBrier = loss/f, brier/f
+	m.RollingCalibrationError = calibrationError(count[:], events[:], sum[:], f)
+	if q.aucPositive != nil {
+		m.RollingAUC = exactAUC(q.sorted)
+	}
+}
+
+// calibrationError is Σ_b |events_b − Σ_b p| / n: the mean over the
+// examples of the gap between each bin's frequency of the event and its
+// mean probability.
+func calibrationError(count, events []uint64, sum []float64, n float64) float64 {
+	var e float64
+	for b := range count {
+		e += math.Abs(float64(events[b]) - sum[b])
+	}
+	return e / n
+}
+
+// histogramAUC is the ROC AUC of the histogram, a pair in one bin
+// counting one half; 0 without both a positive and a negative.
+func histogramAUC(pos, neg []uint64) float64 {
+	var below, p, n, wins float64 // negatives in lower bins
+	for b := range pos {
+		pb, nb := float64(pos[b]), float64(neg[b])
+		wins += pb*below + pb*nb/2
+		below += nb
+		p += pb
+		n += nb
+	}
+	if p == 0 || n == 0 {
+		return 0
+	}
+	return wins / (p * n)
+}
+
+// exactAUC is the ROC AUC of the outcomes, ties counting one half; 0
+// without both a positive and a negative. It sorts s.
+func exactAUC(s []scored) float64 {
+	slices.SortFunc(s, func(a, b scored) int { return cmp.Compare(a.p, b.p) })
+	var below, p, n, wins float64
+	for i := 0; i < len(s); {
+		j := i
+		var pb, nb float64
+		for ; j < len(s) && s[j].p == s[i].p; j++ {
+			if s[j].positive {
+				pb++
+			} else {
+				nb++
+			}
+		}
+		wins += pb*below + pb*nb/2
+		below += nb
+		p += pb
+		n += nb
+		i = j
+	}
+	if p == 0 || n == 0 {
+		return 0
+	}
+	return wins / (p * n)
 }
 
 func (p *prequential) record(correct bool) {
@@ -74,6 +262,34 @@ func (p *prequential) record(correct bool) {
 	if p.next == len(p.window) {
 		p.next = 0
 	}
+}
+
+// measure records the probabilities of a labeled example's prediction,
+// before record moves the window on: probs are the calibrator's (P(label
+// = +1) of a binary model, every class's of a multiclass one), y the
+// label.
+func (p *prequential) measure(pr *Prediction, y int, probs []float64) {
+	if len(probs) == 1 {
+		q, event := probs[0], y > 0
+		t := 0.0
+		if event {
+			t = 1
+		}
+		loss := clampedLog(1 - q)
+		if event {
+			loss = clampedLog(q)
+		}
+		p.prob.measure(p.next, q, event, loss, (q-t)*(q-t), true)
+		return
+	}
+	var brier float64
+	for c, q := range probs {
+		if c == y {
+			q--
+		}
+		brier += q * q
+	}
+	p.prob.measure(p.next, pr.Probability, pr.Label == y, clampedLog(probs[y]), brier, false)
 }
 
 func (p *prequential) confusion(predicted, label int) {
@@ -97,5 +313,6 @@ func (p *prequential) snapshot() Metrics {
 		filled := min(m.Labeled, uint64(len(p.window)))
 		m.RollingAccuracy = float64(p.correct) / float64(filled)
 	}
+	p.prob.fill(&m, p.next)
 	return m
 }

@@ -294,6 +294,7 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 		}
 	}
 	mixDetector(out, base, states)
+	mixCalibration(out, base, states)
 	if err := out.Validate(); err != nil {
 		// Not expected: the mix of valid states is valid.
 		return nil, fmt.Errorf("mix: the mixed state: %w", err)
@@ -841,6 +842,7 @@ func (st *State) clone() *State {
 	c.PendingIndex = clone(st.PendingIndex)
 	c.PendingValue = clone(st.PendingValue)
 	c.PendingBias = clone(st.PendingBias)
+	c.Calibration = st.Calibration.clone()
 	c.Support = nil
 	for _, sv := range st.Support {
 		c.Support = append(c.Support, SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})

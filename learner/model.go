@@ -78,7 +78,10 @@ type Model struct {
 	metrics  prequential
 	detector detector
 	scores   []float64
-	norm     Example // the normalised copy of the current example
+	cal      calibrator
+	calIn    []float64 // the calibrator's inputs for the current example
+	probs    []float64 // the current example's probabilities
+	norm     Example   // the normalised copy of the current example
 }
 
 // New returns an untrained model for cfg, which must be valid.
@@ -92,6 +95,9 @@ func New(cfg Config) (*Model, error) {
 		metrics:  newPrequential(cfg.Window),
 		detector: newDetector(cfg.Drift),
 		scores:   make([]float64, cfg.outputs()),
+		cal:      newCalibrator(cfg.outputs()),
+		calIn:    make([]float64, cfg.outputs()),
+		probs:    make([]float64, cfg.outputs()),
 		eng:      newEngine(cfg),
 	}
 	return m, nil
@@ -159,7 +165,9 @@ func (m *Model) Learn(x *Example) Outcome {
 		o.Margin = float64(y) * o.Score
 		m.metrics.confusion(o.Label, y)
 	}
+	m.metrics.measure(&o.Prediction, y, m.probs)
 	m.metrics.record(o.Correct)
+	m.cal.learn(m.scores, m.calIn, m.probs, y)
 
 	m.metrics.r2 = max(m.metrics.r2, n2)
 	t := m.metrics.Labeled
@@ -182,7 +190,20 @@ func (m *Model) Learn(x *Example) Outcome {
 
 func (m *Model) predict(x *Example) Prediction {
 	m.eng.predict(x, m.scores, m.metrics.Labeled)
-	return m.cfg.prediction(m.scores)
+	p := m.cfg.prediction(m.scores)
+	m.cal.probability(m.scores, m.calIn, m.probs)
+	m.cfg.probability(&p, m.probs)
+	return p
+}
+
+// probability sets p's probabilities from probs, the calibrator's.
+func (cfg *Config) probability(p *Prediction, probs []float64) {
+	if cfg.Multiclass() {
+		p.Probabilities = probs
+		p.Probability = probs[p.Label]
+		return
+	}
+	p.Probability = probs[0]
 }
 
 // prediction is the prediction of the published scores.

@@ -60,6 +60,10 @@ type State struct {
 
 	// Detector is the change detector's state; zero for a fresh one.
 	Detector Detector
+
+	// Calibration is the probabilities' calibrator and measures; empty
+	// for a model that has published no probability of a labeled example.
+	Calibration Calibration
 }
 
 // State returns a deep copy of m's state.
@@ -79,6 +83,7 @@ func (m *Model) State() *State {
 		Window:         clone(p.window),
 		WindowNext:     p.next,
 		Detector:       m.detector.export(),
+		Calibration:    m.exportCalibration(),
 	}
 	m.eng.export(st)
 	return st
@@ -110,6 +115,7 @@ func Restore(st *State) (*Model, error) {
 		}
 	}
 	m.detector.restore(st.Detector)
+	m.restoreCalibration(&st.Calibration)
 	m.eng.restore(st)
 	return m, nil
 }
@@ -141,6 +147,9 @@ func (st *State) Validate() error {
 		return stateErr("r2", "must be a number in [0, %g], got %v", MaxNorm2, st.R2)
 	}
 	if err := st.validateDetector(); err != nil {
+		return err
+	}
+	if err := st.Calibration.validate(st); err != nil {
 		return err
 	}
 	if cfg.Algorithm == Kernel {

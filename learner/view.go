@@ -12,6 +12,7 @@ type View struct {
 	version uint64
 	labeled uint64
 	eng     scorer
+	cal     calibrator // frozen with the weights
 }
 
 // scorer is what a View predicts with: a frozen copy of an engine.
@@ -26,6 +27,8 @@ type Scratch struct {
 	norm   Example
 	raw    []float64
 	scores []float64
+	calIn  []float64
+	probs  []float64
 	cur    []feature
 }
 
@@ -37,6 +40,7 @@ func (m *Model) View() *View {
 		version: m.Version(),
 		labeled: m.metrics.Labeled,
 		eng:     m.eng.freeze(),
+		cal:     m.cal.freeze(),
 	}
 }
 
@@ -55,8 +59,8 @@ func (v *View) Labels() Labels { return v.cfg.Labels() }
 func (v *View) Version() uint64 { return v.version }
 
 // Predict scores x as the model did when the view was taken, with s as
-// working memory. A label on x is ignored. The Scores of a multiclass
-// prediction live in s until its next use.
+// working memory. A label on x is ignored. The Scores and Probabilities
+// of a multiclass prediction live in s until its next use.
 //
 // Predict panics if an index of x is out of range for the model: decoders
 // reject such input with an error before it gets here.
@@ -66,10 +70,15 @@ func (v *View) Predict(x *Example, s *Scratch) Prediction {
 	if cap(s.scores) < k {
 		s.scores = make([]float64, k)
 		s.raw = make([]float64, k)
+		s.calIn = make([]float64, k)
+		s.probs = make([]float64, k)
 	}
-	s.scores, s.raw = s.scores[:k], s.raw[:k]
+	s.scores, s.raw, s.calIn, s.probs = s.scores[:k], s.raw[:k], s.calIn[:k], s.probs[:k]
 	v.eng.score(x, s.scores, v.labeled, s)
-	return v.cfg.prediction(s.scores)
+	p := v.cfg.prediction(s.scores)
+	v.cal.probability(s.scores, s.calIn, s.probs)
+	v.cfg.probability(&p, s.probs)
+	return p
 }
 
 // freeze copies what score reads: the weights, the biases, the averaging

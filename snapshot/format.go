@@ -21,8 +21,14 @@ import (
 )
 
 // Format is the version of the snapshot layout this package writes. It
-// reads this version only: a later one was written by a newer hyperplane.
-const Format = 1
+// reads this version and every earlier one (oldestFormat on): a later one
+// was written by a newer hyperplane. Version 2 adds the calibration key
+// (docs/snapshot-format.md); a version-1 snapshot has none and loads with
+// calibration starting afresh.
+const Format = 2
+
+// oldestFormat is the oldest version this package reads.
+const oldestFormat = 1
 
 // Snapshot is a model's state with where it came from.
 type Snapshot struct {
@@ -143,6 +149,11 @@ type stateBody struct {
 	KernelR2     float64         `msgpack:"kernel_r2,omitempty"`
 	// Detector is the change detector's state, omitted when fresh.
 	Detector *detectorBody `msgpack:"detector,omitempty"`
+
+	// Calibration is the probabilities' calibrator and measures (format
+	// 2), omitted when empty: a format-1 snapshot has none and loads with
+	// calibration starting afresh.
+	Calibration *calibrationBody `msgpack:"calibration,omitempty"`
 }
 
 // detectorBody is the wire form of a learner.Detector: the stateBody's
@@ -323,6 +334,7 @@ func encodeState(st *learner.State) (stateBody, error) {
 	if d := st.Detector; d != (learner.Detector{}) {
 		b.Detector = &detectorBody{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts}
 	}
+	b.Calibration = encodeCalibration(&st.Calibration)
 	for i, ok := range st.Window {
 		if ok {
 			b.Window[i] = 1
@@ -403,8 +415,11 @@ func Unseal(data []byte) ([]byte, error) {
 	if env.Format == 0 || env.Body == nil {
 		return nil, fmt.Errorf("%w: no format or body: not a hyperplane snapshot", ErrCorrupt)
 	}
-	if env.Format != Format {
-		return nil, fmt.Errorf("%w: format %d, this hyperplane reads format %d (upgrade hyperplane to read it)", ErrNewerFormat, env.Format, Format)
+	if env.Format > Format {
+		return nil, fmt.Errorf("%w: format %d, this hyperplane reads formats %d to %d (upgrade hyperplane to read it)", ErrNewerFormat, env.Format, oldestFormat, Format)
+	}
+	if env.Format < oldestFormat {
+		return nil, fmt.Errorf("%w: format %d: not a hyperplane snapshot", ErrCorrupt, env.Format)
 	}
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
 		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
@@ -461,6 +476,11 @@ func (b *stateBody) state() (*learner.State, error) {
 	}
 	if st.PendingIndex, err = bytesU32(b.PendingIndex); err != nil {
 		return nil, fmt.Errorf("pending_index: %v", err)
+	}
+	if b.Calibration != nil {
+		if st.Calibration, err = b.Calibration.calibration(); err != nil {
+			return nil, err
+		}
 	}
 	for i, sv := range b.Support {
 		var v learner.SupportVector

@@ -173,13 +173,13 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestNewerFormatIsRefused(t *testing.T) {
-	data, err := msgpack.Marshal(map[string]any{"format": 2, "checksum": 0, "body": []byte{0x80}})
+	data, err := msgpack.Marshal(map[string]any{"format": snapshot.Format + 1, "checksum": 0, "body": []byte{0x80}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = snapshot.Unmarshal(data)
-	if err == nil || errors.Is(err, snapshot.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("format 2")) {
-		t.Fatalf("got %v, want an error naming format 2 that is not ErrCorrupt", err)
+	if want := fmt.Sprintf("format %d", snapshot.Format+1); err == nil || errors.Is(err, snapshot.ErrCorrupt) || !errors.Is(err, snapshot.ErrNewerFormat) || !bytes.Contains([]byte(err.Error()), []byte(want)) {
+		t.Fatalf("got %v, want ErrNewerFormat naming %s", err, want)
 	}
 }
 

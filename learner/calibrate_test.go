@@ -1,0 +1,433 @@
+package learner_test
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+)
+
+// TestProbabilities: every prediction of every configuration carries a
+// probability in [0, 1]; a multiclass one's Probabilities sum to 1 and
+// Probability is the predicted class's; a binary one has none. Predict
+// and a View taken at the same moment give the same bits as Learn.
+func TestProbabilities(t *testing.T) {
+	for name, cfg := range configs() {
+		t.Run(name, func(t *testing.T) {
+			m := mustNew(t, cfg)
+			xs := streamFor(cfg, 3, 600)
+			var s learner.Scratch
+			for i := range xs {
+				v := m.View()
+				p := m.Predict(&xs[i])
+				pp := append([]float64(nil), p.Probabilities...)
+				vp := v.Predict(&xs[i], &s)
+				o := m.Learn(&xs[i])
+				if math.Float64bits(o.Probability) != math.Float64bits(p.Probability) || math.Float64bits(vp.Probability) != math.Float64bits(p.Probability) ||
+					!reflect.DeepEqual(o.Probabilities, pp) || !reflect.DeepEqual(vp.Probabilities, pp) {
+					t.Fatalf("example %d: Learn %v %v, Predict %v %v, View %v %v", i, o.Probability, o.Probabilities, p.Probability, pp, vp.Probability, vp.Probabilities)
+				}
+				if !(o.Probability >= 0 && o.Probability <= 1) {
+					t.Fatalf("example %d: probability %v", i, o.Probability)
+				}
+				if !cfg.Multiclass() {
+					if o.Probabilities != nil {
+						t.Fatalf("example %d: a binary model gave probabilities %v", i, o.Probabilities)
+					}
+					continue
+				}
+				var sum float64
+				for c, q := range o.Probabilities {
+					if !(q >= 0 && q <= 1) {
+						t.Fatalf("example %d: class %d has probability %v", i, c, q)
+					}
+					sum += q
+				}
+				if math.Abs(sum-1) > 1e-12 || o.Probability != o.Probabilities[o.Label] {
+					t.Fatalf("example %d: probabilities %v sum to %v", i, o.Probabilities, sum)
+				}
+			}
+		})
+	}
+}
+
+// calibrationAfter is the expected calibration error (10 equal-width
+// bins) of the probabilities Learn published for the labeled examples of
+// xs from index from on, and their mean log-loss; with raw, of σ(score)
+// instead (a binary model).
+func calibrationAfter(m *learner.Model, xs []learner.Example, from int, raw bool) (ece, logLoss float64) {
+	var count, events, sum [10]float64
+	var n float64
+	for i := range xs {
+		o := m.Learn(&xs[i])
+		if !o.Labeled || i < from {
+			continue
+		}
+		p, event := o.Probability, o.Correct
+		if !m.Config().Multiclass() {
+			event = xs[i].Label > 0
+		}
+		if raw {
+			p = 1 / (1 + math.Exp(-o.Score))
+		}
+		b := min(int(p*10), 9)
+		count[b]++
+		sum[b] += p
+		q := p
+		if event {
+			events[b]++
+		} else {
+			q = 1 - p
+		}
+		if m.Config().Multiclass() {
+			q = o.Probabilities[xs[i].Label]
+		}
+		logLoss -= math.Log(max(q, 1e-15))
+		n++
+	}
+	for b := range count {
+		ece += math.Abs(events[b] - sum[b])
+	}
+	return ece / n, logLoss / n
+}
+
+// TestCalibrationError: on the synthetic stream (40 of 100,000 features,
+// 5% label noise, 2^18 weights), the probabilities published after the
+// first 10,000 examples have a calibration error of at most 0.02 for the
+// perceptron family, AROW and a multiclass model, and no more than that
+// of σ(score), which for the perceptron and the averaged perceptron is
+// off by more than 0.05.
+func TestCalibrationError(t *testing.T) {
+	const n, from = 40000, 10000
+	for _, c := range []struct {
+		alg     learner.Algorithm
+		classes int
+	}{{learner.AROW, 0}, {learner.Perceptron, 0}, {learner.PA1, 0}, {learner.Averaged, 0}, {learner.Perceptron, 4}} {
+		name := string(c.alg)
+		if c.classes > 0 {
+			name += "/multiclass"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := synth.DefaultOptions()
+			o.Vocab, o.Seed, o.Classes = 100000, 1, c.classes
+			cfg := learner.DefaultConfig()
+			cfg.HashBits, cfg.Algorithm = 18, c.alg
+			for k := range c.classes {
+				cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
+			}
+			xs := genStream(o, n, cfg).xs
+			ece, logLoss := calibrationAfter(mustNew(t, cfg), xs, from, false)
+			t.Logf("calibration error %.4f, log-loss %.4f", ece, logLoss)
+			if ece > 0.02 {
+				t.Errorf("calibration error %.4f after %d examples, want at most 0.02", ece, from)
+			}
+			if c.classes == 0 {
+				raw, rawLoss := calibrationAfter(mustNew(t, cfg), xs, from, true)
+				t.Logf("σ(score): calibration error %.4f, log-loss %.4f", raw, rawLoss)
+				if ece > raw || (raw < 0.05 && (c.alg == learner.Perceptron || c.alg == learner.Averaged)) {
+					t.Errorf("σ(score) has calibration error %.4f and log-loss %.4f", raw, rawLoss)
+				}
+			}
+		})
+	}
+}
+
+// TestProbabilityMetrics: Metrics' log-loss, Brier score, calibration
+// error and AUC, over the stream and the window, are those computed here
+// from the published probabilities.
+func TestProbabilityMetrics(t *testing.T) {
+	for _, classes := range []int{0, 4} {
+		cfg := learner.DefaultConfig()
+		cfg.HashBits, cfg.Window = 10, 300
+		for k := range classes {
+			cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
+		}
+		m := mustNew(t, cfg)
+		xs := sparseStream(4, 2000, cfg.HashBits, 12, classes)
+		type outcome struct {
+			p, loss, brier float64
+			event          bool
+		}
+		var all []outcome
+		for i := range xs {
+			o := m.Learn(&xs[i])
+			if !o.Labeled {
+				continue
+			}
+			y := xs[i].Label
+			var r outcome
+			if classes == 0 {
+				t := 0.0
+				if y > 0 {
+					t = 1
+				}
+				r = outcome{p: o.Probability, event: y > 0, brier: (o.Probability - t) * (o.Probability - t)}
+				r.loss = -math.Log(max(t*o.Probability+(1-t)*(1-o.Probability), 1e-15))
+			} else {
+				r = outcome{p: o.Probability, event: o.Label == y, loss: -math.Log(max(o.Probabilities[y], 1e-15))}
+				for c, q := range o.Probabilities {
+					if c == y {
+						q--
+					}
+					r.brier += q * q
+				}
+			}
+			all = append(all, r)
+		}
+		measures := func(rs []outcome) (loss, brier, ece, auc float64) {
+			var count, events, sum [10]float64
+			var pos, neg, wins float64
+			for _, r := range rs {
+				loss += r.loss
+				brier += r.brier
+				b := min(int(r.p*10), 9)
+				count[b]++
+				sum[b] += r.p
+				if r.event {
+					events[b]++
+					pos++
+				} else {
+					neg++
+				}
+			}
+			for b := range count {
+				ece += math.Abs(events[b] - sum[b])
+			}
+			for _, a := range rs {
+				for _, b := range rs {
+					if a.event && !b.event {
+						switch {
+						case a.p > b.p:
+							wins++
+						case a.p == b.p:
+							wins += 0.5
+						}
+					}
+				}
+			}
+			n := float64(len(rs))
+			return loss / n, brier / n, ece / n, wins / (pos * neg)
+		}
+		got := m.Metrics()
+		loss, brier, ece, auc := measures(all)
+		rl, rb, re, ra := measures(all[len(all)-cfg.Window:])
+		near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+		if !near(got.LogLoss, loss, 1e-9) || !near(got.Brier, brier, 1e-9) || !near(got.CalibrationError, ece, 1e-9) ||
+			!near(got.RollingLogLoss, rl, 1e-9) || !near(got.RollingBrier, rb, 1e-9) || !near(got.RollingCalibrationError, re, 1e-9) {
+			t.Errorf("classes %d: metrics %+v, want log-loss %v, Brier %v, calibration error %v, rolling %v, %v, %v", classes, got, loss, brier, ece, rl, rb, re)
+		}
+		if classes > 0 {
+			if got.AUC != 0 || got.RollingAUC != 0 {
+				t.Errorf("a multiclass model has AUC %v and rolling AUC %v", got.AUC, got.RollingAUC)
+			}
+			continue
+		}
+		// The stream's AUC counts pairs in one of 1,024 bins as ties.
+		if !near(got.AUC, auc, 0.002) || !near(got.RollingAUC, ra, 1e-12) || auc < 0.55 {
+			t.Errorf("AUC %v, rolling %v; want %v, %v", got.AUC, got.RollingAUC, auc, ra)
+		}
+	}
+}
+
+// TestCalibrationResumes: a state taken mid-stream restores to a model
+// whose probabilities and metrics go on bit for bit, and a state without
+// calibration (one written before it existed) restores to a model that
+// calibrates afresh: P(label = +1) of 1/2 until it learns.
+func TestCalibrationResumes(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 10
+	xs := streamFor(cfg, 5, 2000)
+	whole := mustNew(t, cfg)
+	var want []learner.Outcome
+	for i := range xs {
+		want = append(want, strip(whole.Learn(&xs[i])))
+	}
+	first := mustNew(t, cfg)
+	for i := range xs[:700] {
+		first.Learn(&xs[i])
+	}
+	st := first.State()
+	if len(st.Calibration.Parameters) == 0 || st.Calibration.Count == 0 {
+		t.Fatalf("a model that learned 700 examples has no calibration: %+v", st.Calibration)
+	}
+	second, err := learner.Restore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Metrics() != first.Metrics() {
+		t.Fatalf("restored metrics %+v, want %+v", second.Metrics(), first.Metrics())
+	}
+	for i := 700; i < len(xs); i++ {
+		if o := strip(second.Learn(&xs[i])); !reflect.DeepEqual(o, want[i]) {
+			t.Fatalf("example %d: %+v, uninterrupted %+v", i, o, want[i])
+		}
+	}
+	if second.Metrics() != whole.Metrics() {
+		t.Fatalf("metrics %+v, uninterrupted %+v", second.Metrics(), whole.Metrics())
+	}
+
+	old := first.State()
+	old.Calibration = learner.Calibration{}
+	fresh, err := learner.Restore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := fresh.Metrics()
+	if p := fresh.Predict(&xs[700]); p.Probability != 0.5 || mt.LogLoss != 0 || mt.RollingLogLoss != 0 || mt.Accuracy != first.Metrics().Accuracy {
+		t.Fatalf("a state without calibration: probability %v, metrics %+v", p.Probability, mt)
+	}
+	labeled := 0
+	for i := 700; i < 800; i++ {
+		if fresh.Learn(&xs[i]).Labeled {
+			labeled++
+		}
+	}
+	if c := fresh.State().Calibration; c.Count != uint64(labeled) || labeled == 0 || fresh.Metrics().RollingLogLoss == 0 {
+		t.Fatalf("after %d labeled examples the calibration counts %d", labeled, c.Count)
+	}
+}
+
+// TestCalibrationValidate: a calibration that does not fit the
+// configuration or holds a number out of range is refused, naming its
+// field.
+func TestCalibrationValidate(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	good := trained(t, cfg, 1, 200)
+	for field, change := range map[string]func(*learner.Calibration){
+		"calibration":        func(c *learner.Calibration) { c.Parameters = c.Parameters[1:] },
+		"calibration_count":  func(c *learner.Calibration) { c.Count = 1 << 40 },
+		"log_loss":           func(c *learner.Calibration) { c.LogLoss = math.NaN() },
+		"brier":              func(c *learner.Calibration) { c.Brier = -1 },
+		"calibration_bins":   func(c *learner.Calibration) { c.BinCount[3]++ },
+		"auc":                func(c *learner.Calibration) { c.AUCPositive = nil },
+		"window_probability": func(c *learner.Calibration) { c.WindowProbability[0] = 1.5 },
+		"window_log_loss":    func(c *learner.Calibration) { c.WindowLogLoss[0] = math.Inf(1) },
+		"window_brier":       func(c *learner.Calibration) { c.WindowBrier = c.WindowBrier[1:] },
+	} {
+		st := trained(t, cfg, 1, 200)
+		change(&st.Calibration)
+		err := st.Validate()
+		var se *learner.StateError
+		if !errors.As(err, &se) || (se.Field != field && !(field == "window_brier" && se.Field == "window_probability")) {
+			t.Errorf("%s: got %v", field, err)
+		}
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDigestCalibration: an empty calibration adds nothing to the digest
+// (a state written before calibration existed keeps its digest); any part
+// of one changes it.
+func TestDigestCalibration(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	a := trained(t, cfg, 1, 200)
+	for name, change := range map[string]func(*learner.Calibration){
+		"parameters": func(c *learner.Calibration) { c.Parameters[2] = math.Nextafter(c.Parameters[2], 2) },
+		"count":      func(c *learner.Calibration) { c.Count++ },
+		"log_loss":   func(c *learner.Calibration) { c.LogLoss++ },
+		"bins":       func(c *learner.Calibration) { c.BinEvents[5]++ },
+		"auc":        func(c *learner.Calibration) { c.AUCNegative[9]++ },
+		"window":     func(c *learner.Calibration) { c.WindowEvent[7] = !c.WindowEvent[7] },
+	} {
+		b := trained(t, cfg, 1, 200)
+		change(&b.Calibration)
+		if a.Digest() == b.Digest() {
+			t.Errorf("%s: the digest did not change", name)
+		}
+	}
+	b := trained(t, cfg, 1, 200)
+	b.Calibration = learner.Calibration{}
+	if a.Digest() == b.Digest() {
+		t.Error("dropping the calibration left the digest unchanged")
+	}
+}
+
+// TestMixCalibration: the calibrators' parameters mix by the mean
+// weighted by the labeled examples each state learned beyond base, the
+// measures add as the counters do, the window continues as the outcomes
+// do, the result is the same bits every time, and one learner's mix is
+// its own calibration.
+func TestMixCalibration(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits, cfg.Window = 10, 50
+	xs := streamFor(cfg, 8, 3000)
+	base := mustNew(t, cfg)
+	for i := range xs[:1000] {
+		base.Learn(&xs[i])
+	}
+	b := base.State()
+	shards := [][]learner.Example{xs[1000:1900], xs[1900:2200]}
+	var states []*learner.State
+	var n []float64
+	for _, shard := range shards {
+		m, err := learner.Restore(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range shard {
+			m.Learn(&shard[i])
+		}
+		st := m.State()
+		states = append(states, st)
+		n = append(n, float64(st.Labeled-b.Labeled))
+	}
+	mixed, err := learner.Mix(b, states, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := learner.Mix(b, states, []float64{1, 1})
+	if mixed.Digest() != again.Digest() {
+		t.Fatal("two mixes of the same states differ")
+	}
+	c := mixed.Calibration
+	for i, v := range c.Parameters {
+		want := n[0]/(n[0]+n[1])*states[0].Calibration.Parameters[i] + n[1]/(n[0]+n[1])*states[1].Calibration.Parameters[i]
+		if math.Abs(v-want) > 1e-12*math.Max(1, math.Abs(want)) {
+			t.Errorf("parameter %d is %v, want the examples-weighted mean %v", i, v, want)
+		}
+	}
+	bc := &b.Calibration
+	if want := bc.Count + (states[0].Calibration.Count - bc.Count) + (states[1].Calibration.Count - bc.Count); c.Count != want || c.Count != mixed.Labeled {
+		t.Errorf("count %d, want %d (labeled %d)", c.Count, want, mixed.Labeled)
+	}
+	wantLoss := bc.LogLoss + (states[0].Calibration.LogLoss - bc.LogLoss) + (states[1].Calibration.LogLoss - bc.LogLoss)
+	if math.Abs(c.LogLoss-wantLoss) > 1e-9 {
+		t.Errorf("log-loss sum %v, want %v", c.LogLoss, wantLoss)
+	}
+	// The window ends with the last shard's last outcomes.
+	last := states[1]
+	for j := range cfg.Window {
+		from := (last.WindowNext + cfg.Window - 1 - j) % cfg.Window
+		to := (mixed.WindowNext + cfg.Window - 1 - j) % cfg.Window
+		if c.WindowProbability[to] != last.Calibration.WindowProbability[from] || c.WindowEvent[to] != last.Calibration.WindowEvent[from] {
+			t.Fatalf("window slot %d is not the last shard's", to)
+		}
+	}
+	m, err := learner.Restore(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt := m.Metrics(); !(mt.LogLoss > 0 && mt.AUC > 0.5 && mt.RollingLogLoss > 0) {
+		t.Errorf("the mixed model's metrics %+v", mt)
+	}
+
+	// One learner: its own calibration, bit for bit, as a sequential
+	// model's.
+	idle, _ := learner.Restore(b)
+	idle.Learn(&learner.Example{Index: []uint32{1}, Value: []float64{1}})
+	one, err := learner.Mix(b, []*learner.State{states[0], idle.State()}, []float64{1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(one.Calibration, states[0].Calibration) {
+		t.Error("a mix in which one state learned does not keep its calibration")
+	}
+}

@@ -1,0 +1,137 @@
+package snapshot_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TestCalibrationRoundTrip: a binary and a multiclass model's calibration
+// is written under the key calibration with the documented keys and
+// reads back bit for bit, in a snapshot of the current format.
+func TestCalibrationRoundTrip(t *testing.T) {
+	for _, classes := range [][]string{nil, {"a", "b", "c"}} {
+		cfg := learner.DefaultConfig()
+		cfg.HashBits, cfg.Classes = 6, classes
+		st := train(t, cfg, 300).State()
+		if st.Calibration.Count == 0 {
+			t.Fatal("the trained model measured no probability")
+		}
+		data, err := snapshot.Marshal(snap(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env map[string]any
+		if err := msgpack.Unmarshal(data, &env); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := env["format"].(int8); int(f) != snapshot.Format || snapshot.Format != 2 {
+			t.Fatalf("format %v, want %d", env["format"], snapshot.Format)
+		}
+		c, ok := bodyOf(t, data)["calibration"].(map[string]any)
+		if !ok {
+			t.Fatal("no calibration key")
+		}
+		keys := []string{"parameters", "count", "log_loss", "brier", "bin_count", "bin_events", "bin_sum", "window_probability", "window_event", "window_log_loss", "window_brier"}
+		if classes == nil {
+			keys = append(keys, "auc_positive", "auc_negative")
+		}
+		for _, k := range keys {
+			if _, ok := c[k]; !ok {
+				t.Errorf("calibration has no key %s", k)
+			}
+		}
+		if len(c) != len(keys) {
+			t.Errorf("calibration has keys %v, want %v", c, keys)
+		}
+		got, err := snapshot.Unmarshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.State, st) || got.State.Digest() != st.Digest() {
+			t.Fatal("the state read back differs")
+		}
+	}
+}
+
+// TestFormat1LoadsWithFreshCalibration: a snapshot of format 1
+// (testdata/averaged-format1.msgpack, written before calibration existed)
+// loads, its model calibrates afresh and learns on, and it is written
+// again in the current format.
+func TestFormat1LoadsWithFreshCalibration(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format1.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]any
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := env["format"].(int8); f != 1 {
+		t.Fatalf("the test file is of format %v, want 1", env["format"])
+	}
+	if _, ok := bodyOf(t, data)["calibration"]; ok {
+		t.Fatal("a format-1 snapshot with a calibration key")
+	}
+	s, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.State.Calibration.IsZero() {
+		t.Fatalf("calibration %+v, want none", s.State.Calibration)
+	}
+	m, err := learner.Restore(s.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := learner.Example{Index: []uint32{1, 5, 9}, Value: []float64{1, -2, 0.5}, Labeled: true, Label: 1}
+	if p := m.Predict(&x); p.Probability != 0.5 || p.Score == 0 {
+		t.Fatalf("a fresh calibrator gives %v for score %v, want 0.5", p.Probability, p.Score)
+	}
+	m.Learn(&x)
+	if mt := m.Metrics(); mt.LogLoss == 0 || mt.Labeled != s.State.Labeled+1 {
+		t.Fatalf("after one labeled example: %+v", mt)
+	}
+	again, err := snapshot.Marshal(snap(m.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := snapshot.Unmarshal(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.State.Calibration.Count != 1 {
+		t.Fatalf("written again, the calibration counts %d", back.State.Calibration.Count)
+	}
+}
+
+// TestCalibrationDamaged: a calibration key whose vectors do not fit is
+// refused as corrupt, naming the field.
+func TestCalibrationDamaged(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	data, err := snapshot.Marshal(snap(train(t, cfg, 200).State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, spoil := range map[string]func(c map[string]any){
+		"bin_count":          func(c map[string]any) { c["bin_count"] = c["bin_count"].([]byte)[:7] },
+		"calibration_bins":   func(c map[string]any) { c["bin_events"] = c["bin_events"].([]byte)[:8] },
+		"window_probability": func(c map[string]any) { c["window_probability"] = []byte{} },
+		"parameters":         func(c map[string]any) { c["parameters"] = []byte{1, 2, 3} },
+	} {
+		body := bodyOf(t, data)
+		spoil(body["calibration"].(map[string]any))
+		_, err := snapshot.Unmarshal(reseal(t, body))
+		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: got %v, want ErrCorrupt naming it", field, err)
+		}
+	}
+}
