@@ -95,8 +95,11 @@ type Config struct {
 	HashSeed uint64 `json:"hash_seed" yaml:"hash_seed" msgpack:"hash_seed" help:"seed of the feature hash"`
 	// Classes names the classes. Empty: a binary model with numeric
 	// labels. Two names: a binary model, the first name the negative class
-	// (-1), the second the positive (+1). Three or more: a multiclass model
-	// (Perceptron, Averaged and PA1 only).
+	// (-1), the second the positive (+1). Three or more: a multiclass model,
+	// one weight vector and bias per class, for every algorithm but Kernel.
+	// Each learns from the label's score against the best other class's,
+	// moving those two classes' vectors (Crammer–Singer); AROW keeps a
+	// variance per feature and class and one per class's bias.
 	Classes []string `json:"classes" yaml:"classes" msgpack:"classes" help:"class names, comma-separated; none: binary labels 1/-1, two: binary (negative, positive), three or more: multiclass"`
 	// Normalize scales every x to unit L2 norm before it is used.
 	Normalize bool `json:"normalize" yaml:"normalize" msgpack:"normalize" help:"scale every example to unit L2 norm"`
@@ -275,8 +278,8 @@ func (c Config) validateClasses() error {
 	case n == 1:
 		return fieldErr("classes", "one class is not a classifier: give none (numeric binary labels), two (negative, positive) or three or more")
 	case n > 2:
-		if c.Algorithm != Perceptron && c.Algorithm != Averaged && c.Algorithm != PA1 {
-			return fieldErr("classes", "multiclass needs algorithm perceptron, averaged or pa1, not %s", c.Algorithm)
+		if c.Algorithm == Kernel {
+			return fieldErr("classes", "the kernel algorithm is binary only: multiclass needs algorithm %s", multiclassAlgorithms())
 		}
 		if n > 1<<16 {
 			return fieldErr("classes", "at most %d classes, got %d", 1<<16, n)
@@ -296,6 +299,18 @@ func (c Config) validateClasses() error {
 		seen[name] = true
 	}
 	return nil
+}
+
+// multiclassAlgorithms lists the algorithms that learn three or more
+// classes, for an error message.
+func multiclassAlgorithms() string {
+	var names []string
+	for _, a := range algorithms {
+		if a != Kernel {
+			names = append(names, string(a))
+		}
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }

@@ -41,8 +41,9 @@ const digestVersion = "hyperplane/learner.State/v1"
 //     false_negatives (uints), window (list of bools), window_next (uint);
 //  4. the linear parts: weights, bias (float lists), scale, vnorm2
 //     (floats), sum_weights, sum_bias, variance (float lists),
-//     variance_bias (float), pending_index (index list), pending_value,
-//     pending_bias (float lists);
+//     variance_bias (float), variance_biases (float list, only when not
+//     empty: a multiclass AROW model's), pending_index (index list),
+//     pending_value, pending_bias (float lists);
 //  5. the kernel parts: support (a list whose elements are index (index
 //     list), value (float list), coef, norm2 (floats)), support_next
 //     (uint), kernel_r2 (float);
@@ -110,6 +111,11 @@ func (st *State) Digest() [32]byte {
 	e.floats(st.SumBias)
 	e.floats(st.Variance)
 	e.float(st.VarianceBias)
+	if len(st.VarianceBiases) > 0 {
+		// Only a multiclass AROW model has them: a binary model's
+		// digest is what it was before they existed.
+		e.floats(st.VarianceBiases)
+	}
 	e.indices(st.PendingIndex)
 	e.floats(st.PendingValue)
 	e.floats(st.PendingBias)

@@ -476,7 +476,7 @@ func TestValidate(t *testing.T) {
 		{"classes", func(c *learner.Config) { c.Classes = []string{"only"} }},
 		{"classes", func(c *learner.Config) { c.Classes = []string{"a", "b", "a"} }},
 		{"classes", func(c *learner.Config) { c.Classes = []string{"a", ""} }},
-		{"classes", func(c *learner.Config) { c.Algorithm, c.Classes = learner.Pegasos, []string{"a", "b", "c"} }},
+		{"classes", func(c *learner.Config) { c.Algorithm, c.Classes = learner.Kernel, []string{"a", "b", "c"} }},
 		{"classes", func(c *learner.Config) { c.HashBits, c.Classes = 30, []string{"a", "b", "c"} }},
 		{"batch", func(c *learner.Config) { c.Batch = 0 }},
 		{"batch", func(c *learner.Config) { c.Algorithm, c.Batch = learner.AROW, 2 }},

@@ -97,6 +97,26 @@ func boundConfigs() map[string]learner.Config {
 	add("pegasos/none/lambda=1e300", func(c *learner.Config) {
 		c.Algorithm, c.Bias, c.Lambda = learner.Pegasos, learner.BiasNone, 1e300
 	})
+	abc := func() []string { return []string{"a", "b", "c"} }
+	add("multiclass/margin/r2/eta=MaxValue/tau=1e300", func(c *learner.Config) {
+		c.Algorithm, c.Bias, c.Eta, c.Tau, c.Classes = learner.Margin, learner.BiasR2, learner.MaxValue, 1e300, abc()
+	})
+	add("multiclass/pa/none", func(c *learner.Config) { c.Algorithm, c.Bias, c.Classes = learner.PA, learner.BiasNone, abc() })
+	add("multiclass/pa2/none/C=1e300", func(c *learner.Config) {
+		c.Algorithm, c.Bias, c.C, c.Classes = learner.PA2, learner.BiasNone, 1e300, abc()
+	})
+	add("multiclass/pa2/C=1e-300", func(c *learner.Config) { c.Algorithm, c.C, c.Classes = learner.PA2, 1e-300, abc() })
+	add("multiclass/arow/none/r=5e-324", func(c *learner.Config) {
+		c.Algorithm, c.Bias, c.AROWR, c.Classes = learner.AROW, learner.BiasNone, 5e-324, abc()
+	})
+	add("multiclass/arow/r=5e-324", func(c *learner.Config) { c.Algorithm, c.AROWR, c.Classes = learner.AROW, 5e-324, abc() })
+	add("multiclass/arow/r=1e300", func(c *learner.Config) { c.Algorithm, c.AROWR, c.Classes = learner.AROW, 1e300, abc() })
+	add("multiclass/pegasos/lambda=1/MaxValue", func(c *learner.Config) {
+		c.Algorithm, c.Lambda, c.Classes = learner.Pegasos, 1/learner.MaxValue, abc()
+	})
+	add("multiclass/pegasos/none/lambda=1e300", func(c *learner.Config) {
+		c.Algorithm, c.Bias, c.Lambda, c.Classes = learner.Pegasos, learner.BiasNone, 1e300, abc()
+	})
 	add("kernel/poly/degree=16", func(c *learner.Config) {
 		c.Algorithm, c.Kernel, c.Degree, c.Gamma, c.Coef0, c.Bias, c.Eta, c.Budget =
 			learner.Kernel, learner.PolynomialKernel, 16, 1e10, 1e10, learner.BiasR2, learner.MaxValue, 30
@@ -299,6 +319,8 @@ func TestRestoreRefusesStatesBeyondTheBounds(t *testing.T) {
 	perceptron.HashBits, perceptron.Bias = 4, learner.BiasR2
 	arow := learner.DefaultConfig()
 	arow.HashBits, arow.Algorithm = 4, learner.AROW
+	multiArow := arow
+	multiArow.Classes = []string{"a", "b", "c"}
 	for _, c := range []struct {
 		cfg   learner.Config
 		field string
@@ -307,6 +329,8 @@ func TestRestoreRefusesStatesBeyondTheBounds(t *testing.T) {
 		{perceptron, "r2", func(s *learner.State) { s.R2 = 1e300 }},
 		{arow, "variance", func(s *learner.State) { s.Variance[1] = -1 }},
 		{arow, "variance", func(s *learner.State) { s.Variance[1] = 2 }},
+		{multiArow, "variance_biases", func(s *learner.State) { s.VarianceBiases[1] = 2 }},
+		{multiArow, "variance_biases", func(s *learner.State) { s.VarianceBiases[2] = -1 }},
 	} {
 		st := mustNew(t, c.cfg).State()
 		c.spoil(st)

@@ -24,7 +24,8 @@ type linear struct {
 	// vnorm2 is ‖v‖² including the bias.
 	scale, vnorm2 float64
 
-	// AROW: the diagonal of the weights' covariance.
+	// AROW: the diagonal of the weights' covariance, one variance per
+	// weight in the layout of w, and one per bias.
 	sigma, sigmaB []float64
 
 	// Mini-batch: the pending sum of updates, by flat weight index.
@@ -49,11 +50,14 @@ func newLinear(cfg Config) *linear {
 	case Pegasos:
 		l.scale = 1
 	case AROW:
-		l.sigma = make([]float64, d)
+		l.sigma = make([]float64, d*k)
 		for i := range l.sigma {
 			l.sigma[i] = 1
 		}
-		l.sigmaB = []float64{1}
+		l.sigmaB = make([]float64, k)
+		for c := range l.sigmaB {
+			l.sigmaB[c] = 1
+		}
 	}
 	if cfg.Batch > 1 {
 		l.pw = make([]float64, d*k)
@@ -127,6 +131,11 @@ func (l *linear) score(x *Example, out, raw []float64, labeled uint64) {
 	}
 	copy(raw, l.b)
 	dotK(l.w, l.k, x, raw)
+	if l.cfg.Algorithm == Pegasos {
+		for c, f := range raw {
+			raw[c] = l.scale * f
+		}
+	}
 	if l.cfg.Algorithm != Averaged {
 		copy(out, raw)
 		return
@@ -282,14 +291,24 @@ func (l *linear) flush(t uint64) {
 
 // pegasos is one step of Pegasos: shrink by 1 - 1/t, add
 // y·x/(λt) if the hinge loss is positive, project onto the ball of
-// radius 1/sqrt(λ).
+// radius 1/sqrt(λ). A multiclass model takes the hinge loss of the
+// label's score against the best other class's, 1 - (f_y - f_r), and
+// adds x/(λt) to class y and subtracts it from class r (Crammer–Singer).
 func (l *linear) pegasos(x *Example, y int, s step) bool {
 	fy := float64(y)
-	active := fy*l.raw[0] < 1
+	other := -1
+	var active bool
+	if l.k == 1 {
+		active = fy*l.raw[0] < 1
+	} else {
+		fy = 1
+		other = argmaxOther(l.raw, y)
+		active = l.raw[y]-l.raw[other] < 1
+	}
 	if s.t == 1 {
 		// 1 - 1/t is zero: the weights restart from nothing.
 		clear(l.w)
-		l.b[0] = 0
+		clear(l.b)
 		l.vnorm2 = 0
 		l.scale = 1
 	} else {
@@ -297,19 +316,11 @@ func (l *linear) pegasos(x *Example, y int, s step) bool {
 	}
 	if active {
 		a := fy * s.importance / (l.cfg.Lambda * float64(s.t)) / l.scale
-		for j, i := range x.Index {
-			d := float64(a * x.Value[j])
-			l.vnorm2 += float64(d * (2*l.w[i] + d))
-			l.w[i] += d
-		}
-		for i, v := range x.Dense {
-			d := float64(a * v)
-			l.vnorm2 += float64(d * (2*l.w[i] + d))
-			l.w[i] += d
-		}
-		if l.cfg.Bias != BiasNone {
-			l.vnorm2 += float64(a * (2*l.b[0] + a))
-			l.b[0] += a
+		if l.k == 1 {
+			l.pegasosAdd(x, 0, a)
+		} else {
+			l.pegasosAdd(x, y, a)
+			l.pegasosAdd(x, other, -a)
 		}
 	}
 	if wn2 := l.scale * l.scale * l.vnorm2; wn2 > 1/l.cfg.Lambda {
@@ -320,14 +331,41 @@ func (l *linear) pegasos(x *Example, y int, s step) bool {
 		for i := range l.w {
 			l.w[i] *= l.scale
 		}
-		l.b[0] *= l.scale
+		for c := range l.b {
+			l.b[c] *= l.scale
+		}
 		l.vnorm2 *= l.scale * l.scale
 		l.scale = 1
 	}
 	return active
 }
 
+// pegasosAdd adds a·x to v's output c, and a to its bias unless the model
+// has none, keeping vnorm2 = ‖v‖².
+func (l *linear) pegasosAdd(x *Example, c int, a float64) {
+	k := l.k
+	for j, i := range x.Index {
+		p := int(i)*k + c
+		d := float64(a * x.Value[j])
+		l.vnorm2 += float64(d * (2*l.w[p] + d))
+		l.w[p] += d
+	}
+	for i, v := range x.Dense {
+		p := i*k + c
+		d := float64(a * v)
+		l.vnorm2 += float64(d * (2*l.w[p] + d))
+		l.w[p] += d
+	}
+	if l.cfg.Bias != BiasNone {
+		l.vnorm2 += float64(a * (2*l.b[c] + a))
+		l.b[c] += a
+	}
+}
+
 func (l *linear) arow(x *Example, y int, s step) bool {
+	if l.k > 1 {
+		return l.arowMulticlass(x, y, s)
+	}
 	fy := float64(y)
 	m := l.raw[0]
 	if fy*m >= 1 {
@@ -372,6 +410,76 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 		sg := l.sigmaB[0]
 		l.b[0] += float64(ay * sg)
 		l.sigmaB[0] = shrink(sg, float64(beta*float64(sg*sg)))
+	}
+	return true
+}
+
+// arowMulticlass is AROW on the difference Φ(x,y) − Φ(x,r) between the
+// label's features and those of r, the best other class (the multiclass
+// confidence-weighted learners of Crammer, Dredze & Kulesza 2009): the
+// margin is f_y − f_r, the confidence xᵀΣ_y x + xᵀΣ_r x with a variance
+// per (feature, class), and only the weights, biases and variances of
+// classes y and r move, y's towards x and r's away from it.
+func (l *linear) arowMulticlass(x *Example, y int, s step) bool {
+	k := l.k
+	r := argmaxOther(l.raw, y)
+	m := l.raw[y] - l.raw[r]
+	if m >= 1 {
+		return false
+	}
+	classes := [2]int{y, r}
+	var conf float64
+	for _, c := range classes {
+		for j, i := range x.Index {
+			v := x.Value[j]
+			conf += float64(float64(v*v) * l.sigma[int(i)*k+c])
+		}
+		for i, v := range x.Dense {
+			conf += float64(float64(v*v) * l.sigma[i*k+c])
+		}
+	}
+	bias := l.cfg.Bias != BiasNone
+	if bias {
+		conf += l.sigmaB[y]
+		conf += l.sigmaB[r]
+	}
+	beta := 1 / (conf + l.cfg.AROWR)
+	alpha := (1 - m) * beta * s.importance
+	if !(conf >= 0) || !(alpha*conf*alpha <= maxStep2) {
+		// A step longer than maxStep (see MaxValue), or NaN: refused,
+		// as in the binary rule.
+		return false
+	}
+	signed := [2]float64{alpha, -alpha}
+	for n, c := range classes {
+		a := signed[n]
+		for j, i := range x.Index {
+			p := int(i)*k + c
+			l.w[p] += float64(float64(a*l.sigma[p]) * x.Value[j])
+		}
+		for i, v := range x.Dense {
+			p := i*k + c
+			l.w[p] += float64(float64(a*l.sigma[p]) * v)
+		}
+	}
+	for _, c := range classes {
+		for j, i := range x.Index {
+			p := int(i)*k + c
+			v, sg := x.Value[j], l.sigma[p]
+			l.sigma[p] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
+		}
+		for i, v := range x.Dense {
+			p := i*k + c
+			sg := l.sigma[p]
+			l.sigma[p] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
+		}
+	}
+	if bias {
+		for n, c := range classes {
+			sg := l.sigmaB[c]
+			l.b[c] += float64(signed[n] * sg)
+			l.sigmaB[c] = shrink(sg, float64(beta*float64(sg*sg)))
+		}
 	}
 	return true
 }

@@ -108,7 +108,8 @@ import (
 //     is recomputed as ‖Weights‖² + ‖Bias‖². The mean stays inside
 //     Pegasos's ball, which is convex, and the next step is that of
 //     labeled example T+1.
-//   - arow: each coordinate (and the bias) mixes by precision: with
+//   - arow: each coordinate (and each bias: a multiclass model has a
+//     variance per weight and per class's bias) mixes by precision: with
 //     p_s = μ_s/σ_s, the weight is Σ p_s·w_s / Σ p_s and the variance
 //     1/Σ p_s, the weighted harmonic mean of the variances (at most 1, and
 //     capped at 1 against rounding). To avoid overflow it is computed with
@@ -454,10 +455,26 @@ func column(parts []*State, f func(*State) []float64) [][]float64 {
 	return vs
 }
 
-func weightsOf(st *State) []float64      { return st.Weights }
-func biasOf(st *State) []float64         { return st.Bias }
-func varianceOf(st *State) []float64     { return st.Variance }
-func varianceBiasOf(st *State) []float64 { return []float64{st.VarianceBias} }
+func weightsOf(st *State) []float64  { return st.Weights }
+func biasOf(st *State) []float64     { return st.Bias }
+func varianceOf(st *State) []float64 { return st.Variance }
+
+// varianceBiasOf is AROW's bias variances of st, one per output.
+func varianceBiasOf(st *State) []float64 {
+	if st.Config.Multiclass() {
+		return st.VarianceBiases
+	}
+	return []float64{st.VarianceBias}
+}
+
+// setVarianceBias sets AROW's bias variances of out, one per output.
+func (out *State) setVarianceBias(v []float64) {
+	if out.Config.Multiclass() {
+		out.VarianceBiases = v
+		return
+	}
+	out.VarianceBias = v[0]
+}
 
 // effective is the effective weights and bias (State.Effective) of every
 // state of parts, in order.
@@ -493,7 +510,8 @@ func mixParameters(out *State, parts []*State, mu []float64) {
 	case AROW:
 		out.Weights, out.Variance = precisionMean(column(parts, weightsOf), column(parts, varianceOf), mu)
 		b, vb := precisionMean(column(parts, biasOf), column(parts, varianceBiasOf), mu)
-		out.Bias, out.VarianceBias = b, vb[0]
+		out.Bias = b
+		out.setVarianceBias(vb)
 	default:
 		out.Weights = weightedMean(column(parts, weightsOf), mu)
 		out.Bias = weightedMean(column(parts, biasOf), mu)
@@ -537,7 +555,7 @@ func mixDamped(out, base *State, parts []*State, mu []float64) {
 		out.Weights = dampedSum(base.Weights, column(parts, weightsOf), a)
 		out.Variance = precisionSum(base.Variance, column(parts, varianceOf))
 		out.Bias = dampedSum(base.Bias, column(parts, biasOf), a)
-		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, column(parts, varianceBiasOf))[0]
+		out.setVarianceBias(precisionSum(varianceBiasOf(base), column(parts, varianceBiasOf)))
 	default:
 		out.Weights = dampedSum(base.Weights, column(parts, weightsOf), a)
 		out.Bias = dampedSum(base.Bias, column(parts, biasOf), a)
@@ -561,8 +579,8 @@ func mixTouched(out, base *State, parts []*State, mu []float64) {
 		out.Weights = touchedPrecisionMean(base.Weights, base.Variance, column(parts, weightsOf), vs, mu)
 		out.Variance = precisionSum(base.Variance, vs)
 		vb := column(parts, varianceBiasOf)
-		out.Bias = touchedPrecisionMean(base.Bias, []float64{base.VarianceBias}, column(parts, biasOf), vb, mu)
-		out.VarianceBias = precisionSum([]float64{base.VarianceBias}, vb)[0]
+		out.Bias = touchedPrecisionMean(base.Bias, varianceBiasOf(base), column(parts, biasOf), vb, mu)
+		out.setVarianceBias(precisionSum(varianceBiasOf(base), vb))
 	default:
 		out.Weights = touchedMean(base.Weights, column(parts, weightsOf), mu)
 		out.Bias = touchedMean(base.Bias, column(parts, biasOf), mu)
@@ -839,6 +857,7 @@ func (st *State) clone() *State {
 	c.SumWeights = clone(st.SumWeights)
 	c.SumBias = clone(st.SumBias)
 	c.Variance = clone(st.Variance)
+	c.VarianceBiases = clone(st.VarianceBiases)
 	c.PendingIndex = clone(st.PendingIndex)
 	c.PendingValue = clone(st.PendingValue)
 	c.PendingBias = clone(st.PendingBias)

@@ -41,9 +41,13 @@ type State struct {
 	SumWeights []float64
 	SumBias    []float64
 
-	// Variance and VarianceBias are AROW's per-weight confidences.
-	Variance     []float64
-	VarianceBias float64
+	// Variance and VarianceBias are AROW's per-weight confidences:
+	// Variance in the layout of Weights, VarianceBias the bias's of a
+	// binary model. VarianceBiases holds a multiclass model's bias
+	// variances, one per class (its VarianceBias is 0 and unused).
+	Variance       []float64
+	VarianceBias   float64
+	VarianceBiases []float64
 
 	// Pending is the mini-batch update not yet applied: PendingIndex are
 	// flat weight indices (as in Weights), PendingValue their pending sums.
@@ -181,7 +185,7 @@ func (st *State) validateLinear() error {
 		return stateErr("scale", "must be a positive number, got %v", st.Scale)
 	}
 	if cfg.Algorithm == AROW {
-		if err := checkLength("variance", st.Variance, d); err != nil {
+		if err := checkLength("variance", st.Variance, d*k); err != nil {
 			return err
 		}
 		// The variances start at 1 and only shrink, never below 0: the
@@ -193,6 +197,16 @@ func (st *State) validateLinear() error {
 		}
 		if !(st.VarianceBias >= 0 && st.VarianceBias <= 1) {
 			return stateErr("variance_bias", "must be in [0, 1], got %v", st.VarianceBias)
+		}
+		if cfg.Multiclass() {
+			if err := checkLength("variance_biases", st.VarianceBiases, k); err != nil {
+				return err
+			}
+			for c, v := range st.VarianceBiases {
+				if !(v >= 0 && v <= 1) {
+					return stateErr("variance_biases", "[%d] must be in [0, 1], got %v", c, v)
+				}
+			}
 		}
 	}
 	if cfg.Batch > 1 {
@@ -221,7 +235,7 @@ func (st *State) validateLinear() error {
 		values []float64
 	}{
 		{"weights", st.Weights}, {"bias", st.Bias}, {"sum_weights", st.SumWeights}, {"sum_bias", st.SumBias},
-		{"variance", st.Variance}, {"pending_value", st.PendingValue}, {"pending_bias", st.PendingBias},
+		{"variance", st.Variance}, {"variance_biases", st.VarianceBiases}, {"pending_value", st.PendingValue}, {"pending_bias", st.PendingBias},
 	} {
 		if err := checkFinite(v.field, v.values); err != nil {
 			return err
@@ -319,7 +333,11 @@ func (l *linear) export(st *State) {
 	}
 	if l.sigma != nil {
 		st.Variance = clone(l.sigma)
-		st.VarianceBias = l.sigmaB[0]
+		if l.k == 1 {
+			st.VarianceBias = l.sigmaB[0]
+		} else {
+			st.VarianceBiases = clone(l.sigmaB)
+		}
 	}
 	if l.pw != nil {
 		st.PendingIndex = clone(l.touched)
@@ -343,7 +361,11 @@ func (l *linear) restore(st *State) {
 	}
 	if l.sigma != nil {
 		copy(l.sigma, st.Variance)
-		l.sigmaB[0] = st.VarianceBias
+		if l.k == 1 {
+			l.sigmaB[0] = st.VarianceBias
+		} else {
+			copy(l.sigmaB, st.VarianceBiases)
+		}
 	}
 	if l.pw != nil {
 		for n, j := range st.PendingIndex {

@@ -154,6 +154,10 @@ type stateBody struct {
 	// 2), omitted when empty: a format-1 snapshot has none and loads with
 	// calibration starting afresh.
 	Calibration *calibrationBody `msgpack:"calibration,omitempty"`
+
+	// VarianceBiases is omitted but for a multiclass AROW model, so that
+	// every other model encodes as it did before the key existed.
+	VarianceBiases []byte `msgpack:"variance_biases,omitempty"`
 }
 
 // detectorBody is the wire form of a learner.Detector: the stateBody's
@@ -325,6 +329,7 @@ func encodeState(st *learner.State) (stateBody, error) {
 		SumBias:        f64bytes(st.SumBias),
 		Variance:       f64bytes(st.Variance),
 		VarianceBias:   st.VarianceBias,
+		VarianceBiases: f64bytes(st.VarianceBiases),
 		PendingIndex:   u32bytes(st.PendingIndex),
 		PendingValue:   f64bytes(st.PendingValue),
 		PendingBias:    f64bytes(st.PendingBias),
@@ -465,6 +470,7 @@ func (b *stateBody) state() (*learner.State, error) {
 		{"sum_weights", b.SumWeights, &st.SumWeights},
 		{"sum_bias", b.SumBias, &st.SumBias},
 		{"variance", b.Variance, &st.Variance},
+		{"variance_biases", b.VarianceBiases, &st.VarianceBiases},
 		{"pending_value", b.PendingValue, &st.PendingValue},
 		{"pending_bias", b.PendingBias, &st.PendingBias},
 	}
