@@ -25,7 +25,8 @@ type goldenEvent struct {
 // goldenEvents are events of every kind, for every kind of labels, with
 // values that take each branch of the encoders: ids to escape, invalid
 // UTF-8, strings, bins and maps past the smallest msgpack headers,
-// integers past the fixint range, negative zero and extreme floats.
+// integers past the fixint range, negative zero and extreme floats, and
+// probabilities at 0, 1 and in between.
 func goldenEvents() []goldenEvent {
 	binary := learner.DefaultConfig()
 	named := binary
@@ -49,6 +50,7 @@ func goldenEvents() []goldenEvent {
 		{ID: []byte("\x00\x1f\t\n\r\"\\/\u2028é\xff" + strings.Repeat("i", 40)), HasID: true},
 	}
 	scores := []float64{0.25, -3, math.Copysign(0, -1), 1e-7, 1.7976931348623157e308, 5e-324, 1e21, 123456.789}
+	probabilities := []float64{0.5, 0, 1, 0.7310585786300049, 1e-300, 0.9999999999999999, 0.1}
 	var out []goldenEvent
 	add := func(name string, json, mp func([]byte) []byte) {
 		out = append(out, goldenEvent{name, json, mp})
@@ -70,15 +72,17 @@ func goldenEvents() []goldenEvent {
 				}
 				k++
 				o := learner.Outcome{
-					Prediction: learner.Prediction{Label: label(k), Score: scores[k%len(scores)]},
+					Prediction: learner.Prediction{Label: label(k), Score: scores[k%len(scores)], Probability: probabilities[k%len(probabilities)]},
 					Labeled:    labeled,
 					Correct:    correct,
 					Margin:     -scores[(k+3)%len(scores)],
 				}
 				if cfg.Multiclass() {
 					o.Scores = make([]float64, classes)
+					o.Probabilities = make([]float64, classes)
 					for c := range o.Scores {
 						o.Scores[c] = scores[(k+c)%len(scores)]
+						o.Probabilities[c] = probabilities[(k+c)%len(probabilities)]
 					}
 				}
 				p := wire.Prediction{

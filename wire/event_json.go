@@ -12,13 +12,17 @@ import (
 // AppendJSON appends the prediction event as one JSON object:
 //
 //	{"event_id":"kafka:t/0/42","id":"a1","predicted":1,"score":0.25,
-//	 "label":-1,"correct":false,"model":{"name":"m","version":7},
+//	 "probability":0.56,"label":-1,"correct":false,
+//	 "model":{"name":"m","version":7},
 //	 "position":{"source":"kafka:t/0","offset":42}}
 //
 // Labels are class names, or the numbers 1 and -1 for a binary model
-// without names (see learner.Labels.Class). score is an object of class
-// name to score for a multiclass model; id is left out when the example
-// had none, label and correct when it was unlabeled.
+// without names (see learner.Labels.Class). probability is the calibrated
+// P(label = +1) of a binary model. For a multiclass model score is an
+// object of class name to score, probability the predicted class's, and
+// probabilities follows it: an object of class name to probability. id is
+// left out when the example had none, label and correct when it was
+// unlabeled.
 func (p *Prediction) AppendJSON(dst []byte, labels learner.Labels) []byte {
 	dst = p.appendFields(dst, labels)
 	return append(dst, '}')
@@ -53,23 +57,35 @@ func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
 	return append(dst, '}')
 }
 
-// appendJSONPrediction appends the "predicted" and "score" fields of
-// pred, as events and replies have them.
+// appendJSONPrediction appends the "predicted", "score" and
+// "probability" fields of pred, and "probabilities" for a multiclass
+// model, as events and replies have them.
 func appendJSONPrediction(dst []byte, labels learner.Labels, pred *learner.Prediction) []byte {
 	dst = append(dst, `"predicted":`...)
 	dst = appendJSONLabel(dst, labels, pred.Label)
 	dst = append(dst, `,"score":`...)
 	if !labels.Multiclass() {
-		return appendJSONFloat(dst, pred.Score)
+		dst = appendJSONFloat(dst, pred.Score)
+		dst = append(dst, `,"probability":`...)
+		return appendJSONFloat(dst, pred.Probability)
 	}
+	dst = appendJSONClassMap(dst, labels, pred.Scores)
+	dst = append(dst, `,"probability":`...)
+	dst = appendJSONFloat(dst, pred.Probability)
+	dst = append(dst, `,"probabilities":`...)
+	return appendJSONClassMap(dst, labels, pred.Probabilities)
+}
+
+// appendJSONClassMap appends an object of class name to v[class].
+func appendJSONClassMap(dst []byte, labels learner.Labels, v []float64) []byte {
 	dst = append(dst, '{')
-	for c, s := range pred.Scores {
+	for c, f := range v {
 		if c > 0 {
 			dst = append(dst, ',')
 		}
 		dst = appendJSONLabel(dst, labels, c)
 		dst = append(dst, ':')
-		dst = appendJSONFloat(dst, s)
+		dst = appendJSONFloat(dst, f)
 	}
 	return append(dst, '}')
 }

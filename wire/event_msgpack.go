@@ -10,7 +10,7 @@ import (
 // AppendMsgpack appends the prediction event as a msgpack map with the
 // keys and values of AppendJSON.
 func (p *Prediction) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
-	n := 5
+	n := 3 + msgpackPredictionKeys(labels)
 	if p.Meta.HasID {
 		n++
 	}
@@ -44,19 +44,39 @@ func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []by
 	return msgpackPosition(dst, p.Position)
 }
 
-// msgpackPrediction appends the "predicted" and "score" keys and values
-// of pred, as events and replies have them.
+// msgpackPredictionKeys is how many keys msgpackPrediction appends.
+func msgpackPredictionKeys(labels learner.Labels) int {
+	if labels.Multiclass() {
+		return 4
+	}
+	return 3
+}
+
+// msgpackPrediction appends the "predicted", "score" and "probability"
+// keys and values of pred, and "probabilities" for a multiclass model, as
+// events and replies have them.
 func msgpackPrediction(dst []byte, labels learner.Labels, pred *learner.Prediction) []byte {
 	dst = msgpackStr(dst, "predicted")
 	dst = msgpackLabel(dst, labels, pred.Label)
 	dst = msgpackStr(dst, "score")
 	if !labels.Multiclass() {
-		return msgpackFloat(dst, pred.Score)
+		dst = msgpackFloat(dst, pred.Score)
+		dst = msgpackStr(dst, "probability")
+		return msgpackFloat(dst, pred.Probability)
 	}
-	dst = msgpackMap(dst, len(pred.Scores))
-	for c, s := range pred.Scores {
+	dst = msgpackClassMap(dst, labels, pred.Scores)
+	dst = msgpackStr(dst, "probability")
+	dst = msgpackFloat(dst, pred.Probability)
+	dst = msgpackStr(dst, "probabilities")
+	return msgpackClassMap(dst, labels, pred.Probabilities)
+}
+
+// msgpackClassMap appends a map of class name to v[class].
+func msgpackClassMap(dst []byte, labels learner.Labels, v []float64) []byte {
+	dst = msgpackMap(dst, len(v))
+	for c, f := range v {
 		dst = msgpackLabel(dst, labels, c)
-		dst = msgpackFloat(dst, s)
+		dst = msgpackFloat(dst, f)
 	}
 	return dst
 }
@@ -64,7 +84,7 @@ func msgpackPrediction(dst []byte, labels learner.Labels, pred *learner.Predicti
 // AppendMsgpack appends the misclassification event as a msgpack map with
 // the keys and values of AppendJSON.
 func (m *Misclassification) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
-	n := 8
+	n := 6 + msgpackPredictionKeys(labels)
 	if m.Meta.HasID {
 		n++
 	}

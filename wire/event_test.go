@@ -27,11 +27,11 @@ func TestPredictionEventJSON(t *testing.T) {
 			cfg:  binary,
 			ev: wire.Prediction{
 				Position: pos, Meta: wire.Meta{ID: []byte("a\n1"), HasID: true},
-				Outcome: learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 0.25}, Labeled: true, Correct: false},
+				Outcome: learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 0.25, Probability: 0.75}, Labeled: true, Correct: false},
 				Label:   -1, Model: "m", Version: 7,
 			},
 			want: map[string]any{
-				"event_id": "kafka:clicks/3/1042", "id": "a\n1", "predicted": 1.0, "score": 0.25,
+				"event_id": "kafka:clicks/3/1042", "id": "a\n1", "predicted": 1.0, "score": 0.25, "probability": 0.75,
 				"label": -1.0, "correct": false,
 				"model":    map[string]any{"name": "m", "version": 7.0},
 				"position": map[string]any{"source": "kafka:clicks/3", "offset": 1042.0},
@@ -40,9 +40,9 @@ func TestPredictionEventJSON(t *testing.T) {
 		{
 			name: "named classes unlabeled",
 			cfg:  named,
-			ev:   wire.Prediction{Position: pos, Outcome: learner.Outcome{Prediction: learner.Prediction{Label: -1, Score: -3}}, Model: "m"},
+			ev:   wire.Prediction{Position: pos, Outcome: learner.Outcome{Prediction: learner.Prediction{Label: -1, Score: -3, Probability: 0.125}}, Model: "m"},
 			want: map[string]any{
-				"event_id": "kafka:clicks/3/1042", "predicted": "ham", "score": -3.0,
+				"event_id": "kafka:clicks/3/1042", "predicted": "ham", "score": -3.0, "probability": 0.125,
 				"model":    map[string]any{"name": "m", "version": 0.0},
 				"position": map[string]any{"source": "kafka:clicks/3", "offset": 1042.0},
 			},
@@ -52,13 +52,15 @@ func TestPredictionEventJSON(t *testing.T) {
 			cfg:  multi,
 			ev: wire.Prediction{
 				Position: pos,
-				Outcome:  learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 2, Scores: []float64{1, 2, -0.5}}, Labeled: true, Correct: true},
+				Outcome:  learner.Outcome{Prediction: learner.Prediction{Label: 1, Score: 2, Scores: []float64{1, 2, -0.5}, Probability: 0.5, Probabilities: []float64{0.25, 0.5, 0.25}}, Labeled: true, Correct: true},
 				Label:    1, Model: "m", Version: 1,
 			},
 			want: map[string]any{
 				"event_id": "kafka:clicks/3/1042", "predicted": "b\"quoted\"",
-				"score": map[string]any{"a": 1.0, "b\"quoted\"": 2.0, "c": -0.5},
-				"label": "b\"quoted\"", "correct": true,
+				"score":         map[string]any{"a": 1.0, "b\"quoted\"": 2.0, "c": -0.5},
+				"probability":   0.5,
+				"probabilities": map[string]any{"a": 0.25, "b\"quoted\"": 0.5, "c": 0.25},
+				"label":         "b\"quoted\"", "correct": true,
 				"model":    map[string]any{"name": "m", "version": 1.0},
 				"position": map[string]any{"source": "kafka:clicks/3", "offset": 1042.0},
 			},

@@ -18,11 +18,13 @@ type Reply struct {
 
 // AppendJSON appends the reply as one JSON object:
 //
-//	{"id":"a1","predicted":1,"score":0.25,"model":{"name":"m","version":7}}
+//	{"id":"a1","predicted":1,"score":0.25,"probability":0.56,
+//	 "model":{"name":"m","version":7}}
 //
 // with the values of a prediction event (see Prediction.AppendJSON): id
-// is left out when the example had none, score is an object of class name
-// to score for a multiclass model.
+// is left out when the example had none; for a multiclass model score is
+// an object of class name to score, probability the predicted class's,
+// and probabilities an object of class name to probability.
 func (r *Reply) AppendJSON(dst []byte, labels learner.Labels) []byte {
 	dst = append(dst, '{')
 	if r.Meta.HasID {
@@ -41,7 +43,7 @@ func (r *Reply) AppendJSON(dst []byte, labels learner.Labels) []byte {
 // AppendMsgpack appends the reply as a msgpack map with the keys and
 // values of AppendJSON.
 func (r *Reply) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
-	n := 3
+	n := 1 + msgpackPredictionKeys(labels)
 	if r.Meta.HasID {
 		n++
 	}
