@@ -171,6 +171,9 @@ type Outputs struct {
 	Predictions        Destination `yaml:"predictions" help:"destination of prediction events: kafka:<topic>, jetstream:<subject> or nats:<subject>"`
 	Misclassifications Destination `yaml:"misclassifications" help:"destination of misclassification events"`
 	DeadLetter         Destination `yaml:"dead_letter" help:"destination of dead-letter events (bad input)"`
+	// Drift receives an event for each change of concept the model's
+	// detector finds (model.drift).
+	Drift Destination `yaml:"drift" help:"destination of drift events: a change of concept the model's detector found (model.drift), after which the model starts afresh"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.

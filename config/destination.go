@@ -125,5 +125,6 @@ func (o Outputs) Destinations() []OutputDestination {
 		{"outputs.predictions", o.Predictions},
 		{"outputs.misclassifications", o.Misclassifications},
 		{"outputs.dead_letter", o.DeadLetter},
+		{"outputs.drift", o.Drift},
 	}
 }

@@ -126,6 +126,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		{"outputs.predictions", cfg.Outputs.Predictions, &p.config.Predictions},
 		{"outputs.misclassifications", cfg.Outputs.Misclassifications, &p.config.Misclassifications},
 		{"outputs.dead_letter", cfg.Outputs.DeadLetter, &p.config.DeadLetter},
+		{"outputs.drift", cfg.Outputs.Drift, &p.config.Drift},
 	} {
 		if *d.to, err = p.brokers.destination(d.key, d.dest); err != nil {
 			return nil, err

@@ -114,7 +114,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var in inputFlags
 	var passes, curveWindow int
 	var out, name, curvePath string
-	detect := learner.DefaultPageHinkley()
 	fs := newFlagSet("train", "-input PATH [flags]", e)
 	in.bind(fs)
 	learnerFlags(fs, &cfg)
@@ -123,16 +122,22 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
 	fs.StringVar(&curvePath, "curve", "", "write the learning curve of the first pass to this `file`: the prequential accuracy over each window of labeled examples and over the stream so far, as CSV, or as an SVG chart when the file ends in .svg")
 	fs.IntVar(&curveWindow, "curve-window", defaultCurveWindow, "labeled examples in a window of -curve")
-	fs.Float64Var(&detect.Threshold, "drift-threshold", detect.Threshold, "evidence of a rise of the error rate that reports a change of concept (Page-Hinkley's lambda); 0: no detection")
-	fs.Float64Var(&detect.Delta, "drift-delta", detect.Delta, "rise of the error rate the change detector ignores")
+	fs.Float64Var(&cfg.Drift.Threshold, "drift-threshold", cfg.Drift.Threshold, "evidence of a rise of the error rate that reports a change of concept, after which the model starts afresh (Page-Hinkley's lambda, model.drift.threshold); 0: no detection")
+	fs.Float64Var(&cfg.Drift.Delta, "drift-delta", cfg.Drift.Delta, "rise of the error rate the change detector ignores (model.drift.delta)")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
 	if curveWindow < 1 {
 		return usagef("-curve-window: must be at least 1, got %d", curveWindow)
 	}
-	if !(detect.Threshold >= 0) || !(detect.Delta >= 0) {
-		return usagef("-drift-threshold and -drift-delta: must be 0 or more, got %v and %v", detect.Threshold, detect.Delta)
+	if !(cfg.Drift.Threshold >= 0) || !(cfg.Drift.Delta >= 0 && cfg.Drift.Delta < 1) {
+		return usagef("-drift-threshold and -drift-delta: must be 0 or more (delta below 1), got %v and %v", cfg.Drift.Threshold, cfg.Drift.Delta)
+	}
+	if cfg.Drift.Threshold == 0 {
+		// No detection: the model's detector is off, its settings the
+		// defaults.
+		cfg.Drift = learner.DefaultDrift()
+		cfg.Drift.Enabled = false
 	}
 	ropts, err := in.check()
 	if err != nil {
@@ -157,9 +162,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var total uint64
 	var first learner.Metrics
 	measured := &firstPass{}
-	if detect.Threshold > 0 {
-		measured.detect = &detect
-	}
 	if curvePath != "" {
 		measured.curve = newCurve(uint64(curveWindow))
 	}
@@ -245,24 +247,17 @@ func nothingLearned(input, out string, res trainResult) error {
 
 // firstPass is what train measures as it learns its first pass, the one
 // that predicts every example before learning it: the changes of concept
-// the detector finds, and the learning curve.
+// the model's detector finds, and the learning curve.
 type firstPass struct {
-	detect *learner.PageHinkley // nil: no detection
 	drifts []uint64
 	curve  *curve // nil: no -curve
 }
 
 // learned takes the outcome o of an example model just learned.
 func (f *firstPass) learned(o learner.Outcome, model *learner.Model) {
-	drift := false
-	if f.detect != nil && o.Labeled {
-		loss := 0.0
-		if !o.Correct {
-			loss = 1
-		}
-		if drift = f.detect.Add(loss); drift {
-			f.drifts = append(f.drifts, model.Metrics().Examples-1)
-		}
+	drift := o.Drift != nil
+	if drift {
+		f.drifts = append(f.drifts, model.Metrics().Examples-1)
 	}
 	if f.curve != nil {
 		f.curve.learned(o, drift, model)
