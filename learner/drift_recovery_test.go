@@ -129,4 +129,3 @@ func varianceReset(b *testing.B, cfg learner.Config, xs []learner.Example, from 
 	}
 	return float64(correct) / float64(labeled)
 }
-
