@@ -174,12 +174,14 @@ func (m *Model) observe(correct bool) *Drift {
 // recover starts the model's parameters afresh after a drift: the
 // weights, biases, averaging sums and AROW's variances of a new model, an
 // empty support set for the kernel. The counters, the rolling window and
-// the version go on. Of the recoveries measured on the synthetic stream
-// whose concept changes (BenchmarkDriftRecovery: a reset of AROW's
-// variances alone, a fresh model), this is the one that brings every
-// algorithm within a point of a model trained on the new concept alone;
-// AROW's variances, which only shrink, otherwise keep it from unlearning
-// the old concept.
+// the version go on. It is the recovery that measured best
+// (BenchmarkDriftRecovery, 1M synthetic examples whose concept changes at
+// 500k): over the 500k after the change, arow, perceptron, pa1 and
+// averaged end within 0.06 points of a model trained on them alone, where
+// without recovery they trail it by 6.0, 0.7, 1.3 and 10.3 points (AROW's
+// variances and the averaged perceptron's average only grow more
+// attached to the old concept), and a reset of AROW's variances alone by
+// 1.5. The stationary stream raises no drift, so costs nothing.
 func (m *Model) recover() { m.eng = newEngine(m.cfg) }
 
 // Drifts is the number of drifts the model's detector has found.

@@ -2,7 +2,7 @@ package learner_test
 
 import (
 	"errors"
-		"reflect"
+	"reflect"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"

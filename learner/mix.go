@@ -117,6 +117,11 @@ import (
 //     weight Σ p'_s·w_s / Σ p'_s, variance m/Σ p'_s. A variance of 0 is an
 //     infinite precision: when some participants have one, the weight is
 //     the μ-weighted mean over them alone and the variance stays 0.
+//
+// The change detector (State.Detector) mixes by the mean of the states'
+// statistics weighted by the labeled examples each learned beyond base,
+// whatever the mixing weights (base's when none learned), and its drift
+// count is base's plus every state's new drifts (see mixDetector).
 func Mix(base *State, states []*State, weights []float64) (*State, error) {
 	return mix(MixMean, base, states, weights)
 }
