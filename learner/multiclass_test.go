@@ -407,3 +407,15 @@ func TestMulticlassDigestCoversBiasVariances(t *testing.T) {
 		st.VarianceBiases[c] = v
 	}
 }
+
+// BenchmarkLearnMulticlass is BenchmarkLearn for four classes of every
+// multiclass algorithm: one op is one example, predict then learn.
+func BenchmarkLearnMulticlass(b *testing.B) {
+	for _, a := range multiclassAlgorithms {
+		b.Run(string(a)+"-4", func(b *testing.B) {
+			cfg := learner.DefaultConfig()
+			cfg.Algorithm, cfg.Classes = a, []string{"a", "b", "c", "d"}
+			benchmarkLearn(b, cfg, 4)
+		})
+	}
+}
