@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -90,6 +91,12 @@ func TestSnapshotBeforeDetectors(t *testing.T) {
 	cfg.Algorithm, cfg.HashBits, cfg.Bias = learner.Averaged, 4, learner.BiasR2
 	if err := got.Compatible(cfg); err != nil {
 		t.Fatalf("the old snapshot is not compatible with the default settings: %v", err)
+	}
+	off := cfg
+	off.Drift.Enabled = false
+	var ie *snapshot.IncompatibleError
+	if err := got.Compatible(off); !errors.As(err, &ie) || ie.Field != "drift" {
+		t.Fatalf("under a disabled detector: got %v, want an IncompatibleError naming drift", err)
 	}
 	// The model of then: the same parameters as today's, which also runs
 	// a detector (50 examples raise no drift).

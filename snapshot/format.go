@@ -14,6 +14,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -553,7 +554,7 @@ func (s *Snapshot) Compatible(cfg learner.Config) error {
 		if equalSetting(a, b) {
 			continue
 		}
-		name := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		return &IncompatibleError{Field: name, Snapshot: fmt.Sprint(a), Requested: fmt.Sprint(b)}
 	}
 	return nil
