@@ -37,8 +37,9 @@ package learner
 //   - Pegasos: Lambda >= 1/MaxValue and the scale stays in [5e-10, 1]
 //     within a step, so a step adds at most
 //     importance/(λ·t·scale)·Σ|x_j| <= 2^375.6 to a weight of v; even with
-//     no projection |v| <= 2^439.6, ‖v‖² (and its incremental sum) stays
-//     below 2^910, and a score below 2^586.
+//     no projection |v| <= 2^439.6, ‖v‖² (and its incremental sum, over
+//     at most 2^31 weights of every class) stays below 2^911, and a score
+//     below 2^586.
 //   - Kernel: a coefficient is η_t·importance <= 2^199.3. The model does not
 //     learn an example with K(x,x) > maxKernel = 1e200 = 2^664.4 (only the
 //     poly kernel gets there, with large γ, coef0, degree or values), so
