@@ -23,6 +23,9 @@ type Metrics struct {
 	SnapshotErrors  prometheus.Counter
 	LastSnapshot    prometheus.Gauge
 	ServedVersion   prometheus.Gauge // the version of the view requests are answered from
+	// Probability is the prequential quality of the probabilities the
+	// model that serves published.
+	Probability ProbabilityGauges
 
 	// The epochs of a model learned over several partitions.
 	Epoch         prometheus.Gauge     // the newest epoch mixed
@@ -38,6 +41,7 @@ type Metrics struct {
 	ShardModelVersion    *prometheus.GaugeVec
 	ShardServedVersion   *prometheus.GaugeVec
 	ShardPosition        *prometheus.GaugeVec // global scope: how far a range has been learned
+	ShardProbability     ShardProbabilityGauges
 
 	// deadLetters are DeadLetters' counters by reason, looked up once.
 	deadLetters [numReasons]prometheus.Counter
@@ -146,6 +150,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "With several partitions in global scope, how far this worker has learned each partition's range of the current epoch: the next Kafka offset, or the last JetStream sequence.",
 		}, []string{"shard"}),
 	}
+	m.Probability, m.ShardProbability = newProbabilityGauges()
 	// Every reason is there from the start, at 0, so that a rate over it
 	// is defined before the first dead letter.
 	for r := range numReasons {
@@ -155,6 +160,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.Drifts, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
 			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing,
 			m.ShardRollingAccuracy, m.ShardModelVersion, m.ShardServedVersion, m.ShardPosition)
+		for _, g := range m.Probability.all() {
+			reg.MustRegister(g)
+		}
+		for _, g := range m.ShardProbability.all() {
+			reg.MustRegister(g)
+		}
 	}
 	return m
 }
@@ -168,6 +179,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) forShard(shard string, ranges bool) *Metrics {
 	v := *m
 	v.RollingAccuracy = m.ShardRollingAccuracy.WithLabelValues(shard)
+	v.Probability = m.ShardProbability.of(shard)
 	v.ModelVersion = m.ShardModelVersion.WithLabelValues(shard)
 	if ranges {
 		v.Position = m.ShardPosition
@@ -184,6 +196,9 @@ func (m *Metrics) dropShard(shard string) {
 	m.ShardModelVersion.DeleteLabelValues(shard)
 	m.ShardServedVersion.DeleteLabelValues(shard)
 	m.ShardPosition.DeleteLabelValues(shard)
+	for _, g := range m.ShardProbability.all() {
+		g.DeleteLabelValues(shard)
+	}
 }
 
 // observe records a batch: the model's counts before and after it and
@@ -196,6 +211,7 @@ func (m *Metrics) observe(before, after learner.Metrics, resume map[string]int64
 	m.Examples.WithLabelValues("unlabeled").Add(float64(after.Examples - before.Examples - labeled))
 	m.Updates.Add(float64(after.Updates - before.Updates))
 	m.RollingAccuracy.Set(after.RollingAccuracy)
+	m.Probability.set(&after)
 	m.ModelVersion.Set(float64(after.Updates))
 	for src, pos := range resume {
 		m.Position.WithLabelValues(src).Set(float64(pos))
@@ -210,11 +226,104 @@ func (m *Metrics) SetLag(lag map[string]int64) {
 }
 
 // restored sets the gauges from a model as it was restored (or created):
-// its version, its rolling accuracy and its positions.
+// its version, its rolling accuracy, the quality of its probabilities and
+// its positions.
 func (m *Metrics) restored(mt learner.Metrics, positions map[string]int64) {
 	m.RollingAccuracy.Set(mt.RollingAccuracy)
+	m.Probability.set(&mt)
 	m.ModelVersion.Set(float64(mt.Updates))
 	for src, pos := range positions {
 		m.Position.WithLabelValues(src).Set(float64(pos))
 	}
+}
+
+// ProbabilityGauges are the prequential measures of a model's calibrated
+// probabilities (see learner.Metrics), over every labeled example and over
+// the last window of them, as gauges named like the accuracy's:
+// hyperplane_log_loss, hyperplane_rolling_log_loss, and so on for brier,
+// calibration_error and auc.
+type ProbabilityGauges struct {
+	LogLoss, RollingLogLoss                   prometheus.Gauge
+	Brier, RollingBrier                       prometheus.Gauge
+	CalibrationError, RollingCalibrationError prometheus.Gauge
+	AUC, RollingAUC                           prometheus.Gauge
+}
+
+// ShardProbabilityGauges are ProbabilityGauges by shard, named
+// hyperplane_shard_log_loss and so on, as ShardRollingAccuracy is.
+type ShardProbabilityGauges struct {
+	LogLoss, RollingLogLoss                   *prometheus.GaugeVec
+	Brier, RollingBrier                       *prometheus.GaugeVec
+	CalibrationError, RollingCalibrationError *prometheus.GaugeVec
+	AUC, RollingAUC                           *prometheus.GaugeVec
+}
+
+func newProbabilityGauges() (ProbabilityGauges, ShardProbabilityGauges) {
+	// The measures, in the order of the gauges' fields.
+	measures := [...]struct{ name, help string }{
+		{"log_loss", "Prequential log-loss (natural logarithm) of the calibrated probabilities over every labeled example"},
+		{"rolling_log_loss", "Prequential log-loss (natural logarithm) of the calibrated probabilities over the last window of labeled examples"},
+		{"brier", "Prequential Brier score of the calibrated probabilities over every labeled example"},
+		{"rolling_brier", "Prequential Brier score of the calibrated probabilities over the last window of labeled examples"},
+		{"calibration_error", "Expected calibration error (10 equal-width bins; the predicted class's probability for a multiclass model) over every labeled example"},
+		{"rolling_calibration_error", "Expected calibration error (10 equal-width bins; the predicted class's probability for a multiclass model) over the last window of labeled examples"},
+		{"auc", "Prequential ROC AUC of a binary model's probabilities over every labeled example, in 1,024 bins of the probability (0 for a multiclass model)"},
+		{"rolling_auc", "Prequential ROC AUC of a binary model's probabilities over the last window of labeled examples, exact (0 for a multiclass model)"},
+	}
+	var g ProbabilityGauges
+	var s ShardProbabilityGauges
+	gs, ss := g.fields(), s.fields()
+	for i, d := range measures {
+		*gs[i] = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_" + d.name,
+			Help: d.help + ", of the model that serves: with several partitions, the newest mixed model (0 in partition scope: see hyperplane_shard_" + d.name + ").",
+		})
+		*ss[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperplane_shard_" + d.name,
+			Help: d.help + ", of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
+		}, []string{"shard"})
+	}
+	return g, s
+}
+
+func (g *ProbabilityGauges) fields() []*prometheus.Gauge {
+	return []*prometheus.Gauge{&g.LogLoss, &g.RollingLogLoss, &g.Brier, &g.RollingBrier,
+		&g.CalibrationError, &g.RollingCalibrationError, &g.AUC, &g.RollingAUC}
+}
+
+func (g *ProbabilityGauges) all() []prometheus.Gauge {
+	return []prometheus.Gauge{g.LogLoss, g.RollingLogLoss, g.Brier, g.RollingBrier,
+		g.CalibrationError, g.RollingCalibrationError, g.AUC, g.RollingAUC}
+}
+
+// set sets the gauges from the model's metrics.
+func (g *ProbabilityGauges) set(mt *learner.Metrics) {
+	g.LogLoss.Set(mt.LogLoss)
+	g.RollingLogLoss.Set(mt.RollingLogLoss)
+	g.Brier.Set(mt.Brier)
+	g.RollingBrier.Set(mt.RollingBrier)
+	g.CalibrationError.Set(mt.CalibrationError)
+	g.RollingCalibrationError.Set(mt.RollingCalibrationError)
+	g.AUC.Set(mt.AUC)
+	g.RollingAUC.Set(mt.RollingAUC)
+}
+
+func (s *ShardProbabilityGauges) fields() []**prometheus.GaugeVec {
+	return []**prometheus.GaugeVec{&s.LogLoss, &s.RollingLogLoss, &s.Brier, &s.RollingBrier,
+		&s.CalibrationError, &s.RollingCalibrationError, &s.AUC, &s.RollingAUC}
+}
+
+func (s *ShardProbabilityGauges) all() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{s.LogLoss, s.RollingLogLoss, s.Brier, s.RollingBrier,
+		s.CalibrationError, s.RollingCalibrationError, s.AUC, s.RollingAUC}
+}
+
+// of is the gauges of shard, resolved once.
+func (s *ShardProbabilityGauges) of(shard string) ProbabilityGauges {
+	var g ProbabilityGauges
+	gs := g.fields()
+	for i, v := range s.all() {
+		*gs[i] = v.WithLabelValues(shard)
+	}
+	return g
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -187,8 +188,12 @@ type item struct {
 	id        *string
 	predicted string            // the label: a class name or a number
 	score     map[string]uint64 // the bits of the score: by class name, "" for a binary model
-	name      string
-	version   uint64
+	// probability is the bits of the probability, probabilities those of
+	// every class's by name (nil for a binary model).
+	probability   uint64
+	probabilities map[string]uint64
+	name          string
+	version       uint64
 	// json says the item was read from JSON, whose strings hold U+FFFD
 	// for each byte of an id that is not UTF-8.
 	json bool
@@ -219,7 +224,12 @@ func (it item) String() string {
 	for k, v := range it.score {
 		scores[k] = math.Float64frombits(v)
 	}
-	return fmt.Sprintf("{id %s predicted %s score %v model %s@%d}", id, it.predicted, scores, it.name, it.version)
+	probabilities := map[string]float64{}
+	for k, v := range it.probabilities {
+		probabilities[k] = math.Float64frombits(v)
+	}
+	return fmt.Sprintf("{id %s predicted %s score %v probability %v probabilities %v model %s@%d}", id, it.predicted, scores,
+		math.Float64frombits(it.probability), probabilities, it.name, it.version)
 }
 
 func (it item) equal(o item) bool {
@@ -235,15 +245,10 @@ func (it item) equal(o item) bool {
 			return false
 		}
 	}
-	if it.predicted != o.predicted || it.name != o.name || it.version != o.version || len(it.score) != len(o.score) {
+	if it.predicted != o.predicted || it.name != o.name || it.version != o.version || it.probability != o.probability {
 		return false
 	}
-	for k, v := range it.score {
-		if w, ok := o.score[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return maps.Equal(it.score, o.score) && maps.Equal(it.probabilities, o.probabilities)
 }
 
 // predictor computes what a reply must hold: the model's own prediction
@@ -283,9 +288,12 @@ func itemOf(cfg learner.Config, id *string, pr learner.Prediction, version uint6
 	if name, ok := labels.Class(pr.Label); ok {
 		it.predicted = name
 	}
+	it.probability = math.Float64bits(pr.Probability)
 	if labels.Multiclass() {
+		it.probabilities = map[string]uint64{}
 		for c, s := range pr.Scores {
 			it.score[cfg.Classes[c]] = math.Float64bits(s)
+			it.probabilities[cfg.Classes[c]] = math.Float64bits(pr.Probabilities[c])
 		}
 	} else {
 		it.score[""] = math.Float64bits(pr.Score)
@@ -377,7 +385,7 @@ func jsonItem(t testing.TB, o map[string]any) item {
 	it := item{json: true}
 	for k := range o {
 		switch k {
-		case "id", "predicted", "score", "model":
+		case "id", "predicted", "score", "probability", "probabilities", "model":
 		default:
 			t.Fatalf("reply %v: unexpected key %q", o, k)
 		}
@@ -417,6 +425,7 @@ func jsonItem(t testing.TB, o map[string]any) item {
 	default:
 		it.score[""] = parse(s)
 	}
+	it.probability, it.probabilities = probabilities(t, o, parse)
 	model, ok := o["model"].(map[string]any)
 	if !ok {
 		t.Fatalf("reply %v: model is not an object", o)
@@ -475,8 +484,12 @@ func msgpackItems(t testing.TB, body []byte, shape int) []item {
 func msgpackItem(t testing.TB, o map[string]any) item {
 	t.Helper()
 	var it item
-	if len(o) > 4 {
-		t.Fatalf("reply %v: unexpected keys", o)
+	for k := range o {
+		switch k {
+		case "id", "predicted", "score", "probability", "probabilities", "model":
+		default:
+			t.Fatalf("reply %v: unexpected key %q", o, k)
+		}
 	}
 	if id, ok := o["id"]; ok {
 		s, ok := id.(string)
@@ -509,6 +522,7 @@ func msgpackItem(t testing.TB, o map[string]any) item {
 	default:
 		it.score[""] = parse(s)
 	}
+	it.probability, it.probabilities = probabilities(t, o, parse)
 	model, ok := o["model"].(map[string]any)
 	if !ok {
 		t.Fatalf("reply %v: model is not a map", o)
@@ -519,6 +533,42 @@ func msgpackItem(t testing.TB, o map[string]any) item {
 		t.Fatalf("reply %v: model.version: %v", o, err)
 	}
 	return it
+}
+
+// probabilities reads a reply's probability and, when it has a score
+// per class, its probabilities, one per class; parse reads a number as
+// bits. Each is a probability, in [0, 1].
+func probabilities(t testing.TB, o map[string]any, parse func(any) uint64) (uint64, map[string]uint64) {
+	t.Helper()
+	check := func(what string, bits uint64) uint64 {
+		if p := math.Float64frombits(bits); !(p >= 0 && p <= 1) {
+			t.Fatalf("reply %v: %s %v is not in [0, 1]", o, what, p)
+		}
+		return bits
+	}
+	v, ok := o["probability"]
+	if !ok {
+		t.Fatalf("reply %v: no probability", o)
+	}
+	p := check("probability", parse(v))
+	scores, multiclass := o["score"].(map[string]any)
+	ps, ok := o["probabilities"].(map[string]any)
+	switch {
+	case !multiclass && o["probabilities"] != nil:
+		t.Fatalf("reply %v: probabilities without a score per class", o)
+	case !multiclass:
+		return p, nil
+	case !ok || len(ps) != len(scores):
+		t.Fatalf("reply %v: want probabilities, one per class", o)
+	}
+	out := map[string]uint64{}
+	for k, v := range ps {
+		if _, ok := scores[k]; !ok {
+			t.Fatalf("reply %v: probabilities: %q is not a class of score", o, k)
+		}
+		out[k] = check("probabilities."+k, parse(v))
+	}
+	return p, out
 }
 
 // memStore is a snapshot store in memory, closed when the test ends.
@@ -1082,6 +1132,7 @@ func TestConcurrentRequestsWhileLearning(t *testing.T) {
 		for i := range xs {
 			out[i] = m.Predict(&xs[i])
 			out[i].Scores = slices.Clone(out[i].Scores)
+			out[i].Probabilities = slices.Clone(out[i].Probabilities)
 		}
 		return out
 	}
