@@ -36,9 +36,10 @@ func TestTrainCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(rows[0], ","); got != "examples,labeled,window_accuracy,accuracy,drifts" {
+	if got := strings.Join(rows[0], ","); got != "examples,labeled,window_accuracy,accuracy,drifts,window_log_loss,log_loss,window_brier,brier,window_calibration_error,calibration_error,window_auc,auc" {
 		t.Fatalf("header %q", got)
 	}
+	rows0 := rows[0]
 	rows = rows[1:]
 	if want := int((res.Labeled + 999) / 1000); len(rows) != want {
 		t.Fatalf("%d points for %d labeled examples in windows of 1000, want %d (the first pass only)", len(rows), res.Labeled, want)
@@ -58,6 +59,16 @@ func TestTrainCurve(t *testing.T) {
 		if w := num(r, 2); w < 0 || w > 1 {
 			t.Fatalf("point %d: window accuracy %v", i, w)
 		}
+		// The window's and the stream's Brier score, calibration error
+		// and AUC; log-losses above 0.
+		for c := 7; c <= 12; c++ {
+			if v := num(r, c); v < 0 || v > 1 {
+				t.Fatalf("point %d: %s %v", i, rows0[c], v)
+			}
+		}
+		if num(r, 5) <= 0 || num(r, 6) <= 0 {
+			t.Fatalf("point %d: log-losses %v, %v", i, num(r, 5), num(r, 6))
+		}
 		if drift == 0 && num(r, 0) > 20000 {
 			drift = i
 		}
@@ -67,11 +78,24 @@ func TestTrainCurve(t *testing.T) {
 		t.Errorf("changes found at %v (%d on the curve), want one within 5,000 examples after 20,000", res.Drifts, found)
 	}
 	last := rows[len(rows)-1]
-	if got := num(last, 3); strconv.FormatFloat(got, 'f', 6, 64) != strconv.FormatFloat(res.Accuracy, 'f', 6, 64) {
-		t.Errorf("the curve ends at accuracy %v, train reports %v", got, res.Accuracy)
+	for _, c := range []struct {
+		column int
+		train  float64
+	}{{3, res.Accuracy}, {6, res.LogLoss}, {8, res.Brier}, {10, res.CalibrationError}, {12, *res.AUC}} {
+		if got := last[c.column]; got != strconv.FormatFloat(c.train, 'f', 6, 64) {
+			t.Errorf("the curve ends at %s %v, train reports %v", rows0[c.column], got, c.train)
+		}
 	}
 	if before, after := num(rows[drift-1], 2), num(rows[drift], 2); after >= before {
 		t.Errorf("the window after the change scores %v, the one before %v: want lower", after, before)
+	}
+	// The first window wholly after the change: its probabilities rank
+	// worse and lose more.
+	if before, after := num(rows[drift-1], 11), num(rows[drift+1], 11); after >= before {
+		t.Errorf("the window after the change has an AUC of %v, the one before %v: want lower", after, before)
+	}
+	if before, after := num(rows[drift-1], 5), num(rows[drift+1], 5); after <= before {
+		t.Errorf("the window after the change has a log-loss of %v, the one before %v: want higher", after, before)
 	}
 
 	svg := filepath.Join(dir, "curve.svg")
@@ -80,10 +104,52 @@ func TestTrainCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := string(b); !strings.HasPrefix(s, "<?xml") || !strings.Contains(s, "<svg") || !strings.Contains(s, "Prequential accuracy") {
-		t.Errorf("%s is not an SVG chart of the curve: %.200s", svg, s)
+	if s := string(b); !strings.HasPrefix(s, "<?xml") || !strings.Contains(s, "<svg") || !strings.Contains(s, "Prequential accuracy") ||
+		!strings.Contains(s, "Probabilities") || !strings.Contains(s, "calibration error") || !strings.Contains(s, "ROC AUC") {
+		t.Errorf("%s is not an SVG chart of the curve and of the probabilities: %.200s", svg, s)
 	}
 	if _, _, err := runCmd(t, "", "train", "-input", data, "-curve", svg, "-curve-window", "0"); err == nil || !strings.Contains(err.Error(), "-curve-window") {
 		t.Errorf("-curve-window 0: %v, want an error naming it", err)
+	}
+}
+
+// TestTrainCurveOneWindow: over a window of the whole stream, the curve's
+// window measures (computed by the curve from each example) are the
+// stream's (the learner's and, for the AUC, train's); a multiclass model
+// leaves the AUC columns empty.
+func TestTrainCurveOneWindow(t *testing.T) {
+	dir := t.TempDir()
+	for _, classes := range []string{"0", "3"} {
+		data := genFile(t, dir, "ex"+classes+".jsonl", "-examples", "4000", "-seed", "11", "-classes", classes, "-vocab", "500")
+		path := filepath.Join(dir, "curve"+classes+".csv")
+		out := mustRun(t, "", "train", "-input", data, "-classes", classes, "-curve", path, "-curve-window", "1000000")
+		var res trainResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 {
+			t.Fatalf("classes %s: %d rows, want the header and one point", classes, len(rows))
+		}
+		header, r := rows[0], rows[1]
+		for c := 5; c < 11; c += 2 {
+			if r[c] != r[c+1] {
+				t.Errorf("classes %s: %s %s, %s %s: want equal over one window", classes, header[c], r[c], header[c+1], r[c+1])
+			}
+		}
+		switch {
+		case classes == "0" && (res.AUC == nil || r[11] != r[12] || r[12] != strconv.FormatFloat(*res.AUC, 'f', 6, 64)):
+			t.Errorf("binary: window AUC %s, AUC %s, train's %v", r[11], r[12], res.AUC)
+		case classes == "3" && (r[11] != "" || r[12] != ""):
+			t.Errorf("multiclass: AUC %q, %q, want empty", r[11], r[12])
+		}
 	}
 }

@@ -63,7 +63,7 @@ func TestTrainPrintsOneJSONLine(t *testing.T) {
 			got[k] = n
 		}
 	}
-	for _, k := range []string{"examples", "invalid", "labeled", "mistakes", "accuracy", "updates", "seconds", "examples_per_second"} {
+	for _, k := range []string{"examples", "invalid", "labeled", "mistakes", "accuracy", "updates", "seconds", "examples_per_second", "log_loss", "brier", "calibration_error", "auc"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("no number %q in %s", k, out)
 		}
@@ -71,8 +71,8 @@ func TestTrainPrintsOneJSONLine(t *testing.T) {
 	if d, ok := line["drifts"].([]any); !ok || len(d) != 0 {
 		t.Errorf("drifts %v, want an empty list: %s", line["drifts"], out)
 	}
-	if len(line) != 9 {
-		t.Errorf("keys %v, want exactly the nine documented", keys)
+	if len(line) != 13 {
+		t.Errorf("keys %v, want exactly the thirteen documented", keys)
 	}
 	if got["examples"] != 3000 || got["labeled"] < 2500 || got["labeled"] > 2900 {
 		t.Errorf("counts wrong: %s", out)

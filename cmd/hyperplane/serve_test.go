@@ -201,14 +201,15 @@ func learningMetrics(t *testing.T, addr string) string {
 
 // compareWithPredict checks replies, JSON lines, against predict's events
 // for the same examples: the same predictions, ids and model, and scores
-// equal to the bit.
+// and probabilities equal to the bit, each probability in [0, 1].
 func compareWithPredict(t *testing.T, replies []byte, events string) {
 	t.Helper()
 	type line struct {
-		ID        *string         `json:"id"`
-		Predicted int             `json:"predicted"`
-		Score     json.RawMessage `json:"score"`
-		Model     struct {
+		ID          *string         `json:"id"`
+		Predicted   int             `json:"predicted"`
+		Score       json.RawMessage `json:"score"`
+		Probability *float64        `json:"probability"`
+		Model       struct {
 			Name    string `json:"name"`
 			Version uint64 `json:"version"`
 		} `json:"model"`
@@ -238,6 +239,9 @@ func compareWithPredict(t *testing.T, replies []byte, events string) {
 		}
 		if math.Float64bits(gs) != math.Float64bits(ws) || g.Predicted != w.Predicted || g.Model != w.Model || idText(g.ID) != idText(w.ID) {
 			t.Fatalf("example %d: reply %+v score %s, predict %+v score %s", i+1, g, g.Score, w, w.Score)
+		}
+		if g.Probability == nil || w.Probability == nil || *g.Probability != *w.Probability || !(*g.Probability >= 0 && *g.Probability <= 1) {
+			t.Fatalf("example %d: reply's probability %v, predict's %v", i+1, g.Probability, w.Probability)
 		}
 	}
 }

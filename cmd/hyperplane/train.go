@@ -34,6 +34,15 @@ type trainResult struct {
 	// Drifts are the examples (counted from 0) of the first pass at which
 	// the detector found a change of concept.
 	Drifts []uint64 `json:"drifts"`
+	// The first pass's prequential probabilities: the learner's log-loss,
+	// Brier score and expected calibration error (see learner.Metrics),
+	// and, for a binary model only, the exact ROC AUC over the stream,
+	// from the probabilities of the first pass kept for it (0 without a
+	// positive and a negative example).
+	LogLoss          float64  `json:"log_loss"`
+	Brier            float64  `json:"brier"`
+	CalibrationError float64  `json:"calibration_error"`
+	AUC              *float64 `json:"auc,omitempty"`
 }
 
 // inputFlags are the flags of commands that read examples.
@@ -113,7 +122,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := learner.DefaultConfig()
 	var in inputFlags
 	var passes, curveWindow int
-	var out, name, curvePath string
+	var out, name, curvePath, predictionsPath string
 	fs := newFlagSet("train", "-input PATH [flags]", e)
 	in.bind(fs)
 	learnerFlags(fs, &cfg)
@@ -122,6 +131,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
 	fs.StringVar(&curvePath, "curve", "", "write the learning curve of the first pass to this `file`: the prequential accuracy over each window of labeled examples and over the stream so far, as CSV, or as an SVG chart when the file ends in .svg")
 	fs.IntVar(&curveWindow, "curve-window", defaultCurveWindow, "labeled examples in a window of -curve")
+	fs.StringVar(&predictionsPath, "predictions", "", "write each example's prediction of the first pass, made before learning it, to this `file` as JSON lines: id (the example's, or its record number), label, predicted, score, probability and, multiclass, probabilities")
 	fs.Float64Var(&cfg.Drift.Threshold, "drift-threshold", cfg.Drift.Threshold, "evidence of a rise of the error rate that reports a change of concept, after which the model starts afresh (Page-Hinkley's lambda, model.drift.threshold); 0: no detection")
 	fs.Float64Var(&cfg.Drift.Delta, "drift-delta", cfg.Drift.Delta, "rise of the error rate the change detector ignores (model.drift.delta)")
 	if err := parseFlags(fs, args); err != nil {
@@ -162,8 +172,20 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var total uint64
 	var first learner.Metrics
 	measured := &firstPass{}
+	prob := &firstPassProbabilities{multiclass: cfg.Multiclass()}
+	if !prob.multiclass {
+		prob.auc = &aucSet{}
+	}
+	measured.prob = prob
 	if curvePath != "" {
-		measured.curve = newCurve(uint64(curveWindow))
+		measured.curve = newCurve(uint64(curveWindow), prob.auc)
+		prob.window = measured.curve.prob
+	}
+	if predictionsPath != "" {
+		if prob.predictions, err = createBacktest(predictionsPath, cfg.Labels()); err != nil {
+			return err
+		}
+		defer prob.predictions.close()
 	}
 	for pass := 1; pass <= passes; pass++ {
 		fp := measured
@@ -177,6 +199,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		}
 		if pass == 1 {
 			first = model.Metrics()
+			if prob.predictions != nil {
+				if err := prob.predictions.close(); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if lc := measured.curve; lc != nil {
@@ -205,6 +232,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Seconds:           secs,
 		ExamplesPerSecond: float64(total) / secs,
 		Drifts:            measured.drifts,
+		LogLoss:           first.LogLoss,
+		Brier:             first.Brier,
+		CalibrationError:  first.CalibrationError,
+	}
+	if prob.auc != nil {
+		_, auc := prob.auc.window()
+		res.AUC = &auc
 	}
 	if res.Drifts == nil {
 		res.Drifts = []uint64{}
@@ -247,10 +281,11 @@ func nothingLearned(input, out string, res trainResult) error {
 
 // firstPass is what train measures as it learns its first pass, the one
 // that predicts every example before learning it: the changes of concept
-// the model's detector finds, and the learning curve.
+// the model's detector finds, the learning curve, and the probabilities.
 type firstPass struct {
 	drifts []uint64
 	curve  *curve // nil: no -curve
+	prob   *firstPassProbabilities
 }
 
 // learned takes the outcome o of an example model just learned.
@@ -289,6 +324,9 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptio
 		}
 		o := model.Learn(rec.Example)
 		if fp != nil {
+			if err := fp.prob.learned(rec, &o); err != nil {
+				return err
+			}
 			fp.learned(o, model)
 		}
 		n++

@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestTrainCountsInvalidAndFailsWhenNothingLearned: the JSON line counts
@@ -59,5 +63,217 @@ func TestTrainCountsInvalidAndFailsWhenNothingLearned(t *testing.T) {
 				t.Errorf("a model file was written for a model that learned nothing (%v)", statErr)
 			}
 		})
+	}
+}
+
+// backtestLine is a line of train -predictions.
+type backtestLine struct {
+	ID            any                `json:"id"`
+	Label         any                `json:"label"`
+	Predicted     any                `json:"predicted"`
+	Score         any                `json:"score"`
+	Probability   *float64           `json:"probability"`
+	Probabilities map[string]float64 `json:"probabilities"`
+}
+
+// readBacktest reads the lines of a -predictions file, which holds no
+// other key.
+func readBacktest(t *testing.T, path string) []backtestLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []backtestLine
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		d := json.NewDecoder(strings.NewReader(line))
+		d.DisallowUnknownFields()
+		var l backtestLine
+		if err := d.Decode(&l); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		if l.Probability == nil || !(*l.Probability >= 0 && *l.Probability <= 1) {
+			t.Fatalf("line %d: probability not in [0, 1]: %s", i+1, line)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// closeTo says a and b agree but for the rounding of sums taken in
+// another order.
+func closeTo(a, b float64) bool { return math.Abs(a-b) <= 1e-12*max(1, math.Abs(b)) }
+
+// TestTrainPredictions: -predictions writes a line per example of the
+// first pass (of two), in order: the example's id, or its record number
+// when it has none; its label when it has one; the prediction train made
+// before learning it, score and probability bit for bit those of a model
+// of the same configuration that learned the examples before it. Scored
+// from the file alone, the log-loss, Brier score and ROC AUC (counted
+// over every pair) are train's.
+func TestTrainPredictions(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile(genFile(t, dir, "gen.jsonl", "-examples", "3000", "-seed", "9", "-unlabeled", "0.1", "-vocab", "300"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every third example without its id.
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	for i := range lines {
+		if i%3 == 1 {
+			if !strings.HasPrefix(lines[i], `{"id":`) {
+				t.Fatalf("line %d does not begin with its id: %s", i+1, lines[i])
+			}
+			lines[i] = `{` + lines[i][strings.Index(lines[i], ",")+1:]
+		}
+	}
+	data := filepath.Join(dir, "ex.jsonl")
+	if err := os.WriteFile(data, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "predictions.jsonl")
+	var res trainResult
+	if err := json.Unmarshal([]byte(mustRun(t, "", "train", "-input", data, "-predictions", path, "-passes", "2")), &res); err != nil {
+		t.Fatal(err)
+	}
+	got := readBacktest(t, path)
+	if uint64(len(got)) != res.Examples || len(got) != len(lines) {
+		t.Fatalf("%d lines for %d examples (%d in the input), want one each, of the first pass", len(got), res.Examples, len(lines))
+	}
+
+	model, err := learner.New(learner.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := wire.NewDecoder(model.Config(), wire.DecoderOptions{})
+	var x learner.Example
+	var logLoss, brier float64
+	var pos, neg []float64
+	for i, l := range got {
+		meta, err := dec.Decode([]byte(lines[i]), &x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch id := l.ID.(type) {
+		case string:
+			if !meta.HasID || id != string(meta.ID) {
+				t.Fatalf("line %d: id %q, the example's is %q", i+1, id, meta.ID)
+			}
+		case float64:
+			if meta.HasID || id != float64(i+1) {
+				t.Fatalf("line %d: id %v, want the record number %d for an example without one", i+1, id, i+1)
+			}
+		default:
+			t.Fatalf("line %d: id %v", i+1, l.ID)
+		}
+		want := model.Learn(&x)
+		score, _ := l.Score.(float64)
+		if score != want.Score || *l.Probability != want.Probability || l.Probabilities != nil {
+			t.Fatalf("line %d: score %v, probability %v; the model predicted %v, %v before learning it", i+1, l.Score, *l.Probability, want.Score, want.Probability)
+		}
+		if (l.Label != nil) != x.Labeled {
+			t.Fatalf("line %d: label %v, the example labeled %v", i+1, l.Label, x.Labeled)
+		}
+		if l.Label == nil {
+			continue
+		}
+		p := *l.Probability
+		if l.Label == 1.0 {
+			logLoss -= math.Log(max(p, 1e-15))
+			brier += (1 - p) * (1 - p)
+			pos = append(pos, p)
+		} else {
+			logLoss -= math.Log(max(1-p, 1e-15))
+			brier += p * p
+			neg = append(neg, p)
+		}
+	}
+	var wins float64
+	for _, p := range pos {
+		for _, q := range neg {
+			switch {
+			case p > q:
+				wins++
+			case p == q:
+				wins += 0.5
+			}
+		}
+	}
+	n := float64(len(pos) + len(neg))
+	if n != float64(res.Labeled) || res.AUC == nil {
+		t.Fatalf("%v labeled lines, train counts %d; auc %v", n, res.Labeled, res.AUC)
+	}
+	for _, c := range []struct {
+		name        string
+		file, train float64
+	}{
+		{"log-loss", logLoss / n, res.LogLoss},
+		{"Brier score", brier / n, res.Brier},
+		{"ROC AUC", wins / float64(len(pos)*len(neg)), *res.AUC},
+	} {
+		if !closeTo(c.file, c.train) {
+			t.Errorf("%s: %v from the file, train reports %v", c.name, c.file, c.train)
+		}
+	}
+	if res.LogLoss <= 0 || res.LogLoss >= math.Log(2) || *res.AUC < 0.75 || res.CalibrationError <= 0 || res.CalibrationError > 0.1 {
+		t.Errorf("log-loss %v, AUC %v, calibration error %v: want better than chance and calibrated", res.LogLoss, *res.AUC, res.CalibrationError)
+	}
+}
+
+// TestTrainPredictionsMulticlass: a multiclass model's lines hold every
+// class's probability by name, summing to 1, the predicted class's as
+// probability; the log-loss and Brier score scored from the file are
+// train's, and its summary has no AUC.
+func TestTrainPredictionsMulticlass(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "ex.jsonl", "-examples", "3000", "-seed", "10", "-classes", "3", "-unlabeled", "0.1")
+	path := filepath.Join(dir, "predictions.jsonl")
+	out := mustRun(t, "", "train", "-input", data, "-classes", "3", "-predictions", path)
+	var res trainResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.AUC != nil || strings.Contains(out, `"auc"`) {
+		t.Errorf("a multiclass model's summary has an AUC: %s", out)
+	}
+	got := readBacktest(t, path)
+	if uint64(len(got)) != res.Examples {
+		t.Fatalf("%d lines for %d examples", len(got), res.Examples)
+	}
+	var logLoss, brier, n float64
+	for i, l := range got {
+		var sum float64
+		for _, p := range l.Probabilities {
+			if !(p >= 0 && p <= 1) {
+				t.Fatalf("line %d: probabilities %v", i+1, l.Probabilities)
+			}
+			sum += p
+		}
+		predicted, _ := l.Predicted.(string)
+		if len(l.Probabilities) != 3 || math.Abs(sum-1) > 1e-9 || l.Probabilities[predicted] != *l.Probability {
+			t.Fatalf("line %d: predicted %v with probability %v, probabilities %v: want 3 summing to 1, the predicted one's the probability", i+1, l.Predicted, *l.Probability, l.Probabilities)
+		}
+		if l.Label == nil {
+			continue
+		}
+		label, _ := l.Label.(string)
+		py, ok := l.Probabilities[label]
+		if !ok {
+			t.Fatalf("line %d: label %v is no class of %v", i+1, l.Label, l.Probabilities)
+		}
+		logLoss -= math.Log(max(py, 1e-15))
+		for c, p := range l.Probabilities {
+			if c == label {
+				p--
+			}
+			brier += p * p
+		}
+		n++
+	}
+	if n != float64(res.Labeled) || !closeTo(logLoss/n, res.LogLoss) || !closeTo(brier/n, res.Brier) {
+		t.Errorf("from the file: %v labeled, log-loss %v, Brier %v; train: %d, %v, %v", n, logLoss/n, brier/n, res.Labeled, res.LogLoss, res.Brier)
+	}
+	if _, _, err := runCmd(t, "", "train", "-input", data, "-predictions", filepath.Join(dir, "no", "such", "dir", "p.jsonl")); err == nil || !strings.Contains(err.Error(), "-predictions") {
+		t.Errorf("-predictions into a missing directory: %v, want an error naming the flag", err)
 	}
 }
