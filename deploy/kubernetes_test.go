@@ -1080,6 +1080,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.ShardModelVersion.WithLabelValues("clicks/0")
 	m.ShardServedVersion.WithLabelValues("clicks/0")
 	m.ShardPosition.WithLabelValues("clicks/0")
+	sp := m.ShardProbability
+	for _, v := range []*prometheus.GaugeVec{sp.LogLoss, sp.RollingLogLoss, sp.Brier, sp.RollingBrier,
+		sp.CalibrationError, sp.RollingCalibrationError, sp.AUC, sp.RollingAUC} {
+		v.WithLabelValues("clicks/0")
+	}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
