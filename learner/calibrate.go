@@ -3,9 +3,10 @@ package learner
 import "math"
 
 // The calibrator turns the published scores into probabilities by Platt
-// scaling over a scale-free input: for a binary model
+// scaling over a scale-free input, corrected for a binary model by a
+// histogram of outcomes. Platt scaling gives, for a binary model,
 //
-//	P(label = +1) = σ(a·z + b),  z = s/m,
+//	q = σ(a·z + b),  z = s/m,
 //
 // s being the score and m a running mean of |s|, and for a multiclass
 // model a softmax over a·z_c + b_c, with z_c = s_c/m and m the running
@@ -13,23 +14,43 @@ import "math"
 // same order whatever the algorithm and however the weights' norm grows
 // (a perceptron's scores grow with the number of its updates; AROW's and
 // Pegasos' stay near 1): a and b then need only track how reliable the
-// scores are, not their units.
+// scores are, not their units. A multiclass model publishes the softmax.
+//
+// The sigmoid's shape fits some streams' scores and not others (on a
+// stream of e-mails, where the classes separate well, the scores of a
+// perceptron are not logistic in z and Platt scaling alone is off by 0.06
+// in calibration error). A binary model therefore publishes
+//
+//	P(label = +1) = (pos_j + κ·q)/(n_j + κ),
+//
+// j being the bin of q among histogramBins equal-width bins, n_j the
+// examples whose q fell in it and pos_j the positive ones among them, both
+// forgetting at the rate 1 − histogramDecay per example: where a bin has
+// seen few examples q stands, where it has seen many their frequency of
+// positives does. Measured on the synthetic stream and on 6,046 e-mails
+// in time order, against Platt scaling alone (over z or over s), Newton
+// steps instead of AdaGrad, AROW's variance x'Σx as an input, and a
+// histogram alone (with or without interpolation), it is the one whose
+// calibration error is lowest on both for arow, perceptron and pa1, at a
+// log-loss within 0.001 of the best on the synthetic stream and below
+// Platt scaling's on the e-mails.
 //
 // It learns as everything else does, prequentially: after a labeled
-// example's prediction, one step of AdaGrad on the log-loss of the
-// probability that prediction published, then m moves towards |s|. Each
+// example's prediction, one step of AdaGrad on the log-loss of q, the
+// histogram counts the outcome in q's bin, then m moves towards |s|. Each
 // AdaGrad step moves a parameter by at most calibrationRate, so a and b
 // stay finite whatever the scores. m is an exponential moving mean with a
 // horizon of calibrationHorizon examples (a plain mean before that), which
 // lets the calibration follow a model that keeps learning.
 //
-// Its state is a vector of numbers (see calibratorLayout): it is
+// Its state is a vector of numbers (see the cal* positions): it is
 // snapshotted, restored and mixed as one.
 type calibrator struct {
 	k int // classes; 1 for a binary model
 	// v is the state: [n, m, a, ga, b_0, gb_0, …, b_{k-1}, gb_{k-1}], n
 	// being the labeled examples learned and ga and gb_c AdaGrad's sums
-	// of squared gradients.
+	// of squared gradients, followed for a binary model by the
+	// histogram: pos_0, …, pos_{B-1}, then n_0, …, n_{B-1}.
 	v []float64
 }
 
@@ -53,6 +74,16 @@ const (
 	// minProbability bounds the probabilities the log-loss reads from
 	// below, as scikit-learn's log_loss does.
 	minProbability = 1e-15
+	// histogramBins is the number of bins of a binary model's histogram
+	// (10 measure worse, on both streams).
+	histogramBins = 20
+	// histogramDecay is what the histogram keeps of its counts per
+	// example: it reaches back about 10,000 examples (2,000 measure worse
+	// on the synthetic stream).
+	histogramDecay = 0.9999
+	// histogramPrior is κ, the weight of Platt's q against a bin's
+	// counts (20 measures alike).
+	histogramPrior = 5
 )
 
 // The positions of the calibrator's numbers in its state vector.
@@ -66,7 +97,16 @@ const (
 
 // calibratorLength is the length of the calibrator's state for k
 // outputs.
-func calibratorLength(k int) int { return calB + 2*k }
+func calibratorLength(k int) int {
+	if k == 1 {
+		return calB + 2 + 2*histogramBins
+	}
+	return calB + 2*k
+}
+
+// calPos is the position of a binary model's histogram of positives, its
+// counts following.
+const calPos = calB + 2
 
 func newCalibrator(k int) calibrator {
 	c := calibrator{k: k, v: make([]float64, calibratorLength(k))}
@@ -106,7 +146,10 @@ func (c *calibrator) logit(z []float64, i int) float64 {
 func (c *calibrator) probability(scores, z, p []float64) {
 	c.input(scores, z)
 	if c.k == 1 {
-		p[0] = sigmoid(c.logit(z, 0))
+		q := sigmoid(c.logit(z, 0))
+		j := binOf(q, histogramBins)
+		pos, n := c.v[calPos+j], c.v[calPos+histogramBins+j]
+		p[0] = min(1, (pos+histogramPrior*q)/(n+histogramPrior))
 		return
 	}
 	hi := math.Inf(-1)
@@ -143,8 +186,17 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 		if y > 0 {
 			t = 1
 		}
-		c.step(0, p[0]-t)
-		c.stepA(z[0] * (p[0] - t))
+		// Platt's q, as probability computed it.
+		q := sigmoid(c.logit(z, 0))
+		h := v[calPos : calPos+2*histogramBins]
+		for i := range h {
+			h[i] *= histogramDecay
+		}
+		j := binOf(q, histogramBins)
+		h[j] += t
+		h[histogramBins+j]++
+		c.step(0, q-t)
+		c.stepA(z[0] * (q - t))
 	} else {
 		var ga float64
 		for i := range c.k {
@@ -229,6 +281,13 @@ func validCalibrator(v []float64, k int) error {
 	for i := range k {
 		if v[calB+2*i+1] < 0 {
 			return stateErr("calibration", "value %d is %v, must be at least 0", calB+2*i+1, v[calB+2*i+1])
+		}
+	}
+	if k == 1 {
+		for j := range histogramBins {
+			if pos, n := v[calPos+j], v[calPos+histogramBins+j]; !(pos >= 0 && pos <= n) {
+				return stateErr("calibration", "histogram bin %d has %v positives in %v examples", j, pos, n)
+			}
 		}
 	}
 	return nil
