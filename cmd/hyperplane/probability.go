@@ -114,14 +114,18 @@ func (s *aucSet) window() (window, overall float64) {
 	slices.Sort(s.newPos)
 	slices.Sort(s.newNeg)
 	window = sortedAUC(s.newPos, s.newNeg)
-	s.pos, s.neg = mergeSorted(s.pos, s.newPos), mergeSorted(s.neg, s.newNeg)
-	s.newPos, s.newNeg = s.newPos[:0], s.newNeg[:0]
+	s.pos, s.newPos = mergeSorted(s.pos, s.newPos)
+	s.neg, s.newNeg = mergeSorted(s.neg, s.newNeg)
 	return window, sortedAUC(s.pos, s.neg)
 }
 
 // mergeSorted merges the sorted b into the sorted a, in place from the
-// end: a grows by len(b) and no more.
-func mergeSorted(a, b []float64) []float64 {
+// end, and returns a and b emptied for reuse. An empty a takes b's array
+// instead of a copy: the first window, and the only one without -curve.
+func mergeSorted(a, b []float64) ([]float64, []float64) {
+	if len(a) == 0 {
+		return b, nil
+	}
 	i, j := len(a)-1, len(b)-1
 	a = slices.Grow(a, len(b))[:len(a)+len(b)]
 	for k := len(a) - 1; j >= 0; k-- {
@@ -133,7 +137,7 @@ func mergeSorted(a, b []float64) []float64 {
 			j--
 		}
 	}
-	return a
+	return a, b[:0]
 }
 
 // sortedAUC is the ROC AUC of the positives' and negatives' sorted
