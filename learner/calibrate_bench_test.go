@@ -100,3 +100,19 @@ func textStream(b *testing.B, path string, cfg learner.Config) []learner.Example
 	}
 	return xs
 }
+
+// BenchmarkMetrics is the cost of Model.Metrics with a full window of the
+// default 1,000 slots, whose rolling measures (the AUC sorts the window)
+// it computes on each call.
+func BenchmarkMetrics(b *testing.B) {
+	cfg := learner.DefaultConfig()
+	xs := sparseStream(1, 4096, cfg.HashBits, 40, 0)
+	m := mustNew(b, cfg)
+	for i := range xs {
+		m.Learn(&xs[i])
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Metrics()
+	}
+}

@@ -16,7 +16,7 @@ func TestCalibratorAtTheBounds(t *testing.T) {
 			for _, m := range []float64{0, 5e-324, 1, 1e300} {
 				c := newCalibrator(k)
 				c.v[calA], c.v[calM], c.v[calN] = a, m, 1
-				z, p := make([]float64, k), make([]float64, k)
+				z, p := make([]float64, k+1), make([]float64, k)
 				in := make([]float64, k)
 				for i := range scores {
 					for j := range in {

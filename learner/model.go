@@ -19,7 +19,10 @@ type Prediction struct {
 	Scores []float64
 	// Probability is the calibrated probability of the prediction: for a
 	// binary model P(label = +1), for a multiclass one the predicted
-	// class's probability.
+	// class's probability. The label is the score's (its sign, or the
+	// class of the highest score), not the probability's: a multiclass
+	// calibrator's offset per class can make a class the scores rank
+	// lower the more probable one.
 	Probability float64
 	// Probabilities holds every class's calibrated probability of a
 	// multiclass model, summing to 1 (nil for a binary one). It is owned
@@ -96,7 +99,7 @@ func New(cfg Config) (*Model, error) {
 		detector: newDetector(cfg.Drift),
 		scores:   make([]float64, cfg.outputs()),
 		cal:      newCalibrator(cfg.outputs()),
-		calIn:    make([]float64, cfg.outputs()),
+		calIn:    make([]float64, cfg.outputs()+1),
 		probs:    make([]float64, cfg.outputs()),
 		eng:      newEngine(cfg),
 	}
