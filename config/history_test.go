@@ -26,7 +26,7 @@ func TestHistoryDigest(t *testing.T) {
 		"partitions":   func(c *Config) { c.Source.Kind, c.Source.Stream, c.Source.StreamPartitions = KindJetStream, "S", 4 },
 		"max features": func(c *Config) { c.Source.MaxFeatures++ },
 		"format":       func(c *Config) { c.Source.Format = "msgpack" },
-		"rule":         func(c *Config) { c.Model.Mixing.Rule = "damped" },
+		"rule":         func(c *Config) { c.Model.Mixing.Rule = "touched" },
 	} {
 		c := validKafka()
 		change(&c)

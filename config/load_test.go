@@ -84,7 +84,7 @@ func TestLoadPrecedence(t *testing.T) {
 			name: "learner algorithm", yaml: "model:\n  learner:\n    algorithm: pa1\n",
 			env: "HYPERPLANE_MODEL_LEARNER_ALGORITHM", envVal: "pegasos", flag: "--model.learner.algorithm=averaged",
 			get: func(c Config) any { return c.Model.Learner.Algorithm },
-			def: learner.Perceptron, file: learner.PA1, fromEnv: learner.Pegasos, flagged: learner.Averaged,
+			def: learner.AROW, file: learner.PA1, fromEnv: learner.Pegasos, flagged: learner.Averaged,
 		},
 		{
 			name: "learner classes", yaml: "model:\n  learner:\n    classes:\n      - neg\n      - pos\n",

@@ -64,7 +64,7 @@ func TestUsageListsEveryKey(t *testing.T) {
 			}
 		})
 	}
-	for _, want := range []string{"--config", "HYPERPLANE_CONFIG", "(default 1)", `(default "perceptron")`, "(default 1048576)", `(default ":8080")`} {
+	for _, want := range []string{"--config", "HYPERPLANE_CONFIG", "(default 1)", `(default "arow")`, "(default 1048576)", `(default ":8080")`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}

@@ -11,18 +11,18 @@ import (
 func BenchmarkLearn(b *testing.B) {
 	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.Margin, learner.PA1, learner.Pegasos, learner.AROW} {
 		b.Run(string(alg), func(b *testing.B) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm = alg
 			benchmarkLearn(b, cfg, 0)
 		})
 	}
 	b.Run("multiclass-perceptron-4", func(b *testing.B) {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Classes = []string{"a", "b", "c", "d"}
 		benchmarkLearn(b, cfg, 4)
 	})
 	b.Run("kernel-rbf-budget-100", func(b *testing.B) {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Algorithm, cfg.Kernel, cfg.Budget = learner.Kernel, learner.RBFKernel, 100
 		benchmarkLearn(b, cfg, 0)
 	})
@@ -54,7 +54,7 @@ func benchmarkLearn(b *testing.B, cfg learner.Config, classes int) {
 func BenchmarkViewPredict(b *testing.B) {
 	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.Averaged} {
 		b.Run(string(alg), func(b *testing.B) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm = alg
 			xs := sparseStream(1, 4096, cfg.HashBits, 40, 0)
 			m := mustNew(b, cfg)

@@ -114,7 +114,7 @@ func TestCalibrationError(t *testing.T) {
 			t.Parallel()
 			o := synth.DefaultOptions()
 			o.Vocab, o.Seed, o.Classes = 100000, 1, c.classes
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits, cfg.Algorithm = 18, c.alg
 			for k := range c.classes {
 				cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
@@ -141,7 +141,7 @@ func TestCalibrationError(t *testing.T) {
 // from the published probabilities.
 func TestProbabilityMetrics(t *testing.T) {
 	for _, classes := range []int{0, 4} {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.HashBits, cfg.Window = 10, 300
 		for k := range classes {
 			cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
@@ -238,7 +238,7 @@ func TestProbabilityMetrics(t *testing.T) {
 // calibration (one written before it existed) restores to a model that
 // calibrates afresh: P(label = +1) of 1/2 until it learns.
 func TestCalibrationResumes(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 10
 	xs := streamFor(cfg, 5, 2000)
 	whole := mustNew(t, cfg)
@@ -295,7 +295,7 @@ func TestCalibrationResumes(t *testing.T) {
 // configuration or holds a number out of range is refused, naming its
 // field.
 func TestCalibrationValidate(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 6
 	good := trained(t, cfg, 1, 200)
 	for field, change := range map[string]func(*learner.Calibration){
@@ -326,7 +326,7 @@ func TestCalibrationValidate(t *testing.T) {
 // (a state written before calibration existed keeps its digest); any part
 // of one changes it.
 func TestDigestCalibration(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 6
 	a := trained(t, cfg, 1, 200)
 	for name, change := range map[string]func(*learner.Calibration){
@@ -356,7 +356,7 @@ func TestDigestCalibration(t *testing.T) {
 // do, the result is the same bits every time, and one learner's mix is
 // its own calibration.
 func TestMixCalibration(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits, cfg.Window = 10, 50
 	xs := streamFor(cfg, 8, 3000)
 	base := mustNew(t, cfg)

@@ -133,11 +133,17 @@ type Config struct {
 	Drift DriftConfig `json:"drift,omitzero" yaml:"-" msgpack:"drift"`
 }
 
-// DefaultConfig is a binary perceptron with the standard bias rule, η = 1
-// and 2^18 weights.
+// DefaultConfig is AROW with r = 1, binary, over 2^18 weights with the
+// standard bias rule; the other algorithms' settings are at theirs (η = 1,
+// τ = 1, C = 1, λ = 1e-4, a linear kernel of budget 1000). Measured on
+// sparse synthetic, text and dense streams, binary and multiclass, AROW
+// had the best prequential accuracy of the algorithms at their defaults
+// or came near it, where the perceptron was last or near last. r stays 1:
+// a snapshot or an epoch log records every setting, those its algorithm
+// does not read included, and one written before would no longer match.
 func DefaultConfig() Config {
 	return Config{
-		Algorithm: Perceptron,
+		Algorithm: AROW,
 		Bias:      BiasStandard,
 		Eta:       1,
 		Schedule:  Constant,

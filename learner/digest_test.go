@@ -60,7 +60,7 @@ func TestDigest(t *testing.T) {
 // TestDigestCoversEveryPart: changing any part of a state changes its
 // digest.
 func TestDigestCoversEveryPart(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 2
 	base := mustNew(t, cfg).State()
 	for name, change := range map[string]func(*learner.State){
@@ -90,7 +90,7 @@ func TestDigestCoversEveryPart(t *testing.T) {
 // once, and reproduced by an independent implementation of the documented
 // encoding (in Python, from the state as JSON).
 func TestDigestGolden(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Eta = 0.1
 	cfg.HashBits = 2
 	cfg.Window = 4

@@ -31,7 +31,7 @@ func TestModelDetectsDrift(t *testing.T) {
 	const n, at = 8000, 4000
 	for _, a := range []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA1, learner.AROW} {
 		t.Run(string(a), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm, cfg.HashBits = a, 12
 			m := mustNew(t, cfg)
 			xs := flipStream(1, n, at, cfg)
@@ -74,7 +74,7 @@ func TestModelDetectsDrift(t *testing.T) {
 // TestDriftDisabled: a model whose detector is off reports no drift
 // and keeps a fresh detector state.
 func TestDriftDisabled(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 12
 	cfg.Drift.Enabled = false
 	m := mustNew(t, cfg)
@@ -95,7 +95,7 @@ func TestDriftDisabled(t *testing.T) {
 func TestDetectorStateResumes(t *testing.T) {
 	const n, at = 8000, 4000
 	for _, a := range []learner.Algorithm{learner.Perceptron, learner.AROW, learner.Averaged} {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Algorithm, cfg.HashBits = a, 12
 		xs := flipStream(2, n, at, cfg)
 		whole := mustNew(t, cfg)
@@ -139,7 +139,7 @@ func TestDetectorStateResumes(t *testing.T) {
 // TestDetectorStateValidate: a detector state out of range is refused,
 // naming its field.
 func TestDetectorStateValidate(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 12
 	m := mustNew(t, cfg)
 	xs := flipStream(1, 100, 100, cfg)
@@ -171,7 +171,7 @@ func TestDriftConfigValidate(t *testing.T) {
 		"drift.min_examples": func(d *learner.DriftConfig) { d.MinExamples = 0 },
 	} {
 		for _, on := range []bool{true, false} {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Drift.Enabled = on
 			change(&cfg.Drift)
 			var fe *learner.FieldError
@@ -186,7 +186,7 @@ func TestDriftConfigValidate(t *testing.T) {
 // and state, and a state with the default settings and a fresh detector
 // has the digest it had before detectors existed (TestDigestGolden).
 func TestDigestDrift(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 12
 	m := mustNew(t, cfg)
 	xs := flipStream(1, 8000, 4000, cfg)
@@ -218,8 +218,8 @@ func TestDigestDrift(t *testing.T) {
 	}
 	// A disabled detector with a fresh state is not the default: its
 	// digest differs from the default's.
-	fresh := mustNew(t, learner.DefaultConfig()).State()
-	off := mustNew(t, learner.DefaultConfig()).State()
+	fresh := mustNew(t, perceptronConfig()).State()
+	off := mustNew(t, perceptronConfig()).State()
 	off.Config.Drift.Enabled = false
 	if fresh.Digest() == off.Digest() {
 		t.Error("a disabled detector has the digest of the default one")
@@ -231,7 +231,7 @@ func TestDigestDrift(t *testing.T) {
 // The detector state is that of TestDigestGolden's model, which erred on
 // its three labeled examples, after two drifts.
 func TestDigestDriftGolden(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Eta = 0.1
 	cfg.HashBits = 2
 	cfg.Window = 4
@@ -267,7 +267,7 @@ func TestDigestDriftGolden(t *testing.T) {
 // the shards' statistics and the sum of their new drifts; it depends on
 // the states in shard order only, and one shard mixes into itself.
 func TestMixDetector(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 12
 	xs := flipStream(3, 8000, 4000, cfg)
 	base := mustNew(t, cfg)

@@ -30,7 +30,7 @@ func BenchmarkDriftRecovery(b *testing.B) {
 	const n, at = 1_000_000, 500_000
 	for _, alg := range []learner.Algorithm{learner.AROW, learner.Perceptron, learner.PA1, learner.Averaged} {
 		b.Run("algorithm="+string(alg), func(b *testing.B) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits, cfg.Algorithm = 18, alg
 			off := cfg
 			off.Drift.Enabled = false

@@ -65,7 +65,7 @@ func BenchmarkDriftDetection(b *testing.B) {
 			if drift {
 				o.DriftAt = at
 			}
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits, cfg.Algorithm = 18, c.alg
 			xs := genStream(o, n, cfg).xs
 			b.ResetTimer()

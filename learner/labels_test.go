@@ -10,7 +10,7 @@ import (
 
 // labelsConfigs are a model of each kind of labels.
 func labelsConfigs() (binary, named, multi learner.Config) {
-	binary = learner.DefaultConfig()
+	binary = perceptronConfig()
 	named, multi = binary, binary
 	named.Classes = []string{"neg", "pos"}
 	multi.Classes = []string{"cat", "dog", "bird"}
@@ -204,7 +204,7 @@ func TestLabelsParseDoesNotAllocate(t *testing.T) {
 	// A name longer than the 32 bytes that a conversion to string may
 	// keep on the stack.
 	long := []byte("a class name longer than thirty-two bytes")
-	named, multi := learner.DefaultConfig(), learner.DefaultConfig()
+	named, multi := perceptronConfig(), perceptronConfig()
 	named.Classes = []string{"neg", string(long)}
 	multi.Classes = []string{"cat", "dog", string(long)}
 	for _, cfg := range []learner.Config{named, multi} {
@@ -224,7 +224,7 @@ func TestLabelsParseDoesNotAllocate(t *testing.T) {
 }
 
 func ExampleConfig_Labels() {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Classes = []string{"ham", "spam"}
 	labels := cfg.Labels()
 

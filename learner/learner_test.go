@@ -23,7 +23,7 @@ func mustNew(t testing.TB, cfg learner.Config) *learner.Model {
 // TestWorkedExample replays the worked example of seed 004 step by step:
 // η = 0.1, the plain bias rule, from (w1, w2, w0) = (0.2, 0.0, -0.1).
 func TestWorkedExample(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Eta = 0.1
 	cfg.HashBits = 2
 	st := mustNew(t, cfg).State()
@@ -81,7 +81,7 @@ func TestNovikoffBound(t *testing.T) {
 			radius = math.Max(radius, math.Sqrt(dotf(p.x, p.x)))
 			gamma = math.Min(gamma, float64(p.y)*(dotf(w, p.x)+b))
 		}
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Bias = learner.BiasR2
 		cfg.HashBits = 4
 		cfg.Eta = 0.5 + r.Float64()
@@ -125,7 +125,7 @@ func TestFreundSchapireBound(t *testing.T) {
 			xi := math.Max(0, gamma-float64(p.y)*(dotf(w, p.x)+b))
 			d2 += xi * xi
 		}
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Bias = learner.BiasR2
 		cfg.HashBits = 4
 		m := mustNew(t, cfg)
@@ -149,7 +149,7 @@ func TestDualEqualsPrimal(t *testing.T) {
 	for _, bias := range []learner.BiasRule{learner.BiasStandard, learner.BiasR2, learner.BiasNone} {
 		t.Run(string(bias), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, 7))
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Bias = bias
 			cfg.HashBits = 6
 			primal := mustNew(t, cfg)
@@ -192,7 +192,7 @@ func TestDualEqualsPrimal(t *testing.T) {
 func TestLazyAveraging(t *testing.T) {
 	for _, batch := range []int{1, 4} {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits = 5
 			cfg.Bias = learner.BiasR2
 			cfg.Batch = batch
@@ -252,7 +252,7 @@ func TestLazyAveraging(t *testing.T) {
 
 // configs covers every algorithm and the options that add state.
 func configs() map[string]learner.Config {
-	base := learner.DefaultConfig()
+	base := perceptronConfig()
 	base.HashBits = 8
 	out := map[string]learner.Config{}
 	for _, a := range []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.Margin, learner.PA, learner.PA1, learner.PA2, learner.Pegasos, learner.AROW, learner.Kernel} {
@@ -432,7 +432,7 @@ func TestUnlabeledNeverChangesTheModel(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 2
 	cfg.Window = 2
 	m := mustNew(t, cfg)
@@ -493,7 +493,7 @@ func TestValidate(t *testing.T) {
 		{"window", func(c *learner.Config) { c.Window = 0 }},
 	}
 	for _, tc := range cases {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		tc.modify(&cfg)
 		err := cfg.Validate()
 		var fe *learner.FieldError
@@ -509,7 +509,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestRestoreRejectsMismatchedState(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 4
 	cases := map[string]func(*learner.State){
 		"weights": func(s *learner.State) { s.Weights = s.Weights[:3] },
@@ -552,5 +552,42 @@ func TestHasherGolden(t *testing.T) {
 	}
 	if learner.Index(h, []byte("age")) != learner.Index(h, "age") {
 		t.Error("string and []byte names hash differently")
+	}
+}
+
+// perceptronConfig is the configuration the tests of this package start
+// from: learner.DefaultConfig with the perceptron, the algorithm their
+// worked examples, golden digests and figures were made under. A test of
+// another algorithm sets it, and TestDefaultConfig checks the default
+// itself.
+func perceptronConfig() learner.Config {
+	cfg := learner.DefaultConfig()
+	cfg.Algorithm = learner.Perceptron
+	return cfg
+}
+
+// TestDefaultConfig checks the default learner: AROW at r = 1, binary,
+// 2^18 weights, valid with or without classes, and a model of it learns.
+func TestDefaultConfig(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	if cfg.Algorithm != learner.AROW || cfg.AROWR != 1 || cfg.HashBits != 18 || cfg.Multiclass() {
+		t.Fatalf("DefaultConfig() = %+v, want binary arow with arow_r 1 and hash_bits 18", cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	multi := cfg
+	multi.Classes = []string{"a", "b", "c"}
+	if err := multi.Validate(); err != nil {
+		t.Fatalf("the default with three classes: %v", err)
+	}
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := learner.Example{Index: []uint32{3}, Value: []float64{1}, Labeled: true, Label: -1}
+	m.Learn(&x)
+	if out := m.Learn(&x); !out.Correct {
+		t.Fatalf("the default learner did not learn a repeated example: %+v", out)
 	}
 }

@@ -67,7 +67,7 @@ func TestLearnRefusesWhatItCannotLearn(t *testing.T) {
 // high-degree kernels.
 func boundConfigs() map[string]learner.Config {
 	out := configs()
-	base := learner.DefaultConfig()
+	base := perceptronConfig()
 	base.HashBits = 8
 	add := func(name string, modify func(*learner.Config)) {
 		c := base
@@ -239,7 +239,7 @@ func TestStateStaysFiniteAtTheBounds(t *testing.T) {
 func TestPassiveAggressiveOvershootIsBounded(t *testing.T) {
 	for _, a := range []learner.Algorithm{learner.PA, learner.PA1, learner.PA2} {
 		t.Run(string(a), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm, cfg.Bias, cfg.HashBits, cfg.C = a, learner.BiasNone, 4, 1e300
 			m := mustNew(t, cfg)
 			x := learner.Example{Index: []uint32{3, 3}, Value: []float64{1, 1}, Dense: []float64{0, 0, 0, 1}, Labeled: true}
@@ -265,7 +265,7 @@ func TestPassiveAggressiveOvershootIsBounded(t *testing.T) {
 // update, σ - βσ²x² with β = 1/(σx² + r), rounds below zero: a negative
 // variance makes the confidence negative and the next step unbounded.
 func TestAROWVarianceStaysNonNegative(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm, cfg.Bias, cfg.HashBits, cfg.AROWR = learner.AROW, learner.BiasNone, 2, 4.916460861021303
 	st := mustNew(t, cfg).State()
 	st.Variance[0] = 0.7450245991497949
@@ -292,7 +292,7 @@ func TestValidateIsRestoresCheck(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 4
 	for i, spoil := range []func(*learner.State){
 		func(s *learner.State) { s.R2 = math.Inf(1) },
@@ -315,9 +315,9 @@ func TestValidateIsRestoresCheck(t *testing.T) {
 // MaxNorm2, an AROW variance outside [0, 1]) would let the next example
 // overflow; Restore refuses it with the field named.
 func TestRestoreRefusesStatesBeyondTheBounds(t *testing.T) {
-	perceptron := learner.DefaultConfig()
+	perceptron := perceptronConfig()
 	perceptron.HashBits, perceptron.Bias = 4, learner.BiasR2
-	arow := learner.DefaultConfig()
+	arow := perceptronConfig()
 	arow.HashBits, arow.Algorithm = 4, learner.AROW
 	multiArow := arow
 	multiArow.Classes = []string{"a", "b", "c"}

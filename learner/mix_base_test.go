@@ -144,7 +144,7 @@ func outcomes(s string) []bool {
 // so that Restore reports their rolling accuracy. The rings are written
 // out by hand: T is a correct prediction, F a mistake.
 func TestMixWindow(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Window = 5
 	state := func(labeled uint64, slots string, next int) *learner.State {
 		st := tiny(t, cfg)
@@ -334,7 +334,7 @@ func TestMixNoParticipant(t *testing.T) {
 // the base, 0 for a shard that learned no labeled example, and uniform
 // when no participant made a mistake.
 func TestMixWeightsOf(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	state := func(examples, labeled, mistakes uint64) *learner.State {
 		st := tiny(t, cfg)
 		st.Examples, st.Labeled, st.Mistakes = examples, labeled, mistakes

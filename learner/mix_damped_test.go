@@ -107,7 +107,7 @@ func TestMixRuleProperties(t *testing.T) {
 func TestMixDampedValues(t *testing.T) {
 	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.PA1, learner.Averaged, learner.Pegasos, learner.AROW} {
 		t.Run(string(alg), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits = 8
 			cfg.Algorithm = alg
 			base := trained(t, cfg, 1, 200)
@@ -184,7 +184,7 @@ func TestMixDampedValues(t *testing.T) {
 func TestMixTouchedValues(t *testing.T) {
 	for _, alg := range []learner.Algorithm{learner.Perceptron, learner.PA1, learner.Averaged, learner.AROW} {
 		t.Run(string(alg), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.HashBits = 8
 			cfg.Algorithm = alg
 			base := trained(t, cfg, 1, 200)
@@ -262,7 +262,7 @@ func TestMixRuleNames(t *testing.T) {
 	if err := r.UnmarshalText([]byte("sum")); err == nil || r != "" {
 		t.Fatalf("unknown rule: %q, %v", r, err)
 	}
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.HashBits = 4
 	base := fresh(t, cfg)
 	if _, err := learner.MixWithRule("sum", base, nil, nil); err == nil {

@@ -368,7 +368,7 @@ func BenchmarkMixingRules(b *testing.B) {
 	const n = 1_000_000
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	algs := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA, learner.PA1, learner.PA2, learner.Margin, learner.Pegasos, learner.AROW}
 	schedules := []string{"1k", "10k", "100k", "1k..100k", "grow4", "grow8", "grow16"}
 	for _, data := range []string{"gen", "rotate", "switch"} {

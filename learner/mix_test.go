@@ -308,8 +308,8 @@ func TestMixIdenticalStates(t *testing.T) {
 // TestMixPerceptronMean: a uniform and a weighted mix of two perceptrons,
 // computed by hand.
 func TestMixPerceptronMean(t *testing.T) {
-	base := tiny(t, learner.DefaultConfig())
-	a, b := tiny(t, learner.DefaultConfig()), tiny(t, learner.DefaultConfig())
+	base := tiny(t, perceptronConfig())
+	a, b := tiny(t, perceptronConfig()), tiny(t, perceptronConfig())
 	a.Weights, a.Bias = []float64{1, 2, 0, 0}, []float64{0.5}
 	b.Weights, b.Bias = []float64{3, -1, 0, 0.5}, []float64{1.5}
 	a.Examples, a.Labeled, a.Mistakes, a.R2 = 10, 8, 3, 2
@@ -370,7 +370,7 @@ func TestMixLinearMean(t *testing.T) {
 // variance of 0 is certain: w = 3, σ = 0. The bias: σ = (1, 1), b = (1, 3):
 // b = 2, σ = 1.
 func TestMixAROWPrecision(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm = learner.AROW
 	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	a.Weights, a.Variance, a.Bias, a.VarianceBias = []float64{1, 4, 7, 0}, []float64{1, 0.5, 0.5, 1}, []float64{1}, 1
@@ -427,7 +427,7 @@ func TestMixAROWLearned(t *testing.T) {
 // TestMixPegasosEffective: Pegasos mixes the weights it predicts with,
 // scale·v, and returns scale 1 with ‖v‖² recomputed.
 func TestMixPegasosEffective(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm = learner.Pegasos
 	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	a.Weights, a.Bias, a.Scale, a.VNorm2 = []float64{2, 0, 4, 0}, []float64{2}, 0.5, 24
@@ -620,7 +620,7 @@ func TestMixAveragedLearnsOn(t *testing.T) {
 
 // TestMixMulticlass: a multiclass model mixes each class's vector.
 func TestMixMulticlass(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Classes = []string{"a", "b", "c"}
 	base, a, b := tiny(t, cfg), tiny(t, cfg), tiny(t, cfg)
 	for i := range a.Weights {
@@ -639,7 +639,7 @@ func TestMixMulticlass(t *testing.T) {
 }
 
 func TestMixErrors(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	kernel := cfg
 	kernel.Algorithm = learner.Kernel
 	batch := cfg

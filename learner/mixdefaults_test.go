@@ -73,7 +73,7 @@ func BenchmarkMixingDefaults(b *testing.B) {
 	const n = 400_000
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	algs := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA, learner.PA1, learner.PA2, learner.Margin, learner.Pegasos, learner.AROW}
 	s := genStream(opt, n, cfg)
 	seq := map[learner.Algorithm]prequential{}

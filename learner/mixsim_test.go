@@ -406,7 +406,7 @@ func mixSimGrid() []mixSimData {
 func BenchmarkMixingAccuracy(b *testing.B) {
 	for _, d := range mixSimGrid() {
 		b.Run("data="+d.name, func(b *testing.B) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			s := genStream(d.opt, d.n, cfg)
 			seq := map[learner.Algorithm]prequential{}
 			for _, shards := range []int{4, 8} {
@@ -464,7 +464,7 @@ func BenchmarkMixingAccuracy(b *testing.B) {
 //     ones.
 func TestMixingApproachesSequential(t *testing.T) {
 	t.Run("one shard", func(t *testing.T) {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.HashBits = 12 // small states: many epochs of few examples
 		s := genStream(synth.DefaultOptions(), 2000, cfg)
 		one := [][]int32{inOrder(len(s.xs))}
@@ -505,7 +505,7 @@ func TestMixingApproachesSequential(t *testing.T) {
 	}
 	const n, shards, gain = 50_000, 4, 2.5
 	t.Run(fmt.Sprintf("S=%d", shards), func(t *testing.T) {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		s := genStream(synth.DefaultOptions(), n, cfg)
 		split := s.kafkaShards(shards)
 		for _, alg := range mixAlgorithms {

@@ -23,7 +23,7 @@ var multiclassAlgorithms = []learner.Algorithm{
 func multiclassConfigs() map[string]learner.Config {
 	out := map[string]learner.Config{}
 	for _, a := range multiclassAlgorithms {
-		c := learner.DefaultConfig()
+		c := perceptronConfig()
 		c.HashBits = 8
 		c.Algorithm = a
 		c.Classes = []string{"red", "green", "blue", "gray"}
@@ -76,7 +76,7 @@ func prototypes(seed uint64, n, bits, classes int) []learner.Example {
 func TestMulticlassLearnsSeparable(t *testing.T) {
 	for _, a := range multiclassAlgorithms {
 		t.Run(string(a), func(t *testing.T) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm, cfg.HashBits = a, 10
 			cfg.Classes = []string{"a", "b", "c", "d", "e"}
 			xs := prototypes(7, 4000, cfg.HashBits, len(cfg.Classes))
@@ -142,7 +142,7 @@ func TestMulticlassRestoreContinuesExactly(t *testing.T) {
 // 2 gains α·σ·x, class 0 loses it, and their variances shrink by β·σ²·x²;
 // class 1 is untouched.
 func TestMulticlassAROWStep(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm, cfg.HashBits, cfg.Classes = learner.AROW, 2, []string{"a", "b", "c"}
 	m := mustNew(t, cfg)
 	x := learner.Example{Index: []uint32{0, 1}, Value: []float64{1, 2}, Labeled: true, Label: 2}
@@ -188,7 +188,7 @@ func TestMulticlassAROWStep(t *testing.T) {
 // class 0 (the best other, on a tie) by −2, biases too; ‖v‖² = 16 exceeds
 // 1/λ, so the scale projects onto the ball: √(1/(λ·16)).
 func TestMulticlassPegasosStep(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm, cfg.HashBits, cfg.Lambda, cfg.Classes = learner.Pegasos, 2, 0.5, []string{"a", "b", "c"}
 	m := mustNew(t, cfg)
 	x := learner.Example{Index: []uint32{0}, Value: []float64{1}, Labeled: true, Label: 1}
@@ -282,7 +282,7 @@ func TestMulticlassMix(t *testing.T) {
 	for _, rule := range rules {
 		for _, a := range multiclassAlgorithms {
 			t.Run("separable/"+string(rule)+"/"+string(a), func(t *testing.T) {
-				cfg := learner.DefaultConfig()
+				cfg := perceptronConfig()
 				cfg.Algorithm, cfg.HashBits = a, 10
 				cfg.Classes = []string{"a", "b", "c", "d", "e"}
 				xs := prototypes(8, 3000, cfg.HashBits, len(cfg.Classes))
@@ -322,13 +322,13 @@ func TestMulticlassMix(t *testing.T) {
 // algorithms that do.
 func TestMulticlassValidation(t *testing.T) {
 	for _, a := range multiclassAlgorithms {
-		cfg := learner.DefaultConfig()
+		cfg := perceptronConfig()
 		cfg.Algorithm, cfg.Classes = a, []string{"a", "b", "c"}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", a, err)
 		}
 	}
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm, cfg.Classes = learner.Kernel, []string{"a", "b", "c"}
 	err := cfg.Validate()
 	var fe *learner.FieldError
@@ -385,7 +385,7 @@ func TestMulticlassAROWStateValidate(t *testing.T) {
 // variance in VarianceBias, as before multiclass AROW existed, so that its
 // snapshot and digest are unchanged.
 func TestBinaryAROWStateHasNoBiasVariances(t *testing.T) {
-	cfg := learner.DefaultConfig()
+	cfg := perceptronConfig()
 	cfg.Algorithm, cfg.HashBits = learner.AROW, 8
 	st := trained(t, cfg, 3, 200)
 	if st.VarianceBiases != nil || len(st.Variance) != cfg.Dimension() || !(st.VarianceBias < 1) {
@@ -413,7 +413,7 @@ func TestMulticlassDigestCoversBiasVariances(t *testing.T) {
 func BenchmarkLearnMulticlass(b *testing.B) {
 	for _, a := range multiclassAlgorithms {
 		b.Run(string(a)+"-4", func(b *testing.B) {
-			cfg := learner.DefaultConfig()
+			cfg := perceptronConfig()
 			cfg.Algorithm, cfg.Classes = a, []string{"a", "b", "c", "d"}
 			benchmarkLearn(b, cfg, 4)
 		})

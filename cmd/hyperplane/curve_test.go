@@ -22,7 +22,7 @@ func TestTrainCurve(t *testing.T) {
 	dir := t.TempDir()
 	data := genFile(t, dir, "ex.jsonl", "-examples", "30000", "-seed", "6", "-unlabeled", "0.1", "-drift-at", "20000")
 	path := filepath.Join(dir, "curve.csv")
-	out := mustRun(t, "", "train", "-input", data, "-curve", path, "-curve-window", "1000", "-passes", "2")
+	out := mustRun(t, "", "train", "-input", data, "-algorithm", "perceptron", "-curve", path, "-curve-window", "1000", "-passes", "2")
 	var res trainResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)

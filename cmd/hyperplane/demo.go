@@ -39,7 +39,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	var garbage float64
 	cfg := config.Default()
 	cfg.Model.Name = "demo"
-	cfg.Model.Learner.Algorithm = learner.Averaged
 	fs := newFlagSet("demo", "[flags]", e)
 	fs.IntVar(&n, "examples", 200000, "number of examples to stream")
 	fs.Float64Var(&o.Noise, "noise", o.Noise, "probability that a label is wrong")

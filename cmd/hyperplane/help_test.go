@@ -30,14 +30,14 @@ func TestHelpPrintsUsageOnce(t *testing.T) {
 }
 
 // TestHelpShowsTheCommandsDefaults: the defaults -h shows are the ones the
-// command uses, the demo's averaged perceptron included.
+// command uses, the demo's and train's learner the default (arow) as run's.
 func TestHelpShowsTheCommandsDefaults(t *testing.T) {
 	cases := []struct {
 		command string
 		want    []string
 	}{
-		{"demo", []string{"-algorithm rule", "(default averaged)", "(default standard)", "(default constant)", "(default linear)", "-examples int", "(default 200000)"}},
-		{"train", []string{"(default perceptron)", "(default standard)", "(default constant)", "(default linear)", "(default 18)"}},
+		{"demo", []string{"-algorithm rule", "(default arow)", "(default standard)", "(default constant)", "(default linear)", "-examples int", "(default 200000)"}},
+		{"train", []string{"(default arow)", "(default standard)", "(default constant)", "(default linear)", "(default 18)"}},
 	}
 	for _, c := range cases {
 		out := mustRun(t, "", c.command, "-h")
@@ -50,8 +50,8 @@ func TestHelpShowsTheCommandsDefaults(t *testing.T) {
 		if n := len(regexp.MustCompile(`default \w+\) \(default`).FindAllString(out, -1)); n != 0 {
 			t.Errorf("%s -h names a default twice:\n%s", c.command, out)
 		}
-		if c.command == "demo" && strings.Contains(out, "(default perceptron)") {
-			t.Errorf("demo -h says perceptron, the demo learns with averaged:\n%s", out)
+		if strings.Contains(out, "(default perceptron)") {
+			t.Errorf("%s -h says perceptron, the default learner is arow:\n%s", c.command, out)
 		}
 	}
 }
