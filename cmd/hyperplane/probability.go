@@ -184,12 +184,11 @@ func (f *firstPassProbabilities) learned(rec *wire.Record, o *learner.Outcome) e
 		return nil
 	}
 	y := rec.Example.Label
-	m := measureProbability(&o.Prediction, y, f.multiclass)
 	if f.auc != nil {
-		f.auc.add(m.p, m.event)
+		f.auc.add(o.Probability, y > 0)
 	}
 	if f.window != nil {
-		f.window.add(m)
+		f.window.add(measureProbability(&o.Prediction, y, f.multiclass))
 	}
 	return nil
 }
