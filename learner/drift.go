@@ -235,17 +235,62 @@ func (st *State) digestDrift(e *digestEncoder) {
 	e.uint(d.Drifts)
 }
 
+// drifted reports whether st, learned from base, found a drift.
+func drifted(base, st *State) bool { return st.Detector.Drifts > base.Detector.Drifts }
+
+// restart is what a mix's parameters start from: base and the mixing
+// weights mu when no state of positive weight found a drift beyond base;
+// otherwise base's counters with a new model's parameters, and mu kept
+// for the states that found one only, scaled to sum to 1. Those states
+// started afresh at their drift, as a model does (Model.recover), so
+// their parameters are those of a new model that learned their examples
+// since: mixing them from a new model is mixing models of the new concept
+// alone. The others learned the new concept on top of the old and are
+// left out of the parameters, as the old model is; their counters count.
+// Without it the mixing rules, which weigh each state's change against
+// base, would bring the old concept back: BenchmarkDriftRecoveryMixed.
+// One state that drifted alone among states of no change still mixes into
+// itself.
+func restart(base *State, states []*State, mu []float64) (*State, []float64) {
+	var sum float64
+	for i, st := range states {
+		if drifted(base, st) {
+			sum += mu[i]
+		}
+	}
+	if sum == 0 {
+		return base, mu
+	}
+	kept := make([]float64, len(mu))
+	for i, st := range states {
+		if drifted(base, st) {
+			kept[i] = mu[i] / sum
+		}
+	}
+	m, err := New(base.Config)
+	if err != nil {
+		// Not expected: the mix checked base.
+		panic("learner: mix: a new model of a valid base's config: " + err.Error())
+	}
+	fresh := base.clone()
+	fresh.copyParameters(m.State())
+	return fresh, kept
+}
+
 // mixDetector sets out.Detector from the states' detectors. The
 // statistics are the examples-weighted mean of the states' (a state that
 // learned no labeled example beyond base weighs 0; with none, base's),
 // summed in state order: the evidence of a change that every shard sees
 // stays what one shard gathered, as with one worker, and a shard that
-// has seen nothing new does not dilute it. The drift count is base's plus
-// every state's new drifts, as the counters are: each was reported once.
-func mixDetector(out, base *State, states []*State) {
+// has seen nothing new does not dilute it. When the model restarts
+// (restart), only the states that found a drift count, as for the
+// parameters. The drift count is base's plus every state's new drifts,
+// as the counters are: each was reported once.
+func mixDetector(out, base *State, states []*State, restarted bool) {
+	counts := func(st *State) bool { return st.Labeled > base.Labeled && (!restarted || drifted(base, st)) }
 	var total float64
 	for _, st := range states {
-		if st.Labeled > base.Labeled {
+		if counts(st) {
 			total += float64(st.Labeled - base.Labeled)
 		}
 	}
@@ -253,7 +298,7 @@ func mixDetector(out, base *State, states []*State) {
 	if total > 0 {
 		var n, lowN, mean, lowMean, sum, low float64
 		for _, st := range states {
-			if st.Labeled <= base.Labeled {
+			if !counts(st) {
 				continue
 			}
 			w := float64(st.Labeled-base.Labeled) / total

@@ -240,6 +240,10 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 	if err != nil {
 		return nil, err
 	}
+	// A change of concept found in this epoch restarts the model: the
+	// parameters mix over the states that started afresh, from a new
+	// model's (see restart).
+	pbase, mu := restart(base, states, mu)
 
 	var parts []*State
 	var pmu []float64
@@ -264,15 +268,15 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 	}
 	switch len(parts) {
 	case 0:
-		out.copyParameters(base)
+		out.copyParameters(pbase)
 	case 1:
 		out.copyParameters(parts[0])
 	default:
 		switch rule {
 		case MixDamped:
-			mixDamped(out, base, parts, pmu)
+			mixDamped(out, pbase, parts, pmu)
 		case MixTouched:
-			mixTouched(out, base, parts, pmu)
+			mixTouched(out, pbase, parts, pmu)
 		default:
 			mixParameters(out, parts, pmu)
 		}
@@ -289,17 +293,17 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 		var learners []*State
 		soleIsOnly := false
 		for i, st := range states {
-			if st.Labeled > base.Labeled {
+			if st.Labeled > base.Labeled && (pbase == base || drifted(base, st)) {
 				learners = append(learners, st)
 				soleIsOnly = i == only
 			}
 		}
 		if !(len(parts) == 1 && len(learners) == 1 && soleIsOnly) {
-			out.SumWeights = averagedSums(base, learners, out.Weights, func(st *State) ([]float64, []float64) { return st.Weights, st.SumWeights })
-			out.SumBias = averagedSums(base, learners, out.Bias, func(st *State) ([]float64, []float64) { return st.Bias, st.SumBias })
+			out.SumWeights = averagedSums(pbase, learners, out.Weights, func(st *State) ([]float64, []float64) { return st.Weights, st.SumWeights })
+			out.SumBias = averagedSums(pbase, learners, out.Bias, func(st *State) ([]float64, []float64) { return st.Bias, st.SumBias })
 		}
 	}
-	mixDetector(out, base, states)
+	mixDetector(out, base, states, pbase != base)
 	mixCalibration(out, base, states)
 	if err := out.Validate(); err != nil {
 		// Not expected: the mix of valid states is valid.
