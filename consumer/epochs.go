@@ -578,11 +578,18 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	return nil
 }
 
+// sameSettings is what an error about another configuration in a model's
+// epoch log tells the operator: the workers of a model agree on every
+// setting of the history digest (config.HistoryDigest), and a key left out
+// takes its default, which a release may change.
+const sameSettings = "every worker of a model needs the same model.learner, model.drift and model.mixing settings and the same source: " +
+	"set them explicitly, model.learner.algorithm first (its default was perceptron before it was arow), or give this worker its own model.name"
+
 // check verifies a boundary against what this worker holds.
 func (x *Epochs) check(b *epochlog.Boundary) error {
 	if b.ConfigDigest != x.cfg.ConfigDigest {
-		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model",
-			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest)
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
+			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest, sameSettings)
 	}
 	if b.BaseStateSHA256 != x.digest {
 		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x",
@@ -1324,8 +1331,8 @@ func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (
 	case snap.Epoch == 0:
 		return snap.Generation + 1, nil, snap.Positions, nil
 	case snap.ConfigDigest != digest:
-		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model",
-			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest)
+		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
+			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest, sameSettings)
 	}
 	prev = &epochlog.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
 	return snap.Epoch + 1, prev, snap.Positions, nil

@@ -284,7 +284,8 @@ func (l *Log) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary
 	}
 	var why []string
 	if stored.ConfigDigest != b.ConfigDigest {
-		why = append(why, "another history configuration (give one of the two its own model.name)")
+		why = append(why, "another history configuration (give the workers of a model the same settings, set explicitly: a key left out takes "+
+			"its default, and model.learner.algorithm's was perceptron before it was arow; or give one of the two its own model.name)")
 	}
 	if stored.BaseStateSHA256 != b.BaseStateSHA256 {
 		why = append(why, fmt.Sprintf("another W_%d, with other bits (another version or architecture?)", b.Epoch-1))

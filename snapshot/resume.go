@@ -99,7 +99,7 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	if err := latest.Compatible(cfg); err != nil {
 		if !opts.Reset {
-			return Resumed{}, fmt.Errorf("model %s generation %d: %w (set snapshot.reset to start a new model)", model, latest.Generation, err)
+			return Resumed{}, fmt.Errorf("model %s generation %d: %w (%s)", model, latest.Generation, err, continueHint(err))
 		}
 		log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
 		return newModel(cfg, snapshotter)
@@ -111,6 +111,22 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	log.Info("resuming from snapshot", zap.String("model", model), zap.Uint64("generation", latest.Generation),
 		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
 	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created, Snapshot: latest}, nil
+}
+
+// continueHint tells the operator of a snapshot that Compatible refused
+// how to go on: set the key that differs as the snapshot has it (a setting
+// left out of the configuration takes its default, which may have changed
+// since the snapshot was written), or start a new model.
+func continueHint(err error) string {
+	var ie *IncompatibleError
+	if !errors.As(err, &ie) {
+		return "set snapshot.reset to start a new model"
+	}
+	key := "model.learner." + ie.Field
+	if ie.Field == "drift" {
+		key = "model.drift"
+	}
+	return fmt.Sprintf("to continue it, set %s explicitly to its value in the snapshot, %s; or set snapshot.reset to start a new model", key, ie.Snapshot)
 }
 
 func newModel(cfg learner.Config, s *Snapshotter) (Resumed, error) {

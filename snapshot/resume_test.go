@@ -36,14 +36,18 @@ func TestResume(t *testing.T) {
 		generation uint64 // the generation resumed; 0 for a new model
 		next       uint64 // the generation the snapshotter writes first
 		err        string // a substring of the error; "" for none
+		field      string // the key the error names
 		logged     string // a substring of a message logged
 	}{
 		{name: "new model", cfg: storetest.GenerationConfig, next: 1, logged: "no snapshot: a new model"},
 		{name: "newest valid generation", gens: []uint64{1, 2, 3}, cfg: storetest.GenerationConfig, generation: 3, next: 4, logged: "resuming from snapshot"},
 		{name: "corrupt newest skipped", gens: []uint64{1, 2}, corrupt: []uint64{3, 4}, cfg: storetest.GenerationConfig, generation: 2, next: 5, logged: "skipping unreadable snapshot"},
 		{name: "only corrupt keys", corrupt: []uint64{1, 2}, cfg: storetest.GenerationConfig, next: 3, logged: "no snapshot: a new model"},
-		{name: "incompatible refused", gens: []uint64{1, 2}, cfg: learner.DefaultConfig,
-			err: "model clicks generation 2: snapshot is incompatible with the configuration: hash_bits is 6 in the snapshot but 18 in the configuration (set snapshot.reset to start a new model)"},
+		{name: "incompatible refused", gens: []uint64{1, 2}, cfg: learner.DefaultConfig, field: "hash_bits",
+			err: "model clicks generation 2: snapshot is incompatible with the configuration: hash_bits is 6 in the snapshot but 18 in the configuration " +
+				"(to continue it, set model.learner.hash_bits explicitly to its value in the snapshot, 6; or set snapshot.reset to start a new model)"},
+		{name: "another algorithm refused", gens: []uint64{1, 2}, cfg: perceptronGenerationConfig, field: "algorithm",
+			err: "algorithm is arow in the snapshot but perceptron in the configuration (to continue it, set model.learner.algorithm explicitly to its value in the snapshot, arow;"},
 		{name: "incompatible reset", gens: []uint64{1, 2}, corrupt: []uint64{3}, cfg: learner.DefaultConfig, reset: true, next: 4, logged: "starting a new model (snapshot.reset)"},
 	}
 	for _, tc := range cases {
@@ -64,8 +68,8 @@ func TestResume(t *testing.T) {
 			})
 			if tc.err != "" {
 				var ie *snapshot.IncompatibleError
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &ie) || ie.Field != "hash_bits" {
-					t.Fatalf("err = %v, want an *IncompatibleError naming hash_bits: %s", err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &ie) || ie.Field != tc.field {
+					t.Fatalf("err = %v, want an *IncompatibleError naming %s: %s", err, tc.field, tc.err)
 				}
 				return
 			}
@@ -170,4 +174,13 @@ func TestFatal(t *testing.T) {
 			t.Errorf("Fatal(%v) = %v, want %v", tc.err, got, tc.fatal)
 		}
 	}
+}
+
+// perceptronGenerationConfig is storetest.GenerationConfig but for the
+// algorithm: the configuration of a worker that names another algorithm
+// than the one its model's snapshots were learned with.
+func perceptronGenerationConfig() learner.Config {
+	cfg := storetest.GenerationConfig()
+	cfg.Algorithm = learner.Perceptron
+	return cfg
 }

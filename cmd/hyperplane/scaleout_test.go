@@ -217,14 +217,16 @@ func TestOtherHistoryStops(t *testing.T) {
 			// the setting.
 			name: "another learner setting",
 			args: args("multi", storeDir, "gA", "wX", "--model.learner.eta", "0.5"),
-			want: []string{"model m generation", "snapshot is incompatible with the configuration: eta is 1 in the snapshot but 0.5 in the configuration"},
+			want: []string{"model m generation", "snapshot is incompatible with the configuration: eta is 1 in the snapshot but 0.5 in the configuration",
+				"set model.learner.eta explicitly to its value in the snapshot, 1"},
 		},
 		{
 			// Only the history digest holds the mixing weights.
 			name: "another history setting",
 			args: args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform"),
 			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
-				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform")))},
+				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform"))),
+				"set them explicitly, model.learner.algorithm first"},
 		},
 		{
 			// A second consumer group would learn every partition again
