@@ -102,17 +102,30 @@ func textStream(b *testing.B, path string, cfg learner.Config) []learner.Example
 }
 
 // BenchmarkMetrics is the cost of Model.Metrics with a full window of the
-// default 1,000 slots, whose rolling measures (the AUC sorts the window)
-// it computes on each call.
+// default 1,000 slots, on the synthetic stream: again with no example
+// learned since the last call (the rolling measures are kept), and after
+// one (they are computed over the window, whose AUC sorts it), with the
+// cost of learning it.
 func BenchmarkMetrics(b *testing.B) {
 	cfg := learner.DefaultConfig()
-	xs := sparseStream(1, 4096, cfg.HashBits, 40, 0)
+	o := synth.DefaultOptions()
+	o.Seed = 1
+	xs := genStream(o, 20000, cfg).xs
 	m := mustNew(b, cfg)
-	for i := range xs {
+	for i := range xs[:16384] {
 		m.Learn(&xs[i])
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		m.Metrics()
-	}
+	b.Run("again", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m.Metrics()
+		}
+	})
+	b.Run("after-an-example", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			m.Learn(&xs[16384+i&2047])
+			m.Metrics()
+		}
+	})
 }

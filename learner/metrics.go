@@ -1,7 +1,6 @@
 package learner
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -99,12 +98,14 @@ type probabilityMetrics struct {
 	wEvent []bool
 	wLoss  []float64
 	wBrier []float64
-	sorted []scored // scratch of the rolling AUC
-}
-
-type scored struct {
-	p        float64
-	positive bool
+	// The rolling AUC's scratch: the window's probabilities of positive
+	// and of negative examples.
+	pos, neg []float64
+	// The rolling measures as fill last computed them, at count
+	// (cached is false until then and after a restore).
+	cached   bool
+	cachedAt uint64
+	rolling  [4]float64
 }
 
 func newProbabilityMetrics(window int) probabilityMetrics {
@@ -164,14 +165,28 @@ func (q *probabilityMetrics) fill(m *Metrics, next int) {
 	if q.aucPositive != nil {
 		m.AUC = histogramAUC(q.aucPositive, q.aucNegative)
 	}
+	if !q.cached || q.cachedAt != q.count {
+		q.rolling = q.window(next)
+		q.cached, q.cachedAt = true, q.count
+	}
+	m.RollingLogLoss, m.RollingBrier, m.RollingCalibrationError, m.RollingAUC = q.rolling[0], q.rolling[1], q.rolling[2], q.rolling[3]
+}
+
+// window computes the rolling log-loss, Brier score, calibration error
+// and, for a binary model, AUC over the filled slots of the window, the
+// newest being before next.
+func (q *probabilityMetrics) window(next int) (r [4]float64) {
 	w := len(q.wProb)
 	filled := int(min(q.count, uint64(w)))
 	var count, events [calibrationBins]uint64
 	var sum [calibrationBins]float64
 	var loss, brier float64
-	q.sorted = q.sorted[:0]
+	q.pos, q.neg = q.pos[:0], q.neg[:0]
 	for i := range filled {
-		slot := (next + w - 1 - i) % w
+		slot := next - 1 - i
+		if slot < 0 {
+			slot += w
+		}
 		p := q.wProb[slot]
 		loss += q.wLoss[slot]
 		brier += q.wBrier[slot]
@@ -180,15 +195,20 @@ func (q *probabilityMetrics) fill(m *Metrics, next int) {
 		sum[b] += p
 		if q.wEvent[slot] {
 			events[b]++
+			q.pos = append(q.pos, p)
+		} else {
+			q.neg = append(q.neg, p)
 		}
-		q.sorted = append(q.sorted, scored{p, q.wEvent[slot]})
 	}
 	f := float64(filled)
-	m.RollingLogLoss, m.RollingBrier = loss/f, brier/f
-	m.RollingCalibrationError = calibrationError(count[:], events[:], sum[:], f)
+	r[0], r[1] = loss/f, brier/f
+	r[2] = calibrationError(count[:], events[:], sum[:], f)
 	if q.aucPositive != nil {
-		m.RollingAUC = exactAUC(q.sorted)
+		slices.Sort(q.pos)
+		slices.Sort(q.neg)
+		r[3] = exactAUC(q.pos, q.neg)
 	}
+	return r
 }
 
 // calibrationError is Σ_b |events_b − Σ_b p| / n: the mean over the
@@ -219,31 +239,29 @@ func histogramAUC(pos, neg []uint64) float64 {
 	return wins / (p * n)
 }
 
-// exactAUC is the ROC AUC of the outcomes, ties counting one half; 0
-// without both a positive and a negative. It sorts s.
-func exactAUC(s []scored) float64 {
-	slices.SortFunc(s, func(a, b scored) int { return cmp.Compare(a.p, b.p) })
-	var below, p, n, wins float64
-	for i := 0; i < len(s); {
-		j := i
-		var pb, nb float64
-		for ; j < len(s) && s[j].p == s[i].p; j++ {
-			if s[j].positive {
-				pb++
-			} else {
-				nb++
-			}
-		}
-		wins += pb*below + pb*nb/2
-		below += nb
-		p += pb
-		n += nb
-		i = j
-	}
-	if p == 0 || n == 0 {
+// exactAUC is the ROC AUC of the probabilities of positive and of
+// negative examples, each sorted, ties counting one half; 0 without both
+// a positive and a negative.
+func exactAUC(pos, neg []float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
 		return 0
 	}
-	return wins / (p * n)
+	var wins float64
+	below, tied := 0, 0 // negatives below pos[i], and equal to it
+	for i, p := range pos {
+		if i == 0 || p != pos[i-1] {
+			below += tied
+			for below < len(neg) && neg[below] < p {
+				below++
+			}
+			tied = 0
+			for below+tied < len(neg) && neg[below+tied] == p {
+				tied++
+			}
+		}
+		wins += float64(below) + float64(tied)/2
+	}
+	return wins / (float64(len(pos)) * float64(len(neg)))
 }
 
 func (p *prequential) record(correct bool) {
