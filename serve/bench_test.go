@@ -21,7 +21,7 @@ type benchLive struct{ v *learner.View }
 
 func (l benchLive) View() *learner.View { return l.v }
 
-// benchServer is a server of a default model (perceptron, 2^18 weights)
+// benchServer is a server of a default model (arow, 2^18 weights)
 // that learned 4096 labeled synth examples of 40 features.
 func benchServer(b *testing.B) *Server {
 	b.Helper()
