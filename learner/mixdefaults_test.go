@@ -68,17 +68,37 @@ func defaultEpochs(lens []int, growth, epochExamples, every int) func(e int) int
 //	go test -run XXX -bench BenchmarkMixingDefaults -benchtime 1x -timeout 0 ./learner/
 //
 // Metrics: accuracy (prequential, over the whole stream), seq-accuracy,
-// cost-pp (seq-accuracy − accuracy, in points), epochs.
+// cost-pp (seq-accuracy − accuracy, in points), gain-pp (accuracy minus
+// each partition learning alone, model.scope: partition), epochs.
 func BenchmarkMixingDefaults(b *testing.B) {
-	const n = 400_000
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
+	benchmarkMixingDefaults(b, opt)
+}
+
+// BenchmarkMixingDefaultsDrift is BenchmarkMixingDefaults over `hyperplane
+// gen -examples 400000 -vocab 100000 -drift-at 200000`: the labels follow
+// an independent hidden hyperplane from example 200,000 on (BENCHMARKS.md,
+// "With an abrupt change of concept halfway", measured the real worker on
+// the same topic).
+//
+//	go test -run XXX -bench BenchmarkMixingDefaultsDrift -benchtime 1x -timeout 0 ./learner/
+func BenchmarkMixingDefaultsDrift(b *testing.B) {
+	opt := synth.DefaultOptions()
+	opt.Vocab = 100_000
+	opt.DriftAt = 200_000
+	benchmarkMixingDefaults(b, opt)
+}
+
+func benchmarkMixingDefaults(b *testing.B, opt synth.Options) {
+	const n = 400_000
 	cfg := perceptronConfig()
 	algs := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA, learner.PA1, learner.PA2, learner.Margin, learner.Pegasos, learner.AROW}
 	s := genStream(opt, n, cfg)
 	seq := map[learner.Algorithm]prequential{}
 	for _, shards := range []int{1, 2, 4, 6} {
 		split := s.kafkaShards(shards)
+		alone := map[learner.Algorithm]prequential{}
 		lens := make([]int, len(split))
 		for i, idx := range split {
 			lens[i] = len(idx)
@@ -114,6 +134,10 @@ func BenchmarkMixingDefaults(b *testing.B) {
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")
 					b.ReportMetric(100*(seq[alg].accuracy()-r.accuracy()), "cost-pp")
+					if _, ok := alone[alg]; !ok {
+						alone[alg] = learnAlone(b, cfg, s.xs, split)
+					}
+					b.ReportMetric(100*(r.accuracy()-alone[alg].accuracy()), "gain-pp")
 					b.ReportMetric(float64(r.epochs), "epochs")
 				})
 			}
