@@ -210,9 +210,9 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 // shard that folded its scale into v within the epoch (when Scale falls
 // below 1e-9) or restarted v, and so changed v wherever v_0 is not 0,
 // counts by its effective weights in P and not in N. Measured
-// (docs/scale-out.md, section 12), at the defaults it costs 0.33, 0.86 and
-// 1.33 points at 2, 4 and 6 partitions, where the mean costs −0.16, 1.63
-// and 3.14.
+// (BenchmarkMixingDefaults; docs/scale-out.md, section 12), at the
+// defaults it costs 0.27, 0.79 and 1.37 points at 2, 4 and 6 partitions,
+// where the mean costs −0.16, 1.63 and 3.14.
 //
 // It returns an error for a rule that is not one of the MixRule
 // constants.

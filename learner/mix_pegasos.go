@@ -5,10 +5,12 @@ import (
 	"math"
 )
 
-// pegasosGain stretches MixPegasos's step from the base: measured on the
-// 400,000-example stream at the defaults (docs/scale-out.md, section 12),
-// 1.5 costs 0.33 / 0.86 / 1.33 points at 2 / 4 / 6 partitions, 1.25
-// leaves 6 partitions at 1.69 and 2 costs 0.87 at 2 partitions.
+// pegasosGain stretches MixPegasos's step from the base. Measured on the
+// 400,000-example stream at the defaults (docs/scale-out.md, section 12):
+// 1.5 costs 0.27 / 0.79 / 1.37 points at 2 / 4 / 6 partitions; with the
+// mix projected before the stretch, 1.25 left 6 partitions at 1.69, 1.75
+// cost 0.53 at 2 partitions and 2 cost 0.87 there, and no stretch left 4
+// partitions at 1.47.
 const pegasosGain = 1.5
 
 // mixPegasos sets out's parameters to MixPegasos's mix of two or more
