@@ -705,7 +705,8 @@ type waiting struct {
 // epochLimit is the most positions of a shard in the next epoch, and the
 // reason to record when a shard reaches it: EpochExamples, or less while
 // the model is young (Growth: 1/Growth of W_{e-1}'s examples per shard of
-// the boundary, shards of them), or where snapshot.every falls due
+// the boundary, shards of them; of its labeled examples since a drift
+// last started it afresh, when one did), or where snapshot.every falls due
 // sooner, since only a mixed model can be written as a generation
 // (docs/scale-out.md, section 3.4). A snapshot falls due when the labeled
 // examples reach a multiple of snapshot.every; those left until then are
@@ -717,6 +718,11 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
 	if k := int64(x.cfg.Growth); k > 0 && shards > 0 {
 		grown := int64(x.model.Metrics().Examples) / int64(shards) / k
+		if since, ok := x.model.SinceRestart(); ok {
+			// A change of concept started the model afresh: its epochs
+			// grow again from there, as a new model's do.
+			grown = int64(since) / int64(shards) / k
+		}
 		limit = min(limit, max(minEpochExamples, grown))
 	}
 	every := int64(x.cfg.SnapshotEvery)

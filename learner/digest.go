@@ -50,8 +50,8 @@ const digestVersion = "hyperplane/learner.State/v1"
 //  6. only when the detector's settings are not the defaults or its
 //     state is not fresh: the string "drift", the settings enabled
 //     (bool), delta, threshold (floats), min_examples (uint), and the
-//     state n, low_n (uints), mean, low_mean, sum, low (floats), drifts
-//     (uint);
+//     state n, low_n (uints), mean, low_mean, sum, low (floats), drifts,
+//     restarted (uints);
 //  7. only when the calibration is not empty (State.Calibration): the
 //     string "calibration", parameters (float list), count (uint),
 //     log_loss, brier (floats), bin_count, bin_events (lists of uints),

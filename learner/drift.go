@@ -113,12 +113,15 @@ func (c DriftConfig) validate() error {
 // existed loads. N, Mean, Sum and Low are the Page-Hinkley test's count,
 // mean loss, cumulative sum and its lowest point since the last drift;
 // LowN and LowMean are N and Mean at that lowest point; Drifts counts the
-// drifts found over the model's life.
+// drifts found over the model's life, and Restarted is the labeled
+// examples the model had learned when its parameters last started afresh
+// at one (0 before the first).
 type Detector struct {
 	N, LowN       uint64
 	Mean, LowMean float64
 	Sum, Low      float64
 	Drifts        uint64
+	Restarted     uint64
 }
 
 // Drift is a change of concept found at an example: the detector's count
@@ -131,8 +134,9 @@ type Drift struct {
 
 // detector is the model's running detector.
 type detector struct {
-	ph     PageHinkley
-	drifts uint64
+	ph        PageHinkley
+	drifts    uint64
+	restarted uint64
 }
 
 func newDetector(c DriftConfig) detector {
@@ -143,14 +147,14 @@ func (d *detector) export() Detector {
 	p := &d.ph
 	return Detector{
 		N: p.n, LowN: p.lowN, Mean: p.mean, LowMean: p.lowMean, Sum: p.sum, Low: p.low,
-		Drifts: d.drifts,
+		Drifts: d.drifts, Restarted: d.restarted,
 	}
 }
 
 func (d *detector) restore(s Detector) {
 	p := &d.ph
 	p.n, p.lowN, p.mean, p.lowMean, p.sum, p.low = s.N, s.LowN, s.Mean, s.LowMean, s.Sum, s.Low
-	d.drifts = s.Drifts
+	d.drifts, d.restarted = s.Drifts, s.Restarted
 }
 
 // observe feeds the detector the outcome of one labeled example and
@@ -166,6 +170,7 @@ func (m *Model) observe(correct bool) *Drift {
 		return nil
 	}
 	d.drifts++
+	d.restarted = m.metrics.Labeled
 	m.recover()
 	before, after := d.ph.Rates()
 	return &Drift{Count: d.drifts, ErrorBefore: before, ErrorAfter: after}
@@ -186,6 +191,17 @@ func (m *Model) recover() { m.eng = newEngine(m.cfg) }
 
 // Drifts is the number of drifts the model's detector has found.
 func (m *Model) Drifts() uint64 { return m.detector.drifts }
+
+// SinceRestart is the labeled examples the model has learned since its
+// parameters last started afresh at a drift, and false when they never
+// did: then the model has learned every example it counts. Epochs grow
+// from there, as from a new model's start.
+func (m *Model) SinceRestart() (uint64, bool) {
+	if m.detector.drifts == 0 {
+		return 0, false
+	}
+	return m.metrics.Labeled - m.detector.restarted, true
+}
 
 // validateDetector checks st.Detector: finite statistics in their ranges.
 func (st *State) validateDetector() error {
@@ -208,6 +224,9 @@ func (st *State) validateDetector() error {
 	}
 	if d.Drifts > st.Labeled {
 		return stateErr("detector.drifts", "%d drifts exceed the %d labeled examples", d.Drifts, st.Labeled)
+	}
+	if d.Restarted > st.Labeled || (d.Restarted > 0 && d.Drifts == 0) {
+		return stateErr("detector.restarted", "must be at most the %d labeled examples, and 0 before a drift, got %d after %d drifts", st.Labeled, d.Restarted, d.Drifts)
 	}
 	return nil
 }
@@ -233,6 +252,7 @@ func (st *State) digestDrift(e *digestEncoder) {
 	e.float(d.Sum)
 	e.float(d.Low)
 	e.uint(d.Drifts)
+	e.uint(d.Restarted)
 }
 
 // drifted reports whether st, learned from base, found a drift.
@@ -319,6 +339,10 @@ func mixDetector(out, base *State, states []*State, restarted bool) {
 	d.Drifts = base.Detector.Drifts
 	for _, st := range states {
 		d.Drifts += st.Detector.Drifts - min(st.Detector.Drifts, base.Detector.Drifts)
+	}
+	if restarted {
+		// The parameters start from a new model's at this mix.
+		d.Restarted = out.Labeled
 	}
 	out.Detector = d
 }

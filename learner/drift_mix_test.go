@@ -48,6 +48,9 @@ func TestMixRestartsAtADrift(t *testing.T) {
 			if out.Labeled != b.Labeled+3000+900+3000 || out.Detector.Drifts != 2 {
 				t.Fatalf("labeled %d, drifts %d: the counters must count every shard", out.Labeled, out.Detector.Drifts)
 			}
+			if out.Detector.Restarted != out.Labeled {
+				t.Fatalf("restarted at %d, want the mixed model's %d labeled: its parameters start afresh there", out.Detector.Restarted, out.Labeled)
+			}
 			// The same mix of shards 0 and 2 alone from a base with a new
 			// model's parameters.
 			fresh := mustNew(t, cfg).State()

@@ -174,6 +174,8 @@ type detectorBody struct {
 	Sum     float64 `msgpack:"sum"`
 	Low     float64 `msgpack:"low"`
 	Drifts  uint64  `msgpack:"drifts"`
+	// Restarted is absent until the first drift.
+	Restarted uint64 `msgpack:"restarted,omitempty"`
 }
 
 // withDriftDefaults is a stateBody to decode into: the config's drift
@@ -338,7 +340,7 @@ func encodeState(st *learner.State) (stateBody, error) {
 		KernelR2:       st.KernelR2,
 	}
 	if d := st.Detector; d != (learner.Detector{}) {
-		b.Detector = &detectorBody{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts}
+		b.Detector = &detectorBody{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts, Restarted: d.Restarted}
 	}
 	b.Calibration = encodeCalibration(&st.Calibration)
 	for i, ok := range st.Window {
@@ -459,7 +461,7 @@ func (b *stateBody) state() (*learner.State, error) {
 		st.Window[i] = v != 0
 	}
 	if d := b.Detector; d != nil {
-		st.Detector = learner.Detector{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts}
+		st.Detector = learner.Detector{N: d.N, LowN: d.LowN, Mean: d.Mean, LowMean: d.LowMean, Sum: d.Sum, Low: d.Low, Drifts: d.Drifts, Restarted: d.Restarted}
 	}
 	vectors := []struct {
 		name string
