@@ -17,7 +17,7 @@ import (
 // has one (dead).
 func (w *Worker) drifted(m *Message, key []byte, ev *wire.Prediction, b *outBatch, dead bool) {
 	d := ev.Outcome.Drift
-	mt := w.model.Metrics()
+	mt := w.model.Counts()
 	w.metrics.Drifts.Inc()
 	w.log.Info("change of concept: the model starts afresh",
 		zap.String("event_id", string(key)), zap.Uint64("drift", d.Count),

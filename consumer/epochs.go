@@ -195,7 +195,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	x.mixed.Store(e - 1)
 	x.written = e - 1
 	x.readiness.fail(NotReadySource, "not consuming yet")
-	x.lastSnap.labeled, x.lastSnap.at = model.Metrics().Labeled, time.Now()
+	x.lastSnap.labeled, x.lastSnap.at = model.Counts().Labeled, time.Now()
 	return x
 }
 
@@ -717,7 +717,7 @@ type waiting struct {
 func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
 	if k := int64(x.cfg.Growth); k > 0 && shards > 0 {
-		grown := int64(x.model.Metrics().Examples) / int64(shards) / k
+		grown := int64(x.model.Counts().Examples) / int64(shards) / k
 		if since, ok := x.model.SinceRestart(); ok {
 			// A change of concept started the model afresh: its epochs
 			// grow again from there, as a new model's do.
@@ -737,7 +737,7 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	}
 	// The next multiple of snapshot.every: a function of W_{e-1}, so that
 	// every worker cuts alike.
-	labeled := int64(x.model.Metrics().Labeled)
+	labeled := int64(x.model.Counts().Labeled)
 	left := every - labeled%every
 	if n == 0 {
 		n = 1
@@ -904,7 +904,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	wcfg.Snapshots, wcfg.Views = nil, false
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
-	before := m.Metrics().Examples
+	before := m.Counts().Examples
 	x.mu.Lock()
 	if x.running == nil {
 		x.running = map[*Worker]bool{}
@@ -944,7 +944,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
-		Messages: rs.messages, DeadLetters: rs.messages - (m.Metrics().Examples - before), Last: rs.last,
+		Messages: rs.messages, DeadLetters: rs.messages - (m.Counts().Examples - before), Last: rs.last,
 		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	// The range is complete and its outputs durable: its result is
@@ -1203,7 +1203,7 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	}
 	took := time.Since(start)
 	x.metrics.Mixing.Observe(took.Seconds())
-	examples := m.Metrics().Examples - x.model.Metrics().Examples
+	examples := m.Counts().Examples - x.model.Counts().Examples
 	for _, r := range b.Shards {
 		x.from[r.Shard] = r.To
 	}
@@ -1258,7 +1258,7 @@ func (r *mixReport) flush(log *zap.Logger) {
 
 // snapshot writes W_e as generation e if a snapshot is due.
 func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
-	labeled := x.model.Metrics().Labeled
+	labeled := x.model.Counts().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
 	// A damaged generation the epochs rebuild is written again whether
 	// or not one is due (docs/scale-out.md, section 3.9).
@@ -1289,7 +1289,7 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	}); err != nil {
 		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 	}
-	x.lastSnap.labeled, x.lastSnap.at = x.model.Metrics().Labeled, time.Now()
+	x.lastSnap.labeled, x.lastSnap.at = x.model.Counts().Labeled, time.Now()
 	x.written = b.Epoch
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
 	if b.Epoch <= x.cfg.Damaged {

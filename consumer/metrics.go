@@ -203,7 +203,7 @@ func (m *Metrics) dropShard(shard string) {
 
 // observe records a batch: the model's counts before and after it and
 // the positions it reached.
-func (m *Metrics) observe(before, after learner.Metrics, resume map[string]int64) {
+func (m *Metrics) observe(before learner.Counts, after learner.Metrics, resume map[string]int64) {
 	labeled := after.Labeled - before.Labeled
 	mistakes := after.Mistakes - before.Mistakes
 	m.Examples.WithLabelValues("correct").Add(float64(labeled - mistakes))

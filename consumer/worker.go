@@ -528,14 +528,14 @@ func (w *Worker) handOver(snap *snapshotCopy) {
 func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) (unsent *outBatch, err error) {
 	var x learner.Example
 	var line []byte
-	lastLabeled, lastTime, dirty := w.model.Metrics().Labeled, time.Now(), false
+	lastLabeled, lastTime, dirty := w.model.Counts().Labeled, time.Now(), false
 	// takeSnapshot copies the model if one is due (or final) and anything
 	// changed since the last.
 	takeSnapshot := func(final bool) *snapshotCopy {
 		if w.cfg.Snapshots == nil {
 			return nil
 		}
-		labeled := w.model.Metrics().Labeled
+		labeled := w.model.Counts().Labeled
 		due := final ||
 			(w.cfg.SnapshotEvery > 0 && labeled-lastLabeled >= uint64(w.cfg.SnapshotEvery)) ||
 			(w.cfg.SnapshotInterval > 0 && time.Since(lastTime) >= w.cfg.SnapshotInterval)
@@ -626,7 +626,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		}
 		b.fetched = time.Now()
 		b.messages = len(msgs)
-		start := w.model.Metrics()
+		start := w.model.Counts()
 		w.refreshLimits()
 		for i := range msgs {
 			line = w.process(&msgs[i], &x, b, line)
@@ -738,7 +738,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		}
 	}
 	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
-		mt := w.model.Metrics()
+		mt := w.model.Counts()
 		mc := wire.Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)

@@ -124,6 +124,16 @@ func (m *Model) Config() Config {
 // Metrics are the model's prequential counts.
 func (m *Model) Metrics() Metrics { return m.metrics.snapshot() }
 
+// Counts are a model's prequential counters alone, as Metrics has them.
+type Counts struct{ Examples, Labeled, Mistakes, Updates uint64 }
+
+// Counts returns the model's counters: cheap enough to read for every
+// example, where Metrics also measures the rolling window.
+func (m *Model) Counts() Counts {
+	p := &m.metrics
+	return Counts{Examples: p.Examples, Labeled: p.Labeled, Mistakes: p.Mistakes, Updates: p.Updates}
+}
+
 // Version is the number of updates applied so far.
 func (m *Model) Version() uint64 { return m.metrics.Updates }
 
