@@ -207,7 +207,8 @@ func TestPythonExample(t *testing.T) {
 // TestPythonExampleModels runs the documentation's Python example on
 // models of the other shapes it covers, trained by hyperplane train:
 // multiclass with class names, binary with class names, the scaled
-// weights of pegasos, mini-batch mode, a hash seed. Its predictions must
+// weights of pegasos, mini-batch mode, a hash seed, and the default
+// learner (arow) with no flag. Its predictions must
 // be those of hyperplane predict.
 func TestPythonExampleModels(t *testing.T) {
 	py := pythonWithMsgpack(t)
@@ -221,7 +222,8 @@ func TestPythonExampleModels(t *testing.T) {
 		{"multiclass averaged", []string{"-classes", "3"}, []string{"-algorithm", "averaged", "-classes", "red,green,blue"}},
 		{"multiclass pa1 normalized", []string{"-classes", "4"}, []string{"-algorithm", "pa1", "-classes", "4", "-normalize"}},
 		{"binary names pegasos", nil, []string{"-algorithm", "pegasos", "-classes", "neg,pos"}},
-		{"perceptron r2 batch seed", nil, []string{"-bias", "r2", "-batch", "8", "-hash-seed", "42"}},
+		{"perceptron r2 batch seed", nil, []string{"-algorithm", "perceptron", "-bias", "r2", "-batch", "8", "-hash-seed", "42"}},
+		{"the default", nil, nil},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
