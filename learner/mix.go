@@ -197,21 +197,24 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 // learning, Scale_s·(v_s − v_0), which is 0 where v_s has v_0's bits. Each
 // coordinate (and bias) of the effective weights is
 //
-//	w = w_0 + (3/2)·((P + N) − w_0)
+//	w = w_0 + g·((P + N) − w_0)
 //
 // with w_0 base's effective weight, P = Σ_s μ_s·Scale_s·v_0 the shards'
 // past, shrunk as each shrank it, and N the weighted mean of the new
 // learning over the shards whose v changed there (0 when none did), as
 // MixTouched takes it: a feature one shard alone learned keeps that
-// shard's learning whole. The step from base is then stretched by 3/2,
-// since a mean of the shards shrinks each epoch's learning against
-// sequential learning's; the result is projected onto the ball of radius
+// shard's learning whole. The step from base is then stretched by
+// g = min(1/‖μ‖, 1.75), ‖μ‖ = √(Σ μ_s²) (√k for k shards of equal weight,
+// as MixDamped), since a mean of the shards shrinks each epoch's learning
+// against sequential learning's; the cap keeps it below 2, where the
+// shards' corrections of the same mistakes, stretched, overshoot and
+// oscillate. The result is projected onto the ball of radius
 // 1/√λ when it leaves it, Scale is 1 and VNorm2 ‖Weights‖² + ‖Bias‖². A
 // shard that folded its scale into v within the epoch (when Scale falls
 // below 1e-9) or restarted v, and so changed v wherever v_0 is not 0,
 // counts by its effective weights in P and not in N. Measured
 // (BenchmarkMixingDefaults; docs/scale-out.md, section 12), at the
-// defaults it costs 0.27, 0.79 and 1.37 points at 2, 4 and 6 partitions,
+// defaults it costs 0.17, 0.71 and 1.13 points at 2, 4 and 6 partitions,
 // where the mean costs −0.16, 1.63 and 3.14.
 //
 // It returns an error for a rule that is not one of the MixRule
@@ -1020,7 +1023,7 @@ const (
 	MixTouched MixRule = "touched"
 	// MixPegasos: Pegasos's own rule: the shards' shrunk past averaged,
 	// their new learning touched-averaged, the step from base stretched
-	// by 3/2.
+	// by min(1/‖μ‖, 1.75).
 	MixPegasos MixRule = "pegasos"
 	// MixAuto: the rule measured best for the algorithm (RuleFor).
 	MixAuto MixRule = "auto"

@@ -5,13 +5,16 @@ import (
 	"math"
 )
 
-// pegasosGain stretches MixPegasos's step from the base. Measured on the
-// 400,000-example stream at the defaults (docs/scale-out.md, section 12):
-// 1.5 costs 0.27 / 0.79 / 1.37 points at 2 / 4 / 6 partitions; with the
-// mix projected before the stretch, 1.25 left 6 partitions at 1.69, 1.75
-// cost 0.53 at 2 partitions and 2 cost 0.87 there, and no stretch left 4
-// partitions at 1.47.
-const pegasosGain = 1.5
+// pegasosGain caps MixPegasos's stretch of the step from the base, 1/‖μ‖
+// (√k for k shards of equal weight). Measured at the defaults
+// (docs/scale-out.md, section 12): a stretch of 2 or more at 6 partitions
+// oscillates (1M examples: 6.9 points with 2, 14 with √6, where 1.75
+// costs 1.68), since the shards correct the same mistakes and a gain of
+// 2 on a weight that every shard corrects overshoots it by as much as it
+// corrected; a fixed 1.5 costs 0.27 / 0.79 / 1.37 points at 2 / 4 / 6
+// partitions of 400,000 examples and 2.31 at 6 of 1M, the cap 0.17 /
+// 0.71 / 1.13 and 1.68.
+const pegasosGain = 1.75
 
 // mixPegasos sets out's parameters to MixPegasos's mix of two or more
 // participants parts, of normalised weights mu, learned from base, as
@@ -32,8 +35,13 @@ func mixPegasos(out, base *State, parts []*State, mu []float64) {
 		whole[s] = changedEverywhere(base.Weights, st.Weights) && changedEverywhere(base.Bias, st.Bias) &&
 			(hasNonZero(base.Weights) || hasNonZero(base.Bias))
 	}
-	out.Weights = pegasosMix(base.Scale, base.Weights, column(parts, weightsOf), parts, whole, mu)
-	out.Bias = pegasosMix(base.Scale, base.Bias, column(parts, biasOf), parts, whole, mu)
+	var n2 float64
+	for _, m := range mu {
+		n2 += float64(m * m)
+	}
+	g := math.Min(pegasosGain, 1/math.Sqrt(n2))
+	out.Weights = pegasosMix(g, base.Scale, base.Weights, column(parts, weightsOf), parts, whole, mu)
+	out.Bias = pegasosMix(g, base.Scale, base.Bias, column(parts, biasOf), parts, whole, mu)
 	out.Scale, out.VNorm2 = 1, projectBall(out.Weights, out.Bias, out.Config.Lambda)
 }
 
@@ -42,8 +50,8 @@ func mixPegasos(out, base *State, parts []*State, mu []float64) {
 // for a shard that counts whole), the new learning N = Σ_{s∈C} μ_s·
 // Scale_s·(vs[s][i] − v0[i]) / Σ_{s∈C} μ_s over the other shards whose
 // element differs from v0's bits (0 when there are none), and the element
-// w_0 + pegasosGain·((P + N) − w_0), every sum in order.
-func pegasosMix(scale0 float64, v0 []float64, vs [][]float64, parts []*State, whole []bool, mu []float64) []float64 {
+// w_0 + g·((P + N) − w_0), every sum in order.
+func pegasosMix(g, scale0 float64, v0 []float64, vs [][]float64, parts []*State, whole []bool, mu []float64) []float64 {
 	out := make([]float64, len(v0))
 	for i := range out {
 		b := math.Float64bits(v0[i])
@@ -65,7 +73,7 @@ func pegasosMix(scale0 float64, v0 []float64, vs [][]float64, parts []*State, wh
 			mixed += d / m
 		}
 		w0 := float64(scale0 * v0[i])
-		out[i] = w0 + float64(pegasosGain*(mixed-w0))
+		out[i] = w0 + float64(g*(mixed-w0))
 	}
 	return out
 }

@@ -17,10 +17,11 @@ func pegasosConfig() learner.Config {
 }
 
 // wantPegasos is MixPegasos's documented formula for one vector, before
-// the projection: w_0 + 1.5·((P + N) − w_0), with whole[s] the shards that
-// count by their effective weights.
+// the projection: w_0 + g·((P + N) − w_0), g = min(1/‖μ‖, 1.75), with
+// whole[s] the shards that count by their effective weights.
 func wantPegasos(base *learner.State, v0 []float64, parts []*learner.State, vs [][]float64, mu []float64, whole []bool) []float64 {
 	want := make([]float64, len(v0))
+	g := math.Min(1.75, 1/math.Sqrt(norm2(mu)))
 	for i := range want {
 		var past, d, m float64
 		for s, st := range parts {
@@ -38,13 +39,13 @@ func wantPegasos(base *learner.State, v0 []float64, parts []*learner.State, vs [
 			past += d / m
 		}
 		w0 := base.Scale * v0[i]
-		want[i] = w0 + 1.5*(past-w0)
+		want[i] = w0 + g*(past-w0)
 	}
 	return want
 }
 
-// TestMixPegasosValues: each effective weight is base's plus 3/2 of the
-// step to the shards' shrunk past plus their new learning averaged over
+// TestMixPegasosValues: each effective weight is base's plus the step,
+// stretched by 1/‖μ‖, to the shards' shrunk past plus their new learning averaged over
 // the shards that learned there; a weight one shard alone learned keeps
 // that shard's learning whole, and one no shard learned is the past,
 // shrunk as the shards shrank it. The norm stays inside the ball.
@@ -80,7 +81,8 @@ func TestMixPegasosValues(t *testing.T) {
 			}
 			w0 := base.Scale * v0
 			past := mu[0]*states[0].Scale*v0 + mu[1]*states[1].Scale*v0
-			want := (w0 + 1.5*(past+states[s].Scale*(states[s].Weights[i]-v0)-w0)) * projected
+			g := 1 / math.Hypot(mu[0], mu[1])
+			want := (w0 + g*(past+states[s].Scale*(states[s].Weights[i]-v0)-w0)) * projected
 			if math.Abs(out.Weights[i]-want) > 1e-12*math.Max(1, math.Abs(want)) {
 				t.Fatalf("weight %d, learned by shard %d alone: %v, want its learning whole, %v", i, s, out.Weights[i], want)
 			}
@@ -218,4 +220,24 @@ func norm2(v []float64) float64 {
 		s += x * x
 	}
 	return s
+}
+
+// TestMixPegasosCap: with four shards of equal weight the stretch is
+// capped at 1.75, below 1/‖μ‖ = 2.
+func TestMixPegasosCap(t *testing.T) {
+	base := trained(t, pegasosConfig(), 1, 200)
+	states := shardsOf(t, base, []uint64{5, 6, 7, 8}, []int{10, 10, 10, 10})
+	weights := []float64{1, 1, 1, 1}
+	out := mustMixRule(t, learner.MixPegasos, base, states, weights)
+	mu := mus(weights)
+	whole := make([]bool, len(states))
+	vs, bs := make([][]float64, len(states)), make([][]float64, len(states))
+	for s, st := range states {
+		vs[s], bs[s] = st.Weights, st.Bias
+	}
+	ww := wantPegasos(base, base.Weights, states, vs, mu, whole)
+	wb := wantPegasos(base, base.Bias, states, bs, mu, whole)
+	projectWant(ww, wb, base.Config.Lambda)
+	checkNearScaled(t, "weights", out.Weights, ww)
+	checkNearScaled(t, "bias", out.Bias, wb)
 }

@@ -73,7 +73,17 @@ func defaultEpochs(lens []int, growth, epochExamples, every int) func(e int) int
 func BenchmarkMixingDefaults(b *testing.B) {
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
-	benchmarkMixingDefaults(b, opt)
+	benchmarkMixingDefaults(b, opt, 400_000)
+}
+
+// BenchmarkMixingDefaultsLong is BenchmarkMixingDefaults over the first
+// 1,000,000 examples of the same stream.
+//
+//	go test -run XXX -bench BenchmarkMixingDefaultsLong -benchtime 1x -timeout 0 ./learner/
+func BenchmarkMixingDefaultsLong(b *testing.B) {
+	opt := synth.DefaultOptions()
+	opt.Vocab = 100_000
+	benchmarkMixingDefaults(b, opt, 1_000_000)
 }
 
 // BenchmarkMixingDefaultsDrift is BenchmarkMixingDefaults over `hyperplane
@@ -87,11 +97,10 @@ func BenchmarkMixingDefaultsDrift(b *testing.B) {
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
 	opt.DriftAt = 200_000
-	benchmarkMixingDefaults(b, opt)
+	benchmarkMixingDefaults(b, opt, 400_000)
 }
 
-func benchmarkMixingDefaults(b *testing.B, opt synth.Options) {
-	const n = 400_000
+func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 	cfg := perceptronConfig()
 	algs := []learner.Algorithm{learner.Perceptron, learner.Averaged, learner.PA, learner.PA1, learner.PA2, learner.Margin, learner.Pegasos, learner.AROW}
 	s := genStream(opt, n, cfg)
