@@ -206,8 +206,8 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 // shard's learning whole. The step from base is then stretched by
 // g = min(1/‖μ‖, 1.75), ‖μ‖ = √(Σ μ_s²) (√k for k shards of equal weight,
 // as MixDamped), since a mean of the shards shrinks each epoch's learning
-// against sequential learning's; the cap keeps it below 2, where the
-// shards' corrections of the same mistakes, stretched, overshoot and
+// against sequential learning's; the cap keeps it below 2, above which
+// the shards' corrections of the same mistakes, stretched, overshoot and
 // oscillate. The result is projected onto the ball of radius
 // 1/√λ when it leaves it, Scale is 1 and VNorm2 ‖Weights‖² + ‖Bias‖². A
 // shard that folded its scale into v within the epoch (when Scale falls

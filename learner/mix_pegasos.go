@@ -7,13 +7,13 @@ import (
 
 // pegasosGain caps MixPegasos's stretch of the step from the base, 1/‖μ‖
 // (√k for k shards of equal weight). Measured at the defaults
-// (docs/scale-out.md, section 12): a stretch of 2 or more at 6 partitions
-// oscillates (1M examples: 6.9 points with 2, 14 with √6, where 1.75
-// costs 1.68), since the shards correct the same mistakes and a gain of
-// 2 on a weight that every shard corrects overshoots it by as much as it
-// corrected; a fixed 1.5 costs 0.27 / 0.79 / 1.37 points at 2 / 4 / 6
-// partitions of 400,000 examples and 2.31 at 6 of 1M, the cap 0.17 /
-// 0.71 / 1.13 and 1.68.
+// (docs/scale-out.md, section 12): uncapped, √6 at 6 partitions diverges
+// (14 points on 1M examples), since the shards correct the same mistakes
+// and a gain above 2 on a weight that every shard corrects overshoots it
+// by more than it corrected; 2 is on that edge (1.52 on 1M at 6
+// partitions, 1.68 with the cap). A fixed 1.5 costs 0.27 / 0.79 / 1.37
+// points at 2 / 4 / 6 partitions of 400,000 examples and 2.31 at 6 of 1M,
+// the cap 0.17 / 0.71 / 1.13 and 1.68.
 const pegasosGain = 1.75
 
 // mixPegasos sets out's parameters to MixPegasos's mix of two or more
