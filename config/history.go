@@ -57,7 +57,7 @@ func (c Config) LegacyMixing() Config {
 func (c Config) HistoryDigest() [32]byte {
 	h := history{
 		Model:       c.Model.Name,
-		Learner:     c.Model.Learner,
+		Learner:     c.Model.Learner.Canonical(),
 		Scope:       string(c.Model.Scope),
 		Weights:     c.Model.Mixing.Weights,
 		Kind:        c.Source.Kind,

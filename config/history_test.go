@@ -18,7 +18,7 @@ func TestHistoryDigest(t *testing.T) {
 	base := validKafka().HistoryDigest()
 	for name, change := range map[string]func(*Config){
 		"model name":   func(c *Config) { c.Model.Name = "other" },
-		"learner":      func(c *Config) { c.Model.Learner.Eta = 0.5 },
+		"learner":      func(c *Config) { c.Model.Learner.AROWR = 0.5 },
 		"weights":      func(c *Config) { c.Model.Mixing.Weights = "uniform" },
 		"topics":       func(c *Config) { c.Source.Topics = append(c.Source.Topics, "more") },
 		"kind":         func(c *Config) { c.Source.Kind = KindJetStream },
@@ -43,6 +43,7 @@ func TestHistoryDigest(t *testing.T) {
 		"topic order":    func(c *Config) { c.Source.Topics = []string{"examples", "examples"} },
 		"serve and http": func(c *Config) { c.Serve.HTTP, c.HTTP.Addr = false, ":1" },
 		"growth":         func(c *Config) { c.Model.Mixing.Growth = 2 },
+		"unread setting": func(c *Config) { c.Model.Learner.Eta = 0.5 },
 	} {
 		c := validKafka()
 		change(&c)
@@ -117,6 +118,24 @@ func TestOwnedPartitions(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%v on %s: %v, %v; want %v", tc.parts, tc.host, got, err, tc.want)
+		}
+	}
+}
+
+// TestHistoryDigestBeforeArowR10: a perceptron's epoch log written when
+// model.learner.arow_r defaulted to 1 keeps its digest under today's
+// default of 10, which the perceptron does not read; an AROW model's does
+// not, since AROW reads it.
+func TestHistoryDigestBeforeArowR10(t *testing.T) {
+	for _, c := range []struct {
+		algorithm learner.Algorithm
+		same      bool
+	}{{learner.Perceptron, true}, {learner.Averaged, true}, {learner.AROW, false}} {
+		before, now := validKafka(), validKafka()
+		before.Model.Learner.Algorithm, now.Model.Learner.Algorithm = c.algorithm, c.algorithm
+		before.Model.Learner.AROWR = 1
+		if (before.HistoryDigest() == now.HistoryDigest()) != c.same {
+			t.Errorf("%s: the digests are equal: %v, want %v", c.algorithm, !c.same, c.same)
 		}
 	}
 }

@@ -116,7 +116,7 @@ func TestBoundaryRoundTrip(t *testing.T) {
 			Checksum uint32 `msgpack:"checksum"`
 			Body     []byte `msgpack:"body"`
 		}
-		if err := msgpack.Unmarshal(raw, &env); err != nil || env.Format != 1 || env.Checksum != crc32.ChecksumIEEE(env.Body) {
+		if err := msgpack.Unmarshal(raw, &env); err != nil || env.Format != snapshot.Format || env.Checksum != crc32.ChecksumIEEE(env.Body) {
 			t.Fatalf("envelope %+v, %v", env, err)
 		}
 		var body map[string]any

@@ -133,14 +133,16 @@ type Config struct {
 	Drift DriftConfig `json:"drift,omitzero" yaml:"-" msgpack:"drift"`
 }
 
-// DefaultConfig is AROW with r = 1, binary, over 2^18 weights with the
+// DefaultConfig is AROW with r = 10, binary, over 2^18 weights with the
 // standard bias rule; the other algorithms' settings are at theirs (η = 1,
 // τ = 1, C = 1, λ = 1e-4, a linear kernel of budget 1000). Measured on
 // sparse synthetic, text and dense streams, binary and multiclass, AROW
 // had the best prequential accuracy of the algorithms at their defaults
-// or came near it, where the perceptron was last or near last. r stays 1:
-// a snapshot or an epoch log records every setting, those its algorithm
-// does not read included, and one written before would no longer match.
+// or came near it, where the perceptron was last or near last; r = 10
+// did better than r = 1 on all but text in page order (BENCHMARKS.md,
+// "The default learner"). A setting the algorithm does not read does not
+// count (Canonical): a snapshot or epoch log of another algorithm written
+// when r's default was 1 continues.
 func DefaultConfig() Config {
 	return Config{
 		Algorithm: AROW,
@@ -152,7 +154,7 @@ func DefaultConfig() Config {
 		Tau:       1,
 		C:         1,
 		Lambda:    1e-4,
-		AROWR:     1,
+		AROWR:     10,
 		Kernel:    LinearKernel,
 		Degree:    2,
 		Gamma:     1,
@@ -161,6 +163,41 @@ func DefaultConfig() Config {
 		Window:    1000,
 		Drift:     DefaultDrift(),
 	}
+}
+
+// Canonical is c with every setting its algorithm does not read set to
+// the value it had by default when hyperplane's default learner was the
+// perceptron (AROW's r 1, ...): two configurations with the same
+// canonical form learn the same model. A snapshot continues under a
+// configuration of the same canonical form (snapshot.Compatible), and the
+// history of a model learned in epochs digests it, so that a setting the
+// model never reads, or a change of its default, neither stops a model
+// nor changes the digest of a log written before.
+func (c Config) Canonical() Config {
+	c.Classes = append([]string(nil), c.Classes...)
+	a := c.Algorithm
+	if !a.perceptronFamily() && a != Kernel {
+		c.Eta, c.Schedule = 1, Constant
+	}
+	if !a.perceptronFamily() {
+		c.Batch = 1
+	}
+	if a != Margin {
+		c.Tau = 1
+	}
+	if a != PA1 && a != PA2 {
+		c.C = 1
+	}
+	if a != Pegasos {
+		c.Lambda = 1e-4
+	}
+	if a != AROW {
+		c.AROWR = 1
+	}
+	if a != Kernel {
+		c.Kernel, c.Degree, c.Gamma, c.Coef0, c.Budget = LinearKernel, 2, 1, 1, 1000
+	}
+	return c
 }
 
 // FieldError says which configuration field is wrong and why. Field is

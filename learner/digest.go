@@ -31,7 +31,9 @@ const digestVersion = "hyperplane/learner.State/v1"
 // In this order:
 //
 //  1. the string "hyperplane/learner.State/v1";
-//  2. the configuration: algorithm (string), bias (string), eta (float),
+//  2. the configuration in its canonical form (Config.Canonical: a setting
+//     the algorithm does not read at a fixed value): algorithm (string),
+//     bias (string), eta (float),
 //     schedule (string), hash_bits (uint), hash_seed (uint), classes (list
 //     of strings), normalize (bool), batch (uint), tau, c, lambda, arow_r
 //     (floats), kernel (string), degree (uint), gamma, coef0 (floats),
@@ -64,7 +66,8 @@ func (st *State) Digest() [32]byte {
 	e := digestEncoder{h: sha256.New(), buf: make([]byte, 0, 1<<14)}
 	e.str(digestVersion)
 
-	c := &st.Config
+	canonical := st.Config.Canonical()
+	c := &canonical
 	e.str(string(c.Algorithm))
 	e.str(string(c.Bias))
 	e.float(c.Eta)

@@ -566,12 +566,12 @@ func perceptronConfig() learner.Config {
 	return cfg
 }
 
-// TestDefaultConfig checks the default learner: AROW at r = 1, binary,
+// TestDefaultConfig checks the default learner: AROW at r = 10, binary,
 // 2^18 weights, valid with or without classes, and a model of it learns.
 func TestDefaultConfig(t *testing.T) {
 	cfg := learner.DefaultConfig()
-	if cfg.Algorithm != learner.AROW || cfg.AROWR != 1 || cfg.HashBits != 18 || cfg.Multiclass() {
-		t.Fatalf("DefaultConfig() = %+v, want binary arow with arow_r 1 and hash_bits 18", cfg)
+	if cfg.Algorithm != learner.AROW || cfg.AROWR != 10 || cfg.HashBits != 18 || cfg.Multiclass() {
+		t.Fatalf("DefaultConfig() = %+v, want binary arow with arow_r 10 and hash_bits 18", cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -589,5 +589,53 @@ func TestDefaultConfig(t *testing.T) {
 	m.Learn(&x)
 	if out := m.Learn(&x); !out.Correct {
 		t.Fatalf("the default learner did not learn a repeated example: %+v", out)
+	}
+}
+
+// TestCanonical: a setting the algorithm does not read leaves the
+// canonical form, and the state digest, as they were when its default was
+// the perceptron's; a setting it reads stays.
+func TestCanonical(t *testing.T) {
+	old := perceptronConfig()
+	old.AROWR = 1
+	now := perceptronConfig()
+	now.AROWR, now.Lambda, now.Tau = 10, 0.5, 3
+	if !reflect.DeepEqual(old.Canonical(), now.Canonical()) {
+		t.Fatalf("canonical %+v and %+v differ: the perceptron reads neither arow_r, lambda nor tau", old.Canonical(), now.Canonical())
+	}
+	if a, b := mustNew(t, old).State().Digest(), mustNew(t, now).State().Digest(); a != b {
+		t.Fatal("the digests differ by settings the perceptron does not read")
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*learner.Config)
+	}{
+		{"arow_r", func(c *learner.Config) { c.Algorithm, c.AROWR = learner.AROW, 3 }},
+		{"lambda", func(c *learner.Config) { c.Algorithm, c.Lambda = learner.Pegasos, 0.5 }},
+		{"tau", func(c *learner.Config) { c.Algorithm, c.Tau = learner.Margin, 3 }},
+		{"c", func(c *learner.Config) { c.Algorithm, c.C = learner.PA2, 3 }},
+		{"eta", func(c *learner.Config) { c.Eta = 0.5 }},
+		{"degree", func(c *learner.Config) { c.Algorithm, c.Degree = learner.Kernel, 3 }},
+	} {
+		base := perceptronConfig()
+		c.mutate(&base)
+		changed := base
+		switch c.name {
+		case "arow_r":
+			changed.AROWR = 4
+		case "lambda":
+			changed.Lambda = 0.25
+		case "tau":
+			changed.Tau = 4
+		case "c":
+			changed.C = 4
+		case "eta":
+			changed.Eta = 0.25
+		case "degree":
+			changed.Degree = 4
+		}
+		if reflect.DeepEqual(base.Canonical(), changed.Canonical()) {
+			t.Errorf("%s: %s reads it, but the canonical form hides it", c.name, base.Algorithm)
+		}
 	}
 }

@@ -143,7 +143,7 @@ func TestMulticlassRestoreContinuesExactly(t *testing.T) {
 // class 1 is untouched.
 func TestMulticlassAROWStep(t *testing.T) {
 	cfg := perceptronConfig()
-	cfg.Algorithm, cfg.HashBits, cfg.Classes = learner.AROW, 2, []string{"a", "b", "c"}
+	cfg.Algorithm, cfg.HashBits, cfg.Classes, cfg.AROWR = learner.AROW, 2, []string{"a", "b", "c"}, 1
 	m := mustNew(t, cfg)
 	x := learner.Example{Index: []uint32{0, 1}, Value: []float64{1, 2}, Labeled: true, Label: 2}
 	if o := m.Learn(&x); !o.Updated || o.Correct {

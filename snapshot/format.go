@@ -545,11 +545,12 @@ func (e *IncompatibleError) Error() string {
 }
 
 // Compatible reports, as an *IncompatibleError naming the first field that
-// differs, whether s was trained with cfg. Every learner setting counts:
-// continuing a model under other settings would not give the model an
-// uninterrupted run gives.
+// differs, whether s was trained with cfg. Every learner setting the
+// model's algorithm reads counts (learner.Config.Canonical): continuing a
+// model under other settings would not give the model an uninterrupted
+// run gives.
 func (s *Snapshot) Compatible(cfg learner.Config) error {
-	have, want := reflect.ValueOf(s.State.Config), reflect.ValueOf(cfg)
+	have, want := reflect.ValueOf(s.State.Config.Canonical()), reflect.ValueOf(cfg.Canonical())
 	t := have.Type()
 	for i := range t.NumField() {
 		a, b := have.Field(i).Interface(), want.Field(i).Interface()

@@ -108,7 +108,7 @@ func TestRoundTrip(t *testing.T) {
 // breaks it needs a new Format number.
 func TestGolden(t *testing.T) {
 	cfg := learner.DefaultConfig()
-	cfg.Algorithm, cfg.HashBits, cfg.Bias = learner.Averaged, 4, learner.BiasR2
+	cfg.Algorithm, cfg.HashBits, cfg.Bias, cfg.AROWR = learner.Averaged, 4, learner.BiasR2, 1
 	want := snap(train(t, cfg, 50).State())
 	data, err := snapshot.Marshal(want)
 	if err != nil {
@@ -337,7 +337,7 @@ func TestCompatible(t *testing.T) {
 		"hash_bits": func(c *learner.Config) { c.HashBits = 7 },
 		"hash_seed": func(c *learner.Config) { c.HashSeed = 1 },
 		"classes":   func(c *learner.Config) { c.Classes = []string{"no", "yes"} },
-		"eta":       func(c *learner.Config) { c.Eta = 0.5 },
+		"arow_r":    func(c *learner.Config) { c.AROWR = 3 },
 	}
 	for field, modify := range cases {
 		other := cfg
@@ -347,6 +347,21 @@ func TestCompatible(t *testing.T) {
 		if !errors.As(err, &ie) || ie.Field != field {
 			t.Errorf("%s: got %v, want an incompatibility on %s", field, err, field)
 		}
+	}
+	// A setting the algorithm does not read does not count: a model of
+	// the perceptron written when arow_r's default was 1 continues under
+	// today's default.
+	old := cfg
+	old.Algorithm, old.AROWR = learner.Perceptron, 1
+	p := snap(train(t, old, 10).State())
+	now := old
+	now.AROWR, now.Lambda = learner.DefaultConfig().AROWR, 0.5
+	if err := p.Compatible(now); err != nil {
+		t.Fatalf("settings the perceptron does not read: %v", err)
+	}
+	now.Eta = 0.5
+	if err := p.Compatible(now); err == nil {
+		t.Fatal("eta, which the perceptron reads, differs, and the snapshot is compatible")
 	}
 }
 
