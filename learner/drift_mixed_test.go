@@ -67,31 +67,24 @@ func BenchmarkDriftRecoveryMixed(b *testing.B) {
 // mixed by rule with the examples' weights, and returns the prequential
 // accuracy over the labeled examples at positions from on and the
 // positions of the drifts the shards found. With regrow, the epochs grow
-// from the last drift the mixed model counts, as from a new model's
-// start, rather than from the stream's.
+// from the mixed model's last restart, as from a new model's start
+// (defaultEpochs, the worker's schedule), rather than from the stream's.
 func epochsFrom(b *testing.B, cfg learner.Config, rule learner.MixRule, xs []learner.Example, shards [][]int32, from int32, regrow bool) (float64, []int) {
-	lens := make([]int, len(shards))
-	for i, idx := range shards {
-		lens[i] = len(idx)
-	}
-	size := defaultEpochs(lens, 8, 100_000, 0)
-	var restartedAt uint64 // the mixed model's labeled examples at its last restart
-	if regrow {
-		size = func(int) int { return 0 } // set below from the mixed model
-	}
+	size := epochLimits(8, 100_000, 0, regrow)
 	m0, err := learner.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	w := m0.State()
 	pos := make([]int, len(shards))
+	left := make([]int, len(shards))
 	var labeled, correct int
 	var drifts []int
 	for e := 1; ; e++ {
-		limit := size(e)
-		if regrow {
-			limit = min(100_000, max(minEpochExamples, int(w.Labeled-restartedAt)/len(shards)/8))
+		for s, idx := range shards {
+			left[s] = len(idx) - pos[s]
 		}
+		limit := size(e, w, left)
 		var states []*learner.State
 		for s, idx := range shards {
 			end := min(pos[s]+limit, len(idx))
@@ -120,12 +113,8 @@ func epochsFrom(b *testing.B, cfg learner.Config, rule learner.MixRule, xs []lea
 		if len(states) == 0 {
 			break
 		}
-		before := w.Detector.Drifts
 		if w, err = learner.MixWithRule(rule, w, states, learner.MixWeightsOf(learner.MixExamples, w, states)); err != nil {
 			b.Fatal(err)
-		}
-		if w.Detector.Drifts > before {
-			restartedAt = w.Labeled
 		}
 	}
 	return float64(correct) / float64(labeled), drifts

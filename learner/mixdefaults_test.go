@@ -13,43 +13,66 @@ import (
 const minEpochExamples = 1000
 
 // defaultEpochs is the worker's epoch schedule at the defaults
-// (consumer/epochs.go epochLimit) over a backlog of shards of the given
-// lengths: each epoch holds 1/growth of the examples the model learned
-// before it per shard (the model's examples over the shards of the
-// boundary), at least minEpochExamples and at most epochExamples, and,
-// when every > 0, no more than the labeled examples left to the next
-// multiple of every shared among the shards with data left, each share
-// minEpochExamples at least (every epoch costs a barrier). It keeps its
-// own positions, as the backlog cut gives each shard min(limit,
-// remaining): simulateEpochs calls it once per epoch, in order. Every
-// example of the stream is labeled (gen's default), so the model's
-// examples and labeled examples are the examples learned.
-func defaultEpochs(lens []int, growth, epochExamples, every int) func(e int) int {
-	pos := make([]int, len(lens))
-	return func(int) int {
-		learned, n := 0, 0
-		for s, p := range pos {
-			learned += p
-			if p < lens[s] {
-				n++
-			}
-		}
+// (consumer/epochs.go epochLimit), a function of the mixed model W_{e-1}
+// and of the shards' data left, as the worker's is: each epoch holds
+// 1/growth of the model's examples per shard of the boundary (every shard
+// of the topic) or, once a drift started the model afresh, of its labeled
+// examples since then (learner.Model.SinceRestart), at least
+// minEpochExamples and at most epochExamples; and, when every > 0, no more
+// than the labeled examples left to the model's next multiple of every
+// shared among the shards with data left, each share minEpochExamples at
+// least (every epoch costs a barrier).
+func defaultEpochs(growth, epochExamples, every int) epochSchedule {
+	return epochLimits(growth, epochExamples, every, true)
+}
+
+// epochLimits is defaultEpochs with regrow; without it, the epochs grow
+// from the model's examples even after a restart, as the worker's did
+// before they grew again from a drift.
+func epochLimits(growth, epochExamples, every int, regrow bool) epochSchedule {
+	return func(_ int, w *learner.State, left []int) int {
+		c := countsOf(w)
 		limit := epochExamples
-		if growth > 0 {
-			limit = min(limit, max(minEpochExamples, learned/len(lens)/growth))
+		if shards := len(left); growth > 0 && shards > 0 {
+			grown := int(c.examples) / shards / growth
+			if c.restarted && regrow {
+				grown = int(c.since) / shards / growth
+			}
+			limit = min(limit, max(minEpochExamples, grown))
 		}
 		if every > 0 {
-			left := every - learned%every
+			n := 0
+			for _, l := range left {
+				if l > 0 {
+					n++
+				}
+			}
 			n = max(n, 1)
-			if share := max((left+n-1)/n, minEpochExamples); share < limit {
+			due := every - int(c.labeled)%every
+			if share := max((due+n-1)/n, minEpochExamples); share < limit {
 				limit = share
 			}
 		}
-		for s := range pos {
-			pos[s] = min(pos[s]+limit, lens[s])
-		}
 		return limit
 	}
+}
+
+// modelCounts is what epochLimit reads of W_{e-1}: the model's examples
+// and labeled examples (learner.Model.Counts) and its labeled examples
+// since its last restart, if it restarted (learner.Model.SinceRestart).
+type modelCounts struct {
+	examples, labeled, since uint64
+	restarted                bool
+}
+
+// countsOf reads the modelCounts of the model that learner.Restore makes
+// of w off the state itself, without copying its parameters.
+func countsOf(w *learner.State) modelCounts {
+	c := modelCounts{examples: w.Examples, labeled: w.Labeled}
+	if w.Detector.Drifts > 0 {
+		c.since, c.restarted = w.Labeled-w.Detector.Restarted, true
+	}
+	return c
 }
 
 // BenchmarkMixingDefaults simulates the worker at the defaults (growth 8,
@@ -108,10 +131,6 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 	for _, shards := range []int{1, 2, 4, 6} {
 		split := s.kafkaShards(shards)
 		alone := map[learner.Algorithm]prequential{}
-		lens := make([]int, len(split))
-		for i, idx := range split {
-			lens[i] = len(idx)
-		}
 		for _, sched := range []string{"grow8", "grow8+every100k"} {
 			if shards == 1 && sched != "grow8" {
 				continue
@@ -138,7 +157,7 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 						if sched == "grow8+every100k" {
 							every = 100_000
 						}
-						r = simulateEpochs(b, cfg, s.xs, split, defaultEpochs(lens, 8, 100_000, every), mix, cutBacklog)
+						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(8, 100_000, every), mix, cutBacklog)
 					}
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")
@@ -148,6 +167,7 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 					}
 					b.ReportMetric(100*(r.accuracy()-alone[alg].accuracy()), "gain-pp")
 					b.ReportMetric(float64(r.epochs), "epochs")
+					b.ReportMetric(float64(r.restarts), "restarts")
 				})
 			}
 		}

@@ -192,8 +192,9 @@ const (
 // mixResult is one simulation of the epoch protocol.
 type mixResult struct {
 	prequential
-	epochs int
-	final  *learner.State // W after the last epoch
+	epochs   int
+	restarts int            // mixes where a shard's drift started the model afresh
+	final    *learner.State // W after the last epoch
 }
 
 // simulateMixing runs the epoch protocol over shards (indices into xs, in
@@ -214,13 +215,30 @@ type mixFunc func(base *learner.State, states []*learner.State) (*learner.State,
 
 // simulateEpochs runs the epoch protocol over shards (indices into xs, in
 // shard order; every index once) with at most size(e) examples per shard
-// in epoch e = 1, 2, ..., boundaries cut as cut says. In each epoch every
-// shard with a non-empty range learns it predict-then-learn from a copy of
-// W_{e-1} (learner.Restore) and flushes, and W_e = mix(W_{e-1}, those
-// shards' states in shard order). The prequential counts are the shards'
-// predictions before learning each example. Shards learn concurrently,
-// each on its own model: the result does not depend on scheduling.
+// in epoch e = 1, 2, ...: simulateSchedule with a schedule of the epoch's
+// number alone.
 func simulateEpochs(tb testing.TB, cfg learner.Config, xs []learner.Example, shards [][]int32, size func(e int) int, mix mixFunc, cut int) mixResult {
+	tb.Helper()
+	return simulateSchedule(tb, cfg, xs, shards, func(e int, _ *learner.State, _ []int) int { return size(e) }, mix, cut)
+}
+
+// epochSchedule is the most examples of a shard in epoch e, given W_{e-1},
+// the mixed model the epoch learns from, and left, the examples of each
+// shard not learned yet (cutBacklog: those the broker holds for it beyond
+// the model's position), as consumer/epochs.go epochLimit computes it from
+// the model and the shards' spans.
+type epochSchedule func(e int, w *learner.State, left []int) int
+
+// simulateSchedule runs the epoch protocol over shards (indices into xs,
+// in shard order; every index once) with at most sched(e, W_{e-1}, left)
+// examples per shard in epoch e = 1, 2, ..., boundaries cut as cut says.
+// In each epoch every shard with a non-empty range learns it
+// predict-then-learn from a copy of W_{e-1} (learner.Restore) and flushes,
+// and W_e = mix(W_{e-1}, those shards' states in shard order). The
+// prequential counts are the shards' predictions before learning each
+// example. Shards learn concurrently, each on its own model: the result
+// does not depend on scheduling.
+func simulateSchedule(tb testing.TB, cfg learner.Config, xs []learner.Example, shards [][]int32, sched epochSchedule, mix mixFunc, cut int) mixResult {
 	tb.Helper()
 	m0, err := learner.New(cfg)
 	if err != nil {
@@ -239,12 +257,16 @@ func simulateEpochs(tb testing.TB, cfg learner.Config, xs []learner.Example, sha
 	next := 0 // cutLive: the next example of the stream to arrive
 	pos := make([]int, len(shards))
 	ends := make([]int, len(shards))
+	left := make([]int, len(shards))
 	counts := make([]prequential, len(shards))
 	var res mixResult
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for {
 		// Cut the boundary B_e: ends[s] is the end of shard s's range.
-		epoch := size(res.epochs + 1)
+		for s := range shards {
+			left[s] = len(shards[s]) - pos[s]
+		}
+		epoch := sched(res.epochs+1, w, left)
 		switch cut {
 		case cutBacklog:
 			for s := range shards {
@@ -299,8 +321,12 @@ func simulateEpochs(tb testing.TB, cfg learner.Config, xs []learner.Example, sha
 				tb.Fatalf("epoch %d: Restore: %v", res.epochs, err)
 			}
 		}
+		before := w.Detector.Drifts
 		if w, err = mix(w, states); err != nil {
 			tb.Fatalf("epoch %d: Mix: %v", res.epochs, err)
+		}
+		if w.Detector.Drifts > before {
+			res.restarts++
 		}
 	}
 	for _, c := range counts {
