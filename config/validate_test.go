@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -106,6 +107,7 @@ func TestValidate(t *testing.T) {
 		{name: "model.name safe", base: validKafka, mutate: func(c *Config) { c.Model.Name = "Clicks-v1.2_b" }},
 		{name: "learner hash_bits", base: validKafka, mutate: func(c *Config) { c.Model.Learner.HashBits = 0 }, field: "model.learner.hash_bits", problem: "between 1 and 30"},
 		{name: "learner algorithm", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Algorithm = "svm" }, field: "model.learner.algorithm"},
+		{name: "pegasos rule of arow", base: validKafka, mutate: func(c *Config) { c.Model.Mixing.Rule = learner.MixPegasos }, field: "model.mixing.rule"},
 		{name: "learner eta", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Eta = -1 }, field: "model.learner.eta"},
 		{name: "learner classes", base: validKafka, mutate: func(c *Config) { c.Model.Learner.Classes = []string{"only"} }, field: "model.learner.classes"},
 
