@@ -83,16 +83,19 @@ func countsOf(w *learner.State) modelCounts {
 // mixable linear algorithm: E=grow8 cuts by growth alone (the research
 // schedule of BenchmarkMixingRules), E=grow8+every100k also where
 // snapshot.every (100,000 labeled examples) falls due, each shard's share
-// 1,000 at least, as epochLimit does. The time-based cuts
-// (model.mixing.interval, snapshot.interval) are not simulated. S=1 is
-// sequential learning, which is what one partition is. Deterministic: run
-// with -benchtime 1x.
+// 1,000 at least, as epochLimit does; both grow from the mixed model's
+// examples, or from its labeled examples since a drift last restarted it
+// (defaultEpochs). The time-based cuts (model.mixing.interval,
+// snapshot.interval) are not simulated. S=1 is sequential learning, which
+// is what one partition is. Deterministic: run with -benchtime 1x.
 //
 //	go test -run XXX -bench BenchmarkMixingDefaults -benchtime 1x -timeout 0 ./learner/
 //
 // Metrics: accuracy (prequential, over the whole stream), seq-accuracy,
 // cost-pp (seq-accuracy − accuracy, in points), gain-pp (accuracy minus
-// each partition learning alone, model.scope: partition), epochs.
+// each partition learning alone, model.scope: partition), epochs, and
+// restarts: the mixes in which a shard's drift started the model afresh
+// (0 on a stream without drift, where the schedule is the positions').
 func BenchmarkMixingDefaults(b *testing.B) {
 	opt := synth.DefaultOptions()
 	opt.Vocab = 100_000
