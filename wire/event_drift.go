@@ -47,15 +47,7 @@ func (e Encoding) AppendDrift(dst []byte, d *Drift) []byte {
 // drift is the count of the model's drifts, this one included. id is
 // left out when the example had none, time when its message had none.
 func (d *Drift) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"event_id":"`...)
-	dst = appendJSONStringBody(dst, d.Position.Source)
-	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, d.Position.Offset, 10)
-	dst = append(dst, '"')
-	if d.Meta.HasID {
-		dst = append(dst, `,"id":`...)
-		dst = appendJSONString(dst, d.Meta.ID)
-	}
+	dst = appendJSONEventHead(dst, d.Position, d.Meta)
 	dst = append(dst, `,"drift":`...)
 	dst = strconv.AppendUint(dst, d.Drifts, 10)
 	dst = append(dst, `,"error_before":`...)
@@ -71,11 +63,8 @@ func (d *Drift) AppendJSON(dst []byte) []byte {
 		dst = d.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"model":{"name":`...)
-	dst = appendJSONString(dst, d.Model)
-	dst = append(dst, `,"version":`...)
-	dst = strconv.AppendUint(dst, d.Version, 10)
-	dst = append(dst, `},"position":`...)
+	dst = appendJSONModel(dst, d.Model, d.Version)
+	dst = append(dst, `,"position":`...)
 	dst = appendJSONPosition(dst, d.Position)
 	return append(dst, '}')
 }
@@ -111,12 +100,7 @@ func (d *Drift) AppendMsgpack(dst []byte) []byte {
 		dst = msgpackStr(dst, "time")
 		dst = msgpackStr(dst, d.Time.UTC().Format(time.RFC3339Nano))
 	}
-	dst = msgpackStr(dst, "model")
-	dst = msgpackMap(dst, 2)
-	dst = msgpackStr(dst, "name")
-	dst = msgpackStr(dst, d.Model)
-	dst = msgpackStr(dst, "version")
-	dst = msgpackUint(dst, d.Version)
+	dst = msgpackModel(dst, d.Model, d.Version)
 	dst = msgpackStr(dst, "position")
 	return msgpackPosition(dst, d.Position)
 }

@@ -29,15 +29,7 @@ func (p *Prediction) AppendJSON(dst []byte, labels learner.Labels) []byte {
 }
 
 func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
-	dst = append(dst, `{"event_id":"`...)
-	dst = appendJSONStringBody(dst, p.Position.Source)
-	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
-	dst = append(dst, '"')
-	if p.Meta.HasID {
-		dst = append(dst, `,"id":`...)
-		dst = appendJSONString(dst, p.Meta.ID)
-	}
+	dst = appendJSONEventHead(dst, p.Position, p.Meta)
 	dst = append(dst, ',')
 	dst = appendJSONPrediction(dst, labels, &p.Outcome.Prediction)
 	if p.Outcome.Labeled {
@@ -46,14 +38,33 @@ func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
 		dst = append(dst, `,"correct":`...)
 		dst = strconv.AppendBool(dst, p.Outcome.Correct)
 	}
+	dst = appendJSONModel(dst, p.Model, p.Version)
+	dst = append(dst, `,"position":`...)
+	return appendJSONPosition(dst, p.Position)
+}
+
+// appendJSONEventHead opens an event's object with its event_id (the
+// message's position) and, when the example had one, its id.
+func appendJSONEventHead(dst []byte, pos Position, meta Meta) []byte {
+	dst = append(dst, `{"event_id":"`...)
+	dst = appendJSONStringBody(dst, pos.Source)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, pos.Offset, 10)
+	dst = append(dst, '"')
+	if meta.HasID {
+		dst = append(dst, `,"id":`...)
+		dst = appendJSONString(dst, meta.ID)
+	}
+	return dst
+}
+
+// appendJSONModel appends the "model" key of events and replies: the
+// model's name and version.
+func appendJSONModel(dst []byte, name string, version uint64) []byte {
 	dst = append(dst, `,"model":{"name":`...)
-	dst = appendJSONString(dst, p.Model)
+	dst = appendJSONString(dst, name)
 	dst = append(dst, `,"version":`...)
-	dst = strconv.AppendUint(dst, p.Version, 10)
-	dst = append(dst, `},"position":{"source":`...)
-	dst = appendJSONString(dst, p.Position.Source)
-	dst = append(dst, `,"offset":`...)
-	dst = strconv.AppendInt(dst, p.Position.Offset, 10)
+	dst = strconv.AppendUint(dst, version, 10)
 	return append(dst, '}')
 }
 

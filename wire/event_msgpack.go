@@ -34,14 +34,20 @@ func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []by
 		dst = msgpackStr(dst, "correct")
 		dst = msgpackBool(dst, p.Outcome.Correct)
 	}
+	dst = msgpackModel(dst, p.Model, p.Version)
+	dst = msgpackStr(dst, "position")
+	return msgpackPosition(dst, p.Position)
+}
+
+// msgpackModel appends the "model" key of events and replies and its map:
+// the model's name and version.
+func msgpackModel(dst []byte, name string, version uint64) []byte {
 	dst = msgpackStr(dst, "model")
 	dst = msgpackMap(dst, 2)
 	dst = msgpackStr(dst, "name")
-	dst = msgpackStr(dst, p.Model)
+	dst = msgpackStr(dst, name)
 	dst = msgpackStr(dst, "version")
-	dst = msgpackUint(dst, p.Version)
-	dst = msgpackStr(dst, "position")
-	return msgpackPosition(dst, p.Position)
+	return msgpackUint(dst, version)
 }
 
 // msgpackPredictionKeys is how many keys msgpackPrediction appends.

@@ -1,10 +1,6 @@
 package wire
 
-import (
-	"strconv"
-
-	"github.com/hyperplane-ml/hyperplane/learner"
-)
+import "github.com/hyperplane-ml/hyperplane/learner"
 
 // Reply is the answer to a prediction request for one example: the fields
 // of a prediction event that make sense without a source position.
@@ -33,11 +29,8 @@ func (r *Reply) AppendJSON(dst []byte, labels learner.Labels) []byte {
 		dst = append(dst, ',')
 	}
 	dst = appendJSONPrediction(dst, labels, &r.Prediction)
-	dst = append(dst, `,"model":{"name":`...)
-	dst = appendJSONString(dst, r.Model)
-	dst = append(dst, `,"version":`...)
-	dst = strconv.AppendUint(dst, r.Version, 10)
-	return append(dst, "}}"...)
+	dst = appendJSONModel(dst, r.Model, r.Version)
+	return append(dst, '}')
 }
 
 // AppendMsgpack appends the reply as a msgpack map with the keys and
@@ -53,12 +46,7 @@ func (r *Reply) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
 		dst = msgpackStr(dst, r.Meta.ID)
 	}
 	dst = msgpackPrediction(dst, labels, &r.Prediction)
-	dst = msgpackStr(dst, "model")
-	dst = msgpackMap(dst, 2)
-	dst = msgpackStr(dst, "name")
-	dst = msgpackStr(dst, r.Model)
-	dst = msgpackStr(dst, "version")
-	return msgpackUint(dst, r.Version)
+	return msgpackModel(dst, r.Model, r.Version)
 }
 
 // AppendMsgpackArrayHeader appends the header of a msgpack array of n
