@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -106,7 +107,8 @@ func TestEpochsGaugesAfterAMix(t *testing.T) {
 }
 
 // TestPartitionsGaugesByShard: in partition scope each shard's model
-// gauges carry its label and describe its model; the unlabeled ones,
+// gauges (its probability gauges too) carry its label and describe its
+// model; the unlabeled ones,
 // which would describe one model, do not follow the shards; and a shard
 // that is lost takes its gauges with it.
 func TestPartitionsGaugesByShard(t *testing.T) {
@@ -164,6 +166,26 @@ func TestPartitionsGaugesByShard(t *testing.T) {
 	for _, name := range []string{"hyperplane_model_version", "hyperplane_rolling_accuracy", "hyperplane_served_model_version"} {
 		if got, _ := gauge(t, reg, name); got != 0 {
 			t.Errorf("%s is %v in partition scope, where no one model serves", name, got)
+		}
+	}
+	// The probability gauges follow the shards alike.
+	for name := range probabilityGauges(learner.Metrics{}) {
+		if v, ok := gauge(t, reg, "hyperplane_shard_"+name, "shard", lost); ok {
+			t.Errorf("hyperplane_shard_%s{shard=%q} is still %v after the shard was lost", name, lost, v)
+		}
+		if v, _ := gauge(t, reg, "hyperplane_"+name); v != 0 {
+			t.Errorf("hyperplane_%s is %v in partition scope, where no one model serves", name, v)
+		}
+	}
+	for shard := range kept {
+		mt := p.Model(shard).Metrics()
+		if mt.LogLoss == 0 {
+			t.Fatalf("shard %s measured no log-loss: %+v", shard, mt)
+		}
+		for name, want := range probabilityGauges(mt) {
+			if got, ok := gauge(t, reg, "hyperplane_shard_"+name, "shard", shard); !ok || got != want {
+				t.Errorf("hyperplane_shard_%s{shard=%q} is %v (%v), its model's is %v", name, shard, got, ok, want)
+			}
 		}
 	}
 }
