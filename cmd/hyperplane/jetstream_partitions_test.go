@@ -89,3 +89,55 @@ func TestPartitionedJetStream(t *testing.T) {
 		t.Fatalf("two workers learned state_sha256 %x, one worker %x", two, one)
 	}
 }
+
+// TestPartitionedJetStreamOfOnePartition: a stream that setup partitions
+// into one stores every message on its partition's subjects (ex.0.<key>),
+// not on source.subject; the worker of its one shard reads them, as one
+// worker learns a source of one partition. It read source.subject, which
+// matched none, and idled.
+func TestPartitionedJetStreamOfOnePartition(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	url := "file://" + filepath.Join(t.TempDir(), "store") + "?create_dir=1"
+	common := []string{"--nats.url", ns.URL(), "--model.name", "one", "--source.kind", "jetstream",
+		"--source.stream", "EX1", "--source.subject", "ex1.*", "--source.stream_partitions", "1",
+		"--snapshot.every", "1", "--snapshot.url", url, "--http.addr", ""}
+	if out := mustRun(t, "", append([]string{"setup"}, common...)...); !strings.Contains(out, "{{partition(1,1)}}") {
+		t.Fatalf("setup did not create a partitioned stream:\n%s", out)
+	}
+	mustRun(t, "", "gen", "-examples", "500", "-seed", "3", "-to", "jetstream:ex1.*", "--nats.url", ns.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr bytes.Buffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, append([]string{"run"}, common...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	store, err := snapshot.OpenStore(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	var newest *snapshot.Snapshot
+	for {
+		if newest, err = store.Latest(context.Background(), "one", nil); err == nil && newest.State.Examples == 500 {
+			break
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("the worker stopped: %v\n%s", err, &stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream is not learned after 2 minutes:\n%s", &stderr)
+		}
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if newest.Epoch != 0 {
+		t.Fatalf("generation %d is of epoch %d: one partition is learned by one worker as it comes", newest.Generation, newest.Epoch)
+	}
+}

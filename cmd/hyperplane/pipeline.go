@@ -53,6 +53,10 @@ type pipeline struct {
 	shardCount int
 	memStore   *snapshot.Store
 	group      *kafkaio.Group
+	// partitionSubject, for a partitioned JetStream stream, is the
+	// subject filter of its first partition: what the worker of a stream
+	// of one partition reads.
+	partitionSubject string
 	// lag is closed when the lag reporter of the source of one stream
 	// has stopped; nil when none runs.
 	lag chan struct{}
@@ -99,6 +103,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		}
 		p.shards = connShards{js}
 		p.shardCount = cfg.Source.StreamPartitions
+		p.partitionSubject = js.Filter(0)
 	}
 	if !epochs && p.shards == nil {
 		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
@@ -152,7 +157,14 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 		Epochs:         p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0,
 		GrowthCheck:    cfg.Model.Mixing.Interval,
 		Single: func(ctx context.Context) (*consumer.Worker, error) {
-			src, err := p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions)
+			s := cfg.Source
+			if p.partitionSubject != "" {
+				// The stream stores its messages on the partition's
+				// subjects, not on source.subject, which its transform
+				// maps.
+				s.Subject = p.partitionSubject
+			}
+			src, err := p.brokers.source(ctx, s, cfg.KafkaGroup(), p.resumed.Positions)
 			if err != nil {
 				return nil, err
 			}
