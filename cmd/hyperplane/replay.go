@@ -213,11 +213,17 @@ func (b *boundedSource) Fetch(ctx context.Context, max int) ([]consumer.Message,
 		}
 		all := b.allReached()
 		b.mu.Unlock()
-		if all {
-			defer b.finish()
-		}
 		if len(b.kept) > 0 {
+			if all {
+				// Once the worker has these.
+				defer b.finish()
+			}
 			return b.kept, nil
+		}
+		if all {
+			// Every message fetched lies at or beyond the end: the
+			// replay is over now, and the loop waits for it to stop.
+			b.finish()
 		}
 	}
 }
