@@ -60,25 +60,6 @@ func genStream(o synth.Options, n int, cfg learner.Config) *simStream {
 	return &simStream{opt: o, xs: xs}
 }
 
-// genStreamID is cmd/hyperplane's streamID for the jsonl format: the
-// <stream> of the message keys gen-<stream>-<index> that gen publishes.
-// The options of a stream without drift are hashed as they were before
-// drift existed, as gen hashes them.
-func genStreamID(o synth.Options) string {
-	stream := struct {
-		Features, Vocab  int
-		Noise, Unlabeled float64
-		Classes          int
-		Seed             uint64
-	}{o.Features, o.Vocab, o.Noise, o.Unlabeled, o.Classes, o.Seed}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v %s", stream, "jsonl")
-	if o.DriftAt > 0 {
-		fmt.Fprintf(h, " drift %d %d", o.DriftAt, o.DriftWidth)
-	}
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
 // kafkaShards splits the stream into the S partitions of a Kafka topic
 // that `hyperplane gen -to kafka:<topic>` fills: example i is keyed
 // gen-<stream>-<i>, and the worker's sink (kafka-go's Hash balancer, as
@@ -86,7 +67,7 @@ func genStreamID(o synth.Options) string {
 // shard keeps the stream's order. It returns, per shard, the indices of
 // its examples in s.xs.
 func (s *simStream) kafkaShards(shards int) [][]int32 {
-	id := genStreamID(s.opt)
+	id := s.opt.StreamID("jsonl")
 	out := make([][]int32, shards)
 	h := fnv.New32a()
 	var key []byte
@@ -152,7 +133,7 @@ func (p prequential) tailAccuracy() float64 {
 // 1/255), chosen by the same key hash as kafkaShards. Each shard keeps the
 // stream's order.
 func (s *simStream) skewedShards(shards int) [][]int32 {
-	id := genStreamID(s.opt)
+	id := s.opt.StreamID("jsonl")
 	out := make([][]int32, shards)
 	h := fnv.New32a()
 	var key []byte

@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +62,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	appendRecord := synth.AppendJSON
 	switch format {
 	case "jsonl", "json":
-		format = "jsonl" // one name for one stream in streamID
+		format = "jsonl" // one name for one stream in Options.StreamID
 	case "msgpack":
 		appendRecord = synth.AppendMsgpack
 	default:
@@ -98,7 +97,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
 			}
 		}
-		return publishGen(ctx, e, cfg, s, start, n, message, to, rate, streamID(o, format))
+		return publishGen(ctx, e, cfg, s, start, n, message, to, rate, o.StreamID(format))
 	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
 	var buf []byte
@@ -224,25 +223,6 @@ func (t genTarget) subject(i int) string {
 // genAttempts is how many times gen tries to publish a batch before it
 // gives up: a missing topic or stream does not come back by waiting.
 const genAttempts = 8
-
-// streamID names a generated stream: the same options and format give the
-// same stream, so gen-<id>-<index> identifies an example across runs.
-func streamID(o synth.Options, format string) string {
-	// The options of a stream without drift are hashed as they were
-	// before drift existed, so that its ids do not change.
-	stream := struct {
-		Features, Vocab  int
-		Noise, Unlabeled float64
-		Classes          int
-		Seed             uint64
-	}{o.Features, o.Vocab, o.Noise, o.Unlabeled, o.Classes, o.Seed}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v %s", stream, format)
-	if o.DriftAt > 0 {
-		fmt.Fprintf(h, " drift %d %d", o.DriftAt, o.DriftWidth)
-	}
-	return fmt.Sprintf("%016x", h.Sum64())
-}
 
 // genConfig is the configuration gen publishes with: the keys in args, the
 // HYPERPLANE_* variables and the file, as run reads them, of which it uses

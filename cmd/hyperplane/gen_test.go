@@ -45,7 +45,7 @@ func TestGenPublishesToKafka(t *testing.T) {
 	}
 	o := synth.DefaultOptions()
 	o.Seed = 9
-	id := streamID(o, "jsonl")
+	id := o.StreamID("jsonl")
 	for i, line := range want {
 		if v := got[fmt.Sprintf("gen-%s-%d", id, i)]; v != line {
 			t.Fatalf("message %d is %q, want %q", i, v, line)
@@ -76,7 +76,7 @@ func TestGenPublishesToJetStream(t *testing.T) {
 	first := mustRun(t, "", "gen", "-examples", "1", "-seed", "2", "-format", "msgpack")
 	o := synth.DefaultOptions()
 	o.Seed = 2
-	wantID := "gen-" + streamID(o, "msgpack") + "-0"
+	wantID := "gen-" + o.StreamID("msgpack") + "-0"
 	if string(m.Data) != first || m.Header.Get(jetstream.MsgIDHeader) != wantID {
 		t.Fatalf("first message %x (id %q), want %x (id %s)", m.Data, m.Header.Get(jetstream.MsgIDHeader), first, wantID)
 	}
@@ -155,7 +155,7 @@ func TestGenPublishesToPartitionedJetStream(t *testing.T) {
 	want := strings.Split(strings.TrimSuffix(mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "4"), "\n"), "\n")
 	o := synth.DefaultOptions()
 	o.Seed = 4
-	id := streamID(o, "jsonl")
+	id := o.StreamID("jsonl")
 
 	type stored struct{ partition, key, data string }
 	read := func(stream string) []stored {
@@ -306,7 +306,7 @@ func TestGenStartGoesOn(t *testing.T) {
 	}
 	o := synth.DefaultOptions()
 	o.Seed = 6
-	if want := fmt.Sprintf("gen-%s-700", streamID(o, "jsonl")); m.Header.Get(jetstream.MsgIDHeader) != want {
+	if want := fmt.Sprintf("gen-%s-700", o.StreamID("jsonl")); m.Header.Get(jetstream.MsgIDHeader) != want {
 		t.Errorf("message 701 has id %q, want %q", m.Header.Get(jetstream.MsgIDHeader), want)
 	}
 	if want := strings.TrimSuffix(strings.SplitAfter(mustRun(t, "", "gen", "-examples", "701", "-seed", "6"), "\n")[700], "\n"); string(m.Data) != want {
@@ -332,16 +332,16 @@ func TestStreamIDWithoutDrift(t *testing.T) {
 	o := synth.DefaultOptions()
 	h := fnv.New64a()
 	fmt.Fprint(h, "{Features:40 Vocab:10000 Noise:0.05 Unlabeled:0 Classes:0 Seed:0} jsonl")
-	if got, want := streamID(o, "jsonl"), fmt.Sprintf("%016x", h.Sum64()); got != want {
+	if got, want := o.StreamID("jsonl"), fmt.Sprintf("%016x", h.Sum64()); got != want {
 		t.Errorf("the default stream's id is %s, it was %s", got, want)
 	}
 	d := o
 	d.DriftAt = 100
-	if streamID(d, "jsonl") == streamID(o, "jsonl") {
+	if d.StreamID("jsonl") == o.StreamID("jsonl") {
 		t.Error("a drifting stream has the id of the stream without drift")
 	}
 	d.DriftWidth = 10
-	if a, b := streamID(d, "jsonl"), func() string { d.DriftWidth = 0; return streamID(d, "jsonl") }(); a == b {
+	if a, b := d.StreamID("jsonl"), func() string { d.DriftWidth = 0; return d.StreamID("jsonl") }(); a == b {
 		t.Error("a gradual drift has the id of an abrupt one")
 	}
 }

@@ -5,6 +5,7 @@ package synth
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -252,4 +253,25 @@ func appendMsgpackInt(dst []byte, v int64) []byte {
 		return append(dst, byte(int8(v)))
 	}
 	return append(dst, 0xd3, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// StreamID names the stream o makes, written in format: the same options
+// and format give the same stream, so gen-<id>-<index>, the key and
+// message id `hyperplane gen` publishes example index under, identifies
+// an example across runs. The options of a stream without drift are
+// hashed as they were before drift existed, so that its ids do not
+// change.
+func (o Options) StreamID(format string) string {
+	stream := struct {
+		Features, Vocab  int
+		Noise, Unlabeled float64
+		Classes          int
+		Seed             uint64
+	}{o.Features, o.Vocab, o.Noise, o.Unlabeled, o.Classes, o.Seed}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%+v %s", stream, format)
+	if o.DriftAt > 0 {
+		fmt.Fprintf(h, " drift %d %d", o.DriftAt, o.DriftWidth)
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
 }
