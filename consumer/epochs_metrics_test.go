@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"testing/synctest"
 
@@ -50,7 +51,8 @@ func gauge(t *testing.T, reg prometheus.Gatherer, name string, labels ...string)
 }
 
 // TestEpochsGaugesAfterAMix: after every epoch is mixed, the model gauges
-// are the mixed model's (its version, rolling accuracy and positions),
+// are the mixed model's (its version, rolling accuracy, probability
+// measures and positions),
 // not those of the last range learned, and each shard's range has its
 // own gauges, labeled with the shard.
 func TestEpochsGaugesAfterAMix(t *testing.T) {
@@ -73,6 +75,9 @@ func TestEpochsGaugesAfterAMix(t *testing.T) {
 		check("hyperplane_served_model_version", float64(m.Version()))
 		check("hyperplane_rolling_accuracy", m.Metrics().RollingAccuracy)
 		check("hyperplane_epoch", float64(e))
+		for name, want := range probabilityGauges(m.Metrics()) {
+			check("hyperplane_"+name, want)
+		}
 		for shard, pos := range x.Positions() {
 			if got, ok := gauge(t, reg, "hyperplane_position", "source", shard); !ok || got != float64(pos) {
 				t.Errorf("after epoch %d is mixed, hyperplane_position{source=%q} is %v (%v), the mixed model's is %d", e, shard, got, ok, pos)
@@ -103,6 +108,14 @@ func TestEpochsGaugesAfterAMix(t *testing.T) {
 		if _, ok := gauge(t, reg, "hyperplane_shard_rolling_accuracy", "shard", shard); !ok {
 			t.Errorf("no hyperplane_shard_rolling_accuracy{shard=%q}", shard)
 		}
+		for name := range probabilityGauges(learner.Metrics{}) {
+			if _, ok := gauge(t, reg, "hyperplane_shard_"+name, "shard", shard); !ok {
+				t.Errorf("no hyperplane_shard_%s{shard=%q}", name, shard)
+			}
+		}
+	}
+	if v, _ := gauge(t, reg, "hyperplane_log_loss"); !(v > 0) || math.IsInf(v, 0) {
+		t.Errorf("hyperplane_log_loss %v after the last mix", v)
 	}
 }
 

@@ -1,22 +1,17 @@
 package consumer_test
 
 import (
-	"context"
 	"encoding/json"
-	"math"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
-	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -168,51 +163,6 @@ func TestProbabilityGaugesOfARestoredModel(t *testing.T) {
 	for name, want := range probabilityGauges(mt) {
 		if got, ok := gauge(t, reg, "hyperplane_"+name); !ok || got != want {
 			t.Errorf("hyperplane_%s is %v (%v), the model's is %v", name, got, ok, want)
-		}
-	}
-}
-
-// TestProbabilityGaugesAfterAMix: in global scope the probability gauges
-// are the mixed model's after each epoch, and each shard's range has its
-// own, labeled with the shard.
-func TestProbabilityGaugesAfterAMix(t *testing.T) {
-	data := epochLog(600)
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	reg := prometheus.NewRegistry()
-	metrics := consumer.NewMetrics(reg)
-	var x *consumer.Epochs
-	mixed := 0
-	cfg.Verify = func(ctx context.Context, e uint64, digest [32]byte) error {
-		mixed++
-		for name, want := range probabilityGauges(x.Model().Metrics()) {
-			if got, ok := gauge(t, reg, "hyperplane_"+name); !ok || got != want {
-				t.Errorf("after epoch %d is mixed, hyperplane_%s is %v (%v), the mixed model's is %v", e, name, got, ok, want)
-			}
-		}
-		return nil
-	}
-	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x = consumer.NewEpochs(cfg, m, e, prev, pos, metrics, zap.NewNop())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- x.Run(ctx) }()
-	finalDigest(t, x, done, cancel, waitComplete(t, store, data))
-	if mixed < 2 {
-		t.Fatalf("%d epochs mixed, want several", mixed)
-	}
-	if v, _ := gauge(t, reg, "hyperplane_log_loss"); !(v > 0) || math.IsInf(v, 0) {
-		t.Errorf("hyperplane_log_loss %v after the last mix", v)
-	}
-	for p := range 6 {
-		shard := data.Key(p)
-		for name := range probabilityGauges(learner.Metrics{}) {
-			if _, ok := gauge(t, reg, "hyperplane_shard_"+name, "shard", shard); !ok {
-				t.Errorf("no hyperplane_shard_%s{shard=%q}", name, shard)
-			}
 		}
 	}
 }
