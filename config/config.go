@@ -89,9 +89,10 @@ type Mixing struct {
 	// Rule is how the partitions' models are combined.
 	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it), damped, or pegasos (Pegasos only)"`
 	// Growth makes epochs grow with the model: each holds 1/Growth of the
-	// examples a partition learned before it, at least 1,000 and at most
-	// EpochExamples. 0 makes every epoch EpochExamples.
-	Growth int `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it, from 1000 examples up to epoch_examples; 0: every epoch holds epoch_examples"`
+	// examples a partition learned before it (since the model last
+	// started afresh at a drift), at least 250 and at most EpochExamples.
+	// 0 makes every epoch EpochExamples.
+	Growth int `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it (since a drift restarted the model), from 250 examples up to epoch_examples; 0: every epoch holds epoch_examples"`
 }
 
 // Kafka is how to reach the Kafka cluster.
@@ -264,7 +265,7 @@ func Default() Config {
 		Model: Model{
 			Name:    "default",
 			Scope:   ScopeGlobal,
-			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 8},
+			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 16},
 			Learner: learner.DefaultConfig(),
 			Drift:   learner.DefaultDrift(),
 		},

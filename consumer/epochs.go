@@ -62,7 +62,7 @@ type EpochConfig struct {
 	// ConfigDigest is the digest of the history configuration
 	// (docs/scale-out.md, section 2.2).
 	ConfigDigest [32]byte
-	// EpochExamples is the most positions of a shard in one epoch;
+	// EpochExamples is the most messages of a shard in one epoch;
 	// Interval cuts an epoch at least this often when there is new data.
 	EpochExamples int64
 	Interval      time.Duration
@@ -70,6 +70,8 @@ type EpochConfig struct {
 	// examples each shard learned before it, at least minEpochExamples
 	// and at most EpochExamples: small epochs while the model learns
 	// fast, when mixing costs most accuracy, and few barriers later.
+	// Both count a shard's messages, not its positions, where the
+	// shards share their positions (JetStream).
 	Growth  int
 	Weights learner.MixWeights
 	// Rule is how the shards' models are combined (learner.MixWithRule);
@@ -690,10 +692,18 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	return b, nil
 }
 
-// minEpochExamples is the least positions of a shard in an epoch that
-// grows (EpochConfig.Growth) or ends where a snapshot falls due, unless
-// EpochExamples is less.
-const minEpochExamples = 1000
+// minEpochExamples is the least examples of a shard in an epoch that
+// grows (EpochConfig.Growth), unless EpochExamples is less: small, since
+// mixing costs most accuracy while a model is new or has just started
+// afresh at a drift, and only those first epochs are this small
+// (docs/scale-out.md, section 12).
+const minEpochExamples = 250
+
+// minSnapshotShare is the least examples of a shard in an epoch that ends
+// where a snapshot falls due, unless the epoch's limit is less: every
+// epoch costs a barrier, and a cut at a snapshot shares what is left
+// until it among the shards.
+const minSnapshotShare = 1000
 
 // waiting is a shard's data not learned yet: from where the model is to
 // the shard's end.
@@ -711,9 +721,10 @@ type waiting struct {
 // (docs/scale-out.md, section 3.4). A snapshot falls due when the labeled
 // examples reach a multiple of snapshot.every; those left until then are
 // shared among the shards with new data (spans), each taking
-// minEpochExamples at least, since every epoch costs a barrier. Which
+// minSnapshotShare at least, since every epoch costs a barrier. Which
 // shards have new data depends on when the cut is made; the cut records
-// the limit it used.
+// the limit it used. The limit counts a shard's messages, which are its
+// positions except where shards share their positions (spread).
 func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
 	if k := int64(x.cfg.Growth); k > 0 && shards > 0 {
@@ -725,27 +736,40 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 		}
 		limit = min(limit, max(minEpochExamples, grown))
 	}
-	every := int64(x.cfg.SnapshotEvery)
-	if every <= 0 {
-		return limit, reason
-	}
-	n := int64(0)
-	for _, sp := range spans {
-		if sp.to > sp.from {
-			n++
+	if every := int64(x.cfg.SnapshotEvery); every > 0 {
+		n := int64(0)
+		for _, sp := range spans {
+			if sp.to > sp.from {
+				n++
+			}
+		}
+		// The next multiple of snapshot.every: a function of W_{e-1}, so
+		// that every worker cuts alike.
+		labeled := int64(x.model.Counts().Labeled)
+		left := every - labeled%every
+		if n == 0 {
+			n = 1
+		}
+		if share := max((left+n-1)/n, minSnapshotShare); share < limit {
+			limit, reason = share, epochlog.CutSnapshot
 		}
 	}
-	// The next multiple of snapshot.every: a function of W_{e-1}, so that
-	// every worker cuts alike.
-	labeled := int64(x.model.Counts().Labeled)
-	left := every - labeled%every
-	if n == 0 {
-		n = 1
+	return limit * spread(x.cfg.Shards), reason
+}
+
+// spreader is implemented by Shards whose shards share one sequence of
+// positions, as the partitions of a JetStream stream share its sequence
+// numbers: a range of n positions of a shard then holds about n/Spread()
+// of its messages.
+type spreader interface{ Spread() int }
+
+// spread is the positions per message of a shard of s: 1 unless s says
+// otherwise.
+func spread(s Shards) int64 {
+	if sp, ok := s.(spreader); ok && sp.Spread() > 1 {
+		return int64(sp.Spread())
 	}
-	if share := max((left+n-1)/n, minEpochExamples); share < limit {
-		return share, epochlog.CutSnapshot
-	}
-	return limit, reason
+	return 1
 }
 
 // snapshotOverdue reports whether snapshot.interval has passed since the

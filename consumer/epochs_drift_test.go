@@ -17,7 +17,7 @@ import (
 // the mixed model afresh, as a new model's are: the new concept's first
 // examples are mixed often. Two partitions share one stream whose concept
 // changes at example 24,000 of 40,000: before it the epochs grow beyond
-// 1,000 positions a shard; after the drift they hold 1,000 again.
+// the floor of 250 positions a shard; after the drift they hold 250 again.
 func TestEpochsGrowAgainAfterADrift(t *testing.T) {
 	const n, at = 40000, 24000
 	o := synth.DefaultOptions()
@@ -31,7 +31,7 @@ func TestEpochsGrowAgainAfterADrift(t *testing.T) {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
 	cfg := epochConfig(log, store, sink, "w1")
-	cfg.EpochExamples, cfg.Growth, cfg.SnapshotEvery, cfg.Keep = 100000, 8, 0, 0
+	cfg.EpochExamples, cfg.Growth, cfg.SnapshotEvery, cfg.Keep = 100000, 16, 0, 0
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	x, done := startEpochs(t, ctx, cfg, store)
@@ -49,15 +49,16 @@ func TestEpochsGrowAgainAfterADrift(t *testing.T) {
 			limits = append(limits, b.Cut.EpochExamples)
 		}
 	}
+	const floor = 250
 	grown, again := false, false
 	for i, l := range limits {
-		grown = grown || l > 1000
-		if grown && l == 1000 && i > 0 && limits[i-1] > 1000 {
+		grown = grown || l > floor
+		if grown && l == floor && i > 0 && limits[i-1] > floor {
 			again = true
 		}
 	}
 	if !grown || !again {
-		t.Fatalf("epoch limits %v: want them to grow beyond 1000 and fall back to 1000 after the drift", limits)
+		t.Fatalf("epoch limits %v: want them to grow beyond %d and fall back to %d after the drift", limits, floor, floor)
 	}
 	if d := x.Model().Drifts(); d == 0 {
 		t.Fatal("the mixed model found no drift")

@@ -53,7 +53,7 @@ func positionLimit(learned int, left []int, growth, epochExamples, every int) in
 			}
 		}
 		n = max(n, 1)
-		if share := max((every-learned%every+n-1)/n, minEpochExamples); share < limit {
+		if share := max((every-learned%every+n-1)/n, minSnapshotShare); share < limit {
 			limit = share
 		}
 	}
@@ -63,7 +63,7 @@ func positionLimit(learned int, left []int, growth, epochExamples, every int) in
 // TestDefaultEpochsFollowTheModel checks that the simulation's schedule
 // at the defaults is the worker's epochLimit, a function of the mixed
 // model: on a stream of 120,000 examples whose concept changes at 40,000,
-// in 4 partitions (growth 8, epoch_examples 100,000, snapshot.every
+// in 4 partitions (growth 16, epoch_examples 100,000, snapshot.every
 // 20,000):
 //   - with the detector off, no epoch restarts the model and every limit
 //     is the one the shards' positions give;
@@ -72,7 +72,7 @@ func positionLimit(learned int, left []int, growth, epochExamples, every int) in
 //     the larger limit before it, and the epochs grow again from there,
 //     so that the last full epoch's limit is below the positions'.
 func TestDefaultEpochsFollowTheModel(t *testing.T) {
-	const n, at, shards, growth, epochEx, every = 120_000, 40_000, 4, 8, 100_000, 20_000
+	const n, at, shards, growth, epochEx, every = 120_000, 40_000, 4, 16, 100_000, 20_000
 	cfg := perceptronConfig()
 	o := synth.DefaultOptions()
 	o.DriftAt = at

@@ -8,9 +8,13 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 )
 
-// minEpochExamples is consumer/epochs.go's: the least positions of a shard
-// in an epoch that grows or ends where a snapshot falls due.
-const minEpochExamples = 1000
+// minEpochExamples and minSnapshotShare are consumer/epochs.go's: the
+// least examples of a shard in an epoch that grows, and in one that ends
+// where a snapshot falls due.
+const (
+	minEpochExamples = 250
+	minSnapshotShare = 1000
+)
 
 // defaultEpochs is the worker's epoch schedule at the defaults
 // (consumer/epochs.go epochLimit), a function of the mixed model W_{e-1}
@@ -20,7 +24,7 @@ const minEpochExamples = 1000
 // examples since then (learner.Model.SinceRestart), at least
 // minEpochExamples and at most epochExamples; and, when every > 0, no more
 // than the labeled examples left to the model's next multiple of every
-// shared among the shards with data left, each share minEpochExamples at
+// shared among the shards with data left, each share minSnapshotShare at
 // least (every epoch costs a barrier).
 func defaultEpochs(growth, epochExamples, every int) epochSchedule {
 	return epochLimits(growth, epochExamples, every, true)
@@ -49,7 +53,7 @@ func epochLimits(growth, epochExamples, every int, regrow bool) epochSchedule {
 			}
 			n = max(n, 1)
 			due := every - int(c.labeled)%every
-			if share := max((due+n-1)/n, minEpochExamples); share < limit {
+			if share := max((due+n-1)/n, minSnapshotShare); share < limit {
 				limit = share
 			}
 		}
@@ -75,15 +79,15 @@ func countsOf(w *learner.State) modelCounts {
 	return c
 }
 
-// BenchmarkMixingDefaults simulates the worker at the defaults (growth 8,
+// BenchmarkMixingDefaults simulates the worker at the defaults (growth 16,
 // epoch_examples 100,000, rule auto: learner.MixRule.For, weights
 // examples) over the first 400,000 examples of `hyperplane gen -vocab
 // 100000` split as a Kafka topic of S partitions (the same examples in the
 // same partitions as the real topic) and cut as a backlog, for every
-// mixable linear algorithm: E=grow8 cuts by growth alone (the research
-// schedule of BenchmarkMixingRules), E=grow8+every100k also where
-// snapshot.every (100,000 labeled examples) falls due, each shard's share
-// 1,000 at least, as epochLimit does; both grow from the mixed model's
+// mixable linear algorithm: E=grow16 cuts by growth alone (1/16 of the
+// model's examples per shard, 250 at least), E=grow16+every100k also
+// where snapshot.every (100,000 labeled examples) falls due, each shard's
+// share 1,000 at least, as epochLimit does; both grow from the mixed model's
 // examples, or from its labeled examples since a drift last restarted it
 // (defaultEpochs). The time-based cuts (model.mixing.interval,
 // snapshot.interval) are not simulated. S=1 is sequential learning, which
@@ -134,8 +138,8 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 	for _, shards := range []int{1, 2, 4, 6} {
 		split := s.kafkaShards(shards)
 		alone := map[learner.Algorithm]prequential{}
-		for _, sched := range []string{"grow8", "grow8+every100k"} {
-			if shards == 1 && sched != "grow8" {
+		for _, sched := range []string{"grow16", "grow16+every100k"} {
+			if shards == 1 && sched != "grow16" {
 				continue
 			}
 			for _, alg := range algs {
@@ -157,10 +161,10 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int) {
 					var r mixResult
 					for b.Loop() {
 						every := 0
-						if sched == "grow8+every100k" {
+						if sched == "grow16+every100k" {
 							every = 100_000
 						}
-						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(8, 100_000, every), mix, cutBacklog)
+						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(16, 100_000, every), mix, cutBacklog)
 					}
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")

@@ -48,9 +48,8 @@ const errNoMessageFound = 10037
 // The partitions share the stream's sequences: a shard's are not
 // consecutive, and a position need not be the sequence of one of its
 // messages. A range therefore spans to − from sequences of the stream, of
-// which the shard holds about 1/N: for these shards the epoch protocol's
-// EpochExamples counts sequences, not messages, and N·E gives ranges of
-// about E messages each.
+// which the shard holds about 1/N: Spread says so, and the epoch protocol
+// cuts ranges of N·E sequences for E messages a shard.
 //
 // Its methods are safe for concurrent use.
 type JetStreamShards struct {
@@ -62,6 +61,10 @@ type JetStreamShards struct {
 }
 
 var _ consumer.Shards = (*JetStreamShards)(nil)
+
+// Spread is the number of partitions, which share the stream's sequences:
+// a range of n sequences holds about n/Spread() messages of its shard.
+func (s *JetStreamShards) Spread() int { return s.parts.n }
 
 // NewJetStreamShards returns the shards of stream, whose subject transform
 // must make partitions partitions. It fails, naming the stream, if the

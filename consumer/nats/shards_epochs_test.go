@@ -28,7 +28,8 @@ import (
 // stream through JetStreamShards, epoch after epoch, to the shards' ends.
 // One worker and two workers owning two shards each reach the same model,
 // bit for bit, and every message has its event, under its shard and
-// sequence.
+// sequence. The partitions share the stream's sequences, so a range of
+// epoch_examples messages spans four times as many sequences (Spread).
 func TestJetStreamShardsEpochs(t *testing.T) {
 	_, nc, js := startJetStream(t)
 	partitionedStream(t, js, "learn", "learn.*", 4)
@@ -49,7 +50,8 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	s := newShards(t, nc, "learn", 4)
 	end := ends(t, s)
 
-	one, events := learnEpochs(t, s, end, [][]string{nil})
+	one, events, store := learnEpochs(t, s, end, [][]string{nil})
+	checkSpread(t, store, msgs)
 	for _, m := range msgs {
 		id := wire.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
 		if !events[id] {
@@ -59,7 +61,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	if len(events) != len(msgs) {
 		t.Fatalf("%d events for %d messages", len(events), len(msgs))
 	}
-	two, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
+	two, _, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
 	if one != two {
 		t.Fatalf("two workers learned the model %x, one worker %x", two, one)
 	}
@@ -68,8 +70,9 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 // learnEpochs runs one Epochs per entry of owners, each owning the shards
 // listed (nil: all), over a new epoch log, until every worker has mixed
 // the epoch that ends each shard at end. It returns the digest of the
-// model they hold, and the ids of the events published.
-func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]string) ([32]byte, map[string]bool) {
+// model they hold, the ids of the events published and the store of the
+// epoch log.
+func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]string) ([32]byte, map[string]bool, *snapshot.Store) {
 	t.Helper()
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
@@ -140,7 +143,41 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 			events[o.Key] = true
 		}
 	}
-	return digest, events
+	return digest, events, store
+}
+
+// checkSpread checks that the stream of msgs (about 500 sequences) was
+// learned in epochs of 4·60 sequences, 60 messages a shard, and not of
+// 60 sequences: each boundary left in the log records that limit unless
+// a snapshot or the start cut it, and the newest epoch is at most the
+// start's, two full ones and the rest.
+func checkSpread(t *testing.T, store *snapshot.Store, msgs []sent) {
+	t.Helper()
+	ctx := context.Background()
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(epochs) == 0 {
+		t.Fatal("no epoch in the log")
+	}
+	for _, e := range epochs {
+		b, _, err := lg.Boundary(ctx, "mixed", e)
+		if err != nil {
+			t.Fatalf("boundary %d: %v", e, err)
+		}
+		switch b.Cut.Reason {
+		case epochlog.CutExamples, epochlog.CutInterval:
+			if b.Cut.EpochExamples != 4*60 {
+				t.Errorf("epoch %d (%s): the cut's limit is %d sequences, want 4·60", e, b.Cut.Reason, b.Cut.EpochExamples)
+			}
+		}
+	}
+	last := msgs[len(msgs)-1].seq
+	if newest, most := epochs[len(epochs)-1], uint64(1+(last+4*60-1)/(4*60)+1); newest > most {
+		t.Errorf("the stream's %d sequences took %d epochs, want %d at most", last, newest, most)
+	}
 }
 
 // learnedTo reports whether the log's newest boundary ends every shard at
