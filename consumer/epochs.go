@@ -757,20 +757,9 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 	return limit * spread(x.cfg.Shards), reason
 }
 
-// spreader is implemented by Shards whose shards share one sequence of
-// positions, as the partitions of a JetStream stream share its sequence
-// numbers: a range of n positions of a shard then holds about n/Spread()
-// of its messages.
-type spreader interface{ Spread() int }
-
-// spread is the positions per message of a shard of s: 1 unless s says
-// otherwise.
-func spread(s Shards) int64 {
-	if sp, ok := s.(spreader); ok && sp.Spread() > 1 {
-		return int64(sp.Spread())
-	}
-	return 1
-}
+// spread is the positions per message of a shard of s (Shards.Spread),
+// 1 at least.
+func spread(s Shards) int64 { return int64(max(s.Spread(), 1)) }
 
 // snapshotOverdue reports whether snapshot.interval has passed since the
 // newest generation.

@@ -25,4 +25,10 @@ type Shards interface {
 	// message already learned, or the shard's start), in order. The
 	// Source's Commit does nothing; Close releases it.
 	Open(ctx context.Context, shard string, from int64) (Source, error)
+	// Spread is how many positions of a shard there are for each of its
+	// messages: 1 where every message has a position of its own (a
+	// Kafka partition's offsets), N where N shards share one sequence of
+	// positions (the partitions of a JetStream stream). The epoch limits
+	// count messages, and a range spans Spread positions for each.
+	Spread() int
 }

@@ -81,6 +81,13 @@ func TestPartitionedJetStream(t *testing.T) {
 		if newest.Epoch == 0 || len(newest.Boundary) != 4 {
 			t.Fatalf("%s: generation %d has epoch %d and %d shards: not learned in epochs", name, newest.Generation, newest.Epoch, len(newest.Boundary))
 		}
+		// The young model's epochs hold 250 messages a shard, which the
+		// four partitions' shared sequences spread over 1,000: the start's
+		// epoch and four more learn the 4,000 examples. Epochs of 250
+		// sequences would take sixteen.
+		if newest.Epoch > 8 {
+			t.Fatalf("%s: the stream took %d epochs, want 8 at most: epochs of 250 messages a shard span 4·250 sequences", name, newest.Epoch)
+		}
 		return newest.State.Digest()
 	}
 	one := learn("one", "")

@@ -57,6 +57,9 @@ func NewShards(cfg Config, topics []string, log *zap.Logger) (*Shards, error) {
 	return &Shards{topics: topics, log: log, cluster: newCluster(cfg, topics), sources: map[*Source]struct{}{}}, nil
 }
 
+// Spread is 1: a partition's offsets are its own.
+func (s *Shards) Spread() int { return 1 }
+
 // Ends returns every partition the topics have now, with its high
 // watermark, from one Metadata and one ListOffsets request. It fails if a
 // topic has no partitions (it does not exist) or the broker lists no

@@ -64,6 +64,9 @@ func (l *Log) Len(p int) int {
 
 var _ consumer.Shards = (*Log)(nil)
 
+// Spread is 1: a partition's offsets are its own.
+func (l *Log) Spread() int { return 1 }
+
 // Ends returns the length of every partition, by source key: its end,
 // the next offset to be written.
 func (l *Log) Ends(ctx context.Context) (map[string]int64, error) {

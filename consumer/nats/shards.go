@@ -64,7 +64,7 @@ var _ consumer.Shards = (*JetStreamShards)(nil)
 
 // Spread is the number of partitions, which share the stream's sequences:
 // a range of n sequences holds about n/Spread() messages of its shard.
-func (s *JetStreamShards) Spread() int { return s.parts.n }
+func (s *JetStreamShards) Spread() int { return max(s.parts.n, 1) }
 
 // NewJetStreamShards returns the shards of stream, whose subject transform
 // must make partitions partitions. It fails, naming the stream, if the
