@@ -87,7 +87,7 @@ type Mixing struct {
 	// Weights is how much each partition's model weighs in the mix.
 	Weights learner.MixWeights `yaml:"weights" help:"how each partition's model weighs in the mix: uniform, examples (its labeled examples) or mistakes"`
 	// Rule is how the partitions' models are combined.
-	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it), damped, or pegasos (Pegasos only)"`
+	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it), damped, pegasos (Pegasos only) or arow (AROW only)"`
 	// Growth makes epochs grow with the model: each holds 1/Growth of the
 	// examples a partition learned before it (since the model last
 	// started afresh at a drift), at least 250 and at most EpochExamples.

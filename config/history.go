@@ -44,6 +44,34 @@ func (c Config) LegacyMixing() Config {
 	return c
 }
 
+// WrittenMixings are c mixing by each rule an epoch log of c's model may
+// have been written with before the rule c mixes by now: the mean
+// (LegacyMixing), and under auto the rule auto meant for the algorithm
+// before (damped for AROW, before MixAROW; the mean for Pegasos, before
+// MixPegasos). A log whose digest is the HistoryDigest of one continues
+// under that one. None is c's own rule.
+func (c Config) WrittenMixings() []Config {
+	var out []Config
+	add := func(r learner.MixRule) {
+		w := c
+		w.Model.Mixing.Rule = r
+		if w.MixRule() == c.MixRule() {
+			return
+		}
+		for _, o := range out {
+			if o.MixRule() == w.MixRule() {
+				return
+			}
+		}
+		out = append(out, w)
+	}
+	add(learner.MixMean)
+	if c.Model.Mixing.Rule == learner.MixAuto && c.Model.Learner.Algorithm == learner.AROW {
+		add(learner.MixDamped)
+	}
+	return out
+}
+
 // HistoryDigest is the SHA-256 of the settings that decide which model the
 // epochs of a model learned over several partitions produce: the model's
 // name and hyperparameters, the mixing weights, the source (its kind,

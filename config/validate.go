@@ -179,6 +179,8 @@ func (c Config) validateModel() error {
 		return fieldErr("model.mixing.growth", "must be 0 (epochs of epoch_examples) or more (such as 8), got %d", m.Growth)
 	case m.Rule == learner.MixPegasos && c.Model.Learner.Algorithm != learner.Pegasos:
 		return fieldErr("model.mixing.rule", "pegasos mixes Pegasos models only, not %s (auto chooses the rule for the algorithm)", c.Model.Learner.Algorithm)
+	case m.Rule == learner.MixAROW && c.Model.Learner.Algorithm != learner.AROW:
+		return fieldErr("model.mixing.rule", "arow mixes AROW models only, not %s (auto chooses the rule for the algorithm)", c.Model.Learner.Algorithm)
 	}
 	// The detector's settings are model.drift's, which Load copies into
 	// the learner's: a Config built otherwise is checked as it will run.

@@ -178,7 +178,7 @@ func TestMixPegasosRule(t *testing.T) {
 	if got := learner.MixAuto.For(learner.Pegasos); got != learner.MixPegasos {
 		t.Fatalf("auto for pegasos is %s, want %s", got, learner.MixPegasos)
 	}
-	for a, want := range map[learner.Algorithm]learner.MixRule{learner.Perceptron: learner.MixTouched, learner.Averaged: learner.MixMean, learner.AROW: learner.MixDamped} {
+	for a, want := range map[learner.Algorithm]learner.MixRule{learner.Perceptron: learner.MixTouched, learner.Averaged: learner.MixMean, learner.AROW: learner.MixAROW} {
 		if got := learner.MixAuto.For(a); got != want {
 			t.Fatalf("auto for %s is %s, want %s", a, got, want)
 		}

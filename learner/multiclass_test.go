@@ -212,9 +212,12 @@ func TestMulticlassPegasosStep(t *testing.T) {
 // of a separable stream predicts it as well as a model learned from all
 // of it nearly does.
 func TestMulticlassMix(t *testing.T) {
-	rules := []learner.MixRule{learner.MixMean, learner.MixDamped, learner.MixTouched}
+	rules := []learner.MixRule{learner.MixMean, learner.MixDamped, learner.MixTouched, learner.MixAROW}
 	for _, rule := range rules {
 		for name, cfg := range multiclassConfigs() {
+			if rule == learner.MixAROW && cfg.Algorithm != learner.AROW {
+				continue
+			}
 			t.Run(string(rule)+"/"+name, func(t *testing.T) {
 				k, d := len(cfg.Classes), cfg.Dimension()
 				base := trained(t, cfg, 1, 200)
@@ -281,6 +284,9 @@ func TestMulticlassMix(t *testing.T) {
 	}
 	for _, rule := range rules {
 		for _, a := range multiclassAlgorithms {
+			if rule == learner.MixAROW && a != learner.AROW {
+				continue
+			}
 			t.Run("separable/"+string(rule)+"/"+string(a), func(t *testing.T) {
 				cfg := perceptronConfig()
 				cfg.Algorithm, cfg.HashBits = a, 10

@@ -355,19 +355,21 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	return consumer.NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
 
-// mixingOfLog is cfg as the model's epoch log was written: an epoch log
-// written before model.mixing.rule mixed by the mean, and continues so,
-// whatever cfg says, since its history is that of the mean. snap is the
-// generation the epochs continue from (nil for none); without one that
-// names its digest, the log's next boundary says.
+// mixingOfLog is cfg as the model's epoch log was written: a log written
+// before model.mixing.rule mixed by the mean, and one written before auto
+// chose a rule of the algorithm's own mixed by the rule auto chose then
+// (config.Config.WrittenMixings); such a log continues so, whatever cfg
+// says, since its history is that rule's. snap is the generation the
+// epochs continue from (nil for none); without one that names its
+// digest, the log's next boundary says.
 func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
-	legacy := cfg.LegacyMixing()
-	if cfg.MixRule() == legacy.MixRule() {
+	written := cfg.WrittenMixings()
+	if len(written) == 0 {
 		return cfg, nil
 	}
-	var written [32]byte
+	var digest [32]byte
 	if snap != nil && snap.Epoch > 0 {
-		written = snap.ConfigDigest
+		digest = snap.ConfigDigest
 	} else {
 		var next uint64 = 1
 		if snap != nil {
@@ -380,12 +382,17 @@ func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, sna
 		case err != nil:
 			return cfg, err
 		}
-		written = b.ConfigDigest
+		digest = b.ConfigDigest
 	}
-	if written != cfg.HistoryDigest() && written == legacy.HistoryDigest() {
-		log.Info("the epoch log was written mixing by the mean: it continues so (a new model.name mixes by model.mixing.rule)",
-			zap.Stringer("rule", cfg.MixRule()))
-		return legacy, nil
+	if digest == cfg.HistoryDigest() {
+		return cfg, nil
+	}
+	for _, w := range written {
+		if digest == w.HistoryDigest() {
+			log.Info("the epoch log was written mixing by another rule: it continues so (a new model.name mixes by model.mixing.rule)",
+				zap.Stringer("written", w.MixRule()), zap.Stringer("rule", cfg.MixRule()))
+			return w, nil
+		}
 	}
 	return cfg, nil
 }

@@ -269,7 +269,7 @@ func TestOtherHistoryStops(t *testing.T) {
 	d := startRun(t, args("multi", storeDir, "gA", "wD", "--model.mixing.rule", "auto"))
 	waitCovered(t, []*runner{d}, store, "m", ends("multi", 2*perPhase), time.Minute)
 	d.stop(t)
-	if !strings.Contains(d.log(), "the epoch log was written mixing by the mean") {
+	if !strings.Contains(d.log(), `the epoch log was written mixing by another rule: it continues so (a new model.name mixes by model.mixing.rule)","written":"mean"`) {
 		t.Errorf("a worker at the default rule did not say it continues a log of the mean:\n%s", d.log())
 	}
 	final, err := store.Latest(ctx, "m", nil)
@@ -280,6 +280,69 @@ func TestOtherHistoryStops(t *testing.T) {
 		t.Errorf("the continued log's generation %d has config digest %s, want a generation after %d with worker A's %s", final.Generation, got, gen, want)
 	}
 
+}
+
+// TestAutoContinuesALogOfDamped: an AROW model's epoch log written under
+// rule damped, what auto meant for AROW before the arow rule, goes on
+// under damped when a worker at the default rule (auto, now arow)
+// continues it: its generations keep the log's history digest, and the
+// worker says so.
+func TestAutoContinuesALogOfDamped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const parts, perPhase = 3, 600
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "arow", parts)
+	ends := func(n int) map[string]int64 {
+		m := map[string]int64{}
+		for p := range parts {
+			m[fmt.Sprintf("kafka:arow/%d", p)] = int64(n / parts)
+		}
+		return m
+	}
+	storeDir := filepath.Join(dir, "store")
+	args := func(writer, rule string) []string {
+		return []string{"run", "--model.name", "m",
+			"--source.kind", "kafka", "--source.topics", "arow", "--source.group", "g",
+			"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+			"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1", "--snapshot.interval", "0s",
+			"--snapshot.writer", writer, "--shutdown.timeout", "10s",
+			"--model.learner.hash_bits", "14", "--model.mixing.epoch_examples", "120", "--model.mixing.interval", "100ms",
+			"--model.mixing.rule", rule}
+	}
+	historyDigest := func(args []string) [32]byte {
+		t.Helper()
+		cfg, err := config.Load(args[1:], func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Model.Learner.Algorithm != learner.AROW {
+			t.Fatalf("the default algorithm is %s: the test is about AROW", cfg.Model.Learner.Algorithm)
+		}
+		return cfg.HistoryDigest()
+	}
+	damped, auto := args("wA", "damped"), args("wB", "auto")
+	if historyDigest(damped) == historyDigest(auto) {
+		t.Fatal("damped and auto have one history digest: the test is about a change of rule")
+	}
+	store := openStore(t, storeDir)
+	for i, phase := range [][]string{damped, auto} {
+		lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, fmt.Sprintf("%d.jsonl", i), "-examples", fmt.Sprint(perPhase), "-seed", fmt.Sprint(31+i)))), "\n")
+		produce(t, c, "arow", parts, lines)
+		w := startRun(t, phase)
+		waitCovered(t, []*runner{w}, store, "m", ends((i+1)*perPhase), time.Minute)
+		w.stop(t)
+		s, err := store.Latest(context.Background(), "m", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Epoch == 0 || s.ConfigDigest != historyDigest(damped) {
+			t.Fatalf("phase %d: generation %d (epoch %d) has config digest %x, want the log of damped's %x", i+1, s.Generation, s.Epoch, s.ConfigDigest, historyDigest(damped))
+		}
+		if i == 1 && !strings.Contains(w.log(), `"written":"damped","rule":"arow"`) {
+			t.Errorf("the worker at auto did not say it continues a log of damped:\n%s", w.log())
+		}
+	}
 }
 
 // produce writes line i of lines to partition i%partitions of topic.
