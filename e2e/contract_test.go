@@ -316,6 +316,16 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 		workers = workers[1:]
 	}
 	gen := waitComplete(t, workers, s, n, nil)
+	// Retention follows the generation's write (snapshot.keep 1): a
+	// worker stopped in between leaves the one before it.
+	eventually(t, contractWait, "retention to leave one generation (snapshot.keep 1)", func() bool {
+		assertRunning(t, workers)
+		gens, err := s.Generations(ctx, "e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(gens) == 1
+	})
 	for _, p := range workers {
 		p.stop()
 	}
