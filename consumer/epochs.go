@@ -26,8 +26,8 @@ import (
 type EpochLog interface {
 	CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error)
 	Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error)
-	WriteShard(ctx context.Context, r *epochlog.ShardResult) error
-	Shard(ctx context.Context, model string, e uint64, shard string) (*epochlog.ShardResult, error)
+	WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error
+	Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error)
 	ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error)
 	Epochs(ctx context.Context, model string) ([]uint64, error)
 	Write(ctx context.Context, snap *snapshot.Snapshot) error
@@ -128,7 +128,10 @@ type Epochs struct {
 	// The learning goroutine's state: the mixed model W_{e-1}, the
 	// epoch e it learns next, the boundary before it and the positions
 	// where e begins.
-	model   *learner.Model
+	model *learner.Model
+	// base is the model's state, against which the epoch's results are
+	// written and read, and digest its digest.
+	base    *epochlog.Base
 	digest  [32]byte
 	epoch   uint64
 	prev    *epochlog.Boundary
@@ -206,7 +209,8 @@ func (x *Epochs) setModel(m *learner.Model) {
 	x.positions = maps.Clone(x.from)
 	x.mu.Unlock()
 	x.model = m
-	x.digest = m.State().Digest()
+	x.base = epochlog.NewBase(m.State())
+	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
 	x.view.Store(m.View())
 	// The gauges describe the model that serves: the mixed one.
@@ -967,7 +971,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	defer cancel()
 	defer context.AfterFunc(x.grace, cancel)()
 	err = x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
-		return x.cfg.Log.WriteShard(ctx, res)
+		return x.cfg.Log.WriteShard(ctx, res, x.base)
 	})
 	if errors.Is(err, snapshot.ErrNotFound) {
 		// Another worker wrote the result first, and retention deleted
@@ -1093,7 +1097,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		x.metrics.MissingShards.Set(float64(missing))
 		var res *epochlog.ShardResult
 		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
-			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard)
+			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard, x.base)
 			return err
 		})
 		if errors.Is(err, snapshot.ErrNotFound) {

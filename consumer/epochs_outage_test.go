@@ -74,18 +74,18 @@ func (l *outageLog) Boundary(ctx context.Context, model string, e uint64) (*epoc
 	return l.Log.Boundary(ctx, model, e)
 }
 
-func (l *outageLog) WriteShard(ctx context.Context, r *epochlog.ShardResult) error {
+func (l *outageLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
 	if err := l.check("WriteShard", r.Epoch); err != nil {
 		return err
 	}
-	return l.Log.WriteShard(ctx, r)
+	return l.Log.WriteShard(ctx, r, base)
 }
 
-func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string) (*epochlog.ShardResult, error) {
+func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error) {
 	if err := l.check("Shard", e); err != nil {
 		return nil, err
 	}
-	return l.Log.Shard(ctx, model, e, shard)
+	return l.Log.Shard(ctx, model, e, shard, base)
 }
 
 func (l *outageLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {

@@ -136,9 +136,12 @@ func (b *Boundary) Follows(prev *Boundary) error {
 }
 
 // ShardResult is R_{e,s}: what learning shard s's range of epoch e from
-// W_{e-1} gave. It holds the whole learned state W_{e,s}, encoded as a
-// snapshot's state is, so that a mix reads it exactly. Its existence
-// asserts that every output of the range is durable.
+// W_{e-1} gave. It holds the learned state W_{e,s}: stored as the
+// coordinates of its weights, sums and variances whose bits differ from
+// W_{e-1} and the rest of the state whole (or the whole state, when that
+// is smaller), it is written and read against W_{e-1} (a Base), and read
+// bit for bit. Its existence asserts that every output of the range is
+// durable.
 type ShardResult struct {
 	Model    string
 	Epoch    uint64
@@ -152,13 +155,36 @@ type ShardResult struct {
 	// that were dead-lettered; Last is the position (Resume) of the last.
 	Messages, DeadLetters uint64
 	Last                  int64
-	// State is W_{e,s}.
+	// State is W_{e,s}, whole: Log.Shard applies the stored changes to
+	// its base.
 	State *learner.State
 	// Writer and Created are provenance: two results that differ only in
 	// them are the same.
 	Writer  string
 	Created time.Time
 }
+
+// Base is W_{e-1}, the state every result of epoch e was learned from,
+// with its digest (learner.State.Digest), computed once by NewBase. A
+// shard result is written as changes against it and read by applying
+// them to it, so neither is done without it; its digest must be the
+// result's BaseStateSHA256. Its state must not change while it is in
+// use, and it is only read: one Base serves any number of results and
+// goroutines.
+type Base struct {
+	state  *learner.State
+	digest [32]byte
+}
+
+// NewBase is st as the base of an epoch's results: the state is kept,
+// not copied, and its digest computed.
+func NewBase(st *learner.State) *Base {
+	return &Base{state: st, digest: st.Digest()}
+}
+
+// Digest is the digest of the base's state: the BaseStateSHA256 of the
+// results learned from it.
+func (b *Base) Digest() [32]byte { return b.digest }
 
 // Verify is nil when r was learned from boundary b, whose stored bytes
 // have the SHA-256 boundarySHA256: the same model and epoch, b's range of

@@ -6,6 +6,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
@@ -32,4 +33,18 @@ func newFixture(f storetest.Fixture) fixture {
 // backends.
 func eachBackend(t *testing.T, test func(t *testing.T, s fixture)) {
 	storetest.EachBackend(t, func(t *testing.T, f storetest.Fixture) { test(t, newFixture(f)) })
+}
+
+// baseState is W_{e-1} of model as boundary(t, model, e, …) names it:
+// storetest.Generation's state at e−1, of which the results of epoch e
+// (shardResult: the generation at e) learned a few more examples.
+func baseState(t testing.TB, model string, e uint64) *learner.State {
+	t.Helper()
+	return storetest.Generation(t, model, e-1).State
+}
+
+// baseOf is the base of b's results.
+func baseOf(t testing.TB, b *epochlog.Boundary) *epochlog.Base {
+	t.Helper()
+	return epochlog.NewBase(baseState(t, b.Model, b.Epoch))
 }

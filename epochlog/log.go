@@ -15,6 +15,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -104,21 +105,26 @@ type cutBody struct {
 
 // shardBody is the wire form of a ShardResult.
 type shardBody struct {
-	Kind            string                `msgpack:"kind"`
-	Model           string                `msgpack:"model"`
-	Epoch           uint64                `msgpack:"epoch"`
-	Shard           string                `msgpack:"shard"`
-	From            int64                 `msgpack:"from"`
-	To              int64                 `msgpack:"to"`
-	BoundarySHA256  []byte                `msgpack:"boundary_sha256"`
-	ConfigDigest    []byte                `msgpack:"config_digest"`
-	BaseStateSHA256 []byte                `msgpack:"base_state_sha256"`
-	Messages        uint64                `msgpack:"messages"`
-	DeadLetters     uint64                `msgpack:"dead_letters"`
-	Last            int64                 `msgpack:"last"`
-	State           snapshot.EncodedState `msgpack:"state"`
-	Writer          string                `msgpack:"writer"`
-	Created         string                `msgpack:"created"` // RFC 3339
+	Kind            string `msgpack:"kind"`
+	Model           string `msgpack:"model"`
+	Epoch           uint64 `msgpack:"epoch"`
+	Shard           string `msgpack:"shard"`
+	From            int64  `msgpack:"from"`
+	To              int64  `msgpack:"to"`
+	BoundarySHA256  []byte `msgpack:"boundary_sha256"`
+	ConfigDigest    []byte `msgpack:"config_digest"`
+	BaseStateSHA256 []byte `msgpack:"base_state_sha256"`
+	Messages        uint64 `msgpack:"messages"`
+	DeadLetters     uint64 `msgpack:"dead_letters"`
+	Last            int64  `msgpack:"last"`
+	// StateForm is formChanges when State leaves the per-weight vectors
+	// out and Changes holds them; absent, State is whole (as every
+	// result written before the changes form is).
+	StateForm string                `msgpack:"state_form,omitempty"`
+	State     snapshot.EncodedState `msgpack:"state"`
+	Changes   *stateChanges         `msgpack:"changes,omitempty"`
+	Writer    string                `msgpack:"writer"`
+	Created   string                `msgpack:"created"` // RFC 3339
 }
 
 // checkBoundary refuses a boundary that no reader would accept.
@@ -330,9 +336,9 @@ func (l *Log) readLog(ctx context.Context, key string) ([]byte, error) {
 	return data, nil
 }
 
-// checkShardResult refuses a result that no reader would accept, and
-// returns its key.
-func (l *Log) checkShardResult(r *ShardResult) (string, error) {
+// checkShardResult refuses a result that no reader would accept, or
+// that was not learned from base, and returns its key.
+func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 	if err := snapshot.CheckModel(r.Model); err != nil {
 		return "", err
 	}
@@ -351,16 +357,40 @@ func (l *Log) checkShardResult(r *ShardResult) (string, error) {
 		err = fmt.Errorf("%d dead letters among %d messages", r.DeadLetters, r.Messages)
 	case r.State == nil:
 		err = errors.New("no state")
+	case base == nil:
+		err = errors.New("no base state")
+	case base.digest != r.BaseStateSHA256:
+		err = fmt.Errorf("its base_state_sha256 is %x, the base state given has %x", r.BaseStateSHA256, base.digest)
 	default:
 		return key, nil
 	}
 	return "", fmt.Errorf("snapshot: the result of shard %s for epoch %d of model %s: %w", r.Shard, r.Epoch, r.Model, err)
 }
 
-// marshalShard encodes r, without its provenance when provenance is
-// false: the form two results are compared in.
-func marshalShard(r *ShardResult, provenance bool) ([]byte, error) {
-	st, err := snapshot.EncodeState(r.State)
+// marshalShard encodes r: as changes against base when that is the
+// smaller form, whole when it is not or base is nil; without its
+// provenance when provenance is false. Two results are compared whole and
+// without provenance.
+func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
+	var (
+		form    string
+		changes *stateChanges
+		st      snapshot.EncodedState
+		err     error
+	)
+	if base != nil {
+		var smaller bool
+		if changes, smaller = changesOf(r.State, base.state); smaller {
+			form = formChanges
+		} else {
+			changes = nil
+		}
+	}
+	if form == formChanges {
+		st, err = snapshot.EncodeStateLean(r.State)
+	} else {
+		st, err = snapshot.EncodeState(r.State)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +407,9 @@ func marshalShard(r *ShardResult, provenance bool) ([]byte, error) {
 		Messages:        r.Messages,
 		DeadLetters:     r.DeadLetters,
 		Last:            r.Last,
+		StateForm:       form,
 		State:           st,
+		Changes:         changes,
 	}
 	if provenance {
 		b.Writer, b.Created = r.Writer, r.Created.UTC().Format(time.RFC3339Nano)
@@ -390,21 +422,22 @@ func marshalShard(r *ShardResult, provenance bool) ([]byte, error) {
 }
 
 // unmarshalShard reads the result stored at key, which must be that of
-// shard for epoch e of model.
-func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*ShardResult, error) {
+// shard for epoch e of model, but for its state: the body it returns
+// holds that, for resolveState.
+func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*ShardResult, *shardBody, error) {
 	raw, err := openLog(key, kindShard, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var b shardBody
 	if err := msgpack.Unmarshal(raw, &b); err != nil {
-		return nil, damaged(key, "body: %v", err)
+		return nil, nil, damaged(key, "body: %v", err)
 	}
 	if b.Model != model || b.Epoch != e || b.Shard != shard {
-		return nil, damaged(key, "it holds the result of shard %s for epoch %d of model %s", b.Shard, b.Epoch, b.Model)
+		return nil, nil, damaged(key, "it holds the result of shard %s for epoch %d of model %s", b.Shard, b.Epoch, b.Model)
 	}
 	if b.From < 0 || b.To <= b.From {
-		return nil, damaged(key, "range from %d to %d", b.From, b.To)
+		return nil, nil, damaged(key, "range from %d to %d", b.From, b.To)
 	}
 	r := &ShardResult{
 		Model: b.Model, Epoch: b.Epoch, Shard: b.Shard, From: b.From, To: b.To,
@@ -420,16 +453,52 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 		{"base_state_sha256", b.BaseStateSHA256, &r.BaseStateSHA256},
 	} {
 		if *d.dst, err = digestArray(d.name, d.src); err != nil {
-			return nil, damaged(key, "%v", err)
+			return nil, nil, damaged(key, "%v", err)
 		}
 	}
 	if r.Created, err = time.Parse(time.RFC3339Nano, b.Created); err != nil {
-		return nil, damaged(key, "created: %v", err)
+		return nil, nil, damaged(key, "created: %v", err)
 	}
-	if r.State, err = b.State.State(); err != nil {
-		return nil, damaged(key, "state: %v", err)
+	switch {
+	case b.StateForm != "" && b.StateForm != formChanges:
+		return nil, nil, damaged(key, "state_form %q (this hyperplane reads %q, or none for a whole state)", b.StateForm, formChanges)
+	case b.StateForm == formChanges && b.Changes == nil:
+		return nil, nil, damaged(key, "state_form %q without changes", formChanges)
+	case b.StateForm == "" && b.Changes != nil:
+		return nil, nil, damaged(key, "changes without state_form %q", formChanges)
 	}
-	return r, nil
+	return r, &b, nil
+}
+
+// resolveState sets r.State to the state of b, the body of r stored at
+// key: b's whole state, or its changes applied to base. base must be
+// the state r was learned from: another is an error wrapping
+// ErrOtherHistory, naming the epoch, the shard and both digests.
+func resolveState(key string, r *ShardResult, b *shardBody, base *Base) error {
+	if base == nil {
+		return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d is read without its base state", key, r.Shard, r.Epoch)
+	}
+	if base.digest != r.BaseStateSHA256 {
+		return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d, written by %s, was learned from the base state %x, the base given has %x: %w",
+			key, r.Shard, r.Epoch, r.Writer, r.BaseStateSHA256, base.digest, ErrOtherHistory)
+	}
+	var err error
+	if b.StateForm != formChanges {
+		if r.State, err = b.State.State(); err != nil {
+			return damaged(key, "state: %v", err)
+		}
+		return nil
+	}
+	var vectors [3][]float64
+	for i, v := range b.Changes.vectors(&learner.State{}, base.state) {
+		if vectors[i], err = (*v.changes).apply(v.base); err != nil {
+			return damaged(key, "changes of %s: %v", v.name, err)
+		}
+	}
+	if r.State, err = b.State.StateWith(vectors[0], vectors[1], vectors[2]); err != nil {
+		return damaged(key, "state: %v", err)
+	}
+	return nil
 }
 
 // WriteShard records r as the result of shard r.Shard for epoch r.Epoch
@@ -442,16 +511,21 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 // state the loader would refuse, which wraps snapshot.ErrInvalidState) is refused
 // before the store is touched.
 //
+// base is W_{e-1}, the state r was learned from: its digest must be
+// r.BaseStateSHA256. r is stored as the coordinates whose bits differ
+// from it, with the rest of its state whole, or whole when that is
+// smaller (docs/scale-out.md, section 2.1).
+//
 // Only write r once every output of its range is durable: its existence
 // says so. On any other error the result may or may not exist: calling
 // again settles it.
-func (l *Log) WriteShard(ctx context.Context, r *ShardResult) (err error) {
+func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err error) {
 	defer l.hide(&err)
-	key, err := l.checkShardResult(r)
+	key, err := l.checkShardResult(r, base)
 	if err != nil {
 		return err
 	}
-	data, err := marshalShard(r, true)
+	data, err := marshalShard(r, base, true)
 	if err != nil {
 		return fmt.Errorf("epoch log %s: %w", key, err)
 	}
@@ -468,20 +542,31 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult) (err error) {
 			return fmt.Errorf("epoch log %s: %w", key, err)
 		}
 	}
-	had, err := l.Shard(ctx, r.Model, r.Epoch, r.Shard)
+	stored, err := l.readLog(ctx, key)
 	if err != nil {
 		return err
 	}
-	stored, err := marshalShard(had, false)
+	had, body, err := unmarshalShard(key, r.Model, r.Epoch, r.Shard, stored)
 	if err != nil {
-		return damaged(key, "%v", err)
+		return err
 	}
-	own, err := marshalShard(r, false)
-	if err != nil {
-		return fmt.Errorf("epoch log %s: %w", key, err)
-	}
-	if bytes.Equal(stored, own) {
-		return nil
+	// A result learned from another base differs in base_state_sha256,
+	// and its state cannot be read against this one.
+	if had.BaseStateSHA256 == r.BaseStateSHA256 {
+		if err := resolveState(key, had, body, base); err != nil {
+			return err
+		}
+		theirs, err := marshalShard(had, nil, false)
+		if err != nil {
+			return damaged(key, "%v", err)
+		}
+		own, err := marshalShard(r, nil, false)
+		if err != nil {
+			return fmt.Errorf("epoch log %s: %w", key, err)
+		}
+		if bytes.Equal(theirs, own) {
+			return nil
+		}
 	}
 	return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d, written by %s at %s, differs from this worker's in %s: %w",
 		key, r.Shard, r.Epoch, had.Writer, had.Created.Format(time.RFC3339), shardDifference(had, r), ErrOtherHistory)
@@ -505,10 +590,14 @@ func shardDifference(a, b *ShardResult) string {
 	return fmt.Sprintf("state (state_sha256 %s, this worker's %s)", a.State.StateSHA256(), b.State.StateSHA256())
 }
 
-// Shard reads the result of shard for epoch e of model. An absent one
-// gives an error wrapping snapshot.ErrNotFound, a damaged one an error wrapping
+// Shard reads the result of shard for epoch e of model, learned from
+// base (W_{e-1}): its stored changes are applied to base, and its State
+// is W_{e,s} whole. A result learned from another base (its
+// BaseStateSHA256 is not base's digest) gives an error wrapping
+// ErrOtherHistory that names both digests. An absent one gives an error
+// wrapping snapshot.ErrNotFound, a damaged one an error wrapping
 // ErrDamagedLog.
-func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string) (_ *ShardResult, err error) {
+func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string, base *Base) (_ *ShardResult, err error) {
 	defer l.hide(&err)
 	if err := snapshot.CheckModel(model); err != nil {
 		return nil, err
@@ -521,7 +610,14 @@ func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string) (
 	if err != nil {
 		return nil, err
 	}
-	return unmarshalShard(key, model, e, shard, data)
+	r, b, err := unmarshalShard(key, model, e, shard, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolveState(key, r, b, base); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // ShardExists reports whether the result of shard for epoch e of model

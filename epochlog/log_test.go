@@ -26,13 +26,13 @@ import (
 
 // boundary is a boundary of epoch e of model with three shards, one of
 // them empty, cut by writer.
-func boundary(model string, e uint64, writer string) *epochlog.Boundary {
+func boundary(t testing.TB, model string, e uint64, writer string) *epochlog.Boundary {
 	from, to := int64(100*(e-1)), int64(100*e)
 	return &epochlog.Boundary{
 		Model:           model,
 		Epoch:           e,
 		ConfigDigest:    storetest.Digest("history"),
-		BaseStateSHA256: storetest.Digest(fmt.Sprint("W", e-1)),
+		BaseStateSHA256: baseState(t, model, e).Digest(),
 		Shards: []epochlog.Range{
 			{Shard: "kafka:clicks/0", From: from, To: to},
 			{Shard: "kafka:clicks/2", From: from / 2, To: to / 2},
@@ -64,10 +64,10 @@ func shardResult(t testing.TB, b *epochlog.Boundary, sha [32]byte, shard, writer
 	}
 }
 
-// createBoundary stores boundary(model, e, "worker-a").
+// createBoundary stores boundary(t, model, e, "worker-a").
 func createBoundary(t testing.TB, s *epochlog.Log, model string, e uint64) (*epochlog.Boundary, [32]byte) {
 	t.Helper()
-	b, sha, err := s.CreateBoundary(context.Background(), boundary(model, e, "worker-a"))
+	b, sha, err := s.CreateBoundary(context.Background(), boundary(t, model, e, "worker-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestEpochLogKeys(t *testing.T) {
 func TestBoundaryRoundTrip(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
-		want := boundary("clicks", 3, "worker-a")
+		want := boundary(t, "clicks", 3, "worker-a")
 		stored, sha, err := s.CreateBoundary(ctx, want)
 		if err != nil {
 			t.Fatal(err)
@@ -139,7 +139,7 @@ func TestCreateBoundaryAdopts(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
 		first, sha := createBoundary(t, s.Log, "clicks", 2)
-		late := boundary("clicks", 2, "worker-b")
+		late := boundary(t, "clicks", 2, "worker-b")
 		late.Shards[0].To += 50
 		late.Cut.Reason = epochlog.CutInterval
 		got, gotSHA, err := s.another().CreateBoundary(ctx, late)
@@ -164,7 +164,7 @@ func TestCreateBoundaryOtherHistory(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
 				first, sha := createBoundary(t, s.Log, "clicks", 4)
-				other := boundary("clicks", 4, "worker-b")
+				other := boundary(t, "clicks", 4, "worker-b")
 				spoil(other)
 				got, _, err := s.CreateBoundary(ctx, other)
 				if !errors.Is(err, epochlog.ErrOtherHistory) || !epochlog.Fatal(err) || got != nil {
@@ -204,7 +204,7 @@ func TestCreateBoundaryRace(t *testing.T) {
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range workers {
-				b := boundary("clicks", e, fmt.Sprint("worker-", i))
+				b := boundary(t, "clicks", e, fmt.Sprint("worker-", i))
 				b.Shards[0].To += int64(i) // every worker cuts elsewhere
 				wg.Go(func() {
 					<-start
@@ -250,7 +250,7 @@ func TestCreateBoundaryRefuses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newFixture(storetest.Backends()[0].Open(t, "models"))
-			b := boundary("clicks", 2, "worker-a")
+			b := boundary(t, "clicks", 2, "worker-a")
 			spoil(b)
 			if _, _, err := s.CreateBoundary(context.Background(), b); err == nil {
 				t.Fatal("the boundary was created")
@@ -263,12 +263,12 @@ func TestCreateBoundaryRefuses(t *testing.T) {
 }
 
 func TestBoundaryFollows(t *testing.T) {
-	prev := boundary("clicks", 4, "worker-a")
-	good := boundary("clicks", 5, "worker-b")
+	prev := boundary(t, "clicks", 4, "worker-a")
+	good := boundary(t, "clicks", 5, "worker-b")
 	if err := good.Follows(prev); err != nil {
 		t.Fatal(err)
 	}
-	joined := boundary("clicks", 5, "worker-b")
+	joined := boundary(t, "clicks", 5, "worker-b")
 	joined.Shards = append(joined.Shards, epochlog.Range{Shard: "kafka:clicks/11", From: 0, To: 3})
 	if err := joined.Follows(prev); err != nil {
 		t.Fatalf("a shard that joins: %v", err)
@@ -281,7 +281,7 @@ func TestBoundaryFollows(t *testing.T) {
 		"gap":           func(b *epochlog.Boundary) { b.Shards[1].From++ },
 		"overlap":       func(b *epochlog.Boundary) { b.Shards[0].From-- },
 	} {
-		b := boundary("clicks", 5, "worker-b")
+		b := boundary(t, "clicks", 5, "worker-b")
 		spoil(b)
 		if err := b.Follows(prev); !errors.Is(err, epochlog.ErrDamagedLog) {
 			t.Errorf("%s: Follows: %v, want ErrDamagedLog", name, err)
@@ -297,10 +297,10 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if ok, err := s.ShardExists(ctx, "clicks", 3, want.Shard); ok || err != nil {
 			t.Fatalf("ShardExists before the write: %v, %v", ok, err)
 		}
-		if _, err := s.Shard(ctx, "clicks", 3, want.Shard); !errors.Is(err, snapshot.ErrNotFound) {
+		if _, err := s.Shard(ctx, "clicks", 3, want.Shard, baseOf(t, b)); !errors.Is(err, snapshot.ErrNotFound) {
 			t.Fatalf("Shard before the write: %v, want ErrNotFound", err)
 		}
-		if err := s.WriteShard(ctx, want); err != nil {
+		if err := s.WriteShard(ctx, want, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
@@ -310,30 +310,52 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if ok, err := s.ShardExists(ctx, "clicks", 3, want.Shard); !ok || err != nil {
 			t.Fatalf("ShardExists after the write: %v, %v", ok, err)
 		}
-		got, err := s.Shard(ctx, "clicks", 3, want.Shard)
+		got, err := s.Shard(ctx, "clicks", 3, want.Shard, baseOf(t, b))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("Shard: %v\n got %+v\nwant %+v", err, got, want)
 		}
 		if err := got.Verify(b, sha); err != nil {
 			t.Fatal(err)
 		}
-		// The state is the whole learned state, as a snapshot encodes it.
-		raw, _ := s.raw.ReadAll(ctx, key)
-		var env struct {
-			Body []byte `msgpack:"body"`
-		}
-		var body map[string]any
-		if err := msgpack.Unmarshal(raw, &env); err != nil {
-			t.Fatal(err)
-		}
-		if err := msgpack.Unmarshal(env.Body, &body); err != nil {
-			t.Fatal(err)
-		}
+		// The state is stored as the weights that changed from the base,
+		// with the rest of the state as a snapshot encodes it.
+		body := storedBody(t, s, key)
 		st := body["state"].(map[string]any)
-		if body["kind"] != "shard" || len(st["weights"].([]byte)) != 8*len(want.State.Weights) || st["config"] == nil {
+		if body["kind"] != "shard" || body["state_form"] != "changes" || st["weights"] != nil || st["config"] == nil || st["bias"] == nil {
 			t.Fatalf("body %v", body)
 		}
+		changes := body["changes"].(map[string]any)["weights"].(map[string]any)
+		base := baseState(t, "clicks", 3)
+		var changed int
+		for i, w := range want.State.Weights {
+			if math.Float64bits(w) != math.Float64bits(base.Weights[i]) {
+				changed++
+			}
+		}
+		if changed == 0 || len(changes["index"].([]byte)) != 4*changed || len(changes["value"].([]byte)) != 8*changed {
+			t.Fatalf("%d weights changed, the changes are %v", changed, changes)
+		}
 	})
+}
+
+// storedBody is the body of the log object at key, as a map.
+func storedBody(t *testing.T, s fixture, key string) map[string]any {
+	t.Helper()
+	raw, err := s.raw.ReadAll(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Body []byte `msgpack:"body"`
+	}
+	var body map[string]any
+	if err := msgpack.Unmarshal(raw, &env); err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(env.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
 
 // TestWriteShardSame: a second worker that learned the same range writes
@@ -344,14 +366,14 @@ func TestWriteShardSame(t *testing.T) {
 		ctx := context.Background()
 		b, sha := createBoundary(t, s.Log, "clicks", 3)
 		first := shardResult(t, b, sha, "kafka:clicks/0", "worker-a")
-		if err := s.WriteShard(ctx, first); err != nil {
+		if err := s.WriteShard(ctx, first, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, first.Shard)
 		before, _ := s.raw.ReadAll(ctx, key)
 		second := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
 		second.Created = second.Created.Add(time.Hour)
-		if err := s.another().WriteShard(ctx, second); err != nil {
+		if err := s.another().WriteShard(ctx, second, baseOf(t, b)); err != nil {
 			t.Fatalf("the same result from another worker: %v", err)
 		}
 		if after, _ := s.raw.ReadAll(ctx, key); !bytes.Equal(before, after) {
@@ -373,19 +395,25 @@ func TestWriteShardDiffers(t *testing.T) {
 		"last":           {func(r *epochlog.ShardResult) { r.Last-- }, "last"},
 		"boundary":       {func(r *epochlog.ShardResult) { r.BoundarySHA256 = storetest.Digest("another boundary") }, "boundary_sha256"},
 		"config":         {func(r *epochlog.ShardResult) { r.ConfigDigest = storetest.Digest("another history") }, "config_digest"},
-		"base state":     {func(r *epochlog.ShardResult) { r.BaseStateSHA256 = storetest.Digest("other bits") }, "base_state_sha256"},
-		"range":          {func(r *epochlog.ShardResult) { r.To++ }, "range"},
+		// Learned from another W_{e-1}: its writer has that base.
+		"base state": {nil, "base_state_sha256"},
+		"range":      {func(r *epochlog.ShardResult) { r.To++ }, "range"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
 				b, sha := createBoundary(t, s.Log, "clicks", 3)
-				if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
+				if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
 					t.Fatal(err)
 				}
-				other := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
-				tc.spoil(other)
-				err := s.WriteShard(ctx, other)
+				other, base := shardResult(t, b, sha, "kafka:clicks/0", "worker-b"), baseOf(t, b)
+				if tc.spoil != nil {
+					tc.spoil(other)
+				} else {
+					st := baseState(t, "clicks", 9)
+					other.BaseStateSHA256, base = st.Digest(), epochlog.NewBase(st)
+				}
+				err := s.WriteShard(ctx, other, base)
 				if !errors.Is(err, epochlog.ErrOtherHistory) || !epochlog.Fatal(err) {
 					t.Fatalf("WriteShard: %v, want a fatal ErrOtherHistory", err)
 				}
@@ -419,10 +447,10 @@ func TestWriteShardRefuses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newFixture(storetest.Backends()[0].Open(t, "models"))
-			b := boundary("clicks", 2, "worker-a")
+			b := boundary(t, "clicks", 2, "worker-a")
 			r := shardResult(t, b, storetest.Digest("B_2"), "kafka:clicks/0", "worker-a")
 			tc.spoil(r)
-			err := s.WriteShard(context.Background(), r)
+			err := s.WriteShard(context.Background(), r, baseOf(t, b))
 			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
 				t.Fatalf("WriteShard: %v, want an error (wrapping %v)", err, tc.is)
 			}
@@ -434,7 +462,7 @@ func TestWriteShardRefuses(t *testing.T) {
 }
 
 func TestShardResultVerify(t *testing.T) {
-	b := boundary("clicks", 5, "worker-a")
+	b := boundary(t, "clicks", 5, "worker-a")
 	sha := storetest.Digest("B_5")
 	if err := shardResult(t, b, sha, "kafka:clicks/2", "worker-a").Verify(b, sha); err != nil {
 		t.Fatal(err)
@@ -467,7 +495,7 @@ func TestDamagedLog(t *testing.T) {
 	setUp := func(t *testing.T, s fixture) (b1, b2, r2 []byte) {
 		createBoundary(t, s.Log, "clicks", 1)
 		b, sha := createBoundary(t, s.Log, "clicks", 2)
-		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
@@ -525,7 +553,10 @@ func TestDamagedLog(t *testing.T) {
 				read := func() error { _, _, err := s.Boundary(ctx, "clicks", 2); return err }
 				if c.shard {
 					key, _ = epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
-					read = func() error { _, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0"); return err }
+					read = func() error {
+						_, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0", epochlog.NewBase(baseState(t, "clicks", 2)))
+						return err
+					}
 				}
 				if err := s.raw.Delete(ctx, key); err != nil {
 					t.Fatal(err)
@@ -541,9 +572,9 @@ func TestDamagedLog(t *testing.T) {
 					t.Fatalf("the error does not name %s: %v", key, err)
 				}
 				// Whoever meets the damaged object while writing stops too.
-				bd, sha := boundary("clicks", 2, "worker-b"), storetest.Digest("B_2")
+				bd, sha := boundary(t, "clicks", 2, "worker-b"), storetest.Digest("B_2")
 				if c.shard {
-					err = s.WriteShard(ctx, shardResult(t, bd, sha, "kafka:clicks/0", "worker-b"))
+					err = s.WriteShard(ctx, shardResult(t, bd, sha, "kafka:clicks/0", "worker-b"), baseOf(t, bd))
 				} else {
 					_, _, err = s.CreateBoundary(ctx, bd)
 				}
@@ -574,8 +605,8 @@ func TestEpochs(t *testing.T) {
 			createBoundary(t, s.Log, "clicks", e)
 		}
 		// A result without its boundary lists too: the caller judges it.
-		b := boundary("clicks", 13, "worker-a")
-		if err := s.WriteShard(ctx, shardResult(t, b, storetest.Digest("B_13"), "kafka:clicks/0", "worker-a")); err != nil {
+		b := boundary(t, "clicks", 13, "worker-a")
+		if err := s.WriteShard(ctx, shardResult(t, b, storetest.Digest("B_13"), "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		// A probe a crash left behind, and a stray object.
@@ -608,7 +639,7 @@ func logFixture(t *testing.T, s fixture, gens []uint64, epochs []uint64) {
 	for _, e := range epochs {
 		b, sha := createBoundary(t, s.Log, "clicks", e)
 		for _, shard := range []string{"kafka:clicks/0", "kafka:clicks/2"} {
-			if err := s.WriteShard(context.Background(), shardResult(t, b, sha, shard, "worker-a")); err != nil {
+			if err := s.WriteShard(context.Background(), shardResult(t, b, sha, shard, "worker-a"), baseOf(t, b)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -704,7 +735,7 @@ func TestRetainDeletesTheLog(t *testing.T) {
 		}
 		// A new epoch, written after the generation, survives retention.
 		b, sha := createBoundary(t, s.Log, "clicks", 7)
-		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a")); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Retain(ctx, "clicks", 2); err != nil {

@@ -19,7 +19,7 @@ import (
 // of whose calls can succeed.
 var logOps = map[string]func(t *testing.T, ctx context.Context, l *epochlog.Log) error{
 	"CreateBoundary": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
-		_, _, err := l.CreateBoundary(ctx, boundary("clicks", 1, "worker-a"))
+		_, _, err := l.CreateBoundary(ctx, boundary(t, "clicks", 1, "worker-a"))
 		return err
 	},
 	"Boundary": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
@@ -27,11 +27,11 @@ var logOps = map[string]func(t *testing.T, ctx context.Context, l *epochlog.Log)
 		return err
 	},
 	"WriteShard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
-		b := boundary("clicks", 1, "worker-a")
-		return l.WriteShard(ctx, shardResult(t, b, storetest.Digest("boundary"), "kafka:clicks/0", "worker-a"))
+		b := boundary(t, "clicks", 1, "worker-a")
+		return l.WriteShard(ctx, shardResult(t, b, storetest.Digest("boundary"), "kafka:clicks/0", "worker-a"), baseOf(t, b))
 	},
 	"Shard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
-		_, err := l.Shard(ctx, "clicks", 1, "kafka:clicks/0")
+		_, err := l.Shard(ctx, "clicks", 1, "kafka:clicks/0", epochlog.NewBase(baseState(t, "clicks", 1)))
 		return err
 	},
 	"ShardExists": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {

@@ -295,6 +295,39 @@ func EncodeState(st *learner.State) (EncodedState, error) {
 // error names the field that is wrong.
 func (e *EncodedState) State() (*learner.State, error) { return e.b.state() }
 
+// EncodeStateLean is EncodeState with the vectors of one value per
+// weight (weights, sum_weights, variance) left out of the wire form, for
+// a reader that gets them elsewhere and gives them to StateWith: the
+// epoch log's shard results send only their changed coordinates. st is
+// checked whole, as EncodeState checks it.
+func EncodeStateLean(st *learner.State) (EncodedState, error) {
+	if err := st.Validate(); err != nil {
+		return EncodedState{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
+	}
+	lean := *st
+	lean.Weights, lean.SumWeights, lean.Variance = nil, nil, nil
+	return EncodedState{stateBodyOf(&lean)}, nil
+}
+
+// StateWith decodes a state that EncodeStateLean encoded, with its
+// weights, sum_weights and variance given (nil for a vector the state
+// has not), and checks it as State does. A wire form that holds one of
+// those vectors is refused.
+func (e *EncodedState) StateWith(weights, sumWeights, variance []float64) (*learner.State, error) {
+	if e.b.Weights != nil || e.b.SumWeights != nil || e.b.Variance != nil {
+		return nil, errors.New("the state holds weights, sum_weights or variance, which a lean state leaves out")
+	}
+	st, err := e.b.decode()
+	if err != nil {
+		return nil, err
+	}
+	st.Weights, st.SumWeights, st.Variance = weights, sumWeights, variance
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (e EncodedState) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.Encode(&e.b) }
 
@@ -311,6 +344,11 @@ func encodeState(st *learner.State) (stateBody, error) {
 	if err := st.Validate(); err != nil {
 		return stateBody{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
 	}
+	return stateBodyOf(st), nil
+}
+
+// stateBodyOf is the wire form of st, which the caller has checked.
+func stateBodyOf(st *learner.State) stateBody {
 	b := stateBody{
 		Config:         st.Config,
 		Examples:       st.Examples,
@@ -351,7 +389,7 @@ func encodeState(st *learner.State) (stateBody, error) {
 	for _, sv := range st.Support {
 		b.Support = append(b.Support, supportVector{Index: u32bytes(sv.Index), Value: f64bytes(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
 	}
-	return b, nil
+	return b
 }
 
 func encode(v any) ([]byte, error) {
@@ -438,6 +476,20 @@ func Unseal(data []byte) ([]byte, error) {
 // state decodes b and checks it as Restore does. The error names the
 // field that is wrong.
 func (b *stateBody) state() (*learner.State, error) {
+	st, err := b.decode()
+	if err != nil {
+		return nil, err
+	}
+	// The check Restore runs, and Marshal: every length and range against
+	// the configuration, every number finite.
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// decode decodes b without checking the state.
+func (b *stateBody) decode() (*learner.State, error) {
 	st := &learner.State{
 		Config:         b.Config,
 		Examples:       b.Examples,
@@ -501,11 +553,6 @@ func (b *stateBody) state() (*learner.State, error) {
 		}
 		v.Coef, v.Norm2 = sv.Coef, sv.Norm2
 		st.Support = append(st.Support, v)
-	}
-	// The check Restore runs, and Marshal: every length and range against
-	// the configuration, every number finite.
-	if err := st.Validate(); err != nil {
-		return nil, err
 	}
 	return st, nil
 }

@@ -1,0 +1,118 @@
+package epochlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// formChanges is the state_form of a shard result that holds its
+// per-weight vectors as changes against the epoch's base
+// (docs/scale-out.md, section 2.1). A result without state_form holds
+// its whole state.
+const formChanges = "changes"
+
+// vectorChanges is a vector of one value per weight as the coordinates
+// whose bits differ from the base's: index (bin of little-endian uint32,
+// strictly increasing) and value (bin of little-endian float64, the new
+// values, not differences: w + (w'−w) is not always w' in floating
+// point).
+type vectorChanges struct {
+	Index []byte `msgpack:"index"`
+	Value []byte `msgpack:"value"`
+}
+
+// stateChanges is a result's weights, sum_weights and variance as
+// changes against the base; a vector the state has not is absent.
+type stateChanges struct {
+	Weights    *vectorChanges `msgpack:"weights,omitempty"`
+	SumWeights *vectorChanges `msgpack:"sum_weights,omitempty"`
+	Variance   *vectorChanges `msgpack:"variance,omitempty"`
+}
+
+// changedVector is one of the vectors stateChanges holds, in a state,
+// the base and the wire form.
+type changedVector struct {
+	name        string
+	state, base []float64
+	changes     **vectorChanges
+}
+
+func (c *stateChanges) vectors(st, base *learner.State) []changedVector {
+	return []changedVector{
+		{"weights", st.Weights, base.Weights, &c.Weights},
+		{"sum_weights", st.SumWeights, base.SumWeights, &c.SumWeights},
+		{"variance", st.Variance, base.Variance, &c.Variance},
+	}
+}
+
+// changesOf is st's weights, sum_weights and variance as changes against
+// base, and whether they are the smaller form: false when the whole
+// vectors take fewer bytes (12 a changed coordinate against 8 a weight)
+// or a vector of st has not the base's length. The choice depends on
+// st and base only, so two writers of one result make the same.
+func changesOf(st, base *learner.State) (*stateChanges, bool) {
+	c := &stateChanges{}
+	var changed, whole int
+	for _, v := range c.vectors(st, base) {
+		if len(v.state) == 0 && len(v.base) == 0 {
+			continue
+		}
+		if len(v.state) != len(v.base) {
+			return nil, false
+		}
+		var n int
+		for i, w := range v.state {
+			if math.Float64bits(w) != math.Float64bits(v.base[i]) {
+				n++
+			}
+		}
+		vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
+		for i, w := range v.state {
+			if bits := math.Float64bits(w); bits != math.Float64bits(v.base[i]) {
+				vc.Index = binary.LittleEndian.AppendUint32(vc.Index, uint32(i))
+				vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
+			}
+		}
+		*v.changes = vc
+		changed += n
+		whole += len(v.state)
+	}
+	return c, 12*changed < 8*whole
+}
+
+// apply is the vector base with the changes c replacing its values, in a
+// new slice; nil when c is nil. It refuses changes that no writer makes:
+// lengths that disagree, an index out of order or beyond the base, a
+// value with the base's bits.
+func (c *vectorChanges) apply(base []float64) ([]float64, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if len(c.Index)%4 != 0 || len(c.Value)%8 != 0 || len(c.Index)/4 != len(c.Value)/8 {
+		return nil, fmt.Errorf("%d bytes of index and %d of value are not as many uint32 as float64", len(c.Index), len(c.Value))
+	}
+	if len(base) == 0 {
+		return nil, fmt.Errorf("the base has no such vector")
+	}
+	out := make([]float64, len(base))
+	copy(out, base)
+	prev := -1
+	for n := range len(c.Index) / 4 {
+		i := int(binary.LittleEndian.Uint32(c.Index[4*n:]))
+		bits := binary.LittleEndian.Uint64(c.Value[8*n:])
+		switch {
+		case i <= prev:
+			return nil, fmt.Errorf("index %d follows %d: the indices must increase", i, prev)
+		case i >= len(base):
+			return nil, fmt.Errorf("index %d is beyond the base's %d values", i, len(base))
+		case bits == math.Float64bits(base[i]):
+			return nil, fmt.Errorf("index %d: the value has the base's bits", i)
+		}
+		out[i] = math.Float64frombits(bits)
+		prev = i
+	}
+	return out, nil
+}
