@@ -728,27 +728,11 @@ func dampedSum(w0 []float64, vs [][]float64, a []float64) []float64 {
 // vs, m/(m/σ_0 + Σ_s max(0, m/σ_s − m/σ_0)), at most 1; 0 when m is 0.
 // An element on which every vector has v0's bits keeps them.
 func precisionSum(v0 []float64, vs [][]float64) []float64 {
-	out := make([]float64, len(v0))
-	for i := range out {
-		if sameAs(vs, i, v0[i]) {
-			out[i] = v0[i]
-			continue
-		}
-		m := v0[i]
-		for _, v := range vs {
-			m = math.Min(m, v[i])
-		}
-		if m == 0 {
-			continue // infinite precision
-		}
-		p0 := m / v0[i]
-		p := p0
-		for _, v := range vs {
-			p += math.Max(0, m/v[i]-p0)
-		}
-		out[i] = math.Min(1, m/p)
+	ones := make([]float64, len(vs))
+	for s := range ones {
+		ones[s] = 1
 	}
-	return out
+	return dampedPrecision(v0, vs, ones)
 }
 
 // sameAs reports whether element i of every vector has the bits of x.
