@@ -52,7 +52,13 @@ const barrierBenchHashBits = 18
 // is config.Default's (AROW) with 2^18 weights, the mixing weights and
 // rule config.Default's. Snapshots are off, so the store holds only the
 // epoch log: every epoch writes its boundary and one result R per
-// shard, and reads them back at the barrier.
+// shard, and reads them back at the barrier. epoch=defaults+snapshots
+// adds config.Default's snapshot settings: generations written every
+// snapshot.every labeled examples (or interval), kept as snapshot.keep
+// says, and epochs cut where a generation falls due (at most
+// snapshot.every shared among the shards), as a worker at the defaults
+// runs; it reports generations/op and the mean time to write one
+// (generation-ms) and to apply retention after it (retain-ms).
 //
 // One op is the whole stream, timed from the start of the epochs to the
 // mixed model of the epoch that includes every partition's end; the log
@@ -75,10 +81,12 @@ const barrierBenchHashBits = 18
 //   - put-R-ms/shard: the mean time to write one shard's result (encode
 //     and PUT), which the four shards' ranges do in parallel before the
 //     barrier; get-R-ms/shard: the mean time to read and decode one
-//     (inside the barrier); exists-ms/epoch and exists/epoch: the looks
-//     for results (before each range, and at the barrier), in time and
-//     number per epoch; boundary-ms/epoch: looking for the next boundary
-//     (GET, not found) and creating it (conditional PUT);
+//     (inside the barrier); exists-ms and exists/epoch: the barrier's
+//     looks for the results (HEAD), the mean time of one and how many an
+//     epoch takes (one a shard unless it polls); learn-exists-ms: the
+//     look for a shard's result before its range is learned, the four
+//     in parallel with the ranges; boundary-ms/epoch: looking for the
+//     next boundary (GET, not found) and creating it (conditional PUT);
 //   - epochs/s-store: 1000 / (barrier-ms + mix-ms + boundary-ms +
 //     put-R-ms), the same bound with the boundary and the results'
 //     writes counted (one write's time: they run in parallel).
@@ -90,19 +98,16 @@ func BenchmarkEpochBarrier(b *testing.B) {
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average, %d partitions", len(msgs), size, epochsBenchPartitions)
 	defaults := config.Default()
-	type epochSize struct {
-		name     string
-		examples int64
-		growth   int
+	sizes := []barrierEpochs{
+		{"E1000", 1000, 0, false},
+		{"E10000", 10000, 0, false},
+		{"E100000", 100000, 0, false},
+		{"defaults", int64(defaults.Model.Mixing.EpochExamples), defaults.Model.Mixing.Growth, false},
+		{"defaults+snapshots", int64(defaults.Model.Mixing.EpochExamples), defaults.Model.Mixing.Growth, true},
 	}
-	sizes := []epochSize{
-		{"E1000", 1000, 0},
-		{"E10000", 10000, 0},
-		{"E100000", 100000, 0},
-		{"defaults", int64(defaults.Model.Mixing.EpochExamples), defaults.Model.Mixing.Growth},
-	}
-	b.Logf("defaults: model.mixing.epoch_examples %d, growth %d, rule %s, weights %s",
-		defaults.Model.Mixing.EpochExamples, defaults.Model.Mixing.Growth, defaults.MixRule(), defaults.Model.Mixing.Weights)
+	b.Logf("defaults: model.mixing.epoch_examples %d, growth %d, rule %s, weights %s; snapshot.every %d, interval %s, keep %d",
+		defaults.Model.Mixing.EpochExamples, defaults.Model.Mixing.Growth, defaults.MixRule(), defaults.Model.Mixing.Weights,
+		defaults.Snapshot.Every, defaults.Snapshot.Interval, defaults.Snapshot.Keep)
 	for _, store := range []string{"memblob", "file", "s3", "minio"} {
 		for _, es := range sizes {
 			b.Run("store="+store+"/epoch="+es.name, func(b *testing.B) {
@@ -110,7 +115,7 @@ func BenchmarkEpochBarrier(b *testing.B) {
 				var st barrierStats
 				for range b.N {
 					b.StopTimer()
-					if err := benchBarrier(b, msgs, open, es.examples, es.growth, &st); err != nil {
+					if err := benchBarrier(b, msgs, open, es, &st); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -118,6 +123,16 @@ func BenchmarkEpochBarrier(b *testing.B) {
 			})
 		}
 	}
+}
+
+// barrierEpochs is an epoch size of BenchmarkEpochBarrier: the most
+// examples of a shard in an epoch, model.mixing.growth, and whether
+// generations are written as config.Default's snapshot settings say.
+type barrierEpochs struct {
+	name      string
+	examples  int64
+	growth    int
+	snapshots bool
 }
 
 // barrierStore returns how to open a new, empty store of the kind named
@@ -159,9 +174,9 @@ var errCovered = errors.New("the mixed model includes every partition's end")
 
 // benchBarrier is one op: a memory Log holding msgs twice, partitioned as
 // example i to partition i mod epochsBenchPartitions, learned in epochs
-// of epoch examples a shard (growth as model.mixing.growth) until the
-// mixed model includes the first copy, on a new store from open.
-func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.Store, error), epoch int64, growth int, st *barrierStats) error {
+// of size es until the mixed model includes the first copy, on a new
+// store from open.
+func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.Store, error), es barrierEpochs, st *barrierStats) error {
 	ctx := context.Background()
 	log := memory.NewLog("examples", epochsBenchPartitions)
 	parts := make([][][]byte, epochsBenchPartitions)
@@ -202,9 +217,9 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 		Log:           elog,
 		Writer:        "bench",
 		ConfigDigest:  sha256.Sum256([]byte("bench")),
-		EpochExamples: epoch,
+		EpochExamples: es.examples,
 		Interval:      defaults.Model.Mixing.Interval,
-		Growth:        growth,
+		Growth:        es.growth,
 		Weights:       defaults.Model.Mixing.Weights,
 		Rule:          defaults.MixRule(),
 		Start:         defaults.Source.Start,
@@ -219,6 +234,9 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 			histAtEnd.add(metrics)
 			return errCovered
 		},
+	}
+	if es.snapshots {
+		cfg.SnapshotEvery, cfg.SnapshotInterval, cfg.Keep = defaults.Snapshot.Every, defaults.Snapshot.Interval, defaults.Snapshot.Keep
 	}
 	st.start(b)
 	x = consumer.NewEpochs(cfg, model, 1, nil, nil, metrics, zap.NewNop())
@@ -244,6 +262,9 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 				return err
 			}
 			data, err := store.ReadObject(ctx, key)
+			if errors.Is(err, snapshot.ErrNotFound) && es.snapshots {
+				continue // retention deleted it once a generation held it
+			}
 			if err != nil {
 				return fmt.Errorf("epoch %d, shard %s: %w", e, shard, err)
 			}
@@ -285,11 +306,17 @@ func (s *barrierStats) report(b *testing.B) {
 	put := s.ops[opWriteShard].mean()
 	b.ReportMetric(put, "put-R-ms/shard")
 	b.ReportMetric(s.ops[opShard].mean(), "get-R-ms/shard")
-	b.ReportMetric(s.ops[opShardExists].ms()/epochs, "exists-ms/epoch")
+	b.ReportMetric(s.ops[opShardExists].mean(), "exists-ms")
 	b.ReportMetric(float64(s.ops[opShardExists].count)/epochs, "exists/epoch")
+	b.ReportMetric(s.ops[opLearnExists].mean(), "learn-exists-ms")
 	boundary := (s.ops[opBoundary].ms() + s.ops[opCreateBoundary].ms()) / epochs
 	b.ReportMetric(boundary, "boundary-ms/epoch")
 	b.ReportMetric(1000/(barrier+mix+boundary+put), "epochs/s-store")
+	if gens := s.ops[opWrite]; gens.count > 0 {
+		b.ReportMetric(float64(gens.count)/float64(b.N), "generations/op")
+		b.ReportMetric(gens.mean(), "generation-ms")
+		b.ReportMetric(s.ops[opRetain].mean(), "retain-ms")
+	}
 }
 
 // The epoch log's operations that timedLog times.
@@ -299,6 +326,9 @@ const (
 	opWriteShard
 	opShard
 	opShardExists
+	opLearnExists
+	opWrite
+	opRetain
 	opKinds
 )
 
@@ -331,8 +361,9 @@ func (l *logOps) add(o logOps) {
 // the store: the boundary's, and the shards' results'.
 type timedLog struct {
 	*epochlog.Log
-	mu  sync.Mutex
-	ops logOps
+	mu     sync.Mutex
+	ops    logOps
+	looked map[string]bool // the shards' results of an epoch looked for
 }
 
 func (l *timedLog) observe(op int, began time.Time) {
@@ -369,8 +400,32 @@ func (l *timedLog) Shard(ctx context.Context, model string, e uint64, shard stri
 	return l.Log.Shard(ctx, model, e, shard, base)
 }
 
+func (l *timedLog) Write(ctx context.Context, snap *snapshot.Snapshot) error {
+	defer l.observe(opWrite, time.Now())
+	return l.Log.Write(ctx, snap)
+}
+
+func (l *timedLog) Retain(ctx context.Context, model string, keep int) error {
+	defer l.observe(opRetain, time.Now())
+	return l.Log.Retain(ctx, model, keep)
+}
+
+// ShardExists is timed as opLearnExists the first time it is called for
+// a shard's result of an epoch (a range looks before it is learned), and
+// as opShardExists after (the barrier's looks).
 func (l *timedLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
-	defer l.observe(opShardExists, time.Now())
+	op := opShardExists
+	l.mu.Lock()
+	key := fmt.Sprintf("%d/%s", e, shard)
+	if !l.looked[key] {
+		if l.looked == nil {
+			l.looked = map[string]bool{}
+		}
+		l.looked[key] = true
+		op = opLearnExists
+	}
+	l.mu.Unlock()
+	defer l.observe(op, time.Now())
 	return l.Log.ShardExists(ctx, model, e, shard)
 }
 
