@@ -77,7 +77,8 @@ const barrierBenchHashBits = 18
 //     reads and decodes it (GET);
 //   - epochs/s-sustained: 1000 / (barrier-ms + mix-ms), the most epochs a
 //     second the store and the mix allow were learning free;
-//   - R-bytes: the mean size of a shard's result object in the store;
+//   - R-bytes: the mean size of a shard's result object in the store
+//     (of those retention left, with snapshots);
 //   - put-R-ms/shard: the mean time to write one shard's result (encode
 //     and PUT), which the four shards' ranges do in parallel before the
 //     barrier; get-R-ms/shard: the mean time to read and decode one
@@ -91,7 +92,8 @@ const barrierBenchHashBits = 18
 //     put-R-ms), the same bound with the boundary and the results'
 //     writes counted (one write's time: they run in parallel).
 //
-// Store operations and CPU times are summed over the op's epochs only.
+// The store's operations are counted over the op's epochs, the CPU
+// times (cpu-s/op, machine-cpu-s/op, as in BenchmarkEpochs) while timed.
 //
 //	cd e2e && go test -run XXX -bench BenchmarkEpochBarrier -benchtime 1x -count 3 -timeout 0 .
 func BenchmarkEpochBarrier(b *testing.B) {
