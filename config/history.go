@@ -52,9 +52,7 @@ func (c Config) LegacyMixing() Config {
 // under that one. None is c's own rule.
 func (c Config) WrittenMixings() []Config {
 	var out []Config
-	add := func(r learner.MixRule) {
-		w := c
-		w.Model.Mixing.Rule = r
+	add := func(w Config) {
 		if w.MixRule() == c.MixRule() {
 			return
 		}
@@ -65,9 +63,11 @@ func (c Config) WrittenMixings() []Config {
 		}
 		out = append(out, w)
 	}
-	add(learner.MixMean)
+	add(c.LegacyMixing())
 	if c.Model.Mixing.Rule == learner.MixAuto && c.Model.Learner.Algorithm == learner.AROW {
-		add(learner.MixDamped)
+		damped := c
+		damped.Model.Mixing.Rule = learner.MixDamped
+		add(damped)
 	}
 	return out
 }
