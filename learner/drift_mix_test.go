@@ -24,14 +24,8 @@ func TestMixRestartsAtADrift(t *testing.T) {
 			}
 			b := base.State()
 			shard := func(from, to int) *learner.State {
-				m, err := learner.Restore(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := from; i < to; i++ {
-					m.Learn(&xs[i])
-				}
-				return m.State()
+				s, _ := learnRange(t, b, xs[from:to])
+				return s
 			}
 			// Shards 0 and 2 cross the change and find it; shard 1
 			// learns the old concept only.

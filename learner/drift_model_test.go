@@ -286,14 +286,8 @@ func TestMixDetector(t *testing.T) {
 	// the first crosses the change, the second learns after it, and each
 	// finds a drift.
 	shard := func(from, to int) *learner.State {
-		m, err := learner.Restore(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := from; i < to; i++ {
-			m.Learn(&xs[i])
-		}
-		return m.State()
+		s, _ := learnRange(t, b, xs[from:to])
+		return s
 	}
 	s0, s1, s2 := shard(3000, 6000), shard(6000, 8000), shard(0, 0)
 	if s0.Detector.Drifts != 1 || s1.Detector.Drifts != 1 {
