@@ -15,23 +15,6 @@ import (
 // probabilities drawn from a few values, so that ties are many.
 func TestAUCSetIsExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	pairs := func(pos, neg []float64) float64 {
-		if len(pos) == 0 || len(neg) == 0 {
-			return 0
-		}
-		var wins float64
-		for _, p := range pos {
-			for _, q := range neg {
-				switch {
-				case p > q:
-					wins++
-				case p == q:
-					wins += 0.5
-				}
-			}
-		}
-		return wins / float64(len(pos)*len(neg))
-	}
 	var s aucSet
 	var allPos, allNeg []float64
 	for w, size := range []int{0, 1, 7, 300, 50, 1000} {
@@ -48,10 +31,10 @@ func TestAUCSetIsExact(t *testing.T) {
 		}
 		allPos, allNeg = append(allPos, pos...), append(allNeg, neg...)
 		window, overall := s.window()
-		if want := pairs(pos, neg); window != want {
+		if want := pairwiseAUC(pos, neg); window != want {
 			t.Errorf("window %d: AUC %v, want %v", w, window, want)
 		}
-		if want := pairs(allPos, allNeg); !closeTo(overall, want) {
+		if want := pairwiseAUC(allPos, allNeg); !closeTo(overall, want) {
 			t.Errorf("after window %d: AUC %v, want %v", w, overall, want)
 		}
 		if !slices.IsSorted(s.pos) || !slices.IsSorted(s.neg) || len(s.pos) != len(allPos) || len(s.neg) != len(allNeg) {
@@ -107,4 +90,25 @@ func BenchmarkFirstPassProbabilities(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/example")
 		})
 	}
+}
+
+// pairwiseAUC is the ROC AUC of probabilities pos (of positives) and neg
+// (of negatives) by its definition: the share of pairs a positive ranks
+// above, ties counting a half; 0 without both.
+func pairwiseAUC(pos, neg []float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
+		return 0
+	}
+	var wins float64
+	for _, p := range pos {
+		for _, q := range neg {
+			switch {
+			case p > q:
+				wins++
+			case p == q:
+				wins += 0.5
+			}
+		}
+	}
+	return wins / float64(len(pos)*len(neg))
 }

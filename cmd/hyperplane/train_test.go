@@ -188,17 +188,6 @@ func TestTrainPredictions(t *testing.T) {
 			neg = append(neg, p)
 		}
 	}
-	var wins float64
-	for _, p := range pos {
-		for _, q := range neg {
-			switch {
-			case p > q:
-				wins++
-			case p == q:
-				wins += 0.5
-			}
-		}
-	}
 	n := float64(len(pos) + len(neg))
 	if n != float64(res.Labeled) || res.AUC == nil {
 		t.Fatalf("%v labeled lines, train counts %d; auc %v", n, res.Labeled, res.AUC)
@@ -209,7 +198,7 @@ func TestTrainPredictions(t *testing.T) {
 	}{
 		{"log-loss", logLoss / n, res.LogLoss},
 		{"Brier score", brier / n, res.Brier},
-		{"ROC AUC", wins / float64(len(pos)*len(neg)), *res.AUC},
+		{"ROC AUC", pairwiseAUC(pos, neg), *res.AUC},
 	} {
 		if !closeTo(c.file, c.train) {
 			t.Errorf("%s: %v from the file, train reports %v", c.name, c.file, c.train)
