@@ -607,33 +607,20 @@ func TestCanonical(t *testing.T) {
 		t.Fatal("the digests differ by settings the perceptron does not read")
 	}
 	for _, c := range []struct {
-		name   string
-		mutate func(*learner.Config)
+		name           string
+		mutate, change func(*learner.Config)
 	}{
-		{"arow_r", func(c *learner.Config) { c.Algorithm, c.AROWR = learner.AROW, 3 }},
-		{"lambda", func(c *learner.Config) { c.Algorithm, c.Lambda = learner.Pegasos, 0.5 }},
-		{"tau", func(c *learner.Config) { c.Algorithm, c.Tau = learner.Margin, 3 }},
-		{"c", func(c *learner.Config) { c.Algorithm, c.C = learner.PA2, 3 }},
-		{"eta", func(c *learner.Config) { c.Eta = 0.5 }},
-		{"degree", func(c *learner.Config) { c.Algorithm, c.Degree = learner.Kernel, 3 }},
+		{"arow_r", func(c *learner.Config) { c.Algorithm, c.AROWR = learner.AROW, 3 }, func(c *learner.Config) { c.AROWR = 4 }},
+		{"lambda", func(c *learner.Config) { c.Algorithm, c.Lambda = learner.Pegasos, 0.5 }, func(c *learner.Config) { c.Lambda = 0.25 }},
+		{"tau", func(c *learner.Config) { c.Algorithm, c.Tau = learner.Margin, 3 }, func(c *learner.Config) { c.Tau = 4 }},
+		{"c", func(c *learner.Config) { c.Algorithm, c.C = learner.PA2, 3 }, func(c *learner.Config) { c.C = 4 }},
+		{"eta", func(c *learner.Config) { c.Eta = 0.5 }, func(c *learner.Config) { c.Eta = 0.25 }},
+		{"degree", func(c *learner.Config) { c.Algorithm, c.Degree = learner.Kernel, 3 }, func(c *learner.Config) { c.Degree = 4 }},
 	} {
 		base := perceptronConfig()
 		c.mutate(&base)
 		changed := base
-		switch c.name {
-		case "arow_r":
-			changed.AROWR = 4
-		case "lambda":
-			changed.Lambda = 0.25
-		case "tau":
-			changed.Tau = 4
-		case "c":
-			changed.C = 4
-		case "eta":
-			changed.Eta = 0.25
-		case "degree":
-			changed.Degree = 4
-		}
+		c.change(&changed)
 		if reflect.DeepEqual(base.Canonical(), changed.Canonical()) {
 			t.Errorf("%s: %s reads it, but the canonical form hides it", c.name, base.Algorithm)
 		}
