@@ -1,0 +1,560 @@
+package consumer
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// JoinConfig configures the join of labels that come later
+// (docs/labels.md).
+type JoinConfig struct {
+	// Window is how long, on the records' own times, an example waits for
+	// its label. It must be positive.
+	Window time.Duration
+	// Default, if HasDefault, is the label an example is learned with
+	// when its window closed without one; without it such an example is
+	// predicted and never learned.
+	Default    int
+	HasDefault bool
+	// MaxPending bounds the examples waiting for their labels: past it
+	// the worker stops reading examples until the tail learns some.
+	MaxPending int
+}
+
+// DefaultMaxPending is JoinConfig.MaxPending's default: about 160 MB of
+// waiting examples with ids of 20 bytes.
+const DefaultMaxPending = 2_000_000
+
+// LabelOutcome is what became of a label record (docs/labels.md,
+// section 2).
+type LabelOutcome uint8
+
+const (
+	// LabelJoined: the label is its example's.
+	LabelJoined LabelOutcome = iota
+	// LabelLate: the label came after its example's window closed.
+	LabelLate
+	// LabelUnknown: the label is related to no example.
+	LabelUnknown
+	// LabelDuplicate: the label's example had joined an earlier label.
+	LabelDuplicate
+	labelOutcomes
+)
+
+func (o LabelOutcome) String() string {
+	switch o {
+	case LabelJoined:
+		return "joined"
+	case LabelLate:
+		return "late"
+	case LabelUnknown:
+		return "unknown"
+	case LabelDuplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("LabelOutcome(%d)", uint8(o))
+}
+
+// Served is the prediction that was published for a delayed example: what
+// the model of that moment said, scored when its label joins.
+type Served struct {
+	Version     uint64
+	Probability float32 // P(+1) for a binary model, the predicted class's for a multiclass one
+	Predicted   int32
+}
+
+// Decided is a label record whose outcome is known: at once when it
+// joins or meets its example, later when it was held (a label before its
+// example, or one for an id not seen yet).
+type Decided struct {
+	Outcome LabelOutcome
+	ID      string
+	Label   int
+	// LabelOffset and LabelTime are the label record's position in its
+	// log and its time (Unix milliseconds).
+	LabelOffset int64
+	LabelTime   int64
+	// For a label that met its example (joined, late, duplicate): the
+	// example's offset and time, and what was served for it.
+	ExampleOffset int64
+	ExampleTime   int64
+	Served        Served
+}
+
+// JoinCounts are the join's outcomes so far.
+type JoinCounts struct {
+	Labels  [labelOutcomes]uint64
+	Marks   uint64
+	Expired uint64 // examples whose window closed without a label
+	// Served predictions scored when their labels joined: how many, how
+	// many were right, and the sum of their log-losses.
+	Served        uint64
+	ServedCorrect uint64
+	ServedLogLoss float64
+}
+
+// Join decides which label each delayed example is learned with, as a
+// function of the two logs alone (docs/labels.md, section 2): records are
+// given to it as they are read, examples in their log's order and labels
+// in theirs, in any interleaving of the two, and every interleaving
+// decides the same labels and the same outcomes.
+//
+// It holds no features: the examples are re-read from their log, and Join
+// says at each one whether it is decided (see Next). It is not safe for
+// concurrent use.
+type Join struct {
+	cfg    JoinConfig
+	window int64 // ω in milliseconds
+
+	// wE and wL are the examples' and labels' watermarks (Unix ms),
+	// math.MinInt64 before the first record.
+	wE, wL int64
+
+	// exs are the delayed examples read at the head, in their log's
+	// order: the pending ones from learn on, the decided ones before it
+	// kept until no label can meet them.
+	exs   fifo[joinExample]
+	learn int64 // sequence in exs of the next example to learn
+
+	held fifo[heldLabel]
+
+	counts JoinCounts
+	// outs collects the outcomes of the call in progress.
+	outs []Decided
+}
+
+type joinExample struct {
+	offset  int64
+	t, a    int64 // its time, and the examples' watermark at it
+	served  Served
+	label   int32
+	joined  bool
+	learned bool
+	tl      int64 // the joined label's time
+}
+
+type heldLabel struct {
+	offset   int64
+	t, b     int64 // its time, and the labels' watermark at it
+	label    int32
+	resolved bool
+}
+
+// NewJoin returns an empty join.
+func NewJoin(cfg JoinConfig) *Join {
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	return &Join{
+		cfg:    cfg,
+		window: cfg.Window.Milliseconds(),
+		wE:     math.MinInt64,
+		wL:     math.MinInt64,
+		exs:    newFIFO[joinExample](),
+		held:   newFIFO[heldLabel](),
+	}
+}
+
+// Millis is a record time as the join counts it: whole milliseconds since
+// the Unix epoch.
+func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// Counts returns the outcomes so far.
+func (j *Join) Counts() JoinCounts { return j.counts }
+
+// Pending is the number of examples waiting to be learned.
+func (j *Join) Pending() int { return int(j.exs.end() - j.learn) }
+
+// Full reports whether MaxPending examples wait: the head must stop
+// reading until the tail learns some.
+func (j *Join) Full() bool { return j.Pending() >= j.cfg.MaxPending }
+
+// LabelsAhead reports whether the labels' watermark is more than a window
+// past the examples': labels read now could only be held, so their reader
+// waits for the examples.
+func (j *Join) LabelsAhead() bool {
+	return j.wE != math.MinInt64 && j.wL != math.MinInt64 && j.wL > j.wE+j.window
+}
+
+// Example records an example read at the head, at offset in its log with
+// time t (ms). Every example advances the examples' watermark; a delayed
+// one (delayed: it has an id and no label) also waits for its label,
+// served being what was published for it. It returns the outcomes of held
+// labels that this decided; the slice is valid until the next call.
+func (j *Join) Example(offset, t int64, delayed bool, id string, served Served) []Decided {
+	j.outs = j.outs[:0]
+	j.wE = max(j.wE, t)
+	j.evictHeld()
+	if !delayed {
+		return j.outs
+	}
+	e := joinExample{offset: offset, t: t, a: j.wE, served: served}
+	seq := j.exs.push(id, e)
+	ep := j.exs.at(seq)
+	// The held labels with this id, in their log's order.
+	for _, s := range j.held.chain(id) {
+		l := j.held.at(s)
+		if l.resolved {
+			continue
+		}
+		out, ok := j.relate(ep, l.b, l.label, l.t)
+		if !ok {
+			continue
+		}
+		l.resolved = true
+		j.decide(out, id, l.label, l.offset, l.t, ep)
+	}
+	return j.outs
+}
+
+// Label records a label record read at offset in its log with time t
+// (ms): a label for id, or a mark (which only advances the watermark). It
+// returns the outcomes it decided: its own, unless it is held, and those
+// of held labels it made unknown. The slice is valid until the next call.
+func (j *Join) Label(offset, t int64, mark bool, id string, label int) []Decided {
+	j.outs = j.outs[:0]
+	j.wL = max(j.wL, t)
+	b := j.wL
+	j.forget()
+	if mark {
+		j.counts.Marks++
+		return j.outs
+	}
+	for _, s := range j.exs.chain(id) {
+		e := j.exs.at(s)
+		out, ok := j.relate(e, b, int32(label), t)
+		if !ok {
+			continue
+		}
+		j.decide(out, id, int32(label), offset, t, e)
+		return j.outs
+	}
+	j.held.push(id, heldLabel{offset: offset, t: t, b: b, label: int32(label)})
+	j.evictHeld()
+	return j.outs
+}
+
+// relate applies the rule of docs/labels.md section 2 to example e and a
+// label whose watermark is b: ok is false when they are not related or the
+// label is too late to be counted against e.
+func (j *Join) relate(e *joinExample, b int64, label int32, tl int64) (LabelOutcome, bool) {
+	w := j.window
+	switch {
+	case e.a > b+w:
+		return 0, false
+	case b <= e.t+w:
+		if e.joined {
+			return LabelDuplicate, true
+		}
+		e.joined, e.label, e.tl = true, label, tl
+		return LabelJoined, true
+	case b <= e.t+2*w:
+		return LabelLate, true
+	}
+	return 0, false
+}
+
+func (j *Join) decide(out LabelOutcome, id string, label int32, offset, t int64, e *joinExample) {
+	j.counts.Labels[out]++
+	d := Decided{Outcome: out, ID: id, Label: int(label), LabelOffset: offset, LabelTime: t}
+	if e != nil {
+		d.ExampleOffset, d.ExampleTime, d.Served = e.offset, e.t, e.served
+	}
+	j.outs = append(j.outs, d)
+}
+
+// evictHeld drops the held labels that no example read from now on can
+// meet (W_E > b + ω) as unknown, and the resolved ones at the front.
+func (j *Join) evictHeld() {
+	for j.held.len() > 0 {
+		s := j.held.first()
+		l := j.held.at(s)
+		if !l.resolved {
+			if j.wE <= l.b+j.window {
+				return
+			}
+			j.decide(LabelUnknown, j.held.key(s), l.label, l.offset, l.t, nil)
+		}
+		j.held.pop()
+	}
+}
+
+// forget drops the learned examples at the front that no label read from
+// now on can meet (W_L > t + 2ω).
+func (j *Join) forget() {
+	for j.exs.len() > 0 {
+		s := j.exs.first()
+		if s >= j.learn {
+			return
+		}
+		if e := j.exs.at(s); j.wL <= e.t+2*j.window {
+			return
+		}
+		j.exs.pop()
+	}
+}
+
+// Next says what the tail does with the delayed example it must learn
+// next: its offset, whether it waits for one (ok), and whether its join
+// is decided. Every example of the log before that offset that is not
+// delayed is learned as it is.
+func (j *Join) Next() (offset int64, decided, ok bool) {
+	if j.learn >= j.exs.end() {
+		return 0, false, false
+	}
+	e := j.exs.at(j.learn)
+	return e.offset, e.joined || j.wL > e.t+j.window, true
+}
+
+// Learned marks the next delayed example, which Next said is decided, as
+// learned, and returns its label: labeled is false when its window closed
+// without one and there is no default. delay is the joined label's time
+// minus the example's (ms), 0 without a join.
+func (j *Join) Learned() (label int, labeled bool, delay int64) {
+	ep := j.exs.at(j.learn)
+	ep.learned = true
+	e := *ep // forget may move it
+	j.learn++
+	j.forget()
+	switch {
+	case e.joined:
+		return int(e.label), true, e.tl - e.t
+	case j.cfg.HasDefault:
+		j.counts.Expired++
+		return j.cfg.Default, true, 0
+	}
+	j.counts.Expired++
+	return 0, false, 0
+}
+
+// Due is the record time (ms) at which the oldest pending example's window
+// closes, if one waits and the labels' watermark has not passed it: the
+// moment after which a mark may close it (docs/labels.md, section 5).
+func (j *Join) Due() (int64, bool) {
+	if j.learn >= j.exs.end() {
+		return 0, false
+	}
+	e := j.exs.at(j.learn)
+	if e.joined || j.wL > e.t+j.window {
+		return 0, false
+	}
+	return e.t + j.window, true
+}
+
+// Score records the served prediction of a label that joined: whether it
+// was right, and its log-loss (the probability it gave the label, floored
+// so that a confident mistake costs a finite loss). binary says how
+// Served.Probability reads.
+func (j *Join) Score(d *Decided, binary bool) (correct bool, logLoss float64) {
+	p := float64(d.Served.Probability)
+	correct = int(d.Served.Predicted) == d.Label
+	var q float64
+	switch {
+	case !binary && correct:
+		q = p
+	case !binary:
+		// The multiclass probability of the true class is not kept: the
+		// rest of the mass, shared out, bounds it.
+		q = 1 - p
+	case d.Label == 1:
+		q = p
+	default:
+		q = 1 - p
+	}
+	logLoss = -math.Log(max(q, minProbability))
+	j.counts.Served++
+	if correct {
+		j.counts.ServedCorrect++
+	}
+	j.counts.ServedLogLoss += logLoss
+	return correct, logLoss
+}
+
+// minProbability floors the probability a served prediction gave its
+// label in the log-loss: 1e-15, as scikit-learn's log_loss clips.
+const minProbability = 1e-15
+
+// fifo is a queue of values with string keys, addressed by sequence
+// numbers that stay valid while they are in it; values with the same key
+// are chained, so that every one of a key is found in the queue's order.
+type fifo[T any] struct {
+	items []T
+	keys  []string
+	prev  []int64 // the sequence of the previous value of the same key, -1 if none
+	base  int64   // the sequence of items[0]
+	head  int     // items[:head] are popped
+	last  map[string]int64
+	// scratch for chain
+	seqs []int64
+}
+
+func newFIFO[T any]() fifo[T] { return fifo[T]{last: map[string]int64{}} }
+
+func (f *fifo[T]) len() int     { return len(f.items) - f.head }
+func (f *fifo[T]) first() int64 { return f.base + int64(f.head) }
+func (f *fifo[T]) end() int64   { return f.base + int64(len(f.items)) }
+
+func (f *fifo[T]) at(seq int64) *T       { return &f.items[seq-f.base] }
+func (f *fifo[T]) key(seq int64) string { return f.keys[seq-f.base] }
+
+func (f *fifo[T]) push(key string, v T) int64 {
+	seq := f.end()
+	prev, ok := f.last[key]
+	if !ok {
+		prev = -1
+	}
+	f.items = append(f.items, v)
+	f.keys = append(f.keys, key)
+	f.prev = append(f.prev, prev)
+	f.last[key] = seq
+	return seq
+}
+
+func (f *fifo[T]) pop() {
+	seq := f.first()
+	k := f.keys[f.head]
+	if f.last[k] == seq {
+		delete(f.last, k)
+	}
+	var zero T
+	f.items[f.head] = zero
+	f.keys[f.head] = ""
+	f.head++
+	if f.head >= 1024 && f.head*2 >= len(f.items) {
+		n := copy(f.items, f.items[f.head:])
+		copy(f.keys, f.keys[f.head:])
+		copy(f.prev, f.prev[f.head:])
+		clear(f.items[n:])
+		clear(f.keys[n:])
+		f.items, f.keys, f.prev = f.items[:n], f.keys[:n], f.prev[:n]
+		f.base += int64(f.head)
+		f.head = 0
+	}
+}
+
+// chain returns the sequences of key's values, oldest first. The slice is
+// valid until the next call.
+func (f *fifo[T]) chain(key string) []int64 {
+	f.seqs = f.seqs[:0]
+	s, ok := f.last[key]
+	for ok && s >= f.first() {
+		f.seqs = append(f.seqs, s)
+		s = f.prev[s-f.base]
+		ok = s >= 0
+	}
+	for i, k := 0, len(f.seqs)-1; i < k; i, k = i+1, k-1 {
+		f.seqs[i], f.seqs[k] = f.seqs[k], f.seqs[i]
+	}
+	return f.seqs
+}
+
+// JoinState is a Join as a snapshot records it (docs/snapshot-format.md,
+// "join"), with the head: where the worker reads the examples on from.
+type JoinState struct {
+	// Head is the Resume of the last example read at the head.
+	Head     int64            `msgpack:"head"`
+	WE       int64            `msgpack:"examples_watermark"`
+	WL       int64            `msgpack:"labels_watermark"`
+	Examples []JoinedExample  `msgpack:"examples"`
+	Labels   []HeldLabelState `msgpack:"labels"`
+	Counts   JoinCountsState  `msgpack:"counts"`
+}
+
+// JoinedExample is a delayed example in a JoinState.
+type JoinedExample struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	ID          string
+	Offset      int64
+	T, A        int64
+	Version     uint64
+	Probability float32
+	Predicted   int32
+	Label       int32
+	Joined      bool
+	Learned     bool
+	LabelTime   int64
+}
+
+// HeldLabelState is a held label in a JoinState.
+type HeldLabelState struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	ID       string
+	Offset   int64
+	T, B     int64
+	Label    int32
+}
+
+// JoinCountsState are JoinCounts in a JoinState.
+type JoinCountsState struct {
+	Joined        uint64  `msgpack:"joined"`
+	Late          uint64  `msgpack:"late"`
+	Unknown       uint64  `msgpack:"unknown"`
+	Duplicate     uint64  `msgpack:"duplicate"`
+	Marks         uint64  `msgpack:"marks"`
+	Expired       uint64  `msgpack:"expired"`
+	Served        uint64  `msgpack:"served"`
+	ServedCorrect uint64  `msgpack:"served_correct"`
+	ServedLogLoss float64 `msgpack:"served_log_loss"`
+}
+
+// State returns a copy of j's state.
+func (j *Join) State(head int64) *JoinState {
+	c := j.counts
+	st := &JoinState{
+		Head: head, WE: j.wE, WL: j.wL,
+		Counts: JoinCountsState{
+			Joined: c.Labels[LabelJoined], Late: c.Labels[LabelLate], Unknown: c.Labels[LabelUnknown],
+			Duplicate: c.Labels[LabelDuplicate], Marks: c.Marks, Expired: c.Expired,
+			Served: c.Served, ServedCorrect: c.ServedCorrect, ServedLogLoss: c.ServedLogLoss,
+		},
+	}
+	st.Examples = make([]JoinedExample, 0, j.exs.len())
+	for s := j.exs.first(); s < j.exs.end(); s++ {
+		e := j.exs.at(s)
+		st.Examples = append(st.Examples, JoinedExample{
+			ID: j.exs.key(s), Offset: e.offset, T: e.t, A: e.a,
+			Version: e.served.Version, Probability: e.served.Probability, Predicted: e.served.Predicted,
+			Label: e.label, Joined: e.joined, Learned: e.learned, LabelTime: e.tl,
+		})
+	}
+	for s := j.held.first(); s < j.held.end(); s++ {
+		if l := j.held.at(s); !l.resolved {
+			st.Labels = append(st.Labels, HeldLabelState{ID: j.held.key(s), Offset: l.offset, T: l.t, B: l.b, Label: l.label})
+		}
+	}
+	return st
+}
+
+// RestoreJoin returns the join st recorded, under cfg.
+func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
+	j := NewJoin(cfg)
+	j.wE, j.wL = st.WE, st.WL
+	c := st.Counts
+	j.counts = JoinCounts{
+		Labels: [labelOutcomes]uint64{LabelJoined: c.Joined, LabelLate: c.Late, LabelUnknown: c.Unknown, LabelDuplicate: c.Duplicate},
+		Marks:  c.Marks, Expired: c.Expired, Served: c.Served, ServedCorrect: c.ServedCorrect, ServedLogLoss: c.ServedLogLoss,
+	}
+	learning := false
+	for i, e := range st.Examples {
+		if i > 0 && e.Offset <= st.Examples[i-1].Offset {
+			return nil, fmt.Errorf("join: example %d at offset %d follows offset %d: not in the log's order", i, e.Offset, st.Examples[i-1].Offset)
+		}
+		if e.Learned && learning {
+			return nil, fmt.Errorf("join: example %d at offset %d is learned after one that is not", i, e.Offset)
+		}
+		learning = learning || !e.Learned
+		seq := j.exs.push(e.ID, joinExample{
+			offset: e.Offset, t: e.T, a: e.A,
+			served: Served{Version: e.Version, Probability: e.Probability, Predicted: e.Predicted},
+			label:  e.Label, joined: e.Joined, learned: e.Learned, tl: e.LabelTime,
+		})
+		if e.Learned {
+			j.learn = seq + 1
+		}
+	}
+	for _, l := range st.Labels {
+		j.held.push(l.ID, heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
+	}
+	return j, nil
+}
