@@ -395,7 +395,7 @@ func (f *fifo[T]) len() int     { return len(f.items) - f.head }
 func (f *fifo[T]) first() int64 { return f.base + int64(f.head) }
 func (f *fifo[T]) end() int64   { return f.base + int64(len(f.items)) }
 
-func (f *fifo[T]) at(seq int64) *T       { return &f.items[seq-f.base] }
+func (f *fifo[T]) at(seq int64) *T      { return &f.items[seq-f.base] }
 func (f *fifo[T]) key(seq int64) string { return f.keys[seq-f.base] }
 
 func (f *fifo[T]) push(key string, v T) int64 {

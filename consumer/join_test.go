@@ -26,13 +26,13 @@ type labelRec struct {
 
 // joinRun feeds a join and learns what it decides, as the worker does.
 type joinRun struct {
-	t       *testing.T
-	j       *Join
-	ex      []exRec
-	next    int // the next example the tail learns, in ex
+	t    *testing.T
+	j    *Join
+	ex   []exRec
+	next int // the next example the tail learns, in ex
 	// headOffset is the offset after the last example the head read.
 	headOffset int64
-	learned []string
+	learned    []string
 	// outcomes by label offset
 	outcomes map[int64]LabelOutcome
 }
