@@ -31,6 +31,9 @@ type Config struct {
 	NATS  NATS  `yaml:"nats"`
 	// Source is where examples come from.
 	Source Source `yaml:"source"`
+	// Labels, when its kind is set, is where the labels of examples that
+	// come without one arrive, later (docs/labels.md).
+	Labels Labels `yaml:"labels"`
 	// Outputs are where events go.
 	Outputs Outputs `yaml:"outputs"`
 	// Snapshot is where and how often the model is made durable.
@@ -166,6 +169,45 @@ type Source struct {
 	Batch int `yaml:"batch" help:"most messages processed between two publishes of outputs"`
 }
 
+// Labels is the second input: labels that arrive after their examples'
+// predictions, on another topic, keyed by the example's id, and joined to
+// them by the rule of docs/labels.md. An empty Kind means none: examples
+// carry their labels.
+type Labels struct {
+	// Kind is kafka or jetstream; core NATS has no replay, and a join
+	// that cannot be replayed is not a function of the logs.
+	Kind Kind `yaml:"kind" help:"input of labels that come later: kafka or jetstream; empty: the examples carry their labels"`
+	// Topics is the Kafka topic of the labels (Kind kafka): one, with as
+	// many partitions as the source's, keyed by the examples' ids.
+	Topics []string `yaml:"topics" help:"Kafka topic of the labels, co-partitioned with the source"`
+	// Stream and Subject are the JetStream stream of the labels and the
+	// subject they are published on (Kind jetstream).
+	Stream  string `yaml:"stream" help:"JetStream stream of the labels"`
+	Subject string `yaml:"subject" help:"subject of the labels in labels.stream (the worker's marks go there too)"`
+	// Format is the labels' encoding: auto, jsonl or msgpack.
+	Format wire.Format `yaml:"format" help:"label encoding: auto, jsonl (JSON) or msgpack"`
+	// Window is how long an example waits for its label, on the records'
+	// own times.
+	Window time.Duration `yaml:"window" help:"how long an example waits for its label, on the records' own times (a duration: 10m)"`
+	// Default is the label an example is learned with when none came
+	// within the window, in any form a label takes; empty: such an
+	// example is predicted and not learned.
+	Default string `yaml:"default" help:"label of an example whose window closed without one (e.g. -1 for no click); empty: not learned"`
+	// MaxPending bounds the examples waiting for their labels: past it
+	// the worker stops reading examples until some are decided.
+	MaxPending int `yaml:"max_pending" help:"most examples waiting for their labels; past it the worker stops reading examples (back-pressure)"`
+}
+
+// Enabled reports whether labels come on an input of their own.
+func (l Labels) Enabled() bool { return l.Kind != "" }
+
+// Source is the labels' input as a source of its own, for the broker
+// adapters that open it.
+func (l Labels) Source(src Source) Source {
+	return Source{Kind: l.Kind, Topics: l.Topics, Stream: l.Stream, Subject: l.Subject, Start: wire.Start{Kind: wire.StartEarliest},
+		Format: l.Format, MaxBytes: src.MaxBytes, MaxFeatures: src.MaxFeatures, Batch: src.Batch}
+}
+
 // Outputs are where events go. A destination is "kafka:<topic>",
 // "jetstream:<subject>" or "nats:<subject>"; empty means none.
 type Outputs struct {
@@ -175,6 +217,9 @@ type Outputs struct {
 	// Drift receives an event for each change of concept the model's
 	// detector finds (model.drift).
 	Drift Destination `yaml:"drift" help:"destination of drift events: a change of concept the model's detector found (model.drift), after which the model starts afresh"`
+	// LateLabels receives each label that joined no example (late or
+	// unknown), with its reason (docs/labels.md).
+	LateLabels Destination `yaml:"late_labels" help:"destination of labels that joined no example (late, unknown), with the reason"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.
@@ -277,6 +322,7 @@ func Default() Config {
 			MaxFeatures: wire.DefaultMaxFeatures,
 			Batch:       1024, // consumer.DefaultBatch (cmd tests that they agree)
 		},
+		Labels:   Labels{Format: wire.FormatAuto, Window: 10 * time.Minute, MaxPending: 2_000_000},
 		Outputs:  Outputs{Publish: wire.PublishAll, Format: wire.EncodingJSON},
 		Snapshot: Snapshot{Every: 100000, Interval: 60 * time.Second, Keep: 10},
 		Shutdown: Shutdown{Timeout: 25 * time.Second}, // consumer.DefaultShutdownTimeout (cmd tests that they agree)

@@ -126,5 +126,6 @@ func (o Outputs) Destinations() []OutputDestination {
 		{"outputs.misclassifications", o.Misclassifications},
 		{"outputs.dead_letter", o.DeadLetter},
 		{"outputs.drift", o.Drift},
+		{"outputs.late_labels", o.LateLabels},
 	}
 }

@@ -39,6 +39,7 @@ func (c Config) Validate() error {
 		c.validateModel,
 		c.validateSource,
 		c.validateOutputs,
+		c.validateLabels,
 		c.validateKafka,
 		c.validateNATS,
 		c.validateSnapshot,
@@ -606,4 +607,93 @@ func (c Config) OwnedPartitions(host string) ([]int, error) {
 		}
 	}
 	return owned, nil
+}
+
+func (c Config) validateLabels() error {
+	l := c.Labels
+	switch l.Kind {
+	case "":
+		return nil
+	case KindKafka:
+		if c.Source.Kind != KindKafka {
+			return fieldErr("labels.kind", "kafka needs a kafka source: the labels are joined partition by partition with source.topics (source.kind is %s)", c.Source.Kind)
+		}
+		if len(l.Topics) != 1 {
+			return fieldErr("labels.topics", "one topic, co-partitioned with source.topics, got %d", len(l.Topics))
+		}
+		if err := checkTopic(l.Topics[0]); err != nil {
+			return fieldErr("labels.topics", "%v", err)
+		}
+		if len(c.Source.Topics) != 1 {
+			return fieldErr("source.topics", "with labels, one topic, co-partitioned with labels.topics, got %d", len(c.Source.Topics))
+		}
+		if l.Topics[0] == c.Source.Topics[0] {
+			return fieldErr("labels.topics", "%q is source.topics: the labels need a topic of their own", l.Topics[0])
+		}
+	case KindJetStream:
+		if c.Source.Kind != KindJetStream {
+			return fieldErr("labels.kind", "jetstream needs a jetstream source (source.kind is %s)", c.Source.Kind)
+		}
+		if l.Stream == "" {
+			return fieldErr("labels.stream", "required when labels.kind is jetstream: the stream of the labels")
+		}
+		if strings.ContainsAny(l.Stream, " \t\r\n.*>/\\") {
+			return fieldErr("labels.stream", "%q is not a stream name (no spaces, '.', '*', '>', '/' or '\\')", l.Stream)
+		}
+		if l.Stream == c.Source.Stream {
+			return fieldErr("labels.stream", "%q is source.stream: the labels need a stream of their own", l.Stream)
+		}
+		if l.Subject == "" {
+			return fieldErr("labels.subject", "required when labels.kind is jetstream: the subject the labels, and the worker's marks, are published on")
+		}
+		if err := checkSubject(l.Subject, false); err != nil {
+			return fieldErr("labels.subject", "%v", err)
+		}
+	case KindNATS:
+		return fieldErr("labels.kind", "nats (core NATS) has no replay, and a join that cannot be replayed is not a function of the logs: use kafka or jetstream")
+	default:
+		return fieldErr("labels.kind", "%v", l.Kind.Validate())
+	}
+	if err := l.Format.Validate(); err != nil {
+		return fieldErr("labels.format", "%v", err)
+	}
+	if l.Window < time.Millisecond {
+		return fieldErr("labels.window", "must be at least 1ms, got %s", formatDuration(l.Window))
+	}
+	if l.Default != "" {
+		if _, err := c.DefaultLabel(); err != nil {
+			return fieldErr("labels.default", "%v", err)
+		}
+	}
+	if l.MaxPending < 1 {
+		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
+	}
+	if c.Model.Scope == ScopePartition {
+		return fieldErr("labels.kind", "labels are not joined in partition scope yet (model.scope is partition): use model.scope global")
+	}
+	return nil
+}
+
+// DefaultLabel is labels.default as the model's label: a name of its
+// classes, a number as an example's label is written (1, -1 or 0; a class
+// index), or true or false. It is an error for an empty default.
+func (c Config) DefaultLabel() (int, error) {
+	text := c.Labels.Default
+	labels := c.Model.Learner.Labels()
+	if label, ok := labels.ParseName([]byte(text)); ok {
+		return label, nil
+	}
+	if v, err := strconv.ParseFloat(text, 64); err == nil {
+		if label, ok := labels.ParseNumber(v); ok {
+			return label, nil
+		}
+		return 0, errors.New(labels.NumberProblem(v, text))
+	}
+	if v, err := strconv.ParseBool(text); err == nil {
+		if label, ok := labels.ParseBool(v); ok {
+			return label, nil
+		}
+		return 0, errors.New(labels.BoolProblem(v))
+	}
+	return 0, errors.New(labels.NameProblem(strconv.Quote(text)))
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // JoinConfig configures the join of labels that come later
@@ -453,7 +455,9 @@ func (f *fifo[T]) chain(key string) []int64 {
 // "join"), with the head: where the worker reads the examples on from.
 type JoinState struct {
 	// Head is the Resume of the last example read at the head.
-	Head     int64            `msgpack:"head"`
+	Head int64 `msgpack:"head"`
+	// Source is the examples' source key.
+	Source   string           `msgpack:"source"`
 	WE       int64            `msgpack:"examples_watermark"`
 	WL       int64            `msgpack:"labels_watermark"`
 	Examples []JoinedExample  `msgpack:"examples"`
@@ -496,6 +500,28 @@ type JoinCountsState struct {
 	Served        uint64  `msgpack:"served"`
 	ServedCorrect uint64  `msgpack:"served_correct"`
 	ServedLogLoss float64 `msgpack:"served_log_loss"`
+}
+
+// encode is st as a msgpack value; nil for a nil st.
+func (st *JoinState) encode() ([]byte, error) {
+	if st == nil {
+		return nil, nil
+	}
+	b, err := msgpack.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode the join's state: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeJoinState decodes the join's state a snapshot recorded
+// (snapshot.Snapshot.Join).
+func DecodeJoinState(b []byte) (*JoinState, error) {
+	var st JoinState
+	if err := msgpack.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("the join's state in the snapshot: %w", err)
+	}
+	return &st, nil
 }
 
 // State returns a copy of j's state.

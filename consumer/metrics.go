@@ -43,6 +43,9 @@ type Metrics struct {
 	ShardPosition        *prometheus.GaugeVec // global scope: how far a range has been learned
 	ShardProbability     ShardProbabilityGauges
 
+	// Join is the join of labels that come later.
+	Join JoinMetrics
+
 	// deadLetters are DeadLetters' counters by reason, looked up once.
 	deadLetters [numReasons]prometheus.Counter
 }
@@ -151,6 +154,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shard"}),
 	}
 	m.Probability, m.ShardProbability = newProbabilityGauges()
+	m.Join = newJoinMetrics()
 	// Every reason is there from the start, at 0, so that a rate over it
 	// is defined before the first dead letter.
 	for r := range numReasons {
@@ -166,6 +170,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, g := range m.ShardProbability.all() {
 			reg.MustRegister(g)
 		}
+		reg.MustRegister(m.Join.all()...)
 	}
 	return m
 }

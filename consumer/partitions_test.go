@@ -107,8 +107,8 @@ func (r *partitionRig) newest(shard string) *snapshot.Snapshot {
 // the command's adapter does.
 type chainSnapshots struct{ *snapshot.Snapshotter }
 
-func (s chainSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error {
-	err := s.Snapshotter.Snapshot(ctx, st, positions)
+func (s chainSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
+	err := s.Snapshotter.Snapshot(ctx, st, positions, join)
 	if snapshot.Fatal(err) {
 		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
 	}

@@ -15,6 +15,9 @@ const (
 	// NotReadySnapshots: writing a snapshot fails; the source is not
 	// committed past the last snapshot written.
 	NotReadySnapshots = "snapshots"
+	// NotReadyJoin: labels.max_pending examples wait for their labels;
+	// the worker reads no more examples until some are learned.
+	NotReadyJoin = "join"
 )
 
 // readiness is the conjunction of independent reasons: the worker is

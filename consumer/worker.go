@@ -75,6 +75,10 @@ type WorkerConfig struct {
 	// interval bounds that cost on a fast stream.
 	Views        bool
 	ViewInterval time.Duration
+
+	// Labels, if set, joins labels that come later to the examples, which
+	// then come without them (docs/labels.md).
+	Labels *LabelsConfig
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
@@ -117,13 +121,16 @@ const deadLogEvery = time.Second
 type Snapshotter interface {
 	// Snapshot returns nil once st and positions are durable. An error
 	// wrapping ErrFatal stops the worker; any other is retried.
-	Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error
+	// join is the state of the join of labels that come later as a
+	// msgpack value (JoinState), nil without one.
+	Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error
 }
 
 // snapshotCopy is a copy of the model taken at a batch boundary.
 type snapshotCopy struct {
 	state     *learner.State
 	positions map[string]int64
+	join      *JoinState
 }
 
 // Worker runs one model over one source: for each message, in order, it
@@ -175,6 +182,11 @@ type Worker struct {
 
 	// view is the newest read-only copy of the model (cfg.Views).
 	view atomic.Pointer[learner.View]
+
+	// joined is the join of labels that come later (cfg.Labels); err
+	// is why it could not be restored, which Run returns.
+	joined    *joined
+	joinedErr error
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -214,6 +226,13 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	// compare against them before the first new example arrives.
 	metrics.restored(model.Metrics(), w.positions)
 	w.readiness.fail(NotReadySource, "not consuming yet")
+	if cfg.Labels != nil {
+		w.joined, w.joinedErr = newJoined(*cfg.Labels, model, cfg.Decoder, w.positions)
+		if w.joined != nil {
+			metrics.Join.restored(w.joined.join.Counts())
+			metrics.Join.Pending.Set(float64(w.joined.join.Pending()))
+		}
+	}
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
@@ -342,6 +361,9 @@ func (b *outBatch) seal() {
 // A clean shutdown returns nil. A fatal snapshot error (another worker
 // writing the model) stops it with that error.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.joinedErr != nil {
+		return w.joinedErr
+	}
 	queue := make(chan *outBatch, queueBatches)
 	pubDone := make(chan []*outBatch, 1)
 	snapDone := make(chan error, 1)
@@ -474,10 +496,14 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 		w.snapPending = nil
 		w.snapMu.Unlock()
 		if snap != nil {
+			join, err := snap.join.encode()
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrFatal, err)
+			}
 			// Every failure makes the worker not ready; one marked
 			// ErrFatal is final and not counted as a snapshot error.
-			err := retry.Do(ctx, &bo, func(ctx context.Context) error {
-				err := w.cfg.Snapshots.Snapshot(ctx, snap.state, snap.positions)
+			err = retry.Do(ctx, &bo, func(ctx context.Context) error {
+				err := w.cfg.Snapshots.Snapshot(ctx, snap.state, snap.positions, join)
 				if err == nil {
 					return nil
 				}
@@ -500,7 +526,7 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 			w.readiness.ok(NotReadySnapshots)
 			w.metrics.Snapshots.Inc()
 			w.metrics.LastSnapshot.SetToCurrentTime()
-			if err := w.src.Commit(ctx, snap.positions); err != nil && !errors.Is(err, context.Canceled) {
+			if err := w.commit(ctx, snap.positions); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
 		}
@@ -508,6 +534,14 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 			return nil
 		}
 	}
+}
+
+// commit tells the sources how far the model has got.
+func (w *Worker) commit(ctx context.Context, positions map[string]int64) error {
+	if w.joined != nil {
+		return w.joined.commit(ctx, w.src, positions)
+	}
+	return w.src.Commit(ctx, positions)
 }
 
 // handOver queues snap for writing, replacing an older one not yet begun.
@@ -543,7 +577,11 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 			return nil
 		}
 		lastLabeled, lastTime, dirty = labeled, time.Now(), false
-		return &snapshotCopy{state: w.model.State(), positions: maps.Clone(w.positions)}
+		snap := &snapshotCopy{state: w.model.State(), positions: maps.Clone(w.positions)}
+		if w.joined != nil {
+			snap.join = w.joined.state()
+		}
+		return snap
 	}
 	// send queues b; false means the shutdown limit passed first.
 	send := func(b *outBatch) bool {
@@ -582,6 +620,14 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	}
 	alarm := newAlarm(ctx)
 	defer alarm.stop()
+	if w.joined != nil {
+		rctx, stopReaders := context.WithCancel(ctx)
+		w.joined.start(rctx, w.src, w.cfg.Batch)
+		defer func() {
+			stopReaders()
+			w.joined.stop()
+		}()
+	}
 	for {
 		var due time.Time
 		if dirty && w.cfg.Snapshots != nil && w.cfg.SnapshotInterval > 0 {
@@ -592,13 +638,27 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 				due = d
 			}
 		}
+		if w.joined != nil {
+			if d := w.joined.markDue(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
+				due = d
+			}
+		}
 		if due.IsZero() {
 			alarm.clear()
 		} else {
 			alarm.set(time.Until(due))
 		}
 		fetchCtx := alarm.context()
-		msgs, err := w.src.Fetch(fetchCtx, w.cfg.Batch)
+		var msgs []Message
+		var labels bool
+		var err error
+		if w.joined != nil {
+			var f fetched
+			f, err = w.fetchJoined(fetchCtx)
+			msgs, labels = f.msgs, f.label
+		} else {
+			msgs, err = w.src.Fetch(fetchCtx, w.cfg.Batch)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				if snap := takeSnapshot(true); snap != nil {
@@ -610,6 +670,11 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 				// The alarm (or a spurious wake-up: then nothing is due).
 				if viewStale {
 					refreshView()
+				}
+				if w.joined != nil {
+					if mb := w.markBatch(); mb != nil && !send(mb) {
+						return unsent, nil
+					}
 				}
 				if snap := takeSnapshot(false); snap != nil && !sendSnapshot(snap) {
 					return unsent, nil
@@ -628,8 +693,26 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		b.messages = len(msgs)
 		start := w.model.Counts()
 		w.refreshLimits()
-		for i := range msgs {
-			line = w.process(&msgs[i], &x, b, line)
+		switch {
+		case w.joined == nil:
+			for i := range msgs {
+				line = w.process(&msgs[i], &x, b, line)
+			}
+		case labels:
+			for i := range msgs {
+				line = w.processLabel(&msgs[i], &x, b, line)
+			}
+		default:
+			for i := range msgs {
+				line = w.processHead(&msgs[i], &x, b, line)
+			}
+		}
+		if w.joined != nil {
+			if err := w.learnTail(ctx, &x, b); err != nil && ctx.Err() == nil {
+				return nil, err
+			}
+			w.writeMark(b)
+			w.metrics.Join.Pending.Set(float64(w.joined.join.Pending()))
 		}
 		b.seal()
 		end := w.model.Metrics()
@@ -938,7 +1021,7 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 		done := maps.Clone(w.published)
 		w.mu.Unlock()
 		if w.cfg.Snapshots == nil {
-			if err := w.src.Commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
+			if err := w.commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
 		}

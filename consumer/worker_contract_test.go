@@ -28,9 +28,10 @@ type snapshots struct {
 	fail      error
 	positions []map[string]int64
 	states    []*learner.State
+	joins     [][]byte
 }
 
-func (c *snapshots) Snapshot(_ context.Context, st *learner.State, positions map[string]int64) error {
+func (c *snapshots) Snapshot(_ context.Context, st *learner.State, positions map[string]int64, join []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
@@ -38,6 +39,7 @@ func (c *snapshots) Snapshot(_ context.Context, st *learner.State, positions map
 	}
 	c.positions = append(c.positions, maps.Clone(positions))
 	c.states = append(c.states, st)
+	c.joins = append(c.joins, join)
 	return nil
 }
 

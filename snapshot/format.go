@@ -69,6 +69,11 @@ type Snapshot struct {
 	// partition-scope model.
 	Scope string
 	Shard string
+
+	// Join is the state of the join of labels that come later
+	// (docs/labels.md, section 6), encoded by the worker that joins, as a
+	// msgpack value; nil without labels.
+	Join msgpack.RawMessage
 }
 
 // ErrCorrupt marks a snapshot that cannot be read: truncated, damaged or
@@ -114,6 +119,8 @@ type body struct {
 	BoundarySHA256 []byte  `msgpack:"boundary_sha256,omitempty"`
 	Scope          string  `msgpack:"scope,omitempty"`
 	Shard          string  `msgpack:"shard,omitempty"`
+
+	Join msgpack.RawMessage `msgpack:"join,omitempty"`
 }
 
 // stateBody is the wire form of a learner.State: the keys a snapshot body
@@ -245,6 +252,7 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		BoundarySHA256: digestBytes(s.BoundarySHA256),
 		Scope:          s.Scope,
 		Shard:          s.Shard,
+		Join:           s.Join,
 	}
 	raw, err := encode(&b)
 	if err != nil {
@@ -434,6 +442,7 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		Boundary:   b.Boundary,
 		Scope:      b.Scope,
 		Shard:      b.Shard,
+		Join:       b.Join,
 	}
 	if s.ConfigDigest, err = digestArray("config_digest", b.ConfigDigest, true); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)

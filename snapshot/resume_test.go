@@ -97,7 +97,7 @@ func TestResume(t *testing.T) {
 			}
 
 			// The snapshotter writes after every key, unreadable ones too.
-			if err := r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"kafka:examples/0": 1}); err != nil {
+			if err := r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"kafka:examples/0": 1}, nil); err != nil {
 				t.Fatal(err)
 			}
 			gens, err := store.Generations(ctx, "clicks")

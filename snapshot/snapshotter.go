@@ -35,8 +35,12 @@ func NewSnapshotter(store *Store, model, writer string, next uint64, keep int, l
 // nothing was written or deleted, so the store keeps its good
 // generations, but the model is broken and this one must stop too. After
 // any other error the same generation is tried again on the next call.
-func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error {
+//
+// join, if not nil, is the state of the join of labels that come later
+// as a msgpack value (Snapshot.Join).
+func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
 	s := &Snapshot{
+		Join:       join,
 		Model:      c.model,
 		Generation: c.next,
 		Created:    time.Now(),

@@ -455,11 +455,11 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 				c := snapshot.NewSnapshotter(s.Store, "clicks", "worker-a", 1, 2, zap.NewNop())
 				good := storetest.Generation(t, "clicks", 1).State
 				for range 3 {
-					if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 10}); err != nil {
+					if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 10}, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
-				err := c.Snapshot(ctx, tc.state, map[string]int64{"kafka:examples/0": 20})
+				err := c.Snapshot(ctx, tc.state, map[string]int64{"kafka:examples/0": 20}, nil)
 				if !errors.Is(err, snapshot.ErrInvalidState) || !strings.Contains(err.Error(), "state "+tc.field) {
 					t.Fatalf("Snapshot of the invalid state: %v, want ErrInvalidState naming %s", err, tc.field)
 				}
@@ -472,7 +472,7 @@ func TestSnapshotterRefusesAnInvalidState(t *testing.T) {
 				if latest, err := s.Latest(ctx, "clicks", nil); err != nil || latest.Generation != 3 {
 					t.Fatalf("Latest: %v, want generation 3", err)
 				}
-				if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 30}); err != nil {
+				if err := c.Snapshot(ctx, good, map[string]int64{"kafka:examples/0": 30}, nil); err != nil {
 					t.Fatal(err)
 				}
 				if gens, _ := s.Generations(ctx, "clicks"); !slices.Equal(gens, []uint64{3, 4}) {

@@ -39,6 +39,12 @@ type Misclassification struct {
 	Prediction
 	Mistakes uint64
 	Examples uint64
+	// Joined marks the misclassification of a prediction as served, found
+	// when its label came later (docs/labels.md): Version is the served
+	// model's, and LabelDelay the label's time minus the example's, in
+	// milliseconds ("label_delay_ms").
+	Joined     bool
+	LabelDelay int64
 }
 
 // DeadLetter is the event for a message that is not a valid example, or

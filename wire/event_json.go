@@ -112,6 +112,10 @@ func (m *Misclassification) AppendJSON(dst []byte, labels learner.Labels) []byte
 	dst = strconv.AppendUint(dst, m.Mistakes, 10)
 	dst = append(dst, `,"examples":`...)
 	dst = strconv.AppendUint(dst, m.Examples, 10)
+	if m.Joined {
+		dst = append(dst, `,"label_delay_ms":`...)
+		dst = strconv.AppendInt(dst, m.LabelDelay, 10)
+	}
 	return append(dst, '}')
 }
 

@@ -97,13 +97,21 @@ func (m *Misclassification) AppendMsgpack(dst []byte, labels learner.Labels) []b
 	if m.Outcome.Labeled {
 		n += 2
 	}
+	if m.Joined {
+		n++
+	}
 	dst = m.appendMsgpackFields(msgpackMap(dst, n), labels)
 	dst = msgpackStr(dst, "margin")
 	dst = msgpackFloat(dst, m.Outcome.Margin)
 	dst = msgpackStr(dst, "mistakes")
 	dst = msgpackUint(dst, m.Mistakes)
 	dst = msgpackStr(dst, "examples")
-	return msgpackUint(dst, m.Examples)
+	dst = msgpackUint(dst, m.Examples)
+	if m.Joined {
+		dst = msgpackStr(dst, "label_delay_ms")
+		dst = msgpackInt(dst, m.LabelDelay)
+	}
+	return dst
 }
 
 // AppendMsgpack appends the event as a msgpack map with the keys of

@@ -261,8 +261,8 @@ func (p *pipeline) close() {
 // for an error that stops it.
 type workerSnapshots struct{ *snapshot.Snapshotter }
 
-func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64) error {
-	err := s.Snapshotter.Snapshot(ctx, st, positions)
+func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
+	err := s.Snapshotter.Snapshot(ctx, st, positions, join)
 	if snapshot.Fatal(err) {
 		return fmt.Errorf("%w: %w", consumer.ErrFatal, err)
 	}

@@ -29,7 +29,8 @@ type Log struct {
 
 	mu         sync.Mutex
 	partitions [][][]byte
-	grew       chan struct{} // closed and replaced whenever a message is appended
+	times      map[int][]time.Time // by partition, when any message has a time of its own
+	grew       chan struct{}       // closed and replaced whenever a message is appended
 }
 
 // NewLog returns a log with the given number of partitions, whose source
@@ -52,7 +53,34 @@ func (l *Log) Append(p int, values ...[]byte) {
 	l.grew = make(chan struct{})
 }
 
-// messageTime is the Time of every message of a Log.
+// AppendAt adds value to partition p with time t, its record time (every
+// message Append adds has messageTime).
+func (l *Log) AppendAt(p int, t time.Time, value []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.times == nil {
+		l.times = map[int][]time.Time{}
+	}
+	ts := l.times[p]
+	for len(ts) < len(l.partitions[p]) {
+		ts = append(ts, messageTime)
+	}
+	l.partitions[p] = append(l.partitions[p], slices.Clone(value))
+	l.times[p] = append(ts, t)
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
+// time is the record time of message off of partition p. l.mu is held.
+func (l *Log) time(p int, off int64) time.Time {
+	if ts := l.times[p]; off < int64(len(ts)) {
+		return ts[off]
+	}
+	return messageTime
+}
+
+// messageTime is the Time of every message of a Log that AppendAt did
+// not add.
 var messageTime = time.Unix(0, 0)
 
 // Len is the number of messages in partition p.
@@ -212,7 +240,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 					Position: wire.Position{Source: s.log.Key(p), Offset: off},
 					Resume:   off + 1,
 					Value:    part[off],
-					Time:     messageTime,
+					Time:     s.log.time(p, off),
 				})
 				s.next[j]++
 			}

@@ -1,0 +1,511 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// LabelsConfig makes a Worker join labels that come later, on an input of
+// their own, to the examples it predicts (docs/labels.md). The worker's
+// source is then the head: it predicts every example as it comes, and
+// learns each one from the tail once its join is decided.
+type LabelsConfig struct {
+	Join JoinConfig
+	// Source reads the labels from the position the model's snapshot
+	// recorded for them (the labels' earliest record without one).
+	Source Source
+	// Tail reads the examples again from the model's position, to learn
+	// those whose join is decided.
+	Tail Source
+	// Format is the labels' encoding.
+	Format wire.Format
+	// Marks is the labels' topic or subject, where the worker appends a
+	// mark when a window must close on a quiet input; Writer names the
+	// worker in it.
+	Marks  Destination
+	Writer string
+	// LateLabels receives the labels that joined no example.
+	LateLabels Destination
+	// State is the join the model's snapshot recorded; nil for none.
+	State *JoinState
+}
+
+// markEvery is the least time between two marks, and how long after a
+// window closed by the worker's clock its mark is written
+// (docs/labels.md, section 5).
+const markEvery = time.Second
+
+// rollingServed is how many joined labels the rolling served measures
+// cover.
+const rollingServed = 1000
+
+// joined is a worker's side of the join: the two inputs read ahead by
+// goroutines of their own, the tail, and the join itself.
+type joined struct {
+	cfg  LabelsConfig
+	join *Join
+	dec  *wire.Decoder
+
+	// head is the Resume of the last example read at the head; tail that
+	// of the last one learned.
+	head, tail int64
+	// exSource is the examples' source key.
+	exSource string
+
+	examples, labels *reader
+	last             *fetched
+
+	tailBuf []Message
+	tailAt  int
+
+	lastMark time.Time
+	// rolling holds the last rollingServed scores: correct, log-loss.
+	rolling     [rollingServed]struct{ correct, loss float64 }
+	rollingNext int
+	rollingN    int
+	rollingSum  struct{ correct, loss float64 }
+
+	mu sync.Mutex
+	// keys are the source keys each input's messages carried, to split a
+	// commit between them.
+	labelKeys map[string]bool
+}
+
+// reader fetches batches from one source ahead of the worker, one at a
+// time: it fetches the next once the worker is done with the last.
+type reader struct {
+	src  Source
+	ch   chan fetched
+	ack  chan struct{}
+	done chan struct{}
+}
+
+type fetched struct {
+	msgs  []Message
+	err   error
+	from  *reader
+	label bool
+}
+
+func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions, positions map[string]int64) (*joined, error) {
+	if cfg.Source == nil || cfg.Tail == nil {
+		return nil, errors.New("labels: no labels' source, or no tail")
+	}
+	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}}
+	if cfg.State != nil {
+		var err error
+		if j.join, err = RestoreJoin(cfg.Join, cfg.State); err != nil {
+			return nil, err
+		}
+		j.head, j.exSource = cfg.State.Head, cfg.State.Source
+		j.tail = positions[j.exSource]
+	} else {
+		j.join = NewJoin(cfg.Join)
+	}
+	return j, nil
+}
+
+// start runs the readers of the two inputs until ctx is done; stop waits
+// for them.
+func (j *joined) start(ctx context.Context, src Source, batch int) {
+	j.examples = startReader(ctx, src, batch)
+	j.labels = startReader(ctx, j.cfg.Source, batch)
+}
+
+func (j *joined) stop() {
+	<-j.examples.done
+	<-j.labels.done
+}
+
+func startReader(ctx context.Context, src Source, batch int) *reader {
+	r := &reader{src: src, ch: make(chan fetched), ack: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			msgs, err := src.Fetch(ctx, batch)
+			if err != nil && ctx.Err() != nil {
+				return
+			}
+			select {
+			case r.ch <- fetched{msgs: msgs, err: err, from: r}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case <-r.ack:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// fetch returns the next batch of either input: of the examples unless the
+// join is full, of the labels unless they are more than a window ahead
+// (docs/labels.md, section 3). The batch before it is released.
+func (j *joined) fetch(ctx context.Context) (fetched, error) {
+	if j.last != nil {
+		j.last.from.ack <- struct{}{}
+		j.last = nil
+	}
+	exCh, lbCh := j.examples.ch, j.labels.ch
+	if j.join.Full() {
+		exCh = nil
+	}
+	if j.join.LabelsAhead() {
+		lbCh = nil
+	}
+	var f fetched
+	select {
+	case f = <-exCh:
+	case f = <-lbCh:
+		f.label = true
+	case <-ctx.Done():
+		return fetched{}, ctx.Err()
+	}
+	j.last = &f
+	if f.label {
+		j.mu.Lock()
+		for i := range f.msgs {
+			j.labelKeys[f.msgs[i].Position.Source] = true
+		}
+		j.mu.Unlock()
+	}
+	return f, f.err
+}
+
+// commit splits a commit between the two inputs.
+func (j *joined) commit(ctx context.Context, head Source, resume map[string]int64) error {
+	ex, lb := map[string]int64{}, map[string]int64{}
+	j.mu.Lock()
+	for k, v := range resume {
+		if j.labelKeys[k] {
+			lb[k] = v
+		} else {
+			ex[k] = v
+		}
+	}
+	j.mu.Unlock()
+	return errors.Join(head.Commit(ctx, ex), j.cfg.Source.Commit(ctx, lb))
+}
+
+// state is the join as a snapshot records it.
+func (j *joined) state() *JoinState {
+	st := j.join.State(j.head)
+	st.Source = j.exSource
+	return st
+}
+
+// markDue is when the worker should write a mark, by its clock; zero when
+// no window waits on one.
+func (j *joined) markDue() time.Time {
+	due, ok := j.join.Due()
+	if !ok {
+		return time.Time{}
+	}
+	at := time.UnixMilli(due).Add(markEvery)
+	if next := j.lastMark.Add(markEvery); next.After(at) {
+		at = next
+	}
+	return at
+}
+
+// processHead predicts the example of m, publishes its prediction, and
+// hands it to the join: the head's part of docs/labels.md section 4.
+func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
+	j := w.joined
+	j.head = m.Resume
+	j.exSource = m.Position.Source
+	t := Millis(m.Time)
+	meta, err := w.decode(m.Value, x)
+	key := m.Position.AppendEventID(scratch[:0])
+	if err != nil {
+		w.refuse(m, key, err, b)
+		w.joinOutcomes(j.join.Example(m.Position.Offset, t, false, "", Served{}), b)
+		return key
+	}
+	if s := w.streak; s.failed != 0 || !s.decoded {
+		w.decodedAgain(m)
+	}
+	version := w.model.Version()
+	o := learner.Outcome{Prediction: w.model.Predict(x)}
+	if x.Labeled {
+		o.Labeled = true
+		o.Correct = o.Label == x.Label
+		o.Margin = margin(&o.Prediction, x.Label, w.labels.Multiclass())
+	}
+	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+	dead := false
+	if w.cfg.Predictions.enabled() && (w.cfg.Publish == wire.PublishAll || (w.cfg.Publish == wire.PublishUnlabeled && !o.Labeled)) {
+		start := len(b.arena)
+		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, &ev, w.labels)
+		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
+			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
+			dead = true
+		}
+	}
+	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
+		mt := w.model.Counts()
+		mc := wire.Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
+		start := len(b.arena)
+		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
+		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
+			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
+		}
+	}
+	delayed := meta.HasID && !x.Labeled
+	var id string
+	if delayed {
+		id = string(meta.ID)
+	}
+	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
+	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, id, served), b)
+	return key
+}
+
+// margin is y·f(x) of a binary prediction, the label's score minus the
+// best other of a multiclass one.
+func margin(p *learner.Prediction, y int, multiclass bool) float64 {
+	if !multiclass {
+		return float64(y) * p.Score
+	}
+	best := math.Inf(-1)
+	for c, s := range p.Scores {
+		if c != y && s > best {
+			best = s
+		}
+	}
+	return p.Scores[y] - best
+}
+
+// processLabel hands the label record of m to the join and publishes what
+// it decided.
+func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
+	j := w.joined
+	b.resume[m.Position.Source] = m.Resume
+	key := m.Position.AppendEventID(scratch[:0])
+	t := Millis(m.Time)
+	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)
+	if err != nil {
+		w.metrics.DecodeErrors.Inc()
+		w.deadLetter(m, key, fmt.Errorf("label record: %w", err), reasonOf(j.cfg.Format, m.Value, err), b)
+		// A record of the labels' log all the same: its time counts.
+		w.joinOutcomes(j.join.Label(m.Position.Offset, t, true, "", 0), b)
+		return key
+	}
+	var id string
+	if !rec.Mark {
+		id = string(rec.ID)
+	}
+	w.joinOutcomes(j.join.Label(m.Position.Offset, t, rec.Mark, id, rec.Label), b)
+	return key
+}
+
+// joinOutcomes counts and publishes what the join decided: a joined
+// label scores its served prediction (and publishes its misclassification
+// if it was wrong), a late or unknown one goes to outputs.late_labels.
+func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
+	j := w.joined
+	jm := &w.metrics.Join
+	for i := range ds {
+		d := &ds[i]
+		jm.outcomes[d.Outcome].Inc()
+		switch d.Outcome {
+		case LabelJoined:
+			w.scoreServed(d, b)
+		case LabelLate, LabelUnknown:
+			if !j.cfg.LateLabels.enabled() {
+				continue
+			}
+			ll := wire.LateLabel{
+				Position: wire.Position{Source: w.labelSource(d), Offset: d.LabelOffset},
+				ID:       d.ID, Label: d.Label, Reason: d.Outcome.String(),
+			}
+			if d.Outcome == LabelLate {
+				ll.Example = &wire.Position{Source: j.exSource, Offset: d.ExampleOffset}
+			}
+			key := ll.Position.EventID()
+			start := len(b.arena)
+			b.arena = w.cfg.Encoding.AppendLateLabel(b.arena, &ll, w.labels)
+			b.add(j.cfg.LateLabels, []byte(key), start)
+		}
+	}
+}
+
+// labelSource is the source key of the labels' input: a held label's
+// record was read before, from the only labels' source there is.
+func (w *Worker) labelSource(*Decided) string {
+	w.joined.mu.Lock()
+	defer w.joined.mu.Unlock()
+	for k := range w.joined.labelKeys {
+		return k
+	}
+	return ""
+}
+
+// scoreServed scores the prediction that was served for the example a
+// label joined.
+func (w *Worker) scoreServed(d *Decided, b *outBatch) {
+	j := w.joined
+	jm := &w.metrics.Join
+	correct, loss := j.join.Score(d, !w.labels.Multiclass())
+	delay := d.LabelTime - d.ExampleTime
+	jm.Delay.Observe(float64(delay) / 1000)
+	jm.served(j.join.Counts())
+	r := &j.rolling[j.rollingNext]
+	j.rollingSum.correct -= r.correct
+	j.rollingSum.loss -= r.loss
+	r.correct, r.loss = 0, loss
+	if correct {
+		r.correct = 1
+	}
+	j.rollingSum.correct += r.correct
+	j.rollingSum.loss += r.loss
+	j.rollingNext = (j.rollingNext + 1) % rollingServed
+	j.rollingN = min(j.rollingN+1, rollingServed)
+	jm.RollingServedAccuracy.Set(j.rollingSum.correct / float64(j.rollingN))
+	jm.RollingServedLogLoss.Set(j.rollingSum.loss / float64(j.rollingN))
+	if correct || !w.cfg.Misclassifications.enabled() {
+		return
+	}
+	pos := wire.Position{Source: j.exSource, Offset: d.ExampleOffset}
+	o := learner.Outcome{Labeled: true}
+	o.Label, o.Probability = int(d.Served.Predicted), float64(d.Served.Probability)
+	mt := w.model.Counts()
+	mc := wire.Misclassification{
+		Prediction: wire.Prediction{Position: pos, Meta: wire.Meta{ID: []byte(d.ID), HasID: true}, Outcome: o,
+			Label: d.Label, Model: w.cfg.Model, Version: d.Served.Version},
+		Mistakes: mt.Mistakes, Examples: mt.Examples, Joined: true, LabelDelay: delay,
+	}
+	key := pos.AppendEventID(nil)
+	start := len(b.arena)
+	b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
+	b.add(w.cfg.Misclassifications, key, start)
+}
+
+// learnTail learns the examples from the tail on whose joins are decided,
+// no further than the head has read: the tail's part of docs/labels.md
+// section 4. It fetches from the tail only what the head has read, which
+// the broker holds, so it does not wait for new messages.
+func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch) error {
+	j := w.joined
+	for {
+		if j.tailAt >= len(j.tailBuf) {
+			if j.tail >= j.head {
+				return nil
+			}
+			msgs, err := j.cfg.Tail.Fetch(ctx, w.cfg.Batch)
+			if err != nil {
+				return fmt.Errorf("fetch the examples again (the join's tail): %w", err)
+			}
+			j.tailBuf, j.tailAt = msgs, 0
+			continue
+		}
+		m := &j.tailBuf[j.tailAt]
+		if m.Resume > j.head {
+			return nil
+		}
+		off, decided, ok := j.join.Next()
+		switch {
+		case ok && off == m.Position.Offset:
+			if !decided {
+				return nil
+			}
+			label, labeled, _ := j.join.Learned()
+			if _, err := w.decode(m.Value, x); err != nil {
+				return fmt.Errorf("the join's tail: example %s decoded at the head and not again: %w", m.Position.EventID(), err)
+			}
+			x.Labeled, x.Label = labeled, label
+			w.learnAt(m, x, b)
+		case ok && off < m.Position.Offset:
+			return fmt.Errorf("the join's tail: example at offset %d waits for its label, and the examples' log went on from offset %d", off, m.Position.Offset)
+		default:
+			meta, err := w.decode(m.Value, x)
+			if err == nil {
+				if meta.HasID && !x.Labeled {
+					return fmt.Errorf("the join's tail: example %s waits for a label the join does not know of", m.Position.EventID())
+				}
+				w.learnAt(m, x, b)
+			}
+		}
+		b.resume[m.Position.Source] = m.Resume
+		j.tail = m.Resume
+		j.tailAt++
+	}
+}
+
+// learnAt learns x, the example of m re-read at the tail.
+func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
+	version := w.model.Version()
+	o := w.model.Learn(x)
+	if o.Drift != nil {
+		key := m.Position.AppendEventID(nil)
+		ev := wire.Prediction{Position: m.Position, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+		w.drifted(m, key, &ev, b, false)
+	}
+}
+
+// writeMark appends a mark to the labels' input if a window waits on one
+// (docs/labels.md, section 5).
+func (w *Worker) writeMark(b *outBatch) bool {
+	j := w.joined
+	due := j.markDue()
+	if due.IsZero() || time.Now().Before(due) || !j.cfg.Marks.enabled() {
+		return false
+	}
+	j.lastMark = time.Now()
+	start := len(b.arena)
+	b.arena = wire.AppendMark(b.arena, j.cfg.Format, j.cfg.Writer)
+	b.add(j.cfg.Marks, []byte("mark/"+j.cfg.Writer), start)
+	w.metrics.Join.Marks.Inc()
+	w.log.Debug("mark written to the labels' input", zap.Time("window_closed", time.UnixMilli(due.Add(-markEvery).UnixMilli())))
+	return true
+}
+
+// markBatch is a batch without messages that carries a mark, nil when
+// none is due.
+func (w *Worker) markBatch() *outBatch {
+	b := w.batchPool.Get().(*outBatch)
+	b.reset()
+	b.messages, b.fetched = 0, time.Now()
+	if b.resume == nil {
+		b.resume = map[string]int64{}
+	}
+	if !w.writeMark(b) {
+		w.batchPool.Put(b)
+		return nil
+	}
+	b.seal()
+	return b
+}
+
+// fetchJoined is the next batch of either input, with the worker not
+// ready while the join is full.
+func (w *Worker) fetchJoined(ctx context.Context) (fetched, error) {
+	if j := w.joined.join; j.Full() {
+		w.readiness.fail(NotReadyJoin, fmt.Sprintf("%d examples wait for their labels (labels.max_pending); reading no more until some are learned", j.Pending()))
+	} else {
+		w.readiness.ok(NotReadyJoin)
+	}
+	return w.joined.fetch(ctx)
+}
+
+// JoinCounts are the outcomes of the join of labels that come later, as
+// of the last batch; zero without labels. Only safe to call once Run
+// returned.
+func (w *Worker) JoinCounts() JoinCounts {
+	if w.joined == nil {
+		return JoinCounts{}
+	}
+	return w.joined.join.Counts()
+}

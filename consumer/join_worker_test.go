@@ -1,0 +1,212 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+const joinWindow = 2 * time.Second
+
+// delayedLogs writes n generated examples without their labels to a log
+// of examples, one every 10 ms of record time from a fixed day, and
+// their labels to a log of labels in the order of their times: most
+// within the window, some after it, some twice, some never, a few for ids
+// no example has.
+func delayedLogs(n int) (ex, labels *memory.Log) {
+	ex, labels = memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	o := synth.DefaultOptions()
+	o.Vocab, o.Features = 500, 12
+	s := synth.New(o)
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type label struct {
+		t    time.Time
+		body []byte
+	}
+	var ls []label
+	w := joinWindow.Milliseconds()
+	for i := range n {
+		rec := s.Next()
+		y := rec.Label
+		rec.Labeled = false
+		t := base.Add(time.Duration(i) * 10 * time.Millisecond)
+		b := synth.AppendJSON(nil, rec)
+		ex.AppendAt(0, t, b[:len(b)-1])
+		at := func(ms int64) time.Time { return t.Add(time.Duration(ms) * time.Millisecond) }
+		body := func(id string, y int) []byte { return fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, y) }
+		id := strconv.FormatUint(rec.Seq, 10)
+		switch r := rng.IntN(20); {
+		case r < 14:
+			ls = append(ls, label{at(rng.Int64N(w)), body(id, y)})
+		case r < 16:
+			ls = append(ls, label{at(w + 100 + rng.Int64N(w)), body(id, y)})
+		case r < 17:
+			ls = append(ls, label{at(rng.Int64N(w)), body(id, y)}, label{at(rng.Int64N(w)), body(id, -y)})
+		case r < 18:
+			ls = append(ls, label{at(rng.Int64N(w)), body("x"+id, y)})
+		}
+	}
+	// In the order of their times, as a topic written as they come.
+	for i := 1; i < len(ls); i++ {
+		for k := i; k > 0 && ls[k].t.Before(ls[k-1].t); k-- {
+			ls[k], ls[k-1] = ls[k-1], ls[k]
+		}
+	}
+	for _, l := range ls {
+		labels.AppendAt(0, l.t, l.body)
+	}
+	return ex, labels
+}
+
+// markSink appends the marks a worker writes to the labels' log, with
+// the wall clock's time, as a broker would stamp them.
+type markSink struct{ log *memory.Log }
+
+func (s markSink) Publish(_ context.Context, batch []consumer.Output) error {
+	for _, o := range batch {
+		s.log.AppendAt(0, time.Now(), o.Value)
+	}
+	return nil
+}
+
+func (markSink) Close() error { return nil }
+
+// joinedRun is one worker's run over the two logs, resumed from store.
+type joinedRun struct {
+	t      *testing.T
+	ex     *memory.Log
+	labels *memory.Log
+	store  *snapshot.Store
+	sink   *memory.Sink
+}
+
+// run resumes the model from the store and learns until the tail has
+// learned every example, or until stopAt examples are learned; it stops
+// the worker (which writes a last snapshot) and returns it.
+func (r *joinedRun) run(stopAt int64) *consumer.Worker {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	log := zaptest.NewLogger(t)
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 14
+	res, err := snapshot.Resume(ctx, r.store, "joined", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *consumer.JoinState
+	head := map[string]int64{}
+	if res.Snapshot != nil && res.Snapshot.Join != nil {
+		if st, err = consumer.DecodeJoinState(res.Snapshot.Join); err != nil {
+			t.Fatal(err)
+		}
+		head[r.ex.Key(0)] = st.Head
+	} else if res.Positions != nil {
+		head[r.ex.Key(0)] = res.Positions[r.ex.Key(0)]
+	}
+	cfg := consumer.WorkerConfig{
+		Model:              "joined",
+		Predictions:        consumer.Destination{Sink: r.sink, Topic: "pred"},
+		Misclassifications: consumer.Destination{Sink: r.sink, Topic: "mis"},
+		Snapshots:          res.Snapshotter,
+		SnapshotEvery:      500,
+		Batch:              64,
+		Labels: &consumer.LabelsConfig{
+			Join:       consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+			Source:     memory.NewSource(r.labels, res.Positions),
+			Tail:       memory.NewSource(r.ex, res.Positions),
+			Format:     wire.FormatJSON,
+			Marks:      consumer.Destination{Sink: markSink{r.labels}, Topic: "marks"},
+			Writer:     "w",
+			LateLabels: consumer.Destination{Sink: r.sink, Topic: "late"},
+			State:      st,
+		},
+	}
+	metrics := consumer.NewMetrics(nil)
+	w := consumer.NewWorker(cfg, memory.NewSource(r.ex, head), res.Model, res.Positions, metrics, log)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	end := int64(r.ex.Len(0))
+	if stopAt <= 0 || stopAt > end {
+		stopAt = end
+	}
+	waitFor(t, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
+		return w.Positions()[r.ex.Key(0)] >= stopAt
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w
+}
+
+// dropNewest deletes the newest generation, as if the worker had been
+// killed before it wrote it.
+func (r *joinedRun) dropNewest() {
+	ctx := context.Background()
+	gens, err := r.store.Generations(ctx, "joined")
+	if err != nil || len(gens) < 2 {
+		r.t.Fatalf("generations %v: %v", gens, err)
+	}
+	if err := r.store.Delete(ctx, snapshot.Key(r.store.Prefix(), "joined", gens[len(gens)-1])); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func newJoinedRun(t *testing.T, n int) *joinedRun {
+	ex, labels := delayedLogs(n)
+	return &joinedRun{t: t, ex: ex, labels: labels, store: snapshot.NewStore(memblob.OpenBucket(nil), ""), sink: memory.NewSink()}
+}
+
+// TestJoinedWorkerIsAFunctionOfTheLogs: a worker that learns the two logs
+// without a stop, and one stopped three times and resumed from a
+// generation before its last (a kill), learn the same model and count the
+// same outcomes.
+func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
+	const n = 3000
+	whole := newJoinedRun(t, n)
+	w := whole.run(0)
+	want := w.Model().State().StateSHA256()
+	wantCounts := w.JoinCounts()
+	if wantCounts.Labels[consumer.LabelJoined] < n/2 || wantCounts.Labels[consumer.LabelLate] == 0 ||
+		wantCounts.Labels[consumer.LabelDuplicate] == 0 || wantCounts.Labels[consumer.LabelUnknown] == 0 || wantCounts.Expired == 0 {
+		t.Fatalf("the logs do not exercise every outcome: %+v", wantCounts)
+	}
+	if got := w.Model().Counts().Labeled; got != n {
+		t.Errorf("learned %d examples with a label, want all %d (joined or defaulted)", got, n)
+	}
+	if len(whole.sink.Outputs("pred")) < n {
+		t.Errorf("%d predictions published, want one for each of %d examples", len(whole.sink.Outputs("pred")), n)
+	}
+	if late := len(whole.sink.Outputs("late")); uint64(late) != wantCounts.Labels[consumer.LabelLate]+wantCounts.Labels[consumer.LabelUnknown] {
+		t.Errorf("%d late labels published, want %d", late, wantCounts.Labels[consumer.LabelLate]+wantCounts.Labels[consumer.LabelUnknown])
+	}
+
+	killed := newJoinedRun(t, n)
+	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+		killed.run(at)
+		killed.dropNewest()
+	}
+	w = killed.run(0)
+	if got := w.Model().State().StateSHA256(); got != want {
+		t.Errorf("state_sha256 after three kills %s, uninterrupted %s", got, want)
+	}
+	if got := w.JoinCounts(); got.Labels != wantCounts.Labels || got.Expired != wantCounts.Expired {
+		t.Errorf("outcomes after three kills %+v, uninterrupted %+v", got, wantCounts)
+	}
+}
