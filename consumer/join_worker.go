@@ -67,6 +67,14 @@ type joined struct {
 	tailBuf []Message
 	tailAt  int
 
+	// progress is head, tail and pending as of the last batch, for
+	// JoinProgress.
+	progress struct {
+		sync.Mutex
+		head, tail int64
+		pending    int
+	}
+
 	lastMark time.Time
 	// rolling holds the last rollingServed scores: correct, log-loss.
 	rolling     [rollingServed]struct{ correct, loss float64 }
@@ -508,4 +516,28 @@ func (w *Worker) JoinCounts() JoinCounts {
 		return JoinCounts{}
 	}
 	return w.joined.join.Counts()
+}
+
+// JoinProgress is how far the join of labels that come later has got, as
+// of the last batch: the Resume of the last example predicted (head) and
+// of the last learned (tail), and how many delayed examples wait between
+// them. ok is false without labels. It is safe to call while Run runs.
+func (w *Worker) JoinProgress() (head, tail int64, pending int, ok bool) {
+	if w.joined == nil {
+		return 0, 0, 0, false
+	}
+	p := &w.joined.progress
+	p.Lock()
+	defer p.Unlock()
+	return p.head, p.tail, p.pending, true
+}
+
+// observeJoin records the join's progress after a batch.
+func (w *Worker) observeJoin() {
+	j := w.joined
+	n := j.join.Pending()
+	w.metrics.Join.Pending.Set(float64(n))
+	j.progress.Lock()
+	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, n
+	j.progress.Unlock()
 }

@@ -712,7 +712,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 				return nil, err
 			}
 			w.writeMark(b)
-			w.metrics.Join.Pending.Set(float64(w.joined.join.Pending()))
+			w.observeJoin()
 		}
 		b.seal()
 		end := w.model.Metrics()

@@ -41,6 +41,10 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&brokers, "kafka-brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated (-to kafka:...)")
 	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
 	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
+	var labels genLabels
+	fs.TextVar(&labels.to, "labels-to", labels.to, "with -to: publish the examples without their labels, and each label to this `destination` (kafka:<topic> or jetstream:<subject>) later, as {\"id\":...,\"label\":...} (docs/labels.md)")
+	fs.DurationVar(&labels.delay, "label-delay", 10*time.Second, "with -labels-to: the mean time from an example to its label (exponentially distributed)")
+	fs.Float64Var(&labels.missing, "label-missing", 0, "with -labels-to: the fraction of examples never labeled")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
@@ -82,6 +86,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		}
 		s.Next()
 	}
+	if !labels.to.IsZero() && to.IsZero() {
+		return usagef("-labels-to: needs -to, where the examples go")
+	}
 	if !to.IsZero() || len(cfgArgs) > 0 {
 		cfg, err := genConfig(e, fs, cfgArgs, brokers, natsURL)
 		if err != nil {
@@ -97,7 +104,14 @@ func runGen(ctx context.Context, e *env, args []string) error {
 				return bytes.TrimSuffix(synth.AppendJSON(dst, r), []byte("\n"))
 			}
 		}
-		return publishGen(ctx, e, cfg, s, start, n, message, to, rate, o.StreamID(format))
+		if !labels.to.IsZero() {
+			if err := labels.validate(to); err != nil {
+				return err
+			}
+			labels.format = format
+			labels.seed = o.Seed
+		}
+		return publishGen(ctx, e, cfg, s, start, n, message, to, rate, o.StreamID(format), &labels)
 	}
 	w := bufio.NewWriterSize(e.stdout, 1<<20)
 	var buf []byte
@@ -257,7 +271,7 @@ func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string)
 // gen-<id>-<index>, id naming the stream's options, so the same stream
 // published twice is recognisably the same (and JetStream stores it once
 // within its duplicate window: gen counts what it stored and dropped).
-func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string) error {
+func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string, labels *genLabels) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 	b := newBrokers(cfg, "hyperplane gen", log)
 	defer b.close()
@@ -285,36 +299,34 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	if rate > 0 {
 		batchSize = max(1, min(batchSize, int(rate/10)))
 	}
+	if labels.enabled() {
+		if err := labels.open(b, to.Kind); err != nil {
+			return err
+		}
+	}
 	batch := make([]consumer.Output, 0, batchSize)
 	began := time.Now()
 	for i := 0; i < n; {
 		batch = batch[:0]
 		for ; i < n && len(batch) < batchSize; i++ {
+			rec := s.Next()
+			key := fmt.Sprintf("gen-%s-%d", id, first+i)
+			if labels.enabled() {
+				labels.hold(rec, key)
+			}
 			batch = append(batch, consumer.Output{
 				Topic: to.subject(first + i),
-				Key:   fmt.Sprintf("gen-%s-%d", id, first+i),
-				Value: message(nil, s.Next()),
+				Key:   key,
+				Value: message(nil, rec),
 			})
 		}
-		for attempt, left := 1, batch; ; attempt++ {
-			retry, err := send(ctx, left)
-			if err == nil {
-				break
+		if err := sendAll(ctx, log, send, batch, to, i); err != nil {
+			return err
+		}
+		if labels.enabled() {
+			if err := labels.sendDue(ctx, log, time.Now()); err != nil {
+				return err
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if attempt == genAttempts {
-				return fmt.Errorf("-to %s: %d examples published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
-					to, i-len(batch), attempt, err)
-			}
-			log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-			}
-			left = retry
 		}
 		if rate > 0 {
 			due := began.Add(time.Duration(float64(i) / rate * float64(time.Second)))
@@ -325,6 +337,12 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 			}
 		}
 	}
+	if labels.enabled() {
+		if err := labels.drain(ctx, log); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "gen: published %d labels to %s (%d examples left without one)\n", labels.sent, labels.to, labels.unlabeled)
+	}
 	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v", n, to, time.Since(began).Round(time.Millisecond))
 	if pub != nil {
 		fmt.Fprintf(e.stderr, ": %d stored, %d dropped as duplicates", pub.stored, pub.duplicates)
@@ -334,6 +352,31 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	}
 	fmt.Fprintln(e.stderr)
 	return nil
+}
+
+// sendAll publishes batch through send, trying again after a failure up
+// to genAttempts times. i counts the examples published with it.
+func sendAll(ctx context.Context, log *zap.Logger, send batchSender, batch []consumer.Output, to fmt.Stringer, i int) error {
+	for attempt, left := 1, batch; ; attempt++ {
+		retry, err := send(ctx, left)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == genAttempts {
+			return fmt.Errorf("-to %s: %d messages published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
+				to, i-len(batch), attempt, err)
+		}
+		log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+		left = retry
+	}
 }
 
 // genAckTimeout is how long gen waits for a JetStream acknowledgement

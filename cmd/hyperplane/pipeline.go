@@ -106,7 +106,11 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		p.partitionSubject = js.Filter(0)
 	}
 	if !epochs && p.shards == nil {
-		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), p.resumed.Positions); err != nil {
+		head, err := p.headPositions()
+		if err != nil {
+			return nil, err
+		}
+		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), head); err != nil {
 			return nil, err
 		}
 	}
@@ -164,7 +168,11 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 				// maps.
 				s.Subject = p.partitionSubject
 			}
-			src, err := p.brokers.source(ctx, s, cfg.KafkaGroup(), p.resumed.Positions)
+			head, err := p.headPositions()
+			if err != nil {
+				return nil, err
+			}
+			src, err := p.brokers.source(ctx, s, cfg.KafkaGroup(), head)
 			if err != nil {
 				return nil, err
 			}
@@ -178,9 +186,12 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 					reportLag(ctx, lr, metrics)
 				}()
 			}
-			return p.worker(src, metrics, log), nil
+			return p.worker(ctx, cfg, src, metrics, log, true)
 		},
 		Mixed: func(ctx context.Context, after *consumer.Worker) (*consumer.Epochs, error) {
+			if cfg.Labels.Enabled() {
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8)", max(p.shardCount, 2))
+			}
 			if after != nil {
 				if err := p.resumeAfter(ctx, cfg, after, log); err != nil {
 					return nil, err
@@ -225,9 +236,17 @@ func (p *pipeline) resumeAfter(ctx context.Context, cfg config.Config, after *co
 }
 
 // worker is a worker over p that reads src: p's source, or one wrapped
-// around it. metrics may be nil.
-func (p *pipeline) worker(src consumer.Source, metrics *consumer.Metrics, log *zap.Logger) *consumer.Worker {
-	return consumer.NewWorker(p.config, src, p.resumed.Model, p.resumed.Positions, metrics, log)
+// around it. metrics may be nil. With labels, it joins them to the
+// examples, writing marks to their input if marks is set.
+func (p *pipeline) worker(ctx context.Context, cfg config.Config, src consumer.Source, metrics *consumer.Metrics, log *zap.Logger, marks bool) (*consumer.Worker, error) {
+	wcfg := p.config
+	if cfg.Labels.Enabled() {
+		var err error
+		if wcfg.Labels, err = p.labels(ctx, cfg, marks); err != nil {
+			return nil, err
+		}
+	}
+	return consumer.NewWorker(wcfg, src, p.resumed.Model, p.resumed.Positions, metrics, log), nil
 }
 
 // waitLag waits for the lag reporter of the source of one stream, which

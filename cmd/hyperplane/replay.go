@@ -103,7 +103,10 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if lr, ok := p.source.(lagReporter); ok && end < 0 {
 		bounded.lag = lr
 	}
-	worker := p.worker(bounded, nil, log)
+	worker, err := p.worker(ctx, cfg, bounded, nil, log, false)
+	if err != nil {
+		return err
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -120,6 +123,12 @@ loop:
 			bar.end()
 			return fmt.Errorf("replay stopped: %w", err)
 		case <-bounded.done:
+			if cfg.Labels.Enabled() {
+				if err := waitJoined(ctx, worker, done); err != nil {
+					bar.end()
+					return err
+				}
+			}
 			break loop
 		case <-tick.C:
 			m := worker.Metrics()
@@ -140,6 +149,41 @@ loop:
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q}`+"\n",
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText)
 	return nil
+}
+
+// joinSettle is how long a replay with labels waits, once the head has
+// read the examples' range, for the tail to move again before it takes the
+// labels' log to close no more windows.
+const joinSettle = 2 * time.Second
+
+// waitJoined waits, once a replay has predicted its range of examples,
+// until the join has learned every one of them, or until the tail stays
+// where it is for joinSettle: the labels' log holds nothing that closes
+// the windows still open, and the live worker's model does not include
+// those examples either. done is the worker's Run.
+func waitJoined(ctx context.Context, w *consumer.Worker, done <-chan error) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last int64 = -1
+	since := time.Now()
+	for {
+		select {
+		case err := <-done:
+			return fmt.Errorf("replay stopped: %w", err)
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		head, tail, pending, _ := w.JoinProgress()
+		if pending == 0 && tail >= head {
+			return nil
+		}
+		if tail != last {
+			last, since = tail, time.Now()
+		} else if time.Since(since) >= joinSettle {
+			return nil
+		}
+	}
 }
 
 func positionsJSON(p map[string]int64) string {

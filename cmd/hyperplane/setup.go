@@ -193,6 +193,14 @@ func setupTargets(cfg config.Config) []setupTarget {
 	case config.KindNATS:
 		add("nats", cfg.Source.Subject, "", "source.subject")
 	}
+	switch cfg.Labels.Kind {
+	case config.KindKafka:
+		for _, t := range cfg.Labels.Topics {
+			add("kafka", t, "", "labels.topics")
+		}
+	case config.KindJetStream:
+		add("stream", cfg.Labels.Stream, cfg.Labels.Subject, "labels.stream")
+	}
 	for _, d := range cfg.Outputs.Destinations() {
 		if !d.Dest.IsZero() {
 			add(string(d.Dest.Kind), d.Dest.Topic, "", d.Key)

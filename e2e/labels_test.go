@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// labelWindow is the tests' labels.window.
+const labelWindow = 2 * time.Second
+
+// delayedRecord is a record of the examples' or the labels' log, with its
+// record time.
+type delayedRecord struct {
+	value []byte
+	t     time.Time
+}
+
+// delayedInput makes n examples without their labels, one every 10 ms of
+// record time from a fixed day, and their labels in the order of their
+// times: most within labelWindow, some after it, some twice, some never,
+// a few for ids no example has.
+func delayedInput(n int, seed uint64) (examples, labels []delayedRecord) {
+	o := synth.DefaultOptions()
+	o.Seed, o.Vocab = seed, 500
+	s := synth.New(o)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := labelWindow.Milliseconds()
+	for i := range n {
+		rec := s.Next()
+		y := rec.Label
+		rec.Labeled = false
+		t := base.Add(time.Duration(i) * 10 * time.Millisecond)
+		b := synth.AppendJSON(nil, rec)
+		examples = append(examples, delayedRecord{b[:len(b)-1], t})
+		id := strconv.FormatUint(rec.Seq, 10)
+		at := func(ms int64) time.Time { return t.Add(time.Duration(ms) * time.Millisecond) }
+		label := func(id string, y int, ms int64) delayedRecord {
+			return delayedRecord{fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, y), at(ms)}
+		}
+		switch r := rng.IntN(20); {
+		case r < 14:
+			labels = append(labels, label(id, y, rng.Int64N(w)))
+		case r < 16:
+			labels = append(labels, label(id, y, w+100+rng.Int64N(w)))
+		case r < 17:
+			labels = append(labels, label(id, y, rng.Int64N(w)), label(id, -y, rng.Int64N(w)))
+		case r < 18:
+			labels = append(labels, label("x"+id, y, rng.Int64N(w)))
+		}
+	}
+	for i := 1; i < len(labels); i++ {
+		for k := i; k > 0 && labels[k].t.Before(labels[k-1].t); k-- {
+			labels[k], labels[k-1] = labels[k-1], labels[k]
+		}
+	}
+	return examples, labels
+}
+
+// expectedJoin is what the join decides over the two logs, the marks the
+// workers append after the labels closing every window: the counts of
+// each outcome.
+func expectedJoin(examples, labels []delayedRecord) consumer.JoinCounts {
+	j := consumer.NewJoin(consumer.JoinConfig{Window: labelWindow, Default: -1, HasDefault: true})
+	for i, e := range examples {
+		var rec struct{ ID string }
+		json.Unmarshal(e.value, &rec) //nolint:errcheck // the test wrote it
+		j.Example(int64(i), consumer.Millis(e.t), true, rec.ID, consumer.Served{})
+	}
+	for i, l := range labels {
+		var rec struct {
+			ID    string
+			Label int
+		}
+		json.Unmarshal(l.value, &rec) //nolint:errcheck // the test wrote it
+		j.Label(int64(i), consumer.Millis(l.t), false, rec.ID, rec.Label)
+	}
+	j.Label(int64(len(labels)), consumer.Millis(time.Now()), true, "", 0)
+	for {
+		if _, decided, ok := j.Next(); !ok || !decided {
+			break
+		}
+		j.Learned()
+	}
+	return j.Counts()
+}
+
+func labelsKafkaConfig(c *testbroker.KafkaCluster, store string) string {
+	return fmt.Sprintf(`
+model:
+  name: e2e
+  learner:
+    hash_bits: 16
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [examples]
+labels:
+  kind: kafka
+  topics: [labels]
+  window: %s
+  default: "-1"
+outputs:
+  predictions: kafka:predictions
+  misclassifications: kafka:misclassifications
+  dead_letter: kafka:dead
+  late_labels: kafka:late
+snapshot:
+  url: %s
+  every: 300
+  interval: 200ms
+  keep: 3
+`, strings.Join(c.ListenAddrs(), ", "), labelWindow, store)
+}
+
+// joinedSnapshot is the newest generation in store with its join.
+func joinedSnapshot(t *testing.T, store string) (*snapshot.Snapshot, *consumer.JoinState) {
+	t.Helper()
+	s := latestSnapshot(t, store)
+	if s.Join == nil {
+		t.Fatal("the newest generation holds no join")
+	}
+	st, err := consumer.DecodeJoinState(s.Join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st
+}
+
+// TestLabelsKafka: examples on one topic, their labels later on another,
+// over a Kafka partition each. An uninterrupted worker, one killed with
+// SIGKILL three times and restarted, and a replay, learn the same model
+// (state_sha256), each example once, and count the same outcomes, those
+// the join's rule gives over the two logs.
+func TestLabelsKafka(t *testing.T) {
+	ctx := testContext(t)
+	const n = 20000
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples", "labels", "predictions", "misclassifications", "dead", "late"))
+	examples, labels := delayedInput(n, 21)
+	cl := c.Client(t)
+	var recs []*kgo.Record
+	for _, e := range examples {
+		recs = append(recs, &kgo.Record{Topic: "examples", Value: e.value, Timestamp: e.t})
+	}
+	for _, l := range labels {
+		recs = append(recs, &kgo.Record{Topic: "labels", Value: l.value, Timestamp: l.t})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	want := expectedJoin(examples, labels)
+	if want.Labels[consumer.LabelLate] == 0 || want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+		t.Fatalf("the input does not exercise every outcome: %+v", want)
+	}
+
+	learned := func(p *proc) bool {
+		return p.metric(`hyperplane_position{source="kafka:examples/0"}`) >= n && p.metric("hyperplane_join_pending") == 0
+	}
+	whole := fileStore(t)
+	p := start(t, "run", "--config", writeConfig(t, labelsKafkaConfig(c, whole)))
+	eventually(t, 2*time.Minute, "every example learned", func() bool { return learned(p) })
+	p.stop()
+	ref, st := joinedSnapshot(t, whole)
+	sha := ref.State.StateSHA256()
+	assertJoinCounts(t, "uninterrupted", st, want)
+	if got := ref.State.Labeled; got != n {
+		t.Errorf("%d examples learned with a label, want every one of %d (joined or defaulted)", got, n)
+	}
+
+	killed := fileStore(t)
+	cfg := writeConfig(t, labelsKafkaConfig(c, killed))
+	snaps := killRepeatedly(t, cfg, killed, "kafka:examples/0", rand.New(rand.NewPCG(5, 6)), 100, learned)
+	p = start(t, "run", "--config", cfg)
+	eventually(t, 2*time.Minute, "every example learned after the kills", func() bool { return learned(p) })
+	p.stop()
+	got, st := joinedSnapshot(t, killed)
+	if got.State.StateSHA256() != sha {
+		t.Errorf("after kills at %v: state_sha256 %s, uninterrupted %s", snaps, got.State.StateSHA256(), sha)
+	}
+	assertJoinCounts(t, "killed", st, want)
+	t.Logf("kills with the newest generation at offsets %v; outcomes %+v", snaps, want)
+
+	dir := t.TempDir()
+	out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", writeConfig(t, labelsKafkaConfig(c, "")), "--out", "file://"+dir).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	replayed, err := snapshot.LoadURL(ctx, "file://"+dir+"/e2e", nil)
+	if err != nil {
+		t.Fatalf("replay printed %s: %v", out, err)
+	}
+	if replayed.State.StateSHA256() != sha {
+		t.Errorf("replay: state_sha256 %s, the worker's %s", replayed.State.StateSHA256(), sha)
+	}
+}
+
+// assertJoinCounts compares a join's outcomes with the rule's.
+func assertJoinCounts(t *testing.T, what string, st *consumer.JoinState, want consumer.JoinCounts) {
+	t.Helper()
+	c := st.Counts
+	got := [4]uint64{c.Joined, c.Late, c.Unknown, c.Duplicate}
+	if got != want.Labels || c.Expired != want.Expired {
+		t.Errorf("%s: outcomes joined/late/unknown/duplicate %v and %d expired, the rule's %v and %d", what, got, c.Expired, want.Labels, want.Expired)
+	}
+}
+
+// fileStore is a new store for a test's model.
+func fileStore(t *testing.T) string {
+	return "file://" + t.TempDir()
+}
