@@ -172,11 +172,13 @@ func (j *Join) Pending() int { return int(j.exs.end() - j.learn) }
 // reading until the tail learns some.
 func (j *Join) Full() bool { return j.Pending() >= j.cfg.MaxPending }
 
-// LabelsAhead reports whether the labels' watermark is more than a window
-// past the examples': labels read now could only be held, so their reader
-// waits for the examples.
+// LabelsAhead reports whether MaxPending labels are held and the labels'
+// watermark is more than a window past the examples': labels read now
+// could only be held too, so their reader waits for the examples. Below
+// that bound labels are read whatever the examples do, so that a quiet
+// examples' input does not hold up the labels of the examples read.
 func (j *Join) LabelsAhead() bool {
-	return j.wE != math.MinInt64 && j.wL != math.MinInt64 && j.wL > j.wE+j.window
+	return j.held.len() >= j.cfg.MaxPending && j.wE != math.MinInt64 && j.wL > j.wE+j.window
 }
 
 // Example records an example read at the head, at offset in its log with

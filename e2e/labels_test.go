@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -143,7 +144,8 @@ func joinedSnapshot(t *testing.T, store string) (*snapshot.Snapshot, *consumer.J
 }
 
 // TestLabelsKafka: examples on one topic, their labels later on another,
-// over a Kafka partition each. An uninterrupted worker, one killed with
+// over a Kafka partition each. Every run is through when its tail has
+// learned every example and it has read every label the test wrote. An uninterrupted worker, one killed with
 // SIGKILL three times and restarted, and a replay, learn the same model
 // (state_sha256), each example once, and count the same outcomes, those
 // the join's rule gives over the two logs.
@@ -169,7 +171,8 @@ func TestLabelsKafka(t *testing.T) {
 	}
 
 	learned := func(p *proc) bool {
-		return p.metric(`hyperplane_position{source="kafka:examples/0"}`) >= n && p.metric("hyperplane_join_pending") == 0
+		return p.metric(`hyperplane_position{source="kafka:examples/0"}`) >= n && p.metric("hyperplane_join_pending") == 0 &&
+			p.metric(`hyperplane_position{source="kafka:labels/0"}`) >= float64(len(labels))
 	}
 	whole := fileStore(t)
 	p := start(t, "run", "--config", writeConfig(t, labelsKafkaConfig(c, whole)))
@@ -226,4 +229,138 @@ func assertJoinCounts(t *testing.T, what string, st *consumer.JoinState, want co
 // fileStore is a new store for a test's model.
 func fileStore(t *testing.T) string {
 	return "file://" + t.TempDir()
+}
+
+// storedRecords reads every message of stream with the time the server
+// stored it at: the record time the join counts.
+func storedRecords(t *testing.T, js jetstream.JetStream, stream string) []delayedRecord {
+	t.Helper()
+	ctx := testContext(t)
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []delayedRecord
+	for len(recs) < int(info.State.Msgs) {
+		m, err := c.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, delayedRecord{m.Data(), meta.Timestamp})
+	}
+	return recs
+}
+
+// TestLabelsJetStream: as TestLabelsKafka, over JetStream streams, whose
+// record times are the server's: each label follows its example a few
+// messages later, some come again, some never, and some a window and more
+// after the last example.
+func TestLabelsJetStream(t *testing.T) {
+	ctx := testContext(t)
+	const n = 25000
+	ns := startNATS(t)
+	prefix := uniquePrefix("LABELS")
+	js, _ := ns.streams(ctx, prefix)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: prefix + "_LB", Subjects: []string{prefix + ".LB"}})
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: prefix + "_LATE", Subjects: []string{prefix + ".LATE"}})
+	examples, _ := delayedInput(n, 22)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var exMsgs, lbMsgs, lateMsgs [][]byte
+	for i, e := range examples {
+		exMsgs = append(exMsgs, e.value)
+		var rec struct{ ID string }
+		json.Unmarshal(e.value, &rec) //nolint:errcheck // the test wrote it
+		label := fmt.Appendf(nil, `{"id":%q,"label":%d}`, rec.ID, 1-2*(i%2))
+		switch r := rng.IntN(10); {
+		case r < 7:
+			lbMsgs = append(lbMsgs, label)
+		case r < 8:
+			lbMsgs = append(lbMsgs, label, label)
+		case r < 9:
+			lateMsgs = append(lateMsgs, label)
+		}
+	}
+	// Labels a few messages behind their examples, then the late ones.
+	for i := 0; i < len(exMsgs); i += 100 {
+		if err := publishWindowed(ctx, js, prefix+".IN", exMsgs[i:min(i+100, len(exMsgs))]); err != nil {
+			t.Fatal(err)
+		}
+		k := len(lbMsgs) * i / len(exMsgs)
+		if err := publishWindowed(ctx, js, prefix+".LB", lbMsgs[k:len(lbMsgs)*min(i+100, len(exMsgs))/len(exMsgs)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(labelWindow + 100*time.Millisecond) // record times: these labels come a window after the last example
+	if err := publishWindowed(ctx, js, prefix+".LB", lateMsgs); err != nil {
+		t.Fatal(err)
+	}
+	want := expectedJoin(storedRecords(t, js, prefix+"_IN"), storedRecords(t, js, prefix+"_LB"))
+	if want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelLate]+want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+		t.Fatalf("the input does not exercise the outcomes: %+v", want)
+	}
+	source := "jetstream:" + prefix + "_IN"
+	config := func(store string) string {
+		return writeConfig(t, jetStreamConfig(ns.url, prefix)+fmt.Sprintf(`  late_labels: jetstream:%[1]s.LATE
+labels:
+  kind: jetstream
+  stream: %[1]s_LB
+  subject: %[1]s.LB
+  window: %[2]s
+  default: "-1"
+snapshot:
+  url: %[3]s
+  every: 300
+  interval: 200ms
+  keep: 3
+`, prefix, labelWindow, store))
+	}
+	labelRecords := float64(len(lbMsgs) + len(lateMsgs))
+	learned := func(p *proc) bool {
+		return p.metric(`hyperplane_position{source="`+source+`"}`) >= n && p.metric("hyperplane_join_pending") == 0 &&
+			p.metric(`hyperplane_position{source="jetstream:`+prefix+`_LB"}`) >= labelRecords
+	}
+	whole := fileStore(t)
+	p := start(t, "run", "--config", config(whole))
+	eventually(t, 2*time.Minute, "every example learned", func() bool { return learned(p) })
+	p.stop()
+	ref, st := joinedSnapshot(t, whole)
+	sha := ref.State.StateSHA256()
+	assertJoinCounts(t, "uninterrupted", st, want)
+
+	killed := fileStore(t)
+	cfg := config(killed)
+	snaps := killRepeatedly(t, cfg, killed, source, rand.New(rand.NewPCG(9, 10)), 100, learned)
+	p = start(t, "run", "--config", cfg)
+	eventually(t, 2*time.Minute, "every example learned after the kills", func() bool { return learned(p) })
+	p.stop()
+	got, st := joinedSnapshot(t, killed)
+	if got.State.StateSHA256() != sha {
+		t.Errorf("after kills at %v: state_sha256 %s, uninterrupted %s", snaps, got.State.StateSHA256(), sha)
+	}
+	assertJoinCounts(t, "killed", st, want)
+	t.Logf("kills with the newest generation at sequences %v; outcomes %+v", snaps, want)
+
+	dir := t.TempDir()
+	if out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", config(""), "--out", "file://"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	replayed, err := snapshot.LoadURL(ctx, "file://"+dir+"/e2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replayed.State.StateSHA256() != sha {
+		t.Errorf("replay: state_sha256 %s, the worker's %s", replayed.State.StateSHA256(), sha)
+	}
 }

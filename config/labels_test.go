@@ -1,0 +1,72 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func kafkaLabels() Config {
+	c := validKafka()
+	c.Labels = Labels{Kind: KindKafka, Topics: []string{"clicks"}, Format: "auto", Window: time.Minute, Default: "-1", MaxPending: 10}
+	return c
+}
+
+func TestValidateLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(c *Config)
+		field string // "" for valid
+	}{
+		{"kafka", func(*Config) {}, ""},
+		{"no default", func(c *Config) { c.Labels.Default = "" }, ""},
+		{"a class name", func(c *Config) { c.Model.Learner.Classes = []string{"no", "yes"}; c.Labels.Default = "no" }, ""},
+		{"jetstream", func(c *Config) {
+			*c = validJetStream()
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, ""},
+		{"core NATS", func(c *Config) { c.Labels.Kind = KindNATS }, "labels.kind"},
+		{"kafka labels, jetstream source", func(c *Config) {
+			*c = validJetStream()
+			c.Labels = Labels{Kind: KindKafka, Topics: []string{"clicks"}, Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "labels.kind"},
+		{"two topics", func(c *Config) { c.Labels.Topics = []string{"a", "b"} }, "labels.topics"},
+		{"the examples' topic", func(c *Config) { c.Labels.Topics = []string{"examples"} }, "labels.topics"},
+		{"no window", func(c *Config) { c.Labels.Window = 0 }, "labels.window"},
+		{"a default that is no label", func(c *Config) { c.Labels.Default = "2" }, "labels.default"},
+		{"a default that is no class", func(c *Config) { c.Labels.Default = "maybe" }, "labels.default"},
+		{"no bound", func(c *Config) { c.Labels.MaxPending = 0 }, "labels.max_pending"},
+		{"partition scope", func(c *Config) { c.Model.Scope = ScopePartition }, "labels.kind"},
+		{"a stream without a subject", func(c *Config) {
+			*c = validJetStream()
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "labels.subject"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkaLabels()
+			tc.edit(&c)
+			err := c.Validate()
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("valid configuration refused: %v", err)
+			case tc.field != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.field+":")):
+				t.Fatalf("got %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestDefaultLabel(t *testing.T) {
+	c := kafkaLabels()
+	for text, want := range map[string]int{"-1": -1, "0": -1, "1": 1, "false": -1, "true": 1} {
+		c.Labels.Default = text
+		if got, err := c.DefaultLabel(); err != nil || got != want {
+			t.Errorf("default %q: %d, %v; want %d", text, got, err, want)
+		}
+	}
+	c.Model.Learner.Classes = []string{"a", "b", "c"}
+	c.Labels.Default = "c"
+	if got, err := c.DefaultLabel(); err != nil || got != 2 {
+		t.Errorf("default c of three classes: %d, %v; want 2", got, err)
+	}
+}
