@@ -131,9 +131,11 @@ type joinExample struct {
 	t, a    int64 // its time, and the examples' watermark at it
 	served  Served
 	label   int32
+	// delay is the joined label's time minus the example's, in ms,
+	// clamped to an int32 (±24 days): it is reported, never decides.
+	delay   int32
 	joined  bool
 	learned bool
-	tl      int64 // the joined label's time
 }
 
 type heldLabel struct {
@@ -251,7 +253,7 @@ func (j *Join) relate(e *joinExample, b int64, label int32, tl int64) (LabelOutc
 		if e.joined {
 			return LabelDuplicate, true
 		}
-		e.joined, e.label, e.tl = true, label, tl
+		e.joined, e.label, e.delay = true, label, clampDelay(tl-e.t)
 		return LabelJoined, true
 	case b <= e.t+2*w:
 		return LabelLate, true
@@ -323,7 +325,7 @@ func (j *Join) Learned() (label int, labeled bool, delay int64) {
 	j.forget()
 	switch {
 	case e.joined:
-		return int(e.label), true, e.tl - e.t
+		return int(e.label), true, int64(e.delay)
 	case j.cfg.HasDefault:
 		j.counts.Expired++
 		return j.cfg.Default, true, 0
@@ -331,6 +333,9 @@ func (j *Join) Learned() (label int, labeled bool, delay int64) {
 	j.counts.Expired++
 	return 0, false, 0
 }
+
+// clampDelay is d as an int32.
+func clampDelay(d int64) int32 { return int32(max(math.MinInt32, min(math.MaxInt32, d))) }
 
 // Due is the record time (ms) at which the oldest pending example's window
 // closes, if one waits and the labels' watermark has not passed it: the
@@ -379,80 +384,6 @@ func (j *Join) Score(d *Decided, binary bool) (correct bool, logLoss float64) {
 // label in the log-loss: 1e-15, as scikit-learn's log_loss clips.
 const minProbability = 1e-15
 
-// fifo is a queue of values with string keys, addressed by sequence
-// numbers that stay valid while they are in it; values with the same key
-// are chained, so that every one of a key is found in the queue's order.
-type fifo[T any] struct {
-	items []T
-	keys  []string
-	prev  []int64 // the sequence of the previous value of the same key, -1 if none
-	base  int64   // the sequence of items[0]
-	head  int     // items[:head] are popped
-	last  map[string]int64
-	// scratch for chain
-	seqs []int64
-}
-
-func newFIFO[T any]() fifo[T] { return fifo[T]{last: map[string]int64{}} }
-
-func (f *fifo[T]) len() int     { return len(f.items) - f.head }
-func (f *fifo[T]) first() int64 { return f.base + int64(f.head) }
-func (f *fifo[T]) end() int64   { return f.base + int64(len(f.items)) }
-
-func (f *fifo[T]) at(seq int64) *T      { return &f.items[seq-f.base] }
-func (f *fifo[T]) key(seq int64) string { return f.keys[seq-f.base] }
-
-func (f *fifo[T]) push(key string, v T) int64 {
-	seq := f.end()
-	prev, ok := f.last[key]
-	if !ok {
-		prev = -1
-	}
-	f.items = append(f.items, v)
-	f.keys = append(f.keys, key)
-	f.prev = append(f.prev, prev)
-	f.last[key] = seq
-	return seq
-}
-
-func (f *fifo[T]) pop() {
-	seq := f.first()
-	k := f.keys[f.head]
-	if f.last[k] == seq {
-		delete(f.last, k)
-	}
-	var zero T
-	f.items[f.head] = zero
-	f.keys[f.head] = ""
-	f.head++
-	if f.head >= 1024 && f.head*2 >= len(f.items) {
-		n := copy(f.items, f.items[f.head:])
-		copy(f.keys, f.keys[f.head:])
-		copy(f.prev, f.prev[f.head:])
-		clear(f.items[n:])
-		clear(f.keys[n:])
-		f.items, f.keys, f.prev = f.items[:n], f.keys[:n], f.prev[:n]
-		f.base += int64(f.head)
-		f.head = 0
-	}
-}
-
-// chain returns the sequences of key's values, oldest first. The slice is
-// valid until the next call.
-func (f *fifo[T]) chain(key string) []int64 {
-	f.seqs = f.seqs[:0]
-	s, ok := f.last[key]
-	for ok && s >= f.first() {
-		f.seqs = append(f.seqs, s)
-		s = f.prev[s-f.base]
-		ok = s >= 0
-	}
-	for i, k := 0, len(f.seqs)-1; i < k; i, k = i+1, k-1 {
-		f.seqs[i], f.seqs[k] = f.seqs[k], f.seqs[i]
-	}
-	return f.seqs
-}
-
 // JoinState is a Join as a snapshot records it (docs/snapshot-format.md,
 // "join"), with the head: where the worker reads the examples on from.
 type JoinState struct {
@@ -469,6 +400,7 @@ type JoinState struct {
 
 // JoinedExample is a delayed example in a JoinState.
 type JoinedExample struct {
+	//lint:ignore U1000 msgpack reads the tag: the example is an array, not a map with its keys
 	_msgpack    struct{} `msgpack:",as_array"`
 	ID          string
 	Offset      int64
@@ -479,11 +411,12 @@ type JoinedExample struct {
 	Label       int32
 	Joined      bool
 	Learned     bool
-	LabelTime   int64
+	LabelDelay  int32
 }
 
 // HeldLabelState is a held label in a JoinState.
 type HeldLabelState struct {
+	//lint:ignore U1000 msgpack reads the tag: the label is an array, not a map with its keys
 	_msgpack struct{} `msgpack:",as_array"`
 	ID       string
 	Offset   int64
@@ -543,7 +476,7 @@ func (j *Join) State(head int64) *JoinState {
 		st.Examples = append(st.Examples, JoinedExample{
 			ID: j.exs.key(s), Offset: e.offset, T: e.t, A: e.a,
 			Version: e.served.Version, Probability: e.served.Probability, Predicted: e.served.Predicted,
-			Label: e.label, Joined: e.joined, Learned: e.learned, LabelTime: e.tl,
+			Label: e.label, Joined: e.joined, Learned: e.learned, LabelDelay: e.delay,
 		})
 	}
 	for s := j.held.first(); s < j.held.end(); s++ {
@@ -575,7 +508,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
 		seq := j.exs.push(e.ID, joinExample{
 			offset: e.Offset, t: e.T, a: e.A,
 			served: Served{Version: e.Version, Probability: e.Probability, Predicted: e.Predicted},
-			label:  e.Label, joined: e.Joined, learned: e.Learned, tl: e.LabelTime,
+			label:  e.Label, joined: e.Joined, learned: e.Learned, delay: e.LabelDelay,
 		})
 		if e.Learned {
 			j.learn = seq + 1

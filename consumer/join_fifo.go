@@ -1,0 +1,218 @@
+package consumer
+
+import (
+	"hash/maphash"
+	"slices"
+)
+
+// fifo is a queue of values with string ids, addressed by sequence
+// numbers that stay valid while the value is in it, and found by id: what
+// the join holds while examples and labels wait (docs/labels.md,
+// section 3). It is built to be small and never to copy what it holds:
+// values lie in chunks of fifoChunk, each with its values' ids end to end
+// in one buffer, and the index is open addressing over 4-byte slots, so
+// that a value costs its own size, 4 bytes for its id's end and 5 to 11
+// for the index, beyond its id's bytes.
+type fifo[T any] struct {
+	chunks []*fifoChunkOf[T]
+	base   int64 // the sequence of chunks[0]'s first value
+	head   int64 // the first value still held
+	tail   int64 // the sequence the next push takes
+
+	index idIndex
+	seqs  []int64 // scratch for chain
+}
+
+// fifoChunk is how many values a chunk holds.
+const fifoChunk = 4096
+
+type fifoChunkOf[T any] struct {
+	items [fifoChunk]T
+	// idEnd[i] is where items[i]'s id ends in ids; it starts where the
+	// one before ends.
+	idEnd [fifoChunk]uint32
+	ids   []byte
+}
+
+func newFIFO[T any]() fifo[T] { return fifo[T]{index: newIDIndex()} }
+
+func (f *fifo[T]) len() int     { return int(f.tail - f.head) }
+func (f *fifo[T]) first() int64 { return f.head }
+func (f *fifo[T]) end() int64   { return f.tail }
+
+func (f *fifo[T]) locate(seq int64) (*fifoChunkOf[T], int) {
+	i := seq - f.base
+	return f.chunks[i/fifoChunk], int(i % fifoChunk)
+}
+
+func (f *fifo[T]) at(seq int64) *T {
+	c, i := f.locate(seq)
+	return &c.items[i]
+}
+
+// idBytes is the id of seq, valid while seq is held.
+func (f *fifo[T]) idBytes(seq int64) []byte {
+	c, i := f.locate(seq)
+	var start uint32
+	if i > 0 {
+		start = c.idEnd[i-1]
+	}
+	return c.ids[start:c.idEnd[i]]
+}
+
+// key is the id of seq.
+func (f *fifo[T]) key(seq int64) string { return string(f.idBytes(seq)) }
+
+func (f *fifo[T]) push(id string, v T) int64 {
+	seq := f.tail
+	f.index.reserve(f)
+	if int((seq-f.base)/fifoChunk) == len(f.chunks) {
+		if n := len(f.chunks); n > 0 {
+			// The last chunk is full: its ids take no more room than they need.
+			last := f.chunks[n-1]
+			last.ids = append([]byte(nil), last.ids...)
+		}
+		f.chunks = append(f.chunks, new(fifoChunkOf[T]))
+	}
+	c, i := f.locate(seq)
+	c.items[i] = v
+	c.ids = append(c.ids, id...)
+	c.idEnd[i] = uint32(len(c.ids))
+	f.tail++
+	f.index.insert(seq, maphash.String(f.index.seed, id))
+	return seq
+}
+
+func (f *fifo[T]) pop() {
+	seq := f.head
+	f.index.remove(seq, maphash.Bytes(f.index.seed, f.idBytes(seq)), f)
+	c, i := f.locate(seq)
+	var zero T
+	c.items[i] = zero
+	f.head++
+	if f.head-f.base == fifoChunk {
+		f.chunks[0] = nil
+		f.chunks = f.chunks[1:]
+		f.base += fifoChunk
+		if cap(f.chunks) > 2*len(f.chunks)+64 {
+			f.chunks = append([]*fifoChunkOf[T](nil), f.chunks...)
+		}
+	}
+}
+
+// chain returns the sequences of the values with id, oldest first. The
+// slice is valid until the next call.
+func (f *fifo[T]) chain(id string) []int64 {
+	f.seqs = f.index.find(f.seqs[:0], id, maphash.String(f.index.seed, id), f)
+	slices.Sort(f.seqs)
+	return f.seqs
+}
+
+// idIndex finds a fifo's values by id: linear probing over slots holding
+// the low 32 bits of a sequence (the fifo never holds 2^32 values, so they
+// name one), at most three quarters full, with the occupied slots in a
+// bit set.
+type idIndex struct {
+	seed  maphash.Seed
+	slots []uint32
+	used  []uint64
+	n     int
+}
+
+func newIDIndex() idIndex {
+	const size = 64
+	return idIndex{seed: maphash.MakeSeed(), slots: make([]uint32, size), used: make([]uint64, size/64)}
+}
+
+type keyed interface {
+	first() int64
+	idBytes(seq int64) []byte
+}
+
+func (x *idIndex) mask() uint64         { return uint64(len(x.slots) - 1) }
+func (x *idIndex) isUsed(i uint64) bool { return x.used[i/64]&(1<<(i%64)) != 0 }
+func (x *idIndex) setUsed(i uint64, on bool) {
+	if on {
+		x.used[i/64] |= 1 << (i % 64)
+	} else {
+		x.used[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// seqAt is the full sequence in slot i: the one of the fifo's live values
+// whose low 32 bits it holds.
+func seqAt(slot uint32, f keyed) int64 {
+	first := f.first()
+	return first + int64(slot-uint32(first))
+}
+
+// reserve makes room for one more value, before it is pushed.
+func (x *idIndex) reserve(f keyed) {
+	if 4*(x.n+1) > 3*len(x.slots) {
+		x.grow(f)
+	}
+}
+
+// insert adds seq, whose id hashes to h; reserve made room for it.
+func (x *idIndex) insert(seq int64, h uint64) {
+	i := h & x.mask()
+	for x.isUsed(i) {
+		i = (i + 1) & x.mask()
+	}
+	x.slots[i] = uint32(seq)
+	x.setUsed(i, true)
+	x.n++
+}
+
+// grow doubles the table and puts back every value it holds.
+func (x *idIndex) grow(f keyed) {
+	old, oldUsed := x.slots, x.used
+	size := len(old) * 2
+	x.slots, x.used, x.n = make([]uint32, size), make([]uint64, (size+63)/64), 0
+	for i, s := range old {
+		if oldUsed[i/64]&(1<<(uint(i)%64)) == 0 {
+			continue
+		}
+		full := seqAt(s, f)
+		j := maphash.Bytes(x.seed, f.idBytes(full)) & x.mask()
+		for x.isUsed(j) {
+			j = (j + 1) & x.mask()
+		}
+		x.slots[j] = s
+		x.setUsed(j, true)
+		x.n++
+	}
+}
+
+// find appends the sequences of the values with id.
+func (x *idIndex) find(dst []int64, id string, h uint64, f keyed) []int64 {
+	for i := h & x.mask(); x.isUsed(i); i = (i + 1) & x.mask() {
+		s := seqAt(x.slots[i], f)
+		if string(f.idBytes(s)) == id {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+// remove takes seq, whose id hashes to h, out of the index, moving back
+// the values after it in its run so that every probe still finds them.
+func (x *idIndex) remove(seq int64, h uint64, f keyed) {
+	m := x.mask()
+	i := h & m
+	for x.slots[i] != uint32(seq) || !x.isUsed(i) {
+		i = (i + 1) & m
+	}
+	x.setUsed(i, false)
+	x.n--
+	for j := (i + 1) & m; x.isUsed(j); j = (j + 1) & m {
+		k := maphash.Bytes(x.seed, f.idBytes(seqAt(x.slots[j], f))) & m
+		// The value at j may move to i if its home k is not in (i, j].
+		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
+			x.slots[i] = x.slots[j]
+			x.setUsed(i, true)
+			x.setUsed(j, false)
+			i = j
+		}
+	}
+}
