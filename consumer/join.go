@@ -127,10 +127,10 @@ type Join struct {
 }
 
 type joinExample struct {
-	offset  int64
-	t, a    int64 // its time, and the examples' watermark at it
-	served  Served
-	label   int32
+	offset int64
+	t, a   int64 // its time, and the examples' watermark at it
+	served Served
+	label  int32
 	// delay is the joined label's time minus the example's, in ms,
 	// clamped to an int32 (±24 days): it is reported, never decides.
 	delay   int32
