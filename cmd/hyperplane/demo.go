@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.HTTP.Addr, "http", "127.0.0.1:0", "address of /metrics, /healthz and /readyz; empty disables")
 	var dataDir string
 	fs.StringVar(&dataDir, "data", "hyperplane-data", "`directory` for the model's snapshots (the previous demo's are replaced)")
+	var labelDelay time.Duration
+	var rate float64
+	fs.Float64Var(&rate, "rate", 0, "examples a second (0: as fast as the stream takes them; 5000 with -label-delay, so that labels come while the examples still stream)")
+	fs.DurationVar(&labelDelay, "label-delay", 0, "send the examples without their labels, and each label on a stream of its own this long after its example on average (exponentially distributed), for the worker to join (docs/labels.md); labels.window is ten times this. 0: the examples carry their labels")
 	learnerFlags(fs, &cfg.Model.Learner)
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
@@ -59,6 +64,15 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	if err := validateLearner(cfg.Model.Learner); err != nil {
 		return err
+	}
+	if labelDelay < 0 {
+		return usagef("-label-delay: must be 0s or more, got %s", labelDelay)
+	}
+	if rate < 0 {
+		return usagef("-rate: must be 0 or more, got %v", rate)
+	}
+	if labelDelay > 0 && !flagGiven(fs, "rate") {
+		rate = 5000
 	}
 
 	dataDir, err := filepath.Abs(dataDir)
@@ -103,13 +117,28 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	js := pub.js
-	for _, s := range demoStreams() {
+	streams := demoStreams()
+	if labelDelay > 0 {
+		streams = append(streams, demoLabelStreams()...)
+	}
+	for _, s := range streams {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.subject}}); err != nil {
 			return fmt.Errorf("create stream %s: %w", s.name, err)
 		}
 	}
 	fmt.Fprintf(e.stdout, "hyperplane demo: an embedded NATS JetStream server at %s\n", ns.ClientURL())
-	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
+	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
+	var labels *genLabels
+	if labelDelay > 0 {
+		labels = &genLabels{delay: labelDelay, format: "jsonl", seed: o.Seed, send: pub.sendBatch}
+		labels.rng = newLabelRand(o.Seed)
+		labels.to = config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}
+		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
+			Window: 10 * labelDelay, MaxPending: config.Default().Labels.MaxPending}
+		cfg.Outputs.LateLabels = config.Destination{Kind: config.KindJetStream, Topic: "demo.late_labels"}
+		fmt.Fprintf(e.stdout, "without their labels: each label follows its example by %s on average, on stream LABELS; labels.window is %s\n", labelDelay, cfg.Labels.Window)
+	}
+	fmt.Fprintln(e.stdout)
 
 	cfg.NATS.URL = ns.ClientURL()
 	cfg.Source.Kind = config.KindJetStream
@@ -124,7 +153,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feedErr := make(chan error, 1)
-	go func() { feedErr <- feed(ctx, pub, o, n, garbage) }()
+	go func() { feedErr <- feed(ctx, pub, o, n, garbage, rate, labels) }()
 
 	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
@@ -173,7 +202,16 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	m := w.Model().Metrics()
 	fmt.Fprintf(e.stdout, "done: %d examples in %.1fs (%.0f/s), %d labeled, %d mistakes, prequential accuracy %.4f, rolling accuracy %.4f, %d updates\n\n",
 		m.Examples, secs, float64(m.Examples)/secs, m.Labeled, m.Mistakes, m.Accuracy, m.RollingAccuracy, m.Updates)
-	for _, s := range demoStreams() {
+	if labels != nil {
+		c := w.JoinCounts()
+		fmt.Fprintf(e.stdout, "  labels: %d joined, %d late, %d unknown, %d duplicate; %d examples whose window closed without one\n",
+			c.Labels[consumer.LabelJoined], c.Labels[consumer.LabelLate], c.Labels[consumer.LabelUnknown], c.Labels[consumer.LabelDuplicate], c.Expired)
+		if c.Served > 0 {
+			fmt.Fprintf(e.stdout, "  served accuracy %.4f, log-loss %.4f: the predictions as they were published, scored when their labels came\n\n",
+				float64(c.ServedCorrect)/float64(c.Served), c.ServedLogLoss/float64(c.Served))
+		}
+	}
+	for _, s := range streams {
 		st, err := js.Stream(context.Background(), s.name)
 		if err != nil {
 			return err
@@ -190,6 +228,15 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
 	return nil
+}
+
+// demoLabelStreams are the demo's streams with -label-delay: the labels
+// in, the labels that joined nothing out.
+func demoLabelStreams() []demoStream {
+	return []demoStream{
+		{"LABELS", "demo.labels", "labels"},
+		{"LATE_LABELS", "demo.late_labels", "late or unknown labels"},
+	}
 }
 
 // demoSource is the source key of the demo's example stream.
@@ -225,7 +272,11 @@ func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
 
 // feed publishes n generated examples to the demo's example stream, a
 // share of them malformed, and waits until the stream holds them all.
-func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage float64) error {
+// With labels, the examples go without their labels, which labels
+// publishes later, and feed waits for those too. rate, if not 0, paces
+// the examples.
+func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage, rate float64, labels *genLabels) error {
+	began := time.Now()
 	s := synth.New(o)
 	every := 0
 	if garbage > 0 {
@@ -236,13 +287,46 @@ func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage
 		if every > 0 && i%every == 0 {
 			data = []byte(`{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`)
 		} else {
-			data = synth.AppendJSON(nil, s.Next())
+			rec := s.Next()
+			if labels != nil {
+				labels.hold(rec, "")
+			}
+			data = synth.AppendJSON(nil, rec)
 			data = data[:len(data)-1] // one message per example: no newline
 		}
 		if err := pub.send(ctx, &natsgo.Msg{Subject: "demo.examples", Data: data}); err != nil {
 			return err
 		}
+		if (labels != nil || rate > 0) && i%256 == 0 {
+			if _, err := pub.flush(ctx); err != nil {
+				return err
+			}
+			if labels != nil {
+				if err := labels.sendDue(ctx, zap.NewNop(), time.Now()); err != nil {
+					return err
+				}
+			}
+			if rate > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Until(began.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
+				}
+			}
+		}
 	}
-	_, err := pub.flush(ctx)
-	return err
+	if _, err := pub.flush(ctx); err != nil {
+		return err
+	}
+	if labels != nil {
+		return labels.drain(ctx, zap.NewNop())
+	}
+	return nil
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

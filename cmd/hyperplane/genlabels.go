@@ -57,9 +57,13 @@ func (l *genLabels) open(b *brokers, kind config.Kind) error {
 		return err
 	}
 	l.send = sinkSender(sink)
-	l.rng = rand.New(rand.NewPCG(l.seed, 0x1abe1))
+	l.rng = newLabelRand(l.seed)
 	return nil
 }
+
+// newLabelRand draws which labels are missing and their delays, apart
+// from the stream's own draws.
+func newLabelRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x1abe1)) }
 
 // hold takes rec's label off it and keeps it to publish after its delay,
 // keyed as its example is (key), so that a Kafka topic of labels puts it in
@@ -79,7 +83,11 @@ func (l *genLabels) hold(rec *synth.Record, key string) {
 		v = fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, rec.Label)
 	}
 	d := time.Duration(l.rng.ExpFloat64() * float64(l.delay))
-	heap.Push(&l.due, pendingLabel{at: time.Now().Add(d), out: consumer.Output{Topic: l.to.Topic, Key: key, Value: v}})
+	out := consumer.Output{Topic: l.to.Topic, Key: key, Value: v}
+	if key == "" {
+		out.Key = "label-" + id
+	}
+	heap.Push(&l.due, pendingLabel{at: time.Now().Add(d), out: out})
 }
 
 // sendDue publishes the labels due by now.
