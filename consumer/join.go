@@ -186,9 +186,10 @@ func (j *Join) LabelsAhead() bool {
 // Example records an example read at the head, at offset in its log with
 // time t (ms). Every example advances the examples' watermark; a delayed
 // one (delayed: it has an id and no label) also waits for its label,
-// served being what was published for it. It returns the outcomes of held
-// labels that this decided; the slice is valid until the next call.
-func (j *Join) Example(offset, t int64, delayed bool, id string, served Served) []Decided {
+// served being what was published for it; id is copied. It returns the
+// outcomes of held labels that this decided; the slice is valid until the
+// next call.
+func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) []Decided {
 	j.outs = j.outs[:0]
 	j.wE = max(j.wE, t)
 	j.evictHeld()
@@ -198,6 +199,9 @@ func (j *Join) Example(offset, t int64, delayed bool, id string, served Served) 
 	e := joinExample{offset: offset, t: t, a: j.wE, served: served}
 	seq := j.exs.push(id, e)
 	ep := j.exs.at(seq)
+	if j.held.len() == 0 {
+		return j.outs
+	}
 	// The held labels with this id, in their log's order.
 	for _, s := range j.held.chain(id) {
 		l := j.held.at(s)
@@ -215,10 +219,10 @@ func (j *Join) Example(offset, t int64, delayed bool, id string, served Served) 
 }
 
 // Label records a label record read at offset in its log with time t
-// (ms): a label for id, or a mark (which only advances the watermark). It
-// returns the outcomes it decided: its own, unless it is held, and those
+// (ms): a label for id (which is copied), or a mark (which only advances
+// the watermark). It returns the outcomes it decided: its own, unless it is held, and those
 // of held labels it made unknown. The slice is valid until the next call.
-func (j *Join) Label(offset, t int64, mark bool, id string, label int) []Decided {
+func (j *Join) Label(offset, t int64, mark bool, id []byte, label int) []Decided {
 	j.outs = j.outs[:0]
 	j.wL = max(j.wL, t)
 	b := j.wL
@@ -261,9 +265,9 @@ func (j *Join) relate(e *joinExample, b int64, label int32, tl int64) (LabelOutc
 	return 0, false
 }
 
-func (j *Join) decide(out LabelOutcome, id string, label int32, offset, t int64, e *joinExample) {
+func (j *Join) decide(out LabelOutcome, id []byte, label int32, offset, t int64, e *joinExample) {
 	j.counts.Labels[out]++
-	d := Decided{Outcome: out, ID: id, Label: int(label), LabelOffset: offset, LabelTime: t}
+	d := Decided{Outcome: out, ID: string(id), Label: int(label), LabelOffset: offset, LabelTime: t}
 	if e != nil {
 		d.ExampleOffset, d.ExampleTime, d.Served = e.offset, e.t, e.served
 	}
@@ -280,7 +284,7 @@ func (j *Join) evictHeld() {
 			if j.wE <= l.b+j.window {
 				return
 			}
-			j.decide(LabelUnknown, j.held.key(s), l.label, l.offset, l.t, nil)
+			j.decide(LabelUnknown, j.held.idBytes(s), l.label, l.offset, l.t, nil)
 		}
 		j.held.pop()
 	}
@@ -505,7 +509,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
 			return nil, fmt.Errorf("join: example %d at offset %d is learned after one that is not", i, e.Offset)
 		}
 		learning = learning || !e.Learned
-		seq := j.exs.push(e.ID, joinExample{
+		seq := j.exs.push([]byte(e.ID), joinExample{
 			offset: e.Offset, t: e.T, a: e.A,
 			served: Served{Version: e.Version, Probability: e.Probability, Predicted: e.Predicted},
 			label:  e.Label, joined: e.Joined, learned: e.Learned, delay: e.LabelDelay,
@@ -515,7 +519,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
 		}
 	}
 	for _, l := range st.Labels {
-		j.held.push(l.ID, heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
+		j.held.push([]byte(l.ID), heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
 	}
 	return j, nil
 }

@@ -27,7 +27,7 @@ func BenchmarkJoinPending(b *testing.B) {
 		j := NewJoin(JoinConfig{Window: time.Hour, MaxPending: pending})
 		b.StartTimer()
 		for i, id := range ids {
-			j.Example(int64(i), int64(i), true, id, Served{Version: uint64(i)})
+			j.Example(int64(i), int64(i), true, []byte(id), Served{Version: uint64(i)})
 		}
 		b.StopTimer()
 		runtime.GC()

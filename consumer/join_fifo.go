@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"bytes"
 	"hash/maphash"
 	"slices"
 )
@@ -63,7 +64,7 @@ func (f *fifo[T]) idBytes(seq int64) []byte {
 // key is the id of seq.
 func (f *fifo[T]) key(seq int64) string { return string(f.idBytes(seq)) }
 
-func (f *fifo[T]) push(id string, v T) int64 {
+func (f *fifo[T]) push(id []byte, v T) int64 {
 	seq := f.tail
 	f.index.reserve(f)
 	if int((seq-f.base)/fifoChunk) == len(f.chunks) {
@@ -79,7 +80,7 @@ func (f *fifo[T]) push(id string, v T) int64 {
 	c.ids = append(c.ids, id...)
 	c.idEnd[i] = uint32(len(c.ids))
 	f.tail++
-	f.index.insert(seq, maphash.String(f.index.seed, id))
+	f.index.insert(seq, maphash.Bytes(f.index.seed, id))
 	return seq
 }
 
@@ -102,8 +103,8 @@ func (f *fifo[T]) pop() {
 
 // chain returns the sequences of the values with id, oldest first. The
 // slice is valid until the next call.
-func (f *fifo[T]) chain(id string) []int64 {
-	f.seqs = f.index.find(f.seqs[:0], id, maphash.String(f.index.seed, id), f)
+func (f *fifo[T]) chain(id []byte) []int64 {
+	f.seqs = f.index.find(f.seqs[:0], id, maphash.Bytes(f.index.seed, id), f)
 	slices.Sort(f.seqs)
 	return f.seqs
 }
@@ -185,10 +186,10 @@ func (x *idIndex) grow(f keyed) {
 }
 
 // find appends the sequences of the values with id.
-func (x *idIndex) find(dst []int64, id string, h uint64, f keyed) []int64 {
+func (x *idIndex) find(dst []int64, id []byte, h uint64, f keyed) []int64 {
 	for i := h & x.mask(); x.isUsed(i); i = (i + 1) & x.mask() {
 		s := seqAt(x.slots[i], f)
-		if string(f.idBytes(s)) == id {
+		if bytes.Equal(f.idBytes(s), id) {
 			dst = append(dst, s)
 		}
 	}

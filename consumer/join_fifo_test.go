@@ -21,7 +21,7 @@ func TestFIFO(t *testing.T) {
 	for step := range 200_000 {
 		if len(held) == 0 || rng.IntN(100) < 55 {
 			id := fmt.Sprintf("id-%d", rng.IntN(50_000))
-			seq := f.push(id, int64(step))
+			seq := f.push([]byte(id), int64(step))
 			if len(held) > 0 && seq != held[len(held)-1].seq+1 {
 				t.Fatalf("push gave sequence %d after %d", seq, held[len(held)-1].seq)
 			}
@@ -46,13 +46,13 @@ func TestFIFO(t *testing.T) {
 				want = append(want, h.seq)
 			}
 		}
-		if got := f.chain(probe.id); !slices.Equal(got, want) {
+		if got := f.chain([]byte(probe.id)); !slices.Equal(got, want) {
 			t.Fatalf("step %d: chain(%s) = %v, want %v", step, probe.id, got, want)
 		}
 		if got := f.key(probe.seq); got != probe.id {
 			t.Fatalf("key(%d) = %s, want %s", probe.seq, got, probe.id)
 		}
-		if got := f.chain("absent"); len(got) != 0 {
+		if got := f.chain([]byte("absent")); len(got) != 0 {
 			t.Fatalf("chain of an absent id: %v", got)
 		}
 	}

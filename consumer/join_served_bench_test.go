@@ -81,7 +81,7 @@ func simulateServed(b *testing.B, n int, rate float64, delay, window time.Durati
 	k := 0
 	for i := range n {
 		for k < n && labels[k].t <= at(i) {
-			for _, d := range j.Label(int64(k), labels[k].t, false, ids[labels[k].i], ys[labels[k].i]) {
+			for _, d := range j.Label(int64(k), labels[k].t, false, []byte(ids[labels[k].i]), ys[labels[k].i]) {
 				if d.Outcome == LabelJoined {
 					j.Score(&d, true)
 				}
@@ -91,7 +91,7 @@ func simulateServed(b *testing.B, n int, rate float64, delay, window time.Durati
 		}
 		p := model.Predict(&xs[i])
 		lagSum += float64(i - next)
-		for _, d := range j.Example(int64(i), at(i), true, ids[i], Served{Probability: float32(p.Probability), Predicted: int32(p.Label)}) {
+		for _, d := range j.Example(int64(i), at(i), true, []byte(ids[i]), Served{Probability: float32(p.Probability), Predicted: int32(p.Label)}) {
 			if d.Outcome == LabelJoined {
 				j.Score(&d, true)
 			}
@@ -99,14 +99,14 @@ func simulateServed(b *testing.B, n int, rate float64, delay, window time.Durati
 		learn()
 	}
 	for ; k < n; k++ {
-		for _, d := range j.Label(int64(k), labels[k].t, false, ids[labels[k].i], ys[labels[k].i]) {
+		for _, d := range j.Label(int64(k), labels[k].t, false, []byte(ids[labels[k].i]), ys[labels[k].i]) {
 			if d.Outcome == LabelJoined {
 				j.Score(&d, true)
 			}
 		}
 		learn()
 	}
-	j.Label(int64(n), math.MaxInt64/2, true, "", 0)
+	j.Label(int64(n), math.MaxInt64/2, true, nil, 0)
 	learn()
 	c := j.Counts()
 	if c.Served != c.Labels[LabelJoined] || c.Served+c.Expired != uint64(n) || next != n {

@@ -51,12 +51,12 @@ func (r *joinRun) record(ds []Decided) {
 }
 
 func (r *joinRun) example(e exRec) {
-	r.record(r.j.Example(e.offset, e.t, e.delayed, e.id, Served{}))
+	r.record(r.j.Example(e.offset, e.t, e.delayed, []byte(e.id), Served{}))
 	r.tail()
 }
 
 func (r *joinRun) label(l labelRec) {
-	r.record(r.j.Label(l.offset, l.t, l.mark, l.id, l.label))
+	r.record(r.j.Label(l.offset, l.t, l.mark, []byte(l.id), l.label))
 	r.tail()
 }
 

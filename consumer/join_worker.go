@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -23,9 +24,15 @@ type LabelsConfig struct {
 	// Source reads the labels from the position the model's snapshot
 	// recorded for them (the labels' earliest record without one).
 	Source Source
-	// Tail reads the examples again from the model's position, to learn
-	// those whose join is decided.
-	Tail Source
+	// OpenTail opens the examples again after resume (a Resume value of
+	// the examples' source key), to learn those whose join is decided
+	// once the head's recent examples (CacheBytes) no longer hold them.
+	// The worker closes what it opens.
+	OpenTail func(ctx context.Context, resume map[string]int64) (Source, error)
+	// CacheBytes bounds the examples the head keeps, as read, for the
+	// tail: while the tail is that close behind, it reads no log again.
+	// 0 means DefaultJoinCache.
+	CacheBytes int
 	// Format is the labels' encoding.
 	Format wire.Format
 	// Marks is the labels' topic or subject, where the worker appends a
@@ -38,6 +45,10 @@ type LabelsConfig struct {
 	// State is the join the model's snapshot recorded; nil for none.
 	State *JoinState
 }
+
+// DefaultJoinCache is LabelsConfig.CacheBytes' default: about 100,000
+// examples of 600 bytes, a minute at the rate of most streams.
+const DefaultJoinCache = 64 << 20
 
 // markEvery is the least time between two marks, and how long after a
 // window closed by the worker's clock its mark is written
@@ -58,14 +69,29 @@ type joined struct {
 	// head is the Resume of the last example read at the head; tail that
 	// of the last one learned.
 	head, tail int64
-	// exSource is the examples' source key.
+	// exSource is the examples' source key; start the model's positions
+	// when the worker started.
 	exSource string
+	initial  map[string]int64
 
 	examples, labels *reader
 	last             *fetched
 
-	tailBuf []Message
-	tailAt  int
+	// tailSrc reads the examples again from tailAt's position (nil until
+	// needed); tailBuf[tailNext:] is what it fetched and the tail has not
+	// taken yet.
+	tailSrc  Source
+	tailBuf  []Message
+	tailNext int
+
+	// cache holds the head's examples with Resume beyond cacheFrom, in
+	// order, every one of them, as decoded: the tail takes them from
+	// there while it can (cacheFrom ≤ tail).
+	cache      []cachedExample
+	cacheFirst int
+	cacheBytes int
+	cacheFrom  int64
+	slab       featureSlab
 
 	// progress is head, tail and pending as of the last batch, for
 	// JoinProgress.
@@ -105,10 +131,13 @@ type fetched struct {
 }
 
 func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions, positions map[string]int64) (*joined, error) {
-	if cfg.Source == nil || cfg.Tail == nil {
-		return nil, errors.New("labels: no labels' source, or no tail")
+	if cfg.Source == nil || cfg.OpenTail == nil {
+		return nil, errors.New("labels: no labels' source, or no way to read the examples again")
 	}
-	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultJoinCache
+	}
+	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}, initial: maps.Clone(positions)}
 	if cfg.State != nil {
 		var err error
 		if j.join, err = RestoreJoin(cfg.Join, cfg.State); err != nil {
@@ -119,6 +148,7 @@ func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions,
 	} else {
 		j.join = NewJoin(cfg.Join)
 	}
+	j.cacheFrom = j.head
 	return j, nil
 }
 
@@ -132,6 +162,152 @@ func (j *joined) start(ctx context.Context, src Source, batch int) {
 func (j *joined) stop() {
 	<-j.examples.done
 	<-j.labels.done
+	if j.tailSrc != nil {
+		j.tailSrc.Close() //nolint:errcheck // it only read
+		j.tailSrc = nil
+	}
+}
+
+// cachedExample is an example the head read, kept for the tail: its
+// message without its bytes, and the example as decoded (ok), its label
+// and weight as it came.
+type cachedExample struct {
+	m  Message
+	x  learner.Example
+	ok bool
+}
+
+// featureSlab copies the features of cached examples into slabs shared
+// by many, rather than two allocations an example; a slab goes when the
+// last example cut from it does.
+type featureSlab struct {
+	index []uint32
+	value []float64
+}
+
+const slabLen = 1 << 15
+
+func (s *featureSlab) indices(v []uint32) []uint32 {
+	if len(v) == 0 {
+		return nil
+	}
+	if cap(s.index)-len(s.index) < len(v) {
+		s.index = make([]uint32, 0, max(slabLen, len(v)))
+	}
+	n := len(s.index)
+	s.index = append(s.index, v...)
+	return s.index[n:len(s.index):len(s.index)]
+}
+
+func (s *featureSlab) values(v []float64) []float64 {
+	if len(v) == 0 {
+		return nil
+	}
+	if cap(s.value)-len(s.value) < len(v) {
+		s.value = make([]float64, 0, max(slabLen, len(v)))
+	}
+	n := len(s.value)
+	s.value = append(s.value, v...)
+	return s.value[n:len(s.value):len(s.value)]
+}
+
+// size is about what c holds in memory.
+func (c *cachedExample) size() int {
+	return 160 + 4*len(c.x.Index) + 8*len(c.x.Value) + 8*len(c.x.Dense)
+}
+
+// keep adds the head's example m, as decoded into x if ok, to the cache,
+// dropping the oldest when it is over its bound: the tail reads those
+// from the log again.
+func (j *joined) keep(m *Message, x *learner.Example, ok bool) {
+	c := cachedExample{m: *m, ok: ok}
+	c.m.Value = nil
+	if ok {
+		c.x = learner.Example{Index: j.slab.indices(x.Index), Value: j.slab.values(x.Value), Dense: j.slab.values(x.Dense),
+			Labeled: x.Labeled, Label: x.Label, Weight: x.Weight}
+	}
+	j.cache = append(j.cache, c)
+	j.cacheBytes += c.size()
+	for j.cacheBytes > j.cfg.CacheBytes && j.cacheFirst < len(j.cache) {
+		if old := &j.cache[j.cacheFirst]; old.m.Resume > j.tail {
+			j.cacheFrom = old.m.Resume
+		}
+		j.dropCached()
+	}
+}
+
+// dropCached drops the oldest cached example.
+func (j *joined) dropCached() {
+	old := &j.cache[j.cacheFirst]
+	j.cacheBytes -= old.size()
+	*old = cachedExample{}
+	j.cacheFirst++
+	if j.cacheFirst >= 1024 && 2*j.cacheFirst >= len(j.cache) {
+		n := copy(j.cache, j.cache[j.cacheFirst:])
+		clear(j.cache[n:])
+		j.cache, j.cacheFirst = j.cache[:n], 0
+	}
+}
+
+// tailExample is the next example after the tail: its message, and, when
+// it comes from the cache, the example as the head decoded it.
+type tailExample struct {
+	m      *Message
+	cached *cachedExample
+}
+
+// nextTail is the next example after the tail, if the head has read it:
+// from the cache while it holds every one from the tail on, else from the
+// log, read again. It waits for the broker only for examples the head has
+// read, which the broker holds.
+func (j *joined) nextTail(ctx context.Context, batch int) (tailExample, error) {
+	if j.tail >= j.head {
+		return tailExample{}, nil
+	}
+	for j.cacheFirst < len(j.cache) && j.cache[j.cacheFirst].m.Resume <= j.tail {
+		j.dropCached()
+	}
+	if j.tail >= j.cacheFrom && j.cacheFirst < len(j.cache) {
+		c := &j.cache[j.cacheFirst]
+		return tailExample{m: &c.m, cached: c}, nil
+	}
+	for j.tailNext < len(j.tailBuf) && j.tailBuf[j.tailNext].Resume <= j.tail {
+		j.tailNext++
+	}
+	if j.tailNext >= len(j.tailBuf) {
+		if j.tailSrc == nil {
+			src, err := j.cfg.OpenTail(ctx, map[string]int64{j.exSource: j.tail})
+			if err != nil {
+				return tailExample{}, err
+			}
+			j.tailSrc = src
+		}
+		msgs, err := j.tailSrc.Fetch(ctx, batch)
+		if err != nil {
+			return tailExample{}, err
+		}
+		j.tailBuf, j.tailNext = msgs, 0
+		if len(msgs) == 0 || msgs[0].Resume <= j.tail {
+			return tailExample{}, fmt.Errorf("the examples read again after %d began at %v", j.tail, msgs)
+		}
+	}
+	return tailExample{m: &j.tailBuf[j.tailNext]}, nil
+}
+
+// tookTail records that the tail took m, from the cache or from the log.
+// The log's reader goes on only while it gave what the tail took: one the
+// cache served instead is closed, to be opened again where the tail is
+// when it is needed.
+func (j *joined) tookTail(e tailExample) {
+	j.tail = e.m.Resume
+	if e.cached == nil {
+		j.tailNext++
+		return
+	}
+	if j.tailSrc != nil {
+		j.tailSrc.Close() //nolint:errcheck // it only read
+		j.tailSrc, j.tailBuf, j.tailNext = nil, nil, 0
+	}
 }
 
 func startReader(ctx context.Context, src Source, batch int) *reader {
@@ -232,14 +408,20 @@ func (j *joined) markDue() time.Time {
 // hands it to the join: the head's part of docs/labels.md section 4.
 func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
 	j := w.joined
+	if j.exSource == "" {
+		// A model without a join before: the tail is where the model is.
+		j.exSource = m.Position.Source
+		j.tail = j.initial[j.exSource]
+		j.cacheFrom = j.tail
+	}
 	j.head = m.Resume
-	j.exSource = m.Position.Source
 	t := Millis(m.Time)
 	meta, err := w.decode(m.Value, x)
+	j.keep(m, x, err == nil)
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
 		w.refuse(m, key, err, b)
-		w.joinOutcomes(j.join.Example(m.Position.Offset, t, false, "", Served{}), b)
+		w.joinOutcomes(j.join.Example(m.Position.Offset, t, false, nil, Served{}), b)
 		return key
 	}
 	if s := w.streak; s.failed != 0 || !s.decoded {
@@ -272,12 +454,8 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		}
 	}
 	delayed := meta.HasID && !x.Labeled
-	var id string
-	if delayed {
-		id = string(meta.ID)
-	}
 	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
-	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, id, served), b)
+	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, meta.ID, served), b)
 	return key
 }
 
@@ -308,14 +486,10 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 		w.metrics.DecodeErrors.Inc()
 		w.deadLetter(m, key, fmt.Errorf("label record: %w", err), reasonOf(j.cfg.Format, m.Value, err), b)
 		// A record of the labels' log all the same: its time counts.
-		w.joinOutcomes(j.join.Label(m.Position.Offset, t, true, "", 0), b)
+		w.joinOutcomes(j.join.Label(m.Position.Offset, t, true, nil, 0), b)
 		return key
 	}
-	var id string
-	if !rec.Mark {
-		id = string(rec.ID)
-	}
-	w.joinOutcomes(j.join.Label(m.Position.Offset, t, rec.Mark, id, rec.Label), b)
+	w.joinOutcomes(j.join.Label(m.Position.Offset, t, rec.Mark, rec.ID, rec.Label), b)
 	return key
 }
 
@@ -408,47 +582,51 @@ func (w *Worker) scoreServed(d *Decided, b *outBatch) {
 func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch) error {
 	j := w.joined
 	for {
-		if j.tailAt >= len(j.tailBuf) {
-			if j.tail >= j.head {
-				return nil
-			}
-			msgs, err := j.cfg.Tail.Fetch(ctx, w.cfg.Batch)
-			if err != nil {
-				return fmt.Errorf("fetch the examples again (the join's tail): %w", err)
-			}
-			j.tailBuf, j.tailAt = msgs, 0
-			continue
+		e, err := j.nextTail(ctx, w.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("read the examples again (the join's tail): %w", err)
 		}
-		m := &j.tailBuf[j.tailAt]
-		if m.Resume > j.head {
+		m := e.m
+		if m == nil || m.Resume > j.head {
 			return nil
 		}
-		off, decided, ok := j.join.Next()
+		// The example as the head decoded it, or decoded again.
+		ex, meta, ok := x, wire.Meta{}, true
+		decode := func() error {
+			if e.cached != nil {
+				ex, ok = &e.cached.x, e.cached.ok
+				return nil
+			}
+			var err error
+			meta, err = w.decode(m.Value, x)
+			ok = err == nil
+			return err
+		}
+		off, decided, pending := j.join.Next()
 		switch {
-		case ok && off == m.Position.Offset:
+		case pending && off == m.Position.Offset:
 			if !decided {
 				return nil
 			}
-			label, labeled, _ := j.join.Learned()
-			if _, err := w.decode(m.Value, x); err != nil {
-				return fmt.Errorf("the join's tail: example %s decoded at the head and not again: %w", m.Position.EventID(), err)
+			if err := decode(); err != nil || !ok {
+				return fmt.Errorf("the join's tail: example %s decoded at the head and not again: %v", m.Position.EventID(), err)
 			}
-			x.Labeled, x.Label = labeled, label
-			w.learnAt(m, x, b)
-		case ok && off < m.Position.Offset:
+			label, labeled, _ := j.join.Learned()
+			ex.Labeled, ex.Label = labeled, label
+			w.learnAt(m, ex, b)
+		case pending && off < m.Position.Offset:
 			return fmt.Errorf("the join's tail: example at offset %d waits for its label, and the examples' log went on from offset %d", off, m.Position.Offset)
 		default:
-			meta, err := w.decode(m.Value, x)
-			if err == nil {
-				if meta.HasID && !x.Labeled {
+			decode() //nolint:errcheck // a dead letter at the head: the model never sees it
+			if ok {
+				if e.cached == nil && meta.HasID && !ex.Labeled {
 					return fmt.Errorf("the join's tail: example %s waits for a label the join does not know of", m.Position.EventID())
 				}
-				w.learnAt(m, x, b)
+				w.learnAt(m, ex, b)
 			}
 		}
 		b.resume[m.Position.Source] = m.Resume
-		j.tail = m.Resume
-		j.tailAt++
+		j.tookTail(e)
 	}
 }
 

@@ -92,6 +92,10 @@ type joinedRun struct {
 	labels *memory.Log
 	store  *snapshot.Store
 	sink   *memory.Sink
+	// cache is LabelsConfig.CacheBytes; tails counts the tail's readers
+	// opened.
+	cache int
+	tails int
 }
 
 // run resumes the model from the store and learns until the tail has
@@ -128,7 +132,11 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 		Labels: &consumer.LabelsConfig{
 			Join:       consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
 			Source:     memory.NewSource(r.labels, res.Positions),
-			Tail:       memory.NewSource(r.ex, res.Positions),
+			OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+				r.tails++
+				return memory.NewSource(r.ex, resume), nil
+			},
+			CacheBytes: r.cache,
 			Format:     wire.FormatJSON,
 			Marks:      consumer.Destination{Sink: markSink{r.labels}, Topic: "marks"},
 			Writer:     "w",
@@ -175,8 +183,9 @@ func newJoinedRun(t *testing.T, n int) *joinedRun {
 
 // TestJoinedWorkerIsAFunctionOfTheLogs: a worker that learns the two logs
 // without a stop, and one stopped three times and resumed from a
-// generation before its last (a kill), learn the same model and count the
-// same outcomes.
+// generation before its last (a kill), whose tail reads the examples'
+// log again for want of a cache, learn the same model and count the same
+// outcomes.
 func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 	const n = 3000
 	whole := newJoinedRun(t, n)
@@ -197,7 +206,14 @@ func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 		t.Errorf("%d late labels published, want %d", late, wantCounts.Labels[consumer.LabelLate]+wantCounts.Labels[consumer.LabelUnknown])
 	}
 
+	if whole.tails != 0 {
+		t.Errorf("an uninterrupted run with the default cache read the examples again %d times", whole.tails)
+	}
+
+	// A cache of a few examples: the tail reads the log again, and its
+	// reader is opened anew whenever the cache served it in between.
 	killed := newJoinedRun(t, n)
+	killed.cache = 4096
 	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
 		killed.run(at)
 		killed.dropNewest()
@@ -208,5 +224,8 @@ func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 	}
 	if got := w.JoinCounts(); got.Labels != wantCounts.Labels || got.Expired != wantCounts.Expired {
 		t.Errorf("outcomes after three kills %+v, uninterrupted %+v", got, wantCounts)
+	}
+	if killed.tails < 4 {
+		t.Errorf("with a cache of 4 KiB the tail opened the examples again %d times", killed.tails)
 	}
 }

@@ -80,7 +80,7 @@ func expectedJoin(examples, labels []delayedRecord) consumer.JoinCounts {
 	for i, e := range examples {
 		var rec struct{ ID string }
 		json.Unmarshal(e.value, &rec) //nolint:errcheck // the test wrote it
-		j.Example(int64(i), consumer.Millis(e.t), true, rec.ID, consumer.Served{})
+		j.Example(int64(i), consumer.Millis(e.t), true, []byte(rec.ID), consumer.Served{})
 	}
 	for i, l := range labels {
 		var rec struct {
@@ -88,9 +88,9 @@ func expectedJoin(examples, labels []delayedRecord) consumer.JoinCounts {
 			Label int
 		}
 		json.Unmarshal(l.value, &rec) //nolint:errcheck // the test wrote it
-		j.Label(int64(i), consumer.Millis(l.t), false, rec.ID, rec.Label)
+		j.Label(int64(i), consumer.Millis(l.t), false, []byte(rec.ID), rec.Label)
 	}
-	j.Label(int64(len(labels)), consumer.Millis(time.Now()), true, "", 0)
+	j.Label(int64(len(labels)), consumer.Millis(time.Now()), true, nil, 0)
 	for {
 		if _, decided, ok := j.Next(); !ok || !decided {
 			break

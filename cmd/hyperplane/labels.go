@@ -60,8 +60,8 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, marks bool) (*
 	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), p.resumed.Positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
-	if lc.Tail, err = p.brokers.source(ctx, cfg.Source, "", p.resumed.Positions); err != nil {
-		return nil, err
+	lc.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
+		return p.brokers.source(ctx, cfg.Source, "", resume)
 	}
 	if marks {
 		d := config.Destination{Kind: l.Kind, Topic: l.Subject}

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// BenchmarkJoinThroughput compares the worker over examples that carry
+// their labels (labeled) with the worker over the same examples without
+// them, whose labels come on a topic of their own up to a second of record
+// time later (joined: the head predicts, the labels join, the tail reads
+// the examples again and learns), each over an in-process Kafka of one
+// partition a topic, at the defaults (labels.window 10m). One op is benchN
+// examples, from opening the clients until the model has learned them all
+// and their outputs are durable.
+func BenchmarkJoinThroughput(b *testing.B) {
+	o := synth.DefaultOptions()
+	o.Features, o.Seed = 36, 3
+	s := synth.New(o)
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var labeled, examples, labels []*kgo.Record
+	for i := range benchN {
+		rec := s.Next()
+		t := base.Add(time.Duration(i) * 500 * time.Microsecond)
+		line := synth.AppendJSON(nil, rec)
+		labeled = append(labeled, &kgo.Record{Topic: "examples", Value: line[:len(line)-1], Timestamp: t})
+		y := rec.Label
+		rec.Labeled = false
+		line = synth.AppendJSON(nil, rec)
+		examples = append(examples, &kgo.Record{Topic: "examples", Value: line[:len(line)-1], Timestamp: t})
+		labels = append(labels, &kgo.Record{Topic: "labels", Value: fmt.Appendf(nil, `{"id":"%s","label":%d}`, strconv.FormatUint(rec.Seq, 10), y),
+			Timestamp: t.Add(time.Duration(rng.Int64N(int64(time.Second))))})
+	}
+	slices.SortStableFunc(labels, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	b.Run("labeled", func(b *testing.B) { benchJoin(b, labeled, false) })
+	b.Run("joined", func(b *testing.B) { benchJoin(b, append(examples, labels...), true) })
+}
+
+func benchJoin(b *testing.B, recs []*kgo.Record, joined bool) {
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "examples", "labels", "predictions"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		cl.Close()
+		b.StartTimer()
+		kc := kafkaio.Config{Brokers: c.ListenAddrs()}
+		open := func(topic string) consumer.Source {
+			src, err := kafkaio.NewSource(ctx, kc, []string{topic}, "", nil, wire.Start{Kind: wire.StartEarliest}, zap.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return src
+		}
+		sink, err := kafkaio.NewSink(kc, zap.NewNop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		head := open("examples")
+		closers := []consumer.Source{head}
+		cfg := consumer.WorkerConfig{Predictions: consumer.Destination{Sink: sink, Topic: "predictions"}}
+		if joined {
+			lb := open("labels")
+			closers = append(closers, lb)
+			cfg.Labels = &consumer.LabelsConfig{
+				Join:   consumer.JoinConfig{Window: 10 * time.Minute},
+				Source: lb, Format: wire.FormatAuto,
+				OpenTail: func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
+					return kafkaio.NewSource(ctx, kc, []string{"examples"}, "", resume, wire.Start{Kind: wire.StartEarliest}, zap.NewNop())
+				},
+				Marks: consumer.Destination{Sink: sink, Topic: "labels"}, Writer: "bench",
+			}
+		}
+		if err := runBenchWorker(b, cfg, learner.DefaultConfig(), head, "kafka:examples/0", benchN); err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range closers {
+			s.Close()
+		}
+		sink.Close()
+		c.Close()
+	}
+	b.ReportMetric(float64(b.N*benchN)/b.Elapsed().Seconds(), "examples/s")
+}
