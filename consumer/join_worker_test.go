@@ -130,8 +130,8 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 		SnapshotEvery:      500,
 		Batch:              64,
 		Labels: &consumer.LabelsConfig{
-			Join:       consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
-			Source:     memory.NewSource(r.labels, res.Positions),
+			Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+			Source: memory.NewSource(r.labels, res.Positions),
 			OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
 				r.tails++
 				return memory.NewSource(r.ex, resume), nil
