@@ -107,3 +107,83 @@ func benchJoin(b *testing.B, recs []*kgo.Record, joined bool) {
 	}
 	b.ReportMetric(float64(b.N*benchN)/b.Elapsed().Seconds(), "examples/s")
 }
+
+// BenchmarkJoinPendingRSS measures the worker's resident memory with a
+// million examples waiting for their labels: the real binary at the
+// defaults (labels.window 10m, the head's cache of 64 MiB) over an
+// in-process Kafka whose examples topic holds a million examples without
+// labels and whose labels topic is empty, against the same binary over
+// the same examples with their labels. It reports the RSS of each once
+// the million are read (MiB), the difference per pending example, and the
+// heap in use of each (Go's collector lets the heap grow to about twice
+// what is live before it collects, so RSS is about that much more).
+func BenchmarkJoinPendingRSS(b *testing.B) {
+	const n = 1_000_000
+	o := synth.DefaultOptions()
+	o.Features, o.Seed = 36, 3
+	s := synth.New(o)
+	base := time.Now().Add(-time.Minute)
+	var labeled, examples []*kgo.Record
+	for range n {
+		rec := s.Next()
+		line := synth.AppendJSON(nil, rec)
+		labeled = append(labeled, &kgo.Record{Topic: "labeled", Value: line[:len(line)-1]})
+		rec.Labeled = false
+		line = synth.AppendJSON(nil, rec)
+		examples = append(examples, &kgo.Record{Topic: "examples", Value: line[:len(line)-1], Timestamp: base})
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "examples", "labeled", "labels", "predictions"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.ProduceSync(context.Background(), append(labeled, examples...)...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	labeled, examples = nil, nil
+	config := func(topic, labels string) string {
+		return fmt.Sprintf(`
+model:
+  name: rss
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [%s]
+outputs:
+  predictions: kafka:predictions
+%s`, c.ListenAddrs()[0], topic, labels)
+	}
+	rss := func(b *testing.B, cfg string, done func(*proc) bool) (rss, heap float64) {
+		p := start(b, "run", "--config", writeConfig(b, cfg))
+		deadline := time.Now().Add(10 * time.Minute)
+		for !done(p) {
+			if time.Now().After(deadline) {
+				b.Fatalf("the worker did not get through the examples:\n%s", p.log())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		rss, heap = p.metric("process_resident_memory_bytes"), p.metric("go_memstats_heap_inuse_bytes")
+		p.cmd.Process.Kill() //nolint:errcheck // measured
+		<-p.done
+		return rss / (1 << 20), heap / (1 << 20)
+	}
+	for b.Loop() {
+		plain, plainHeap := rss(b, config("labeled", ""), func(p *proc) bool {
+			return p.metric(`hyperplane_position{source="kafka:labeled/0"}`) >= n
+		})
+		joined, joinedHeap := rss(b, config("examples", "labels:\n  kind: kafka\n  topics: [labels]\n"), func(p *proc) bool {
+			return p.metric("hyperplane_join_pending") >= n
+		})
+		b.ReportMetric(plain, "labeled-RSS-MiB")
+		b.ReportMetric(joined, "pending-RSS-MiB")
+		b.ReportMetric((joined-plain)*(1<<20)/n, "RSS-B/pending")
+		b.ReportMetric(plainHeap, "labeled-heap-MiB")
+		b.ReportMetric(joinedHeap, "pending-heap-MiB")
+	}
+}

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 
 // proc is a running hyperplane process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	addr   string // its HTTP address, once it listens
@@ -63,7 +63,7 @@ var listening = regexp.MustCompile(`"msg":"http listening".*"addr":"([^"]+)"`)
 // start runs hyperplane with args and an HTTP server on a port the
 // system gives it, which the process logs: a port chosen here and freed
 // for the process could be taken by another in between.
-func start(t *testing.T, args ...string) *proc {
+func start(t testing.TB, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, done: make(chan error, 1)}
 	p.cmd = exec.Command(hyperplane.path, append(args, "--http.addr", "127.0.0.1:0")...)
@@ -176,7 +176,7 @@ func (p *proc) ready() bool {
 }
 
 // eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -198,7 +198,7 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-func writeConfig(t *testing.T, yaml string) string {
+func writeConfig(t testing.TB, yaml string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(strings.TrimSpace(yaml)+"\n"), 0o644); err != nil {
