@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+)
+
+// readRecords reads n records of topic, failing after 30 s.
+func readRecords(t *testing.T, c *testbroker.KafkaCluster, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("%s: after %d records: %v", topic, len(recs), err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	}
+	return recs
+}
+
+// TestGenLabelsTo: gen -labels-to publishes the examples without their
+// labels and each label, keyed as its example, after its example: every
+// one names an example's id, none is lost but the share -label-missing
+// leaves out, and a label's record time follows its example's.
+func TestGenLabelsTo(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples", "labels"))
+	const n = 400
+	_, stderr, err := runCmd(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "5", "-to", "kafka:examples",
+		"-labels-to", "kafka:labels", "-label-delay", "20ms", "-label-missing", "0.25", "-kafka-brokers", strings.Join(c.ListenAddrs(), ","))
+	if err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	var labeled int
+	if _, err := fmt.Sscanf(stderr[strings.Index(stderr, "published "):], "published %d labels", &labeled); err != nil {
+		t.Fatalf("gen did not say how many labels it published: %q", stderr)
+	}
+	if labeled < n/2 || labeled > n-n/10 {
+		t.Errorf("%d labels of %d examples with -label-missing 0.25", labeled, n)
+	}
+	examples := map[string]*kgo.Record{}
+	for _, r := range readRecords(t, c, "examples", n) {
+		var ex struct {
+			ID    string
+			Label *int
+		}
+		if err := json.Unmarshal(r.Value, &ex); err != nil || ex.ID == "" || ex.Label != nil {
+			t.Fatalf("example %s: want an id and no label (%v)", r.Value, err)
+		}
+		examples[ex.ID] = r
+	}
+	for _, r := range readRecords(t, c, "labels", labeled) {
+		var l struct {
+			ID    string
+			Label int
+		}
+		if err := json.Unmarshal(r.Value, &l); err != nil || (l.Label != 1 && l.Label != -1) {
+			t.Fatalf("label %s: %v", r.Value, err)
+		}
+		ex, ok := examples[l.ID]
+		switch {
+		case !ok:
+			t.Fatalf("label %s names no example", r.Value)
+		case string(ex.Key) != string(r.Key):
+			t.Errorf("label %s is keyed %s, its example %s", r.Value, r.Key, ex.Key)
+		case r.Timestamp.Before(ex.Timestamp):
+			t.Errorf("label %s at %v, before its example at %v", r.Value, r.Timestamp, ex.Timestamp)
+		}
+	}
+}
+
+// TestDemoLabelDelay: the demo with labels that come later joins them and
+// says so in its summary, with the served accuracy, and inspect shows the
+// join of the snapshot.
+func TestDemoLabelDelay(t *testing.T) {
+	data := t.TempDir()
+	out, stderr, err := runCmd(t, "", "demo", "-examples", "3000", "-garbage", "0", "-label-delay", "50ms", "-http", "", "-data", data)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"done: 3000 examples", "labels: ", " joined, ", "served accuracy ", "3000     prediction events", "in JetStream stream LABELS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	var sum struct {
+		Join *joinSummary `json:"join"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "file://"+data+"/demo")), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Join == nil || sum.Join.Labels["joined"] == 0 || sum.Join.Pending != 0 || sum.Join.Served != sum.Join.Labels["joined"] {
+		t.Fatalf("inspect's join of the demo's snapshot: %+v", sum.Join)
+	}
+}
+
+// TestSetupCreatesTheLabels: setup creates the labels' topic or stream
+// beside the source's.
+func TestSetupCreatesTheLabels(t *testing.T) {
+	cfg := config.Default()
+	cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{"impressions"}}
+	cfg.Labels = config.Labels{Kind: config.KindKafka, Topics: []string{"clicks"}}
+	var names []string
+	for _, ts := range setupTargets(cfg) {
+		names = append(names, ts.kind+":"+ts.name)
+	}
+	if got := strings.Join(names, " "); got != "kafka:impressions kafka:clicks" {
+		t.Errorf("kafka: setup creates %s", got)
+	}
+	cfg.Source = config.Source{Kind: config.KindJetStream, Stream: "IMPRESSIONS", Subject: "impressions"}
+	cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "CLICKS", Subject: "clicks"}
+	ts := setupTargets(cfg)
+	if len(ts) != 2 || ts[1].kind != "stream" || ts[1].name != "CLICKS" || ts[1].subject != "clicks" {
+		t.Errorf("jetstream: setup creates %+v", ts)
+	}
+}
