@@ -245,6 +245,15 @@ func (j *Join) Label(offset, t int64, mark bool, id []byte, label int) []Decided
 	return j.outs
 }
 
+// Skip records a record of the labels' log that is no label (one that
+// does not decode): its time counts all the same.
+func (j *Join) Skip(t int64) []Decided {
+	j.outs = j.outs[:0]
+	j.wL = max(j.wL, t)
+	j.forget()
+	return j.outs
+}
+
 // relate applies the rule of docs/labels.md section 2 to example e and a
 // label whose watermark is b: ok is false when they are not related or the
 // label is too late to be counted against e.
@@ -393,13 +402,15 @@ const minProbability = 1e-15
 type JoinState struct {
 	// Head is the Resume of the last example read at the head.
 	Head int64 `msgpack:"head"`
-	// Source is the examples' source key.
-	Source   string           `msgpack:"source"`
-	WE       int64            `msgpack:"examples_watermark"`
-	WL       int64            `msgpack:"labels_watermark"`
-	Examples []JoinedExample  `msgpack:"examples"`
-	Labels   []HeldLabelState `msgpack:"labels"`
-	Counts   JoinCountsState  `msgpack:"counts"`
+	// Source and LabelsSource are the examples' and the labels' source
+	// keys.
+	Source       string           `msgpack:"source"`
+	LabelsSource string           `msgpack:"labels_source"`
+	WE           int64            `msgpack:"examples_watermark"`
+	WL           int64            `msgpack:"labels_watermark"`
+	Examples     []JoinedExample  `msgpack:"examples"`
+	Labels       []HeldLabelState `msgpack:"labels"`
+	Counts       JoinCountsState  `msgpack:"counts"`
 }
 
 // JoinedExample is a delayed example in a JoinState.

@@ -73,6 +73,8 @@ type joined struct {
 	// when the worker started.
 	exSource string
 	initial  map[string]int64
+	// lbSource is the labels' source key.
+	lbSource string
 
 	examples, labels *reader
 	last             *fetched
@@ -143,12 +145,16 @@ func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions,
 		if j.join, err = RestoreJoin(cfg.Join, cfg.State); err != nil {
 			return nil, err
 		}
-		j.head, j.exSource = cfg.State.Head, cfg.State.Source
+		j.head, j.exSource, j.lbSource = cfg.State.Head, cfg.State.Source, cfg.State.LabelsSource
 		j.tail = positions[j.exSource]
+		if j.lbSource != "" {
+			j.labelKeys[j.lbSource] = true
+		}
 	} else {
 		j.join = NewJoin(cfg.Join)
 	}
 	j.cacheFrom = j.head
+	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, j.join.Pending()
 	return j, nil
 }
 
@@ -305,7 +311,9 @@ func (j *joined) tookTail(e tailExample) {
 		return
 	}
 	if j.tailSrc != nil {
-		j.tailSrc.Close() //nolint:errcheck // it only read
+		// Closing may wait for a fetch in flight: not on the learning
+		// goroutine.
+		go j.tailSrc.Close() //nolint:errcheck // it only read
 		j.tailSrc, j.tailBuf, j.tailNext = nil, nil, 0
 	}
 }
@@ -386,7 +394,7 @@ func (j *joined) commit(ctx context.Context, head Source, resume map[string]int6
 // state is the join as a snapshot records it.
 func (j *joined) state() *JoinState {
 	st := j.join.State(j.head)
-	st.Source = j.exSource
+	st.Source, st.LabelsSource = j.exSource, j.lbSource
 	return st
 }
 
@@ -394,7 +402,7 @@ func (j *joined) state() *JoinState {
 // no window waits on one.
 func (j *joined) markDue() time.Time {
 	due, ok := j.join.Due()
-	if !ok {
+	if !ok || !j.cfg.Marks.enabled() {
 		return time.Time{}
 	}
 	at := time.UnixMilli(due).Add(markEvery)
@@ -409,10 +417,18 @@ func (j *joined) markDue() time.Time {
 func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
 	j := w.joined
 	if j.exSource == "" {
-		// A model without a join before: the tail is where the model is.
+		// A model without a join before: the tail is where the model is,
+		// or, for a model with no position here yet, just before this
+		// first example (a Resume value less one is the position before
+		// it, for a Kafka offset and a JetStream sequence alike), which
+		// every snapshot from now on records.
 		j.exSource = m.Position.Source
-		j.tail = j.initial[j.exSource]
-		j.cacheFrom = j.tail
+		tail, ok := j.initial[j.exSource]
+		if !ok {
+			tail = m.Resume - 1
+		}
+		j.tail, j.cacheFrom = tail, tail
+		b.resume[j.exSource] = tail
 	}
 	j.head = m.Resume
 	t := Millis(m.Time)
@@ -479,6 +495,7 @@ func margin(p *learner.Prediction, y int, multiclass bool) float64 {
 func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
 	j := w.joined
 	b.resume[m.Position.Source] = m.Resume
+	j.lbSource = m.Position.Source
 	key := m.Position.AppendEventID(scratch[:0])
 	t := Millis(m.Time)
 	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)
@@ -486,7 +503,7 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 		w.metrics.DecodeErrors.Inc()
 		w.deadLetter(m, key, fmt.Errorf("label record: %w", err), reasonOf(j.cfg.Format, m.Value, err), b)
 		// A record of the labels' log all the same: its time counts.
-		w.joinOutcomes(j.join.Label(m.Position.Offset, t, true, nil, 0), b)
+		w.joinOutcomes(j.join.Skip(t), b)
 		return key
 	}
 	w.joinOutcomes(j.join.Label(m.Position.Offset, t, rec.Mark, rec.ID, rec.Label), b)
@@ -524,16 +541,10 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 	}
 }
 
-// labelSource is the source key of the labels' input: a held label's
-// record was read before, from the only labels' source there is.
-func (w *Worker) labelSource(*Decided) string {
-	w.joined.mu.Lock()
-	defer w.joined.mu.Unlock()
-	for k := range w.joined.labelKeys {
-		return k
-	}
-	return ""
-}
+// labelSource is the source key of the labels' input, which the join
+// records from its first label on: a held label's record was read
+// before, from the one labels' source there is.
+func (w *Worker) labelSource(*Decided) string { return w.joined.lbSource }
 
 // scoreServed scores the prediction that was served for the example a
 // label joined.
@@ -658,21 +669,29 @@ func (w *Worker) writeMark(b *outBatch) bool {
 	return true
 }
 
-// markBatch is a batch without messages that carries a mark, nil when
-// none is due.
-func (w *Worker) markBatch() *outBatch {
+// joinedIdle learns what the join decided without a batch of input, and
+// writes a mark if one is due, into a batch without messages; nil when
+// that did nothing.
+func (w *Worker) joinedIdle(ctx context.Context, x *learner.Example) (*outBatch, error) {
 	b := w.batchPool.Get().(*outBatch)
 	b.reset()
 	b.messages, b.fetched = 0, time.Now()
 	if b.resume == nil {
 		b.resume = map[string]int64{}
 	}
-	if !w.writeMark(b) {
+	w.refreshLimits()
+	if err := w.learnTail(ctx, x, b); err != nil && ctx.Err() == nil {
 		w.batchPool.Put(b)
-		return nil
+		return nil, err
+	}
+	w.writeMark(b)
+	w.observeJoin()
+	if len(b.resume) == 0 && b.count() == 0 {
+		w.batchPool.Put(b)
+		return nil, nil
 	}
 	b.seal()
-	return b
+	return b, nil
 }
 
 // fetchJoined is the next batch of either input, with the worker not

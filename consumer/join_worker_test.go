@@ -229,3 +229,97 @@ func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 		t.Errorf("with a cache of 4 KiB the tail opened the examples again %d times", killed.tails)
 	}
 }
+
+// runJoined runs a worker over ex and labels, resumed from store, until
+// done says so, then stops it (a last snapshot is written).
+func runJoined(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head map[string]int64, marks bool, done func(*consumer.Worker) bool) *consumer.Worker {
+	t.Helper()
+	ctx := context.Background()
+	log := zaptest.NewLogger(t)
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 14
+	res, err := snapshot.Resume(ctx, store, "joined", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *consumer.JoinState
+	if res.Snapshot != nil && res.Snapshot.Join != nil {
+		if st, err = consumer.DecodeJoinState(res.Snapshot.Join); err != nil {
+			t.Fatal(err)
+		}
+		head = map[string]int64{st.Source: st.Head}
+	}
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+		Source: memory.NewSource(labels, res.Positions),
+		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+			return memory.NewSource(ex, resume), nil
+		},
+		CacheBytes: 4096,
+		Format:     wire.FormatJSON, Writer: "w", State: st,
+	}
+	if marks {
+		lc.Marks = consumer.Destination{Sink: markSink{labels}, Topic: "marks"}
+	}
+	cfg := consumer.WorkerConfig{Model: "joined", Snapshots: res.Snapshotter, SnapshotEvery: 50, Batch: 16, Labels: lc}
+	w := consumer.NewWorker(cfg, memory.NewSource(ex, head), res.Model, res.Positions, nil, log)
+	wctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(wctx) }()
+	waitFor(t, "the worker", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("Run stopped: %v", err)
+		default:
+		}
+		return done(w)
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w
+}
+
+// TestJoinedWorkerStartsAtItsHead: a new model whose head begins inside
+// the examples' log (source.start at an offset, a replay from one) learns
+// from there on, though its tail must read the log again (a cache of a
+// few examples): never from the log's first offset.
+func TestJoinedWorkerStartsAtItsHead(t *testing.T) {
+	ex, labels := delayedLogs(1000)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	w := runJoined(t, ex, labels, store, map[string]int64{ex.Key(0): 500}, true, func(w *consumer.Worker) bool {
+		return w.Positions()[ex.Key(0)] >= 1000
+	})
+	if got := w.Model().Counts().Examples; got != 500 {
+		t.Errorf("learned %d examples from offset 500 of 1,000, want 500", got)
+	}
+}
+
+// TestJoinedWorkerClosesWindowsWhenQuiet: a worker restarted with examples
+// whose windows closed while it was down, and neither input bringing
+// anything new, writes the mark that closes them and learns them: no batch
+// of input is needed for it.
+func TestJoinedWorkerClosesWindowsWhenQuiet(t *testing.T) {
+	ex := memory.NewLog("examples", 1)
+	labels := memory.NewLog("labels", 1)
+	base := time.Now().Add(-time.Hour)
+	for i := range 100 {
+		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
+	}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	// Without marks nothing closes: every example waits.
+	runJoined(t, ex, labels, store, nil, false, func(w *consumer.Worker) bool {
+		head, _, pending, _ := w.JoinProgress()
+		return head == 100 && pending == 100
+	})
+	w := runJoined(t, ex, labels, store, nil, true, func(w *consumer.Worker) bool {
+		return w.Positions()[ex.Key(0)] >= 100
+	})
+	if got := w.Model().Counts(); got.Labeled != 100 || w.JoinCounts().Expired != 100 {
+		t.Errorf("after the restart %d examples learned with a label (%d expired), want the 100 with the default", got.Labeled, w.JoinCounts().Expired)
+	}
+	if labels.Len(0) == 0 {
+		t.Error("no mark was written")
+	}
+}

@@ -620,6 +620,21 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	}
 	alarm := newAlarm(ctx)
 	defer alarm.stop()
+	// idle learns what the join has decided without a batch of input (a
+	// restored join, a mark's window), writes a mark if one is due, and
+	// queues what that produced; false means the shutdown limit passed.
+	idle := func() (bool, error) {
+		b, err := w.joinedIdle(ctx, &x)
+		if err != nil || b == nil {
+			return true, err
+		}
+		dirty = true
+		w.mu.Lock()
+		maps.Copy(w.positions, b.resume)
+		w.stats = w.model.Metrics()
+		w.mu.Unlock()
+		return send(b), nil
+	}
 	if w.joined != nil {
 		rctx, stopReaders := context.WithCancel(ctx)
 		w.joined.start(rctx, w.src, w.cfg.Batch)
@@ -627,6 +642,9 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 			stopReaders()
 			w.joined.stop()
 		}()
+		if ok, err := idle(); err != nil || !ok {
+			return unsent, err
+		}
 	}
 	for {
 		var due time.Time
@@ -672,8 +690,8 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 					refreshView()
 				}
 				if w.joined != nil {
-					if mb := w.markBatch(); mb != nil && !send(mb) {
-						return unsent, nil
+					if ok, err := idle(); err != nil || !ok {
+						return unsent, err
 					}
 				}
 				if snap := takeSnapshot(false); snap != nil && !sendSnapshot(snap) {
@@ -765,21 +783,38 @@ func (a *alarm) fire() {
 	a.mu.Unlock()
 }
 
-// set makes the alarm go off after d (at once if d <= 0).
-func (a *alarm) set(d time.Duration) { a.timer.Reset(d) }
+// set makes the alarm go off after d (at once if d <= 0): the context
+// that context returns from now on ends then, even when d has passed
+// already.
+func (a *alarm) set(d time.Duration) {
+	a.timer.Stop()
+	a.renew()
+	a.timer.Reset(d)
+}
 
 // clear stops the alarm. One that was going off as it was cleared may
 // still end the current context: callers treat a wake-up as a hint.
-func (a *alarm) clear() { a.timer.Stop() }
+func (a *alarm) clear() {
+	a.timer.Stop()
+	a.renew()
+}
 
-// context is done when the parent is or once the alarm went off after
-// the last call.
-func (a *alarm) context() context.Context {
+// renew replaces a context the alarm ended, before it is armed again: a
+// renewal when the context is asked for would lose an alarm that went off
+// at once.
+func (a *alarm) renew() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ctx.Err() != nil && a.parent.Err() == nil {
 		a.ctx, a.cancel = context.WithCancel(a.parent)
 	}
+}
+
+// context is done when the parent is, or once the alarm went off after
+// the last set or clear.
+func (a *alarm) context() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	return a.ctx
 }
 

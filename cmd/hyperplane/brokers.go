@@ -84,6 +84,16 @@ func (b *brokers) natsConn() (*natsgo.Conn, error) {
 // its position in positions, the model's, or begins at s.Start; group is
 // the Kafka consumer group that progress is committed to.
 func (b *brokers) source(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+	src, err := b.openSource(ctx, s, group, positions)
+	if err != nil {
+		return nil, err
+	}
+	b.closers = append(b.closers, src.Close)
+	return src, nil
+}
+
+// openSource is source for a caller that closes what it opens.
+func (b *brokers) openSource(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
 	var src consumer.Source
 	switch s.Kind {
 	case config.KindKafka:
@@ -113,7 +123,6 @@ func (b *brokers) source(ctx context.Context, s config.Source, group string, pos
 	default:
 		return nil, fmt.Errorf("source.kind: %w", s.Kind.Validate())
 	}
-	b.closers = append(b.closers, src.Close)
 	return src, nil
 }
 

@@ -21,7 +21,13 @@ func (p *pipeline) joinState() (*consumer.JoinState, error) {
 // headPositions are where the worker reads the examples from: the model's
 // positions, but with labels, the examples' from where the join's head
 // had read them (docs/labels.md, section 6).
-func (p *pipeline) headPositions() (map[string]int64, error) {
+func (p *pipeline) headPositions(cfg config.Config) (map[string]int64, error) {
+	if !cfg.Labels.Enabled() {
+		// Labels off for a model that had them: the examples its join
+		// held are read again from where the model is, and those without
+		// a label are predicted and not learned.
+		return p.resumed.Positions, nil
+	}
 	st, err := p.joinState()
 	if err != nil || st == nil {
 		return p.resumed.Positions, err
@@ -57,11 +63,15 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, marks bool) (*
 	if lc.State, err = p.joinState(); err != nil {
 		return nil, err
 	}
+	if err := p.onePartition(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), p.resumed.Positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
+	p.labelsSource = lc.Source
 	lc.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
-		return p.brokers.source(ctx, cfg.Source, "", resume)
+		return p.brokers.openSource(ctx, cfg.Source, "", resume)
 	}
 	if marks {
 		d := config.Destination{Kind: l.Kind, Topic: l.Subject}
@@ -76,4 +86,29 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, marks bool) (*
 		return nil, err
 	}
 	return lc, nil
+}
+
+// onePartition refuses a Kafka source or labels' topic of several
+// partitions: the join takes one of each for now (docs/labels.md,
+// section 8), and a labels' topic read whole would have no one order.
+func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
+	if cfg.Source.Kind != config.KindKafka {
+		return nil
+	}
+	for _, c := range []struct {
+		key string
+		src config.Source
+	}{{"source.topics", cfg.Source}, {"labels.topics", cfg.Labels.Source(cfg.Source)}} {
+		sh, n, err := p.brokers.kafkaShards(ctx, c.src, 2)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.key, err)
+		}
+		if sh != nil {
+			sh.Close() //nolint:errcheck // only counted
+		}
+		if n > 1 {
+			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8)", c.key, c.src.Topics[0], n)
+		}
+	}
+	return nil
 }

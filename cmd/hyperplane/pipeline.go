@@ -60,6 +60,9 @@ type pipeline struct {
 	// lag is closed when the lag reporter of the source of one stream
 	// has stopped; nil when none runs.
 	lag chan struct{}
+	// labelsSource reads the labels that come later, when cfg.Labels
+	// names them.
+	labelsSource consumer.Source
 }
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
@@ -106,7 +109,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		p.partitionSubject = js.Filter(0)
 	}
 	if !epochs && p.shards == nil {
-		head, err := p.headPositions()
+		head, err := p.headPositions(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +171,7 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 				// maps.
 				s.Subject = p.partitionSubject
 			}
-			head, err := p.headPositions()
+			head, err := p.headPositions(cfg)
 			if err != nil {
 				return nil, err
 			}

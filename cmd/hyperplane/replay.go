@@ -124,7 +124,7 @@ loop:
 			return fmt.Errorf("replay stopped: %w", err)
 		case <-bounded.done:
 			if cfg.Labels.Enabled() {
-				if err := waitJoined(ctx, worker, done); err != nil {
+				if err := waitJoined(ctx, worker, p.labelsSource, done); err != nil {
 					bar.end()
 					return err
 				}
@@ -152,19 +152,22 @@ loop:
 }
 
 // joinSettle is how long a replay with labels waits, once the head has
-// read the examples' range, for the tail to move again before it takes the
-// labels' log to close no more windows.
+// read the examples' range and the labels' reader has read every label
+// there is, for the tail to move again before it takes the labels' log to
+// close no more windows.
 const joinSettle = 2 * time.Second
 
 // waitJoined waits, once a replay has predicted its range of examples,
-// until the join has learned every one of them, or until the tail stays
-// where it is for joinSettle: the labels' log holds nothing that closes
-// the windows still open, and the live worker's model does not include
-// those examples either. done is the worker's Run.
-func waitJoined(ctx context.Context, w *consumer.Worker, done <-chan error) error {
+// until the join has learned every one of them, or until the labels'
+// reader (labels) has read every label and the tail and the labels'
+// position stay where they are for joinSettle: the labels' log holds
+// nothing that closes the windows still open, and the live worker's model
+// does not include those examples either. done is the worker's Run.
+func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, done <-chan error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last int64 = -1
+	lr, _ := labels.(lagReporter)
+	var last string
 	since := time.Now()
 	for {
 		select {
@@ -178,9 +181,16 @@ func waitJoined(ctx context.Context, w *consumer.Worker, done <-chan error) erro
 		if pending == 0 && tail >= head {
 			return nil
 		}
-		if tail != last {
-			last, since = tail, time.Now()
-		} else if time.Since(since) >= joinSettle {
+		now := fmt.Sprint(tail, w.Positions())
+		reading := false
+		if lr != nil {
+			lag := lr.Lag()
+			reading = len(lag) > 0 && !allZero(lag)
+		}
+		switch {
+		case now != last || reading:
+			last, since = now, time.Now()
+		case time.Since(since) >= joinSettle:
 			return nil
 		}
 	}
