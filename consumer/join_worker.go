@@ -193,28 +193,21 @@ type featureSlab struct {
 
 const slabLen = 1 << 15
 
-func (s *featureSlab) indices(v []uint32) []uint32 {
-	if len(v) == 0 {
-		return nil
-	}
-	if cap(s.index)-len(s.index) < len(v) {
-		s.index = make([]uint32, 0, max(slabLen, len(v)))
-	}
-	n := len(s.index)
-	s.index = append(s.index, v...)
-	return s.index[n:len(s.index):len(s.index)]
-}
+func (s *featureSlab) indices(v []uint32) []uint32  { return cut(&s.index, v) }
+func (s *featureSlab) values(v []float64) []float64 { return cut(&s.value, v) }
 
-func (s *featureSlab) values(v []float64) []float64 {
+// cut copies v into slab, taking a new slab when it has no room left, and
+// returns the copy.
+func cut[T any](slab *[]T, v []T) []T {
 	if len(v) == 0 {
 		return nil
 	}
-	if cap(s.value)-len(s.value) < len(v) {
-		s.value = make([]float64, 0, max(slabLen, len(v)))
+	if cap(*slab)-len(*slab) < len(v) {
+		*slab = make([]T, 0, max(slabLen, len(v)))
 	}
-	n := len(s.value)
-	s.value = append(s.value, v...)
-	return s.value[n:len(s.value):len(s.value)]
+	n := len(*slab)
+	*slab = append(*slab, v...)
+	return (*slab)[n:len(*slab):len(*slab)]
 }
 
 // size is about what c holds in memory.
@@ -451,24 +444,7 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		o.Margin = margin(&o.Prediction, x.Label, w.labels.Multiclass())
 	}
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
-	dead := false
-	if w.cfg.Predictions.enabled() && (w.cfg.Publish == wire.PublishAll || (w.cfg.Publish == wire.PublishUnlabeled && !o.Labeled)) {
-		start := len(b.arena)
-		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, &ev, w.labels)
-		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
-			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
-			dead = true
-		}
-	}
-	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
-		mt := w.model.Counts()
-		mc := wire.Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
-		start := len(b.arena)
-		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
-		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
-			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
-		}
-	}
+	w.publishOutcome(m, key, &ev, b)
 	delayed := meta.HasID && !x.Labeled
 	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
 	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, meta.ID, served), b)

@@ -846,10 +846,22 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	version := w.model.Version()
 	o := w.model.Learn(x)
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
-	dead := false
+	dead := w.publishOutcome(m, key, &ev, b)
+	if o.Drift != nil {
+		w.drifted(m, key, &ev, b, dead)
+	}
+	return key
+}
+
+// publishOutcome adds the prediction event ev of m, keyed by key, and,
+// when its label shows it wrong, its misclassification. dead reports
+// that m got a dead letter instead of one of them, being over its
+// output's limit.
+func (w *Worker) publishOutcome(m *Message, key []byte, ev *wire.Prediction, b *outBatch) (dead bool) {
+	o := &ev.Outcome
 	if w.cfg.Predictions.enabled() && (w.cfg.Publish == wire.PublishAll || (w.cfg.Publish == wire.PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
-		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, &ev, w.labels)
+		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, ev, w.labels)
 		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
 			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
 			dead = true
@@ -857,7 +869,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	}
 	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
 		mt := w.model.Counts()
-		mc := wire.Misclassification{Prediction: ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
+		mc := wire.Misclassification{Prediction: *ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
 		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
@@ -865,10 +877,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 			dead = true
 		}
 	}
-	if o.Drift != nil {
-		w.drifted(m, key, &ev, b, dead)
-	}
-	return key
+	return dead
 }
 
 // refuse makes m, which failed to decode with err, a dead letter, and

@@ -186,10 +186,19 @@ func TestLabelsKafka(t *testing.T) {
 		t.Errorf("%d examples learned with a label, want every one of %d (joined or defaulted)", got, n)
 	}
 
+	assertJoinRuns(t, ctx, sha, want, func(store string) string { return writeConfig(t, labelsKafkaConfig(c, store)) }, "kafka:examples/0", n, learned)
+}
+
+// assertJoinRuns runs the worker of config(store) on a store of its own,
+// killing it with SIGKILL three times (killAt) before it runs to the end
+// (learned), and replays the same topics into another store: both models
+// must be the uninterrupted run's (sha), with the rule's outcomes (want).
+func assertJoinRuns(t *testing.T, ctx context.Context, sha string, want consumer.JoinCounts, config func(store string) string, source string, n int, learned func(*proc) bool) {
+	t.Helper()
 	killed := fileStore(t)
-	cfg := writeConfig(t, labelsKafkaConfig(c, killed))
-	snaps := killAt(t, cfg, killed, "kafka:examples/0", n/5, n/2, 4*n/5)
-	p = start(t, "run", "--config", cfg)
+	cfg := config(killed)
+	snaps := killAt(t, cfg, killed, source, n/5, n/2, 4*n/5)
+	p := start(t, "run", "--config", cfg)
 	eventually(t, 2*time.Minute, "every example learned after the kills", func() bool { return learned(p) })
 	p.stop()
 	got, st := joinedSnapshot(t, killed)
@@ -197,45 +206,40 @@ func TestLabelsKafka(t *testing.T) {
 		t.Errorf("after kills at %v: state_sha256 %s, uninterrupted %s", snaps, got.State.StateSHA256(), sha)
 	}
 	assertJoinCounts(t, "killed", st, want)
-	t.Logf("kills with the newest generation at offsets %v; outcomes %+v", snaps, want)
+	t.Logf("kills with the newest generation at %v; outcomes %+v", snaps, want)
 
 	dir := t.TempDir()
-	out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", writeConfig(t, labelsKafkaConfig(c, "")), "--out", "file://"+dir).Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("replay: %v\n%s", err, stderr)
+	if out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", config(""), "--out", "file://"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
 	}
 	replayed, err := snapshot.LoadURL(ctx, "file://"+dir+"/e2e", nil)
 	if err != nil {
-		t.Fatalf("replay printed %s: %v", out, err)
+		t.Fatal(err)
 	}
 	if replayed.State.StateSHA256() != sha {
 		t.Errorf("replay: state_sha256 %s, the worker's %s", replayed.State.StateSHA256(), sha)
 	}
 }
 
-// killAt starts the worker and kills it with SIGKILL once the model has
-// learned at least each of at examples of source (its tail, as /metrics
-// says), then starts it again. It returns, for each kill, the position at
-// source of the newest generation in store then: where the next run
-// resumed.
+// killAt starts the worker and kills it with SIGKILL once the newest
+// generation in store includes at least each of at examples of source,
+// then starts it again: each kill comes after a snapshot, with whatever
+// the worker did since lost. It returns, for each kill, the position at
+// source of that generation: where the next run resumed.
 func killAt(t *testing.T, cfg, store, source string, at ...int) []int64 {
 	t.Helper()
 	var snaps []int64
 	for _, n := range at {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		eventually(t, 2*time.Minute, fmt.Sprintf("%d examples learned", n), func() bool {
-			return p.metric(`hyperplane_position{source="`+source+`"}`) >= float64(n)
+		var pos int64
+		eventually(t, 2*time.Minute, fmt.Sprintf("a generation with %d examples learned", n), func() bool {
+			if s, err := snapshot.LoadURL(testContext(t), store+"/e2e", nil); err == nil {
+				pos = s.Positions[source]
+			}
+			return pos >= int64(n)
 		})
 		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
 		<-p.done
-		var pos int64
-		if s, err := snapshot.LoadURL(testContext(t), store+"/e2e", nil); err == nil {
-			pos = s.Positions[source]
-		}
 		snaps = append(snaps, pos)
 	}
 	return snaps
@@ -367,28 +371,5 @@ snapshot:
 	sha := ref.State.StateSHA256()
 	assertJoinCounts(t, "uninterrupted", st, want)
 
-	killed := fileStore(t)
-	cfg := config(killed)
-	snaps := killAt(t, cfg, killed, source, n/5, n/2, 4*n/5)
-	p = start(t, "run", "--config", cfg)
-	eventually(t, 2*time.Minute, "every example learned after the kills", func() bool { return learned(p) })
-	p.stop()
-	got, st := joinedSnapshot(t, killed)
-	if got.State.StateSHA256() != sha {
-		t.Errorf("after kills at %v: state_sha256 %s, uninterrupted %s", snaps, got.State.StateSHA256(), sha)
-	}
-	assertJoinCounts(t, "killed", st, want)
-	t.Logf("kills with the newest generation at sequences %v; outcomes %+v", snaps, want)
-
-	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", config(""), "--out", "file://"+dir).CombinedOutput(); err != nil {
-		t.Fatalf("replay: %v\n%s", err, out)
-	}
-	replayed, err := snapshot.LoadURL(ctx, "file://"+dir+"/e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if replayed.State.StateSHA256() != sha {
-		t.Errorf("replay: state_sha256 %s, the worker's %s", replayed.State.StateSHA256(), sha)
-	}
+	assertJoinRuns(t, ctx, sha, want, config, source, n, learned)
 }
