@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func labelDecoder(t testing.TB, classes ...string) *Decoder {
+	t.Helper()
+	cfg := learner.DefaultConfig()
+	cfg.Classes = classes
+	return NewDecoder(cfg, DecoderOptions{})
+}
+
+func TestDecodeLabel(t *testing.T) {
+	mp := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	d := labelDecoder(t)
+	var x learner.Example
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		format Format
+		want   LabelRecord
+		field  string // of the error, "" for none
+	}{
+		{"json", []byte(`{"id":"a1","label":1}`), FormatJSON, LabelRecord{ID: []byte("a1"), Label: 1}, ""},
+		{"json, 0 is -1", []byte(`{"label":0,"id":"a1"}`), FormatAuto, LabelRecord{ID: []byte("a1"), Label: -1}, ""},
+		{"an integer id", []byte(`{"id":42,"label":true}`), FormatAuto, LabelRecord{ID: []byte("42"), Label: 1}, ""},
+		{"msgpack", mp(map[string]any{"id": "b", "label": -1}), FormatMsgpack, LabelRecord{ID: []byte("b"), Label: -1}, ""},
+		{"msgpack, detected", mp(map[string]any{"id": "b", "label": 1}), FormatAuto, LabelRecord{ID: []byte("b"), Label: 1}, ""},
+		{"a mark", AppendMark(nil, FormatJSON, "w-1"), FormatAuto, LabelRecord{Mark: true}, ""},
+		{"a mark in msgpack", AppendMark(nil, FormatMsgpack, "w-1"), FormatMsgpack, LabelRecord{Mark: true}, ""},
+		{"no id", []byte(`{"label":1}`), FormatAuto, LabelRecord{}, "id"},
+		{"no label", []byte(`{"id":"a"}`), FormatAuto, LabelRecord{}, "label"},
+		{"a null label", []byte(`{"id":"a","label":null}`), FormatAuto, LabelRecord{}, "label"},
+		{"features", []byte(`{"id":"a","label":1,"features":{"f":1}}`), FormatAuto, LabelRecord{}, "features"},
+		{"a label that is none", []byte(`{"id":"a","label":3}`), FormatAuto, LabelRecord{}, "label"},
+		{"not JSON", []byte(`{"id":`), FormatJSON, LabelRecord{}, "id"},
+		{"bytes after msgpack", append(mp(map[string]any{"id": "b", "label": 1}), 0xc0), FormatMsgpack, LabelRecord{}, "label record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.DecodeLabel(tc.data, tc.format, &x)
+			if tc.field != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.field) {
+					t.Fatalf("got %+v, %v; want an error of field %s", got, err, tc.field)
+				}
+				return
+			}
+			if err != nil || string(got.ID) != string(tc.want.ID) || got.Label != tc.want.Label || got.Mark != tc.want.Mark {
+				t.Fatalf("got %+v (%q), %v; want %+v", got, got.ID, err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeLabel: a label record of any bytes decodes or is refused with
+// a DecodeError, and never panics.
+func FuzzDecodeLabel(f *testing.F) {
+	for _, s := range []string{`{"id":"a1","label":1}`, `{"mark":"w"}`, `{"id":1,"label":"x"}`, "\x82\xa2id\xa1a\xa5label\x01"} {
+		f.Add([]byte(s))
+	}
+	d := labelDecoder(f, "no", "yes")
+	var x learner.Example
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rec, err := d.DecodeLabel(data, FormatAuto, &x)
+		if err != nil {
+			if _, ok := err.(*DecodeError); !ok {
+				t.Fatalf("an error that is no DecodeError: %T %v", err, err)
+			}
+			return
+		}
+		if !rec.Mark && (rec.Label != 1 && rec.Label != -1) {
+			t.Fatalf("label %d of a binary model", rec.Label)
+		}
+	})
+}
