@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,5 +322,58 @@ func TestJoinedWorkerClosesWindowsWhenQuiet(t *testing.T) {
 	}
 	if labels.Len(0) == 0 {
 		t.Error("no mark was written")
+	}
+}
+
+// TestJoinedWorkerBackPressure: past labels.max_pending waiting examples
+// the worker reads no more examples and is not ready, saying why; a mark
+// then closes their windows, and it reads the rest: none is dropped.
+func TestJoinedWorkerBackPressure(t *testing.T) {
+	ex := memory.NewLog("examples", 1)
+	labels := memory.NewLog("labels", 1)
+	base := time.Now().Add(-time.Hour)
+	for i := range 100 {
+		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
+	}
+	log := zaptest.NewLogger(t)
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 10
+	model, err := learner.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: joinWindow, MaxPending: 10},
+		Source: memory.NewSource(labels, nil),
+		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+			return memory.NewSource(ex, resume), nil
+		},
+		Format: wire.FormatJSON, Writer: "w",
+	}
+	w := consumer.NewWorker(consumer.WorkerConfig{Model: "joined", Batch: 4, Labels: lc}, memory.NewSource(ex, nil), model, nil, nil, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	waitFor(t, "the join to fill", func() bool {
+		_, _, pending, _ := w.JoinProgress()
+		return pending >= 10 && !w.Ready()
+	})
+	if head, _, pending, _ := w.JoinProgress(); pending > 10+4 || head > 10+4 {
+		t.Errorf("the head read on to %d with %d pending, past labels.max_pending 10 and a batch", head, pending)
+	}
+	if why := strings.Join(w.NotReady(), "; "); !strings.Contains(why, consumer.NotReadyJoin+":") {
+		t.Errorf("not ready because %q, want %s", why, consumer.NotReadyJoin)
+	}
+	labels.AppendAt(0, time.Now(), []byte(`{"mark":"test"}`))
+	waitFor(t, "every example learned", func() bool {
+		_, tail, _, _ := w.JoinProgress()
+		return tail >= 100
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Model().Counts().Examples; got != 100 {
+		t.Errorf("%d examples learned, want all 100", got)
 	}
 }
