@@ -69,8 +69,8 @@ type joined struct {
 	// head is the Resume of the last example read at the head; tail that
 	// of the last one learned.
 	head, tail int64
-	// exSource is the examples' source key; start the model's positions
-	// when the worker started.
+	// exSource is the examples' source key; initial the model's
+	// positions when the worker started.
 	exSource string
 	initial  map[string]int64
 	// lbSource is the labels' source key.
@@ -79,9 +79,9 @@ type joined struct {
 	examples, labels *reader
 	last             *fetched
 
-	// tailSrc reads the examples again from tailAt's position (nil until
-	// needed); tailBuf[tailNext:] is what it fetched and the tail has not
-	// taken yet.
+	// tailSrc reads the examples again from the tail (nil until needed);
+	// tailBuf[tailNext:] is what it fetched and the tail has not taken
+	// yet.
 	tailSrc  Source
 	tailBuf  []Message
 	tailNext int
@@ -111,8 +111,8 @@ type joined struct {
 	rollingSum  struct{ correct, loss float64 }
 
 	mu sync.Mutex
-	// keys are the source keys each input's messages carried, to split a
-	// commit between them.
+	// labelKeys are the source keys the labels' messages carried, to
+	// split a commit between the two inputs.
 	labelKeys map[string]bool
 }
 
