@@ -37,6 +37,11 @@ func TestValidateLabels(t *testing.T) {
 		{"a default that is no class", func(c *Config) { c.Labels.Default = "maybe" }, "labels.default"},
 		{"no bound", func(c *Config) { c.Labels.MaxPending = 0 }, "labels.max_pending"},
 		{"partition scope", func(c *Config) { c.Model.Scope = ScopePartition }, "labels.kind"},
+		{"a partitioned stream", func(c *Config) {
+			*c = validJetStream()
+			c.Source.StreamPartitions = 4
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "source.stream_partitions"},
 		{"a stream without a subject", func(c *Config) {
 			*c = validJetStream()
 			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Format: "auto", Window: time.Minute, MaxPending: 1}

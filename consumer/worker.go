@@ -624,15 +624,19 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	// restored join, a mark's window), writes a mark if one is due, and
 	// queues what that produced; false means the shutdown limit passed.
 	idle := func() (bool, error) {
+		start := w.model.Counts()
 		b, err := w.joinedIdle(ctx, &x)
 		if err != nil || b == nil {
 			return true, err
 		}
 		dirty = true
+		end := w.model.Metrics()
 		w.mu.Lock()
 		maps.Copy(w.positions, b.resume)
-		w.stats = w.model.Metrics()
+		w.stats = end
 		w.mu.Unlock()
+		w.metrics.observe(start, end, b.resume)
+		refreshView()
 		return send(b), nil
 	}
 	if w.joined != nil {

@@ -124,7 +124,7 @@ loop:
 			return fmt.Errorf("replay stopped: %w", err)
 		case <-bounded.done:
 			if cfg.Labels.Enabled() {
-				if err := waitJoined(ctx, worker, p.labelsSource, done); err != nil {
+				if err := waitJoined(ctx, worker, p.labelsSource, bounded, done); err != nil {
 					bar.end()
 					return err
 				}
@@ -162,8 +162,10 @@ const joinSettle = 2 * time.Second
 // reader (labels) has read every label and the tail and the labels'
 // position stay where they are for joinSettle: the labels' log holds
 // nothing that closes the windows still open, and the live worker's model
-// does not include those examples either. done is the worker's Run.
-func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, done <-chan error) error {
+// does not include those examples either. Either only once the worker has
+// taken the last examples the range (bounded) gave its reader. done is the
+// worker's Run.
+func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, bounded *boundedSource, done <-chan error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lr, _ := labels.(lagReporter)
@@ -178,6 +180,9 @@ func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source,
 		case <-tick.C:
 		}
 		head, tail, pending, _ := w.JoinProgress()
+		if head < bounded.returned() {
+			continue
+		}
 		if pending == 0 && tail >= head {
 			return nil
 		}
@@ -224,6 +229,26 @@ type boundedSource struct {
 	mu      sync.Mutex
 	reached map[string]bool
 	kept    []consumer.Message
+	// last is the Resume of the last message Fetch returned.
+	last int64
+}
+
+// returned is the Resume of the last message Fetch returned (of the one
+// partition a replay with labels reads).
+func (b *boundedSource) returned() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// took records the last message of msgs as returned.
+func (b *boundedSource) took(msgs []consumer.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.last = max(b.last, msgs[len(msgs)-1].Resume)
+	b.mu.Unlock()
 }
 
 func (b *boundedSource) finish() { b.once.Do(func() { close(b.done) }) }
@@ -245,6 +270,7 @@ func (b *boundedSource) Fetch(ctx context.Context, max int) ([]consumer.Message,
 			return nil, err
 		}
 		if b.end < 0 {
+			b.took(msgs)
 			if b.lag != nil && allZero(b.lag.Lag()) {
 				defer b.finish()
 			}
@@ -266,6 +292,9 @@ func (b *boundedSource) Fetch(ctx context.Context, max int) ([]consumer.Message,
 			b.kept = append(b.kept, m)
 		}
 		all := b.allReached()
+		if n := len(b.kept); n > 0 && b.kept[n-1].Resume > b.last {
+			b.last = b.kept[n-1].Resume
+		}
 		b.mu.Unlock()
 		if len(b.kept) > 0 {
 			if all {
