@@ -503,7 +503,7 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 				continue
 			}
 			ll := wire.LateLabel{
-				Position: wire.Position{Source: w.labelSource(d), Offset: d.LabelOffset},
+				Position: wire.Position{Source: j.lbSource, Offset: d.LabelOffset},
 				ID:       d.ID, Label: d.Label, Reason: d.Outcome.String(),
 			}
 			if d.Outcome == LabelLate {
@@ -516,11 +516,6 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 		}
 	}
 }
-
-// labelSource is the source key of the labels' input, which the join
-// records from its first label on: a held label's record was read
-// before, from the one labels' source there is.
-func (w *Worker) labelSource(*Decided) string { return w.joined.lbSource }
 
 // scoreServed scores the prediction that was served for the example a
 // label joined.
@@ -645,6 +640,19 @@ func (w *Worker) writeMark(b *outBatch) bool {
 	return true
 }
 
+// afterJoined is the join's work after a batch, or without one: the tail
+// learns what is decided, a mark is written if one is due, and the join's
+// progress is recorded. A tail stopped by ctx is no error: what it
+// learned is in b.
+func (w *Worker) afterJoined(ctx context.Context, x *learner.Example, b *outBatch) error {
+	if err := w.learnTail(ctx, x, b); err != nil && ctx.Err() == nil {
+		return err
+	}
+	w.writeMark(b)
+	w.observeJoin()
+	return nil
+}
+
 // joinedIdle learns what the join decided without a batch of input, and
 // writes a mark if one is due, into a batch without messages; nil when
 // that did nothing.
@@ -656,12 +664,10 @@ func (w *Worker) joinedIdle(ctx context.Context, x *learner.Example) (*outBatch,
 		b.resume = map[string]int64{}
 	}
 	w.refreshLimits()
-	if err := w.learnTail(ctx, x, b); err != nil && ctx.Err() == nil {
+	if err := w.afterJoined(ctx, x, b); err != nil {
 		w.batchPool.Put(b)
 		return nil, err
 	}
-	w.writeMark(b)
-	w.observeJoin()
 	if len(b.resume) == 0 && b.count() == 0 {
 		w.batchPool.Put(b)
 		return nil, nil

@@ -623,13 +623,9 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	// idle learns what the join has decided without a batch of input (a
 	// restored join, a mark's window), writes a mark if one is due, and
 	// queues what that produced; false means the shutdown limit passed.
-	idle := func() (bool, error) {
-		start := w.model.Counts()
-		b, err := w.joinedIdle(ctx, &x)
-		if err != nil || b == nil {
-			return true, err
-		}
-		dirty = true
+	// learned records that the model includes b, a batch processed from
+	// the counts start: its positions, its metrics, the view.
+	learned := func(b *outBatch, start learner.Counts) {
 		end := w.model.Metrics()
 		w.mu.Lock()
 		maps.Copy(w.positions, b.resume)
@@ -637,6 +633,15 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
 		refreshView()
+	}
+	idle := func() (bool, error) {
+		start := w.model.Counts()
+		b, err := w.joinedIdle(ctx, &x)
+		if err != nil || b == nil {
+			return true, err
+		}
+		dirty = true
+		learned(b, start)
 		return send(b), nil
 	}
 	if w.joined != nil {
@@ -730,20 +735,12 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 			}
 		}
 		if w.joined != nil {
-			if err := w.learnTail(ctx, &x, b); err != nil && ctx.Err() == nil {
+			if err := w.afterJoined(ctx, &x, b); err != nil {
 				return nil, err
 			}
-			w.writeMark(b)
-			w.observeJoin()
 		}
 		b.seal()
-		end := w.model.Metrics()
-		w.mu.Lock()
-		maps.Copy(w.positions, b.resume)
-		w.stats = end
-		w.mu.Unlock()
-		w.metrics.observe(start, end, b.resume)
-		refreshView()
+		learned(b, start)
 		final := ctx.Err() != nil
 		b.snap = takeSnapshot(final)
 		select {

@@ -161,13 +161,7 @@ outputs:
 	}
 	rss := func(b *testing.B, cfg string, done func(*proc) bool) (rss, heap float64) {
 		p := start(b, "run", "--config", writeConfig(b, cfg))
-		deadline := time.Now().Add(10 * time.Minute)
-		for !done(p) {
-			if time.Now().After(deadline) {
-				b.Fatalf("the worker did not get through the examples:\n%s", p.log())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		eventually(b, 10*time.Minute, "the worker through the examples", func() bool { return done(p) })
 		rss, heap = p.metric("process_resident_memory_bytes"), p.metric("go_memstats_heap_inuse_bytes")
 		p.cmd.Process.Kill() //nolint:errcheck // measured
 		<-p.done

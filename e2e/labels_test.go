@@ -334,11 +334,15 @@ func TestLabelsJetStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(labelWindow + 100*time.Millisecond) // record times: these labels come a window after the last example
+	// The late labels' record times, which the server gives them, are a
+	// window past the last example's: wait for its clock to get there.
+	examplesStored := storedRecords(t, js, prefix+"_IN")
+	lateFrom := examplesStored[len(examplesStored)-1].t.Add(labelWindow + 100*time.Millisecond)
+	eventually(t, time.Minute, "a window past the last example's time", func() bool { return time.Now().After(lateFrom) })
 	if err := publishWindowed(ctx, js, prefix+".LB", lateMsgs); err != nil {
 		t.Fatal(err)
 	}
-	want := expectedJoin(storedRecords(t, js, prefix+"_IN"), storedRecords(t, js, prefix+"_LB"))
+	want := expectedJoin(examplesStored, storedRecords(t, js, prefix+"_LB"))
 	if want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelLate]+want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
 		t.Fatalf("the input does not exercise the outcomes: %+v", want)
 	}
