@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -336,14 +337,20 @@ func TestLabelsJetStream(t *testing.T) {
 	}
 	// The late labels' record times, which the server gives them, are a
 	// window past the last example's: wait for its clock to get there.
+	// The newest examples' go first, so that some land within the second
+	// window however slow the machine (late), the rest after it (unknown).
 	examplesStored := storedRecords(t, js, prefix+"_IN")
 	lateFrom := examplesStored[len(examplesStored)-1].t.Add(labelWindow + 100*time.Millisecond)
 	eventually(t, time.Minute, "a window past the last example's time", func() bool { return time.Now().After(lateFrom) })
+	slices.Reverse(lateMsgs)
 	if err := publishWindowed(ctx, js, prefix+".LB", lateMsgs); err != nil {
 		t.Fatal(err)
 	}
 	want := expectedJoin(examplesStored, storedRecords(t, js, prefix+"_LB"))
-	if want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelLate]+want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+	// How many of the late labels land within the second window depends
+	// on how fast the machine publishes them (the server gives their
+	// times); TestLabelsKafka, whose times the test sets, requires them.
+	if want.Labels[consumer.LabelDuplicate] == 0 || want.Expired == 0 {
 		t.Fatalf("the input does not exercise the outcomes: %+v", want)
 	}
 	source := "jetstream:" + prefix + "_IN"
