@@ -105,9 +105,6 @@ type EpochConfig struct {
 // errLogEnd ends epochs that follow a log at its end.
 var errLogEnd = errors.New("end of the epoch log")
 
-// errRangeDone ends a range's fetch loop once the range is complete.
-var errRangeDone = errors.New("range complete")
-
 // errRevoked ends a range whose shard this worker no longer owns.
 var errRevoked = errors.New("shard revoked")
 
@@ -916,7 +913,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
 	}
 	defer src.Close()
-	rs := &rangeSource{Source: src, to: r.To, last: r.From}
+	rs := &rangeSource{Range{Source: src, End: ResumeTo(r.To), Sources: []string{r.Shard}, Last: r.From}}
 	wcfg := x.cfg.Worker
 	wcfg.Snapshots, wcfg.Views = nil, false
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
@@ -944,7 +941,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	// learned, whether the worker then stopped for the range's end or for
 	// ctx: a stop flushes every output of what was learned.
 	var shut *ShutdownError
-	if (err != nil && !errors.Is(err, errRangeDone)) || errors.As(err, &shut) || !rs.done {
+	if (err != nil && !errors.Is(err, ErrRangeDone)) || errors.As(err, &shut) || !rs.Complete() {
 		if err == nil {
 			err = ctx.Err()
 		}
@@ -954,14 +951,14 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 		}
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 	}
-	if got := w.Published()[r.Shard]; got != rs.last {
-		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.last)
+	if got := w.Published()[r.Shard]; got != rs.Returned() {
+		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
 	}
 	m.Flush()
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
-		Messages: rs.messages, DeadLetters: rs.messages - (m.Counts().Examples - before), Last: rs.last,
+		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
 		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	// The range is complete and its outputs durable: its result is
@@ -1001,44 +998,9 @@ func graceAfter(ctx context.Context, grace time.Duration) (context.Context, cont
 	}
 }
 
-// rangeSource delivers a shard's messages up to the end of a range: those
-// whose Resume is at most to. last is the Resume of the last one
-// delivered, the range's start before the first. It reports errRangeDone once it delivered the
-// one at to, or met one beyond (a range may end on a position that holds
-// no message).
-type rangeSource struct {
-	Source
-	to       int64
-	done     bool
-	messages uint64
-	last     int64
-}
-
-func (s *rangeSource) Fetch(ctx context.Context, max int) ([]Message, error) {
-	if s.done {
-		return nil, errRangeDone
-	}
-	msgs, err := s.Source.Fetch(ctx, max)
-	if err != nil {
-		return nil, err
-	}
-	for i, m := range msgs {
-		if m.Resume > s.to {
-			s.done = true
-			if i == 0 {
-				return nil, errRangeDone
-			}
-			return msgs[:i], nil
-		}
-		s.messages++
-		s.last = m.Resume
-		if m.Resume == s.to {
-			s.done = true
-			return msgs[:i+1], nil
-		}
-	}
-	return msgs, nil
-}
+// rangeSource is the Range of one shard in an epoch, whose positions are
+// the log's: it commits nothing.
+type rangeSource struct{ Range }
 
 // Commit does nothing: a range's positions are the log's.
 func (s *rangeSource) Commit(context.Context, map[string]int64) error { return nil }

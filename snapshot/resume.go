@@ -136,3 +136,38 @@ func newModel(cfg learner.Config, s *Snapshotter) (Resumed, error) {
 	}
 	return Resumed{Model: m, Snapshotter: s}, nil
 }
+
+// DamagedAbove is the newest generation of model in store when every one
+// above gen, the generation Resume continued (0: none), is damaged, and 0
+// when there is none above it: epochs rebuild damaged generations or
+// begin a new history above them (docs/scale-out.md, section 3.9). newer
+// reports a generation above gen that reads and fits cfg: another worker
+// wrote it since Resume read the store, and the model should be resumed
+// again. One above 0 that reads but does not fit is one Resume passed over
+// (ResumeOptions.Reset): a new model must not write its epochs into that
+// model's log, and DamagedAbove says so. One whose first generation is
+// not written yet is joined.
+func DamagedAbove(ctx context.Context, store *Store, model string, cfg learner.Config, gen uint64) (damaged uint64, newer bool, err error) {
+	gens, err := store.Generations(ctx, model)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, g := range gens {
+		if g <= gen {
+			continue
+		}
+		snap, err := store.Load(ctx, model, g)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			damaged = g
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return 0, false, err
+		case gen == 0 && snap.Compatible(cfg) != nil:
+			return 0, false, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
+		default:
+			return 0, true, nil
+		}
+	}
+	return damaged, false, nil
+}

@@ -33,3 +33,14 @@ func (s *Store) Sub(path string) *Store {
 	}
 	return &Store{bucket: s.bucket, prefix: prefix, dir: s.dir, dirMode: s.dirMode, shared: true, secrets: s.secrets}
 }
+
+// PartitionChain is the store of shard's chain of generations of model in
+// partition scope: s.Sub("<model>/partition/<segment>"), where segment is
+// the shard's ShardSegment.
+func (s *Store) PartitionChain(model, shard string) (*Store, error) {
+	seg, err := ShardSegment(shard)
+	if err != nil {
+		return nil, err
+	}
+	return s.Sub(model + "/partition/" + seg), nil
+}

@@ -37,15 +37,12 @@ func handler(reg *prometheus.Registry, w interface{ NotReady() []string }, predi
 	return mux
 }
 
-// lagReporter is a source that knows the broker's view of its lag.
-type lagReporter interface{ Lag() map[string]int64 }
-
 // lagEvery is how often reportLag asks the source.
 const lagEvery = 5 * time.Second
 
 // reportLag copies the source's lag into metrics until ctx is done, and
 // then removes it.
-func reportLag(ctx context.Context, lr lagReporter, metrics *consumer.Metrics) {
+func reportLag(ctx context.Context, lr consumer.LagReporter, metrics *consumer.Metrics) {
 	t := time.NewTicker(lagEvery)
 	defer t.Stop()
 	for {

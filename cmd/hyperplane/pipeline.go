@@ -180,7 +180,7 @@ func (p *pipeline) engine(cfg config.Config, metrics *consumer.Metrics, log *zap
 				return nil, err
 			}
 			p.source = src
-			if lr, ok := src.(lagReporter); ok {
+			if lr, ok := src.(consumer.LagReporter); ok {
 				// It stops with the worker (ctx), and the pipeline waits
 				// for it before the source closes.
 				p.lag = make(chan struct{})
@@ -307,7 +307,7 @@ func (p *pipeline) epochs(ctx context.Context, cfg config.Config, metrics *consu
 	for tries := 0; ; tries++ {
 		var newer bool
 		var err error
-		if damaged, newer, err = damagedAbove(ctx, store, cfg, p.resumed.Generation); err != nil {
+		if damaged, newer, err = snapshot.DamagedAbove(ctx, store, cfg.Model.Name, cfg.Model.Learner, p.resumed.Generation); err != nil {
 			return nil, err
 		}
 		if !newer || tries == 3 {
@@ -419,42 +419,6 @@ func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, sna
 	return cfg, nil
 }
 
-// damagedAbove is the newest generation of cfg's model in store when
-// every one above gen, the generation resume continued (0: none), is
-// damaged, and 0 when there is none above it: epochs rebuild damaged
-// generations or begin a new history above them (docs/scale-out.md,
-// section 3.9). newer reports a generation above gen that reads and fits
-// cfg: another worker wrote it since resume read the store, and the
-// model should be resumed again. One above 0 that reads but does not fit
-// is one resume passed over (snapshot.reset): a new model must not write
-// its epochs into that model's log. One whose first generation is not
-// written yet is joined.
-func damagedAbove(ctx context.Context, store *snapshot.Store, cfg config.Config, gen uint64) (damaged uint64, newer bool, err error) {
-	model := cfg.Model.Name
-	gens, err := store.Generations(ctx, model)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, g := range gens {
-		if g <= gen {
-			continue
-		}
-		snap, err := store.Load(ctx, model, g)
-		switch {
-		case errors.Is(err, snapshot.ErrCorrupt):
-			damaged = g
-		case errors.Is(err, snapshot.ErrNotFound):
-		case err != nil:
-			return 0, false, err
-		case gen == 0 && snap.Compatible(cfg.Model.Learner) != nil:
-			return 0, false, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
-		default:
-			return 0, true, nil
-		}
-	}
-	return damaged, false, nil
-}
-
 // resume resumes the model from the store's newest generation: at
 // start-up, and again when the model goes on from a generation another
 // worker, or this one's worker of one partition, wrote since.
@@ -523,7 +487,7 @@ func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *c
 			var chain *snapshot.Store
 			if p.store != nil {
 				var err error
-				if chain, err = partitionChain(p.store, cfg.Model.Name, shard); err != nil {
+				if chain, err = p.store.PartitionChain(cfg.Model.Name, shard); err != nil {
 					return nil, nil, nil, err
 				}
 			}
@@ -548,16 +512,6 @@ func (p *pipeline) partitions(ctx context.Context, cfg config.Config, metrics *c
 	return consumer.NewPartitions(pcfg, metrics, log), nil
 }
 
-// partitionChain is the store of shard's chain of generations in
-// partition scope: <model>/partition/<segment>/ in store.
-func partitionChain(store *snapshot.Store, model, shard string) (*snapshot.Store, error) {
-	seg, err := snapshot.ShardSegment(shard)
-	if err != nil {
-		return nil, err
-	}
-	return store.Sub(model + "/partition/" + seg), nil
-}
-
 // loadShardGeneration reads the stored generations of the shards' chains
 // for requests that name one; nil without a store.
 func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
@@ -565,7 +519,7 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 		return nil
 	}
 	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		chain, err := partitionChain(p.store, model, shard)
+		chain, err := p.store.PartitionChain(model, shard)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
 		}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -99,9 +98,11 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	// Only the final snapshot: nothing periodic.
 	p.config.SnapshotEvery, p.config.SnapshotInterval = 0, 0
-	bounded := &boundedSource{Source: p.source, end: end, done: make(chan struct{})}
-	if lr, ok := p.source.(lagReporter); ok && end < 0 {
-		bounded.lag = lr
+	// The worker joins labels after its examples' range is read: the
+	// range idles rather than stop it.
+	bounded := &consumer.Range{Source: p.source, Idle: true}
+	if end >= 0 {
+		bounded.End = consumer.OffsetBefore(end)
 	}
 	worker, err := p.worker(ctx, cfg, bounded, nil, log, false)
 	if err != nil {
@@ -122,7 +123,7 @@ loop:
 		case err := <-done:
 			bar.end()
 			return fmt.Errorf("replay stopped: %w", err)
-		case <-bounded.done:
+		case <-bounded.Done():
 			if cfg.Labels.Enabled() {
 				if err := waitJoined(ctx, worker, p.labelsSource, bounded, done); err != nil {
 					bar.end()
@@ -165,10 +166,10 @@ const joinSettle = 2 * time.Second
 // does not include those examples either. Either only once the worker has
 // taken the last examples the range (bounded) gave its reader. done is the
 // worker's Run.
-func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, bounded *boundedSource, done <-chan error) error {
+func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, bounded *consumer.Range, done <-chan error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lr, _ := labels.(lagReporter)
+	lr, _ := labels.(consumer.LagReporter)
 	var last string
 	since := time.Now()
 	for {
@@ -180,7 +181,7 @@ func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source,
 		case <-tick.C:
 		}
 		head, tail, pending, _ := w.JoinProgress()
-		if head < bounded.returned() {
+		if head < bounded.Returned() {
 			continue
 		}
 		if pending == 0 && tail >= head {
@@ -190,7 +191,7 @@ func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source,
 		reading := false
 		if lr != nil {
 			lag := lr.Lag()
-			reading = len(lag) > 0 && !allZero(lag)
+			reading = len(lag) > 0 && !consumer.Drained(lag)
 		}
 		switch {
 		case now != last || reading:
@@ -214,123 +215,6 @@ func positionsJSON(p map[string]int64) string {
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// boundedSource ends a replay: it drops the messages at or after end (by
-// offset or sequence) and closes done once every partition has reached
-// it, or, with no end, once the broker reports nothing left to read.
-type boundedSource struct {
-	consumer.Source
-	end  int64
-	lag  lagReporter
-	once sync.Once
-	done chan struct{}
-
-	mu      sync.Mutex
-	reached map[string]bool
-	kept    []consumer.Message
-	// last is the Resume of the last message Fetch returned.
-	last int64
-}
-
-// returned is the Resume of the last message Fetch returned (of the one
-// partition a replay with labels reads).
-func (b *boundedSource) returned() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last
-}
-
-// took records the last message of msgs as returned.
-func (b *boundedSource) took(msgs []consumer.Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	b.mu.Lock()
-	b.last = max(b.last, msgs[len(msgs)-1].Resume)
-	b.mu.Unlock()
-}
-
-func (b *boundedSource) finish() { b.once.Do(func() { close(b.done) }) }
-
-func (b *boundedSource) Fetch(ctx context.Context, max int) ([]consumer.Message, error) {
-	for {
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		msgs, err := b.Source.Fetch(fctx, max)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				// Idle: with no end given, the replay is over when the
-				// broker has nothing more.
-				if b.end < 0 && b.lag != nil && allZero(b.lag.Lag()) {
-					b.finish()
-				}
-				continue
-			}
-			return nil, err
-		}
-		if b.end < 0 {
-			b.took(msgs)
-			if b.lag != nil && allZero(b.lag.Lag()) {
-				defer b.finish()
-			}
-			return msgs, nil
-		}
-		b.mu.Lock()
-		if b.reached == nil {
-			b.reached = map[string]bool{}
-		}
-		b.kept = b.kept[:0]
-		for _, m := range msgs {
-			if m.Position.Offset >= b.end {
-				b.reached[m.Position.Source] = true
-				continue
-			}
-			if m.Resume >= b.end {
-				b.reached[m.Position.Source] = true
-			}
-			b.kept = append(b.kept, m)
-		}
-		all := b.allReached()
-		if n := len(b.kept); n > 0 && b.kept[n-1].Resume > b.last {
-			b.last = b.kept[n-1].Resume
-		}
-		b.mu.Unlock()
-		if len(b.kept) > 0 {
-			if all {
-				// Once the worker has these.
-				defer b.finish()
-			}
-			return b.kept, nil
-		}
-		if all {
-			// Every message fetched lies at or beyond the end: the
-			// replay is over now, and the loop waits for it to stop.
-			b.finish()
-		}
-	}
-}
-
-func (b *boundedSource) allReached() bool {
-	lr, ok := b.Source.(lagReporter)
-	if !ok {
-		return len(b.reached) > 0
-	}
-	for src := range lr.Lag() {
-		if !b.reached[src] {
-			return false
-		}
-	}
-	return true
-}
-
-func allZero(lag map[string]int64) bool {
-	for _, n := range lag {
-		if n > 0 {
-			return false
-		}
-	}
-	return len(lag) > 0
 }
 
 // epochLog opens the live epoch log of a Kafka source of several

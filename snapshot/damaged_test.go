@@ -1,0 +1,75 @@
+package snapshot_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
+)
+
+// TestDamagedAbove: above the generation a model resumed from, a store
+// holds only damaged generations (the newest is named), a newer one that
+// reads (resume again), or, for a new model, another model's (refused
+// with the key named).
+func TestDamagedAbove(t *testing.T) {
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	defer store.Close()
+	cfg := storetest.GenerationConfig()
+	storetest.Write(t, store, "clicks", 1, 2, 3)
+	for _, g := range []uint64{2, 3} {
+		key := fmt.Sprintf("clicks/%020d.msgpack", g)
+		if err := bucket.WriteAll(ctx, key, []byte("damaged"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	damaged, newer, err := snapshot.DamagedAbove(ctx, store, "clicks", cfg, 1)
+	if err != nil || damaged != 3 || newer {
+		t.Errorf("above 1 of 1, 2*, 3*: damaged %d, newer %v, err %v; want 3, false, nil", damaged, newer, err)
+	}
+	damaged, newer, err = snapshot.DamagedAbove(ctx, store, "clicks", cfg, 3)
+	if err != nil || damaged != 0 || newer {
+		t.Errorf("above the newest: damaged %d, newer %v, err %v; want 0, false, nil", damaged, newer, err)
+	}
+	storetest.Write(t, store, "clicks", 4)
+	damaged, newer, err = snapshot.DamagedAbove(ctx, store, "clicks", cfg, 1)
+	if err != nil || !newer {
+		t.Errorf("above 1 of 1, 2*, 3*, 4: damaged %d, newer %v, err %v; want newer", damaged, newer, err)
+	}
+	_, _, err = snapshot.DamagedAbove(ctx, store, "clicks", perceptronGenerationConfig(), 0)
+	if err == nil || !strings.HasPrefix(err.Error(), "snapshot.url: ") || !strings.Contains(err.Error(), "model.name") {
+		t.Errorf("a new model over another's generations: err = %v, want one naming snapshot.url and model.name", err)
+	}
+}
+
+// TestPartitionChain: a shard's chain in partition scope lies under
+// <model>/partition/<segment>/, and a shard that names no segment is
+// refused.
+func TestPartitionChain(t *testing.T) {
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	defer store.Close()
+	chain, err := store.PartitionChain("clicks", "kafka:events/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Write(t, chain, "clicks", 1)
+	keys := storetest.ListKeys(t, bucket, "")
+	if want := "clicks/partition/kafka.events.3/clicks/00000000000000000001.msgpack"; len(keys) != 1 || keys[0] != want {
+		t.Errorf("keys %v, want [%s]", keys, want)
+	}
+	if _, err := store.PartitionChain("clicks", "not a shard"); err == nil {
+		t.Error("a shard that does not parse has a chain")
+	}
+	if _, err := chain.Load(ctx, "clicks", 1); err != nil {
+		t.Errorf("the chain's generation does not load: %v", err)
+	}
+}
