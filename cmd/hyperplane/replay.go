@@ -238,43 +238,14 @@ func epochLog(ctx context.Context, cfg config.Config, live string) (*epochlog.Lo
 	return log, nil
 }
 
-// followedLog is the epoch log a replay follows: the live boundaries,
-// read only, and everything it writes (results, generations) in a store
-// of its own.
-type followedLog struct {
-	*epochlog.Log
-	live *epochlog.Log
-}
-
-func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error) {
-	return l.live.Boundary(ctx, model, e)
-}
-
-func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
-	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
-}
-
-// replayEpochs learns the epochs the live log records, from its first
-// boundary if it still has it, or else from its oldest generation, into
-// the store of --out (or memory), checking each mixed model against the
-// live generation of its epoch where there is one: the replay reproduces
-// the live model bit for bit, or stops saying where it differs.
+// replayEpochs learns the epochs the live log records into the store of
+// --out (or memory), checking each mixed model against the live
+// generation of its epoch where there is one (consumer.Follow).
 func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog.Log) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	model := cfg.Model.Name
-	var start *snapshot.Snapshot
-	if _, _, err := live.Boundary(ctx, model, 1); errors.Is(err, snapshot.ErrNotFound) {
-		gens, err := live.Generations(ctx, model)
-		if err != nil {
-			return err
-		}
-		if len(gens) == 0 {
-			return fmt.Errorf("replay: the epoch log of %s has neither its first boundary nor a generation to begin from", model)
-		}
-		if start, err = live.Load(ctx, model, gens[0]); err != nil {
-			return err
-		}
-	} else if err != nil {
+	start, err := consumer.FollowStart(ctx, live, model)
+	if err != nil {
 		return err
 	}
 	p, err := openPipeline(ctx, cfg, log, true)
@@ -285,45 +256,20 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if p.shards == nil || p.shardCount < 2 {
 		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
-	out := p.store
 	if cfg, err = mixingOfLog(ctx, live, cfg, start, log); err != nil {
 		return err
 	}
-	digest := cfg.HistoryDigest()
-	m, epoch, prev, positions, err := consumer.Continue(start, cfg.Model.Learner, digest)
-	if err != nil {
-		return err
-	}
-	var checked, unchecked []uint64
-	x := consumer.NewEpochs(consumer.EpochConfig{
+	begin := time.Now()
+	f, err := consumer.Follow(ctx, consumer.EpochConfig{
 		Worker:        p.config,
 		Shards:        p.shards,
-		Log:           followedLog{Log: epochlog.New(out), live: live},
-		Writer:        "hyperplane replay",
-		ConfigDigest:  digest,
+		ConfigDigest:  cfg.HistoryDigest(),
 		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),
 		Weights:       cfg.Model.Mixing.Weights,
 		Rule:          cfg.MixRule(),
 		Start:         cfg.Source.Start,
-		Follow:        true,
-		Verify: func(ctx context.Context, e uint64, got [32]byte) error {
-			snap, err := live.Load(ctx, model, e)
-			if errors.Is(err, snapshot.ErrNotFound) {
-				unchecked = append(unchecked, e)
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if want := snap.State.Digest(); want != got {
-				return fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
-			}
-			checked = append(checked, e)
-			return nil
-		},
-	}, m, epoch, prev, positions, nil, log)
-	begin := time.Now()
-	if err := x.Run(ctx); err != nil {
+	}, live, epochlog.New(p.store), start, cfg.Model.Learner, log)
+	if err != nil {
 		return err
 	}
 	secs := time.Since(begin).Seconds()
@@ -331,78 +277,9 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if err != nil {
 		return err
 	}
-	var began uint64
-	if start != nil {
-		began = start.Generation
-	}
-	mt := x.Model().Metrics()
+	mt := f.Model.Metrics()
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
-		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(x.Positions()), x.Mixed(),
-		began, len(checked)+len(unchecked), len(checked), joinEpochs(checked, ","), notChecked(began, len(checked)+len(unchecked), unchecked, gens), x.Model().State().Digest())
+		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(f.Positions), f.Mixed,
+		f.Began, len(f.Checked)+len(f.Unchecked), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
 	return nil
-}
-
-// notChecked says which of the epochs a replay learned it could not check
-// against the live model, and why: the live store holds no generation of
-// them. A generation is written only when a snapshot is due, and retention
-// removes the oldest. "" when every epoch learned was checked. began is
-// the generation the replay began from (0: the log's start), replayed how
-// many epochs it learned, unchecked those without a generation, gens the
-// live generations, oldest first.
-func notChecked(began uint64, replayed int, unchecked, gens []uint64) string {
-	if replayed == 0 {
-		if began == 0 {
-			return "the log holds no epoch: nothing was replayed or checked"
-		}
-		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the log before it went with the generations snapshot.keep removed): nothing was replayed or checked, and the state_sha256 is that generation's as stored", began)
-	}
-	var parts []string
-	var before, between, after []uint64
-	for _, e := range unchecked {
-		switch {
-		case len(gens) == 0 || e > gens[len(gens)-1]:
-			after = append(after, e)
-		case e < gens[0]:
-			before = append(before, e)
-		default:
-			between = append(between, e)
-		}
-	}
-	if len(before) > 0 {
-		parts = append(parts, fmt.Sprintf("epochs %s: before the oldest live generation, %d (snapshot.keep removed theirs)", joinEpochs(before, ", "), gens[0]))
-	}
-	if len(between) > 0 {
-		parts = append(parts, fmt.Sprintf("epochs %s: no live generation (one is written only when snapshot.every or snapshot.interval is due)", joinEpochs(between, ", ")))
-	}
-	if len(after) > 0 {
-		newest := "none is stored"
-		if len(gens) > 0 {
-			newest = fmt.Sprintf("the newest is %d", gens[len(gens)-1])
-		}
-		parts = append(parts, fmt.Sprintf("epochs %s: no live generation yet (%s; the live worker writes one when a snapshot is due, and at shutdown)", joinEpochs(after, ", "), newest))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// joinEpochs writes the ascending epochs es with sep between them, runs of
-// three or more as first-last when sep is not a comma alone (which JSON
-// arrays need).
-func joinEpochs(es []uint64, sep string) string {
-	var b strings.Builder
-	for i := 0; i < len(es); i++ {
-		if i > 0 {
-			b.WriteString(sep)
-		}
-		j := i
-		for sep != "," && j+1 < len(es) && es[j+1] == es[j]+1 {
-			j++
-		}
-		if j-i >= 2 {
-			fmt.Fprintf(&b, "%d-%d", es[i], es[j])
-			i = j
-			continue
-		}
-		fmt.Fprintf(&b, "%d", es[i])
-	}
-	return b.String()
 }

@@ -1,0 +1,167 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// FollowStart is where a replay of the epoch log live begins for model:
+// its first boundary if the log still has it (nil), or else its oldest
+// generation.
+func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapshot.Snapshot, error) {
+	_, _, err := live.Boundary(ctx, model, 1)
+	if !errors.Is(err, snapshot.ErrNotFound) {
+		return nil, err
+	}
+	gens, err := live.Generations(ctx, model)
+	if err != nil {
+		return nil, err
+	}
+	if len(gens) == 0 {
+		return nil, fmt.Errorf("replay: the epoch log of %s has neither its first boundary nor a generation to begin from", model)
+	}
+	return live.Load(ctx, model, gens[0])
+}
+
+// Followed is what following an epoch log learned: the model and its
+// positions, the last epoch mixed, the generation it began from (0: the
+// log's start), and the epochs checked against a live generation and those
+// that have none.
+type Followed struct {
+	Model     *learner.Model
+	Positions map[string]int64
+	Mixed     uint64
+	Began     uint64
+	Checked   []uint64
+	Unchecked []uint64
+}
+
+// Follow learns the epochs that the live log records, from start (nil:
+// the log's first boundary; else a generation, FollowStart's), into out,
+// which holds everything it writes: the live log is only read. cfg says
+// how to learn (its Log, Follow, Verify and Writer are Follow's own).
+// Every mixed model is checked against the live generation of its epoch
+// where there is one: the result is the live model bit for bit, or Follow
+// stops saying where it differs.
+func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start *snapshot.Snapshot, lcfg learner.Config, log *zap.Logger) (*Followed, error) {
+	model := cfg.Worker.Model
+	m, epoch, prev, positions, err := Continue(start, lcfg, cfg.ConfigDigest)
+	if err != nil {
+		return nil, err
+	}
+	f := &Followed{}
+	if start != nil {
+		f.Began = start.Generation
+	}
+	cfg.Log = followedLog{Log: out, live: live}
+	cfg.Writer = "hyperplane replay"
+	cfg.Follow = true
+	cfg.Verify = func(ctx context.Context, e uint64, got [32]byte) error {
+		snap, err := live.Load(ctx, model, e)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			f.Unchecked = append(f.Unchecked, e)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if want := snap.State.Digest(); want != got {
+			return fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
+		}
+		f.Checked = append(f.Checked, e)
+		return nil
+	}
+	x := NewEpochs(cfg, m, epoch, prev, positions, nil, log)
+	if err := x.Run(ctx); err != nil {
+		return nil, err
+	}
+	f.Model, f.Positions, f.Mixed = x.Model(), x.Positions(), x.Mixed()
+	return f, nil
+}
+
+// followedLog is the epoch log Follow follows: the live boundaries, read
+// only, and everything it writes (results, generations) in a store of its
+// own.
+type followedLog struct {
+	*epochlog.Log
+	live *epochlog.Log
+}
+
+func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error) {
+	return l.live.Boundary(ctx, model, e)
+}
+
+func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
+	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
+}
+
+// NotChecked says which of the epochs f learned it could not check
+// against the live model, and why: the live store holds no generation of
+// them. A generation is written only when a snapshot is due, and
+// retention removes the oldest. "" when every epoch learned was checked.
+// gens are the live generations, oldest first.
+func (f *Followed) NotChecked(gens []uint64) string {
+	if len(f.Checked)+len(f.Unchecked) == 0 {
+		if f.Began == 0 {
+			return "the log holds no epoch: nothing was replayed or checked"
+		}
+		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the log before it went with the generations snapshot.keep removed): nothing was replayed or checked, and the state_sha256 is that generation's as stored", f.Began)
+	}
+	var parts []string
+	var before, between, after []uint64
+	for _, e := range f.Unchecked {
+		switch {
+		case len(gens) == 0 || e > gens[len(gens)-1]:
+			after = append(after, e)
+		case e < gens[0]:
+			before = append(before, e)
+		default:
+			between = append(between, e)
+		}
+	}
+	if len(before) > 0 {
+		parts = append(parts, fmt.Sprintf("epochs %s: before the oldest live generation, %d (snapshot.keep removed theirs)", JoinEpochs(before, ", "), gens[0]))
+	}
+	if len(between) > 0 {
+		parts = append(parts, fmt.Sprintf("epochs %s: no live generation (one is written only when snapshot.every or snapshot.interval is due)", JoinEpochs(between, ", ")))
+	}
+	if len(after) > 0 {
+		newest := "none is stored"
+		if len(gens) > 0 {
+			newest = fmt.Sprintf("the newest is %d", gens[len(gens)-1])
+		}
+		parts = append(parts, fmt.Sprintf("epochs %s: no live generation yet (%s; the live worker writes one when a snapshot is due, and at shutdown)", JoinEpochs(after, ", "), newest))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// JoinEpochs writes the ascending epochs es with sep between them, runs of
+// three or more as first-last when sep is not a comma alone (which JSON
+// arrays need).
+func JoinEpochs(es []uint64, sep string) string {
+	var b strings.Builder
+	for i := 0; i < len(es); i++ {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		j := i
+		for sep != "," && j+1 < len(es) && es[j+1] == es[j]+1 {
+			j++
+		}
+		if j-i >= 2 {
+			fmt.Fprintf(&b, "%d-%d", es[i], es[j])
+			i = j
+			continue
+		}
+		fmt.Fprintf(&b, "%d", es[i])
+	}
+	return b.String()
+}
