@@ -1,0 +1,174 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// barrier waits until every non-empty range of b has its result in the
+// log, then reads them all, verified against b, in shard order. waited is
+// how long that took.
+func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
+	model := x.cfg.Worker.Model
+	start := time.Now()
+	missing := 0
+	for _, r := range b.Shards {
+		if r.From < r.To {
+			missing++
+		}
+	}
+	x.metrics.MissingShards.Set(float64(missing))
+	for _, r := range b.Shards {
+		if r.From == r.To {
+			continue
+		}
+		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
+		for polls := 0; ; polls++ {
+			changed := x.changed()
+			ok, err := x.shardExists(ctx, b.Epoch, r.Shard)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok {
+				break
+			}
+			// A shard whose owner left is handed to another worker,
+			// maybe this one, while it waits.
+			if x.owns(r.Shard) {
+				if err := x.learnRange(ctx, b, sha, r); err != nil && !errors.Is(err, errRevoked) {
+					return nil, 0, err
+				}
+				continue
+			}
+			// Retention deletes an epoch's results once a generation
+			// holds it: a worker that finds one missing for long may
+			// have been overtaken (section 3.3). It looks after the
+			// fourth poll, then at every poll once the delay is at its
+			// cap: every fourth poll there would be every 8 s, and the
+			// others wait that long for this worker's next results.
+			if polls == 3 || polls >= 7 {
+				if by, err := x.overtaking(ctx, b.Epoch); err != nil || by != nil {
+					return nil, 0, overtakenOr(by, err)
+				}
+			}
+			if err := pause(ctx, &bo, changed); err != nil {
+				return nil, 0, err
+			}
+		}
+		missing--
+		x.metrics.MissingShards.Set(float64(missing))
+		var res *epochlog.ShardResult
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
+			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard, x.base)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) {
+			// Deleted since it was seen: the worker that wrote a
+			// generation at or beyond this epoch retained the log.
+			if by, gerr := x.overtaking(ctx, b.Epoch); gerr != nil || by != nil {
+				return nil, 0, overtakenOr(by, gerr)
+			}
+		}
+		if err != nil {
+			return nil, 0, fatal(err)
+		}
+		if err := res.Verify(b, sha); err != nil {
+			return nil, 0, fatal(err)
+		}
+		states = append(states, res.State)
+	}
+	waited = time.Since(start)
+	x.metrics.Barrier.Observe(waited.Seconds())
+	return states, waited, nil
+}
+
+// pause waits for bo's next delay, or less if changed is closed first: a
+// shard this worker is given while it waits is learned at once.
+func pause(ctx context.Context, bo *retry.Backoff, changed <-chan struct{}) error {
+	t := time.NewTimer(bo.Next())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-changed:
+	}
+	return nil
+}
+
+// overtaken is a barrier given up because a generation at or beyond its
+// epoch exists and reads: the other workers mixed the epoch and moved
+// on, and retention may have deleted its log.
+type overtaken struct{ by *snapshot.Snapshot }
+
+func (o *overtaken) Error() string {
+	return fmt.Sprintf("overtaken by generation %d", o.by.Generation)
+}
+
+// overtakenOr is the barrier's error: err, or being overtaken by by.
+func overtakenOr(by *snapshot.Snapshot, err error) error {
+	if err != nil {
+		return err
+	}
+	return &overtaken{by: by}
+}
+
+// overtaking returns the newest generation at or beyond epoch e that
+// reads, nil if there is none. A generation there that does not read is
+// no overtaking: it is a damaged one the epochs are rebuilding (section
+// 3.9 of docs/scale-out.md).
+func (x *Epochs) overtaking(ctx context.Context, e uint64) (*snapshot.Snapshot, error) {
+	model := x.cfg.Worker.Model
+	var gens []uint64
+	err := x.retry(ctx, NotReadySnapshots, "list the generations", func(ctx context.Context) (err error) {
+		gens, err = x.cfg.Log.Generations(ctx, model)
+		return err
+	})
+	if err != nil {
+		return nil, fatal(err)
+	}
+	for _, g := range slices.Backward(gens) {
+		if g < e {
+			break
+		}
+		var snap *snapshot.Snapshot
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read generation %d", g), func(ctx context.Context) (err error) {
+			snap, err = x.cfg.Log.Load(ctx, model, g)
+			return err
+		})
+		switch {
+		case err == nil:
+			return snap, nil
+		case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrNotFound):
+		default:
+			return nil, fatal(err)
+		}
+	}
+	return nil, nil
+}
+
+// jump continues from snap, a newer generation the other workers wrote
+// while this one waited.
+func (x *Epochs) jump(snap *snapshot.Snapshot) error {
+	m, e, prev, positions, err := Continue(snap, x.model.Config(), x.cfg.ConfigDigest)
+	if err != nil {
+		return err
+	}
+	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
+	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
+	x.setModel(m)
+	x.mixed.Store(e - 1)
+	x.written = e - 1
+	return nil
+}

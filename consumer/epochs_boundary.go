@@ -1,0 +1,249 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// boundary returns B_e: the stored one, verified, or one this worker cuts
+// once an epoch is due.
+func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, error) {
+	model := x.cfg.Worker.Model
+	bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 500 * time.Millisecond}
+	for {
+		var b *epochlog.Boundary
+		var sha [32]byte
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) (err error) {
+			b, sha, err = x.cfg.Log.Boundary(ctx, model, x.epoch)
+			return err
+		})
+		if err == nil {
+			return b, sha, x.check(b)
+		}
+		if !errors.Is(err, snapshot.ErrNotFound) {
+			return nil, sha, fatal(err)
+		}
+		if x.cfg.Follow {
+			return nil, sha, errLogEnd
+		}
+		cut, err := x.cut(ctx)
+		if err != nil {
+			return nil, sha, err
+		}
+		if cut != nil {
+			err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's boundary", cut.Epoch), func(ctx context.Context) (err error) {
+				b, sha, err = x.cfg.Log.CreateBoundary(ctx, cut)
+				return err
+			})
+			if err != nil {
+				return nil, sha, fatal(err)
+			}
+			return b, sha, x.check(b)
+		}
+		// No epoch is due: an idle stream's newest mixed model is
+		// written as soon as a snapshot is due, not when data comes, and
+		// its last epochs are logged.
+		x.mixes.flushDue(x.log)
+		if x.prev != nil && x.written < x.prev.Epoch {
+			if err := x.snapshot(ctx, x.prev, x.prevSHA); err != nil {
+				return nil, sha, err
+			}
+		}
+		if err := bo.Wait(ctx); err != nil {
+			return nil, sha, err
+		}
+	}
+}
+
+// sameSettings is what an error about another configuration in a model's
+// epoch log tells the operator: the workers of a model agree on every
+// setting of the history digest (config.HistoryDigest), and a key left out
+// takes its default, which a release may change.
+const sameSettings = "every worker of a model needs the same model.learner, model.drift and model.mixing settings and the same source: " +
+	"set them explicitly, model.learner.algorithm first (its default was perceptron before it was arow), or give this worker its own model.name"
+
+// check verifies a boundary against what this worker holds.
+func (x *Epochs) check(b *epochlog.Boundary) error {
+	if b.ConfigDigest != x.cfg.ConfigDigest {
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
+			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest, sameSettings)
+	}
+	if b.BaseStateSHA256 != x.digest {
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x",
+			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
+	}
+	if x.prev != nil {
+		if err := b.Follows(x.prev); err != nil {
+			return fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+	}
+	for _, r := range b.Shards {
+		if from, ok := x.from[r.Shard]; ok && r.From != from {
+			return fmt.Errorf("%w: epoch %d's boundary starts shard %s at %d, the model includes it up to %d",
+				ErrFatal, b.Epoch, r.Shard, r.From, from)
+		}
+	}
+	return nil
+}
+
+// cut returns the boundary of the next epoch if one is due now, nil if
+// not (section 3.4): for each shard at most EpochExamples beyond where it
+// begins and no further than the broker's end. One is due when a shard
+// has EpochExamples waiting, when Interval passed since the mixed model
+// and some shard has new data, when a shard joins, or for a new model's
+// first epoch.
+func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
+	var ends map[string]int64
+	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
+		ends, err = x.cfg.Shards.Ends(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("epoch %d: the shards' ends: %w", x.epoch, err)
+	}
+	reason := ""
+	if x.prev == nil && len(x.from) == 0 {
+		reason = epochlog.CutStart
+	}
+	b := &epochlog.Boundary{
+		Model:           x.cfg.Worker.Model,
+		Epoch:           x.epoch,
+		ConfigDigest:    x.cfg.ConfigDigest,
+		BaseStateSHA256: x.digest,
+	}
+	spans := make([]waiting, 0, len(ends))
+	for shard, end := range ends {
+		from, ok := x.from[shard]
+		if !ok {
+			err := x.retry(ctx, NotReadySource, "find where shard "+shard+" begins", func(ctx context.Context) (err error) {
+				from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: where shard %s begins: %w", x.epoch, shard, err)
+			}
+			// A message that arrived since the ends were read may put a
+			// new shard's start beyond its end: it begins at the end.
+			from = min(from, end)
+			if reason == "" {
+				reason = epochlog.CutShards
+			}
+		}
+		if end < from {
+			return nil, fmt.Errorf("%w: shard %s ends at %d, before %d, where the model is: was the topic recreated?", ErrFatal, shard, end, from)
+		}
+		spans = append(spans, waiting{shard, from, end})
+	}
+	shards := len(spans)
+	for shard := range x.from {
+		if _, ok := ends[shard]; !ok {
+			shards++
+		}
+	}
+	limit, limitReason := x.epochLimit(spans, shards)
+	newData := false
+	for _, sp := range spans {
+		to := min(sp.from+limit, sp.to)
+		if sp.to-sp.from >= limit && reason == "" {
+			reason = limitReason
+		}
+		newData = newData || to > sp.from
+		b.Shards = append(b.Shards, epochlog.Range{Shard: sp.shard, From: sp.from, To: to})
+	}
+	for shard, from := range x.from {
+		if _, ok := ends[shard]; !ok {
+			// A shard never leaves a boundary (I1).
+			b.Shards = append(b.Shards, epochlog.Range{Shard: shard, From: from, To: from})
+		}
+	}
+	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
+		reason = epochlog.CutInterval
+	}
+	if reason == "" {
+		return nil, nil
+	}
+	epochlog.SortRanges(b.Shards)
+	b.Cut = epochlog.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
+	return b, nil
+}
+
+// minEpochExamples is the least examples of a shard in an epoch that
+// grows (EpochConfig.Growth), unless EpochExamples is less: small, since
+// mixing costs most accuracy while a model is new or has just started
+// afresh at a drift, and only those first epochs are this small
+// (docs/scale-out.md, section 12).
+const minEpochExamples = 250
+
+// minSnapshotShare is the least examples of a shard in an epoch that ends
+// where a snapshot falls due, unless the epoch's limit is less: every
+// epoch costs a barrier, and a cut at a snapshot shares what is left
+// until it among the shards.
+const minSnapshotShare = 1000
+
+// waiting is a shard's data not learned yet: from where the model is to
+// the shard's end.
+type waiting struct {
+	shard    string
+	from, to int64
+}
+
+// epochLimit is the most positions of a shard in the next epoch, and the
+// reason to record when a shard reaches it: EpochExamples, or less while
+// the model is young (Growth: 1/Growth of W_{e-1}'s examples per shard of
+// the boundary, shards of them; of its labeled examples since a drift
+// last started it afresh, when one did), or where snapshot.every falls due
+// sooner, since only a mixed model can be written as a generation
+// (docs/scale-out.md, section 3.4). A snapshot falls due when the labeled
+// examples reach a multiple of snapshot.every; those left until then are
+// shared among the shards with new data (spans), each taking
+// minSnapshotShare at least, since every epoch costs a barrier. Which
+// shards have new data depends on when the cut is made; the cut records
+// the limit it used. The limit counts a shard's messages, which are its
+// positions except where shards share their positions (spread).
+func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
+	limit, reason := x.cfg.EpochExamples, epochlog.CutExamples
+	if k := int64(x.cfg.Growth); k > 0 && shards > 0 {
+		grown := int64(x.model.Counts().Examples) / int64(shards) / k
+		if since, ok := x.model.SinceRestart(); ok {
+			// A change of concept started the model afresh: its epochs
+			// grow again from there, as a new model's do.
+			grown = int64(since) / int64(shards) / k
+		}
+		limit = min(limit, max(minEpochExamples, grown))
+	}
+	if every := int64(x.cfg.SnapshotEvery); every > 0 {
+		n := int64(0)
+		for _, sp := range spans {
+			if sp.to > sp.from {
+				n++
+			}
+		}
+		// The next multiple of snapshot.every: a function of W_{e-1}, so
+		// that every worker cuts alike.
+		labeled := int64(x.model.Counts().Labeled)
+		left := every - labeled%every
+		if n == 0 {
+			n = 1
+		}
+		if share := max((left+n-1)/n, minSnapshotShare); share < limit {
+			limit, reason = share, epochlog.CutSnapshot
+		}
+	}
+	return limit * spread(x.cfg.Shards), reason
+}
+
+// spread is the positions per message of a shard of s (Shards.Spread),
+// 1 at least.
+func spread(s Shards) int64 { return int64(max(s.Spread(), 1)) }
+
+// snapshotOverdue reports whether snapshot.interval has passed since the
+// newest generation.
+func (x *Epochs) snapshotOverdue() bool {
+	return x.cfg.SnapshotInterval > 0 && time.Since(x.lastSnap.at) >= x.cfg.SnapshotInterval
+}

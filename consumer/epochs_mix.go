@@ -1,0 +1,141 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// mix makes W_e of the shards' states, and the positions of b's ends;
+// waited is how long the barrier took, for the log.
+func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
+	start := time.Now()
+	base := x.model.State()
+	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
+	rule := x.cfg.Rule
+	if rule == "" {
+		rule = learner.MixMean
+	}
+	mixed, err := learner.MixWithRule(rule, base, states, weights)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	m, err := learner.Restore(mixed)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	took := time.Since(start)
+	x.metrics.Mixing.Observe(took.Seconds())
+	examples := m.Counts().Examples - x.model.Counts().Examples
+	for _, r := range b.Shards {
+		x.from[r.Shard] = r.To
+	}
+	x.setModel(m)
+	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
+	x.mixes.flushDue(x.log)
+	return nil
+}
+
+// mixLogEvery is how often the epochs mixed are logged at most: small
+// epochs are summed into one line.
+const mixLogEvery = 5 * time.Second
+
+// mixReport sums the epochs mixed since the last line about them.
+type mixReport struct {
+	logged   time.Time // when the last line was logged; zero before the first
+	epochs   int
+	epoch    uint64 // the newest
+	examples uint64
+	shards   int // with a non-empty range in the newest
+	barrier  time.Duration
+	mixing   time.Duration
+	accuracy float64 // the newest mixed model's rolling accuracy
+}
+
+func (r *mixReport) add(epoch, examples uint64, shards int, barrier, mixing time.Duration, accuracy float64) {
+	r.epochs++
+	r.epoch, r.shards, r.accuracy = epoch, shards, accuracy
+	r.examples += examples
+	r.barrier += barrier
+	r.mixing += mixing
+}
+
+// flushDue logs the epochs summed if none was logged yet, or none for
+// mixLogEvery.
+func (r *mixReport) flushDue(log *zap.Logger) {
+	if r.epochs > 0 && (r.logged.IsZero() || time.Since(r.logged) >= mixLogEvery) {
+		r.flush(log)
+	}
+}
+
+// flush logs the epochs summed, if any.
+func (r *mixReport) flush(log *zap.Logger) {
+	if r.epochs == 0 {
+		return
+	}
+	log.Info("epochs mixed", zap.Uint64("epoch", r.epoch), zap.Int("epochs", r.epochs), zap.Uint64("examples", r.examples),
+		zap.Int("shards", r.shards), zap.Duration("barrier_wait", r.barrier), zap.Duration("mix_time", r.mixing),
+		zap.Float64("rolling_accuracy", r.accuracy))
+	*r = mixReport{logged: time.Now()}
+}
+
+// snapshot writes W_e as generation e if a snapshot is due.
+func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	labeled := x.model.Counts().Labeled
+	every := uint64(x.cfg.SnapshotEvery)
+	// A damaged generation the epochs rebuild is written again whether
+	// or not one is due (docs/scale-out.md, section 3.9).
+	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || b.Epoch <= x.cfg.Damaged
+	if !due {
+		return nil
+	}
+	return x.writeGeneration(ctx, b, sha)
+}
+
+// writeGeneration writes the mixed model of b's epoch as its generation.
+func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	snap := &snapshot.Snapshot{
+		Model:          x.cfg.Worker.Model,
+		Generation:     b.Epoch,
+		Created:        time.Now().UTC(),
+		Writer:         x.cfg.Writer,
+		Positions:      maps.Clone(x.from),
+		State:          x.model.State(),
+		Epoch:          b.Epoch,
+		ConfigDigest:   x.cfg.ConfigDigest,
+		Boundary:       b.Shards,
+		BoundarySHA256: sha,
+		Scope:          "global",
+	}
+	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
+		return x.cfg.Log.Write(ctx, snap)
+	}); err != nil {
+		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+	}
+	x.lastSnap.labeled, x.lastSnap.at = x.model.Counts().Labeled, time.Now()
+	x.written = b.Epoch
+	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
+	if b.Epoch <= x.cfg.Damaged {
+		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", b.Epoch))
+	}
+	if x.cfg.Commit != nil {
+		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
+			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
+		}
+	}
+	x.metrics.Snapshots.Inc()
+	x.metrics.LastSnapshot.SetToCurrentTime()
+	if x.cfg.Keep > 0 {
+		if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
+			x.log.Warn("retention failed", zap.Error(err))
+		}
+	}
+	return nil
+}

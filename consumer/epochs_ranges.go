@@ -1,0 +1,254 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// learnOwned learns every range of b this worker owns whose result is not
+// in the log yet, each on its own goroutine.
+func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.Shards))
+	owned := 0
+	for _, r := range b.Shards {
+		if x.owns(r.Shard) {
+			owned++
+		}
+	}
+	x.metrics.ShardsOwned.Set(float64(owned))
+	x.dropLost()
+	for i, r := range b.Shards {
+		if r.From == r.To || !x.owns(r.Shard) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := x.learnRange(ctx, b, sha, r)
+			if err != nil && !errors.Is(err, errRevoked) {
+				errs[i] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// shardExists reports whether epoch e's result of shard is in the log,
+// retrying while the log fails.
+func (x *Epochs) shardExists(ctx context.Context, e uint64, shard string) (ok bool, err error) {
+	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("look for epoch %d's result of shard %s", e, shard), func(ctx context.Context) (err error) {
+		ok, err = x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, e, shard)
+		return err
+	})
+	return ok, err
+}
+
+// owns reports whether this worker learns shard now.
+func (x *Epochs) owns(shard string) bool {
+	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
+}
+
+// changed is the channel that Changed closes at the next change of
+// ownership; nil (never) without Changed. Call it before owns.
+func (x *Epochs) changed() <-chan struct{} {
+	if x.cfg.Changed == nil {
+		return nil
+	}
+	return x.cfg.Changed()
+}
+
+// whileOwned is a context for learning shard that is cancelled, with
+// errRevoked as its cause, as soon as this worker no longer owns it.
+func (x *Epochs) whileOwned(ctx context.Context, shard string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if x.cfg.Changed != nil {
+		go func() {
+			for {
+				changed := x.changed()
+				if !x.owns(shard) && (x.cfg.Settled == nil || x.cfg.Settled()) {
+					cancel(errRevoked)
+					return
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return ctx, func() { cancel(nil) }
+}
+
+// shardMetricsOf is the metrics of shard's ranges, made once.
+func (x *Epochs) shardMetricsOf(shard string) *Metrics {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	m := x.shardMetrics[shard]
+	if m == nil {
+		if x.shardMetrics == nil {
+			x.shardMetrics = map[string]*Metrics{}
+		}
+		m = x.metrics.forShard(shard, true)
+		x.shardMetrics[shard] = m
+	}
+	return m
+}
+
+// dropLost removes the gauges of the shards this worker no longer owns.
+func (x *Epochs) dropLost() {
+	x.mu.Lock()
+	shards := slices.Collect(maps.Keys(x.shardMetrics))
+	x.mu.Unlock()
+	for _, shard := range shards {
+		if !x.owns(shard) {
+			x.mu.Lock()
+			delete(x.shardMetrics, shard)
+			x.mu.Unlock()
+			x.metrics.dropShard(shard)
+		}
+	}
+}
+
+// learnRange learns shard r.Shard's range of epoch b.Epoch from a copy of
+// the mixed model with an ordinary Worker, which publishes every output
+// of the range before it returns; then it writes the shard's result. If
+// the shard is revoked before the range is complete, it stops at once
+// and returns errRevoked, with the outputs of what it learned published.
+func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
+	rctx, stop := x.whileOwned(ctx, r.Shard)
+	defer stop()
+	err := x.learn(rctx, b, sha, r)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRevoked) && !errors.Is(err, ErrFatal) {
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, errRevoked)
+	}
+	return err
+}
+
+// learn is learnRange without following ownership.
+func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
+	model := x.cfg.Worker.Model
+	exists, err := x.shardExists(ctx, b.Epoch, r.Shard)
+	if err != nil || exists {
+		return err
+	}
+	m, err := learner.Restore(x.model.State())
+	if err != nil {
+		return err
+	}
+	var src Source
+	err = x.retry(ctx, NotReadySource, fmt.Sprintf("open shard %s at %d", r.Shard, r.From), func(ctx context.Context) (err error) {
+		src, err = x.cfg.Shards.Open(ctx, r.Shard, r.From)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
+	}
+	defer src.Close()
+	rs := &rangeSource{Range{Source: src, End: ResumeTo(r.To), Sources: []string{r.Shard}, Last: r.From}}
+	wcfg := x.cfg.Worker
+	wcfg.Snapshots, wcfg.Views = nil, false
+	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
+	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
+	before := m.Counts().Examples
+	x.mu.Lock()
+	if x.running == nil {
+		x.running = map[*Worker]bool{}
+	}
+	x.running[w] = true
+	if s := x.streaks[r.Shard]; s != nil {
+		w.streak = s
+	} else {
+		if x.streaks == nil {
+			x.streaks = map[string]*deadStreak{}
+		}
+		x.streaks[r.Shard] = w.streak
+	}
+	x.mu.Unlock()
+	err = w.Run(ctx)
+	x.mu.Lock()
+	delete(x.running, w)
+	x.mu.Unlock()
+	// The range is complete once its last message was fetched, and so
+	// learned, whether the worker then stopped for the range's end or for
+	// ctx: a stop flushes every output of what was learned.
+	var shut *ShutdownError
+	if (err != nil && !errors.Is(err, ErrRangeDone)) || errors.As(err, &shut) || !rs.Complete() {
+		if err == nil {
+			err = ctx.Err()
+		}
+		if errors.Is(context.Cause(ctx), errRevoked) {
+			log.Info("shard revoked: its range stopped; the new owner learns it from its start",
+				zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Int64("published", w.Published()[r.Shard]))
+		}
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+	}
+	if got := w.Published()[r.Shard]; got != rs.Returned() {
+		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
+	}
+	m.Flush()
+	res := &epochlog.ShardResult{
+		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
+		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
+		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
+		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+	}
+	// The range is complete and its outputs durable: its result is
+	// written even while the worker stops, within the shutdown limit,
+	// so that the next start need not learn it again.
+	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
+	defer cancel()
+	defer context.AfterFunc(x.grace, cancel)()
+	err = x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
+		return x.cfg.Log.WriteShard(ctx, res, x.base)
+	})
+	if errors.Is(err, snapshot.ErrNotFound) {
+		// Another worker wrote the result first, and retention deleted
+		// it before it could be compared: a generation holds the epoch,
+		// which the barrier finds.
+		return nil
+	}
+	if err != nil {
+		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
+	}
+	return nil
+}
+
+// graceAfter is a context that outlives ctx by grace: it is done grace
+// after ctx is, or when cancel is called. What must finish on shutdown
+// (a result whose outputs are durable) runs on it, retrying while the
+// store fails, and stops within the shutdown limit.
+func graceAfter(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(g, func() { t.Stop() })
+	})
+	return g, func() {
+		stop()
+		cancel()
+	}
+}
+
+// rangeSource is the Range of one shard in an epoch, whose positions are
+// the log's: it commits nothing.
+type rangeSource struct{ Range }
+
+// Commit does nothing: a range's positions are the log's.
+func (s *rangeSource) Commit(context.Context, map[string]int64) error { return nil }

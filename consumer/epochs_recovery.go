@@ -1,0 +1,118 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// overDamaged decides where the epochs continue when the generations
+// after the model they hold, up to cfg.Damaged, are damaged
+// (docs/scale-out.md, section 3.9). If the log holds the next epoch's
+// boundary it rebuilds them, and each is written again when its epoch is
+// mixed. If it does not, the history above the model cannot be rebuilt,
+// and a new one begins from the model at its positions: at the first
+// epoch above the damaged ones whose boundary another worker began that
+// way, or else above every epoch in the log.
+func (x *Epochs) overDamaged(ctx context.Context) error {
+	damaged := x.cfg.Damaged
+	if damaged < x.epoch || x.cfg.Follow {
+		return nil
+	}
+	model := x.cfg.Worker.Model
+	held := zap.Uint64("generation", x.epoch-1)
+	if x.epoch == 1 {
+		held = zap.String("generation", "none: a new model")
+	}
+	err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) error {
+		_, _, err := x.cfg.Log.Boundary(ctx, model, x.epoch)
+		return err
+	})
+	if err == nil {
+		x.log.Warn("damaged generations: learning their epochs again from the epoch log, and writing them again",
+			zap.Uint64("from_epoch", x.epoch), zap.Uint64("to_epoch", damaged), held)
+		return nil
+	}
+	if !errors.Is(err, snapshot.ErrNotFound) {
+		return fatal(err)
+	}
+	var epochs []uint64
+	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
+		epochs, err = x.cfg.Log.Epochs(ctx, model)
+		return err
+	}); err != nil {
+		return fatal(err)
+	}
+	// The new history has no boundary before it: only the model's digest
+	// and positions tie its first one to it.
+	x.prev = nil
+	start := damaged + 1
+	if n := len(epochs); n > 0 {
+		start = max(start, epochs[n-1]+1)
+	}
+	for _, e := range epochs {
+		if e <= damaged {
+			continue
+		}
+		var b *epochlog.Boundary
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", e), func(ctx context.Context) (err error) {
+			b, _, err = x.cfg.Log.Boundary(ctx, model, e)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fatal(err)
+		}
+		if x.check(b) == nil {
+			start = e
+			break
+		}
+	}
+	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
+		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", x.from))
+	x.epoch, x.written = start, start-1
+	x.mixed.Store(start - 1)
+	return nil
+}
+
+// Continue is what NewEpochs continues from, given snap, the newest
+// generation of the model (nil when there is none): its model, the epoch
+// after it, its boundary and positions. A generation from before epochs
+// (no Epoch) is epoch 0 of the log: its positions begin the first
+// boundary, and the log begins at its generation + 1.
+func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
+	if snap == nil {
+		m, err = learner.New(cfg)
+	} else {
+		m, err = learner.Restore(snap.State)
+	}
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	e, prev, positions, err = ContinueModel(snap, m, digest)
+	return m, e, prev, positions, err
+}
+
+// ContinueModel is Continue for m, the model already restored from snap
+// (a new model when snap is nil).
+func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
+	switch {
+	case snap == nil:
+		return 1, nil, nil, nil
+	case snap.Epoch == 0:
+		return snap.Generation + 1, nil, snap.Positions, nil
+	case snap.ConfigDigest != digest:
+		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
+			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest, sameSettings)
+	}
+	prev = &epochlog.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
+	return snap.Epoch + 1, prev, snap.Positions, nil
+}
