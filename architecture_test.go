@@ -85,9 +85,6 @@ func matches(pattern, p string) bool {
 // its tests. Only the packages' own files count (go list's Imports), not
 // their tests'.
 func TestArchitectureCodeMap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
