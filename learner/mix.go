@@ -102,7 +102,7 @@ import (
 //     averaged models, which Mix took before, kept at each epoch a share
 //     (T_0+1)/(T_0+n_s+1) of the average for the past instead of
 //     (T_0+1)/(T+1), so that early epochs outweighed late ones; see
-//     BENCHMARKS.md, "Mixing: accuracy against sequential learning".)
+//     BENCHMARKS.md, "Weightings, by the mean at fixed epochs".)
 //   - pegasos: the effective weights Scale·Weights and Scale·Bias are
 //     mixed as weighted means into Weights and Bias, Scale is 1 and VNorm2
 //     is recomputed as ‖Weights‖² + ‖Bias‖². The mean stays inside
