@@ -102,7 +102,7 @@ import (
 //     averaged models, which Mix took before, kept at each epoch a share
 //     (T_0+1)/(T_0+n_s+1) of the average for the past instead of
 //     (T_0+1)/(T+1), so that early epochs outweighed late ones; see
-//     BENCHMARKS.md, "Mixing: accuracy against sequential learning".)
+//     BENCHMARKS.md, "Weightings, by the mean at fixed epochs".)
 //   - pegasos: the effective weights Scale·Weights and Scale·Bias are
 //     mixed as weighted means into Weights and Bias, Scale is 1 and VNorm2
 //     is recomputed as ‖Weights‖² + ‖Bias‖². The mean stays inside
@@ -200,7 +200,7 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 // it took: under MixDamped the precision is that of every shard's
 // evidence while the step is 1/√k of their sum, and a model that keeps
 // moving (a concept that turns) falls behind. Measured
-// (BenchmarkMixingDefaults*, docs/scale-out.md section 12): on a concept
+// (BenchmarkMixingDefaults*; BENCHMARKS.md, "AROW's rule"): on a concept
 // that turns by a right angle over 400k examples it costs 0.51 and 0.66
 // points at 4 and 6 partitions where MixDamped costs 1.14 and 1.36; 0.34
 // and 0.47 on 1M examples of gen (0.44, 0.64).
@@ -228,7 +228,7 @@ func Mix(base *State, states []*State, weights []float64) (*State, error) {
 // shard that folded its scale into v within the epoch (when Scale falls
 // below 1e-9) or restarted v, and so changed v wherever v_0 is not 0,
 // counts by its effective weights in P and not in N. Measured
-// (BenchmarkMixingDefaults; docs/scale-out.md, section 12), at the
+// (BenchmarkMixingDefaults; BENCHMARKS.md, "Pegasos's rule"), at the
 // defaults it costs 0.17, 0.71 and 1.13 points at 2, 4 and 6 partitions,
 // where the mean costs −0.16, 1.63 and 3.14.
 //

@@ -7,7 +7,7 @@ import (
 
 // pegasosGain caps MixPegasos's stretch of the step from the base, 1/‖μ‖
 // (√k for k shards of equal weight). Measured at the defaults
-// (docs/scale-out.md, section 12): uncapped, √6 at 6 partitions diverges
+// (BENCHMARKS.md, "Pegasos's rule"): uncapped, √6 at 6 partitions diverges
 // (14 points on 1M examples), since the shards correct the same mistakes
 // and a gain above 2 on a weight that every shard corrects overshoots it
 // by more than it corrected; 2 is on that edge (1.52 on 1M at 6

@@ -119,8 +119,8 @@ func BenchmarkMixingDefaultsLong(b *testing.B) {
 // BenchmarkMixingDefaultsDrift is BenchmarkMixingDefaults over `hyperplane
 // gen -examples 400000 -vocab 100000 -drift-at 200000`: the labels follow
 // an independent hidden hyperplane from example 200,000 on (BENCHMARKS.md,
-// "With an abrupt change of concept halfway", measured the real worker on
-// the same topic).
+// "Mixing at the defaults", which measures the real worker on the same
+// topic).
 //
 //	go test -run XXX -bench BenchmarkMixingDefaultsDrift -benchtime 1x -timeout 0 ./learner/
 func BenchmarkMixingDefaultsDrift(b *testing.B) {
