@@ -17,8 +17,10 @@ func (s limitSink) Publish(context.Context, []Output) error { return nil }
 func (s limitSink) MaxOutputBytes(string) int               { return s.limit }
 func (s limitSink) Close() error                            { return nil }
 
-// BenchmarkWorkerProcess measures process, the worker's per-message path,
-// with a sink that states its limit: it must not allocate in steady state.
+// BenchmarkWorkerProcess measures the worker's per-message path: process,
+// and for every batch of 1024 messages the sealing of its outputs and
+// their hand-over to a sink that states its limit. It must not allocate
+// in steady state.
 func BenchmarkWorkerProcess(b *testing.B) {
 	cfg := learner.DefaultConfig()
 	cfg.HashBits = 18
@@ -46,12 +48,23 @@ func BenchmarkWorkerProcess(b *testing.B) {
 	batch.resume = map[string]int64{}
 	var x learner.Example
 	var line []byte
+	ctx := context.Background()
+	publish := func() {
+		batch.seal()
+		for i, s := range batch.sinks {
+			if err := s.Publish(ctx, batch.outputs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		batch.reset()
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i%len(msgs) == 0 {
-			batch.reset()
-		}
 		line = w.process(&msgs[i%len(msgs)], &x, batch, line)
+		if (i+1)%len(msgs) == 0 {
+			publish()
+		}
 	}
+	publish()
 }

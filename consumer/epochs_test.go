@@ -207,13 +207,13 @@ func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 	// Every position has a prediction; repeats are identical.
 	seen := map[string][]byte{}
 	for _, o := range sink.Outputs("pred") {
-		if prev, ok := seen[o.Key]; ok && string(prev) != string(o.Value) {
+		if prev, ok := seen[string(o.Key)]; ok && string(prev) != string(o.Value) {
 			t.Fatalf("event %s repeated with other content:\n%s\n%s", o.Key, prev, o.Value)
 		}
-		seen[o.Key] = o.Value
+		seen[string(o.Key)] = o.Value
 	}
 	for _, o := range sink.Outputs("dead") {
-		seen[o.Key] = o.Value
+		seen[string(o.Key)] = o.Value
 	}
 	for p := range 6 {
 		for off := range log.Len(p) {

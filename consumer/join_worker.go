@@ -509,10 +509,11 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 			if d.Outcome == LabelLate {
 				ll.Example = &wire.Position{Source: j.exSource, Offset: d.ExampleOffset}
 			}
-			key := ll.Position.EventID()
 			start := len(b.arena)
 			b.arena = w.cfg.Encoding.AppendLateLabel(b.arena, &ll, w.labels)
-			b.add(j.cfg.LateLabels, []byte(key), start)
+			keyStart := len(b.arena)
+			b.arena = ll.Position.AppendEventID(b.arena)
+			b.addSpan(j.cfg.LateLabels, start, keyStart)
 		}
 	}
 }
@@ -551,10 +552,11 @@ func (w *Worker) scoreServed(d *Decided, b *outBatch) {
 			Label: d.Label, Model: w.cfg.Model, Version: d.Served.Version},
 		Mistakes: mt.Mistakes, Examples: mt.Examples, Joined: true, LabelDelay: delay,
 	}
-	key := pos.AppendEventID(nil)
 	start := len(b.arena)
 	b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
-	b.add(w.cfg.Misclassifications, key, start)
+	keyStart := len(b.arena)
+	b.arena = pos.AppendEventID(b.arena)
+	b.addSpan(w.cfg.Misclassifications, start, keyStart)
 }
 
 // learnTail learns the examples from the tail on whose joins are decided,
@@ -634,7 +636,9 @@ func (w *Worker) writeMark(b *outBatch) bool {
 	j.lastMark = time.Now()
 	start := len(b.arena)
 	b.arena = wire.AppendMark(b.arena, j.cfg.Format, j.cfg.Writer)
-	b.add(j.cfg.Marks, []byte("mark/"+j.cfg.Writer), start)
+	keyStart := len(b.arena)
+	b.arena = append(append(b.arena, "mark/"...), j.cfg.Writer...)
+	b.addSpan(j.cfg.Marks, start, keyStart)
 	w.metrics.Join.Marks.Inc()
 	w.log.Debug("mark written to the labels' input", zap.Time("window_closed", time.UnixMilli(due.Add(-markEvery).UnixMilli())))
 	return true

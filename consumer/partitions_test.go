@@ -228,7 +228,7 @@ func (r *partitionRig) eventCounts() map[string]int {
 	counts := map[string]int{}
 	for _, topic := range []string{"pred", "dead"} {
 		for _, o := range r.sink.Outputs(topic) {
-			counts[o.Key]++
+			counts[string(o.Key)]++
 		}
 	}
 	return counts
@@ -330,13 +330,14 @@ type gatedSink struct {
 func (s *gatedSink) Publish(ctx context.Context, batch []consumer.Output) error {
 	past := map[string]bool{}
 	for _, o := range batch {
-		i := strings.LastIndexByte(o.Key, '/')
-		offset, err := strconv.ParseInt(o.Key[i+1:], 10, 64)
+		key := string(o.Key)
+		i := strings.LastIndexByte(key, '/')
+		offset, err := strconv.ParseInt(key[i+1:], 10, 64)
 		if err != nil {
 			return fmt.Errorf("output key %q: %w", o.Key, err)
 		}
-		if offset > s.beyond[o.Key[:i]] {
-			past[o.Key[:i]] = true
+		if offset > s.beyond[key[:i]] {
+			past[key[:i]] = true
 		}
 	}
 	s.mu.Lock()

@@ -45,12 +45,16 @@ type Output struct {
 	// Topic is the Kafka topic or NATS subject.
 	Topic string
 	// Key is the event id: the Kafka message key, the JetStream
-	// Nats-Msg-Id header.
-	Key   string
+	// Nats-Msg-Id header. Empty means no key.
+	Key   []byte
 	Value []byte
 }
 
 // Sink publishes outputs.
+//
+// The bytes of a batch's keys and values belong to the caller, who reuses
+// them once Publish returns: a sink that needs them after that (a client
+// that may still send them, a copy it keeps) copies them first.
 type Sink interface {
 	// Publish returns nil once the broker holds every output of batch
 	// durably (Kafka: acknowledged by all in-sync replicas; JetStream: a

@@ -293,8 +293,8 @@ func (w *Worker) Metrics() learner.Metrics {
 func (w *Worker) Model() *learner.Model { return w.model }
 
 // span is an output in the arena of its batch: its value is
-// arena[start:end] and its key the n bytes after it.
-type span struct{ start, end, n int }
+// arena[start:end] and its key arena[end:key].
+type span struct{ start, end, key int }
 
 // outBatch is what one fetched batch produced.
 type outBatch struct {
@@ -321,6 +321,15 @@ func (b *outBatch) reset() {
 // add appends an output whose value is arena[valueStart:] and whose key is
 // key.
 func (b *outBatch) add(d Destination, key []byte, valueStart int) {
+	keyStart := len(b.arena)
+	b.arena = append(b.arena, key...)
+	b.addSpan(d, valueStart, keyStart)
+}
+
+// addSpan appends an output whose value is arena[valueStart:keyStart] and
+// whose key is arena[keyStart:], for an event that appended its key to the
+// arena itself.
+func (b *outBatch) addSpan(d Destination, valueStart, keyStart int) {
 	i := 0
 	for i < len(b.sinks) && b.sinks[i] != d.Sink {
 		i++
@@ -330,19 +339,20 @@ func (b *outBatch) add(d Destination, key []byte, valueStart int) {
 		b.outputs = append(b.outputs, nil)
 		b.spans = append(b.spans, nil)
 	}
-	keyStart := len(b.arena)
-	b.arena = append(b.arena, key...)
 	// Keys and values are sliced out of the arena once it stops growing.
-	b.spans[i] = append(b.spans[i], span{start: valueStart, end: keyStart, n: len(key)})
+	b.spans[i] = append(b.spans[i], span{start: valueStart, end: keyStart, key: len(b.arena)})
 	b.outputs[i] = append(b.outputs[i], Output{Topic: d.Topic})
 }
 
-// seal points the outputs at their bytes in the finished arena.
+// seal points the outputs' keys and values at their bytes in the finished
+// arena, without copying them: they stay valid until the batch goes back
+// to the pool, which the publisher does once every sink has published it.
 func (b *outBatch) seal() {
 	for i, spans := range b.spans {
 		for j, s := range spans {
-			b.outputs[i][j].Value = b.arena[s.start:s.end:s.end]
-			b.outputs[i][j].Key = string(b.arena[s.end : s.end+s.n])
+			o := &b.outputs[i][j]
+			o.Value = b.arena[s.start:s.end:s.end]
+			o.Key = b.arena[s.end:s.key:s.key]
 		}
 	}
 }

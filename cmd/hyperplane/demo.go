@@ -289,7 +289,7 @@ func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage
 		} else {
 			rec := s.Next()
 			if labels != nil {
-				labels.hold(rec, "")
+				labels.hold(rec, nil)
 			}
 			data = synth.AppendJSON(nil, rec)
 			data = data[:len(data)-1] // one message per example: no newline

@@ -310,7 +310,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		batch = batch[:0]
 		for ; i < n && len(batch) < batchSize; i++ {
 			rec := s.Next()
-			key := fmt.Sprintf("gen-%s-%d", id, first+i)
+			key := fmt.Appendf(nil, "gen-%s-%d", id, first+i)
 			if labels.enabled() {
 				labels.hold(rec, key)
 			}
@@ -403,7 +403,7 @@ func sinkSender(sink consumer.Sink) batchSender {
 func (p *jsPublisher) sendBatch(ctx context.Context, batch []consumer.Output) ([]consumer.Output, error) {
 	var unsent []consumer.Output
 	for i, o := range batch {
-		m := &natsgo.Msg{Subject: o.Topic, Data: o.Value, Header: natsgo.Header{jetstream.MsgIDHeader: []string{o.Key}}}
+		m := &natsgo.Msg{Subject: o.Topic, Data: o.Value, Header: natsgo.Header{jetstream.MsgIDHeader: []string{string(o.Key)}}}
 		if err := p.send(ctx, m); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -418,7 +418,7 @@ func (p *jsPublisher) sendBatch(ctx context.Context, batch []consumer.Output) ([
 	}
 	retry := make([]consumer.Output, 0, len(failed)+len(unsent))
 	for _, m := range failed {
-		retry = append(retry, consumer.Output{Topic: m.Subject, Key: m.Header.Get(jetstream.MsgIDHeader), Value: m.Data})
+		retry = append(retry, consumer.Output{Topic: m.Subject, Key: []byte(m.Header.Get(jetstream.MsgIDHeader)), Value: m.Data})
 	}
 	return append(retry, unsent...), err
 }

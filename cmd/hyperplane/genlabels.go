@@ -68,7 +68,7 @@ func newLabelRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x
 // hold takes rec's label off it and keeps it to publish after its delay,
 // keyed as its example is (key), so that a Kafka topic of labels puts it in
 // the partition of its example.
-func (l *genLabels) hold(rec *synth.Record, key string) {
+func (l *genLabels) hold(rec *synth.Record, key []byte) {
 	labeled := rec.Labeled
 	rec.Labeled = false
 	if !labeled || l.rng.Float64() < l.missing {
@@ -84,8 +84,8 @@ func (l *genLabels) hold(rec *synth.Record, key string) {
 	}
 	d := time.Duration(l.rng.ExpFloat64() * float64(l.delay))
 	out := consumer.Output{Topic: l.to.Topic, Key: key, Value: v}
-	if key == "" {
-		out.Key = "label-" + id
+	if len(key) == 0 {
+		out.Key = []byte("label-" + id)
 	}
 	heap.Push(&l.due, pendingLabel{at: time.Now().Add(d), out: out})
 }

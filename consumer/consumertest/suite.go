@@ -309,7 +309,7 @@ func TestSink(t *testing.T, f Features, h SinkHarness) {
 		defer sink.Close()
 		var batch []consumer.Output
 		for i := range 300 {
-			batch = append(batch, consumer.Output{Topic: topics[i%2], Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
+			batch = append(batch, consumer.Output{Topic: topics[i%2], Key: fmt.Appendf(nil, "kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -326,15 +326,18 @@ func TestSink(t *testing.T, f Features, h SinkHarness) {
 			}
 			want := map[string]string{}
 			for i := ti; i < 300; i += 2 {
-				want[batch[i].Key] = string(batch[i].Value)
+				want[string(batch[i].Key)] = string(batch[i].Value)
 			}
 			for _, o := range got {
-				if v, ok := want[o.Key]; !ok || v != string(o.Value) {
+				if v, ok := want[string(o.Key)]; !ok || v != string(o.Value) {
 					t.Fatalf("%s: unexpected output %q = %q", topic, o.Key, o.Value)
 				}
-				delete(want, o.Key)
+				delete(want, string(o.Key))
 			}
 		}
+	})
+	t.Run("CallerReusesBuffers", func(t *testing.T) {
+		testCallerReusesBuffers(t, h)
 	})
 	t.Run("EmptyBatch", func(t *testing.T) {
 		sink, _ := h.Setup(t, []string{"x"})
@@ -352,10 +355,53 @@ func TestSink(t *testing.T, f Features, h SinkHarness) {
 		defer sink.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := sink.Publish(ctx, []consumer.Output{{Topic: "y", Key: "k", Value: []byte("v")}}); err == nil {
+		if err := sink.Publish(ctx, []consumer.Output{{Topic: "y", Key: []byte("k"), Value: []byte("v")}}); err == nil {
 			t.Fatal("Publish with a cancelled context returned nil")
 		}
 	})
+}
+
+// testCallerReusesBuffers publishes outputs whose keys and values share
+// one buffer, as the worker's do, and overwrites it once Publish returns,
+// as the worker does with its next batch: readers get what was published.
+func testCallerReusesBuffers(t *testing.T, h SinkHarness) {
+	const topic, n = "reused", 20
+	sink, read := h.Setup(t, []string{topic})
+	defer sink.Close()
+	var buf []byte
+	var ends []int
+	for i := range n {
+		buf = fmt.Appendf(buf, `{"n":%d}`, i)
+		ends = append(ends, len(buf))
+		buf = fmt.Appendf(buf, "kafka:in/0/%d", i)
+		ends = append(ends, len(buf))
+	}
+	batch := make([]consumer.Output, n)
+	want := map[string]string{}
+	start := 0
+	for i := range batch {
+		v, k := ends[2*i], ends[2*i+1]
+		batch[i] = consumer.Output{Topic: topic, Value: buf[start:v:v], Key: buf[v:k:k]}
+		want[string(batch[i].Key)] = string(batch[i].Value)
+		start = k
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sink.Publish(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	for _, o := range read(topic, n) {
+		if v, ok := want[string(o.Key)]; !ok || v != string(o.Value) {
+			t.Fatalf("output %q = %q: not what was published", o.Key, o.Value)
+		}
+		delete(want, string(o.Key))
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d of %d outputs not read back", len(want), n)
+	}
 }
 
 // testRetryStoredOnce publishes a batch twice, as the worker does after an
@@ -367,7 +413,7 @@ func testRetryStoredOnce(t *testing.T, h SinkHarness) {
 	outputs := func(from, to int) []consumer.Output {
 		var out []consumer.Output
 		for i := from; i < to; i++ {
-			out = append(out, consumer.Output{Topic: topic, Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
+			out = append(out, consumer.Output{Topic: topic, Key: fmt.Appendf(nil, "kafka:in/0/%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)})
 		}
 		return out
 	}
@@ -380,13 +426,13 @@ func testRetryStoredOnce(t *testing.T, h SinkHarness) {
 	}
 	want := map[string]string{}
 	for _, o := range outputs(0, 60) {
-		want[o.Key] = string(o.Value)
+		want[string(o.Key)] = string(o.Value)
 	}
 	for _, o := range read(topic, 60) {
-		if v, ok := want[o.Key]; !ok || v != string(o.Value) {
+		if v, ok := want[string(o.Key)]; !ok || v != string(o.Value) {
 			t.Fatalf("output %s = %q read twice or not published", o.Key, o.Value)
 		}
-		delete(want, o.Key)
+		delete(want, string(o.Key))
 	}
 	if len(want) > 0 {
 		t.Fatalf("%d of 60 outputs not read back", len(want))

@@ -109,7 +109,7 @@ func TestSinkConformance(t *testing.T) {
 			return sink, func(topic string, n int) []consumer.Output {
 				var out []consumer.Output
 				for _, r := range readBack(t, c, topic, n) {
-					out = append(out, consumer.Output{Topic: r.Topic, Key: string(r.Key), Value: r.Value})
+					out = append(out, consumer.Output{Topic: r.Topic, Key: r.Key, Value: r.Value})
 				}
 				return out
 			}
@@ -386,7 +386,7 @@ func TestSinkProduceOutage(t *testing.T) {
 	defer sink.Close()
 	var outputs []consumer.Output
 	for i := range 20 {
-		outputs = append(outputs, consumer.Output{Topic: "out", Key: fmt.Sprintf("kafka:in/0/%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		outputs = append(outputs, consumer.Output{Topic: "out", Key: fmt.Appendf(nil, "kafka:in/0/%d", i), Value: fmt.Appendf(nil, "v%d", i)})
 	}
 
 	var failing atomic.Bool
@@ -447,7 +447,7 @@ func TestSinkKeysPartition(t *testing.T) {
 	var batch []consumer.Output
 	for round := range 4 {
 		for k := range 10 {
-			batch = append(batch, consumer.Output{Topic: "out", Key: fmt.Sprintf("key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
+			batch = append(batch, consumer.Output{Topic: "out", Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
 		}
 	}
 	if err := sink.Publish(context.Background(), batch); err != nil {
@@ -500,7 +500,7 @@ func TestSinkUnreachable(t *testing.T) {
 	defer sink.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := sink.Publish(ctx, []consumer.Output{{Topic: "out", Key: "k", Value: []byte("v")}}); err == nil {
+	if err := sink.Publish(ctx, []consumer.Output{{Topic: "out", Key: []byte("k"), Value: []byte("v")}}); err == nil {
 		t.Fatal("Publish to an unreachable broker succeeded")
 	}
 	if _, err := kafka.NewSink(kafka.Config{}, nil); err == nil {
@@ -815,7 +815,7 @@ func TestTLSAndSASL(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			value := fmt.Appendf(nil, "via %s", mech)
-			if err := sink.Publish(ctx, []consumer.Output{{Topic: "secure", Key: mech, Value: value}}); err != nil {
+			if err := sink.Publish(ctx, []consumer.Output{{Topic: "secure", Key: []byte(mech), Value: value}}); err != nil {
 				t.Fatalf("Publish: %v", err)
 			}
 			src := openSource(t, cfg, []string{"secure"}, "g", map[string]int64{"kafka:secure/0": int64(i)}, wire.Start{}, zaptest.NewLogger(t))

@@ -66,7 +66,7 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 	for _, topic := range []string{"small", "plain"} {
 		limit := sink.MaxOutputBytes(topic)
 		key := "kafka:in/0/7"
-		fits := consumer.Output{Topic: topic, Key: key, Value: bytes.Repeat([]byte{'v'}, limit-len(key))}
+		fits := consumer.Output{Topic: topic, Key: []byte(key), Value: bytes.Repeat([]byte{'v'}, limit-len(key))}
 		if err := sink.Publish(ctx, []consumer.Output{fits}); err != nil {
 			t.Fatalf("%s: publishing an output of exactly MaxOutputBytes: %v", topic, err)
 		}
@@ -88,7 +88,7 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 	}
 
 	// Over kafka-go's default BatchBytes (1 MiB), within the topic's limit.
-	large := consumer.Output{Topic: "big", Key: "k", Value: bytes.Repeat([]byte{'b'}, 2<<20)}
+	large := consumer.Output{Topic: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'b'}, 2<<20)}
 	if err := sink.Publish(ctx, []consumer.Output{large}); err != nil {
 		t.Fatalf("publishing 2 MiB to a topic that takes 64 MiB: %v", err)
 	}
@@ -97,9 +97,9 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 	// another topic: the small topic's batches stay within its limit.
 	var batch []consumer.Output
 	for i := range 12 {
-		batch = append(batch, consumer.Output{Topic: "small", Key: "same", Value: bytes.Repeat([]byte{byte('a' + i)}, 6000)})
+		batch = append(batch, consumer.Output{Topic: "small", Key: []byte("same"), Value: bytes.Repeat([]byte{byte('a' + i)}, 6000)})
 	}
-	batch = append(batch, consumer.Output{Topic: "plain", Key: "other", Value: []byte("x")})
+	batch = append(batch, consumer.Output{Topic: "plain", Key: []byte("other"), Value: []byte("x")})
 	if err := sink.Publish(ctx, batch); err != nil {
 		t.Fatalf("publishing 12 outputs of 6000 bytes to a topic of 20000: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestSinkMaxOutputBytesFallback(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out := consumer.Output{Topic: "out", Key: "k", Value: bytes.Repeat([]byte{'v'}, want-1)}
+	out := consumer.Output{Topic: "out", Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, want-1)}
 	if err := sink.Publish(ctx, []consumer.Output{out}); err != nil {
 		t.Fatalf("publishing at the fallback limit: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	big := consumer.Output{Topic: "out", Key: "k", Value: bytes.Repeat([]byte{'v'}, 2<<20)}
+	big := consumer.Output{Topic: "out", Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 2<<20)}
 	if err := sink.Publish(ctx, []consumer.Output{big}); err != nil {
 		t.Fatalf("publishing 2 MiB under the learned 8 MiB limit: %v", err)
 	}

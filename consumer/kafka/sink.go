@@ -287,9 +287,11 @@ func (s *Sink) describeConfig(ctx context.Context, typ kafkago.ResourceType, res
 // WriteMessages. An output larger than MaxOutputBytes of its topic fails
 // on every attempt.
 //
-// Publish copies the batch, so the caller may reuse its buffers once it
-// returns, even when ctx ended it while kafka-go still retries in the
-// background. A ctx that is already done writes nothing.
+// Publish copies the batch's keys and values into one buffer, so the
+// caller may reuse its own once it returns, even when ctx ended it while
+// kafka-go still retries in the background (WriteMessages keeps the
+// messages' slices until they are written, past a cancelled ctx). A ctx
+// that is already done writes nothing.
 func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -307,7 +309,7 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 		o := &batch[i]
 		m := &msgs[i]
 		m.Topic = o.Topic
-		if o.Key != "" {
+		if len(o.Key) > 0 {
 			k := len(buf)
 			buf = append(buf, o.Key...)
 			m.Key = buf[k:len(buf):len(buf)]

@@ -311,7 +311,7 @@ func (s *Sink) Fail(err error) {
 	s.fail = err
 }
 
-// Publish keeps a copy of batch, or fails as Fail says.
+// Publish keeps a copy of batch, keys and values, or fails as Fail says.
 func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -323,7 +323,7 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 		return s.fail
 	}
 	for _, o := range batch {
-		o.Value = slices.Clone(o.Value)
+		o.Key, o.Value = slices.Clone(o.Key), slices.Clone(o.Value)
 		s.topics[o.Topic] = append(s.topics[o.Topic], o)
 	}
 	close(s.changed)

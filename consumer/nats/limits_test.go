@@ -53,8 +53,8 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 				t.Fatalf("MaxOutputBytes(%s) = %d, want %d", tc.subject, limit, want)
 			}
 			key := "jetstream:in/42"
-			fits := consumer.Output{Topic: tc.subject, Key: key, Value: bytes.Repeat([]byte{'v'}, limit-len(key))}
-			over := consumer.Output{Topic: tc.subject, Key: "jetstream:in/43", Value: append(bytes.Clone(fits.Value), 'v')}
+			fits := consumer.Output{Topic: tc.subject, Key: []byte(key), Value: bytes.Repeat([]byte{'v'}, limit-len(key))}
+			over := consumer.Output{Topic: tc.subject, Key: []byte("jetstream:in/43"), Value: append(bytes.Clone(fits.Value), 'v')}
 			if tc.stream == "" {
 				s, err := nc.SubscribeSync(tc.subject)
 				if err != nil {

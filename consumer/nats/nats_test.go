@@ -266,7 +266,7 @@ func readStream(t *testing.T, js jetstream.JetStream, stream, topic string, n in
 		if err != nil {
 			return out
 		}
-		out = append(out, consumer.Output{Topic: m.Subject(), Key: m.Headers().Get(jetstream.MsgIDHeader), Value: m.Data()})
+		out = append(out, consumer.Output{Topic: m.Subject(), Key: []byte(m.Headers().Get(jetstream.MsgIDHeader)), Value: m.Data()})
 	}
 }
 
@@ -307,7 +307,7 @@ func TestCoreSinkConformance(t *testing.T) {
 					if err != nil {
 						return out
 					}
-					out = append(out, consumer.Output{Topic: m.Subject, Key: m.Header.Get(jetstream.MsgIDHeader), Value: m.Data})
+					out = append(out, consumer.Output{Topic: m.Subject, Key: []byte(m.Header.Get(jetstream.MsgIDHeader)), Value: m.Data})
 				}
 			}
 			return sink, read
@@ -528,7 +528,7 @@ func consumerCount(t *testing.T, js jetstream.JetStream, stream string) int {
 func outputs(from, to int) []consumer.Output {
 	var out []consumer.Output
 	for i := from; i < to; i++ {
-		out = append(out, consumer.Output{Topic: "out.events", Key: fmt.Sprintf("jetstream:in/%d", i), Value: fmt.Appendf(nil, "m%d", i)})
+		out = append(out, consumer.Output{Topic: "out.events", Key: fmt.Appendf(nil, "jetstream:in/%d", i), Value: fmt.Appendf(nil, "m%d", i)})
 	}
 	return out
 }
@@ -568,7 +568,7 @@ func TestJetStreamSinkDeduplicates(t *testing.T) {
 	}
 	got := readStream(t, js, "out", "out.events", 60)
 	for i, o := range got {
-		if want := outputs(i, i+1)[0]; o.Key != want.Key || string(o.Value) != string(want.Value) {
+		if want := outputs(i, i+1)[0]; string(o.Key) != string(want.Key) || string(o.Value) != string(want.Value) {
 			t.Fatalf("stored message %d is %q = %q, want %q = %q", i, o.Key, o.Value, want.Key, want.Value)
 		}
 	}
@@ -580,7 +580,7 @@ func TestJetStreamSinkNoStream(t *testing.T) {
 	sink := newSink(t, nc, true, zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := sink.Publish(ctx, []consumer.Output{{Topic: "nowhere", Key: "k", Value: []byte("v")}})
+	err := sink.Publish(ctx, []consumer.Output{{Topic: "nowhere", Key: []byte("k"), Value: []byte("v")}})
 	if err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Fatalf("publishing to a subject without a stream: %v, want an error naming it", err)
 	}
@@ -602,7 +602,7 @@ func TestServerRestart(t *testing.T) {
 	if err := jsSink.Publish(ctx, outputs(0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := coreSink.Publish(ctx, []consumer.Output{{Topic: "core.rs", Key: "c0", Value: []byte("c0")}}); err != nil {
+	if err := coreSink.Publish(ctx, []consumer.Output{{Topic: "core.rs", Key: []byte("c0"), Value: []byte("c0")}}); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -672,7 +672,7 @@ func TestServerRestart(t *testing.T) {
 
 	// Core NATS lost whatever was sent while it was down; new messages
 	// arrive, numbered on from before.
-	if err := coreSink.Publish(ctx, []consumer.Output{{Topic: "core.rs", Key: "c1", Value: []byte("c1")}}); err != nil {
+	if err := coreSink.Publish(ctx, []consumer.Output{{Topic: "core.rs", Key: []byte("c1"), Value: []byte("c1")}}); err != nil {
 		t.Fatalf("core Publish after the restart: %v", err)
 	}
 	for {

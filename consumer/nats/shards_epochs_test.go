@@ -140,7 +140,7 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 	events := map[string]bool{}
 	for _, topic := range []string{"pred", "dead"} {
 		for _, o := range sink.Outputs(topic) {
-			events[o.Key] = true
+			events[string(o.Key)] = true
 		}
 	}
 	return digest, events, store

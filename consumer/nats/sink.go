@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,16 +214,16 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 // not overlap, so nothing else is pending.
 func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) error {
 	s.setAckErr(nil)
-	// One allocation each for the window's messages and their header
-	// values; the client keeps a message until its acknowledgement.
+	// One allocation each for the window's messages, their header values
+	// and the keys' bytes; the client keeps a message until its
+	// acknowledgement.
 	msgs := make([]natsgo.Msg, len(batch))
-	ids := make([]string, len(batch))
+	ids := keyStrings(batch)
 	var sendErr error
 	for i, o := range batch {
 		m := &msgs[i]
 		m.Subject, m.Data = o.Topic, o.Value
-		if o.Key != "" {
-			ids[i] = o.Key
+		if len(o.Key) > 0 {
 			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
 		}
 		if _, err := s.js.PublishMsgAsync(m, s.pubOpts...); err != nil {
@@ -272,8 +273,9 @@ func (s *Sink) takeAckErr() error {
 }
 
 func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
-	for _, o := range batch {
-		if err := s.nc.PublishMsg(message(o)); err != nil {
+	ids := keyStrings(batch)
+	for i, o := range batch {
+		if err := s.nc.PublishMsg(message(o, ids[i])); err != nil {
 			return fmt.Errorf("nats publish %s (%s): %w", o.Topic, o.Key, err)
 		}
 	}
@@ -288,12 +290,33 @@ func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
 	return nil
 }
 
-func message(o consumer.Output) *natsgo.Msg {
+func message(o consumer.Output, id string) *natsgo.Msg {
 	m := &natsgo.Msg{Subject: o.Topic, Data: o.Value}
-	if o.Key != "" {
-		m.Header = natsgo.Header{jetstream.MsgIDHeader: []string{o.Key}}
+	if id != "" {
+		m.Header = natsgo.Header{jetstream.MsgIDHeader: []string{id}}
 	}
 	return m
+}
+
+// keyStrings returns the keys of batch as strings, the Nats-Msg-Id header
+// values: a header value is a string, so the keys are copied, all into
+// one, which the messages may keep after Publish returns.
+func keyStrings(batch []consumer.Output) []string {
+	n := 0
+	for _, o := range batch {
+		n += len(o.Key)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, o := range batch {
+		all.Write(o.Key)
+	}
+	s := all.String()
+	ids := make([]string, len(batch))
+	for i, o := range batch {
+		ids[i], s = s[:len(o.Key)], s[len(o.Key):]
+	}
+	return ids
 }
 
 // Close releases the sink's reply subscription; acknowledgements still
