@@ -387,7 +387,7 @@ func TestKubernetesDeployment(t *testing.T) {
 
 	replicas := 0
 	if r := d.Spec.Replicas; r == nil || *r < 2 {
-		t.Errorf("deployment.yaml: spec.replicas is %s, want several (2 or more) set explicitly: the replicas share a Kafka source's partitions through the consumer group and learn one model in epochs (README \"Scaling out\"); only a source of one partition needs 1, which kustomization.yaml's commented patch sets", ptrString(r))
+		t.Errorf("deployment.yaml: spec.replicas is %s, want several (2 or more) set explicitly: the replicas share a Kafka source's partitions through the consumer group and learn one model in epochs (docs/operations.md, \"Scaling out\"); only a source of one partition needs 1, which kustomization.yaml's commented patch sets", ptrString(r))
 	} else {
 		replicas = int(*r)
 	}

@@ -92,6 +92,7 @@ func TestServeAnswersAsPredict(t *testing.T) {
 		t.Fatalf("only %d generations: the pinned check needs an older one", newest.Generation)
 	}
 	before := learningMetrics(t, addr)
+	checkMetricsDocumented(t, addr)
 
 	body := []byte(readFile(t, test))
 	resp, err := http.Post("http://"+addr+"/v1/predict", "application/x-ndjson", bytes.NewReader(body))
