@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/wire"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -86,32 +88,19 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 		}
 		b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
 	}
-	b.Run("passthrough", func(b *testing.B) {
-		run(b, func(prefix string, js jetstream.JetStream) (func(), error) {
-			c, err := js.OrderedConsumer(ctx, prefix+"_IN", jetstream.OrderedConsumerConfig{})
-			if err != nil {
-				return nil, err
-			}
-			it, err := c.Messages()
-			if err != nil {
-				return nil, err
-			}
-			for i := range msgs {
-				m, err := it.Next()
-				if err != nil {
-					return it.Stop, err
-				}
-				if _, err := js.PublishAsync(prefix+".PRED", m.Data()); err != nil {
-					return it.Stop, err
-				}
-				if i%1024 == 1023 {
-					<-js.PublishAsyncComplete()
-				}
-			}
-			<-js.PublishAsyncComplete()
-			return it.Stop, nil
+	// passthrough publishes each message with a Nats-Msg-Id, as the
+	// worker does for its exactly-once outputs; passthrough_bare
+	// publishes bare bytes, which is what the header costs against.
+	for _, c := range []struct {
+		name string
+		id   bool
+	}{{"passthrough", true}, {"passthrough_bare", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			run(b, func(prefix string, js jetstream.JetStream) (func(), error) {
+				return jetStreamPassThrough(ctx, js, prefix, len(msgs), c.id)
+			})
 		})
-	})
+	}
 	b.Run("worker", func(b *testing.B) {
 		run(b, func(prefix string, js jetstream.JetStream) (func(), error) {
 			nc := js.Conn()
@@ -127,6 +116,48 @@ func benchJetStream(b *testing.B, msgs [][]byte) {
 			return func() { src.Close(); sink.Close() }, err
 		})
 	})
+}
+
+// jetStreamPassThrough reads n messages of prefix's input stream with an
+// ordered consumer and publishes each one's bytes to its predictions'
+// subject, in windows of 1,024 awaiting their acknowledgements; with id,
+// each carries a Nats-Msg-Id made of its stream and sequence, so that the
+// server deduplicates it as it does the worker's outputs.
+func jetStreamPassThrough(ctx context.Context, js jetstream.JetStream, prefix string, n int, id bool) (func(), error) {
+	c, err := js.OrderedConsumer(ctx, prefix+"_IN", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	it, err := c.Messages()
+	if err != nil {
+		return nil, err
+	}
+	subject := prefix + ".PRED"
+	for i := range n {
+		m, err := it.Next()
+		if err != nil {
+			return it.Stop, err
+		}
+		if id {
+			meta, err := m.Metadata()
+			if err != nil {
+				return it.Stop, err
+			}
+			out := &natsgo.Msg{Subject: subject, Data: m.Data(), Header: natsgo.Header{}}
+			out.Header.Set(jetstream.MsgIDHeader, meta.Stream+"/"+strconv.FormatUint(meta.Sequence.Stream, 10))
+			_, err = js.PublishMsgAsync(out)
+			if err != nil {
+				return it.Stop, err
+			}
+		} else if _, err := js.PublishAsync(subject, m.Data()); err != nil {
+			return it.Stop, err
+		}
+		if i%1024 == 1023 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	<-js.PublishAsyncComplete()
+	return it.Stop, nil
 }
 
 // publishWindow bounds the publishes publishWindowed keeps awaiting their
