@@ -45,6 +45,9 @@ func resealed(t *testing.T, bucket *blob.Bucket, key string, raw []byte) bool {
 // FuzzBoundary: whatever body a boundary object holds, reading it gives
 // the boundary or an error wrapping ErrDamagedLog, and a boundary read is
 // one CreateBoundary takes and stores again to the same value.
+//
+// Run with -fuzzminimizetime 1s: minimizing each new input for a
+// minute, the default, leaves little time to fuzz.
 func FuzzBoundary(f *testing.F) {
 	bucket := memblob.OpenBucket(nil)
 	s := epochlog.New(snapshot.NewStore(bucket, ""))
