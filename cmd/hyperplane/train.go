@@ -216,7 +216,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	learned := first.Labeled > 0
 	if out != "" && learned {
 		s := &snapshot.Snapshot{Model: name, Generation: 1, Created: time.Now(), Writer: "hyperplane train", State: model.State()}
-		if err := writeModelFile(out, s); err != nil {
+		if err := snapshot.WriteFile(out, s); err != nil {
 			return err
 		}
 	}
