@@ -357,13 +357,13 @@ func (c *Calibration) clone() Calibration {
 // exportCalibration is the calibration part of m's state.
 func (m *Model) exportCalibration() Calibration {
 	q := &m.metrics.prob
-	if q.count == 0 && m.cal.fresh() {
+	if q.stream.n == 0 && m.cal.fresh() {
 		return Calibration{}
 	}
 	return Calibration{
 		Parameters: m.cal.export(),
-		Count:      q.count, LogLoss: q.logLoss, Brier: q.brier,
-		BinCount: clone(q.binCount), BinEvents: clone(q.binEvents), BinSum: clone(q.binSum),
+		Count:      q.stream.n, LogLoss: q.stream.logLoss, Brier: q.stream.brier,
+		BinCount: clone(q.stream.count[:]), BinEvents: clone(q.stream.events[:]), BinSum: clone(q.stream.sum[:]),
 		AUCPositive: clone(q.aucPositive), AUCNegative: clone(q.aucNegative),
 		WindowProbability: clone(q.wProb), WindowEvent: clone(q.wEvent),
 		WindowLogLoss: clone(q.wLoss), WindowBrier: clone(q.wBrier),
@@ -378,10 +378,10 @@ func (m *Model) restoreCalibration(c *Calibration) {
 	}
 	m.cal.restore(c.Parameters)
 	q := &m.metrics.prob
-	q.count, q.logLoss, q.brier = c.Count, c.LogLoss, c.Brier
-	copy(q.binCount, c.BinCount)
-	copy(q.binEvents, c.BinEvents)
-	copy(q.binSum, c.BinSum)
+	q.stream.n, q.stream.logLoss, q.stream.brier = c.Count, c.LogLoss, c.Brier
+	copy(q.stream.count[:], c.BinCount)
+	copy(q.stream.events[:], c.BinEvents)
+	copy(q.stream.sum[:], c.BinSum)
 	if len(c.AUCPositive) > 0 {
 		q.aucPositive, q.aucNegative = clone(c.AUCPositive), clone(c.AUCNegative)
 	}

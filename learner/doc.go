@@ -1,6 +1,7 @@
 // Package learner holds hyperplane's on-line linear and kernel classifiers,
-// the feature hasher, the example type, the label rules (Labels) and the
-// prequential metrics.
+// the feature hasher, the example type, the label rules (Labels), the
+// prequential metrics and the measures behind them (ScoreProbability,
+// ProbabilitySums, ExactAUC), and the learning curve (Curve).
 //
 // Everything here is pure and deterministic: no I/O, no clocks, no global
 // state, no goroutines. Feeding the same examples in the same order to two

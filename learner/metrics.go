@@ -62,10 +62,6 @@ func newPrequential(window int) prequential {
 	return prequential{window: make([]bool, window), prob: newProbabilityMetrics(window)}
 }
 
-// calibrationBins is the number of equal-width bins of the expected
-// calibration error.
-const calibrationBins = 10
-
 // aucBins is the number of equal-width bins of P(label = +1) in which the
 // ROC AUC over the stream counts the positive and negative examples. Two
 // examples of the same bin count as a tie, one half, so the AUC is within
@@ -75,20 +71,10 @@ const calibrationBins = 10
 const aucBins = 1024
 
 // probabilityMetrics are the prequential measures of the published
-// probabilities: sums over the stream and a ring of the window's last
-// outcomes, aligned with prequential.window. A binary model's event is
-// label = +1 and its probability P(label = +1); a multiclass model's event
-// is a correct prediction and its probability the predicted class's (the
-// top-label calibration error).
+// probabilities (see ScoreProbability): sums over the stream and a ring of
+// the window's last outcomes, aligned with prequential.window.
 type probabilityMetrics struct {
-	count   uint64 // labeled examples measured
-	logLoss float64
-	brier   float64
-	// The calibration bins: examples, events and the sum of the
-	// probabilities of each.
-	binCount  []uint64
-	binEvents []uint64
-	binSum    []float64
+	stream ProbabilitySums
 	// The AUC histogram of a binary model: positives and negatives per
 	// bin of P(label = +1); nil for a multiclass model.
 	aucPositive []uint64
@@ -101,7 +87,7 @@ type probabilityMetrics struct {
 	// The rolling AUC's scratch: the window's probabilities of positive
 	// and of negative examples.
 	pos, neg []float64
-	// The rolling measures as fill last computed them, at count
+	// The rolling measures as fill last computed them, at stream.n
 	// (cached is false until then and after a restore).
 	cached   bool
 	cachedAt uint64
@@ -110,64 +96,44 @@ type probabilityMetrics struct {
 
 func newProbabilityMetrics(window int) probabilityMetrics {
 	return probabilityMetrics{
-		binCount:  make([]uint64, calibrationBins),
-		binEvents: make([]uint64, calibrationBins),
-		binSum:    make([]float64, calibrationBins),
-		wProb:     make([]float64, window),
-		wEvent:    make([]bool, window),
-		wLoss:     make([]float64, window),
-		wBrier:    make([]float64, window),
+		wProb:  make([]float64, window),
+		wEvent: make([]bool, window),
+		wLoss:  make([]float64, window),
+		wBrier: make([]float64, window),
 	}
 }
 
-// binOf is the bin of p in [0, 1] among n equal-width bins.
-func binOf(p float64, n int) int { return max(0, min(int(p*float64(n)), n-1)) }
-
-// measure records one outcome at the window's slot: p the probability of
-// the event, event whether it happened, loss and brier the example's
-// log-loss and Brier score. binary says whether the AUC counts it.
-func (q *probabilityMetrics) measure(slot int, p float64, event bool, loss, brier float64, binary bool) {
-	q.count++
-	q.logLoss += loss
-	q.brier += brier
-	b := binOf(p, calibrationBins)
-	q.binCount[b]++
-	q.binSum[b] += p
-	if event {
-		q.binEvents[b]++
-	}
+// measure records the score of one outcome at the window's slot. binary
+// says whether the AUC counts it.
+func (q *probabilityMetrics) measure(slot int, sc ProbabilityScore, binary bool) {
+	q.stream.Add(sc)
 	if binary {
 		if q.aucPositive == nil {
 			q.aucPositive = make([]uint64, aucBins)
 			q.aucNegative = make([]uint64, aucBins)
 		}
-		if event {
-			q.aucPositive[binOf(p, aucBins)]++
+		if sc.Event {
+			q.aucPositive[binOf(sc.P, aucBins)]++
 		} else {
-			q.aucNegative[binOf(p, aucBins)]++
+			q.aucNegative[binOf(sc.P, aucBins)]++
 		}
 	}
-	q.wProb[slot], q.wEvent[slot], q.wLoss[slot], q.wBrier[slot] = p, event, loss, brier
+	q.wProb[slot], q.wEvent[slot], q.wLoss[slot], q.wBrier[slot] = sc.P, sc.Event, sc.LogLoss, sc.Brier
 }
-
-// clampedLog is -log(p) with p kept within [minProbability, 1]: the
-// log-loss of a probability of 0 is finite.
-func clampedLog(p float64) float64 { return -math.Log(max(p, minProbability)) }
 
 // fill sets m's probability measures.
 func (q *probabilityMetrics) fill(m *Metrics, next int) {
-	if q.count == 0 {
+	n := q.stream.Count()
+	if n == 0 {
 		return
 	}
-	n := float64(q.count)
-	m.LogLoss, m.Brier = q.logLoss/n, q.brier/n
-	m.CalibrationError = calibrationError(q.binCount, q.binEvents, q.binSum, n)
+	m.LogLoss, m.Brier, m.CalibrationError = q.stream.Means()
 	if q.aucPositive != nil {
 		m.AUC = histogramAUC(q.aucPositive, q.aucNegative)
 	}
-	if !q.cached || q.cachedAt != q.count {
+	if !q.cached || q.cachedAt != n {
 		q.rolling = q.window(next)
-		q.cached, q.cachedAt = true, q.count
+		q.cached, q.cachedAt = true, n
 	}
 	m.RollingLogLoss, m.RollingBrier, m.RollingCalibrationError, m.RollingAUC = q.rolling[0], q.rolling[1], q.rolling[2], q.rolling[3]
 }
@@ -177,91 +143,29 @@ func (q *probabilityMetrics) fill(m *Metrics, next int) {
 // newest being before next.
 func (q *probabilityMetrics) window(next int) (r [4]float64) {
 	w := len(q.wProb)
-	filled := int(min(q.count, uint64(w)))
-	var count, events [calibrationBins]uint64
-	var sum [calibrationBins]float64
-	var loss, brier float64
+	filled := int(min(q.stream.Count(), uint64(w)))
+	var sums ProbabilitySums
 	q.pos, q.neg = q.pos[:0], q.neg[:0]
 	for i := range filled {
 		slot := next - 1 - i
 		if slot < 0 {
 			slot += w
 		}
-		p := q.wProb[slot]
-		loss += q.wLoss[slot]
-		brier += q.wBrier[slot]
-		b := binOf(p, calibrationBins)
-		count[b]++
-		sum[b] += p
-		if q.wEvent[slot] {
-			events[b]++
-			q.pos = append(q.pos, p)
+		sc := ProbabilityScore{P: q.wProb[slot], Event: q.wEvent[slot], LogLoss: q.wLoss[slot], Brier: q.wBrier[slot]}
+		sums.Add(sc)
+		if sc.Event {
+			q.pos = append(q.pos, sc.P)
 		} else {
-			q.neg = append(q.neg, p)
+			q.neg = append(q.neg, sc.P)
 		}
 	}
-	f := float64(filled)
-	r[0], r[1] = loss/f, brier/f
-	r[2] = calibrationError(count[:], events[:], sum[:], f)
+	r[0], r[1], r[2] = sums.Means()
 	if q.aucPositive != nil {
 		slices.Sort(q.pos)
 		slices.Sort(q.neg)
 		r[3] = exactAUC(q.pos, q.neg)
 	}
 	return r
-}
-
-// calibrationError is Σ_b |events_b − Σ_b p| / n: the mean over the
-// examples of the gap between each bin's frequency of the event and its
-// mean probability.
-func calibrationError(count, events []uint64, sum []float64, n float64) float64 {
-	var e float64
-	for b := range count {
-		e += math.Abs(float64(events[b]) - sum[b])
-	}
-	return e / n
-}
-
-// histogramAUC is the ROC AUC of the histogram, a pair in one bin
-// counting one half; 0 without both a positive and a negative.
-func histogramAUC(pos, neg []uint64) float64 {
-	var below, p, n, wins float64 // negatives in lower bins
-	for b := range pos {
-		pb, nb := float64(pos[b]), float64(neg[b])
-		wins += pb*below + pb*nb/2
-		below += nb
-		p += pb
-		n += nb
-	}
-	if p == 0 || n == 0 {
-		return 0
-	}
-	return wins / (p * n)
-}
-
-// exactAUC is the ROC AUC of the probabilities of positive and of
-// negative examples, each sorted, ties counting one half; 0 without both
-// a positive and a negative.
-func exactAUC(pos, neg []float64) float64 {
-	if len(pos) == 0 || len(neg) == 0 {
-		return 0
-	}
-	var wins float64
-	below, tied := 0, 0 // negatives below pos[i], and equal to it
-	for i, p := range pos {
-		if i == 0 || p != pos[i-1] {
-			below += tied
-			for below < len(neg) && neg[below] < p {
-				below++
-			}
-			tied = 0
-			for below+tied < len(neg) && neg[below+tied] == p {
-				tied++
-			}
-		}
-		wins += float64(below) + float64(tied)/2
-	}
-	return wins / (float64(len(pos)) * float64(len(neg)))
 }
 
 func (p *prequential) record(correct bool) {
@@ -282,32 +186,10 @@ func (p *prequential) record(correct bool) {
 	}
 }
 
-// measure records the probabilities of a labeled example's prediction,
-// before record moves the window on: probs are the calibrator's (P(label
-// = +1) of a binary model, every class's of a multiclass one), y the
-// label.
-func (p *prequential) measure(pr *Prediction, y int, probs []float64) {
-	if len(probs) == 1 {
-		q, event := probs[0], y > 0
-		t := 0.0
-		if event {
-			t = 1
-		}
-		loss := clampedLog(1 - q)
-		if event {
-			loss = clampedLog(q)
-		}
-		p.prob.measure(p.next, q, event, loss, (q-t)*(q-t), true)
-		return
-	}
-	var brier float64
-	for c, q := range probs {
-		if c == y {
-			q--
-		}
-		brier += q * q
-	}
-	p.prob.measure(p.next, pr.Probability, pr.Label == y, clampedLog(probs[y]), brier, false)
+// measure records the probabilities of a labeled example's prediction
+// pr, before record moves the window on, y being the label.
+func (p *prequential) measure(pr *Prediction, y int) {
+	p.prob.measure(p.next, ScoreProbability(pr, y), pr.Probabilities == nil)
 }
 
 func (p *prequential) confusion(predicted, label int) {

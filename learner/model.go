@@ -178,7 +178,7 @@ func (m *Model) Learn(x *Example) Outcome {
 		o.Margin = float64(y) * o.Score
 		m.metrics.confusion(o.Label, y)
 	}
-	m.metrics.measure(&o.Prediction, y, m.probs)
+	m.metrics.measure(&o.Prediction, y)
 	m.metrics.record(o.Correct)
 	m.cal.learn(m.scores, m.calIn, m.probs, y)
 

@@ -121,7 +121,7 @@ func TestTrainMatchesTheLearner(t *testing.T) {
 
 func readModel(t *testing.T, path string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := readModelFile(path)
+	s, err := snapshot.Load(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := readModelFile(modelPath)
+	s, err := snapshot.Load(ctx, modelPath)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	return w.Flush()
 }
 
-func runInspect(_ context.Context, e *env, args []string) error {
+func runInspect(ctx context.Context, e *env, args []string) error {
 	var top int
 	fs := newFlagSet("inspect", "[flags] MODEL_FILE|SNAPSHOT_DIR|SNAPSHOT_URL", e)
 	fs.IntVar(&top, "top", 20, "how many of the largest weights to list")
@@ -89,7 +89,7 @@ func runInspect(_ context.Context, e *env, args []string) error {
 	if top < 0 {
 		return usagef("-top: must be 0 or more, got %d", top)
 	}
-	s, err := readModelFile(fs.Arg(0))
+	s, err := snapshot.Load(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

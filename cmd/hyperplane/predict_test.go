@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -27,7 +29,7 @@ func TestPredictCarriesProbability(t *testing.T) {
 		mustRun(t, "", "train", "-input", train, "-classes", classes, "-out", modelPath)
 		out := mustRun(t, "", "predict", "-model", modelPath, "-input", test)
 
-		s, err := readModelFile(modelPath)
+		s, err := snapshot.Load(context.Background(), modelPath)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/curve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -130,7 +132,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&out, "out", "", "write the model to this `file`")
 	fs.StringVar(&name, "name", config.Default().Model.Name, "the model's name, recorded in the model file")
 	fs.StringVar(&curvePath, "curve", "", "write the learning curve of the first pass to this `file`: the prequential accuracy over each window of labeled examples and over the stream so far, as CSV, or as an SVG chart when the file ends in .svg")
-	fs.IntVar(&curveWindow, "curve-window", defaultCurveWindow, "labeled examples in a window of -curve")
+	fs.IntVar(&curveWindow, "curve-window", 10000, "labeled examples in a window of -curve")
 	fs.StringVar(&predictionsPath, "predictions", "", "write each example's prediction of the first pass, made before learning it, to this `file` as JSON lines: id (the example's, or its record number), label, predicted, score, probability and, multiclass, probabilities")
 	fs.Float64Var(&cfg.Drift.Threshold, "drift-threshold", cfg.Drift.Threshold, "evidence of a rise of the error rate that reports a change of concept, after which the model starts afresh (Page-Hinkley's lambda, model.drift.threshold); 0: no detection")
 	fs.Float64Var(&cfg.Drift.Delta, "drift-delta", cfg.Drift.Delta, "rise of the error rate the change detector ignores (model.drift.delta)")
@@ -171,24 +173,20 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var total uint64
 	var first learner.Metrics
-	measured := &firstPass{}
-	prob := &firstPassProbabilities{multiclass: cfg.Multiclass()}
-	if !prob.multiclass {
-		prob.auc = &aucSet{}
-	}
-	measured.prob = prob
+	window := uint64(0) // no points without -curve
 	if curvePath != "" {
-		measured.curve = newCurve(uint64(curveWindow), prob.auc)
-		prob.window = measured.curve.prob
+		window = uint64(curveWindow)
 	}
+	lc := learner.NewCurve(model, window)
+	var predictions *backtestWriter
 	if predictionsPath != "" {
-		if prob.predictions, err = createBacktest(predictionsPath, cfg.Labels()); err != nil {
+		if predictions, err = createBacktest(predictionsPath, cfg.Labels()); err != nil {
 			return err
 		}
-		defer prob.predictions.close()
+		defer predictions.close()
 	}
 	for pass := 1; pass <= passes; pass++ {
-		fp := measured
+		fp := &firstPass{curve: lc, predictions: predictions}
 		if pass > 1 {
 			fp = nil // only the first pass predicts before it learns
 		}
@@ -199,16 +197,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		}
 		if pass == 1 {
 			first = model.Metrics()
-			if prob.predictions != nil {
-				if err := prob.predictions.close(); err != nil {
+			lc.End()
+			if predictions != nil {
+				if err := predictions.close(); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if lc := measured.curve; lc != nil {
-		lc.end(first)
-		if err := lc.write(curvePath); err != nil {
+	if curvePath != "" {
+		if err := writeCurve(curvePath, lc); err != nil {
 			return err
 		}
 	}
@@ -218,7 +216,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	learned := first.Labeled > 0
 	if out != "" && learned {
 		s := &snapshot.Snapshot{Model: name, Generation: 1, Created: time.Now(), Writer: "hyperplane train", State: model.State()}
-		if err := writeModelFile(out, s); err != nil {
+		if err := snapshot.WriteFile(out, s); err != nil {
 			return err
 		}
 	}
@@ -231,13 +229,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Updates:           model.Metrics().Updates,
 		Seconds:           secs,
 		ExamplesPerSecond: float64(total) / secs,
-		Drifts:            measured.drifts,
+		Drifts:            lc.Drifts(),
 		LogLoss:           first.LogLoss,
 		Brier:             first.Brier,
 		CalibrationError:  first.CalibrationError,
 	}
-	if prob.auc != nil {
-		_, auc := prob.auc.window()
+	if auc, ok := lc.AUC(); ok {
 		res.AUC = &auc
 	}
 	if res.Drifts == nil {
@@ -279,24 +276,33 @@ func nothingLearned(input, out string, res trainResult) error {
 	return errors.New(msg)
 }
 
-// firstPass is what train measures as it learns its first pass, the one
-// that predicts every example before learning it: the changes of concept
-// the model's detector finds, the learning curve, and the probabilities.
+// firstPass is how train learns its first pass, the one that predicts
+// every example before learning it: through the curve, which measures it,
+// writing each prediction to -predictions when it is set.
 type firstPass struct {
-	drifts []uint64
-	curve  *curve // nil: no -curve
-	prob   *firstPassProbabilities
+	curve       *learner.Curve
+	predictions *backtestWriter // nil without -predictions
 }
 
-// learned takes the outcome o of an example model just learned.
-func (f *firstPass) learned(o learner.Outcome, model *learner.Model) {
-	drift := o.Drift != nil
-	if drift {
-		f.drifts = append(f.drifts, model.Metrics().Examples-1)
+// writeCurve writes -curve: an SVG chart when path ends in .svg, CSV
+// otherwise.
+func writeCurve(path string, lc *learner.Curve) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("-curve: %w", err)
 	}
-	if f.curve != nil {
-		f.curve.learned(o, drift, model)
+	if strings.HasSuffix(strings.ToLower(path), ".svg") {
+		err = curve.WriteSVG(f, lc)
+	} else {
+		err = curve.WriteCSV(f, lc)
 	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("-curve: %s: %w", path, err)
+	}
+	return nil
 }
 
 // trainPass learns the input once; fp, if not nil, measures it.
@@ -322,12 +328,15 @@ func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptio
 			}
 			return nil
 		}
-		o := model.Learn(rec.Example)
-		if fp != nil {
-			if err := fp.prob.learned(rec, &o); err != nil {
-				return err
+		if fp == nil {
+			model.Learn(rec.Example)
+		} else {
+			o := fp.curve.Learn(rec.Example)
+			if fp.predictions != nil {
+				if err := fp.predictions.write(rec, &o); err != nil {
+					return err
+				}
 			}
-			fp.learned(o, model)
 		}
 		n++
 		bar.update(n, status)

@@ -266,3 +266,24 @@ func TestTrainPredictionsMulticlass(t *testing.T) {
 		t.Errorf("-predictions into a missing directory: %v, want an error naming the flag", err)
 	}
 }
+
+// pairwiseAUC is the ROC AUC of probabilities pos (of positives) and neg
+// (of negatives) by its definition: the share of pairs a positive ranks
+// above, ties counting a half; 0 without both.
+func pairwiseAUC(pos, neg []float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
+		return 0
+	}
+	var wins float64
+	for _, p := range pos {
+		for _, q := range neg {
+			switch {
+			case p > q:
+				wins++
+			case p == q:
+				wins += 0.5
+			}
+		}
+	}
+	return wins / float64(len(pos)*len(neg))
+}

@@ -12,21 +12,16 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// TestInspectAndPredictFindSnapshots: inspect and predict take a model's
-// snapshots alike, by the directory of a file store (relative or
-// absolute), by a file URL (file:///abs, file://./rel, file://rel,
-// file:rel) or by one generation's file; and when nothing is there, the
-// error names the absolute place searched and the URL of the models
-// found next to it.
+// TestInspectAndPredictFindSnapshots: inspect and predict take a model
+// where snapshot.Load finds it (its test has every form): here a model's
+// directory in a file store, a file URL of it and one generation's file;
+// and they report Load's error when nothing is there.
 func TestInspectAndPredictFindSnapshots(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	genFile(t, dir, "train.jsonl", "-examples", "500", "-seed", "2")
 	genFile(t, dir, "test.jsonl", "-examples", "20", "-seed", "3")
 	if err := os.MkdirAll(filepath.Join("data", "clicks"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join("data", "empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// Generation 1 as train writes it, then generation 2 through the store.
@@ -41,23 +36,11 @@ func TestInspectAndPredictFindSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Close()
-	abs := filepath.ToSlash(dir)
 
 	found := map[string]uint64{
-		"data/clicks":                                     2,
-		"data/clicks/":                                    2,
-		"./data/clicks":                                   2,
-		dir + "/data/clicks":                              2,
-		"file://data/clicks":                              2,
-		"file://./data/clicks":                            2,
-		"file:data/clicks":                                2,
-		"file://" + abs + "/data/clicks":                  2,
-		"file://localhost" + abs + "/data/clicks":         2,
-		"file://" + abs + "/data/clicks?create_dir=1":     2,
-		"data/clicks/00000000000000000001.msgpack":        1,
-		"data/clicks/1.msgpack":                           1,
-		"file://data/clicks/00000000000000000001.msgpack": 1,
-		"file://" + abs + "/data/clicks/1.msgpack":        1,
+		"data/clicks":           2,
+		"file://./data/clicks":  2,
+		"data/clicks/1.msgpack": 1,
 	}
 	for where, gen := range found {
 		var sum snapshot.Summary
@@ -75,30 +58,10 @@ func TestInspectAndPredictFindSnapshots(t *testing.T) {
 		}
 	}
 
-	clicksURL := "file://" + abs + "/data/clicks"
-	missing := []struct {
-		where string
-		want  []string
-	}{
-		{"data", []string{abs + "/data is a snapshot store, not one model's directory", clicksURL}},
-		{"file://data", []string{abs + "/data is a snapshot store", clicksURL}},
-		{"data/views", []string{"no model file or snapshot directory " + abs + "/data/views", clicksURL}},
-		{"data/empty", []string{"no snapshot in " + abs + "/data/empty", clicksURL}},
-		{"file://elsewhere/clicks", []string{abs + "/elsewhere/clicks", "read as elsewhere/clicks, relative to the current directory", "file:///path"}},
-		{"data/clicks/9.msgpack", []string{"generation 9 in " + abs + "/data/clicks", "no snapshot"}},
-	}
-	for _, c := range missing {
-		for _, args := range [][]string{{"inspect", c.where}, {"predict", "-model", c.where, "-input", "test.jsonl"}} {
-			_, _, err := runCmd(t, "", args...)
-			if err == nil {
-				t.Errorf("%s: no error", strings.Join(args, " "))
-				continue
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s: %v\ndoes not say %q", strings.Join(args, " "), err, w)
-				}
-			}
+	want := filepath.ToSlash(dir) + "/data is a snapshot store, not one model's directory"
+	for _, args := range [][]string{{"inspect", "data"}, {"predict", "-model", "data", "-input", "test.jsonl"}} {
+		if _, _, err := runCmd(t, "", args...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", strings.Join(args, " "), err, want)
 		}
 	}
 	if _, _, err := runCmd(t, "", "inspect", "data/views"); !errors.Is(err, os.ErrNotExist) {

@@ -1,4 +1,4 @@
-package main
+package snapshot
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyperplane-ml/hyperplane/config"
-	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
-// writeModelFile writes s to path through a temporary file and a rename,
-// so that a reader never sees half a model.
-func writeModelFile(path string, s *snapshot.Snapshot) error {
-	data, err := snapshot.Marshal(s)
+// WriteFile writes s to path as one snapshot file, through a temporary
+// file in the same directory and a rename, so that a reader never sees
+// half a model. Load reads it back.
+func WriteFile(path string, s *Snapshot) error {
+	data, err := Marshal(s)
 	if err != nil {
 		return err
 	}
@@ -40,36 +40,35 @@ func writeModelFile(path string, s *snapshot.Snapshot) error {
 	return nil
 }
 
-// readModelFile loads the model that where names, for predict and
-// inspect alike. where is
+// Load loads the snapshot that where names, a path or a URL. where is
 //
-//   - a model file written by train -out, or one snapshot file;
-//   - a model's directory in a file store, such as the demo's
-//     hyperplane-data/demo: its newest valid snapshot; or
+//   - one snapshot file, such as WriteFile writes;
+//   - a model's directory in a file store (a directory OpenStore opens
+//     as file://): its newest valid snapshot; or
 //     <model directory>/<N>.msgpack, generation N;
 //   - a file URL of either: file:///absolute/path, or a path relative to
 //     the current directory written file://./path (gocloud's form) or
 //     file://path (whose "host" is no directory, and would otherwise be
 //     ignored, the path then read from the root);
-//   - any other snapshot URL, for snapshot.LoadURL: the store's URL
+//   - any other snapshot URL, for LoadURL: the store's URL
 //     followed by the model's name.
 //
 // With no model there, the error names the absolute path searched and,
 // when that path is a snapshot store or lies in one, the URLs of the
-// models the store has.
-func readModelFile(where string) (*snapshot.Snapshot, error) {
-	ctx := context.Background()
+// models the store has; a missing file or directory is
+// fs.ErrNotExist.
+func Load(ctx context.Context, where string) (*Snapshot, error) {
 	if !strings.Contains(where, "://") && !strings.HasPrefix(where, "file:") {
 		return readLocalModel(ctx, where)
 	}
 	u, err := url.Parse(where)
 	if err != nil {
-		return nil, fmt.Errorf("model URL %s does not parse", config.RedactURL(where))
+		return nil, fmt.Errorf("model URL %s does not parse", redact.URLs(where))
 	}
 	if u.Scheme != "file" {
-		s, err := snapshot.LoadURL(ctx, where, nil)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, fmt.Errorf("%s: %w (a snapshot URL is the store's URL followed by the model's name: s3://bucket/prefix/MODEL)", config.RedactURL(where), err)
+		s, err := LoadURL(ctx, where, nil)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("%s: %w (a snapshot URL is the store's URL followed by the model's name: s3://bucket/prefix/MODEL)", redact.URLs(where), err)
 		}
 		return s, err
 	}
@@ -80,7 +79,7 @@ func readModelFile(where string) (*snapshot.Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		return snapshot.LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), nil)
+		return LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), nil)
 	}
 	s, err := readLocalModel(ctx, path)
 	if err != nil && relative {
@@ -108,8 +107,8 @@ func fileURLPath(u *url.URL) (string, bool) {
 	return filepath.FromSlash(u.Host + u.Path), true
 }
 
-// readLocalModel is readModelFile for a local path.
-func readLocalModel(ctx context.Context, path string) (*snapshot.Snapshot, error) {
+// readLocalModel is Load for a local path.
+func readLocalModel(ctx context.Context, path string) (*Snapshot, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -135,7 +134,7 @@ func readLocalModel(ctx context.Context, path string) (*snapshot.Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := snapshot.Unmarshal(data)
+	s, err := Unmarshal(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", abs, err)
 	}
@@ -144,9 +143,9 @@ func readLocalModel(ctx context.Context, path string) (*snapshot.Snapshot, error
 
 // loadGenerationFile loads abs, which does not exist, as
 // <model directory>/<N>.msgpack, generation N of the model (N in digits,
-// not necessarily zero-padded, as snapshot.LoadURL reads it), if it has
+// not necessarily zero-padded, as LoadURL reads it), if it has
 // that form (ok).
-func loadGenerationFile(ctx context.Context, abs string) (s *snapshot.Snapshot, ok bool, err error) {
+func loadGenerationFile(ctx context.Context, abs string) (s *Snapshot, ok bool, err error) {
 	modelDir := filepath.Dir(abs)
 	stem, isSnapshot := strings.CutSuffix(filepath.Base(abs), ".msgpack")
 	gen, err := strconv.ParseUint(stem, 10, 64)
@@ -171,7 +170,7 @@ func loadGenerationFile(ctx context.Context, abs string) (s *snapshot.Snapshot, 
 // loadModelDir loads the newest valid snapshot in dir, a model's
 // directory in a file store. A directory that is a store itself, or holds
 // no snapshot, is an error naming it and the models found.
-func loadModelDir(ctx context.Context, dir string) (*snapshot.Snapshot, error) {
+func loadModelDir(ctx context.Context, dir string) (*Snapshot, error) {
 	model := filepath.Base(dir)
 	if model != string(filepath.Separator) {
 		store, err := openFileStore(ctx, filepath.Dir(dir))
@@ -240,8 +239,9 @@ func modelURLs(dir string, models []string) string {
 	return strings.Join(urls, " or ")
 }
 
-func openFileStore(ctx context.Context, dir string) (*snapshot.Store, error) {
-	return snapshot.OpenStore(ctx, fileURL(dir))
+// openFileStore opens the file store of the directory dir.
+func openFileStore(ctx context.Context, dir string) (*Store, error) {
+	return OpenStore(ctx, fileURL(dir))
 }
 
 // fileURL is the file URL of the absolute path abs.
