@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 
 	natsgo "github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -47,7 +44,7 @@ func (b *brokers) close() {
 
 // kafkaConfig is how to reach Kafka.
 func (b *brokers) kafkaConfig() (kafkaio.Config, error) {
-	tc, err := tlsConfig(b.kafka.TLS)
+	tc, err := b.kafka.TLS.Client()
 	if err != nil {
 		return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
 	}
@@ -63,7 +60,7 @@ func (b *brokers) natsConn() (*natsgo.Conn, error) {
 	if b.nc != nil {
 		return b.nc, nil
 	}
-	tc, err := tlsConfig(b.nats.TLS)
+	tc, err := b.nats.TLS.Client()
 	if err != nil {
 		return nil, fmt.Errorf("nats.tls: %w", err)
 	}
@@ -205,31 +202,4 @@ func (b *brokers) destination(key string, d config.Destination) (consumer.Destin
 		return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
 	}
 	return consumer.Destination{Sink: s, Topic: d.Topic}, nil
-}
-
-// tlsConfig builds a client TLS configuration, or nil when TLS is off.
-func tlsConfig(c config.TLS) (*tls.Config, error) {
-	if !c.Enabled {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
