@@ -724,3 +724,52 @@ func (w *Worker) observeJoin() {
 	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, n
 	j.progress.Unlock()
 }
+
+// joinSettle is how long AwaitJoined waits, once the labels' reader has
+// read every label there is, for the tail to move again before it takes
+// the labels' log to close no more windows.
+const joinSettle = 2 * time.Second
+
+// AwaitJoined waits, once the worker has predicted the examples up to
+// the Resume through, until the join has learned every one of them, or
+// until the labels' reader (labels, the worker's LabelsConfig.Source) has
+// read every label and the tail and the positions stay where they are for
+// joinSettle: the labels' log then holds nothing that closes the windows
+// still open, and a live worker's model does not include those examples
+// either. stopped is the worker's Run; AwaitJoined returns its error if it
+// ends first, and nil when ctx is done.
+func (w *Worker) AwaitJoined(ctx context.Context, labels Source, through func() int64, stopped <-chan error) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lr, _ := labels.(LagReporter)
+	var last string
+	since := time.Now()
+	for {
+		select {
+		case err := <-stopped:
+			return fmt.Errorf("the worker stopped: %w", err)
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		head, tail, pending, _ := w.JoinProgress()
+		if head < through() {
+			continue
+		}
+		if pending == 0 && tail >= head {
+			return nil
+		}
+		now := fmt.Sprint(tail, w.Positions())
+		reading := false
+		if lr != nil {
+			lag := lr.Lag()
+			reading = len(lag) > 0 && !Drained(lag)
+		}
+		switch {
+		case now != last || reading:
+			last, since = now, time.Now()
+		case time.Since(since) >= joinSettle:
+			return nil
+		}
+	}
+}

@@ -125,9 +125,9 @@ loop:
 			return fmt.Errorf("replay stopped: %w", err)
 		case <-bounded.Done():
 			if cfg.Labels.Enabled() {
-				if err := waitJoined(ctx, worker, p.labelsSource, bounded, done); err != nil {
+				if err := worker.AwaitJoined(ctx, p.labelsSource, bounded.Returned, done); err != nil {
 					bar.end()
-					return err
+					return fmt.Errorf("replay: %w", err)
 				}
 			}
 			break loop
@@ -150,56 +150,6 @@ loop:
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q}`+"\n",
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText)
 	return nil
-}
-
-// joinSettle is how long a replay with labels waits, once the head has
-// read the examples' range and the labels' reader has read every label
-// there is, for the tail to move again before it takes the labels' log to
-// close no more windows.
-const joinSettle = 2 * time.Second
-
-// waitJoined waits, once a replay has predicted its range of examples,
-// until the join has learned every one of them, or until the labels'
-// reader (labels) has read every label and the tail and the labels'
-// position stay where they are for joinSettle: the labels' log holds
-// nothing that closes the windows still open, and the live worker's model
-// does not include those examples either. Either only once the worker has
-// taken the last examples the range (bounded) gave its reader. done is the
-// worker's Run.
-func waitJoined(ctx context.Context, w *consumer.Worker, labels consumer.Source, bounded *consumer.Range, done <-chan error) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	lr, _ := labels.(consumer.LagReporter)
-	var last string
-	since := time.Now()
-	for {
-		select {
-		case err := <-done:
-			return fmt.Errorf("replay stopped: %w", err)
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		head, tail, pending, _ := w.JoinProgress()
-		if head < bounded.Returned() {
-			continue
-		}
-		if pending == 0 && tail >= head {
-			return nil
-		}
-		now := fmt.Sprint(tail, w.Positions())
-		reading := false
-		if lr != nil {
-			lag := lr.Lag()
-			reading = len(lag) > 0 && !consumer.Drained(lag)
-		}
-		switch {
-		case now != last || reading:
-			last, since = now, time.Now()
-		case time.Since(since) >= joinSettle:
-			return nil
-		}
-	}
 }
 
 func positionsJSON(p map[string]int64) string {
