@@ -68,6 +68,23 @@ func (d *Decoder) hasUnknownKey(key string) bool {
 	return false
 }
 
+// AppendLabel appends the label record {"id": id, "label": label} in
+// format: msgpack, or JSON for any other format.
+func AppendLabel(dst []byte, format Format, id string, label int) []byte {
+	if format == FormatMsgpack {
+		dst = msgpackMap(dst, 2)
+		dst = msgpackStr(dst, "id")
+		dst = msgpackStr(dst, id)
+		dst = msgpackStr(dst, "label")
+		return msgpackInt(dst, int64(label))
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, id)
+	dst = append(dst, `,"label":`...)
+	dst = strconv.AppendInt(dst, int64(label), 10)
+	return append(dst, '}')
+}
+
 // AppendMark appends a mark written by writer in format: msgpack, or JSON
 // for any other format.
 func AppendMark(dst []byte, format Format, writer string) []byte {

@@ -83,3 +83,25 @@ func FuzzDecodeLabel(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendLabel: a label record written in either format decodes to its
+// id and label.
+func TestAppendLabel(t *testing.T) {
+	d := NewDecoder(learner.DefaultConfig(), DecoderOptions{})
+	var x learner.Example
+	for _, format := range []Format{FormatJSON, FormatMsgpack} {
+		for _, c := range []struct {
+			id    string
+			label int
+		}{{"ex-1", 1}, {"ex \"2\"", -1}, {"ü", 1}} {
+			data := AppendLabel(nil, format, c.id, c.label)
+			r, err := d.DecodeLabel(data, format, &x)
+			if err != nil || string(r.ID) != c.id || r.Label != c.label || r.Mark {
+				t.Errorf("%s %q: decoded %+v, %v; want id %q, label %d", format, data, r, err, c.id, c.label)
+			}
+		}
+	}
+	if got := string(AppendLabel(nil, FormatJSON, "7", -1)); got != `{"id":"7","label":-1}` {
+		t.Errorf("JSON label record %s", got)
+	}
+}
