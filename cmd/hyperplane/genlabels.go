@@ -29,7 +29,7 @@ type genLabels struct {
 	seed    uint64
 
 	rng       *rand.Rand
-	send      batchSender
+	send      consumer.Sink
 	due       labelHeap
 	sent      int
 	unlabeled int
@@ -56,7 +56,7 @@ func (l *genLabels) open(b *brokers, kind config.Kind) error {
 	if err != nil {
 		return err
 	}
-	l.send = sinkSender(sink)
+	l.send = sink
 	l.rng = newLabelRand(l.seed)
 	return nil
 }

@@ -18,42 +18,29 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// setupOptions say how setup makes what is missing. What exists is never
+// setupOptions say how setup makes what is missing, as its flags set
+// them; -retention is both a topic's and a stream's. What exists is never
 // changed, whatever they say.
 type setupOptions struct {
-	// partitions of a new Kafka topic. One by default: a single partition
-	// is a total order, so a replay or a restart reproduces the same model
-	// and the same events (DESIGN §5), and Kafka can add partitions to a
-	// topic later but never take them away.
-	partitions int
-	// replicationFactor of a new Kafka topic; -1 is the brokers'
-	// default.replication.factor, right for one broker and for a cluster.
-	replicationFactor int
-	// retention of a new topic (retention.ms) or stream (MaxAge); 0 is the
-	// brokers' default on Kafka and no age limit on JetStream.
-	retention time.Duration
-	// duplicateWindow of a new stream: how long JetStream remembers a
-	// Nats-Msg-Id, so how late a republished event is still dropped; 0 is
-	// the server's default, 2m or the retention if shorter.
-	duplicateWindow time.Duration
-	// replicas of a new stream.
-	replicas int
+	topics  kafkaio.TopicOptions
+	streams natsio.StreamOptions
 }
 
 func (o setupOptions) validate() error {
+	t, s := o.topics, o.streams
 	switch {
-	case o.partitions < 1:
-		return usagef("-partitions: must be at least 1, got %d", o.partitions)
-	case o.replicationFactor < 1 && o.replicationFactor != -1:
-		return usagef("-replication-factor: must be at least 1, or -1 for the brokers' default, got %d", o.replicationFactor)
-	case o.retention < 0:
-		return usagef("-retention: must be 0 or more, got %v", o.retention)
-	case o.duplicateWindow < 0 || (o.duplicateWindow > 0 && o.duplicateWindow < 100*time.Millisecond):
-		return usagef("-duplicate-window: must be 0 (the server's default) or at least 100ms, got %v", o.duplicateWindow)
-	case o.retention > 0 && o.duplicateWindow > o.retention:
-		return usagef("-duplicate-window %v is longer than -retention %v: JetStream cannot remember a message id longer than it keeps the message", o.duplicateWindow, o.retention)
-	case o.replicas < 1 || o.replicas > 5:
-		return usagef("-replicas: must be between 1 and 5, got %d", o.replicas)
+	case t.Partitions < 1:
+		return usagef("-partitions: must be at least 1, got %d", t.Partitions)
+	case t.ReplicationFactor < 1 && t.ReplicationFactor != -1:
+		return usagef("-replication-factor: must be at least 1, or -1 for the brokers' default, got %d", t.ReplicationFactor)
+	case s.Retention < 0:
+		return usagef("-retention: must be 0 or more, got %v", s.Retention)
+	case s.DuplicateWindow < 0 || (s.DuplicateWindow > 0 && s.DuplicateWindow < 100*time.Millisecond):
+		return usagef("-duplicate-window: must be 0 (the server's default) or at least 100ms, got %v", s.DuplicateWindow)
+	case s.Retention > 0 && s.DuplicateWindow > s.Retention:
+		return usagef("-duplicate-window %v is longer than -retention %v: JetStream cannot remember a message id longer than it keeps the message", s.DuplicateWindow, s.Retention)
+	case s.Replicas < 1 || s.Replicas > 5:
+		return usagef("-replicas: must be between 1 and 5, got %d", s.Replicas)
 	}
 	return nil
 }
@@ -84,13 +71,18 @@ Core NATS subjects (nats:<subject>, source.kind nats) need nothing: core NATS st
 // partitioned source stream needs nats-server 2.10.0 or later: on an older
 // server setup fails before it creates anything.
 func runSetup(ctx context.Context, e *env, args []string) error {
-	o := setupOptions{partitions: 1, replicationFactor: -1, replicas: 1}
+	// One partition by default: a single partition is a total order, so a
+	// replay or a restart reproduces the same model and the same events
+	// (DESIGN §5), and Kafka can add partitions to a topic later but never
+	// take them away. The brokers' default.replication.factor is right
+	// for one broker and for a cluster.
+	o := setupOptions{topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: -1}, streams: natsio.StreamOptions{Replicas: 1}}
 	fs := newFlagSet("setup", "--config FILE [flags] [--key value ...]", e)
-	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of each new Kafka topic")
-	fs.IntVar(&o.replicationFactor, "replication-factor", o.replicationFactor, "replicas of each partition of a new Kafka topic; -1: the brokers' default.replication.factor")
-	fs.DurationVar(&o.retention, "retention", 0, "how long a new topic or stream keeps messages (Kafka retention.ms, JetStream max age), e.g. 168h; 0: the Kafka brokers' default, no limit on JetStream")
-	fs.DurationVar(&o.duplicateWindow, "duplicate-window", 0, "how long a new stream remembers message ids to drop republished events (longer than snapshot.interval plus a restart); 0: the server's default, 2m or the retention if shorter")
-	fs.IntVar(&o.replicas, "replicas", o.replicas, "replicas of each new JetStream stream (1 to 5, at most the cluster's size)")
+	fs.IntVar(&o.topics.Partitions, "partitions", o.topics.Partitions, "partitions of each new Kafka topic")
+	fs.IntVar(&o.topics.ReplicationFactor, "replication-factor", o.topics.ReplicationFactor, "replicas of each partition of a new Kafka topic; -1: the brokers' default.replication.factor")
+	fs.DurationVar(&o.streams.Retention, "retention", 0, "how long a new topic or stream keeps messages (Kafka retention.ms, JetStream max age), e.g. 168h; 0: the Kafka brokers' default, no limit on JetStream")
+	fs.DurationVar(&o.streams.DuplicateWindow, "duplicate-window", 0, "how long a new stream remembers message ids to drop republished events (longer than snapshot.interval plus a restart); 0: the server's default, 2m or the retention if shorter")
+	fs.IntVar(&o.streams.Replicas, "replicas", o.streams.Replicas, "replicas of each new JetStream stream (1 to 5, at most the cluster's size)")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -100,6 +92,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, own); err != nil {
 		return ignoreHelp(err)
 	}
+	o.topics.Retention = o.streams.Retention
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -128,12 +121,12 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	var brokerErr error
 	if kafka := byKind(targets, "kafka"); len(kafka) > 0 {
 		var rs []setupResult
-		rs, brokerErr = setupKafka(ctx, b, kafka, o)
+		rs, brokerErr = setupKafka(ctx, b, kafka, o.topics)
 		results = append(results, rs...)
 	}
 	if js := byKind(targets, "stream", "jetstream"); len(js) > 0 && brokerErr == nil {
 		var rs []setupResult
-		rs, brokerErr = setupJetStream(ctx, b, cfg.Source, js, o)
+		rs, brokerErr = setupJetStream(ctx, b, cfg.Source, js, o.streams)
 		results = append(results, rs...)
 	}
 	for _, t := range byKind(targets, "nats") {
@@ -253,7 +246,7 @@ const setupTimeout = 30 * time.Second
 
 // setupKafka creates the topics of ts that are missing. An error means
 // the cluster could not be asked at all.
-func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o setupOptions) ([]setupResult, error) {
+func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o kafkaio.TopicOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	kc, err := b.kafkaConfig()
@@ -264,7 +257,7 @@ func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o setupOption
 	for i, t := range ts {
 		topics[i] = t.name
 	}
-	rs, err := kafkaio.CreateTopics(ctx, kc, topics, kafkaio.TopicOptions{Partitions: o.partitions, ReplicationFactor: o.replicationFactor, Retention: o.retention})
+	rs, err := kafkaio.CreateTopics(ctx, kc, topics, o)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w (check kafka.brokers, the TLS and SASL settings, and that the brokers are up)", err)
 	}
@@ -309,7 +302,7 @@ func describeTopic(r kafkaio.TopicResult) string {
 // setupJetStream creates the streams of ts that are missing: source.stream
 // storing source.subject, and a stream for each output subject that no
 // stream stores. An error means the server could not be asked at all.
-func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []setupTarget, o setupOptions) ([]setupResult, error) {
+func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []setupTarget, o natsio.StreamOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	nc, err := b.natsConn()
@@ -328,7 +321,7 @@ func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []
 	if source.Kind == config.KindJetStream {
 		read = natsio.StreamTarget{Stream: source.Stream, Subject: source.Subject}
 	}
-	rs, err := natsio.ProvisionStreams(ctx, nc, targets, read, natsio.StreamOptions{Retention: o.retention, DuplicateWindow: o.duplicateWindow, Replicas: o.replicas})
+	rs, err := natsio.ProvisionStreams(ctx, nc, targets, read, o)
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("nats: JetStream is not enabled on %s (start nats-server with -js, or add jetstream {} to its configuration)", redact.URLs(nc.ConnectedUrl()))
 	}
