@@ -264,7 +264,7 @@ func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
 
 // acked is the client's handler of an acknowledgement. Like ackFailed, it
 // runs before the client reports the window complete, so Acks counts a
-// batch once Publish has returned.
+// batch once Publish has returned nil.
 func (s *Sink) acked(_ jetstream.JetStream, _ *natsgo.Msg, ack *jetstream.PubAck) {
 	if ack.Duplicate {
 		s.duplicates.Add(1)
