@@ -116,6 +116,14 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 	"DeleteAll": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.DeleteAll(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 	},
+	"PartitionChain": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		chain, err := s.PartitionChain("clicks", "kafka:clicks/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = chain.Load(ctx, "clicks", 1)
+		return err
+	},
 	// A caller's error that names a key.
 	"Hide": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.Hide(fmt.Errorf("object %s: %w", snapshot.Key(s.Prefix(), "clicks", 1), errors.New("refused")))

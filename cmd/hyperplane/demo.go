@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -112,11 +113,15 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	pub, err := newJSPublisher(nc, 0)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	sink, err := natsio.NewSink(nc, true, zap.NewNop())
 	if err != nil {
 		return err
 	}
-	js := pub.js
+	defer sink.Close()
 	streams := demoStreams()
 	if labelDelay > 0 {
 		streams = append(streams, demoLabelStreams()...)
@@ -130,7 +135,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
 	var labels *genLabels
 	if labelDelay > 0 {
-		labels = &genLabels{delay: labelDelay, format: "jsonl", seed: o.Seed, send: pub.sendBatch}
+		labels = &genLabels{delay: labelDelay, format: "jsonl", seed: o.Seed, send: sink}
 		labels.rng = newLabelRand(o.Seed)
 		labels.to = config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}
 		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
@@ -153,7 +158,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feedErr := make(chan error, 1)
-	go func() { feedErr <- feed(ctx, pub, o, n, garbage, rate, labels) }()
+	go func() { feedErr <- feed(ctx, sink, o, n, garbage, rate, labels) }()
 
 	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
@@ -275,13 +280,20 @@ func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
 // With labels, the examples go without their labels, which labels
 // publishes later, and feed waits for those too. rate, if not 0, paces
 // the examples.
-func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage, rate float64, labels *genLabels) error {
+func feed(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garbage, rate float64, labels *genLabels) error {
 	began := time.Now()
 	s := synth.New(o)
 	every := 0
 	if garbage > 0 {
 		every = int(1 / garbage)
 	}
+	// Small batches when the labels or the pace must keep up with the
+	// examples; otherwise as many as the sink keeps in flight.
+	batchSize := 1024
+	if labels != nil || rate > 0 {
+		batchSize = 256
+	}
+	batch := make([]consumer.Output, 0, batchSize)
 	for i := 1; i <= n; i++ {
 		var data []byte
 		if every > 0 && i%every == 0 {
@@ -294,29 +306,26 @@ func feed(ctx context.Context, pub *jsPublisher, o synth.Options, n int, garbage
 			data = synth.AppendJSON(nil, rec)
 			data = data[:len(data)-1] // one message per example: no newline
 		}
-		if err := pub.send(ctx, &natsgo.Msg{Subject: "demo.examples", Data: data}); err != nil {
+		batch = append(batch, consumer.Output{Topic: "demo.examples", Value: data})
+		if len(batch) < batchSize && i < n {
+			continue
+		}
+		if err := sink.Publish(ctx, batch); err != nil {
 			return err
 		}
-		if (labels != nil || rate > 0) && i%256 == 0 {
-			if _, err := pub.flush(ctx); err != nil {
+		batch = batch[:0]
+		if labels != nil {
+			if err := labels.sendDue(ctx, zap.NewNop(), time.Now()); err != nil {
 				return err
 			}
-			if labels != nil {
-				if err := labels.sendDue(ctx, zap.NewNop(), time.Now()); err != nil {
-					return err
-				}
-			}
-			if rate > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Until(began.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
-				}
+		}
+		if rate > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(began.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
 			}
 		}
-	}
-	if _, err := pub.flush(ctx); err != nil {
-		return err
 	}
 	if labels != nil {
 		return labels.drain(ctx, zap.NewNop())

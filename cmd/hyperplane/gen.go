@@ -12,9 +12,9 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
@@ -275,23 +275,25 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 	b := newBrokers(cfg, "hyperplane gen", log)
 	defer b.close()
-	var send batchSender
-	var pub *jsPublisher // JetStream only: it counts what the stream kept
+	var sink consumer.Sink
+	var acks *natsio.Sink // JetStream only: it counts what the stream kept
 	if to.Kind == config.KindJetStream {
+		// A sink of the examples' own, which the labels do not share, so
+		// that its counts are the examples'.
 		nc, err := b.natsConn()
 		if err != nil {
 			return err
 		}
-		if pub, err = newJSPublisher(nc, genAckTimeout); err != nil {
+		if acks, err = natsio.NewSink(nc, true, log); err != nil {
 			return err
 		}
-		send = pub.sendBatch
+		defer acks.Close()
+		sink = acks
 	} else {
-		sink, err := b.sink(to.Kind)
-		if err != nil {
+		var err error
+		if sink, err = b.sink(to.Kind); err != nil {
 			return err
 		}
-		send = sinkSender(sink)
 	}
 	// Batches of a tenth of a second's examples when paced, so that the
 	// pace holds at low rates too.
@@ -320,7 +322,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 				Value: message(nil, rec),
 			})
 		}
-		if err := sendAll(ctx, log, send, batch, to, i); err != nil {
+		if err := sendAll(ctx, log, sink, batch, to, i); err != nil {
 			return err
 		}
 		if labels.enabled() {
@@ -344,9 +346,10 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		fmt.Fprintf(e.stderr, "gen: published %d labels to %s (%d examples left without one)\n", labels.sent, labels.to, labels.unlabeled)
 	}
 	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v", n, to, time.Since(began).Round(time.Millisecond))
-	if pub != nil {
-		fmt.Fprintf(e.stderr, ": %d stored, %d dropped as duplicates", pub.stored, pub.duplicates)
-		if pub.duplicates > 0 {
+	if acks != nil {
+		stored, duplicates := acks.Acks()
+		fmt.Fprintf(e.stderr, ": %d stored, %d dropped as duplicates", stored, duplicates)
+		if duplicates > 0 {
 			fmt.Fprint(e.stderr, " (the stream already held messages with their ids: see gen -h)")
 		}
 	}
@@ -354,71 +357,28 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	return nil
 }
 
-// sendAll publishes batch through send, trying again after a failure up
-// to genAttempts times. i counts the examples published with it.
-func sendAll(ctx context.Context, log *zap.Logger, send batchSender, batch []consumer.Output, to fmt.Stringer, i int) error {
-	for attempt, left := 1, batch; ; attempt++ {
-		retry, err := send(ctx, left)
-		if err == nil {
-			return nil
+// sendAll publishes batch through sink, trying it again after a failure
+// up to genAttempts times in all. i counts the examples published with
+// it.
+func sendAll(ctx context.Context, log *zap.Logger, sink consumer.Sink, batch []consumer.Output, to fmt.Stringer, i int) error {
+	attempt := 0
+	bo := retry.Backoff{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond}
+	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
+		attempt++
+		err := sink.Publish(ctx, batch)
+		if err != nil && attempt == genAttempts {
+			return retry.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if attempt == genAttempts {
-			return fmt.Errorf("-to %s: %d messages published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
-				to, i-len(batch), attempt, err)
-		}
-		log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(retry)), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-		left = retry
+		return err
+	}, func(err error) {
+		log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(batch)), zap.Error(err))
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-}
-
-// genAckTimeout is how long gen waits for a JetStream acknowledgement
-// before it sends the message again.
-const genAckTimeout = 10 * time.Second
-
-// batchSender publishes batch and waits until the broker holds it. After a
-// failure it returns the part of the batch to send again.
-type batchSender func(ctx context.Context, batch []consumer.Output) (retry []consumer.Output, err error)
-
-// sinkSender sends batches through sink, again in full after a failure.
-func sinkSender(sink consumer.Sink) batchSender {
-	return func(ctx context.Context, batch []consumer.Output) ([]consumer.Output, error) {
-		if err := sink.Publish(ctx, batch); err != nil {
-			return batch, err
-		}
-		return nil, nil
-	}
-}
-
-// sendBatch publishes batch, each output's Key as its Nats-Msg-Id, and
-// waits for the acknowledgements. After a failure it returns the outputs
-// that failed or were not sent.
-func (p *jsPublisher) sendBatch(ctx context.Context, batch []consumer.Output) ([]consumer.Output, error) {
-	var unsent []consumer.Output
-	for i, o := range batch {
-		m := &natsgo.Msg{Subject: o.Topic, Data: o.Value, Header: natsgo.Header{jetstream.MsgIDHeader: []string{string(o.Key)}}}
-		if err := p.send(ctx, m); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			unsent = batch[i+1:]
-			break
-		}
-	}
-	failed, err := p.flush(ctx)
-	if err == nil {
-		return nil, nil
-	}
-	retry := make([]consumer.Output, 0, len(failed)+len(unsent))
-	for _, m := range failed {
-		retry = append(retry, consumer.Output{Topic: m.Subject, Key: []byte(m.Header.Get(jetstream.MsgIDHeader)), Value: m.Data})
-	}
-	return append(retry, unsent...), err
+	return fmt.Errorf("-to %s: %d messages published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
+		to, i-len(batch), attempt, err)
 }

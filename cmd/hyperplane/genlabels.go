@@ -3,17 +3,16 @@ package main
 import (
 	"container/heap"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // genLabels is gen's -labels-to: the examples go out without their
@@ -29,7 +28,7 @@ type genLabels struct {
 	seed    uint64
 
 	rng       *rand.Rand
-	send      batchSender
+	send      consumer.Sink
 	due       labelHeap
 	sent      int
 	unlabeled int
@@ -56,7 +55,7 @@ func (l *genLabels) open(b *brokers, kind config.Kind) error {
 	if err != nil {
 		return err
 	}
-	l.send = sinkSender(sink)
+	l.send = sink
 	l.rng = newLabelRand(l.seed)
 	return nil
 }
@@ -75,13 +74,12 @@ func (l *genLabels) hold(rec *synth.Record, key []byte) {
 		l.unlabeled++
 		return
 	}
-	var v []byte
 	id := strconv.FormatUint(rec.Seq, 10)
+	format := wire.FormatJSON
 	if l.format == "msgpack" {
-		v = msgpackLabel(id, rec.Label)
-	} else {
-		v = fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, rec.Label)
+		format = wire.FormatMsgpack
 	}
+	v := wire.AppendLabel(nil, format, id, rec.Label)
 	d := time.Duration(l.rng.ExpFloat64() * float64(l.delay))
 	out := consumer.Output{Topic: l.to.Topic, Key: key, Value: v}
 	if len(key) == 0 {
@@ -116,18 +114,6 @@ func (l *genLabels) drain(ctx context.Context, log *zap.Logger) error {
 		}
 	}
 	return nil
-}
-
-// msgpackLabel is the label record {"id": id, "label": label} in msgpack.
-func msgpackLabel(id string, label int) []byte {
-	b, err := msgpack.Marshal(&struct {
-		ID    string `msgpack:"id"`
-		Label int    `msgpack:"label"`
-	}{id, label})
-	if err != nil {
-		panic(err) // a string and an int always encode
-	}
-	return b
 }
 
 type pendingLabel struct {

@@ -12,48 +12,35 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/nats-io/nats.go/jetstream"
-	kafkago "github.com/segmentio/kafka-go"
 )
 
-// setupOptions say how setup makes what is missing. What exists is never
+// setupOptions say how setup makes what is missing, as its flags set
+// them; -retention is both a topic's and a stream's. What exists is never
 // changed, whatever they say.
 type setupOptions struct {
-	// partitions of a new Kafka topic. One by default: a single partition
-	// is a total order, so a replay or a restart reproduces the same model
-	// and the same events (DESIGN §5), and Kafka can add partitions to a
-	// topic later but never take them away.
-	partitions int
-	// replicationFactor of a new Kafka topic; -1 is the brokers'
-	// default.replication.factor, right for one broker and for a cluster.
-	replicationFactor int
-	// retention of a new topic (retention.ms) or stream (MaxAge); 0 is the
-	// brokers' default on Kafka and no age limit on JetStream.
-	retention time.Duration
-	// duplicateWindow of a new stream: how long JetStream remembers a
-	// Nats-Msg-Id, so how late a republished event is still dropped; 0 is
-	// the server's default, 2m or the retention if shorter.
-	duplicateWindow time.Duration
-	// replicas of a new stream.
-	replicas int
+	topics  kafkaio.TopicOptions
+	streams natsio.StreamOptions
 }
 
 func (o setupOptions) validate() error {
+	t, s := o.topics, o.streams
 	switch {
-	case o.partitions < 1:
-		return usagef("-partitions: must be at least 1, got %d", o.partitions)
-	case o.replicationFactor < 1 && o.replicationFactor != -1:
-		return usagef("-replication-factor: must be at least 1, or -1 for the brokers' default, got %d", o.replicationFactor)
-	case o.retention < 0:
-		return usagef("-retention: must be 0 or more, got %v", o.retention)
-	case o.duplicateWindow < 0 || (o.duplicateWindow > 0 && o.duplicateWindow < 100*time.Millisecond):
-		return usagef("-duplicate-window: must be 0 (the server's default) or at least 100ms, got %v", o.duplicateWindow)
-	case o.retention > 0 && o.duplicateWindow > o.retention:
-		return usagef("-duplicate-window %v is longer than -retention %v: JetStream cannot remember a message id longer than it keeps the message", o.duplicateWindow, o.retention)
-	case o.replicas < 1 || o.replicas > 5:
-		return usagef("-replicas: must be between 1 and 5, got %d", o.replicas)
+	case t.Partitions < 1:
+		return usagef("-partitions: must be at least 1, got %d", t.Partitions)
+	case t.ReplicationFactor < 1 && t.ReplicationFactor != -1:
+		return usagef("-replication-factor: must be at least 1, or -1 for the brokers' default, got %d", t.ReplicationFactor)
+	case s.Retention < 0:
+		return usagef("-retention: must be 0 or more, got %v", s.Retention)
+	case s.DuplicateWindow < 0 || (s.DuplicateWindow > 0 && s.DuplicateWindow < 100*time.Millisecond):
+		return usagef("-duplicate-window: must be 0 (the server's default) or at least 100ms, got %v", s.DuplicateWindow)
+	case s.Retention > 0 && s.DuplicateWindow > s.Retention:
+		return usagef("-duplicate-window %v is longer than -retention %v: JetStream cannot remember a message id longer than it keeps the message", s.DuplicateWindow, s.Retention)
+	case s.Replicas < 1 || s.Replicas > 5:
+		return usagef("-replicas: must be between 1 and 5, got %d", s.Replicas)
 	}
 	return nil
 }
@@ -84,13 +71,18 @@ Core NATS subjects (nats:<subject>, source.kind nats) need nothing: core NATS st
 // partitioned source stream needs nats-server 2.10.0 or later: on an older
 // server setup fails before it creates anything.
 func runSetup(ctx context.Context, e *env, args []string) error {
-	o := setupOptions{partitions: 1, replicationFactor: -1, replicas: 1}
+	// One partition by default: a single partition is a total order, so a
+	// replay or a restart reproduces the same model and the same events
+	// (DESIGN §5), and Kafka can add partitions to a topic later but never
+	// take them away. The brokers' default.replication.factor is right
+	// for one broker and for a cluster.
+	o := setupOptions{topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: -1}, streams: natsio.StreamOptions{Replicas: 1}}
 	fs := newFlagSet("setup", "--config FILE [flags] [--key value ...]", e)
-	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of each new Kafka topic")
-	fs.IntVar(&o.replicationFactor, "replication-factor", o.replicationFactor, "replicas of each partition of a new Kafka topic; -1: the brokers' default.replication.factor")
-	fs.DurationVar(&o.retention, "retention", 0, "how long a new topic or stream keeps messages (Kafka retention.ms, JetStream max age), e.g. 168h; 0: the Kafka brokers' default, no limit on JetStream")
-	fs.DurationVar(&o.duplicateWindow, "duplicate-window", 0, "how long a new stream remembers message ids to drop republished events (longer than snapshot.interval plus a restart); 0: the server's default, 2m or the retention if shorter")
-	fs.IntVar(&o.replicas, "replicas", o.replicas, "replicas of each new JetStream stream (1 to 5, at most the cluster's size)")
+	fs.IntVar(&o.topics.Partitions, "partitions", o.topics.Partitions, "partitions of each new Kafka topic")
+	fs.IntVar(&o.topics.ReplicationFactor, "replication-factor", o.topics.ReplicationFactor, "replicas of each partition of a new Kafka topic; -1: the brokers' default.replication.factor")
+	fs.DurationVar(&o.streams.Retention, "retention", 0, "how long a new topic or stream keeps messages (Kafka retention.ms, JetStream max age), e.g. 168h; 0: the Kafka brokers' default, no limit on JetStream")
+	fs.DurationVar(&o.streams.DuplicateWindow, "duplicate-window", 0, "how long a new stream remembers message ids to drop republished events (longer than snapshot.interval plus a restart); 0: the server's default, 2m or the retention if shorter")
+	fs.IntVar(&o.streams.Replicas, "replicas", o.streams.Replicas, "replicas of each new JetStream stream (1 to 5, at most the cluster's size)")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -100,6 +92,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, own); err != nil {
 		return ignoreHelp(err)
 	}
+	o.topics.Retention = o.streams.Retention
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -128,12 +121,12 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	var brokerErr error
 	if kafka := byKind(targets, "kafka"); len(kafka) > 0 {
 		var rs []setupResult
-		rs, brokerErr = setupKafka(ctx, b, kafka, o)
+		rs, brokerErr = setupKafka(ctx, b, kafka, o.topics)
 		results = append(results, rs...)
 	}
 	if js := byKind(targets, "stream", "jetstream"); len(js) > 0 && brokerErr == nil {
 		var rs []setupResult
-		rs, brokerErr = setupJetStream(ctx, b, cfg.Source, js, o)
+		rs, brokerErr = setupJetStream(ctx, b, cfg.Source, js, o.streams)
 		results = append(results, rs...)
 	}
 	for _, t := range byKind(targets, "nats") {
@@ -253,128 +246,55 @@ const setupTimeout = 30 * time.Second
 
 // setupKafka creates the topics of ts that are missing. An error means
 // the cluster could not be asked at all.
-func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o setupOptions) ([]setupResult, error) {
+func setupKafka(ctx context.Context, b *brokers, ts []setupTarget, o kafkaio.TopicOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	kc, err := b.kafkaConfig()
 	if err != nil {
 		return nil, err
 	}
-	transport := &kafkago.Transport{ClientID: kc.ClientID, TLS: kc.TLS, SASL: kc.SASL}
-	defer transport.CloseIdleConnections()
-	client := &kafkago.Client{Addr: kafkago.TCP(kc.Brokers...), Timeout: setupTimeout, Transport: transport}
-
-	names := make([]string, len(ts))
+	topics := make([]string, len(ts))
 	for i, t := range ts {
-		names[i] = t.name
+		topics[i] = t.name
 	}
-	meta, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: names})
+	rs, err := kafkaio.CreateTopics(ctx, kc, topics, o)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w (check kafka.brokers, the TLS and SASL settings, and that the brokers are up)", err)
 	}
-	found := map[string]kafkago.Topic{}
-	for _, t := range meta.Topics {
-		found[t.Name] = t
-	}
-	results := make([]setupResult, len(ts))
-	var create []kafkago.TopicConfig
-	var existing []string
-	for i, t := range ts {
-		results[i] = setupResult{what: "kafka topic " + t.name, keys: t.keys}
-		mt, ok := found[t.name]
-		switch {
-		case ok && mt.Error == nil:
-			existing = append(existing, t.name)
-		case !ok || errors.Is(mt.Error, kafkago.UnknownTopicOrPartition):
-			tc := kafkago.TopicConfig{Topic: t.name, NumPartitions: o.partitions, ReplicationFactor: o.replicationFactor}
-			if o.retention > 0 {
-				tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: strconv.FormatInt(o.retention.Milliseconds(), 10)}}
-			}
-			create = append(create, tc)
-		default:
-			results[i].state, results[i].detail = "failed", mt.Error.Error()
-		}
-	}
-	retention := topicRetention(ctx, client, existing)
-	var createErrs map[string]error
-	if len(create) > 0 {
-		resp, err := client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: create})
-		if err != nil {
-			return nil, fmt.Errorf("kafka: creating topics: %w (check that the brokers are up)", err)
-		}
-		createErrs = resp.Errors
-	}
-	for i, t := range ts {
-		r := &results[i]
-		if r.state != "" {
-			continue
-		}
-		if slices.Contains(existing, t.name) {
-			r.state, r.detail = "exists", describeTopic(found[t.name], retention[t.name])
-			continue
-		}
-		switch err := createErrs[t.name]; {
-		case err == nil:
-			r.state = "created"
-			rf, ret := "the brokers' default", "the brokers' default"
-			if o.replicationFactor > 0 {
-				rf = strconv.Itoa(o.replicationFactor)
-			}
-			if o.retention > 0 {
-				ret = shortDuration(o.retention)
-			}
-			r.detail = fmt.Sprintf("%s, replication factor %s, retention %s", plural(o.partitions, "partition"), rf, ret)
-		case errors.Is(err, kafkago.TopicAlreadyExists):
-			r.state, r.detail = "exists", "created by someone else meanwhile"
-		default:
-			r.state, r.detail = "failed", "could not create it: "+err.Error()
-		}
+	results := make([]setupResult, len(rs))
+	for i, r := range rs {
+		results[i] = setupResult{state: string(r.State), what: "kafka topic " + r.Topic, detail: describeTopic(r), keys: ts[i].keys}
 	}
 	return results, nil
 }
 
-// topicRetention asks for the retention of topics, by name. It is only
-// for the report: a topic whose configuration cannot be read is left out.
-func topicRetention(ctx context.Context, client *kafkago.Client, topics []string) map[string]string {
-	out := map[string]string{}
-	if len(topics) == 0 {
-		return out
-	}
-	req := &kafkago.DescribeConfigsRequest{}
-	for _, t := range topics {
-		req.Resources = append(req.Resources, kafkago.DescribeConfigRequestResource{
-			ResourceType: kafkago.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"retention.ms"},
-		})
-	}
-	resp, err := client.DescribeConfigs(ctx, req)
-	if err != nil {
-		return out
-	}
-	for _, r := range resp.Resources {
-		for _, c := range r.ConfigEntries {
-			if r.Error != nil || c.ConfigName != "retention.ms" {
-				continue
-			}
-			ms, err := strconv.ParseInt(c.ConfigValue, 10, 64)
-			switch {
-			case err != nil:
-			case ms < 0:
-				out[r.ResourceName] = "unlimited"
-			default:
-				out[r.ResourceName] = shortDuration(time.Duration(ms) * time.Millisecond)
-			}
+// describeTopic is the detail of a topic's line: its settings, or what
+// went wrong.
+func describeTopic(r kafkaio.TopicResult) string {
+	switch {
+	case r.Err != nil:
+		return r.Err.Error()
+	case r.Raced:
+		return "created by someone else meanwhile"
+	case r.State == kafkaio.Created:
+		rf, ret := "the brokers' default", "the brokers' default"
+		if r.ReplicationFactor > 0 {
+			rf = strconv.Itoa(r.ReplicationFactor)
 		}
+		if r.Retention > 0 {
+			ret = shortDuration(r.Retention)
+		}
+		return fmt.Sprintf("%s, replication factor %s, retention %s", plural(r.Partitions, "partition"), rf, ret)
 	}
-	return out
-}
-
-func describeTopic(t kafkago.Topic, retention string) string {
-	s := plural(len(t.Partitions), "partition")
-	if len(t.Partitions) > 0 {
-		s += fmt.Sprintf(", replication factor %d", len(t.Partitions[0].Replicas))
+	s := plural(r.Partitions, "partition")
+	if r.Partitions > 0 {
+		s += fmt.Sprintf(", replication factor %d", r.ReplicationFactor)
 	}
-	if retention != "" {
-		s += ", retention " + retention
+	switch {
+	case r.Retention < 0:
+		s += ", retention unlimited"
+	case r.Retention > 0:
+		s += ", retention " + shortDuration(r.Retention)
 	}
 	return s
 }
@@ -382,161 +302,80 @@ func describeTopic(t kafkago.Topic, retention string) string {
 // setupJetStream creates the streams of ts that are missing: source.stream
 // storing source.subject, and a stream for each output subject that no
 // stream stores. An error means the server could not be asked at all.
-func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []setupTarget, o setupOptions) ([]setupResult, error) {
+func setupJetStream(ctx context.Context, b *brokers, source config.Source, ts []setupTarget, o natsio.StreamOptions) ([]setupResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	nc, err := b.natsConn()
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("nats: %w", err)
-	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("nats: JetStream is not enabled on %s (start nats-server with -js, or add jetstream {} to its configuration)", redact.URLs(nc.ConnectedUrl()))
-		}
-		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
-	}
-	results := make([]setupResult, len(ts))
+	targets := make([]natsio.StreamTarget, len(ts))
 	for i, t := range ts {
 		if t.kind == "stream" {
-			results[i] = setupSourceStream(ctx, js, t, o)
+			targets[i] = natsio.StreamTarget{Stream: t.name, Subject: t.subject, Partitions: t.partitions}
 		} else {
-			results[i] = setupOutputStream(ctx, js, source, t, o)
+			targets[i] = natsio.StreamTarget{Subject: t.name}
 		}
-		results[i].keys = t.keys
+	}
+	var read natsio.StreamTarget
+	if source.Kind == config.KindJetStream {
+		read = natsio.StreamTarget{Stream: source.Stream, Subject: source.Subject}
+	}
+	rs, err := natsio.ProvisionStreams(ctx, nc, targets, read, o)
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return nil, fmt.Errorf("nats: JetStream is not enabled on %s (start nats-server with -js, or add jetstream {} to its configuration)", redact.URLs(nc.ConnectedUrl()))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w (check nats.url, the credentials and that the server is up)", err)
+	}
+	results := make([]setupResult, len(rs))
+	for i, r := range rs {
+		results[i] = setupResult{state: string(r.State), what: "jetstream stream " + r.Stream, detail: describeStreamResult(r, ts[i]), keys: ts[i].keys}
+		if r.Stream == "" {
+			results[i].what = "jetstream subject " + ts[i].name
+		}
 	}
 	return results, nil
 }
 
-// partitionedStreamServer is the first nats-server release whose streams
-// take a subject transform (StreamConfig.SubjectTransform), which is what
-// partitions a stream. An older server ignores the transform: it creates
-// the stream unpartitioned, and nats.go then reports
-// ErrStreamSubjectTransformNotSupported with the stream left behind.
-const partitionedStreamServer = "2.10.0"
+// describeStreamResult is the detail of a stream's line: its settings, or
+// what went wrong and what to change.
+func describeStreamResult(r natsio.StreamResult, t setupTarget) string {
+	subject := t.subject
+	if t.kind != "stream" {
+		subject = t.name
+	}
+	switch {
+	case errors.Is(r.Err, natsio.ErrSubjectNotStored):
+		return fmt.Sprintf("exists, but its subjects %s do not include source.subject %s: change source.subject, or the stream (setup changes nothing that exists)", strings.Join(r.Info.Config.Subjects, " "), t.subject)
+	case errors.Is(r.Err, natsio.ErrNotPartitioned):
+		return fmt.Sprintf("exists, but has no subject transform, so no partitions, and source.stream_partitions is %d: delete it to have setup create it partitioned (a nats-server older than %s creates it without one), or set source.stream_partitions to 0 (setup changes nothing that exists)", t.partitions, natsio.PartitionedStreamServer)
+	case errors.Is(r.Err, natsio.ErrNoSubject):
+		return "does not exist, and source.subject is empty: set it to the subjects the stream is to store"
+	case errors.Is(r.Err, natsio.ErrReadBack):
+		return fmt.Sprintf("exists and stores %s, but it is the source stream: the worker would read its own events; choose another output subject", subject)
+	case errors.Is(r.Err, jetstream.ErrStreamNameAlreadyInUse):
+		return fmt.Sprintf("a stream %s exists but does not store %s: change the stream, or the configuration (setup changes nothing that exists)", r.Stream, subject)
+	case r.Err != nil:
+		return r.Err.Error()
+	}
+	return describeStream(r.Info)
+}
 
 // checkPartitionedStreamServer connects to NATS and fails, saying which
-// release is needed and how to get one, if the server is older than
-// partitionedStreamServer. A version it cannot read is let through: the
-// stream's creation then tells.
+// release is needed and how to get one, if the server cannot partition a
+// stream.
 func checkPartitionedStreamServer(b *brokers) error {
 	nc, err := b.natsConn()
 	if err != nil {
 		return err
 	}
-	v := nc.ConnectedServerVersion()
-	have, ok := parseServerVersion(v)
-	need, _ := parseServerVersion(partitionedStreamServer)
-	if !ok || slices.Compare(have[:], need[:]) >= 0 {
-		return nil
+	if err := natsio.CheckPartitionedStreams(nc); err != nil {
+		return fmt.Errorf("nats: %s is nats-server %s, but a partitioned stream (source.stream_partitions) needs nats-server %s or later, whose streams take a subject transform; "+
+			"nothing was created: run a newer server (go install github.com/nats-io/nats-server/v2@latest, or a release from https://github.com/nats-io/nats-server/releases; "+
+			"Debian's and Ubuntu's packages may be older)", redact.URLs(nc.ConnectedUrl()), nc.ConnectedServerVersion(), natsio.PartitionedStreamServer)
 	}
-	return fmt.Errorf("nats: %s is nats-server %s, but a partitioned stream (source.stream_partitions) needs nats-server %s or later, whose streams take a subject transform; "+
-		"nothing was created: run a newer server (go install github.com/nats-io/nats-server/v2@latest, or a release from https://github.com/nats-io/nats-server/releases; "+
-		"Debian's and Ubuntu's packages may be older)", redact.URLs(nc.ConnectedUrl()), v, partitionedStreamServer)
-}
-
-// parseServerVersion reads major.minor.patch from the start of a server's
-// version, such as 2.9.10 or 2.10.0-beta.1 (a pre-release counts as its
-// release).
-func parseServerVersion(v string) (mmp [3]int, ok bool) {
-	v, _, _ = strings.Cut(v, "-")
-	v, _, _ = strings.Cut(v, "+")
-	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
-	if len(parts) != 3 {
-		return mmp, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return mmp, false
-		}
-		mmp[i] = n
-	}
-	return mmp, true
-}
-
-// setupSourceStream creates source.stream storing source.subject, or
-// checks that the stream there stores source.subject.
-func setupSourceStream(ctx context.Context, js jetstream.JetStream, t setupTarget, o setupOptions) setupResult {
-	r := setupResult{what: "jetstream stream " + t.name}
-	s, err := js.Stream(ctx, t.name)
-	switch {
-	case err == nil:
-		info := s.CachedInfo()
-		subjects := info.Config.Subjects
-		if t.subject != "" && len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return subjectWithin(t.subject, s) }) {
-			r.state, r.detail = "failed", fmt.Sprintf("exists, but its subjects %s do not include source.subject %s: change source.subject, or the stream (setup changes nothing that exists)", strings.Join(subjects, " "), t.subject)
-			return r
-		}
-		if t.partitions > 0 && info.Config.SubjectTransform == nil {
-			r.state, r.detail = "failed", fmt.Sprintf("exists, but has no subject transform, so no partitions, and source.stream_partitions is %d: delete it to have setup create it partitioned (a nats-server older than %s creates it without one), or set source.stream_partitions to 0 (setup changes nothing that exists)", t.partitions, partitionedStreamServer)
-			return r
-		}
-		r.state, r.detail = "exists", describeStream(info)
-		return r
-	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		r.state, r.detail = "failed", err.Error()
-		return r
-	case t.subject == "":
-		r.state, r.detail = "failed", "does not exist, and source.subject is empty: set it to the subjects the stream is to store"
-		return r
-	}
-	if t.partitions > 0 {
-		sc := natsio.PartitionedStreamConfig(t.name, t.subject, t.partitions)
-		return createStreamWith(ctx, js, r, sc, t.subject, o)
-	}
-	return createStream(ctx, js, r, t.name, t.subject, o)
-}
-
-// setupOutputStream makes sure a stream stores the output subject
-// t.name: one that does already, or a new one named after the subject.
-// A subject that the source stream stores and reads is a failure: the
-// worker would read its own events as examples.
-func setupOutputStream(ctx context.Context, js jetstream.JetStream, source config.Source, t setupTarget, o setupOptions) setupResult {
-	name, err := js.StreamNameBySubject(ctx, t.name)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		name = streamNameFor(t.name)
-		return createStream(ctx, js, setupResult{what: "jetstream stream " + name}, name, t.name, o)
-	case err != nil:
-		return setupResult{state: "failed", what: "jetstream subject " + t.name, detail: err.Error()}
-	}
-	r := setupResult{what: "jetstream stream " + name}
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		r.state, r.detail = "failed", err.Error()
-		return r
-	}
-	if source.Kind == config.KindJetStream && name == source.Stream && (source.Subject == "" || subjectWithin(t.name, source.Subject)) {
-		r.state, r.detail = "failed", fmt.Sprintf("exists and stores %s, but it is the source stream: the worker would read its own events; choose another output subject", t.name)
-		return r
-	}
-	r.state, r.detail = "exists", describeStream(s.CachedInfo())
-	return r
-}
-
-func createStream(ctx context.Context, js jetstream.JetStream, r setupResult, name, subject string, o setupOptions) setupResult {
-	return createStreamWith(ctx, js, r, jetstream.StreamConfig{Name: name, Subjects: []string{subject}}, subject, o)
-}
-
-// createStreamWith creates the stream sc describes, with setup's storage,
-// retention, duplicate window and replicas.
-func createStreamWith(ctx context.Context, js jetstream.JetStream, r setupResult, sc jetstream.StreamConfig, subject string, o setupOptions) setupResult {
-	name := sc.Name
-	sc.Storage, sc.MaxAge, sc.Duplicates, sc.Replicas = jetstream.FileStorage, o.retention, o.duplicateWindow, o.replicas
-	s, err := js.CreateStream(ctx, sc)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
-		r.state, r.detail = "failed", fmt.Sprintf("a stream %s exists but does not store %s: change the stream, or the configuration (setup changes nothing that exists)", name, subject)
-	case err != nil:
-		r.state, r.detail = "failed", fmt.Sprintf("could not create it for %s: %v", subject, err)
-	default:
-		r.state, r.detail = "created", describeStream(s.CachedInfo())
-	}
-	return r
+	return nil
 }
 
 func describeStream(info *jetstream.StreamInfo) string {
@@ -551,33 +390,6 @@ func describeStream(info *jetstream.StreamInfo) string {
 	}
 	return fmt.Sprintf("subjects %s, max age %s, duplicate window %s, %s, %s storage, %s",
 		subjects, age, shortDuration(c.Duplicates), plural(max(c.Replicas, 1), "replica"), strings.ToLower(c.Storage.String()), plural(int(info.State.Msgs), "message"))
-}
-
-// streamNameFor names the stream setup makes for an output subject: the
-// subject in capitals, dots (and anything else a stream name cannot hold)
-// as underscores: sensors.predictions is stored in SENSORS_PREDICTIONS.
-func streamNameFor(subject string) string {
-	return strings.Map(func(r rune) rune {
-		if strings.ContainsRune(".*> \t\r\n/\\", r) {
-			return '_'
-		}
-		return r
-	}, strings.ToUpper(subject))
-}
-
-// subjectWithin reports whether every subject that sub matches is matched
-// by of; both may hold wildcards.
-func subjectWithin(sub, of string) bool {
-	st, ot := strings.Split(sub, "."), strings.Split(of, ".")
-	for i, o := range ot {
-		if o == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) || st[i] == ">" || (o != "*" && (st[i] == "*" || st[i] != o)) {
-			return false
-		}
-	}
-	return len(st) == len(ot)
 }
 
 // shortDuration is d without Go's trailing zero units: 168h, 2m, 1h30m.

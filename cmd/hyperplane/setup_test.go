@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -275,8 +272,8 @@ func TestSetupReportsProblems(t *testing.T) {
 // then PONG to its PING) and records what it is sent. Kafka is a closed
 // port: had setup gone on to its topics, it would fail on them instead.
 func TestSetupRefusesOldNATSServer(t *testing.T) {
-	old := startOldNATSServer(t, "2.9.10")
-	_, _, err := runCmd(t, "", "setup", "--nats.url", old.url,
+	old := testbroker.OldNATS(t, "2.9.10")
+	_, _, err := runCmd(t, "", "setup", "--nats.url", old.URL(),
 		"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
 		"--outputs.predictions", "kafka:predictions", "--kafka.brokers", closedAddr(t))
 	var u *usageError
@@ -288,117 +285,10 @@ func TestSetupRefusesOldNATSServer(t *testing.T) {
 			t.Errorf("error without %q: %v", want, err)
 		}
 	}
-	for _, line := range old.received(t) {
+	for _, line := range old.Received(t) {
 		if verb, _, _ := strings.Cut(line, " "); verb != "CONNECT" && verb != "PING" && verb != "PONG" {
 			t.Errorf("setup sent the old server %q: it asked more than the handshake", line)
 		}
-	}
-}
-
-func TestSetupServerVersion(t *testing.T) {
-	cases := []struct {
-		version string
-		want    [3]int
-		ok      bool
-	}{
-		{"2.9.10", [3]int{2, 9, 10}, true},
-		{"2.10.0", [3]int{2, 10, 0}, true},
-		{"2.10.0-beta.1", [3]int{2, 10, 0}, true},
-		{"2.15.2", [3]int{2, 15, 2}, true},
-		{"v2.11.3+build", [3]int{2, 11, 3}, true},
-		{"", [3]int{}, false},
-		{"2.10", [3]int{}, false},
-		{"two.ten.zero", [3]int{}, false},
-	}
-	for _, c := range cases {
-		if got, ok := parseServerVersion(c.version); got != c.want || ok != c.ok {
-			t.Errorf("parseServerVersion(%q) = %v, %v; want %v, %v", c.version, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-// oldNATSServer is a listener that speaks as much of the NATS client
-// protocol as a client's connection needs: it sends INFO with the version
-// given, answers PING with PONG, and records every line it receives.
-type oldNATSServer struct {
-	url   string
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{} // closed when the first connection ends
-}
-
-func startOldNATSServer(t *testing.T, version string) *oldNATSServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	s := &oldNATSServer{url: fmt.Sprintf("nats://127.0.0.1:%d", port), done: make(chan struct{})}
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			close(s.done)
-			return
-		}
-		defer conn.Close()
-		defer close(s.done)
-		fmt.Fprintf(conn, "INFO {\"server_id\":\"OLD\",\"server_name\":\"OLD\",\"version\":%q,\"proto\":1,\"go\":\"go1.19.8\",\"host\":\"127.0.0.1\",\"port\":%d,\"headers\":true,\"max_payload\":1048576,\"jetstream\":true}\r\n", version, port)
-		sc := bufio.NewScanner(conn)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.lines = append(s.lines, line)
-			s.mu.Unlock()
-			if line == "PING" {
-				fmt.Fprint(conn, "PONG\r\n")
-			}
-		}
-	}()
-	return s
-}
-
-// received waits until the client has closed its connection and returns
-// the lines it sent.
-func (s *oldNATSServer) received(t *testing.T) []string {
-	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(time.Minute):
-		t.Fatal("the client did not close its connection to the old server")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lines
-}
-
-func TestSetupSubjectWithin(t *testing.T) {
-	cases := []struct {
-		sub, of string
-		want    bool
-	}{
-		{"a.b", "a.b", true},
-		{"a.b", "a.c", false},
-		{"a.b", "a.*", true},
-		{"a.*", "a.*", true},
-		{"a.*", "a.b", false},
-		{"a.b.c", "a.>", true},
-		{"a.>", "a.>", true},
-		{"a", "a.>", false},
-		{"a.>", "a.*", false},
-		{"a.b.c", "a.*", false},
-		{"a.*.c", "a.>", true},
-		{"a.b", ">", true},
-		{"a.b", "a.b.c", false},
-	}
-	for _, c := range cases {
-		if got := subjectWithin(c.sub, c.of); got != c.want {
-			t.Errorf("subjectWithin(%q, %q) = %v, want %v", c.sub, c.of, got, c.want)
-		}
-	}
-	if got := streamNameFor("sensors.dead-letter"); got != "SENSORS_DEAD-LETTER" {
-		t.Errorf("the stream of sensors.dead-letter is %s", got)
 	}
 }
 

@@ -7,7 +7,8 @@
 // group offsets it commits are for lag monitoring only. Shards reads the
 // same partitions one at a time, each from any offset, for the epoch
 // protocol of docs/scale-out.md. The sink writes each batch synchronously
-// with acknowledgement from all in-sync replicas.
+// with acknowledgement from all in-sync replicas. CreateTopics creates the
+// topics that are missing, and never changes one that exists.
 package kafka
 
 import (

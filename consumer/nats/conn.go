@@ -24,6 +24,10 @@
 // nil only when the stream acknowledged every message, and each message
 // carries its event id in the Nats-Msg-Id header, so a batch published again
 // after an error is stored once within the stream's duplicate window.
+//
+// Provisioning. ProvisionStreams creates the streams a worker needs that
+// are missing, and says of those that exist whether they fit; it never
+// changes one.
 package nats
 
 import (

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -69,6 +70,9 @@ type Sink struct {
 	ackMu  sync.Mutex
 	ackErr error
 
+	// stored and duplicates count the acknowledgements (see Acks).
+	stored, duplicates atomic.Int64
+
 	mu sync.Mutex
 	// streamLimits is, by subject, the max_msg_size of the stream that
 	// captures it, as first looked up: 0 if it sets none or the lookup
@@ -88,7 +92,8 @@ func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
 		// publishJetStream bounds a whole window's wait instead.
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncMaxPending(maxPending),
-			jetstream.WithPublishAsyncErrHandler(s.ackFailed))
+			jetstream.WithPublishAsyncErrHandler(s.ackFailed),
+			jetstream.WithPublishAsyncAckHandler(s.acked))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream sink: %w", err)
 		}
@@ -256,6 +261,27 @@ func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
 	if s.ackErr == nil {
 		s.ackErr = err
 	}
+}
+
+// acked is the client's handler of an acknowledgement. Like ackFailed, it
+// runs before the client reports the window complete, so Acks counts a
+// batch once Publish has returned nil.
+func (s *Sink) acked(_ jetstream.JetStream, _ *natsgo.Msg, ack *jetstream.PubAck) {
+	if ack.Duplicate {
+		s.duplicates.Add(1)
+	} else {
+		s.stored.Add(1)
+	}
+}
+
+// Acks counts the JetStream acknowledgements since the sink was made: the
+// messages a stream stored, and those it dropped as duplicates, having
+// stored a message with the same Nats-Msg-Id within its duplicate window.
+// A batch published again after an error counts again: its messages that
+// were stored the first time count as duplicates. Core NATS acknowledges
+// nothing, so both are 0 there.
+func (s *Sink) Acks() (stored, duplicates int64) {
+	return s.stored.Load(), s.duplicates.Load()
 }
 
 func (s *Sink) setAckErr(err error) {
