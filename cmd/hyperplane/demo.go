@@ -276,12 +276,10 @@ func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
 }
 
 // feed publishes n generated examples to the demo's example stream, a
-// share of them malformed, and waits until the stream holds them all.
-// With labels, the examples go without their labels, which labels
-// publishes later, and feed waits for those too. rate, if not 0, paces
-// the examples.
+// share of them malformed. With labels, the examples go without their
+// labels, which labels publishes later, and feed waits for those too.
+// rate, if not 0, paces the examples.
 func feed(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garbage, rate float64, labels *genLabels) error {
-	began := time.Now()
 	s := synth.New(o)
 	every := 0
 	if garbage > 0 {
@@ -289,49 +287,25 @@ func feed(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garba
 	}
 	// Small batches when the labels or the pace must keep up with the
 	// examples; otherwise as many as the sink keeps in flight.
-	batchSize := 1024
+	f := feeder{sink: sink, to: demoExamples, batch: 1024, rate: rate, labels: labels, log: zap.NewNop()}
 	if labels != nil || rate > 0 {
-		batchSize = 256
+		f.batch = 256
 	}
-	batch := make([]consumer.Output, 0, batchSize)
-	for i := 1; i <= n; i++ {
-		var data []byte
-		if every > 0 && i%every == 0 {
-			data = []byte(`{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`)
-		} else {
-			rec := s.Next()
-			if labels != nil {
-				labels.hold(rec, nil)
-			}
-			data = synth.AppendJSON(nil, rec)
-			data = data[:len(data)-1] // one message per example: no newline
+	return f.run(ctx, n, func(i int) consumer.Output {
+		if every > 0 && (i+1)%every == 0 {
+			return consumer.Output{Topic: demoExamples.Topic, Value: []byte(`{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`)}
 		}
-		batch = append(batch, consumer.Output{Topic: "demo.examples", Value: data})
-		if len(batch) < batchSize && i < n {
-			continue
-		}
-		if err := sink.Publish(ctx, batch); err != nil {
-			return err
-		}
-		batch = batch[:0]
+		rec := s.Next()
 		if labels != nil {
-			if err := labels.sendDue(ctx, zap.NewNop(), time.Now()); err != nil {
-				return err
-			}
+			labels.hold(rec, nil)
 		}
-		if rate > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Until(began.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
-			}
-		}
-	}
-	if labels != nil {
-		return labels.drain(ctx, zap.NewNop())
-	}
-	return nil
+		data := synth.AppendJSON(nil, rec)
+		return consumer.Output{Topic: demoExamples.Topic, Value: data[:len(data)-1]} // one message per example: no newline
+	})
 }
+
+// demoExamples is where the demo publishes its examples.
+var demoExamples = config.Destination{Kind: config.KindJetStream, Topic: "demo.examples"}
 
 // flagGiven reports whether the command line set the flag name.
 func flagGiven(fs *flag.FlagSet, name string) bool {

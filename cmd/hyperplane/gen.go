@@ -306,43 +306,23 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 			return err
 		}
 	}
-	batch := make([]consumer.Output, 0, batchSize)
 	began := time.Now()
-	for i := 0; i < n; {
-		batch = batch[:0]
-		for ; i < n && len(batch) < batchSize; i++ {
-			rec := s.Next()
-			key := fmt.Appendf(nil, "gen-%s-%d", id, first+i)
-			if labels.enabled() {
-				labels.hold(rec, key)
-			}
-			batch = append(batch, consumer.Output{
-				Topic: to.subject(first + i),
-				Key:   key,
-				Value: message(nil, rec),
-			})
-		}
-		if err := sendAll(ctx, log, sink, batch, to, i); err != nil {
-			return err
-		}
+	f := feeder{sink: sink, to: to, batch: batchSize, rate: rate, log: log}
+	if labels.enabled() {
+		f.labels = labels
+	}
+	err := f.run(ctx, n, func(i int) consumer.Output {
+		rec := s.Next()
+		key := fmt.Appendf(nil, "gen-%s-%d", id, first+i)
 		if labels.enabled() {
-			if err := labels.sendDue(ctx, log, time.Now()); err != nil {
-				return err
-			}
+			labels.hold(rec, key)
 		}
-		if rate > 0 {
-			due := began.Add(time.Duration(float64(i) / rate * float64(time.Second)))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Until(due)):
-			}
-		}
+		return consumer.Output{Topic: to.subject(first + i), Key: key, Value: message(nil, rec)}
+	})
+	if err != nil {
+		return err
 	}
 	if labels.enabled() {
-		if err := labels.drain(ctx, log); err != nil {
-			return err
-		}
 		fmt.Fprintf(e.stderr, "gen: published %d labels to %s (%d examples left without one)\n", labels.sent, labels.to, labels.unlabeled)
 	}
 	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v", n, to, time.Since(began).Round(time.Millisecond))
@@ -354,6 +334,51 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		}
 	}
 	fmt.Fprintln(e.stderr)
+	return nil
+}
+
+// feeder publishes a generated stream through sink in batches of batch,
+// at rate examples a second if it is not 0. With labels, the examples' own
+// are held back and published as they fall due, the last after the
+// examples.
+type feeder struct {
+	sink   consumer.Sink
+	to     fmt.Stringer
+	batch  int
+	rate   float64
+	labels *genLabels
+	log    *zap.Logger
+}
+
+// run publishes the outputs out gives for 0 to n-1, in order.
+func (f *feeder) run(ctx context.Context, n int, out func(i int) consumer.Output) error {
+	began := time.Now()
+	batch := make([]consumer.Output, 0, f.batch)
+	for i := 0; i < n; {
+		batch = batch[:0]
+		for ; i < n && len(batch) < f.batch; i++ {
+			batch = append(batch, out(i))
+		}
+		if err := sendAll(ctx, f.log, f.sink, batch, f.to, i); err != nil {
+			return err
+		}
+		if f.labels != nil {
+			if err := f.labels.sendDue(ctx, f.log, time.Now()); err != nil {
+				return err
+			}
+		}
+		if f.rate > 0 {
+			due := began.Add(time.Duration(float64(i) / f.rate * float64(time.Second)))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(due)):
+			}
+		}
+	}
+	if f.labels != nil {
+		return f.labels.drain(ctx, f.log)
+	}
 	return nil
 }
 
