@@ -20,7 +20,6 @@ import (
 // log, then reads them all, verified against b, in shard order. waited is
 // how long that took.
 func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
-	model := x.cfg.Worker.Model
 	start := time.Now()
 	missing := 0
 	for _, r := range b.Shards {
@@ -68,20 +67,9 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		}
 		missing--
 		x.metrics.MissingShards.Set(float64(missing))
-		var res *epochlog.ShardResult
-		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
-			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard, x.base)
-			return err
-		})
-		if errors.Is(err, snapshot.ErrNotFound) {
-			// Deleted since it was seen: the worker that wrote a
-			// generation at or beyond this epoch retained the log.
-			if by, gerr := x.overtaking(ctx, b.Epoch); gerr != nil || by != nil {
-				return nil, 0, overtakenOr(by, gerr)
-			}
-		}
+		res, err := x.readShard(ctx, b, sha, r)
 		if err != nil {
-			return nil, 0, fatal(err)
+			return nil, 0, err
 		}
 		if err := res.Verify(b, sha); err != nil {
 			return nil, 0, fatal(err)
@@ -91,6 +79,44 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	waited = time.Since(start)
 	x.metrics.Barrier.Observe(waited.Seconds())
 	return states, waited, nil
+}
+
+// readShard reads the result of range r of b, verified against b. A
+// result damaged at rest, while b reads, is learned again from the range b
+// records, and the damaged object replaced: a range's result is a
+// function of its boundary and the source (docs/scale-out.md, section
+// 3.9).
+func (x *Epochs) readShard(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) (*epochlog.ShardResult, error) {
+	model := x.cfg.Worker.Model
+	for relearned := false; ; relearned = true {
+		var res *epochlog.ShardResult
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) (err error) {
+			res, err = x.cfg.Log.Shard(ctx, model, b.Epoch, r.Shard, x.base)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) {
+			// Deleted since it was seen: the worker that wrote a
+			// generation at or beyond this epoch retained the log.
+			if by, gerr := x.overtaking(ctx, b.Epoch); gerr != nil || by != nil {
+				return nil, overtakenOr(by, gerr)
+			}
+		}
+		if errors.Is(err, epochlog.ErrDamagedLog) && !relearned {
+			x.log.Warn("a shard's result is damaged: learning its range again from the boundary, and writing it again",
+				zap.Uint64("epoch", b.Epoch), zap.String("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Error(err))
+			if err := x.learnAgain(ctx, b, sha, r); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fatal(err)
+		}
+		if err := res.Verify(b, sha); err != nil {
+			return nil, fatal(err)
+		}
+		return res, nil
+	}
 }
 
 // pause waits for bo's next delay, or less if changed is closed first: a

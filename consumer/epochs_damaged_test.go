@@ -226,3 +226,50 @@ func TestEpochsRebuildWithTwoWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochsRelearnADamagedShardResult: a shard's result damaged at rest,
+// under a boundary that reads, is learned again from the range the
+// boundary records and written over the damaged object: the epochs go
+// on to the model of a run without damage, and do not stop.
+func TestEpochsRelearnADamagedShardResult(t *testing.T) {
+	ctx := context.Background()
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	want := runEpochs(t, data, cfg, store)
+	newest := newestGeneration(t, store)
+	var results []string
+	iter := bucket.List(&blob.ListOptions{Prefix: fmt.Sprintf("mixed/epochs/%020d/shard/", newest)})
+	for {
+		obj, err := iter.Next(ctx)
+		if err != nil {
+			break
+		}
+		results = append(results, obj.Key)
+	}
+	if len(results) == 0 {
+		t.Fatalf("epoch %d has no shard result left to damage", newest)
+	}
+	key := results[0]
+	held, err := bucket.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := append([]byte(nil), held...)
+	flipped[len(flipped)-1] ^= 0xff
+	if err := bucket.WriteAll(ctx, key, flipped, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The generation above it damaged too, so that the epoch is mixed
+	// again from its results.
+	damage(t, bucket, newest)
+
+	cfg.Damaged = newest
+	if got := runEpochs(t, data, cfg, store); got != want {
+		t.Fatalf("over a damaged shard result: model %x, want %x", got, want)
+	}
+	if again, err := bucket.ReadAll(ctx, key); err == nil && string(again) == string(flipped) {
+		t.Fatalf("the damaged result %s is still there", key)
+	}
+}

@@ -143,11 +143,17 @@ func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]b
 
 // learn is learnRange without following ownership.
 func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
-	model := x.cfg.Worker.Model
 	exists, err := x.shardExists(ctx, b.Epoch, r.Shard)
 	if err != nil || exists {
 		return err
 	}
+	return x.learnAgain(ctx, b, sha, r)
+}
+
+// learnAgain is learn whether or not the range's result exists: a result
+// found damaged is replaced by the one learned again (WriteShard).
+func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
+	model := x.cfg.Worker.Model
 	m, err := learner.Restore(x.model.State())
 	if err != nil {
 		return err

@@ -547,6 +547,9 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 		return err
 	}
 	had, body, err := unmarshalShard(key, r.Model, r.Epoch, r.Shard, stored)
+	if errors.Is(err, ErrDamagedLog) {
+		return l.replaceDamaged(ctx, key, stored, data, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -554,6 +557,9 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 	// and its state cannot be read against this one.
 	if had.BaseStateSHA256 == r.BaseStateSHA256 {
 		if err := resolveState(key, had, body, base); err != nil {
+			if errors.Is(err, ErrDamagedLog) {
+				return l.replaceDamaged(ctx, key, stored, data, err)
+			}
 			return err
 		}
 		theirs, err := marshalShard(had, nil, false)
@@ -570,6 +576,25 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 	}
 	return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d, written by %s at %s, differs from this worker's in %s: %w",
 		key, r.Shard, r.Epoch, had.Writer, had.Created.Format(time.RFC3339), shardDifference(had, r), ErrOtherHistory)
+}
+
+// replaceDamaged writes own, a shard's result, over key, which holds
+// damaged, a result that does not read (cause), if a second read finds the
+// same bytes: the object is then damaged at rest, not being written, and
+// since a range's result is a function of its boundary and the source,
+// whoever wrote it meant own's content (docs/scale-out.md, section 3.9).
+// Otherwise it returns an error to retry.
+func (l *Log) replaceDamaged(ctx context.Context, key string, damaged, own []byte, cause error) error {
+	again, err := l.ReadObject(ctx, key)
+	if err != nil || !bytes.Equal(again, damaged) {
+		// Not ErrDamagedLog: what was read may be another writer's
+		// object half written, and the next read whole.
+		return fmt.Errorf("epoch log %s exists, and what was read of it to compare is not a whole result: %v", key, cause)
+	}
+	if err := l.Overwrite(ctx, key, own); err != nil {
+		return fmt.Errorf("epoch log %s is damaged (%v), and writing it again failed: %w", key, cause, err)
+	}
+	return nil
 }
 
 // shardDifference names the first field in which a and b differ.

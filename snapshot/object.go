@@ -83,6 +83,15 @@ func (s *Store) ListDirs(ctx context.Context, dir string) (_ []string, err error
 	}
 }
 
+// Overwrite writes data at key whatever the key holds, in one write,
+// which every store makes atomic: the key never stands empty. It is for
+// an object found damaged at rest whose content is known, a function of
+// the log; any other write creates its key (CreateIfAbsent).
+func (s *Store) Overwrite(ctx context.Context, key string, data []byte) (err error) {
+	defer s.hide(&err)
+	return s.bucket.WriteAll(ctx, key, data, nil)
+}
+
 // Delete deletes the object at key. An object already gone is not an
 // error.
 func (s *Store) Delete(ctx context.Context, key string) (err error) {
