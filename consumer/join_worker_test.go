@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -154,7 +155,7 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 	if stopAt <= 0 || stopAt > end {
 		stopAt = end
 	}
-	waitFor(t, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
 		return w.Positions()[r.ex.Key(0)] >= stopAt
 	})
 	cancel()
@@ -267,7 +268,7 @@ func runJoined(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head
 	wctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(wctx) }()
-	waitFor(t, "the worker", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the worker", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("Run stopped: %v", err)
@@ -354,7 +355,7 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	waitFor(t, "the join to fill", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the join to fill", func() bool {
 		_, _, pending, _ := w.JoinProgress()
 		return pending >= 10 && !w.Ready()
 	})
@@ -365,7 +366,7 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 		t.Errorf("not ready because %q, want %s", why, consumer.NotReadyJoin)
 	}
 	labels.AppendAt(0, time.Now(), []byte(`{"mark":"test"}`))
-	waitFor(t, "every example learned", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
 		_, tail, _, _ := w.JoinProgress()
 		return tail >= 100
 	})
