@@ -166,11 +166,13 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 }
 
 // dropNewest deletes the newest generation, as if the worker had been
-// killed before it wrote it.
+// killed before it wrote it. A run stopped just after its first periodic
+// snapshot has nothing new to write when it stops: with one generation
+// dropped, the next run starts from nothing.
 func (r *joinedRun) dropNewest() {
 	ctx := context.Background()
 	gens, err := r.store.Generations(ctx, "joined")
-	if err != nil || len(gens) < 2 {
+	if err != nil || len(gens) == 0 {
 		r.t.Fatalf("generations %v: %v", gens, err)
 	}
 	if err := r.store.Delete(ctx, snapshot.Key(r.store.Prefix(), "joined", gens[len(gens)-1])); err != nil {
