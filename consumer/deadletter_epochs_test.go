@@ -9,6 +9,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -60,7 +61,7 @@ func TestEpochsWarnOncePerShard(t *testing.T) {
 	go func() { done <- x.Run(ctx) }()
 	// Each range of 150 messages is read by a worker of its own; every
 	// message is a dead letter, counted as it is read.
-	waitFor(t, "1200 wrong_format dead letters", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "1200 wrong_format dead letters", func() bool {
 		return testutil.ToFloat64(metrics.DeadLetters.WithLabelValues("wrong_format")) >= 1200
 	})
 	cancel()

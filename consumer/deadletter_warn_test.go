@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -70,7 +71,7 @@ func (o *observedWorker) feed(t *testing.T, msgs ...[]byte) {
 	t.Helper()
 	o.log.Append(0, msgs...)
 	o.read += len(msgs)
-	waitFor(t, fmt.Sprintf("%d messages processed", o.read), func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("%d messages processed", o.read), func() bool {
 		return o.Published()[o.log.Key(0)] == int64(o.read)
 	})
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -26,7 +28,7 @@ func TestEpochsWriteChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	x, done := startEpochs(t, ctx, cfg, store)
 	last := waitComplete(t, store, log)
-	waitFor(t, "the last epoch mixed", func() bool { return x.Mixed() >= last })
+	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return x.Mixed() >= last })
 
 	lg := epochlog.New(store)
 	dimension := epochLearner().Dimension()

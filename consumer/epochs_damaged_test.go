@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -107,13 +108,13 @@ func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
 		workers, stopped = append(workers, x), append(stopped, done)
 	}
 	var last uint64
-	waitFor(t, "the new history's last epoch", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the new history's last epoch", func() bool {
 		e, ok := complete(ctx, store, data)
 		last = e
 		return ok && e > newest
 	})
 	for i, x := range workers {
-		waitFor(t, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
+		wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
 	}
 	cancel()
 	for i, x := range workers {
@@ -208,7 +209,7 @@ func TestEpochsRebuildWithTwoWorkers(t *testing.T) {
 		}
 		last := damaged[1]
 		for i, x := range workers {
-			waitFor(t, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
+			wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
 		}
 		cancel()
 		for i, x := range workers {

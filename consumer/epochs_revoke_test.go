@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"gocloud.dev/blob/memblob"
@@ -14,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -126,7 +128,7 @@ func TestEpochsRevokedRangeStops(t *testing.T) {
 		close(release)
 		last := waitComplete(t, store, data)
 		for _, w := range []*consumer.Epochs{a, b} {
-			waitFor(t, "the last epoch mixed", func() bool { return w.Mixed() >= last })
+			wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return w.Mixed() >= last })
 		}
 		cancel()
 		for _, done := range []<-chan error{doneA, doneB} {
@@ -229,7 +231,7 @@ func TestEpochsRangeGoesOnThroughARebalance(t *testing.T) {
 		synctest.Wait()
 		close(release)
 		last := waitComplete(t, store, data)
-		waitFor(t, "the last epoch mixed", func() bool { return a.Mixed() >= last })
+		wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return a.Mixed() >= last })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)

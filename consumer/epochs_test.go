@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -126,7 +127,7 @@ func complete(ctx context.Context, store *snapshot.Store, log *memory.Log) (uint
 func waitComplete(t *testing.T, store *snapshot.Store, log *memory.Log) uint64 {
 	t.Helper()
 	var e uint64
-	waitFor(t, "the last epoch", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch", func() bool {
 		var ok bool
 		e, ok = complete(context.Background(), store, log)
 		return ok
@@ -138,7 +139,7 @@ func waitComplete(t *testing.T, store *snapshot.Store, log *memory.Log) uint64 {
 // state digest.
 func finalDigest(t *testing.T, x *consumer.Epochs, done <-chan error, cancel context.CancelFunc, e uint64) [32]byte {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("epoch %d mixed", e), func() bool { return x.Mixed() >= e })
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("epoch %d mixed", e), func() bool { return x.Mixed() >= e })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
@@ -180,6 +181,7 @@ func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 	workers := []running{start(0), start(1), start(2)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 4 {
+		// A random moment, not a wait: a worker may stop anywhere.
 		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
 		i := rng.IntN(3)
 		workers[i].cancel()
@@ -256,7 +258,7 @@ func TestEpochsSameGenerationTwice(t *testing.T) {
 	}
 	waitComplete(t, store, log)
 	for _, w := range workers {
-		waitFor(t, fmt.Sprintf("epoch %d mixed", last), func() bool { return w.x.Mixed() >= last })
+		wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("epoch %d mixed", last), func() bool { return w.x.Mixed() >= last })
 	}
 	cancel()
 	for i, w := range workers {

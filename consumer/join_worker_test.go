@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -154,7 +155,7 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 	if stopAt <= 0 || stopAt > end {
 		stopAt = end
 	}
-	waitFor(t, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
 		return w.Positions()[r.ex.Key(0)] >= stopAt
 	})
 	cancel()
@@ -165,11 +166,13 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 }
 
 // dropNewest deletes the newest generation, as if the worker had been
-// killed before it wrote it.
+// killed before it wrote it. A run stopped just after its first periodic
+// snapshot has nothing new to write when it stops: with one generation
+// dropped, the next run starts from nothing.
 func (r *joinedRun) dropNewest() {
 	ctx := context.Background()
 	gens, err := r.store.Generations(ctx, "joined")
-	if err != nil || len(gens) < 2 {
+	if err != nil || len(gens) == 0 {
 		r.t.Fatalf("generations %v: %v", gens, err)
 	}
 	if err := r.store.Delete(ctx, snapshot.Key(r.store.Prefix(), "joined", gens[len(gens)-1])); err != nil {
@@ -267,7 +270,7 @@ func runJoined(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head
 	wctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(wctx) }()
-	waitFor(t, "the worker", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the worker", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("Run stopped: %v", err)
@@ -354,7 +357,7 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	waitFor(t, "the join to fill", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the join to fill", func() bool {
 		_, _, pending, _ := w.JoinProgress()
 		return pending >= 10 && !w.Ready()
 	})
@@ -365,7 +368,7 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 		t.Errorf("not ready because %q, want %s", why, consumer.NotReadyJoin)
 	}
 	labels.AppendAt(0, time.Now(), []byte(`{"mark":"test"}`))
-	waitFor(t, "every example learned", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
 		_, tail, _, _ := w.JoinProgress()
 		return tail >= 100
 	})

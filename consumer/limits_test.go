@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -262,17 +264,16 @@ func runUntilPublished(t *testing.T, w *consumer.Worker, key string, n int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for w.Published()[key] < n {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("worker published up to %v of %d messages", w.Published(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	// A failed wait ends the test's goroutine: the worker stops first.
+	stop := sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	defer stop()
+	wait.For(t, 2*time.Minute, 20*time.Millisecond, fmt.Sprintf("the outputs of %d messages of %s published", n, key), func() bool {
+		return w.Published()[key] >= n
+	})
+	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }

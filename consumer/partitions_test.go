@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -179,7 +180,7 @@ func running(t *testing.T, name string, done <-chan error) {
 // runs, by name, returns.
 func waitRunning(t *testing.T, what string, runs map[string]<-chan error, cond func() bool) {
 	t.Helper()
-	waitFor(t, what, func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, what, func() bool {
 		for name, done := range runs {
 			running(t, name, done)
 		}
@@ -603,11 +604,12 @@ func TestPartitionsOverlappingOwners(t *testing.T) {
 		}
 		return true
 	})
+	// One part at a time, each written to every chain before the next:
+	// both workers contend for every chain's next generation four times.
 	for k := 1; k <= 4; k++ {
 		r.appendPart(k)
-		time.Sleep(5 * time.Millisecond)
+		r.waitChains(t, runs)
 	}
-	r.waitChains(t, runs)
 	// Each chain's next generation after b opened it was attempted by both:
 	// one of them was fenced and reloaded, once per shard at least.
 	waitRunning(t, "a reload of every chain", runs, func() bool {
@@ -655,7 +657,9 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 		if shard != r.log.Key(2) {
 			return open(ctx, shard)
 		}
-		for p.View(r.log.Key(0)) == nil || p.View(r.log.Key(1)) == nil {
+		// Open runs on a goroutine of Run's, where the test cannot fail:
+		// it polls, and the test's own wait for Run bounds it.
+		for ctx.Err() == nil && (p.View(r.log.Key(0)) == nil || p.View(r.log.Key(1)) == nil) {
 			time.Sleep(time.Millisecond)
 		}
 		return nil, nil, nil, broken

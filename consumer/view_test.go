@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"go.uber.org/zap/zaptest"
@@ -26,19 +27,6 @@ func viewWorker(t *testing.T, cfg consumer.WorkerConfig, msgs [][]byte) (*consum
 	log.Append(0, msgs...)
 	cfg.Model = "views"
 	return consumer.NewWorker(cfg, memory.NewSource(log, nil), model, nil, nil, zaptest.NewLogger(t)), log
-}
-
-// waitFor polls cond until it holds, failing the test after a minute: a
-// busy machine may be slow, a broken worker never gets there.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestWorkerPublishesViews: with views on and no interval, every batch
@@ -62,7 +50,7 @@ func TestWorkerPublishesViews(t *testing.T) {
 	seen := []uint64{0}
 	for i := 0; i < len(msgs); i += batch {
 		log.Append(0, msgs[i:i+batch]...)
-		waitFor(t, fmt.Sprintf("the view of the batch ending at %d", i+batch), func() bool {
+		wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("the view of the batch ending at %d", i+batch), func() bool {
 			return w.Positions()["memory:views/0"] == int64(i+batch) && w.View().Version() == w.Metrics().Updates
 		})
 		if v := w.View().Version(); v != seen[len(seen)-1] {
@@ -118,10 +106,10 @@ func TestIdleStreamRefreshesTheView(t *testing.T) {
 	// Both get the same examples in one batch, well inside the interval.
 	log.Append(0, msgs...)
 	log2.Append(0, msgs...)
-	waitFor(t, "the short-interval view to catch up", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the short-interval view to catch up", func() bool {
 		return w2.Metrics().Updates > 0 && w2.View().Version() == w2.Metrics().Updates
 	})
-	waitFor(t, "the long-interval worker to learn", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the long-interval worker to learn", func() bool {
 		return w.Positions()["memory:views/0"] == int64(len(msgs))
 	})
 	if w.Metrics().Updates == 0 || w.View().Version() != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -109,7 +110,7 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	m := startMemWorker(t, cfg, msgs)
 	key := m.log.Key(0)
 
-	waitFor(t, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
+	wait.For(t, time.Minute, 5*time.Millisecond, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
 	reasons := m.NotReady()
 	if m.Ready() || !hasReason(reasons, consumer.NotReadySnapshots) || hasReason(reasons, consumer.NotReadyOutputs) {
 		t.Fatalf("snapshots failing, outputs fine: ready %v, reasons %q", m.Ready(), reasons)
@@ -123,7 +124,7 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	// a publish that made it ready would show.
 	for i := range 100 {
 		m.log.Append(0, msgs[i])
-		waitFor(t, "the outputs of one more message", func() bool { return m.Published()[key] == int64(len(msgs)+i+1) })
+		wait.For(t, time.Minute, 5*time.Millisecond, "the outputs of one more message", func() bool { return m.Published()[key] == int64(len(msgs)+i+1) })
 		if m.Ready() {
 			t.Fatalf("ready after %d more messages published while every snapshot fails", i+1)
 		}
@@ -135,15 +136,15 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	// Now the outputs fail as well: both are named.
 	m.sink.Fail(errors.New("broker down"))
 	m.log.Append(0, msgs...)
-	waitFor(t, "both reasons", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "both reasons", func() bool {
 		r := m.NotReady()
 		return hasReason(r, consumer.NotReadyOutputs) && hasReason(r, consumer.NotReadySnapshots)
 	})
 	m.sink.Fail(nil)
 	snaps.setFail(nil)
 	total := 2*len(msgs) + 100
-	waitFor(t, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
-	waitFor(t, "ready after the outage", m.Ready)
+	wait.For(t, time.Minute, 5*time.Millisecond, "outputs of every message after the outage", func() bool { return m.Published()[key] == int64(total) })
+	wait.For(t, time.Minute, 5*time.Millisecond, "ready after the outage", m.Ready)
 	if n := len(m.sink.Outputs("pred")) + len(m.sink.Outputs("dead")); n != total {
 		t.Fatalf("%d outputs for %d messages", n, total)
 	}
@@ -158,7 +159,7 @@ func TestNotReadyBeforeAndAfterRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	waitFor(t, "ready while running", w.Ready)
+	wait.For(t, time.Minute, 5*time.Millisecond, "ready while running", w.Ready)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func testShutdownIsBoundedDuringAnOutputOutage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	// Consuming has stopped on back-pressure: the queue is full.
-	waitFor(t, "back-pressure", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "back-pressure", func() bool {
 		return sink.Attempts() >= 3 && hasReason(w.NotReady(), consumer.NotReadyOutputs)
 	})
 	signalled := time.Now()

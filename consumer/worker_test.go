@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -96,13 +98,9 @@ func runWorker(t *testing.T, b *broker, cfg consumer.WorkerConfig, model *learne
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for w.Published()["jetstream:IN"] < int64(n) {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker reached %v of %d messages", w.Published(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 2*time.Minute, 20*time.Millisecond, fmt.Sprintf("the outputs of %d messages published", n), func() bool {
+		return w.Published()["jetstream:IN"] >= int64(n)
+	})
 	if !w.Ready() {
 		t.Error("a running worker with working outputs is not ready")
 	}

@@ -20,6 +20,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
@@ -171,20 +172,18 @@ func contractReference(t *testing.T, srv s3test.Server, topo contractTopology) [
 		t.Fatal(err)
 	}
 	want := m.Metrics()
-	var body string
-	ok := false
-	for deadline := time.Now().Add(contractWait); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var body, seen string
+	wait.For(t, contractWait, 50*time.Millisecond, fmt.Sprintf("the gauges of generation %d: hyperplane_model_version %d, hyperplane_rolling_accuracy %v",
+		gen.Generation, want.Updates, want.RollingAccuracy), func() bool {
 		body = metricsBody(p)
 		v, vok := sample(body, "hyperplane_model_version")
 		a, aok := sample(body, "hyperplane_rolling_accuracy")
-		ok = vok && aok && v == float64(want.Updates) && a == want.RollingAccuracy
-	}
-	if !ok {
-		v, _ := sample(body, "hyperplane_model_version")
-		a, _ := sample(body, "hyperplane_rolling_accuracy")
-		t.Errorf("gauges: hyperplane_model_version %v, hyperplane_rolling_accuracy %v; the newest generation %d has updates %d, rolling accuracy %v",
-			v, a, gen.Generation, want.Updates, want.RollingAccuracy)
-	}
+		if now := fmt.Sprintf("hyperplane_model_version %v, hyperplane_rolling_accuracy %v", v, a); now != seen {
+			t.Logf("gauges: %s", now)
+			seen = now
+		}
+		return vok && aok && v == float64(want.Updates) && a == want.RollingAccuracy
+	})
 	for _, shard := range topo.shards {
 		name := `hyperplane_shard_model_version{shard="` + shard + `"}`
 		v, found := sample(body, name)
@@ -300,7 +299,7 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 	if topo.rebalance {
 		second := start(t, "run", "--config", cfg, "--snapshot.writer", "out-2")
 		workers = append(workers, second)
-		eventually(t, contractWait, "the second worker to join the group, during the outage", func() bool {
+		wait.For(t, contractWait, 50*time.Millisecond, "the second worker to join the group, during the outage", func() bool {
 			assertRunning(t, workers)
 			_, first := groupMember(t, workers[0])
 			_, holds := groupMember(t, second)
@@ -311,7 +310,7 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 		}
 	}
 	fs.heal()
-	eventually(t, contractWait, "every worker to be ready again once the store is back", func() bool {
+	wait.For(t, contractWait, 50*time.Millisecond, "every worker to be ready again once the store is back", func() bool {
 		assertRunning(t, workers)
 		for _, p := range workers {
 			if !p.ready() {
@@ -332,7 +331,7 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 	gen := waitComplete(t, workers, s, n, nil)
 	// Retention follows the generation's write (snapshot.keep 1): a
 	// worker stopped in between leaves the one before it.
-	eventually(t, contractWait, "retention to leave one generation (snapshot.keep 1)", func() bool {
+	wait.For(t, contractWait, 50*time.Millisecond, "retention to leave one generation (snapshot.keep 1)", func() bool {
 		assertRunning(t, workers)
 		gens, err := s.Generations(ctx, "e2e")
 		if err != nil {
@@ -394,7 +393,7 @@ func contractOutage(t *testing.T, srv s3test.Server, topo contractTopology, ref 
 func waitOutage(t *testing.T, fs *faultyStore, workers []*proc, s *snapshot.Store, n int) {
 	t.Helper()
 	var body string
-	eventually(t, contractWait, "an outage that the worker reports and retries", func() bool {
+	wait.For(t, contractWait, 50*time.Millisecond, "an outage that the worker reports and retries", func() bool {
 		assertRunning(t, workers)
 		refusing, _, refused := fs.outage()
 		if !refusing || refused < 6 {
@@ -427,7 +426,7 @@ func waitComplete(t *testing.T, workers []*proc, s *snapshot.Store, n int, tick 
 	ctx := testContext(t)
 	var seen string
 	var latest *snapshot.Snapshot
-	eventually(t, contractWait, fmt.Sprintf("a generation of all %d examples", n), func() bool {
+	wait.For(t, contractWait, 50*time.Millisecond, fmt.Sprintf("a generation of all %d examples", n), func() bool {
 		assertRunning(t, workers)
 		if tick != nil {
 			tick()
@@ -536,7 +535,7 @@ func contractKafka(t *testing.T, partitions int) contractTopology {
 		topo.readAll = func(t *testing.T, r *topicReader, run string) []*kgo.Record {
 			t.Helper()
 			end := endOffset(t, testContext(t), c, "predictions-"+run)
-			eventually(t, contractWait, "every prediction of run "+run, func() bool { return int64(r.count()) >= end })
+			wait.For(t, contractWait, 50*time.Millisecond, "every prediction of run "+run, func() bool { return int64(r.count()) >= end })
 			return r.records()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -96,7 +97,7 @@ func learnPartitioned(t *testing.T, cfg, url string, owned ...string) [32]byte {
 	}
 	defer store.Close()
 	var newest *snapshot.Snapshot
-	eventually(t, time.Minute, fmt.Sprintf("a generation of all %d examples in %s", partitionedExamples, url), func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of all %d examples in %s", partitionedExamples, url), func() bool {
 		assertRunning(t, workers)
 		newest, err = store.Latest(ctx, "e2e", nil)
 		return err == nil && newest.State.Examples == partitionedExamples

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // natsServer is a NATS server with JetStream for one test: in-process, or
@@ -28,12 +30,12 @@ func startNATS(t testing.TB) *natsServer {
 	return &natsServer{NATSServer: s, t: t, url: s.URL()}
 }
 
-// restart stops the in-process server for a while and starts it again on
-// the same port with the same store.
-func (n *natsServer) restart(down time.Duration) {
+// restart stops the in-process server until down holds and starts it
+// again on the same port with the same store.
+func (n *natsServer) restart(what string, down func() bool) {
 	n.t.Helper()
 	n.Shutdown()
-	time.Sleep(down)
+	wait.For(n.t, time.Minute, 50*time.Millisecond, what, down)
 	n.Start()
 }
 
@@ -117,7 +119,7 @@ func TestJetStream(t *testing.T) {
 
 	p := start(t, "run", "--config", writeConfig(t, jetStreamConfig(ns.url, prefix)))
 	ref := in.reference(t, testLearner())
-	eventually(t, time.Minute, "every prediction and dead letter", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction and dead letter", func() bool {
 		return count(t, ctx, js, prefix+"_PRED") == in.valid() && count(t, ctx, js, prefix+"_DEAD") == len(in.garbage) &&
 			count(t, ctx, js, prefix+"_MIS") == int(ref.Metrics().Mistakes)
 	})
@@ -181,11 +183,15 @@ func TestJetStreamBrokerOutage(t *testing.T) {
 	publishAll(t, ctx, js, prefix+".IN", in.messages[:2000])
 
 	p := start(t, "run", "--config", writeConfig(t, jetStreamConfig(ns.url, prefix)))
-	eventually(t, time.Minute, "the first predictions", func() bool { return count(t, ctx, js, prefix+"_PRED") > 0 })
-	ns.restart(2 * time.Second)
-	eventually(t, time.Minute, "readiness after the restart", p.ready)
+	wait.For(t, time.Minute, 50*time.Millisecond, "the first predictions", func() bool { return count(t, ctx, js, prefix+"_PRED") > 0 })
+	// Down until the worker has seen its connection drop.
+	disconnects := strings.Count(p.log(), `"msg":"nats disconnected"`)
+	ns.restart("the worker to see the server go", func() bool {
+		return strings.Count(p.log(), `"msg":"nats disconnected"`) > disconnects
+	})
+	wait.For(t, time.Minute, 50*time.Millisecond, "readiness after the restart", p.ready)
 	publishAll(t, ctx, js, prefix+".IN", in.messages[2000:])
-	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
 	p.stop()
 
 	seen := map[int64]int{}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 const partitions = 3
@@ -110,11 +111,11 @@ func TestKafka(t *testing.T) {
 	preds, mis, dead := readTopic(t, c, "predictions"), readTopic(t, c, "misclassifications"), readTopic(t, c, "dead")
 
 	p := start(t, "run", "--config", writeConfig(t, kafkaConfig(c)))
-	eventually(t, time.Minute, "every prediction and dead letter", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction and dead letter", func() bool {
 		return preds.count() == in.valid() && dead.count() == len(in.garbage)
 	})
 	var mistakes float64
-	eventually(t, time.Minute, "a misclassification per mistake", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "a misclassification per mistake", func() bool {
 		mistakes = p.metric(`hyperplane_examples_total{result="mistake"}`)
 		return mistakes > 0 && float64(mis.count()) == mistakes
 	})
@@ -167,14 +168,18 @@ func TestKafkaOutputOutage(t *testing.T) {
 
 	down.Store(true)
 	p := start(t, "run", "--config", writeConfig(t, kafkaConfig(c)))
-	eventually(t, time.Minute, "failed publishes", func() bool { return p.metric("hyperplane_publish_errors_total") > 0 })
+	wait.For(t, time.Minute, 50*time.Millisecond, "failed publishes", func() bool { return p.metric("hyperplane_publish_errors_total") > 0 })
 	if p.ready() || preds.count() != 0 {
 		t.Fatalf("ready %v with %d predictions while every produce request fails", p.ready(), preds.count())
 	}
-	time.Sleep(time.Second)
+	// The outage lasts until the worker has retried and failed again.
+	failed := p.metric("hyperplane_publish_errors_total")
+	wait.For(t, time.Minute, 50*time.Millisecond, "a retried publish to fail", func() bool {
+		return p.metric("hyperplane_publish_errors_total") > failed
+	})
 	down.Store(false)
-	eventually(t, time.Minute, "ready again", p.ready)
-	eventually(t, time.Minute, "every prediction", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "ready again", p.ready)
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction", func() bool {
 		seen := map[string]bool{}
 		for _, r := range preds.records() {
 			seen[string(r.Key)] = true

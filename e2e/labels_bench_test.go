@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -161,7 +162,7 @@ outputs:
 	}
 	rss := func(b *testing.B, cfg string, done func(*proc) bool) (rss, heap float64) {
 		p := start(b, "run", "--config", writeConfig(b, cfg))
-		eventually(b, 10*time.Minute, "the worker through the examples", func() bool { return done(p) })
+		wait.For(b, 10*time.Minute, 50*time.Millisecond, "the worker through the examples", func() bool { return done(p) })
 		rss, heap = p.metric("process_resident_memory_bytes"), p.metric("go_memstats_heap_inuse_bytes")
 		p.cmd.Process.Kill() //nolint:errcheck // measured
 		<-p.done

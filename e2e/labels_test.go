@@ -18,6 +18,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -178,7 +179,7 @@ func TestLabelsKafka(t *testing.T) {
 	}
 	whole := fileStore(t)
 	p := start(t, "run", "--config", writeConfig(t, labelsKafkaConfig(c, whole)))
-	eventually(t, 2*time.Minute, "every example learned", func() bool { return learned(p) })
+	wait.For(t, 2*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(p) })
 	p.stop()
 	ref, st := joinedSnapshot(t, whole)
 	sha := ref.State.StateSHA256()
@@ -200,7 +201,7 @@ func assertJoinRuns(t *testing.T, ctx context.Context, sha string, want consumer
 	cfg := config(killed)
 	snaps := killAt(t, cfg, killed, source, n/5, n/2, 4*n/5)
 	p := start(t, "run", "--config", cfg)
-	eventually(t, 2*time.Minute, "every example learned after the kills", func() bool { return learned(p) })
+	wait.For(t, 2*time.Minute, 50*time.Millisecond, "every example learned after the kills", func() bool { return learned(p) })
 	p.stop()
 	got, st := joinedSnapshot(t, killed)
 	if got.State.StateSHA256() != sha {
@@ -233,7 +234,7 @@ func killAt(t *testing.T, cfg, store, source string, at ...int) []int64 {
 	for _, n := range at {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
 		var pos int64
-		eventually(t, 2*time.Minute, fmt.Sprintf("a generation with %d examples learned", n), func() bool {
+		wait.For(t, 2*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation with %d examples learned", n), func() bool {
 			if s, err := snapshot.LoadURL(testContext(t), store+"/e2e", nil); err == nil {
 				pos = s.Positions[source]
 			}
@@ -341,7 +342,7 @@ func TestLabelsJetStream(t *testing.T) {
 	// window however slow the machine (late), the rest after it (unknown).
 	examplesStored := storedRecords(t, js, prefix+"_IN")
 	lateFrom := examplesStored[len(examplesStored)-1].t.Add(labelWindow + 100*time.Millisecond)
-	eventually(t, time.Minute, "a window past the last example's time", func() bool { return time.Now().After(lateFrom) })
+	wait.For(t, time.Minute, 50*time.Millisecond, "a window past the last example's time", func() bool { return time.Now().After(lateFrom) })
 	slices.Reverse(lateMsgs)
 	if err := publishWindowed(ctx, js, prefix+".LB", lateMsgs); err != nil {
 		t.Fatal(err)
@@ -376,7 +377,7 @@ snapshot:
 	}
 	whole := fileStore(t)
 	p := start(t, "run", "--config", config(whole))
-	eventually(t, 2*time.Minute, "every example learned", func() bool { return learned(p) })
+	wait.For(t, 2*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(p) })
 	p.stop()
 	ref, st := joinedSnapshot(t, whole)
 	sha := ref.State.StateSHA256()

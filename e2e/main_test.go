@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // binary is the hyperplane binary TestMain builds.
@@ -121,7 +123,7 @@ func (p *proc) log() string {
 // handler is in place), and requires a clean exit.
 func (p *proc) stop() {
 	p.t.Helper()
-	eventually(p.t, 30*time.Second, "the process to serve /healthz", func() bool {
+	wait.For(p.t, 30*time.Second, 50*time.Millisecond, "the process to serve /healthz", func() bool {
 		resp, err := http.Get("http://" + p.httpAddr() + "/healthz")
 		if err != nil {
 			return false
@@ -173,18 +175,6 @@ func (p *proc) ready() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// eventually polls cond until it holds or the time is up.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // freeAddr is a loopback address no one listens on now.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -152,7 +153,7 @@ func TestPythonExample(t *testing.T) {
 
 	publishAll(t, ctx, js, prefix+".IN", in.messages)
 	p := start(t, flags...)
-	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
 	p.stop()
 
 	latest := latestSnapshot(t, "file://"+dir)
@@ -180,7 +181,7 @@ func TestPythonExample(t *testing.T) {
 	publishAll(t, ctx, js, prefix+".IN", unlabeled)
 	p = start(t, flags...)
 	want := in.valid() + len(unlabeled)
-	eventually(t, time.Minute, "the predictions of the unlabeled examples", func() bool { return count(t, ctx, js, prefix+"_PRED") >= want })
+	wait.For(t, time.Minute, 50*time.Millisecond, "the predictions of the unlabeled examples", func() bool { return count(t, ctx, js, prefix+"_PRED") >= want })
 	p.stop()
 	events := readAll(t, ctx, js, prefix+"_PRED")
 	compared := 0

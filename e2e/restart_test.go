@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // TestRestartRestoresGauges: a worker without snapshot.url says at start
@@ -20,7 +22,7 @@ func TestRestartRestoresGauges(t *testing.T) {
 	publishAll(t, ctx, js, prefix+".IN", in.messages)
 
 	unsaved := start(t, "run", "--config", writeConfig(t, jetStreamConfig(ns.url, prefix)))
-	eventually(t, time.Minute, "the warning about the missing snapshot.url", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "the warning about the missing snapshot.url", func() bool {
 		return strings.Contains(unsaved.log(), "no snapshot.url: the model is not saved")
 	})
 	unsaved.stop()
@@ -31,7 +33,7 @@ snapshot:
   every: 500
 `)
 	first := start(t, "run", "--config", cfg)
-	eventually(t, time.Minute, "every example", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "every example", func() bool {
 		return first.metric(`hyperplane_examples_total{result="correct"}`)+first.metric(`hyperplane_examples_total{result="mistake"}`)+first.metric(`hyperplane_examples_total{result="unlabeled"}`) >= float64(len(in.messages))
 	})
 	version := first.metric("hyperplane_model_version")
@@ -45,7 +47,7 @@ snapshot:
 	}
 
 	second := start(t, "run", "--config", cfg)
-	eventually(t, time.Minute, "/metrics", func() bool { return !math.IsNaN(second.metric("hyperplane_model_version")) })
+	wait.For(t, time.Minute, 50*time.Millisecond, "/metrics", func() bool { return !math.IsNaN(second.metric("hyperplane_model_version")) })
 	if got := second.metric("hyperplane_model_version"); got != version {
 		t.Errorf("after the restart hyperplane_model_version is %v, the restored model's %v", got, version)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,7 +67,7 @@ func TestKillAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, "run", "--config", cfg, "--source.batch", "64")
-	eventually(t, time.Minute, "the whole stream", func() bool { return through(p) })
+	wait.For(t, time.Minute, 50*time.Millisecond, "the whole stream", func() bool { return through(p) })
 	p.stop()
 	if len(snaps) == 0 {
 		t.Fatal("the worker was never killed: the test proves nothing")
@@ -115,6 +116,7 @@ func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDe
 	var snaps []int64
 	for len(snaps) < 3 {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
+		// A kill at a random moment, not a wait.
 		time.Sleep(time.Duration(minDelay+r.IntN(400)) * time.Millisecond)
 		if done(p) {
 			t.Logf("the stream was done before kill %d", len(snaps)+1)
@@ -220,7 +222,7 @@ func TestCorruptSnapshot(t *testing.T) {
 
 	publishAll(t, ctx, js, prefix+".IN", in.messages[:2000])
 	p := start(t, "run", "--config", cfg, "--source.batch", "100")
-	eventually(t, time.Minute, "the first half", func() bool { return count(t, ctx, js, prefix+"_PRED") >= 2000 })
+	wait.For(t, time.Minute, 50*time.Millisecond, "the first half", func() bool { return count(t, ctx, js, prefix+"_PRED") >= 2000 })
 	p.stop()
 
 	s, err := snapshot.OpenStore(ctx, store)
@@ -249,7 +251,7 @@ func TestCorruptSnapshot(t *testing.T) {
 
 	publishAll(t, ctx, js, prefix+".IN", in.messages[2000:])
 	p = start(t, "run", "--config", cfg, "--source.batch", "100")
-	eventually(t, time.Minute, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction", func() bool { return count(t, ctx, js, prefix+"_PRED") >= in.valid() })
 	p.stop()
 	if !strings.Contains(p.log(), "skipping unreadable snapshot") {
 		t.Errorf("the worker did not say it skipped the corrupt snapshot:\n%s", p.log())
@@ -276,7 +278,7 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 	cfg := snapshotConfig(t, ns, prefix, s3test.Start(t).URL(t))
 	publishAll(t, ctx, js, prefix+".IN", in.messages[:1000])
 	first := start(t, "run", "--config", cfg, "--source.batch", "50")
-	eventually(t, time.Minute, "a first snapshot", func() bool { return first.metric("hyperplane_snapshots_total") >= 1 })
+	wait.For(t, time.Minute, 50*time.Millisecond, "a first snapshot", func() bool { return first.metric("hyperplane_snapshots_total") >= 1 })
 	second := start(t, "run", "--config", cfg, "--source.batch", "50")
 	go func() {
 		for _, m := range in.messages[1000:] {
@@ -304,7 +306,7 @@ func TestSecondWorkerIsFenced(t *testing.T) {
 	if !strings.Contains(fenced.log(), "a second worker is writing this model") || !strings.Contains(fenced.log(), "stop the other one, or give this one its own model.name") {
 		t.Fatalf("the fenced worker did not say why:\n%s", fenced.log())
 	}
-	eventually(t, time.Minute, "the survivor to finish the stream", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "the survivor to finish the stream", func() bool {
 		return survivor.metric("hyperplane_position{source=\"jetstream:"+prefix+"_IN\"}") >= float64(len(in.messages))
 	})
 	survivor.stop()
@@ -318,6 +320,7 @@ func TestKillAndResumeKafka(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples", "predictions", "misclassifications", "dead"))
 	in := makeInput(30000, 14, 0)
 	cl := c.Client(t)
+	// The stream arrives over a few seconds, so that the kills land in it.
 	fed := make(chan error, 1)
 	go func() {
 		for i := 0; i < len(in.messages); i += 1000 {
@@ -342,13 +345,13 @@ func TestKillAndResumeKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, "run", "--config", cfg, "--source.batch", "64")
-	eventually(t, time.Minute, "the whole topic", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "the whole topic", func() bool {
 		return p.metric(`hyperplane_position{source="kafka:examples/0"}`) >= float64(len(in.messages))
 	})
 	p.stop()
 
 	gen := assertExactModel(t, store, source, in, len(snaps))
-	eventually(t, time.Minute, "every prediction read back", func() bool { return preds.count() >= len(in.messages) })
+	wait.For(t, time.Minute, 50*time.Millisecond, "every prediction read back", func() bool { return preds.count() >= len(in.messages) })
 	var values [][]byte
 	for _, rec := range preds.records() {
 		values = append(values, rec.Value)

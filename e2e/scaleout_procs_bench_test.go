@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -228,7 +230,7 @@ snapshot:
 		}
 		return true
 	})
-	time.Sleep(300 * time.Millisecond) // every member has begun its generation
+	waitBench(b, ws, 2*time.Minute, "every worker to begin the group's generation", func() bool { return begun(ws) })
 	before := make([]map[string]float64, len(ws))
 	for i, w := range ws {
 		if before[i], err = w.metrics(); err != nil {
@@ -271,6 +273,39 @@ snapshot:
 	}
 	st.epochs += float64(last.Epoch - first.Epoch)
 	st.ops++
+}
+
+// begun reports whether every worker has begun the same generation of
+// the consumer group, owning some partitions, and not ended it, as the
+// workers' logs say.
+func begun(ws []*benchProc) bool {
+	type line struct {
+		Msg        string   `json:"msg"`
+		Generation int      `json:"generation"`
+		Owned      []string `json:"owned"`
+	}
+	gen := -1
+	for _, w := range ws {
+		var cur line
+		active := false
+		for _, text := range strings.Split(w.log(), "\n") {
+			var l line
+			if json.Unmarshal([]byte(text), &l) != nil {
+				continue
+			}
+			switch l.Msg {
+			case "kafka consumer group generation":
+				cur, active = l, true
+			case "kafka consumer group generation ended":
+				active = false
+			}
+		}
+		if !active || len(cur.Owned) == 0 || (gen >= 0 && cur.Generation != gen) {
+			return false
+		}
+		gen = cur.Generation
+	}
+	return true
 }
 
 // groupStable reports whether the consumer group is stable with members
@@ -384,13 +419,7 @@ func (p *benchProc) signal(b *testing.B, sig syscall.Signal) {
 	if sig == syscall.SIGSTOP {
 		// It takes effect asynchronously: wait until the process is
 		// stopped, so that nothing it asked before sees the examples.
-		deadline := time.Now().Add(10 * time.Second)
-		for p.state(b) != 'T' {
-			if time.Now().After(deadline) {
-				b.Fatalf("%s did not stop", p.cmd.Path)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		wait.For(b, 10*time.Second, time.Millisecond, p.cmd.Path+" to stop", func() bool { return p.state(b) == 'T' })
 	}
 }
 
@@ -477,8 +506,16 @@ func (p *benchProc) stop(b *testing.B) {
 // worker exits.
 func waitBench(b *testing.B, workers []*benchProc, d time.Duration, what string, cond func() bool) {
 	b.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
+	waited := false
+	defer func() {
+		if !waited {
+			b.Logf("the first worker's log:\n%s", workers[0].log())
+		}
+	}()
+	wait.For(b, d, 10*time.Millisecond, what, func() bool {
+		if cond() {
+			return true
+		}
 		for _, w := range workers {
 			select {
 			case <-w.done:
@@ -486,11 +523,9 @@ func waitBench(b *testing.B, workers []*benchProc, d time.Duration, what string,
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %v waiting for %s:\n%s", d, what, workers[0].log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
+	waited = true
 }
 
 // lockedWriter writes to w under mu.

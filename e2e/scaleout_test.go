@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
@@ -128,11 +129,12 @@ func TestScaleOutKafka(t *testing.T) {
 	kills := 0
 	dead := &graveyard{c: c, group: "scaleout", dead: map[string]time.Time{}}
 	for i, ev := range events {
-		eventually(t, 2*time.Minute, fmt.Sprintf("generation %d", moments[i]), func() bool {
+		wait.For(t, 2*time.Minute, 50*time.Millisecond, fmt.Sprintf("generation %d", moments[i]), func() bool {
 			assertRunning(t, workers)
 			dead.sweep(t, ctx)
 			return newest() >= moments[i]
 		})
+		// A random moment past the generation, not a wait.
 		time.Sleep(time.Duration(r.IntN(500)) * time.Millisecond)
 		switch ev {
 		case "kill":
@@ -140,7 +142,7 @@ func TestScaleOutKafka(t *testing.T) {
 			j := r.IntN(len(workers))
 			victim := workers[j]
 			var member string
-			eventually(t, time.Minute, victim.name()+" to hold a generation of the group (kfake, see graveyard)", func() bool {
+			wait.For(t, time.Minute, 50*time.Millisecond, victim.name()+" to hold a generation of the group (kfake, see graveyard)", func() bool {
 				assertRunning(t, workers)
 				var holds bool
 				member, holds = groupMember(t, victim)
@@ -293,7 +295,7 @@ func waitScaleOutComplete(t *testing.T, workers []*proc, store string, d time.Du
 	}
 	defer s.Close()
 	var seen uint64
-	eventually(t, d, "a generation that includes the whole topic", func() bool {
+	wait.For(t, d, 50*time.Millisecond, "a generation that includes the whole topic", func() bool {
 		assertRunning(t, workers)
 		if tick != nil {
 			tick()
@@ -396,7 +398,7 @@ func (o scaleOutTopics) all() []scaleOutTopic {
 func (o scaleOutTopic) read(t *testing.T, ctx context.Context, c *testbroker.KafkaCluster) []*kgo.Record {
 	t.Helper()
 	end := endOffset(t, ctx, c, o.topic)
-	eventually(t, time.Minute, "every record of "+o.topic, func() bool { return int64(o.r.count()) >= end })
+	wait.For(t, time.Minute, 50*time.Millisecond, "every record of "+o.topic, func() bool { return int64(o.r.count()) >= end })
 	return o.r.records()
 }
 

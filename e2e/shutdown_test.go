@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // readyz returns /readyz's status and body.
@@ -42,7 +44,7 @@ snapshot:
 `
 	cfg = strings.Replace(cfg, "predictions: jetstream:"+prefix+".PRED", "predictions: jetstream:"+prefix+".NOWHERE", 1)
 	p := start(t, "run", "--config", writeConfig(t, cfg))
-	eventually(t, time.Minute, "/readyz naming the outputs", func() bool {
+	wait.For(t, time.Minute, 50*time.Millisecond, "/readyz naming the outputs", func() bool {
 		code, body := p.readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "outputs: ")
 	})

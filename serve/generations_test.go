@@ -118,6 +118,7 @@ func TestGenerationsBounded(t *testing.T) {
 					r := serveDirect(ctx, srv, strconv.Itoa(gen), raws[0])
 					cancel()
 					results[c] = append(results[c], result{gen, r})
+					// Jitter, so that the clients' requests interleave.
 					time.Sleep(time.Duration((c*7+i)%4) * time.Millisecond)
 				}
 			})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,9 +60,9 @@ func TestMetrics(t *testing.T) {
 		{"nats", "bad_request"}: 1,
 	}
 	// A NATS request is counted just after its reply is sent.
-	for testutil.ToFloat64(met.Requests.WithLabelValues("nats", "bad_request")) != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, time.Minute, time.Millisecond, "the NATS bad request counted", func() bool {
+		return testutil.ToFloat64(met.Requests.WithLabelValues("nats", "bad_request")) == 1
+	})
 	for k, n := range want {
 		if got := testutil.ToFloat64(met.Requests.WithLabelValues(k[0], k[1])); got != n {
 			t.Errorf("requests{interface=%q,outcome=%q} = %v, want %v", k[0], k[1], got, n)

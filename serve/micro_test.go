@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/nats-io/nats.go"
@@ -288,16 +289,13 @@ func TestNATSServiceDiscovery(t *testing.T) {
 	// A request is counted once its handler has returned, which may be
 	// just after its reply arrived.
 	var stats micro.Stats
-	for {
+	wait.For(t, time.Minute, time.Millisecond, "every request counted", func() bool {
 		control(t, nc, micro.StatsVerb, &stats)
 		if len(stats.Endpoints) != 1 {
 			t.Fatalf("STATS lists endpoints %+v, want one", stats.Endpoints)
 		}
-		if stats.Endpoints[0].NumRequests >= good+bad {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return stats.Endpoints[0].NumRequests >= good+bad
+	})
 	ep := stats.Endpoints[0]
 	if ep.Name != serve.EndpointName || ep.Subject != subject || ep.QueueGroup != queueGroup {
 		t.Errorf("STATS endpoint %s on %s in %s", ep.Name, ep.Subject, ep.QueueGroup)
@@ -362,9 +360,7 @@ func TestNATSQueueGroup(t *testing.T) {
 		}
 		return sum
 	}
-	for handled() < n {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, time.Minute, time.Millisecond, "every request counted", func() bool { return handled() >= n })
 	if got := handled(); got != n {
 		t.Errorf("the services handled %d requests, want %d", got, n)
 	}
@@ -421,6 +417,7 @@ func TestNATSConcurrentRequests(t *testing.T) {
 		defer close(done)
 		for _, v := range views {
 			live.view.Store(v)
+			// Spread over the requests, not a wait: they see views change.
 			time.Sleep(time.Millisecond)
 		}
 	}()

@@ -57,21 +57,11 @@ func TestPartitionedJetStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		deadline := time.Now().Add(3 * time.Minute)
 		var newest *snapshot.Snapshot
-		for {
-			if newest, err = store.Latest(context.Background(), "parts", nil); err == nil && newest.State.Examples == 4000 {
-				break
-			}
-			select {
-			case err := <-stopped:
-				t.Fatalf("%s: a worker stopped: %v\n%s", name, err, logs[0])
-			case <-time.After(50 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the stream is not learned after 3 minutes:\n%s", name, logs[0])
-			}
-		}
+		waitRunning(t, 3*time.Minute, name+": the stream learned", stopped, logs[0], func() bool {
+			newest, err = store.Latest(context.Background(), "parts", nil)
+			return err == nil && newest.State.Examples == 4000
+		})
 		cancel()
 		for range owned {
 			if err := <-stopped; err != nil {
@@ -125,21 +115,11 @@ func TestPartitionedJetStreamOfOnePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	deadline := time.Now().Add(2 * time.Minute)
 	var newest *snapshot.Snapshot
-	for {
-		if newest, err = store.Latest(context.Background(), "one", nil); err == nil && newest.State.Examples == 500 {
-			break
-		}
-		select {
-		case err := <-stopped:
-			t.Fatalf("the worker stopped: %v\n%s", err, &stderr)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream is not learned after 2 minutes:\n%s", &stderr)
-		}
-	}
+	waitRunning(t, 2*time.Minute, "the stream learned", stopped, &stderr, func() bool {
+		newest, err = store.Latest(context.Background(), "one", nil)
+		return err == nil && newest.State.Examples == 500
+	})
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -31,6 +34,31 @@ func mustRun(t *testing.T, stdin string, args ...string) string {
 		t.Fatalf("hyperplane %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
 	return out
+}
+
+// waitRunning waits for cond as wait.For does while a run goes on: it
+// fails the test if the run stops first (stopped yields its error), and
+// shows the run's log if the wait fails.
+func waitRunning(t *testing.T, timeout time.Duration, what string, stopped <-chan error, log fmt.Stringer, cond func() bool) {
+	t.Helper()
+	waited := false
+	defer func() {
+		if !waited {
+			t.Logf("the run's log:\n%s", log)
+		}
+	}()
+	wait.For(t, timeout, 50*time.Millisecond, what, func() bool {
+		if cond() {
+			return true
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("run stopped: %v", err)
+		default:
+		}
+		return false
+	})
+	waited = true
 }
 
 func genFile(t *testing.T, dir, name string, args ...string) string {

@@ -58,22 +58,11 @@ func TestPartitionScope(t *testing.T) {
 	}()
 	store := openStore(t, storeDir)
 	chain := func(p int) *snapshot.Store { return store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)) }
-	deadline := time.Now().Add(time.Minute)
 	for p := range 3 {
-		for {
+		waitRunning(t, time.Minute, fmt.Sprintf("partition %d learned", p), stopped, &stderr, func() bool {
 			newest, err := chain(p).Latest(context.Background(), "per", nil)
-			if err == nil && newest.Positions[fmt.Sprintf("kafka:keyed/%d", p)] == int64(len(parts[p])) {
-				break
-			}
-			select {
-			case err := <-stopped:
-				t.Fatalf("run stopped: %v\n%s", err, stderr.String())
-			case <-time.After(50 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("partition %d is not learned after a minute:\n%s", p, stderr.String())
-			}
-		}
+			return err == nil && newest.Positions[fmt.Sprintf("kafka:keyed/%d", p)] == int64(len(parts[p]))
+		})
 	}
 
 	// Each partition's model answers the requests that name it.

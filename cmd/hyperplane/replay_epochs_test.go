@@ -64,17 +64,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 		}
 		return total == int64(len(recs))
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !waitLearned() {
-		select {
-		case err := <-stopped:
-			t.Fatalf("run stopped: %v\n%s", err, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not learned after a minute:\n%s", stderr.String())
-		}
-	}
+	waitRunning(t, time.Minute, "every record learned", stopped, &stderr, waitLearned)
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -457,35 +458,38 @@ func (r *runner) stop(t *testing.T) {
 // want, and fails if a worker stops meanwhile.
 func waitCovered(t *testing.T, workers []*runner, store *snapshot.Store, model string, want map[string]int64, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
 	var have map[string]int64
-	for {
+	waited := false
+	defer func() {
+		if !waited {
+			var logs []string
+			for _, w := range workers {
+				logs = append(logs, w.log())
+			}
+			t.Logf("the newest generation is at %v; the runs' logs:\n%s", have, strings.Join(logs, "\n----\n"))
+		}
+	}()
+	wait.For(t, d, 50*time.Millisecond, fmt.Sprintf("a generation at %v", want), func() bool {
 		snap, err := store.Latest(context.Background(), model, nil)
 		if err != nil && !errors.Is(err, snapshot.ErrNotFound) {
 			t.Fatal(err)
 		}
 		if err == nil {
 			if maps.Equal(snap.Positions, want) {
-				return
+				return true
 			}
 			have = snap.Positions
 		}
 		for _, w := range workers {
 			select {
 			case <-w.done:
-				t.Fatalf("run stopped: %v\n%s", w.err, w.log())
+				t.Fatalf("run stopped: %v", w.err)
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			var logs []string
-			for _, w := range workers {
-				logs = append(logs, w.log())
-			}
-			t.Fatalf("no generation at %v after %v (the newest is at %v):\n%s", want, d, have, strings.Join(logs, "\n----\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	waited = true
 }
 
 // lockedBuffer is a bytes.Buffer that a worker's logger writes while the

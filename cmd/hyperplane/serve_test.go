@@ -76,18 +76,10 @@ func TestServeAnswersAsPredict(t *testing.T) {
 	defer store.Close()
 	// The model is idle once its newest snapshot covers the whole stream.
 	var newest *snapshot.Snapshot
-	deadline := time.Now().Add(60 * time.Second)
-	for newest == nil || newest.Positions["jetstream:EXAMPLES"] != int64(len(lines)) {
-		select {
-		case err := <-stopped:
-			t.Fatalf("run stopped: %v\n%s", err, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot of the whole stream after 60s:\n%s", stderr.String())
-		}
+	waitRunning(t, time.Minute, "a snapshot of the whole stream", stopped, &stderr, func() bool {
 		newest, _ = store.Latest(context.Background(), "served", nil)
-	}
+		return newest != nil && newest.Positions["jetstream:EXAMPLES"] == int64(len(lines))
+	})
 	if newest.Generation < 2 {
 		t.Fatalf("only %d generations: the pinned check needs an older one", newest.Generation)
 	}

@@ -342,26 +342,13 @@ func runUntil(t *testing.T, path string, done func() (bool, error), n int) {
 	go func() {
 		stopped <- run(ctx, []string{"run", "--config", path}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitRunning(t, time.Minute, fmt.Sprintf("%d predictions published", n), stopped, &stderr, func() bool {
 		ok, err := done()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		select {
-		case err := <-stopped:
-			t.Fatalf("run stopped: %v\n%s", err, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-stopped
-			t.Fatalf("run did not publish %d predictions in 30s:\n%s", n, stderr.String())
-		}
-	}
+		return ok
+	})
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())

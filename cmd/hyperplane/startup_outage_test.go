@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
@@ -34,18 +35,24 @@ func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 	}
 	waitProbe := func(w *runner) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying") {
+		waited := false
+		defer func() {
+			if !waited {
+				t.Logf("the run's log:\n%s", w.log())
+			}
+		}()
+		wait.For(t, time.Minute, 20*time.Millisecond, "a retried probe", func() bool {
+			if strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying") {
+				return true
+			}
 			select {
 			case <-w.done:
-				t.Fatalf("run stopped during the outage: %v\n%s", w.err, w.log())
+				t.Fatalf("run stopped during the outage: %v", w.err)
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no retried probe in a minute:\n%s", w.log())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false
+		})
+		waited = true
 	}
 	// A worker stopped while it waits stops cleanly.
 	quit := startRun(t, args("quit"))

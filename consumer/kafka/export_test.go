@@ -16,3 +16,12 @@ func BatchTimeout(s *Sink, topic string) time.Duration {
 	}
 	return 0
 }
+
+// FetchErrors is how many errors the reader of partition key returned to
+// s, 0 if s has no such partition.
+func FetchErrors(s *Source, key string) int64 {
+	if p := s.byKey[key]; p != nil {
+		return p.fetchErrs.Load()
+	}
+	return 0
+}

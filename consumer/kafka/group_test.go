@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // groupOptions are short timings, so that rebalances take a fraction of a
@@ -87,19 +90,19 @@ func settle(t *testing.T, members []*kafka.Group, ok func(owned [][]string) bool
 	t.Helper()
 	start := time.Now()
 	var owned [][]string
-	for {
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last assignments: %q", owned)
+		}
+	}()
+	wait.For(t, settleWithin, 10*time.Millisecond, "the assignments", func() bool {
 		owned = owned[:0]
 		for _, m := range members {
 			owned = append(owned, m.Owned())
 		}
-		if ok(owned) {
-			return owned, time.Since(start)
-		}
-		if time.Since(start) > settleWithin {
-			t.Fatalf("assignments after %v: %q", settleWithin, owned)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ok(owned)
+	})
+	return owned, time.Since(start)
 }
 
 // partitioned accepts assignments that give each member per shards, no
@@ -230,12 +233,45 @@ func TestGroupSplitsPartitions(t *testing.T) {
 	all := shardsOf("t", upTo(6)...)
 	owned, took := settle(t, members, partitioned(all, 2))
 	t.Logf("three members split six partitions after %v: %q", took, owned)
-	// The assignment is stable: no member rejoins while nothing changes.
+	// The assignment is stable: no member rejoins while nothing changes,
+	// over ten heartbeats of each.
 	changed := make([]<-chan struct{}, len(members))
 	for i, m := range members {
 		changed[i] = m.Changed()
 	}
-	time.Sleep(10 * groupOptions.HeartbeatInterval)
+	var mu sync.Mutex
+	heartbeats := map[string]int{}
+	joins := 0
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		heartbeats[req.(*kmsg.HeartbeatRequest).MemberID]++
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		joins++
+		return nil, nil, false
+	})
+	wait.For(t, settleWithin, 10*time.Millisecond, "ten heartbeats of each member", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, beats := range heartbeats {
+			if beats >= 10 {
+				n++
+			}
+		}
+		return n == len(members) || joins > 0
+	})
+	mu.Lock()
+	if joins > 0 {
+		t.Errorf("%d joins with no member joining or leaving", joins)
+	}
+	mu.Unlock()
 	for i, m := range members {
 		if closed(changed[i]) || !slices.Equal(m.Owned(), owned[i]) {
 			t.Fatalf("member %d's assignment changed from %q to %q with no member joining or leaving", i, owned[i], m.Owned())
@@ -370,7 +406,12 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	// waits for its session to time out before the next one: a short one.
 	opts := groupOptions
 	opts.SessionTimeout, opts.RebalanceTimeout = time.Second, 500*time.Millisecond
-	g := joinWith(t, c, opts, "g", "a", "t")
+	log, logs := observed(t, zapcore.DebugLevel)
+	g, err := kafka.NewGroupWith(config(c), "g", []string{"t"}, opts, log)
+	if err != nil {
+		t.Fatalf("NewGroupWith: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
 	all := shardsOf("t", upTo(6)...)
 	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
 	changed := g.Changed()
@@ -383,7 +424,10 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	if !closed(changed) {
 		t.Fatal("Changed not closed when the generation ended")
 	}
-	time.Sleep(3 * groupOptions.JoinGroupBackoff)
+	// Each failed join is one Next that returned an error.
+	failed := func() int { return logs.FilterMessage("kafka consumer group: no generation").Len() }
+	before := failed()
+	wait.For(t, settleWithin, 10*time.Millisecond, "three failed joins", func() bool { return failed() >= before+3 })
 	if got := g.Owned(); len(got) != 0 {
 		t.Fatalf("Owned while the broker is down = %q, want empty", got)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -353,10 +354,7 @@ func TestLag(t *testing.T) {
 	check(0)
 	produce(t, cl, "t", 0, values("m", 10, 15)...)
 	// The reader fetches them ahead of Fetch, learning the new watermark.
-	deadline := time.Now().Add(time.Minute)
-	for src.Lag()["kafka:t/0"] != 5 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "the lag of kafka:t/0 at 5", func() bool { return src.Lag()["kafka:t/0"] == 5 })
 	check(5)
 	consumertest.FetchN(t, src, 5)
 	check(0)
@@ -508,9 +506,10 @@ func TestSinkUnreachable(t *testing.T) {
 	}
 }
 
-// observed is a test logger that also records warnings.
-func observed(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zapcore.WarnLevel)
+// observed is a test logger that also records the lines at level and
+// above.
+func observed(t *testing.T, level zapcore.Level) (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(level)
 	return zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))), logs
 }
 
@@ -521,7 +520,7 @@ func TestSourceFetchOutage(t *testing.T) {
 	for p := range 2 {
 		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 0, 5)...)
 	}
-	log, logs := observed(t)
+	log, logs := observed(t, zapcore.WarnLevel)
 	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, log)
 	got := consumertest.FetchN(t, src, 10)
 
@@ -532,23 +531,14 @@ func TestSourceFetchOutage(t *testing.T) {
 		return nil, errors.New("injected fetch failure") // kfake drops the connection
 	})
 	// Let the readers' fetches in flight end and their retries fail.
-	deadline := time.Now().Add(time.Minute)
-	for failures.Load() < 6 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := failures.Load(); n < 6 {
-		t.Fatalf("only %d fetches failed", n)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "six failed fetches", func() bool { return failures.Load() >= 6 })
 	for p := range 2 {
 		produce(t, cl, "t", p, values(fmt.Sprintf("p%d-m", p), 5, 10)...)
 	}
 	// The fetches go on failing until the outage ends: the warning comes.
-	for logs.FilterMessage("kafka client error").Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no warning about the failing fetches")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "a warning about the failing fetches", func() bool {
+		return logs.FilterMessage("kafka client error").Len() > 0
+	})
 	failing.Store(false)
 	got = append(got, consumertest.FetchN(t, src, 10)...)
 	next := map[string]int{}
@@ -599,10 +589,7 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 		return nil, errors.New("injected fetch failure")
 	})
 	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
-	deadline := time.Now().Add(time.Minute)
-	for failures.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "two failed fetches", func() bool { return failures.Load() >= 2 })
 	deleteRecords(t, cl, "t", 0, 4)
 	failing.Store(false)
 
@@ -705,9 +692,11 @@ func TestSourceBrokerRestart(t *testing.T) {
 	cl.Close()
 	c.Shutdown()
 
-	// Down long enough for kafka-go to give up its first attempts and
-	// hand the error to the source, which must keep reading.
-	time.Sleep(2 * time.Second)
+	// Down until kafka-go has given up its first attempts and handed the
+	// error to the source, which must keep reading.
+	wait.For(t, time.Minute, 10*time.Millisecond, "an error handed to the source", func() bool {
+		return kafka.FetchErrors(src, "kafka:t/0") > 0
+	})
 	c.Start()
 	produce(t, c.Client(t), "t", 0, values("m", 5, 10)...)
 	got = append(got, consumertest.FetchN(t, src, 5)...)

@@ -11,10 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // overhead is what a topic's max.message.bytes must hold besides one
@@ -32,7 +34,7 @@ func TestSinkMaxOutputBytes(t *testing.T) {
 	c.CreateTopic(t, "big", 1, "max.message.bytes", strconv.Itoa(64<<20))
 	c.CreateTopic(t, "small", 1, "max.message.bytes", "20000")
 	c.CreateTopic(t, "plain", 1)
-	log, logs := observed(t)
+	log, logs := observed(t, zapcore.WarnLevel)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +126,7 @@ func TestSinkMaxOutputBytesFallback(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
 	c.CreateTopic(t, "out", 1)
 	denyDescribeConfigs(c)
-	log, logs := observed(t)
+	log, logs := observed(t, zapcore.WarnLevel)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +164,7 @@ func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(8 << 20)}))
 	c.CreateTopic(t, "out", 1)
 	allow := denyDescribeConfigs(c)
-	log, _ := observed(t)
+	log, _ := observed(t, zapcore.WarnLevel)
 	sink, err := kafka.NewSink(config(c), log)
 	if err != nil {
 		t.Fatal(err)
@@ -176,16 +178,14 @@ func TestSinkLooksUpAFailedLimitAgain(t *testing.T) {
 	// Each call after the retry delay looks the limit up again, within
 	// the lookup's timeout, which a busy machine may overrun: the limit
 	// must be learned soon, not at the first call.
-	deadline := time.Now().Add(time.Minute)
-	for want := 8<<20 - overhead; ; time.Sleep(10 * time.Millisecond) {
+	want := 8<<20 - overhead
+	wait.For(t, time.Minute, 10*time.Millisecond, "MaxOutputBytes at the broker's limit", func() bool {
 		got := sink.MaxOutputBytes("out")
-		if got == want {
-			break
-		}
-		if got != kafka.FallbackMaxMessageBytes-overhead || time.Now().After(deadline) {
+		if got != want && got != kafka.FallbackMaxMessageBytes-overhead {
 			t.Fatalf("once the lookup works: MaxOutputBytes = %d, want the broker's %d", got, want)
 		}
-	}
+		return got == want
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	big := consumer.Output{Topic: "out", Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 2<<20)}

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -304,10 +305,7 @@ func TestShardsRetentionOvertakes(t *testing.T) {
 	})
 	shards := newShards(t, c, "t")
 	src := openShard(t, shards, "kafka:t/2", 1)
-	deadline := time.Now().Add(time.Minute)
-	for failures.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "two failed fetches", func() bool { return failures.Load() >= 2 })
 	deleteRecords(t, cl, "t", 2, 6)
 	failing.Store(false)
 

@@ -96,6 +96,9 @@ type partition struct {
 	// next is the Resume of the last message Fetch returned (its start
 	// offset before the first).
 	next atomic.Int64
+	// fetchErrs counts the errors the reader returned, each after
+	// kafka-go gave up its own attempts; the log shows few of them.
+	fetchErrs atomic.Int64
 }
 
 // delivery is a message, or (err set) why its partition can go no further.
@@ -430,6 +433,7 @@ func (s *Source) read(p *partition, next int64) {
 			if s.ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return
 			}
+			p.fetchErrs.Add(1)
 			p.errs.Printf("fetch %s: %v", p.key, err)
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,6 +64,26 @@ func publish(t *testing.T, js jetstream.JetStream, subject string, values ...str
 			return
 		}
 	}
+}
+
+// cutAfter is a time after the stored time of stream's last message and
+// before that of any message published after it returns, which waits for
+// the clock to pass it.
+func cutAfter(t *testing.T, js jetstream.JetStream, stream string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := info.State.LastTime.Add(time.Nanosecond)
+	wait.For(t, time.Minute, time.Millisecond, "the clock to pass the last message's time", func() bool { return time.Now().After(cut) })
+	return cut
 }
 
 func expectNothing(t *testing.T, src consumer.Source) {
@@ -319,9 +340,7 @@ func TestJetStreamStart(t *testing.T) {
 	_, nc, js := startJetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "start", Subjects: []string{"start.in"}})
 	publish(t, js, "start.in", seqValues(0, 5)...) // sequences 1-5
-	time.Sleep(20 * time.Millisecond)
-	cut := time.Now()
-	time.Sleep(20 * time.Millisecond)
+	cut := cutAfter(t, js, "start")
 	publish(t, js, "start.in", seqValues(5, 10)...) // sequences 6-10
 
 	for _, tc := range []struct {
@@ -614,13 +633,7 @@ func TestServerRestart(t *testing.T) {
 	}
 
 	ts.Shutdown()
-	deadline := time.Now().Add(time.Minute)
-	for nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("the client did not notice the shutdown")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
 	for _, sink := range []*nats.Sink{jsSink, coreSink} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		start := time.Now()
@@ -640,13 +653,7 @@ func TestServerRestart(t *testing.T) {
 	ts.Start()
 	// nc noticed the shutdown, so once it is connected again it is to the
 	// new server.
-	deadline = time.Now().Add(time.Minute)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("no reconnect within a minute")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "the client to reconnect", nc.IsConnected)
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The batch that failed, again: the stream may already hold some of it

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -112,18 +113,14 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 		workers = append(workers, x)
 		wg.Go(func() { errs[i] = x.Run(ctx) })
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !learnedTo(ctx, store, end, workers) {
+	wait.For(t, time.Minute, 10*time.Millisecond, "the epoch at the shards' ends", func() bool {
 		for i, err := range errs {
 			if err != nil {
 				t.Fatalf("worker %d stopped: %v", i, err)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the epoch at the shards' ends")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return learnedTo(ctx, store, end, workers)
+	})
 	cancel()
 	wg.Wait()
 	for i, err := range errs {

@@ -433,9 +433,7 @@ func TestJetStreamShardsStart(t *testing.T) {
 	_, nc, js := startJetStream(t)
 	partitionedStream(t, js, "start", "start.*", 4)
 	before := publishKeys(t, js, "start", 4, numberedKeys(0, 40)...)
-	time.Sleep(20 * time.Millisecond)
-	cut := time.Now()
-	time.Sleep(20 * time.Millisecond)
+	cut := cutAfter(t, js, "start")
 	msgs := append(before, publishKeys(t, js, "start", 4, numberedKeys(40, 80)...)...)
 	// Partition 3 alone gets nothing more; the stream's last sequence is
 	// then beyond it.

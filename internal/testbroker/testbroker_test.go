@@ -2,6 +2,7 @@ package testbroker_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // TestNATSRestart: a stream and its messages survive Shutdown and Start,
@@ -36,12 +38,7 @@ func TestNATSRestart(t *testing.T) {
 	// come after Start. A reconnect counted and a Conn connected is the new
 	// connection, its subscriptions sent again.
 	nc := js.Conn()
-	for nc.Stats().Reconnects == 0 || !nc.IsConnected() {
-		if ctx.Err() != nil {
-			t.Fatal("no reconnect")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "a reconnect", func() bool { return nc.Stats().Reconnects > 0 && nc.IsConnected() })
 	publishAcked(t, ctx, js, "s", []byte("after"), "after")
 	got := testbroker.ReadStream(t, ctx, js, "S")
 	if want := [][]byte{[]byte("before"), []byte("after")}; !slices.EqualFunc(got, want, slices.Equal) {
@@ -59,19 +56,15 @@ func TestNATSRestart(t *testing.T) {
 // many attempts reach it.
 func publishAcked(t *testing.T, ctx context.Context, js jetstream.JetStream, subject string, data []byte, id string) {
 	t.Helper()
-	for {
+	wait.For(t, time.Minute, 50*time.Millisecond, fmt.Sprintf("%q acknowledged", data), func() bool {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := js.Publish(actx, subject, data, jetstream.WithMsgID(id))
 		cancel()
-		if err == nil {
-			return
+		if err != nil {
+			t.Logf("publish %q: %v; again", data, err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("publish %q: %v", data, err)
-		}
-		t.Logf("publish %q: %v; again", data, err)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 func TestNATSOptions(t *testing.T) {
