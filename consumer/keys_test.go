@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"go.uber.org/zap/zaptest"
@@ -172,7 +173,7 @@ func runUntil(t *testing.T, w *consumer.Worker, done func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	waitFor(t, "the worker", func() bool {
+	wait.For(t, time.Minute, 5*time.Millisecond, "the worker", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("Run stopped: %v", err)
