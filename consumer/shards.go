@@ -16,7 +16,10 @@ import (
 type Shards interface {
 	// Ends returns every shard the source has now, with its end: the
 	// position after the last message the broker holds (for Kafka the
-	// high watermark, the next offset to be written).
+	// high watermark, the next offset to be written). A shard that holds
+	// no message may be left out until it holds one (a partition of a
+	// JetStream stream, whose positions are the stream's sequence); the
+	// epochs take it up as a shard that is new.
 	Ends(ctx context.Context) (map[string]int64, error)
 	// Start resolves where a shard that no boundary has yet begins, as
 	// start says (earliest, latest, an offset or a time), to a position.

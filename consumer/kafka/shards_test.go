@@ -376,3 +376,14 @@ func TestShardsClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+func TestShardsSuite(t *testing.T) {
+	consumertest.TestShards(t, consumertest.ShardsHarness{
+		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), consumer.Shards) {
+			c := testbroker.Kafka(t)
+			cl := c.Client(t)
+			c.CreateTopic(t, "examples", partitions)
+			return func(p int, values ...[]byte) { produce(t, cl, "examples", p, values...) }, newShards(t, c, "examples")
+		},
+	})
+}

@@ -206,3 +206,12 @@ func TestLogStart(t *testing.T) {
 		})
 	}
 }
+
+func TestShardsConformance(t *testing.T) {
+	consumertest.TestShards(t, consumertest.ShardsHarness{
+		Setup: func(t *testing.T, partitions int) (func(p int, values ...[]byte), consumer.Shards) {
+			log := memory.NewLog("shards", partitions)
+			return log.Append, log
+		},
+	})
+}

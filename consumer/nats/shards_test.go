@@ -601,3 +601,19 @@ func TestJetStreamShardsClosedConnection(t *testing.T) {
 		t.Fatalf("Start on a closed connection: %d", p)
 	}
 }
+
+func TestJetStreamShardsSuite(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	consumertest.TestShards(t, consumertest.ShardsHarness{
+		Setup: func(t *testing.T, partitions int) (func(int, ...[]byte), consumer.Shards) {
+			partitionedStream(t, js, "suite", "suite.*", partitions)
+			produce := func(p int, values ...[]byte) {
+				for i, v := range values {
+					// Keys of one partition, another for each message.
+					publish(t, js, "suite."+keysIn(p, partitions, len(values))[i], string(v))
+				}
+			}
+			return produce, newShards(t, nc, "suite", partitions)
+		},
+	})
+}
