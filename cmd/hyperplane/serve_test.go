@@ -50,11 +50,20 @@ func TestServeAnswersAsPredict(t *testing.T) {
 	js := ns.JetStream(t)
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"ex"}})
 	lines := strings.Split(strings.TrimSpace(readFile(t, train)), "\n")
-	for _, l := range lines {
-		if _, err := js.Publish(context.Background(), "ex", []byte(l)); err != nil {
-			t.Fatal(err)
+	publish := func(lines []string) {
+		t.Helper()
+		for _, l := range lines {
+			if _, err := js.Publish(context.Background(), "ex", []byte(l)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	// The first half now, the second once a generation holds the first:
+	// the pinned check below needs an older generation than the newest,
+	// which a worker that takes the whole stream in before its first
+	// snapshot is written would not leave.
+	half := len(lines) / 2
+	publish(lines[:half])
 	addr := freeAddr(t)
 	storeDir := filepath.Join(dir, "store")
 	args := []string{"run", "--model.name", "served", "--model.learner.algorithm", "averaged",
@@ -74,6 +83,11 @@ func TestServeAnswersAsPredict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	waitRunning(t, time.Minute, "a snapshot of the first half", stopped, &stderr, func() bool {
+		first, _ := store.Latest(context.Background(), "served", nil)
+		return first != nil && first.Positions["jetstream:EXAMPLES"] >= int64(half)
+	})
+	publish(lines[half:])
 	// The model is idle once its newest snapshot covers the whole stream.
 	var newest *snapshot.Snapshot
 	waitRunning(t, time.Minute, "a snapshot of the whole stream", stopped, &stderr, func() bool {
