@@ -12,9 +12,11 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/feed"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -133,11 +135,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "hyperplane demo: an embedded NATS JetStream server at %s\n", ns.ClientURL())
 	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
-	var labels *genLabels
+	var labels *feed.Labels
 	if labelDelay > 0 {
-		labels = &genLabels{delay: labelDelay, format: "jsonl", seed: o.Seed, send: sink}
-		labels.rng = newLabelRand(o.Seed)
-		labels.to = config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}
+		to := config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}
+		labels = feed.NewLabels(sink, to, to.Topic, labelDelay, 0, wire.FormatJSON, o.Seed)
 		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
 			Window: 10 * labelDelay, MaxPending: config.Default().Labels.MaxPending}
 		cfg.Outputs.LateLabels = config.Destination{Kind: config.KindJetStream, Topic: "demo.late_labels"}
@@ -158,7 +159,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feedErr := make(chan error, 1)
-	go func() { feedErr <- feed(ctx, sink, o, n, garbage, rate, labels) }()
+	go func() { feedErr <- feedDemo(ctx, sink, o, n, garbage, rate, labels) }()
 
 	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
@@ -275,11 +276,11 @@ func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
 	return fmt.Sprintf("%7d/%d examples  %6.0f/s  mistakes %d  rolling accuracy %.4f", pos, n, float64(pos)/elapsed.Seconds(), m.Mistakes, m.RollingAccuracy)
 }
 
-// feed publishes n generated examples to the demo's example stream, a
+// feedDemo publishes n generated examples to the demo's example stream, a
 // share of them malformed. With labels, the examples go without their
 // labels, which labels publishes later, and feed waits for those too.
 // rate, if not 0, paces the examples.
-func feed(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garbage, rate float64, labels *genLabels) error {
+func feedDemo(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garbage, rate float64, labels *feed.Labels) error {
 	s := synth.New(o)
 	every := 0
 	if garbage > 0 {
@@ -287,17 +288,17 @@ func feed(ctx context.Context, sink consumer.Sink, o synth.Options, n int, garba
 	}
 	// Small batches when the labels or the pace must keep up with the
 	// examples; otherwise as many as the sink keeps in flight.
-	f := feeder{sink: sink, to: demoExamples, batch: 1024, rate: rate, labels: labels, log: zap.NewNop()}
+	f := feed.Feeder{Sink: sink, To: demoExamples, Batch: 1024, Rate: rate, Labels: labels, Log: zap.NewNop()}
 	if labels != nil || rate > 0 {
-		f.batch = 256
+		f.Batch = 256
 	}
-	return f.run(ctx, n, func(i int) consumer.Output {
+	return f.Run(ctx, n, func(i int) consumer.Output {
 		if every > 0 && (i+1)%every == 0 {
 			return consumer.Output{Topic: demoExamples.Topic, Value: []byte(`{"label": 1, "features": {"f1": "oops", "f2": [1, 2]}}`)}
 		}
 		rec := s.Next()
 		if labels != nil {
-			labels.hold(rec, nil)
+			labels.Hold(rec, nil)
 		}
 		data := synth.AppendJSON(nil, rec)
 		return consumer.Output{Topic: demoExamples.Topic, Value: data[:len(data)-1]} // one message per example: no newline

@@ -13,9 +13,9 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
-	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/internal/feed"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
-	"go.uber.org/zap"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 func runGen(ctx context.Context, e *env, args []string) error {
@@ -234,10 +234,6 @@ func (t genTarget) subject(i int) string {
 	return s
 }
 
-// genAttempts is how many times gen tries to publish a batch before it
-// gives up: a missing topic or stream does not come back by waiting.
-const genAttempts = 8
-
 // genConfig is the configuration gen publishes with: the keys in args, the
 // HYPERPLANE_* variables and the file, as run reads them, of which it uses
 // and checks the broker connections; -kafka-brokers and -nats-url override
@@ -301,29 +297,32 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	if rate > 0 {
 		batchSize = max(1, min(batchSize, int(rate/10)))
 	}
+	f := feed.Feeder{Sink: sink, To: to, Batch: batchSize, Rate: rate, Log: log}
 	if labels.enabled() {
-		if err := labels.open(b, to.Kind); err != nil {
+		ls, err := b.sink(to.Kind)
+		if err != nil {
 			return err
 		}
+		format := wire.FormatJSON
+		if labels.format == "msgpack" {
+			format = wire.FormatMsgpack
+		}
+		f.Labels = feed.NewLabels(ls, labels.to, labels.to.Topic, labels.delay, labels.missing, format, labels.seed)
 	}
 	began := time.Now()
-	f := feeder{sink: sink, to: to, batch: batchSize, rate: rate, log: log}
-	if labels.enabled() {
-		f.labels = labels
-	}
-	err := f.run(ctx, n, func(i int) consumer.Output {
+	err := f.Run(ctx, n, func(i int) consumer.Output {
 		rec := s.Next()
 		key := fmt.Appendf(nil, "gen-%s-%d", id, first+i)
-		if labels.enabled() {
-			labels.hold(rec, key)
+		if f.Labels != nil {
+			f.Labels.Hold(rec, key)
 		}
 		return consumer.Output{Topic: to.subject(first + i), Key: key, Value: message(nil, rec)}
 	})
 	if err != nil {
 		return err
 	}
-	if labels.enabled() {
-		fmt.Fprintf(e.stderr, "gen: published %d labels to %s (%d examples left without one)\n", labels.sent, labels.to, labels.unlabeled)
+	if f.Labels != nil {
+		fmt.Fprintf(e.stderr, "gen: published %d labels to %s (%d examples left without one)\n", f.Labels.Sent, labels.to, f.Labels.Unlabeled)
 	}
 	fmt.Fprintf(e.stderr, "gen: published %d examples to %s in %v", n, to, time.Since(began).Round(time.Millisecond))
 	if acks != nil {
@@ -335,75 +334,4 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	}
 	fmt.Fprintln(e.stderr)
 	return nil
-}
-
-// feeder publishes a generated stream through sink in batches of batch,
-// at rate examples a second if it is not 0. With labels, the examples' own
-// are held back and published as they fall due, the last after the
-// examples.
-type feeder struct {
-	sink   consumer.Sink
-	to     fmt.Stringer
-	batch  int
-	rate   float64
-	labels *genLabels
-	log    *zap.Logger
-}
-
-// run publishes the outputs out gives for 0 to n-1, in order.
-func (f *feeder) run(ctx context.Context, n int, out func(i int) consumer.Output) error {
-	began := time.Now()
-	batch := make([]consumer.Output, 0, f.batch)
-	for i := 0; i < n; {
-		batch = batch[:0]
-		for ; i < n && len(batch) < f.batch; i++ {
-			batch = append(batch, out(i))
-		}
-		if err := sendAll(ctx, f.log, f.sink, batch, f.to, i); err != nil {
-			return err
-		}
-		if f.labels != nil {
-			if err := f.labels.sendDue(ctx, f.log, time.Now()); err != nil {
-				return err
-			}
-		}
-		if f.rate > 0 {
-			due := began.Add(time.Duration(float64(i) / f.rate * float64(time.Second)))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Until(due)):
-			}
-		}
-	}
-	if f.labels != nil {
-		return f.labels.drain(ctx, f.log)
-	}
-	return nil
-}
-
-// sendAll publishes batch through sink, trying it again after a failure
-// up to genAttempts times in all. i counts the examples published with
-// it.
-func sendAll(ctx context.Context, log *zap.Logger, sink consumer.Sink, batch []consumer.Output, to fmt.Stringer, i int) error {
-	attempt := 0
-	bo := retry.Backoff{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond}
-	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
-		attempt++
-		err := sink.Publish(ctx, batch)
-		if err != nil && attempt == genAttempts {
-			return retry.Permanent(err)
-		}
-		return err
-	}, func(err error) {
-		log.Warn("publish failed; retrying", zap.Stringer("to", to), zap.Int("attempt", attempt), zap.Int("messages", len(batch)), zap.Error(err))
-	})
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	}
-	return fmt.Errorf("-to %s: %d messages published, then %d attempts failed: %w (check that the topic or stream exists and the broker is up)",
-		to, i-len(batch), attempt, err)
 }
