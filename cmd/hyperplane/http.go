@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/serve"
 )
 
@@ -35,24 +32,4 @@ func handler(reg *prometheus.Registry, w interface{ NotReady() []string }, predi
 		fmt.Fprintln(rw, "ready")
 	})
 	return mux
-}
-
-// lagEvery is how often reportLag asks the source.
-const lagEvery = 5 * time.Second
-
-// reportLag copies the source's lag into metrics until ctx is done, and
-// then removes it.
-func reportLag(ctx context.Context, lr consumer.LagReporter, metrics *consumer.Metrics) {
-	t := time.NewTicker(lagEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// A lag no longer reported is no lag to alert on.
-			metrics.Lag.Reset()
-			return
-		case <-t.C:
-			metrics.SetLag(lr.Lag())
-		}
-	}
 }

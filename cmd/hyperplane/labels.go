@@ -3,49 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 )
 
-// joinState is the state of the join of labels that come later that the
-// resumed generation recorded; nil for none.
-func (p *pipeline) joinState() (*consumer.JoinState, error) {
-	if p.resumed.Snapshot == nil || p.resumed.Snapshot.Join == nil {
-		return nil, nil
-	}
-	return consumer.DecodeJoinState(p.resumed.Snapshot.Join)
-}
-
-// headPositions are where the worker reads the examples from: the model's
-// positions, but with labels, the examples' from where the join's head
-// had read them (docs/labels.md, section 6).
-func (p *pipeline) headPositions(cfg config.Config) (map[string]int64, error) {
-	if !cfg.Labels.Enabled() {
-		// Labels off for a model that had them: the examples its join
-		// held are read again from where the model is, and those without
-		// a label are predicted and not learned.
-		return p.resumed.Positions, nil
-	}
-	st, err := p.joinState()
-	if err != nil || st == nil {
-		return p.resumed.Positions, err
-	}
-	pos := maps.Clone(p.resumed.Positions)
-	if pos == nil {
-		pos = map[string]int64{}
-	}
-	pos[st.Source] = st.Head
-	return pos, nil
-}
-
 // labels is the worker's configuration of the join of cfg.Labels, which is
 // enabled: the labels' source and the examples' tail opened at the
-// model's positions, the marks' destination (none with marks false: a
-// replay reads the logs and writes nothing to them), and the join the
-// model's generation recorded.
-func (p *pipeline) labels(ctx context.Context, cfg config.Config, marks bool) (*consumer.LabelsConfig, error) {
+// model's positions, and the marks' destination (none with marks false: a
+// replay reads the logs and writes nothing to them). consumer.Open sets
+// the join the model's generation recorded.
+func (p *pipeline) labels(ctx context.Context, cfg config.Config, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
 	l := cfg.Labels
 	lc := &consumer.LabelsConfig{
 		Join:   consumer.JoinConfig{Window: l.Window, MaxPending: l.MaxPending},
@@ -59,14 +27,11 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, marks bool) (*
 		}
 		lc.Join.Default, lc.Join.HasDefault = label, true
 	}
-	var err error
-	if lc.State, err = p.joinState(); err != nil {
-		return nil, err
-	}
 	if err := p.onePartition(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), p.resumed.Positions); err != nil {
+	var err error
+	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
 	p.labelsSource = lc.Source

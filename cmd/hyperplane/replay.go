@@ -88,7 +88,10 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 		return replayEpochs(ctx, e, cfg, log)
 	}
-	p, err := openPipeline(ctx, cfg, log, false)
+	// Only the final snapshot: nothing periodic.
+	once := cfg
+	once.Snapshot.Every, once.Snapshot.Interval = 0, 0
+	p, err := openPipeline(ctx, once, log, false, false)
 	if err != nil {
 		return err
 	}
@@ -96,15 +99,13 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if p.source == nil {
 		return fmt.Errorf("replay: stream %s is partitioned and learned in epochs: replay follows its epoch log, in snapshot.url, which holds none for model %s", cfg.Source.Stream, cfg.Model.Name)
 	}
-	// Only the final snapshot: nothing periodic.
-	p.config.SnapshotEvery, p.config.SnapshotInterval = 0, 0
 	// The worker joins labels after its examples' range is read: the
 	// range idles rather than stop it.
 	bounded := &consumer.Range{Source: p.source, Idle: true}
 	if end >= 0 {
 		bounded.End = consumer.OffsetBefore(end)
 	}
-	worker, err := p.worker(ctx, cfg, bounded, nil, log, false)
+	worker, err := p.Worker(ctx, bounded, nil)
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if err != nil {
 		return err
 	}
-	p, err := openPipeline(ctx, cfg, log, true)
+	p, err := openPipeline(ctx, cfg, log, true, false)
 	if err != nil {
 		return err
 	}

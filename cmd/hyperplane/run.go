@@ -65,7 +65,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		}
 		defer ln.Close()
 	}
-	p, err := openPipeline(ctx, cfg, log, true)
+	p, err := openPipeline(ctx, cfg, log, true, true)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := consumer.NewMetrics(reg)
-	if created := p.resumed.Created; !created.IsZero() {
+	if created := p.Resumed().Created; !created.IsZero() {
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
 	opts := serve.Options{
@@ -84,7 +84,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		Generations: cfg.Serve.Generations,
 		Decoder:     p.config.Decoder,
 	}
-	w := p.engine(cfg, metrics, log)
+	w := p.Engine(metrics)
 	if started != nil {
 		w.OnWorker(func(worker *consumer.Worker) { started <- worker })
 	}
@@ -93,9 +93,9 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	switch {
 	case !cfg.Serving():
 	case cfg.Model.Scope == config.ScopePartition:
-		srv = serve.NewSharded(opts, p.resumed.Model.Config(), shardViews{w}, p.loadShardGeneration(cfg.Model.Name), serving)
+		srv = serve.NewSharded(opts, p.Resumed().Model.Config(), shardViews{w}, p.loadShardGeneration(cfg.Model.Name), serving)
 	default:
-		srv = serve.New(opts, p.resumed.Model.Config(), w, p.loadGeneration(cfg.Model.Name), serving)
+		srv = serve.New(opts, p.Resumed().Model.Config(), w, p.loadGeneration(cfg.Model.Name), serving)
 	}
 	if srv != nil && cfg.Serve.NATS {
 		svc, err := p.service(srv, cfg)

@@ -1,0 +1,436 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"go.uber.org/zap"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// Options are what Open builds a Pipeline from: the model, what it is
+// learned from, and how the ways of learning it are configured. The
+// caller translates its configuration into them; every func is called
+// when the engine needs it.
+type Options struct {
+	// Model names the model; Learner is its configuration, which a
+	// stored generation must match.
+	Model   string
+	Learner learner.Config
+	// Store holds the model's generations; nil for none: the model
+	// starts new each time, and epochs keep their log in memory.
+	Store *snapshot.Store
+	// Resume configures the resume of the model and of each chain of
+	// partition scope, whose logger is Log with the shard's name.
+	Resume snapshot.ResumeOptions
+
+	// Connect opens what the model is learned from, called once the
+	// model is resumed, so that a store that cannot be read, or holds an
+	// incompatible model, is reported before any broker is dialled.
+	Connect func(ctx context.Context) (Connection, error)
+	// OpenSource opens the source of one stream at positions (by shard):
+	// what the worker of a source of one shard reads. What it opens the
+	// caller closes, after the Pipeline.
+	OpenSource func(ctx context.Context, positions map[string]int64) (Source, error)
+	// PartitionScope learns one model per shard (docs/scale-out.md,
+	// section 6).
+	PartitionScope bool
+	// Mixing is the epochs' configuration apart from what Open fills
+	// (Worker, Shards, Log, Damaged and ownership): the settings of
+	// mixing, their Writer and ConfigDigest, Start and the snapshots'
+	// cadence. Its Interval is also how often a model learned from one
+	// shard looks for more.
+	Mixing EpochConfig
+	// Written, if set, is Mixing as the model's epoch log was written
+	// (log, continuing snap, nil for none): an older log goes on with the
+	// settings it was written with. nil means the log is Mixing's.
+	Written func(ctx context.Context, log *epochlog.Log, snap *snapshot.Snapshot) (EpochConfig, error)
+	// Ownership says which shards this worker learns, called once when
+	// epochs or partition scope start.
+	Ownership func() (Ownership, error)
+	// Labels, if set, joins labels that come later to the examples of a
+	// source of one shard: it builds the join's configuration, its
+	// labels' source opened at the model's positions (by shard); Open
+	// sets its State to the join the model's generation recorded. nil
+	// means no labels.
+	Labels func(ctx context.Context, positions map[string]int64) (*LabelsConfig, error)
+	Log    *zap.Logger
+}
+
+// Connection is what Options.Connect opens.
+type Connection struct {
+	// Worker configures every worker; Open sets its Snapshots to the
+	// resumed model's snapshotter.
+	Worker WorkerConfig
+	// Shards are the source's partitions, learned in epochs or in
+	// partition scope; nil for a source read as one stream.
+	Shards Shards
+	// ShardCount is the number of Shards.
+	ShardCount int
+}
+
+// Ownership is which shards this worker learns and how it hears of a
+// change; the funcs are EpochConfig's (kafka.Group has them all). A nil
+// Owned means every shard; a nil func, what EpochConfig says of it.
+type Ownership struct {
+	Owned   func() []string
+	Commit  func(ctx context.Context, positions map[string]int64) error
+	Changed func() <-chan struct{}
+	Settled func() bool
+}
+
+// Pipeline is a model resumed from its store, with what it is learned
+// from: Engine learns it as the source's shards say, and Worker learns
+// a source given. Close releases what it holds.
+type Pipeline struct {
+	opts    Options
+	conn    Connection
+	resumed snapshot.Resumed
+	// memStore is the epoch log's store without Options.Store.
+	memStore *snapshot.Store
+	// source is what the worker of one shard reads, opened by Engine.
+	source Source
+	// lag is closed when the lag reporter of the source of one stream
+	// has stopped; nil when none runs.
+	lag chan struct{}
+}
+
+// Open resumes the model of opts from its newest generation, then
+// connects to what it is learned from (Options.Connect).
+func Open(ctx context.Context, opts Options) (_ *Pipeline, err error) {
+	p := &Pipeline{opts: opts}
+	if err := p.resume(ctx); err != nil {
+		return nil, err
+	}
+	if p.conn, err = opts.Connect(ctx); err != nil {
+		return nil, err
+	}
+	if p.resumed.Snapshotter != nil {
+		p.conn.Worker.Snapshots = workerSnapshots{p.resumed.Snapshotter}
+	}
+	return p, nil
+}
+
+// Resumed is the model as resumed: at Open, or later when epochs go on
+// from a newer generation.
+func (p *Pipeline) Resumed() snapshot.Resumed { return p.resumed }
+
+// resume resumes the model from the store's newest generation: at
+// start-up, and again when the model goes on from a generation another
+// worker, or this one's worker of one partition, wrote since.
+func (p *Pipeline) resume(ctx context.Context) error {
+	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, p.opts.Resume)
+	if err != nil {
+		return err
+	}
+	p.resumed = r
+	return nil
+}
+
+// Close waits for the lag reporter of the source of one stream, if one
+// runs, and releases the epoch log kept in memory. It closes none of
+// the sources: their opener does.
+func (p *Pipeline) Close() {
+	p.waitLag()
+	if p.memStore != nil {
+		p.memStore.Close() //nolint:errcheck // memory
+	}
+}
+
+// waitLag waits for the lag reporter of the source of one stream, which
+// ends with its worker, if one runs.
+func (p *Pipeline) waitLag() {
+	if p.lag != nil {
+		<-p.lag
+		p.lag = nil
+	}
+}
+
+// joinState is the state of the join of labels that come later that the
+// resumed generation recorded; nil for none.
+func (p *Pipeline) joinState() (*JoinState, error) {
+	if p.resumed.Snapshot == nil || p.resumed.Snapshot.Join == nil {
+		return nil, nil
+	}
+	return DecodeJoinState(p.resumed.Snapshot.Join)
+}
+
+// HeadPositions are where a worker reads the examples from: the model's
+// positions, but with labels, the examples' from where the join's head
+// had read them (docs/labels.md, section 6).
+func (p *Pipeline) HeadPositions() (map[string]int64, error) {
+	if p.opts.Labels == nil {
+		// Labels off for a model that had them: the examples its join
+		// held are read again from where the model is, and those without
+		// a label are predicted and not learned.
+		return p.resumed.Positions, nil
+	}
+	st, err := p.joinState()
+	if err != nil || st == nil {
+		return p.resumed.Positions, err
+	}
+	pos := maps.Clone(p.resumed.Positions)
+	if pos == nil {
+		pos = map[string]int64{}
+	}
+	pos[st.Source] = st.Head
+	return pos, nil
+}
+
+// Worker is a worker of the resumed model that reads src: a source
+// opened at HeadPositions, or one wrapped around it. metrics may be nil.
+// With labels, it joins them to the examples.
+func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*Worker, error) {
+	wcfg := p.conn.Worker
+	if p.opts.Labels != nil {
+		st, err := p.joinState()
+		if err != nil {
+			return nil, err
+		}
+		if wcfg.Labels, err = p.opts.Labels(ctx, p.resumed.Positions); err != nil {
+			return nil, err
+		}
+		wcfg.Labels.State = st
+	}
+	return NewWorker(wcfg, src, p.resumed.Model, p.resumed.Positions, metrics, p.opts.Log), nil
+}
+
+// Engine is the engine that learns the pipeline's source: one worker for
+// a source of one shard, epochs for several, a chain per shard in
+// partition scope. metrics may be nil.
+func (p *Pipeline) Engine(metrics *Metrics) *Engine {
+	log := p.opts.Log
+	return NewEngine(EngineConfig{
+		PartitionScope: p.opts.PartitionScope,
+		Shards:         p.conn.Shards,
+		Epochs:         p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0,
+		GrowthCheck:    p.opts.Mixing.Interval,
+		Single: func(ctx context.Context) (*Worker, error) {
+			head, err := p.HeadPositions()
+			if err != nil {
+				return nil, err
+			}
+			src, err := p.opts.OpenSource(ctx, head)
+			if err != nil {
+				return nil, err
+			}
+			p.source = src
+			if lr, ok := src.(LagReporter); ok {
+				// It stops with the worker (ctx), and the pipeline waits
+				// for it before the source closes.
+				p.lag = make(chan struct{})
+				go func() {
+					defer close(p.lag)
+					reportLag(ctx, lr, metrics)
+				}()
+			}
+			return p.Worker(ctx, src, metrics)
+		},
+		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
+			if p.opts.Labels != nil {
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8)", max(p.conn.ShardCount, 2))
+			}
+			if after != nil {
+				if err := p.resumeAfter(ctx, after); err != nil {
+					return nil, err
+				}
+			}
+			x, err := p.epochs(ctx, metrics)
+			if err != nil {
+				return nil, err
+			}
+			m := p.opts.Mixing
+			log.Info("learning in epochs", zap.Int("partitions", p.conn.ShardCount), zap.Uint64("epoch", x.Mixed()+1),
+				zap.Int("epoch_examples", int(m.EpochExamples)), zap.Int("growth", m.Growth),
+				zap.Stringer("weights", m.Weights))
+			return x, nil
+		},
+		Partitioned: func(ctx context.Context) (*Partitions, error) {
+			x, err := p.partitions(metrics)
+			if err != nil {
+				return nil, err
+			}
+			log.Info("one model per partition", zap.Int("partitions", p.conn.ShardCount))
+			return x, nil
+		},
+	}, log)
+}
+
+// lagEvery is how often reportLag asks the source.
+const lagEvery = 5 * time.Second
+
+// reportLag copies the source's lag into metrics until ctx is done, and
+// then removes it.
+func reportLag(ctx context.Context, lr LagReporter, metrics *Metrics) {
+	t := time.NewTicker(lagEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// A lag no longer reported is no lag to alert on.
+			metrics.Lag.Reset()
+			return
+		case <-t.C:
+			metrics.SetLag(lr.Lag())
+		}
+	}
+}
+
+// resumeAfter makes what the epochs continue the model that after, the
+// worker of a source of one shard, stopped with: the store's newest
+// generation, which it wrote last, or without a store its model, as
+// epoch 0 at its positions.
+func (p *Pipeline) resumeAfter(ctx context.Context, after *Worker) error {
+	p.waitLag()
+	if p.source != nil {
+		p.source.Close() //nolint:errcheck // its worker has stopped
+		p.source = nil
+	}
+	if p.opts.Store == nil {
+		p.resumed = snapshot.Resumed{Model: after.Model(), Positions: after.Positions(),
+			Snapshot: &snapshot.Snapshot{Model: p.opts.Model, Positions: after.Positions(), State: after.Model().State()}}
+		return nil
+	}
+	return p.resume(ctx)
+}
+
+// workerSnapshots hands the worker its snapshotter, marking the errors no
+// retry mends (snapshot.Fatal) with ErrFatal, the worker's word for an
+// error that stops it.
+type workerSnapshots struct{ *snapshot.Snapshotter }
+
+func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
+	err := s.Snapshotter.Snapshot(ctx, st, positions, join)
+	if snapshot.Fatal(err) {
+		return fmt.Errorf("%w: %w", ErrFatal, err)
+	}
+	return err
+}
+
+// epochs are the epochs that learn the shards: the model continues from
+// the store's newest generation (an older snapshot is epoch 0), with the
+// log in the store, or in memory without one.
+func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error) {
+	log := p.opts.Log
+	if p.opts.Learner.Algorithm == learner.Kernel {
+		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over %d partitions: its support set cannot be mixed; use a source of one partition", p.conn.ShardCount)
+	}
+	store := p.opts.Store
+	if store == nil {
+		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
+		p.memStore = store
+	}
+	var damaged uint64
+	for tries := 0; ; tries++ {
+		var newer bool
+		var err error
+		if damaged, newer, err = snapshot.DamagedAbove(ctx, store, p.opts.Model, p.opts.Learner, p.resumed.Generation); err != nil {
+			return nil, err
+		}
+		if !newer || tries == 3 {
+			break
+		}
+		// Another worker wrote a generation since this one resumed (a new
+		// history's first, maybe): continue from it rather than cut
+		// boundaries under it.
+		if err := p.resume(ctx); err != nil {
+			return nil, err
+		}
+	}
+	elog := epochlog.New(store)
+	snap := p.resumed.Snapshot
+	ecfg := p.opts.Mixing
+	if p.opts.Written != nil {
+		var err error
+		if ecfg, err = p.opts.Written(ctx, elog, snap); err != nil {
+			return nil, err
+		}
+	}
+	m := p.resumed.Model
+	e, prev, positions, err := ContinueModel(snap, m, ecfg.ConfigDigest)
+	if err != nil {
+		return nil, err
+	}
+	// Two workers must never both create one boundary: a store that
+	// ignores create-if-absent cannot hold the log. A store that refuses
+	// writes for a while is waited for, as the epochs wait for it.
+	if p.opts.Store != nil {
+		bo := retry.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+		err := retry.Do(ctx, &bo, func(ctx context.Context) error {
+			err := elog.ProbeConditionalCreate(ctx, p.opts.Model, ecfg.Writer)
+			if epochlog.Fatal(err) {
+				return retry.Permanent(err)
+			}
+			return err
+		}, func(err error) {
+			log.Warn("the store refused the start-up probe of create-if-absent; retrying", zap.Error(err))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("snapshot.url: %w", err)
+		}
+	}
+	ecfg.Worker = p.conn.Worker
+	ecfg.Shards = p.conn.Shards
+	ecfg.Log = elog
+	ecfg.Damaged = damaged
+	own, err := p.ownership()
+	if err != nil {
+		return nil, err
+	}
+	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled = own.Owned, own.Commit, own.Changed, own.Settled
+	return NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
+}
+
+// ownership is Options.Ownership's answer; every shard without one.
+func (p *Pipeline) ownership() (Ownership, error) {
+	if p.opts.Ownership == nil {
+		return Ownership{}, nil
+	}
+	return p.opts.Ownership()
+}
+
+// partitions learn the shards in partition scope: one model per shard,
+// each continuing from its own chain of generations under
+// <model>/partition/<segment>/ in the store (docs/scale-out.md,
+// section 6).
+func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
+	log := p.opts.Log
+	pcfg := PartitionsConfig{
+		Worker: p.conn.Worker,
+		Shards: p.conn.Shards,
+		Start:  p.opts.Mixing.Start,
+		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, Snapshotter, error) {
+			var chain *snapshot.Store
+			if p.opts.Store != nil {
+				var err error
+				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			ropts := p.opts.Resume
+			ropts.Log = log.With(zap.String("shard", shard))
+			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("shard %s: %w", shard, err)
+			}
+			var snaps Snapshotter
+			if r.Snapshotter != nil {
+				snaps = workerSnapshots{r.Snapshotter}
+			}
+			return r.Model, r.Positions, snaps, nil
+		},
+	}
+	own, err := p.ownership()
+	if err != nil {
+		return nil, err
+	}
+	pcfg.Owned, pcfg.Changed = own.Owned, own.Changed
+	return NewPartitions(pcfg, metrics, log), nil
+}

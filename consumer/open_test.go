@@ -1,0 +1,138 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// TestOpenGoesOnInEpochsWhenTheSourceGrows: the pipeline Open builds
+// learns a source of one shard with one worker, goes on in epochs from
+// that worker's last generation when a second shard appears (probing the
+// store and asking Ownership once), and a pipeline opened again resumes
+// the mixed model at the positions of both shards.
+func TestOpenGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	shards := &growingShards{Log: data}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	logger := zaptest.NewLogger(t)
+	mixing := epochConfig(data, store, sink, "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	var connected, owned, opened int
+	opts := consumer.Options{
+		Model:   "mixed",
+		Learner: epochLearner(),
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			connected++
+			return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
+		},
+		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+			opened++
+			return data.Open(ctx, data.Key(0), positions[data.Key(0)])
+		},
+		Mixing: mixing,
+		Ownership: func() (consumer.Ownership, error) {
+			owned++
+			return consumer.Ownership{}, nil
+		},
+		Log: logger,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := consumer.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if connected != 1 || p.Resumed().Snapshot != nil {
+		t.Fatalf("Open connected %d times over a resumed generation %v, want once over none", connected, p.Resumed().Snapshot)
+	}
+	engine := p.Engine(nil)
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	waitFor(t, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
+	shards.grow()
+	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
+	waitFor(t, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if opened != 1 || owned != 1 {
+		t.Fatalf("the source of one shard opened %d times and Ownership asked %d times, want once each", opened, owned)
+	}
+	// Every example once: as many as decode from both shards.
+	dec := wire.NewDecoder(epochLearner(), wire.DecoderOptions{})
+	var x learner.Example
+	var examples uint64
+	for _, m := range append(first, second...) {
+		if _, err := dec.Decode(m, &x); err == nil {
+			examples++
+		}
+	}
+	if got := engine.Model().Metrics().Examples; got != examples {
+		t.Fatalf("the model learned %d examples, the shards hold %d", got, examples)
+	}
+
+	again, err := consumer.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	r := again.Resumed()
+	if r.Snapshot == nil || r.Snapshot.Epoch == 0 || !maps.Equal(r.Positions, want) {
+		t.Fatalf("opened again at %v (snapshot %v), want an epoch's generation at %v", r.Positions, r.Snapshot, want)
+	}
+}
+
+// TestOpenResumesBeforeItConnects: a store holding a model of another
+// learner configuration is refused before Connect is called, so no
+// broker is dialled for a model that cannot run.
+func TestOpenResumesBeforeItConnects(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	logger := zaptest.NewLogger(t)
+	r, err := snapshot.Resume(ctx, store, "mixed", epochLearner(), snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"ex/0": 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := epochLearner()
+	other.HashBits++
+	connected := false
+	_, err = consumer.Open(ctx, consumer.Options{
+		Model:   "mixed",
+		Learner: other,
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			connected = true
+			return consumer.Connection{}, errors.New("dialled")
+		},
+		Log: logger,
+	})
+	if err == nil || connected {
+		t.Fatalf("Open over an incompatible model: %v, connected %v; want its error before any connection", err, connected)
+	}
+}
