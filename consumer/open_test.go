@@ -5,12 +5,14 @@ import (
 	"errors"
 	"maps"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -69,10 +71,10 @@ func TestOpenGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 	engine := p.Engine(nil)
 	done := make(chan error, 1)
 	go func() { done <- engine.Run(ctx) }()
-	waitFor(t, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
+	wait.For(t, time.Minute, 5*time.Millisecond, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
 	shards.grow()
 	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
-	waitFor(t, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
+	wait.For(t, time.Minute, 5*time.Millisecond, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
