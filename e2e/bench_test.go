@@ -161,7 +161,7 @@ func jetStreamPassThrough(ctx context.Context, js jetstream.JetStream, prefix st
 }
 
 // publishWindow bounds the publishes publishWindowed keeps awaiting their
-// acknowledgement, as hyperplane gen does (cmd/hyperplane/publish.go): well
+// acknowledgement, as the JetStream sink does (consumer/nats/sink.go): well
 // below nats.go's PublishAsyncMaxPending (4000 by default), beyond which a
 // publish stalls, and fails with "stalled with too many outstanding async
 // published messages" when no acknowledgement frees a place within 200ms,
