@@ -69,7 +69,9 @@ func TestServeAnswersAsPredict(t *testing.T) {
 	args := []string{"run", "--model.name", "served", "--model.learner.algorithm", "averaged",
 		"--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.URL(),
 		"--http.addr", addr, "--serve.nats=true", "--serve.refresh", "0s",
-		"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1000", "--snapshot.interval", "200ms"}
+		"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1000", "--snapshot.interval", "200ms",
+		// Every generation kept: the pinned check asks for the first.
+		"--snapshot.keep", "1000"}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
