@@ -579,20 +579,18 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 }
 
 // replaceDamaged writes own, a shard's result, over key, which holds
-// damaged, a result that does not read (cause), if a second read finds the
-// same bytes: the object is then damaged at rest, not being written, and
-// since a range's result is a function of its boundary and the source,
-// whoever wrote it meant own's content (docs/scale-out.md, section 3.9).
-// Otherwise it returns an error to retry.
+// damaged, a result that does not read (cause): a range's result is a
+// function of its boundary and the source (Store.ReplaceDamaged).
+// Anything else is an error to retry.
 func (l *Log) replaceDamaged(ctx context.Context, key string, damaged, own []byte, cause error) error {
-	again, err := l.ReadObject(ctx, key)
-	if err != nil || !bytes.Equal(again, damaged) {
+	replaced, err := l.ReplaceDamaged(ctx, key, damaged, own)
+	switch {
+	case err != nil:
+		return fmt.Errorf("epoch log %s is damaged (%v), and writing it again failed: %w", key, cause, err)
+	case !replaced:
 		// Not ErrDamagedLog: what was read may be another writer's
 		// object half written, and the next read whole.
 		return fmt.Errorf("epoch log %s exists, and what was read of it to compare is not a whole result: %v", key, cause)
-	}
-	if err := l.Overwrite(ctx, key, own); err != nil {
-		return fmt.Errorf("epoch log %s is damaged (%v), and writing it again failed: %w", key, cause, err)
 	}
 	return nil
 }

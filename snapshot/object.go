@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,13 +84,25 @@ func (s *Store) ListDirs(ctx context.Context, dir string) (_ []string, err error
 	}
 }
 
-// Overwrite writes data at key whatever the key holds, in one write,
-// which every store makes atomic: the key never stands empty. It is for
-// an object found damaged at rest whose content is known, a function of
-// the log; any other write creates its key (CreateIfAbsent).
-func (s *Store) Overwrite(ctx context.Context, key string, data []byte) (err error) {
+// ReplaceDamaged writes own over key, which held damaged, an object
+// found not to read, if a second read finds the same bytes: the object is
+// then damaged at rest, not one another writer is creating, and it is
+// replaced in one write, which every store makes atomic, so that the key
+// never stands empty. It is for an object whose content is a function of
+// the log (an epoch's mixed model, a shard's result): whoever wrote it
+// meant own's content, and a racing writer writes the same (docs/scale-
+// out.md, section 3.9). replaced is false, with no error, when the second
+// read finds other bytes; err is that of the read or of the write.
+func (s *Store) ReplaceDamaged(ctx context.Context, key string, damaged, own []byte) (replaced bool, err error) {
 	defer s.hide(&err)
-	return s.bucket.WriteAll(ctx, key, data, nil)
+	again, err := s.bucket.ReadAll(ctx, key)
+	if err != nil || !bytes.Equal(again, damaged) {
+		return false, err
+	}
+	if err := s.bucket.WriteAll(ctx, key, own, nil); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Delete deletes the object at key. An object already gone is not an

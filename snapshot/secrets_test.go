@@ -110,8 +110,9 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		_, err := s.ListDirs(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 		return err
 	},
-	"Overwrite": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		return s.Overwrite(ctx, snapshot.Key(s.Prefix(), "clicks", 1), []byte("data"))
+	"ReplaceDamaged": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.ReplaceDamaged(ctx, snapshot.Key(s.Prefix(), "clicks", 1), []byte("damaged"), []byte("data"))
+		return err
 	},
 	"Delete": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.Delete(ctx, snapshot.Key(s.Prefix(), "clicks", 1))

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -266,22 +265,15 @@ func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string,
 }
 
 // replaceDamaged writes own, the mixed model of an epoch, over key, which
-// holds damaged, an object that fails to unmarshal with cause, if a
-// second read finds the same bytes: then the object is damaged at rest,
-// not one being written, and since the mixed model of an epoch is a
-// function of the epoch log, whoever wrote it meant own's content
-// (docs/scale-out.md, section 3.9). It overwrites the key in one write,
-// which every store makes atomic, so that the key never stands empty: a
-// racing writer of the same epoch writes the same content, and the
-// later write is as good as the earlier. Otherwise, it is an error to
-// retry.
+// holds damaged, an object that fails to unmarshal with cause
+// (ReplaceDamaged). Anything else is an error to retry.
 func (s *Store) replaceDamaged(ctx context.Context, key string, damaged, own []byte, cause error) error {
-	again, err := s.bucket.ReadAll(ctx, key)
-	if err != nil || !bytes.Equal(again, damaged) {
-		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, cause)
-	}
-	if err := s.bucket.WriteAll(ctx, key, own, nil); err != nil {
+	replaced, err := s.ReplaceDamaged(ctx, key, damaged, own)
+	switch {
+	case err != nil:
 		return fmt.Errorf("snapshot %s is damaged (%v), and writing it again failed: %w", key, cause, err)
+	case !replaced:
+		return fmt.Errorf("snapshot %s exists, and what was read of it to compare is not a whole snapshot: %v", key, cause)
 	}
 	return nil
 }
