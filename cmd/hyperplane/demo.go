@@ -137,8 +137,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
 	var labels *feed.Labels
 	if labelDelay > 0 {
-		to := config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}
-		labels = feed.NewLabels(sink, to, to.Topic, labelDelay, 0, wire.FormatJSON, o.Seed)
+		labels = feed.NewLabels(sink, config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}, labelDelay, 0, wire.FormatJSON, o.Seed)
 		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
 			Window: 10 * labelDelay, MaxPending: config.Default().Labels.MaxPending}
 		cfg.Outputs.LateLabels = config.Destination{Kind: config.KindJetStream, Topic: "demo.late_labels"}

@@ -307,7 +307,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		if labels.format == "msgpack" {
 			format = wire.FormatMsgpack
 		}
-		f.Labels = feed.NewLabels(ls, labels.to, labels.to.Topic, labels.delay, labels.missing, format, labels.seed)
+		f.Labels = feed.NewLabels(ls, labels.to, labels.delay, labels.missing, format, labels.seed)
 	}
 	began := time.Now()
 	err := f.Run(ctx, n, func(i int) consumer.Output {

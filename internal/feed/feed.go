@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
@@ -94,14 +95,13 @@ func SendAll(ctx context.Context, log *zap.Logger, sink consumer.Sink, batch []c
 }
 
 // Labels are the labels of a stream that come later: the examples go out
-// without them, and each follows on Topic after a delay, as clicks or
+// without them, and each follows on a destination of its own after a delay, as clicks or
 // chargebacks do (docs/labels.md). The delay is real: a label is published
 // when it falls due, so that its record time, which the broker gives it,
 // is its example's plus the delay.
 type Labels struct {
 	sink    consumer.Sink
-	to      fmt.Stringer
-	topic   string
+	to      config.Destination
 	delay   time.Duration
 	missing float64
 	format  wire.Format
@@ -113,12 +113,11 @@ type Labels struct {
 	Sent, Unlabeled int
 }
 
-// NewLabels holds labels back for sink's topic, to (named so in errors),
-// each after a delay drawn from an exponential distribution of mean
+// NewLabels holds labels back for to, published through sink, each after a delay drawn from an exponential distribution of mean
 // delay, a fraction missing of them never sent; seed draws both, apart
 // from the stream's own draws. format is the label records'.
-func NewLabels(sink consumer.Sink, to fmt.Stringer, topic string, delay time.Duration, missing float64, format wire.Format, seed uint64) *Labels {
-	return &Labels{sink: sink, to: to, topic: topic, delay: delay, missing: missing, format: format,
+func NewLabels(sink consumer.Sink, to config.Destination, delay time.Duration, missing float64, format wire.Format, seed uint64) *Labels {
+	return &Labels{sink: sink, to: to, delay: delay, missing: missing, format: format,
 		rng: rand.New(rand.NewPCG(seed, 0x1abe1))}
 }
 
@@ -135,7 +134,7 @@ func (l *Labels) Hold(rec *synth.Record, key []byte) {
 	id := strconv.FormatUint(rec.Seq, 10)
 	v := wire.AppendLabel(nil, l.format, id, rec.Label)
 	d := time.Duration(l.rng.ExpFloat64() * float64(l.delay))
-	out := consumer.Output{Topic: l.topic, Key: key, Value: v}
+	out := consumer.Output{Topic: l.to.Topic, Key: key, Value: v}
 	if len(key) == 0 {
 		out.Key = []byte("label-" + id)
 	}

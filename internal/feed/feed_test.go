@@ -27,7 +27,7 @@ var examples = config.Destination{Kind: config.KindJetStream, Topic: "ex"}
 func TestFeederLabelsLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := memory.NewSink()
-		labels := feed.NewLabels(sink, examples, "labels", 0, 0.25, wire.FormatJSON, 7)
+		labels := feed.NewLabels(sink, config.Destination{Kind: config.KindJetStream, Topic: "labels"}, 0, 0.25, wire.FormatJSON, 7)
 		f := feed.Feeder{Sink: sink, To: examples, Batch: 64, Rate: 1000, Labels: labels, Log: zap.NewNop()}
 		s := synth.New(synth.DefaultOptions())
 		const n = 1000
