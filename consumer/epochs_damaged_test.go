@@ -22,8 +22,14 @@ import (
 // bucket, the bucket store keeps its objects in at no prefix.
 func damage(t *testing.T, bucket *blob.Bucket, gen uint64) {
 	t.Helper()
+	damageKey(t, bucket, snapshot.Key("", "mixed", gen))
+}
+
+// damageKey flips the last byte of the object at key in bucket, and
+// returns the damaged bytes.
+func damageKey(t *testing.T, bucket *blob.Bucket, key string) []byte {
+	t.Helper()
 	ctx := context.Background()
-	key := snapshot.Key("", "mixed", gen)
 	data, err := bucket.ReadAll(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +38,7 @@ func damage(t *testing.T, bucket *blob.Bucket, gen uint64) {
 	if err := bucket.WriteAll(ctx, key, data, nil); err != nil {
 		t.Fatal(err)
 	}
+	return data
 }
 
 // newestGeneration is the newest generation of "mixed" in store.
@@ -253,15 +260,7 @@ func TestEpochsRelearnADamagedShardResult(t *testing.T) {
 		t.Fatalf("epoch %d has no shard result left to damage", newest)
 	}
 	key := results[0]
-	held, err := bucket.ReadAll(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	flipped := append([]byte(nil), held...)
-	flipped[len(flipped)-1] ^= 0xff
-	if err := bucket.WriteAll(ctx, key, flipped, nil); err != nil {
-		t.Fatal(err)
-	}
+	flipped := damageKey(t, bucket, key)
 	// The generation above it damaged too, so that the epoch is mixed
 	// again from its results.
 	damage(t, bucket, newest)
