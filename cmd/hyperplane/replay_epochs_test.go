@@ -64,7 +64,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 		}
 		return total == int64(len(recs))
 	}
-	waitRunning(t, time.Minute, "every record learned", stopped, &stderr, waitLearned)
+	waitRunning(t, 5*time.Minute, "every record learned", stopped, &stderr, waitLearned)
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())

@@ -68,7 +68,7 @@ func TestOnePartitionIsTheSameModelForEveryEpochSize(t *testing.T) {
 		began := time.Now()
 		w := startRun(t, args)
 		store := openStore(t, storeDir)
-		waitCovered(t, []*runner{w}, store, "single", map[string]int64{"kafka:single/0": n}, time.Minute)
+		waitCovered(t, []*runner{w}, store, "single", map[string]int64{"kafka:single/0": n}, 5*time.Minute)
 		w.stop(t)
 		if !strings.Contains(w.log(), `"msg":"worker stopped","examples":3000`) {
 			t.Errorf("epoch_examples %d: the worker did not stop having learned %d examples:\n%s", e, n, w.log())
@@ -178,7 +178,7 @@ func TestOtherHistoryStops(t *testing.T) {
 	began := time.Now()
 	aArgs := args("multi", storeDir, "gA", "wA")
 	a := startRun(t, aArgs)
-	waitCovered(t, []*runner{a}, store, "m", ends("multi", perPhase), time.Minute)
+	waitCovered(t, []*runner{a}, store, "m", ends("multi", perPhase), 5*time.Minute)
 	a.stop(t)
 	t.Logf("worker A: the first phase in %v", time.Since(began).Round(time.Millisecond))
 	newest := func() (uint64, string) {
@@ -268,7 +268,7 @@ func TestOtherHistoryStops(t *testing.T) {
 	phase2 := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "two.jsonl", "-examples", fmt.Sprint(perPhase), "-seed", "12", "-unlabeled", "0.1"))), "\n")
 	produce(t, c, "multi", parts, phase2)
 	d := startRun(t, args("multi", storeDir, "gA", "wD", "--model.mixing.rule", "auto"))
-	waitCovered(t, []*runner{d}, store, "m", ends("multi", 2*perPhase), time.Minute)
+	waitCovered(t, []*runner{d}, store, "m", ends("multi", 2*perPhase), 5*time.Minute)
 	d.stop(t)
 	if !strings.Contains(d.log(), `the epoch log was written mixing by another rule: it continues so (a new model.name mixes by model.mixing.rule)","written":"mean"`) {
 		t.Errorf("a worker at the default rule did not say it continues a log of the mean:\n%s", d.log())
@@ -331,7 +331,7 @@ func TestAutoContinuesALogOfDamped(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, fmt.Sprintf("%d.jsonl", i), "-examples", fmt.Sprint(perPhase), "-seed", fmt.Sprint(31+i)))), "\n")
 		produce(t, c, "arow", parts, lines)
 		w := startRun(t, phase)
-		waitCovered(t, []*runner{w}, store, "m", ends((i+1)*perPhase), time.Minute)
+		waitCovered(t, []*runner{w}, store, "m", ends((i+1)*perPhase), 5*time.Minute)
 		w.stop(t)
 		s, err := store.Latest(context.Background(), "m", nil)
 		if err != nil {
