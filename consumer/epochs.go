@@ -165,6 +165,10 @@ type Epochs struct {
 	// shardMetrics are the metrics of the owned shards' ranges, whose
 	// model gauges are the shard's (Metrics.forShard).
 	shardMetrics map[string]*Metrics
+	// results are the states of the ranges this worker learned and wrote
+	// whose epoch is not mixed yet: the barrier takes them from here
+	// rather than reading back what it wrote.
+	results map[resultKey]*learner.State
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -326,6 +330,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 // advance records that the model now holds epoch b, mixed.
 func (x *Epochs) advance(b *epochlog.Boundary, sha [32]byte) {
 	x.prev, x.prevSHA, x.epoch, x.cur = b, sha, b.Epoch+1, nil
+	x.forgetResults(b.Epoch)
 	x.mixed.Store(b.Epoch)
 	x.metrics.Epoch.Set(float64(b.Epoch))
 }

@@ -233,6 +233,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
+	x.keepResult(res)
 	return nil
 }
 
