@@ -165,6 +165,9 @@ type Epochs struct {
 	// shardMetrics are the metrics of the owned shards' ranges, whose
 	// model gauges are the shard's (Metrics.forShard).
 	shardMetrics map[string]*Metrics
+	// readers are the owned shards' readers, kept from one range to
+	// the next.
+	readers readers
 	// results are the states of the ranges this worker learned and wrote
 	// whose epoch is not mixed yet: the barrier takes them from here
 	// rather than reading back what it wrote.
@@ -193,7 +196,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 		cfg.EpochExamples = 1
 	}
 	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions),
-		logWarns: retry.NewLogLimiter(log, retryWarnEvery)}
+		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
 	if x.from == nil {
 		x.from = map[string]int64{}
 	}
@@ -279,6 +282,7 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
+	defer x.readers.close()
 	defer x.mixes.flush(x.log)
 	grace, stop := graceAfter(ctx, x.shutdownTimeout())
 	defer stop()
