@@ -155,7 +155,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 // found damaged is replaced by the one learned again (WriteShard).
 func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	model := x.cfg.Worker.Model
-	m, err := learner.Restore(x.model.State())
+	m, err := learner.Restore(x.base.State())
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+		State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	// The range is complete and its outputs durable: its result is
 	// written even while the worker stops, within the shutdown limit,
