@@ -137,7 +137,10 @@ type Epochs struct {
 	cur    *epochlog.Boundary
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
-	written  uint64
+	written uint64
+	// atLogEnd is set once this worker found no epoch of the log at or
+	// above the one it was to cut: from there on it extends the log.
+	atLogEnd bool
 	from     map[string]int64
 	mixedAt  time.Time
 	lastSnap struct {
