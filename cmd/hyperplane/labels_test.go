@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
@@ -97,7 +98,7 @@ func TestDemoLabelDelay(t *testing.T) {
 		}
 	}
 	var sum struct {
-		Join *joinSummary `json:"join"`
+		Join *consumer.JoinSummary `json:"join"`
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "file://"+data+"/demo")), &sum); err != nil {
 		t.Fatal(err)
