@@ -15,15 +15,9 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/provision"
 )
 
-// setupOptions say how setup makes what is missing, as its flags set
-// them; -retention is both a topic's and a stream's. What exists is never
-// changed, whatever they say.
-type setupOptions struct {
-	Topics  kafkaio.TopicOptions
-	Streams natsio.StreamOptions
-}
-
-func (o setupOptions) validate() error {
+// validateSetup checks the options of setup's flags, naming the flag of a
+// wrong one; -retention is both a topic's and a stream's.
+func validateSetup(o provision.Options) error {
 	t, s := o.Topics, o.Streams
 	switch {
 	case t.Partitions < 1:
@@ -73,7 +67,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	// (DESIGN §5), and Kafka can add partitions to a topic later but never
 	// take them away. The brokers' default.replication.factor is right
 	// for one broker and for a cluster.
-	o := setupOptions{Topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: -1}, Streams: natsio.StreamOptions{Replicas: 1}}
+	o := provision.Options{Topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: -1}, Streams: natsio.StreamOptions{Replicas: 1}}
 	fs := newFlagSet("setup", "--config FILE [flags] [--key value ...]", e)
 	fs.IntVar(&o.Topics.Partitions, "partitions", o.Topics.Partitions, "partitions of each new Kafka topic")
 	fs.IntVar(&o.Topics.ReplicationFactor, "replication-factor", o.Topics.ReplicationFactor, "replicas of each partition of a new Kafka topic; -1: the brokers' default.replication.factor")
@@ -90,7 +84,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 		return ignoreHelp(err)
 	}
 	o.Topics.Retention = o.Streams.Retention
-	if err := o.validate(); err != nil {
+	if err := validateSetup(o); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(e, cfgArgs) // -h went to fs
@@ -106,7 +100,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 
 	b := newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)
 	defer b.close()
-	results, brokerErr := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.kafkaConfig, NATS: b.natsConn}, provision.Options(o))
+	results, brokerErr := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.kafkaConfig, NATS: b.natsConn}, o)
 	printSetup(e.stdout, results)
 	if brokerErr != nil {
 		return brokerErr
