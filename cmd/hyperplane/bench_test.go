@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/internal/train"
 )
 
 // BenchmarkTrain is hyperplane train end to end over a 1,000,000-example
@@ -26,7 +28,7 @@ func BenchmarkTrain(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var res trainResult
+				var res train.Result
 				if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 					b.Fatal(err)
 				}
