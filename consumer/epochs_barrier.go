@@ -239,6 +239,7 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
 	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
 	x.forgetResults(e - 1)
+	x.atLogEnd = false
 	x.setModel(m)
 	x.mixed.Store(e - 1)
 	x.written = e - 1

@@ -36,6 +36,10 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 				}
 				continue
 			}
+			if again == nil {
+				continue
+			}
+			err = again
 		}
 		if !errors.Is(err, snapshot.ErrNotFound) {
 			return nil, sha, fatal(err)

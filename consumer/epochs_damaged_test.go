@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -377,3 +379,47 @@ type unwrittenLog struct{ *epochlog.Log }
 
 func (unwrittenLog) Write(context.Context, *snapshot.Snapshot) error { return nil }
 func (unwrittenLog) Retain(context.Context, string, int) error       { return nil }
+
+// TestEpochsStartingBelowRetentionGoOn: a worker that starts at the
+// first epoch while another has gone on and retention deleted the log
+// below its generations finds the first boundary missing below later
+// epochs. That is no damage: it continues from the newest generation,
+// and ends at the model the other worker holds, beginning no history.
+func TestEpochsStartingBelowRetentionGoOn(t *testing.T) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	cfg := epochConfig(data, store, memory.NewSink(), "ahead")
+	cfg.Keep = 1
+	want := runEpochs(t, data, cfg, store)
+	lg := epochlog.New(store)
+	if _, _, err := lg.Boundary(context.Background(), "mixed", 1); !errors.Is(err, snapshot.ErrNotFound) {
+		t.Fatalf("the first boundary is still in the log (%v): retention was to delete it", err)
+	}
+	before, err := lg.Epochs(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := learner.New(epochLearner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := epochConfig(data, store, memory.NewSink(), "late")
+	late.Keep = 1
+	x := consumer.NewEpochs(late, m, 1, nil, nil, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	last := newestGeneration(t, store)
+	if got := finalDigest(t, x, done, cancel, last); got != want {
+		t.Fatalf("the late worker holds %x, the other %x", got, want)
+	}
+	after, err := lg.Epochs(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) > 0 && len(before) > 0 && after[len(after)-1] > before[len(before)-1] {
+		t.Fatalf("the late worker began epochs %v above the log's %v", after, before)
+	}
+}

@@ -102,8 +102,19 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 // which the model held does not include, is damaged or was deleted
 // (docs/scale-out.md, section 3.9): nothing else records the ranges it
 // cut, so the history above the model held cannot be continued.
+//
+// A generation at or beyond the epoch that reads is no damage: the other
+// workers went on, and retention deleted the log below it. The worker
+// continues from that generation, as when it is overtaken at a barrier.
 func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 	e := x.epoch
+	by, err := x.overtaking(ctx, e)
+	if err != nil {
+		return err
+	}
+	if by != nil {
+		return x.jump(by)
+	}
 	start, err := x.beginHistory(ctx, e)
 	if err != nil {
 		return err
