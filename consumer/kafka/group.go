@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -34,12 +35,12 @@ var ErrGenerationEnded = errors.New("no current generation of the consumer group
 type GroupOptions struct {
 	// InstanceID, if not empty, makes the member static (Kafka's
 	// group.instance.id, KIP-345): a member that joins with the instance
-	// id of one the coordinator still holds replaces it at once, taking
-	// over its assignment without a rebalance, and Close does not leave
-	// the group. Every live member must have its own: the coordinator
-	// fences the older of two members with one instance id, which then
-	// goes on as a dynamic member (see Group). Empty: a dynamic member,
-	// which Close takes out of the group at once.
+	// id of one the coordinator still holds (one that stopped without
+	// Close, killed say, less than SessionTimeout ago) replaces it at
+	// once, taking over its assignment without a rebalance. Every live
+	// member must have its own: the coordinator fences the older of two
+	// members with one instance id, which then goes on as a dynamic
+	// member (see Group). Empty: a dynamic member.
 	InstanceID string
 	// HeartbeatInterval is how often the member tells the coordinator it
 	// is alive. It is also how soon it learns of a rebalance, which the
@@ -128,19 +129,25 @@ func SessionOptions(session time.Duration) GroupOptions {
 // assigned within about PartitionWatchInterval.
 //
 // A Group learns of a rebalance at its next heartbeat, ends its generation
-// and joins the next one on its own; Owned is empty in between. A dynamic
-// member that leaves (Close), and any member that stops heartbeating for
-// SessionTimeout, loses its partitions to the others. Until the
+// and joins the next one on its own; Owned is empty in between. A member
+// that leaves (Close) or stops heartbeating for SessionTimeout loses its
+// partitions to the others. Until the
 // coordinator has dropped a stalled member, its partitions are owned by
 // no one else; a member that was dropped while paused still reports its
 // old assignment until its own next heartbeat (a zombie, harmless in the
 // epoch protocol).
 //
 // A static member (GroupOptions.InstanceID) keeps its partitions across a
-// restart: Close does not leave the group, and a process that joins with
-// the same instance id, before the session of the old one has timed out,
-// replaces it and is given its assignment at once, without a rebalance
-// (the coordinator's KIP-345 replacement). The other members see nothing.
+// restart that did not Close it (a process killed, or stopped by a crash):
+// a process that joins with the same instance id, before the session of
+// the old one has timed out, replaces it and is given its assignment at
+// once, without a rebalance (the coordinator's KIP-345 replacement). The
+// other members see nothing. Close leaves the group all the same, unlike
+// Kafka's Java consumer, which keeps a static member's place on a clean
+// shutdown too: a worker that stops cleanly is most often not coming back
+// under its name (a Deployment's rollout or scale-down gives new pods new
+// names), and its partitions would otherwise wait a whole session for an
+// owner.
 // Two live processes with one instance id fence each other: the
 // coordinator answers the older one's next request with FENCED_INSTANCE_ID;
 // that one logs a warning and joins again as a dynamic member, which
@@ -149,16 +156,17 @@ func SessionOptions(session time.Duration) GroupOptions {
 //
 // A Group is safe for concurrent use.
 type Group struct {
-	id     string
-	topics []string
-	opts   GroupOptions
-	log    *zap.Logger
-	errLog *errorLog
-	client *kafkago.Client
-	trans  *kafkago.Transport
-	stop   context.CancelFunc // ends the generation loop
-	done   chan struct{}      // closed when the generation loop has returned
-	once   sync.Once
+	id      string
+	topics  []string
+	opts    GroupOptions
+	log     *zap.Logger
+	errLog  *errorLog
+	client  *kafkago.Client
+	trans   *kafkago.Transport
+	stop    context.CancelFunc // ends the generation loop
+	done    chan struct{}      // closed when the generation loop has returned
+	once    sync.Once
+	crashed atomic.Bool // set by crash: Close does not leave the group
 
 	mu      sync.Mutex
 	cur     *generation   // the current generation; nil between generations
@@ -257,7 +265,7 @@ func NewGroupWith(cfg Config, groupID string, topics []string, opts GroupOptions
 const coordinatorTimeout = 5 * time.Second
 
 // run takes part in every generation of the group until ctx ends, then
-// leaves the group if the member is dynamic.
+// leaves the group (unless Crash stopped it).
 func (g *Group) run(ctx context.Context) {
 	defer close(g.done)
 	m := membership{instance: g.opts.InstanceID}
@@ -624,18 +632,18 @@ func (g *Group) end(cur *generation) {
 	g.log.Info("kafka consumer group generation ended", zap.Int32("generation", cur.id))
 }
 
-// leave takes a dynamic member m out of the group, so that its partitions
-// go to the others at once. A static member stays, so that a process
-// with its instance id takes its place without a rebalance.
+// leave takes m out of the group, so that its partitions go to the others
+// at once: a static member by its instance id, which the coordinator then
+// forgets (LeaveGroup v3, Kafka 2.4).
 func (g *Group) leave(m membership) {
-	if m.id == "" || m.instance != "" {
+	if m.id == "" || g.crashed.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), coordinatorTimeout)
 	defer cancel()
 	res, err := g.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
 		GroupID: g.id,
-		Members: []kafkago.LeaveGroupRequestMember{{ID: m.id}},
+		Members: []kafkago.LeaveGroupRequestMember{{ID: m.id, GroupInstanceID: m.instance}},
 	})
 	if err == nil {
 		err = res.Error
@@ -793,15 +801,11 @@ func (cur *generation) over(err error) bool {
 		errors.Is(err, kafkago.UnknownMemberId)
 }
 
-// Close ends the membership and waits for the group's goroutines: a
-// dynamic member leaves the group, so that the coordinator gives its
-// partitions to the others at once; a static member does not, so that a
-// process that joins with its instance id within SessionTimeout takes its
-// partitions back without a rebalance (after which, if none does, the
-// coordinator gives them to the others). Close is prompt: a join in
-// progress is abandoned, and leaving is bounded by a 5 s coordinator
-// timeout. Owned is then empty and Commit fails. Close is idempotent and
-// always returns nil.
+// Close leaves the group, so that the coordinator gives this member's
+// partitions to the others at once (a static member's too), and waits for
+// the group's goroutines. Close is prompt: a join in progress is
+// abandoned, and leaving is bounded by a 5 s coordinator timeout. Owned is
+// then empty and Commit fails. Close is idempotent and always returns nil.
 func (g *Group) Close() error {
 	g.once.Do(func() {
 		g.stop()
@@ -866,4 +870,11 @@ func syncGroup(ctx context.Context, client *kafkago.Client, req *kafkago.SyncGro
 		}
 	}
 	return out, nil
+}
+
+// crash ends the membership as a killed process does: without leaving
+// the group.
+func (g *Group) crash() {
+	g.crashed.Store(true)
+	g.Close()
 }

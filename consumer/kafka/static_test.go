@@ -38,7 +38,7 @@ func countRequests(c *testbroker.KafkaCluster, key kmsg.Key) *atomic.Int64 {
 
 // TestGroupStaticRestart: a static member that stops without leaving the
 // group (as a process killed with SIGKILL does: its connections close,
-// and no LeaveGroup is sent) keeps its partitions, owned by no one, and a
+// and no LeaveGroup is sent: Crash) keeps its partitions, owned by no one, and a
 // new member with its instance id owns them again at once, far within the
 // session timeout, with no rebalance: the other member's generation goes
 // on untouched.
@@ -51,9 +51,7 @@ func TestGroupStaticRestart(t *testing.T) {
 	bChanged := b.Changed()
 	leaves := countRequests(c, kmsg.LeaveGroup)
 
-	if err := a.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	kafka.Crash(a)
 	start := time.Now()
 	restarted := joinWith(t, c, staticOptions("worker-a"), "g", "a again", "t")
 	after, took := settle(t, []*kafka.Group{restarted}, func(owned [][]string) bool { return slices.Equal(owned[0], before[0]) })
@@ -62,7 +60,7 @@ func TestGroupStaticRestart(t *testing.T) {
 		t.Fatalf("the restarted member took %v to own its partitions back, want at most %v", time.Since(start), limit)
 	}
 	if n := leaves.Load(); n != 0 {
-		t.Fatalf("a static member's Close sent %d LeaveGroup requests, want none", n)
+		t.Fatalf("a crashed member sent %d LeaveGroup requests, want none", n)
 	}
 	if closed(bChanged) || !slices.Equal(b.Owned(), before[1]) {
 		t.Fatalf("the other member's assignment changed from %q to %q (Changed closed: %v): a rebalance",
@@ -70,9 +68,9 @@ func TestGroupStaticRestart(t *testing.T) {
 	}
 }
 
-// TestGroupStaticHandsOverAfterSession: a static member that stops and is
-// not restarted loses its partitions to the others once its session has
-// timed out.
+// TestGroupStaticHandsOverAfterSession: a static member that stops
+// without leaving the group and is not restarted loses its partitions to
+// the others once its session has timed out.
 func TestGroupStaticHandsOverAfterSession(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	c.CreateTopic(t, "t", 4)
@@ -84,7 +82,7 @@ func TestGroupStaticHandsOverAfterSession(t *testing.T) {
 	a := joinWith(t, c, aOpts, "g", "a", "t")
 	b := joinWith(t, c, bOpts, "g", "b", "t")
 	settle(t, []*kafka.Group{a, b}, partitioned(all, 2))
-	a.Close()
+	kafka.Crash(a)
 	start := time.Now()
 	_, took := settle(t, []*kafka.Group{b}, partitioned(all, 4))
 	t.Logf("the other member owned every partition %v after a static member stopped (session timeout %v)", took, opts.SessionTimeout)
