@@ -164,6 +164,7 @@ type Group struct {
 	client  *kafkago.Client
 	trans   *kafkago.Transport
 	stop    context.CancelFunc // ends the generation loop
+	stopTr  context.CancelFunc // ends the transport's background work
 	done    chan struct{}      // closed when the generation loop has returned
 	once    sync.Once
 	crashed atomic.Bool // set by crash: Close does not leave the group
@@ -241,6 +242,9 @@ func NewGroupWith(cfg Config, groupID string, topics []string, opts GroupOptions
 		MetadataTopics: topics,
 		DialTimeout:    dialTimeout,
 	}
+	// The transport's background work ends once the member has left.
+	tctx, stopTransport := context.WithCancel(context.Background())
+	trans.Context = tctx
 	ctx, stop := context.WithCancel(context.Background())
 	g := &Group{
 		id:      groupID,
@@ -251,6 +255,7 @@ func NewGroupWith(cfg Config, groupID string, topics []string, opts GroupOptions
 		client:  &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: trans},
 		trans:   trans,
 		stop:    stop,
+		stopTr:  stopTransport,
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
 	}
@@ -280,17 +285,18 @@ func (g *Group) run(ctx context.Context) {
 		case err == nil:
 			// The generation ended; the next join is the rebalance.
 			continue
-		case errors.Is(err, kafkago.RebalanceInProgress):
-			// The next join is subject to the rebalance timeout: the
-			// coordinator throttles it.
+		case errors.Is(err, kafkago.RebalanceInProgress), errors.Is(err, kafkago.IllegalGeneration):
+			// The member is known, in another generation than the one
+			// it asked about: it joins the next at once, which the
+			// coordinator throttles by the rebalance timeout.
 		case errors.Is(err, kafkago.FencedInstanceID):
-			g.log.Warn("kafka consumer group: another member joined with this instance id, which the coordinator gave to it: this one goes on as a dynamic member (give each worker its own kafka.group_instance)",
+			g.log.Warn("kafka consumer group: another member joined with this instance id, which the coordinator gave to it: this one goes on as a dynamic member (give each member its own instance id)",
 				zap.String("member", m.id), zap.Error(err))
 			m = membership{}
-		case errors.Is(err, kafkago.UnknownMemberId), errors.Is(err, kafkago.IllegalGeneration):
-			// The coordinator dropped the member, or moved on: join
-			// again as what it is (a static member's instance id
-			// finds its assignment if the coordinator still holds it).
+		case errors.Is(err, kafkago.UnknownMemberId):
+			// The coordinator dropped the member: join again as what
+			// it is (a static member's instance id finds its
+			// assignment if the coordinator still holds it).
 			m.id = ""
 		default:
 			// Not worth a second try at once (the coordinator is
@@ -798,7 +804,8 @@ func (cur *generation) over(err error) bool {
 	}
 	return errors.Is(err, kafkago.RebalanceInProgress) ||
 		errors.Is(err, kafkago.IllegalGeneration) ||
-		errors.Is(err, kafkago.UnknownMemberId)
+		errors.Is(err, kafkago.UnknownMemberId) ||
+		errors.Is(err, kafkago.FencedInstanceID)
 }
 
 // Close leaves the group, so that the coordinator gives this member's
@@ -811,6 +818,7 @@ func (g *Group) Close() error {
 		g.stop()
 		<-g.done
 		g.trans.CloseIdleConnections()
+		g.stopTr()
 		g.mu.Lock()
 		g.cur = nil
 		g.signal()
