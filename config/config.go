@@ -105,8 +105,11 @@ type Kafka struct {
 	// SessionTimeout is how long the consumer group waits for a worker
 	// that stopped answering before its partitions go to the others.
 	SessionTimeout time.Duration `yaml:"session_timeout" help:"how long the consumer group waits for a worker that stopped answering before it gives its partitions to the others (a topic of several partitions; the brokers allow 6s to 30m by default)"`
-	TLS            TLS           `yaml:"tls"`
-	SASL           SASL          `yaml:"sasl"`
+	// GroupInstance is this worker's static membership of the consumer
+	// group (Kafka's group.instance.id, KIP-345); see KafkaGroupInstance.
+	GroupInstance string `yaml:"group_instance" help:"this worker's group.instance.id in the consumer group: a worker restarted after a crash under the same one takes its partitions back at once, not after kafka.session_timeout; every live worker needs its own (default: snapshot.writer, the host name; none: no static membership)"`
+	TLS           TLS    `yaml:"tls"`
+	SASL          SASL   `yaml:"sasl"`
 }
 
 // SASL is Kafka authentication.

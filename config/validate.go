@@ -147,6 +147,45 @@ func (c Config) KafkaGroup() string {
 	return "hyperplane-" + c.Model.Name
 }
 
+// NoGroupInstance is the kafka.group_instance that makes the worker a
+// dynamic member of the consumer group.
+const NoGroupInstance = "none"
+
+// KafkaGroupInstance is this worker's static membership of the consumer
+// group (Kafka's group.instance.id): kafka.group_instance; or, when that
+// is empty, SnapshotWriter (the host name by default) if it is a valid
+// instance id; "" (a dynamic member) for NoGroupInstance or a default
+// that is not valid. A worker restarted under the same instance id within
+// kafka.session_timeout of a crash takes its partitions back without a
+// rebalance (docs/scale-out.md, section 3.5).
+func (c Config) KafkaGroupInstance() string {
+	switch id := c.Kafka.GroupInstance; id {
+	case NoGroupInstance:
+		return ""
+	case "":
+		if w := c.SnapshotWriter(); validInstanceID(w) == nil {
+			return w
+		}
+		return ""
+	default:
+		return id
+	}
+}
+
+// validInstanceID checks id by Kafka's rule for a group.instance.id (that
+// of a topic name): 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'.
+func validInstanceID(id string) error {
+	if id == "" || len(id) > 249 {
+		return fmt.Errorf("must be 1 to 249 characters long, got %d", len(id))
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q has %q: only a-z, A-Z, 0-9, '.', '_' and '-' are allowed", id, r)
+		}
+	}
+	return nil
+}
+
 // maxNameLen bounds model.name, which is one segment of object keys.
 const maxNameLen = 200
 
@@ -307,6 +346,11 @@ func (c Config) validateOutputs() error {
 func (c Config) validateKafka() error {
 	if c.Kafka.SessionTimeout < time.Second {
 		return fieldErr("kafka.session_timeout", "must be at least 1s (such as 30s), got %s", formatDuration(c.Kafka.SessionTimeout))
+	}
+	if id := c.Kafka.GroupInstance; id != "" && id != NoGroupInstance {
+		if err := validInstanceID(id); err != nil {
+			return fieldErr("kafka.group_instance", "%v", err)
+		}
 	}
 	k := c.Kafka
 	for _, b := range k.Brokers {

@@ -83,6 +83,7 @@ func TestValidate(t *testing.T) {
 		{name: "snapshot never", base: validKafka, mutate: func(c *Config) { c.Snapshot.URL, c.Snapshot.Every, c.Snapshot.Interval = "mem://", 0, 0 }, field: "snapshot.every", problem: "no snapshot"},
 		{name: "snapshot keep", base: validKafka, mutate: func(c *Config) { c.Snapshot.Keep = 0 }, field: "snapshot.keep"},
 		{name: "kafka session timeout", base: validKafka, mutate: func(c *Config) { c.Kafka.SessionTimeout = time.Millisecond }, field: "kafka.session_timeout"},
+		{name: "kafka group instance", base: validKafka, mutate: func(c *Config) { c.Kafka.GroupInstance = "pod 0" }, field: "kafka.group_instance"},
 		{name: "scope", base: validKafka, mutate: func(c *Config) { c.Model.Scope = "everything" }, field: "model.scope"},
 		{name: "partition scope of an unpartitioned stream", base: validJetStream, mutate: func(c *Config) { c.Model.Scope = ScopePartition }, field: "model.scope"},
 		{name: "mixing epoch examples", base: validKafka, mutate: func(c *Config) { c.Model.Mixing.EpochExamples = 0 }, field: "model.mixing.epoch_examples"},

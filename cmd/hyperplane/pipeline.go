@@ -281,7 +281,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (consumer.Owner
 		if err != nil {
 			return consumer.Ownership{}, err
 		}
-		group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, kafkaio.SessionOptions(cfg.Kafka.SessionTimeout), log)
+		group, err := kafkaio.NewGroupWith(kc, cfg.KafkaGroup(), cfg.Source.Topics, groupOptions(cfg), log)
 		if err != nil {
 			return consumer.Ownership{}, fmt.Errorf("source.group: %w", err)
 		}
@@ -298,6 +298,15 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (consumer.Owner
 		names[i] = fmt.Sprintf("jetstream:%s#%d", cfg.Source.Stream, k)
 	}
 	return consumer.Ownership{Owned: func() []string { return names }}, nil
+}
+
+// groupOptions are the worker's membership of the consumer group: its
+// session, and its static instance id (kafka.group_instance), under which
+// a restart after a crash takes the worker's partitions back at once.
+func groupOptions(cfg config.Config) kafkaio.GroupOptions {
+	opts := kafkaio.SessionOptions(cfg.Kafka.SessionTimeout)
+	opts.InstanceID = cfg.KafkaGroupInstance()
+	return opts
 }
 
 // loadShardGeneration reads the stored generations of the shards' chains

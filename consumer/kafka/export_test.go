@@ -2,6 +2,10 @@ package kafka
 
 import "time"
 
+// Crash ends g's membership without leaving the group, as a process
+// killed with SIGKILL does.
+func Crash(g *Group) { g.crash() }
+
 // SetLookupRetry sets how long s goes by the fallback limit after a failed
 // lookup.
 func SetLookupRetry(s *Sink, d time.Duration) { s.lookupRetry = d }

@@ -279,38 +279,51 @@ func TestGroupSplitsPartitions(t *testing.T) {
 	}
 }
 
+// TestGroupCloseHandsOver: a member that leaves (Close), dynamic or
+// static, hands its partitions over at once.
 func TestGroupCloseHandsOver(t *testing.T) {
-	c := groupCluster(t, 6)
-	members := []*kafka.Group{join(t, c, "g", "a", "t"), join(t, c, "g", "b", "t"), join(t, c, "g", "c", "t")}
-	all := shardsOf("t", upTo(6)...)
-	before, _ := settle(t, members, partitioned(all, 2))
+	for _, static := range []bool{false, true} {
+		t.Run(map[bool]string{false: "dynamic", true: "static"}[static], func(t *testing.T) {
+			c := groupCluster(t, 6)
+			var members []*kafka.Group
+			for _, name := range []string{"a", "b", "c"} {
+				opts := groupOptions
+				if static {
+					opts.InstanceID = "worker-" + name
+				}
+				members = append(members, joinWith(t, c, opts, "g", name, "t"))
+			}
+			all := shardsOf("t", upTo(6)...)
+			before, _ := settle(t, members, partitioned(all, 2))
 
-	leaving := members[0]
-	changed := leaving.Changed()
-	start := time.Now()
-	if err := leaving.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	closing := time.Since(start)
-	if got := leaving.Owned(); len(got) != 0 || leaving.Settled() {
-		t.Fatalf("Owned after Close = %q, Settled %v: want empty, and no assignment", got, leaving.Settled())
-	}
-	if !closed(changed) {
-		t.Fatal("Changed not closed by Close")
-	}
-	if closed(leaving.Changed()) {
-		t.Fatal("Changed after Close returned a closed channel")
-	}
-	after, took := settle(t, members[1:], partitioned(all, 3))
-	t.Logf("Close took %v; the other two owned %q, %q (before: %q) %v after Close began",
-		closing, after[0], after[1], before, closing+took)
-	// A member that stopped without leaving would hand over once its
-	// session timed out.
-	if limit := groupOptions.SessionTimeout / 2; closing+took > limit {
-		t.Fatalf("hand-over took %v, want at most %v", closing+took, limit)
-	}
-	if err := leaving.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
+			leaving := members[0]
+			changed := leaving.Changed()
+			start := time.Now()
+			if err := leaving.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			closing := time.Since(start)
+			if got := leaving.Owned(); len(got) != 0 || leaving.Settled() {
+				t.Fatalf("Owned after Close = %q, Settled %v: want empty, and no assignment", got, leaving.Settled())
+			}
+			if !closed(changed) {
+				t.Fatal("Changed not closed by Close")
+			}
+			if closed(leaving.Changed()) {
+				t.Fatal("Changed after Close returned a closed channel")
+			}
+			after, took := settle(t, members[1:], partitioned(all, 3))
+			t.Logf("Close took %v; the other two owned %q, %q (before: %q) %v after Close began",
+				closing, after[0], after[1], before, closing+took)
+			// A member that stopped without leaving would hand over once its
+			// session timed out.
+			if limit := groupOptions.SessionTimeout / 2; closing+took > limit {
+				t.Fatalf("hand-over took %v, want at most %v", closing+took, limit)
+			}
+			if err := leaving.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
 	}
 }
 
