@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkNewModel is what a new user's first run costs: the real
+// binary, a new model at the defaults (model.mixing and snapshot.* as
+// config.Default has them), learning the same epochsBenchN examples from
+// a topic of one partition (partitions=1, the single worker) or spread
+// round-robin over four (partitions=4, epochs). kfake runs in a process
+// of its own; the examples are in the topic before the worker starts. An
+// op is timed from the worker's start until its /metrics positions cover
+// every example, which in epochs is the newest mixed model's.
+//
+//	go test -run XXX -bench BenchmarkNewModel -benchtime 1x -count 6 ./e2e/
+func BenchmarkNewModel(b *testing.B) {
+	if hyperplane.path == "" {
+		b.Skip("no hyperplane binary (TestMain builds it)")
+	}
+	broker := filepath.Join(b.TempDir(), "kfakebroker")
+	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the broker: %v\n%s", err, out)
+	}
+	msgs, size := epochsBenchMessages(epochsBenchN)
+	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	for _, partitions := range []int{1, 4} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			var epochs float64
+			for range b.N {
+				b.StopTimer()
+				epochs += newModelOp(b, broker, msgs, partitions)
+			}
+			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
+			b.ReportMetric(epochs/float64(b.N), "epochs/op")
+		})
+	}
+}
+
+// newModelOp is one op of BenchmarkNewModel, with a broker and a store of
+// its own. It returns the epochs the worker mixed.
+func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions"}, true)
+	defer br.stop(b)
+	addrs := br.firstLine(b)
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+model:
+  name: new
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [examples]
+  group: new
+outputs:
+  predictions: kafka:predictions
+snapshot:
+  url: file://%s?create_dir=1
+`, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = &kgo.Record{Topic: "examples", Partition: int32(i % partitions), Value: m}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+
+	addr := freeAddr(b)
+	b.StartTimer()
+	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
+	w.addr = addr
+	defer w.stop(b)
+	var last map[string]float64
+	waitBench(b, []*benchProc{w}, 10*time.Minute, "the positions at every example", func() bool {
+		m, err := w.metrics()
+		if err != nil {
+			return false
+		}
+		sum := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, "hyperplane_position{") {
+				sum += v
+			}
+		}
+		last = m
+		return sum == float64(len(msgs))
+	})
+	b.StopTimer()
+	return last["hyperplane_epoch"]
+}
