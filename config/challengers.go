@@ -250,3 +250,13 @@ func (c Config) validateChallengers() error {
 	}
 	return nil
 }
+
+// ValidateModel checks the model's keys alone (model.*: its name, learner,
+// drift, challengers and compare), as Validate would, for commands that
+// read examples from a file and so need no source, broker or store.
+func (c Config) ValidateModel() error {
+	if err := c.validateModel(); err != nil {
+		return err
+	}
+	return c.validateChallengers()
+}

@@ -1,0 +1,165 @@
+// Package backtest runs a model and its challengers over a file of
+// examples in one pass, each predicting every example before learning it,
+// and reports how each challenger compares with the model
+// (learner/compare), as a table or as JSON lines.
+package backtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/learner/curve"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// Options are what Run needs besides its input.
+type Options struct {
+	Model       compare.Entrant
+	Challengers []compare.Entrant
+	// Alpha is the level of the confidence sequences, in (0, 1).
+	Alpha   float64
+	Read    wire.ReadOptions
+	Decoder wire.DecoderOptions
+	// Invalid, if set, is called with every record that does not decode
+	// for every entrant; such a record is learned by none.
+	Invalid func(*wire.Record)
+}
+
+// Run reads the examples of r once, in order, and has the model and every
+// challenger predict, then learn, each one (compare.Contest). An example
+// is decoded once per hashing among them: the model's decoding is
+// ReadExamples' own, on its workers; a challenger that changes hash_bits
+// or hash_seed has the record's bytes decoded again with its hashing.
+// Run stops at the end of r, at the first error reading it, or when ctx
+// is done, and returns the contest as it stands then, with the error.
+func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, error) {
+	c, err := compare.NewContest(opts.Model, opts.Challengers, opts.Alpha)
+	if err != nil {
+		return nil, err
+	}
+	hashings := c.Hashings()
+	decoders := make([]*wire.Decoder, len(hashings))
+	extra := make([]learner.Example, len(hashings))
+	xs := make([]*learner.Example, len(hashings))
+	for k := 1; k < len(hashings); k++ {
+		decoders[k] = wire.NewDecoder(hashings[k], opts.Decoder)
+		xs[k] = &extra[k]
+	}
+	newDecoder := func() *wire.Decoder { return wire.NewDecoder(hashings[0], opts.Decoder) }
+	err = wire.ReadExamples(ctx, r, newDecoder, opts.Read, func(rec *wire.Record) error {
+		if rec.Err == nil {
+			for k := 1; k < len(hashings); k++ {
+				if _, rec.Err = decoders[k].Decode(rec.Payload, xs[k]); rec.Err != nil {
+					rec.Err = fmt.Errorf("with hash_bits %d and hash_seed %d: %w", hashings[k].HashBits, hashings[k].HashSeed, rec.Err)
+					break
+				}
+			}
+		}
+		if rec.Err != nil {
+			if opts.Invalid != nil {
+				opts.Invalid(rec)
+			}
+			return nil
+		}
+		xs[0] = rec.Example
+		c.Learn(xs)
+		return nil
+	})
+	return c, err
+}
+
+// Line is one challenger's JSON line (WriteJSON).
+type Line struct {
+	Name string `json:"name"`
+	// Examples are the labeled examples compared.
+	Examples int `json:"examples"`
+	// The challenger's accuracy and mean log-loss over them.
+	Accuracy float64 `json:"accuracy"`
+	LogLoss  float64 `json:"log_loss"`
+	// LogLossDiff is the model's mean log-loss minus the challenger's,
+	// positive when the challenger is better; Low and High bound it: the
+	// confidence sequence's band at the end.
+	LogLossDiff float64 `json:"log_loss_diff"`
+	Low         float64 `json:"low"`
+	High        float64 `json:"high"`
+	// AccuracyDiff is the challenger's accuracy minus the model's, with
+	// its band.
+	AccuracyDiff float64         `json:"accuracy_diff"`
+	AccuracyLow  float64         `json:"accuracy_low"`
+	AccuracyHigh float64         `json:"accuracy_high"`
+	Verdict      compare.Verdict `json:"verdict"`
+}
+
+// Lines are the challengers' lines of standings (the model's first, as
+// compare.Contest.Standings gives them).
+func Lines(standings []compare.Standing) []Line {
+	var lines []Line
+	for _, s := range standings[1:] {
+		r := s.Result
+		lines = append(lines, Line{
+			Name: s.Name, Examples: r.Examples, Accuracy: r.ChallengerAccuracy, LogLoss: r.ChallengerLogLoss,
+			LogLossDiff: r.LogLossDiff, Low: r.LogLossLow, High: r.LogLossHigh,
+			AccuracyDiff: r.AccuracyDiff, AccuracyLow: r.AccuracyLow, AccuracyHigh: r.AccuracyHigh,
+			Verdict: r.Verdict(),
+		})
+	}
+	return lines
+}
+
+// WriteJSON writes one JSON object per challenger, a line each.
+func WriteJSON(w io.Writer, standings []compare.Standing) error {
+	enc := json.NewEncoder(w)
+	for _, l := range Lines(standings) {
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteTable writes the standings as a table: the model's row, then each
+// challenger's, with its difference in log-loss from the model, the band
+// around it and the verdict.
+func WriteTable(w io.Writer, standings []compare.Standing, alpha float64) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "name\texamples\taccuracy\tlog-loss\tlog_loss_diff\tlow\thigh\tverdict\t")
+	m := standings[0]
+	fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.4f\t\t\t\t(model)\t\n", m.Name, m.Examples, m.Accuracy, m.LogLoss)
+	for _, l := range Lines(standings) {
+		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.4f\t%+.4f\t%+.4f\t%+.4f\t%s\t\n", l.Name, l.Examples, l.Accuracy, l.LogLoss, l.LogLossDiff, l.Low, l.High, l.Verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "log_loss_diff is the model's mean log-loss minus the challenger's (positive: the challenger is better);\n"+
+		"[low, high] is its %g%% confidence sequence, valid however often it is looked at.\n", 100*(1-alpha))
+	return err
+}
+
+// WriteCurve writes the challengers' running differences from the model
+// and their bands to the file path, an SVG chart
+// (curve.WriteComparisonSVG).
+func WriteCurve(path string, c *compare.Contest, alpha float64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range c.Entrants()[1:] {
+		names = append(names, e.Name)
+	}
+	err = curve.WriteComparisonSVG(f, alpha, names, c.Traces())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
