@@ -141,6 +141,10 @@ func (c *Contest) Standings() []Standing {
 	return s
 }
 
+// Result is challenger i's comparison with the model now, i counted from
+// 1 as in Entrants: Standings()[i].Result without the standings.
+func (c *Contest) Result(i int) Result { return c.comps[i-1].Result() }
+
 // Traces are each challenger's comparison over the stream, in the order
 // of the challengers.
 func (c *Contest) Traces() []*Trace { return slices.Clone(c.traces) }

@@ -73,7 +73,7 @@ func aaRun(t testing.TB, stream uint64, length int, alpha float64) (logLoss, acc
 	h := newHashedStream(o, c.Hashings())
 	for range length {
 		c.Learn(h.next())
-		r := c.Standings()[1].Result
+		r := c.Result(1)
 		if r.LogLossLow > 0 || r.LogLossHigh < 0 {
 			logLoss = true
 		}
