@@ -7,11 +7,13 @@ package backtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/learner/curve"
@@ -72,6 +74,54 @@ func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, erro
 		return nil
 	})
 	return c, err
+}
+
+// RunSource is Run over the messages of src, a consumer.Range over the
+// recorded log of a source, until its Fetch reports
+// consumer.ErrRangeDone: each message is decoded once per hashing, on
+// the calling goroutine, and a message that does not decode reaches
+// opts.Invalid as a Record numbered by its place in the range (from 1),
+// ReadOptions unused. Messages from several partitions are learned in
+// the order Fetch returns them.
+func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare.Contest, error) {
+	c, err := compare.NewContest(opts.Model, opts.Challengers, opts.Alpha)
+	if err != nil {
+		return nil, err
+	}
+	hashings := c.Hashings()
+	decoders := make([]*wire.Decoder, len(hashings))
+	examples := make([]learner.Example, len(hashings))
+	xs := make([]*learner.Example, len(hashings))
+	for k := range hashings {
+		decoders[k] = wire.NewDecoder(hashings[k], opts.Decoder)
+		xs[k] = &examples[k]
+	}
+	n := 0
+	for {
+		msgs, err := src.Fetch(ctx, 1000)
+		if errors.Is(err, consumer.ErrRangeDone) {
+			return c, nil
+		}
+		if err != nil {
+			return c, err
+		}
+		for i := range msgs {
+			n++
+			var derr error
+			for k, d := range decoders {
+				if _, derr = d.Decode(msgs[i].Value, xs[k]); derr != nil {
+					break
+				}
+			}
+			if derr != nil {
+				if opts.Invalid != nil {
+					opts.Invalid(&wire.Record{N: n, Err: fmt.Errorf("%s/%d: %w", msgs[i].Position.Source, msgs[i].Position.Offset, derr), Payload: msgs[i].Value})
+				}
+				continue
+			}
+			c.Learn(xs)
+		}
+	}
 }
 
 // Line is one challenger's JSON line (WriteJSON).

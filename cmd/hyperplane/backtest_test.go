@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
 // TestBacktest runs the command on a generated file: one JSON line per
@@ -57,6 +61,36 @@ func TestBacktest(t *testing.T) {
 	}
 }
 
+// TestBacktestFromTheLog reads the examples from a JetStream stream, as
+// replay does: the whole log, and a range that leaves offset 201 and
+// after out.
+func TestBacktestFromTheLog(t *testing.T) {
+	srv := testbroker.NATS(t)
+	testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	mustRun(t, "", "gen", "-examples", "500", "-seed", "2", "-to", "jetstream:examples", "-nats-url", srv.URL())
+	args := []string{"backtest", "--nats.url", srv.URL(), "--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--json",
+		"--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=3"}
+	for _, c := range []struct {
+		to       []string
+		examples float64
+	}{{nil, 500}, {[]string{"--to", "offset:201"}, 200}} {
+		out, stderr, err := runCmd(t, "", append(args, c.to...)...)
+		if err != nil {
+			t.Fatalf("backtest %q: %v\n%s", c.to, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range lines {
+			var m struct{ Examples float64 }
+			if err := json.Unmarshal([]byte(l), &m); err != nil || m.Examples != c.examples {
+				t.Errorf("backtest %q: line %s (%v), want %v examples", c.to, l, err, c.examples)
+			}
+		}
+		if len(lines) != 2 {
+			t.Errorf("backtest %q: %d lines, want one per challenger", c.to, len(lines))
+		}
+	}
+}
+
 func TestBacktestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -69,7 +103,8 @@ func TestBacktestRefusals(t *testing.T) {
 		want string
 	}{
 		{"no challengers", []string{"--input", in}, "model.challengers: none to compare"},
-		{"no input", []string{"--model.challengers", "s:hash_seed=2"}, "-input: required"},
+		{"no input", []string{"--model.challengers", "s:hash_seed=2"}, "-input: required, or a source"},
+		{"a range of a file", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--from", "offset:3"}, "with -input the whole file is read"},
 		{"bad challenger", []string{"--input", in, "--model.challengers", "s:hash_bits=40"}, "model.challengers[0].hash_bits"},
 		{"bad alpha", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--model.compare.alpha", "2"}, "model.compare.alpha"},
 	} {
