@@ -35,9 +35,10 @@ type Options struct {
 
 // Run reads the examples of r once, in order, and has the model and every
 // challenger predict, then learn, each one (compare.Contest). An example
-// is decoded once per hashing among them: the model's decoding is
-// ReadExamples' own, on its workers; a challenger that changes hash_bits
-// or hash_seed has the record's bytes decoded again with its hashing.
+// is decoded once per hashing among them, all on ReadExamples' workers
+// (ReadOptions.Also): a challenger that changes hash_bits or hash_seed
+// has the record's bytes decoded again with its hashing; the others share
+// the model's example.
 // Run stops at the end of r, at the first error reading it, or when ctx
 // is done, and returns the contest as it stands then, with the error.
 func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, error) {
@@ -46,23 +47,14 @@ func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, erro
 		return nil, err
 	}
 	hashings := c.Hashings()
-	decoders := make([]*wire.Decoder, len(hashings))
-	extra := make([]learner.Example, len(hashings))
-	xs := make([]*learner.Example, len(hashings))
-	for k := 1; k < len(hashings); k++ {
-		decoders[k] = wire.NewDecoder(hashings[k], opts.Decoder)
-		xs[k] = &extra[k]
+	read := opts.Read
+	read.Also = nil
+	for _, h := range hashings[1:] {
+		read.Also = append(read.Also, func() *wire.Decoder { return wire.NewDecoder(h, opts.Decoder) })
 	}
+	xs := make([]*learner.Example, len(hashings))
 	newDecoder := func() *wire.Decoder { return wire.NewDecoder(hashings[0], opts.Decoder) }
-	err = wire.ReadExamples(ctx, r, newDecoder, opts.Read, func(rec *wire.Record) error {
-		if rec.Err == nil {
-			for k := 1; k < len(hashings); k++ {
-				if _, rec.Err = decoders[k].Decode(rec.Payload, xs[k]); rec.Err != nil {
-					rec.Err = fmt.Errorf("with hash_bits %d and hash_seed %d: %w", hashings[k].HashBits, hashings[k].HashSeed, rec.Err)
-					break
-				}
-			}
-		}
+	err = wire.ReadExamples(ctx, r, newDecoder, read, func(rec *wire.Record) error {
 		if rec.Err != nil {
 			if opts.Invalid != nil {
 				opts.Invalid(rec)
@@ -70,6 +62,7 @@ func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, erro
 			return nil
 		}
 		xs[0] = rec.Example
+		copy(xs[1:], rec.Also)
 		c.Learn(xs)
 		return nil
 	})

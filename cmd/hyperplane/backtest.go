@@ -22,6 +22,7 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	from, to := wire.Start{Kind: wire.StartEarliest}, wire.Start{Kind: wire.StartLatest}
 	fs := newFlagSet("backtest", "--config FILE (--input PATH | [--from START] [--to END]) [--json] [--curve FILE.svg] [--key value ...]", e)
 	in.bind(fs)
+	fs.Lookup("input").Usage = "file of examples, JSON lines or msgpack maps; - for stdin (default: the source's log)"
 	fs.TextVar(&from, "from", from, "without -input, where in the source's log to begin, `START`: earliest, offset:N or time:RFC3339")
 	fs.TextVar(&to, "to", to, "without -input, where to end, `END`: latest or offset:N, exclusive")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
