@@ -1,5 +1,5 @@
 // Package backtest runs a model and its challengers over a file of
-// examples in one pass, each predicting every example before learning it,
+// examples, or a range of a source's log, in one pass, each predicting every example before learning it,
 // and reports how each challenger compares with the model
 // (learner/compare), as a table or as JSON lines.
 package backtest
@@ -28,8 +28,9 @@ type Options struct {
 	Alpha   float64
 	Read    wire.ReadOptions
 	Decoder wire.DecoderOptions
-	// Invalid, if set, is called with every record that does not decode
-	// for every entrant; such a record is learned by none.
+	// Invalid, if set, is called with every record that one of the
+	// entrants' hashings cannot decode; such a record is learned by none,
+	// so that every comparison pairs the same examples.
 	Invalid func(*wire.Record)
 }
 
