@@ -137,7 +137,10 @@ type Epochs struct {
 	cur    *epochlog.Boundary
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
-	written  uint64
+	written uint64
+	// atLogEnd is set once this worker found no epoch of the log at or
+	// above the one it was to cut: from there on it extends the log.
+	atLogEnd bool
 	from     map[string]int64
 	mixedAt  time.Time
 	lastSnap struct {
@@ -165,6 +168,13 @@ type Epochs struct {
 	// shardMetrics are the metrics of the owned shards' ranges, whose
 	// model gauges are the shard's (Metrics.forShard).
 	shardMetrics map[string]*Metrics
+	// readers are the owned shards' readers, kept from one range to
+	// the next.
+	readers readers
+	// results are the states of the ranges this worker learned and wrote
+	// whose epoch is not mixed yet: the barrier takes them from here
+	// rather than reading back what it wrote.
+	results map[resultKey]*learner.State
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -189,7 +199,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 		cfg.EpochExamples = 1
 	}
 	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions),
-		logWarns: retry.NewLogLimiter(log, retryWarnEvery)}
+		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
 	if x.from == nil {
 		x.from = map[string]int64{}
 	}
@@ -275,6 +285,7 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
+	defer x.readers.close()
 	defer x.mixes.flush(x.log)
 	grace, stop := graceAfter(ctx, x.shutdownTimeout())
 	defer stop()
@@ -326,6 +337,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 // advance records that the model now holds epoch b, mixed.
 func (x *Epochs) advance(b *epochlog.Boundary, sha [32]byte) {
 	x.prev, x.prevSHA, x.epoch, x.cur = b, sha, b.Epoch+1, nil
+	x.forgetResults(b.Epoch)
 	x.mixed.Store(b.Epoch)
 	x.metrics.Epoch.Set(float64(b.Epoch))
 }

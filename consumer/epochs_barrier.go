@@ -32,6 +32,12 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		if r.From == r.To {
 			continue
 		}
+		if st := x.result(b.Epoch, sha, r.Shard); st != nil {
+			missing--
+			x.metrics.MissingShards.Set(float64(missing))
+			states = append(states, st)
+			continue
+		}
 		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
 		for polls := 0; ; polls++ {
 			changed := x.changed()
@@ -79,6 +85,45 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	waited = time.Since(start)
 	x.metrics.Barrier.Observe(waited.Seconds())
 	return states, waited, nil
+}
+
+// resultKey names a range's result: its epoch, the digest of its
+// boundary and its shard.
+type resultKey struct {
+	epoch    uint64
+	boundary [32]byte
+	shard    string
+}
+
+// keepResult records the state of a range this worker learned and whose
+// result it wrote, or found written with the same content, for the
+// barrier of its epoch.
+func (x *Epochs) keepResult(res *epochlog.ShardResult) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.results == nil {
+		x.results = map[resultKey]*learner.State{}
+	}
+	x.results[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = res.State
+}
+
+// result is the state of the result of shard's range in epoch e, of the
+// boundary whose digest is sha, if this worker wrote it; nil otherwise.
+func (x *Epochs) result(e uint64, sha [32]byte, shard string) *learner.State {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.results[resultKey{e, sha, shard}]
+}
+
+// forgetResults drops the kept results of epochs up to e.
+func (x *Epochs) forgetResults(e uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.results {
+		if k.epoch <= e {
+			delete(x.results, k)
+		}
+	}
 }
 
 // readShard reads the result of range r of b, verified against b. A
@@ -193,6 +238,7 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	}
 	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
 	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
+	x.forgetResults(e - 1)
 	x.setModel(m)
 	x.mixed.Store(e - 1)
 	x.written = e - 1

@@ -26,11 +26,38 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 		if err == nil {
 			return b, sha, x.check(b)
 		}
+		if errors.Is(err, epochlog.ErrDamagedLog) && !x.cfg.Follow {
+			// Damaged on a second whole read too: at rest, not in
+			// transit.
+			_, _, again := x.cfg.Log.Boundary(ctx, model, x.epoch)
+			if errors.Is(again, epochlog.ErrDamagedLog) {
+				if err := x.damagedBoundary(ctx, err); err != nil {
+					return nil, sha, err
+				}
+				continue
+			}
+		}
 		if !errors.Is(err, snapshot.ErrNotFound) {
 			return nil, sha, fatal(err)
 		}
 		if x.cfg.Follow {
 			return nil, sha, errLogEnd
+		}
+		// Every boundary below the log's newest exists: one missing
+		// there was deleted. Checked once, until this worker has
+		// reached the log's end; from there on it extends the log.
+		if !x.atLogEnd {
+			beyond, err := x.logBeyond(ctx, x.epoch)
+			if err != nil {
+				return nil, sha, err
+			}
+			if beyond {
+				if err := x.damagedBoundary(ctx, fmt.Errorf("epoch %d's boundary is missing below later epochs", x.epoch)); err != nil {
+					return nil, sha, err
+				}
+				continue
+			}
+			x.atLogEnd = true
 		}
 		cut, err := x.cut(ctx)
 		if err != nil {

@@ -273,3 +273,107 @@ func TestEpochsRelearnADamagedShardResult(t *testing.T) {
 		t.Fatalf("the damaged result %s is still there", key)
 	}
 }
+
+// TestEpochsNewHistoryOverADamagedBoundary: a boundary above every
+// readable generation that is damaged at rest, or was deleted, leaves
+// nothing that records its ranges, so the history cannot be continued
+// through it. Two workers that start over such a store at once learn the
+// epochs below it from the log and begin one new history from the model
+// mixed there, at its positions, above the old log: every example is
+// learned once, and they hold the model of a run without damage.
+func TestEpochsNewHistoryOverADamagedBoundary(t *testing.T) {
+	for _, harm := range []string{"damaged", "deleted"} {
+		t.Run(harm, func(t *testing.T) {
+			data := epochLog(600)
+			bucket := memblob.OpenBucket(nil)
+			store := snapshot.NewStore(bucket, "")
+			config := func(writer string) consumer.EpochConfig {
+				cfg := epochConfig(data, store, memory.NewSink(), writer)
+				// The epoch log alone holds the model: no generation is
+				// written, and retention deletes nothing.
+				cfg.Log = unwrittenLog{epochlog.New(store)}
+				return cfg
+			}
+			want := runEpochs(t, data, config("w"), store)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if gens, err := store.Generations(ctx, "mixed"); err != nil || len(gens) > 0 {
+				t.Fatalf("generations %v (%v), want none", gens, err)
+			}
+			old, err := epochlog.New(store).Epochs(ctx, "mixed")
+			if err != nil || len(old) < 5 {
+				t.Fatalf("the log holds epochs %v (%v), want at least 5", old, err)
+			}
+			const broken = 3
+			held, _, err := epochlog.New(store).Boundary(ctx, "mixed", broken-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := epochlog.BoundaryKey("", "mixed", broken)
+			if harm == "damaged" {
+				damageKey(t, bucket, key)
+			} else if err := bucket.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+
+			var workers []*consumer.Epochs
+			var stopped []<-chan error
+			for _, writer := range []string{"a", "b"} {
+				x, done := startEpochs(t, ctx, config(writer), store)
+				workers, stopped = append(workers, x), append(stopped, done)
+			}
+			var last uint64
+			wait.For(t, time.Minute, 5*time.Millisecond, "the new history's last epoch", func() bool {
+				e, ok := complete(ctx, store, data)
+				last = e
+				return ok && e > old[len(old)-1]
+			})
+			for i, x := range workers {
+				wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
+			}
+			cancel()
+			for i, x := range workers {
+				if err := <-stopped[i]; err != nil {
+					t.Fatalf("worker %d: %v", i, err)
+				}
+				if got := x.Model().State().Digest(); got != want {
+					t.Fatalf("worker %d: the new history's model %x, want that of a run without damage %x", i, got, want)
+				}
+			}
+			// One new history: one boundary above the old log begins
+			// where epoch 2 ended.
+			lg := epochlog.New(store)
+			epochs, err := lg.Epochs(context.Background(), "mixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var firsts []uint64
+			for _, e := range epochs {
+				if e <= old[len(old)-1] {
+					continue
+				}
+				b, _, err := lg.Boundary(context.Background(), "mixed", e)
+				if err != nil {
+					t.Fatalf("epoch %d: %v", e, err)
+				}
+				begins := true
+				for i, r := range b.Shards {
+					begins = begins && r.From == held.Shards[i].To
+				}
+				if begins {
+					firsts = append(firsts, e)
+				}
+			}
+			if len(firsts) != 1 {
+				t.Fatalf("new histories begin at epochs %v, want one", firsts)
+			}
+		})
+	}
+}
+
+// unwrittenLog is a log whose generations are never written, as if each
+// writer were killed just before: the epoch log alone holds the model.
+type unwrittenLog struct{ *epochlog.Log }
+
+func (unwrittenLog) Write(context.Context, *snapshot.Snapshot) error { return nil }
+func (unwrittenLog) Retain(context.Context, string, int) error       { return nil }

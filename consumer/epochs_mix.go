@@ -17,7 +17,7 @@ import (
 // waited is how long the barrier took, for the log.
 func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
 	start := time.Now()
-	base := x.model.State()
+	base := x.base.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	rule := x.cfg.Rule
 	if rule == "" {

@@ -31,6 +31,7 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	}
 	x.metrics.ShardsOwned.Set(float64(owned))
 	x.dropLost()
+	x.readers.drop(x.owns)
 	for i, r := range b.Shards {
 		if r.From == r.To || !x.owns(r.Shard) {
 			continue
@@ -154,20 +155,26 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 // found damaged is replaced by the one learned again (WriteShard).
 func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	model := x.cfg.Worker.Model
-	m, err := learner.Restore(x.model.State())
+	m, err := learner.Restore(x.base.State())
 	if err != nil {
 		return err
 	}
-	var src Source
+	var src *rangeReader
 	err = x.retry(ctx, NotReadySource, fmt.Sprintf("open shard %s at %d", r.Shard, r.From), func(ctx context.Context) (err error) {
-		src, err = x.cfg.Shards.Open(ctx, r.Shard, r.From)
+		src, err = x.readers.open(ctx, r.Shard, r.From)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
 	}
-	defer src.Close()
-	rs := &rangeSource{Range{Source: src, End: ResumeTo(r.To), Sources: []string{r.Shard}, Last: r.From}}
+	src.end = ResumeTo(r.To)
+	parked := false
+	defer func() {
+		if !parked {
+			src.Close()
+		}
+	}()
+	rs := &rangeSource{Range{Source: src, End: src.end, Sources: []string{r.Shard}, Last: r.From}}
 	wcfg := x.cfg.Worker
 	wcfg.Snapshots, wcfg.Views = nil, false
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
@@ -208,12 +215,16 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if got := w.Published()[r.Shard]; got != rs.Returned() {
 		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
 	}
+	// The range read every message up to its end: the shard's next
+	// range, which begins there, reads on with the same reader.
+	x.readers.park(src, r.To)
+	parked = true
 	m.Flush()
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-		State: m.State(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+		State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	// The range is complete and its outputs durable: its result is
 	// written even while the worker stops, within the shutdown limit,
@@ -233,6 +244,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
+	x.keepResult(res)
 	return nil
 }
 

@@ -39,25 +39,41 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 			zap.Uint64("from_epoch", x.epoch), zap.Uint64("to_epoch", damaged), held)
 		return nil
 	}
-	if !errors.Is(err, snapshot.ErrNotFound) {
+	if !errors.Is(err, snapshot.ErrNotFound) && !errors.Is(err, epochlog.ErrDamagedLog) {
 		return fatal(err)
 	}
+	start, err := x.beginHistory(ctx, damaged)
+	if err != nil {
+		return err
+	}
+	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
+		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", x.from))
+	return nil
+}
+
+// beginHistory begins a new history from the model held, at its
+// positions, above epoch above: at the first epoch above it whose
+// boundary another worker began the same way (from this model's digest
+// and positions, with no boundary before it), or else above every epoch
+// in the log. It returns that epoch.
+func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error) {
+	model := x.cfg.Worker.Model
 	var epochs []uint64
 	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
 		epochs, err = x.cfg.Log.Epochs(ctx, model)
 		return err
 	}); err != nil {
-		return fatal(err)
+		return 0, fatal(err)
 	}
 	// The new history has no boundary before it: only the model's digest
 	// and positions tie its first one to it.
 	x.prev = nil
-	start := damaged + 1
+	start := above + 1
 	if n := len(epochs); n > 0 {
 		start = max(start, epochs[n-1]+1)
 	}
 	for _, e := range epochs {
-		if e <= damaged {
+		if e <= above {
 			continue
 		}
 		var b *epochlog.Boundary
@@ -65,22 +81,49 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 			b, _, err = x.cfg.Log.Boundary(ctx, model, e)
 			return err
 		})
-		if errors.Is(err, snapshot.ErrNotFound) {
+		if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog) {
 			continue
 		}
 		if err != nil {
-			return fatal(err)
+			return 0, fatal(err)
 		}
 		if x.check(b) == nil {
 			start = e
 			break
 		}
 	}
-	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
-		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", x.from))
 	x.epoch, x.written = start, start-1
 	x.mixed.Store(start - 1)
+	x.atLogEnd = false
+	return start, nil
+}
+
+// damagedBoundary begins a new history when epoch x.epoch's boundary,
+// which the model held does not include, is damaged or was deleted
+// (docs/scale-out.md, section 3.9): nothing else records the ranges it
+// cut, so the history above the model held cannot be continued.
+func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
+	e := x.epoch
+	start, err := x.beginHistory(ctx, e)
+	if err != nil {
+		return err
+	}
+	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions",
+		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", x.from), zap.Error(cause))
 	return nil
+}
+
+// logBeyond reports whether the log holds an epoch at or above e: when
+// e's boundary is absent, a boundary the log had there was deleted.
+func (x *Epochs) logBeyond(ctx context.Context, e uint64) (bool, error) {
+	var epochs []uint64
+	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
+		epochs, err = x.cfg.Log.Epochs(ctx, x.cfg.Worker.Model)
+		return err
+	}); err != nil {
+		return false, fatal(err)
+	}
+	return len(epochs) > 0 && epochs[len(epochs)-1] >= e, nil
 }
 
 // Continue is what NewEpochs continues from, given snap, the newest

@@ -182,6 +182,10 @@ func NewBase(st *learner.State) *Base {
 	return &Base{state: st, digest: st.Digest()}
 }
 
+// State is the base's state, shared: the caller only reads it (a model
+// restored from it, a mix over it).
+func (b *Base) State() *learner.State { return b.state }
+
 // Digest is the digest of the base's state: the BaseStateSHA256 of the
 // results learned from it.
 func (b *Base) Digest() [32]byte { return b.digest }

@@ -58,9 +58,9 @@ type engine interface {
 	// update learns the label y of the x last predicted and reports
 	// whether it changed the model.
 	update(x *Example, y int, s step) bool
-	export(st *State)
-	// restore copies st, which State.Validate has checked.
-	restore(st *State)
+	// export writes the engine's state into st, its per-weight vectors
+	// copied, or handed over with release.
+	export(st *State, release bool)
 	// freeze returns a copy of what predicting reads (see View).
 	freeze() scorer
 }
@@ -88,7 +88,10 @@ type Model struct {
 }
 
 // New returns an untrained model for cfg, which must be valid.
-func New(cfg Config) (*Model, error) {
+func New(cfg Config) (*Model, error) { return newModel(cfg, newEngine) }
+
+// newModel is a model of cfg whose rule engine makes.
+func newModel(cfg Config, engine func(Config) engine) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,7 +104,7 @@ func New(cfg Config) (*Model, error) {
 		cal:      newCalibrator(cfg.outputs()),
 		calIn:    make([]float64, cfg.outputs()+1),
 		probs:    make([]float64, cfg.outputs()),
-		eng:      newEngine(cfg),
+		eng:      engine(cfg),
 	}
 	return m, nil
 }

@@ -71,7 +71,22 @@ type State struct {
 }
 
 // State returns a deep copy of m's state.
-func (m *Model) State() *State {
+func (m *Model) State() *State { return m.state(false) }
+
+// Release returns m's state as State does, but hands over the model's
+// per-weight vectors (weights, sums, variances) rather than copying them:
+// m must not be used afterwards. It is for a model that ends where its
+// state begins, such as a range's, whose state is written once and
+// mixed.
+func (m *Model) Release() *State {
+	st := m.state(true)
+	m.eng = nil
+	return st
+}
+
+// state is m's state, with its per-weight vectors copied or, with
+// release, handed over.
+func (m *Model) state(release bool) *State {
 	p := &m.metrics
 	st := &State{
 		Config:         m.Config(),
@@ -89,7 +104,7 @@ func (m *Model) State() *State {
 		Detector:       m.detector.export(),
 		Calibration:    m.exportCalibration(),
 	}
-	m.eng.export(st)
+	m.eng.export(st, release)
 	return st
 }
 
@@ -99,7 +114,14 @@ func Restore(st *State) (*Model, error) {
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := New(st.Config)
+	m, err := newModel(st.Config, func(cfg Config) engine {
+		if cfg.Algorithm == Kernel {
+			k := newKernelPerceptron(cfg)
+			k.restore(st)
+			return k
+		}
+		return restoredLinear(cfg, st)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -120,7 +142,6 @@ func Restore(st *State) (*Model, error) {
 	}
 	m.detector.restore(st.Detector)
 	m.restoreCalibration(&st.Calibration)
-	m.eng.restore(st)
 	return m, nil
 }
 
@@ -322,17 +343,21 @@ func clone[T any](s []T) []T {
 	return append(make([]T, 0, len(s)), s...)
 }
 
-func (l *linear) export(st *State) {
-	st.Weights = clone(l.w)
+func (l *linear) export(st *State, release bool) {
+	vector := clone[float64]
+	if release {
+		vector = func(v []float64) []float64 { return v }
+	}
+	st.Weights = vector(l.w)
 	st.Bias = clone(l.b)
-	st.SumWeights = clone(l.u)
+	st.SumWeights = vector(l.u)
 	st.SumBias = clone(l.ub)
 	if l.cfg.Algorithm == Pegasos {
 		st.Scale = l.scale
 		st.VNorm2 = l.vnorm2
 	}
 	if l.sigma != nil {
-		st.Variance = clone(l.sigma)
+		st.Variance = vector(l.sigma)
 		if l.k == 1 {
 			st.VarianceBias = l.sigmaB[0]
 		} else {
@@ -348,35 +373,38 @@ func (l *linear) export(st *State) {
 	}
 }
 
-// restore copies st, which Validate has checked, into l.
-func (l *linear) restore(st *State) {
-	copy(l.w, st.Weights)
-	copy(l.b, st.Bias)
-	if l.u != nil {
-		copy(l.u, st.SumWeights)
-		copy(l.ub, st.SumBias)
-	}
-	if l.cfg.Algorithm == Pegasos {
+// restoredLinear is the rule of cfg with st's state, which Validate has
+// checked. Its per-weight vectors are copies of st's, made without first
+// allocating a new model's.
+func restoredLinear(cfg Config, st *State) *linear {
+	l := &linear{cfg: cfg, k: cfg.outputs(), w: clone(st.Weights), b: clone(st.Bias)}
+	l.raw = make([]float64, l.k)
+	switch cfg.Algorithm {
+	case Averaged:
+		l.u, l.ub = clone(st.SumWeights), clone(st.SumBias)
+	case Pegasos:
 		l.scale, l.vnorm2 = st.Scale, st.VNorm2
-	}
-	if l.sigma != nil {
-		copy(l.sigma, st.Variance)
+	case AROW:
+		l.sigma = clone(st.Variance)
 		if l.k == 1 {
-			l.sigmaB[0] = st.VarianceBias
+			l.sigmaB = []float64{st.VarianceBias}
 		} else {
-			copy(l.sigmaB, st.VarianceBiases)
+			l.sigmaB = clone(st.VarianceBiases)
 		}
 	}
-	if l.pw != nil {
+	if cfg.Batch > 1 {
+		l.pw = make([]float64, len(l.w))
+		l.pb = make([]float64, l.k)
 		for n, j := range st.PendingIndex {
 			l.pw[j] = st.PendingValue[n]
 		}
 		l.touched = clone(st.PendingIndex)
 		copy(l.pb, st.PendingBias)
 	}
+	return l
 }
 
-func (k *kernelPerceptron) export(st *State) {
+func (k *kernelPerceptron) export(st *State, _ bool) {
 	st.Bias = []float64{k.b}
 	for _, sv := range k.sv {
 		st.Support = append(st.Support, SupportVector{Index: clone(sv.Index), Value: clone(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,9 @@ type ServiceOptions struct {
 	Subject string
 	// QueueGroup is the queue group the replicas share requests in.
 	QueueGroup string
-	// Version is the service's version, SemVer: the binary's.
+	// Version is the service's version: the binary's. The micro
+	// conventions want SemVer: "v1.2.3" is given as 1.2.3, and a version
+	// that is not SemVer, such as "dev", as 0.0.0-dev.
 	Version string
 }
 
@@ -45,7 +48,7 @@ type ServiceOptions struct {
 func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
-		Version:     opts.Version,
+		Version:     semver(opts.Version),
 		Description: "predictions of the live model " + s.opts.Model,
 		Metadata:    map[string]string{"model": s.opts.Model},
 		QueueGroup:  opts.QueueGroup,
@@ -119,3 +122,18 @@ func headerValue(h micro.Headers, name string) string {
 	}
 	return h[key][0]
 }
+
+// semver is v as a SemVer version: "v1.2.3" is 1.2.3, anything else that
+// is not SemVer, such as "dev", is 0.0.0-dev.
+func semver(v string) string {
+	if s, ok := strings.CutPrefix(v, "v"); ok && semverRE.MatchString(s) {
+		return s
+	}
+	if semverRE.MatchString(v) {
+		return v
+	}
+	return "0.0.0-dev"
+}
+
+// semverRE is the SemVer 2.0.0 grammar.
+var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)

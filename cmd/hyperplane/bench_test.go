@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/train"
 )
 
 // BenchmarkTrain is hyperplane train end to end over a 1,000,000-example
@@ -28,7 +30,7 @@ func BenchmarkTrain(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var res trainResult
+				var res train.Result
 				if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 					b.Fatal(err)
 				}

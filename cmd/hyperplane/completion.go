@@ -110,6 +110,3 @@ func completionSpecs(ctx context.Context) ([]completion.Command, []completion.Fl
 // usageKeyLine is a key's line of config.Usage: its flag, its type, its
 // variable and its help.
 var usageKeyLine = regexp.MustCompile(`(?m)^  --(\S+) +(\S+) +HYPERPLANE_\S+ +(.*)$`)
-
-// names returns the flags' names, each after prefix, separated by
-// spaces.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/internal/train"
 )
 
 // TestTrainCurve: -curve writes the first pass's learning curve as CSV: a
@@ -23,7 +25,7 @@ func TestTrainCurve(t *testing.T) {
 	data := genFile(t, dir, "ex.jsonl", "-examples", "30000", "-seed", "6", "-unlabeled", "0.1", "-drift-at", "20000")
 	path := filepath.Join(dir, "curve.csv")
 	out := mustRun(t, "", "train", "-input", data, "-algorithm", "perceptron", "-curve", path, "-curve-window", "1000", "-passes", "2")
-	var res trainResult
+	var res train.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

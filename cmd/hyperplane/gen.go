@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	o := synth.DefaultOptions()
 	var n, start, keys int
 	var format, brokers, natsURL string
-	var to genTarget
+	var to feed.Target
 	var rate float64
 	fs := newFlagSet("gen", "[flags] [--config FILE] [--key value ...]", e)
 	fs.IntVar(&n, "examples", 1000, "number of examples")
@@ -78,7 +77,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if keys < 1 {
 		return usagef("-keys: must be 1 or more, got %d", keys)
 	}
-	to.keys = keys
+	to.Keys = keys
 	s := synth.New(o)
 	for i := range start {
 		if i%4096 == 0 && ctx.Err() != nil {
@@ -168,72 +167,6 @@ Keys in the subject (with -to jetstream:... or nats:...):
   Kafka topic takes no *: Kafka partitions by the record key, the message id.
 `
 
-// genTarget is gen's -to: a destination whose NATS subject may hold one *
-// token, which each message's subject has its key in place of.
-type genTarget struct {
-	config.Destination // Topic holds the * token, if any
-	keyed              bool
-	prefix, suffix     string // the subject around the * token
-	keys               int    // example i's key is i mod keys
-}
-
-// UnmarshalText reads a destination as config.Destination does, but for
-// one * token allowed in a NATS subject. On an error t is unchanged.
-func (t *genTarget) UnmarshalText(text []byte) error {
-	s := string(text)
-	kind, topic, _ := strings.Cut(s, ":")
-	toks := strings.Split(topic, ".")
-	star := -1
-	for i, tok := range toks {
-		if tok != "*" {
-			continue
-		}
-		if star >= 0 {
-			return fmt.Errorf("%q: one * token at most, the key", s)
-		}
-		star = i
-	}
-	var d config.Destination
-	if star < 0 {
-		if err := d.UnmarshalText(text); err != nil {
-			return err
-		}
-		*t = genTarget{Destination: d}
-		return nil
-	}
-	if k := config.Kind(kind); k != config.KindJetStream && k != config.KindNATS {
-		return fmt.Errorf("%q: only a NATS subject takes a * token (Kafka partitions by the record key)", s)
-	}
-	toks[star] = "KEY" // a token that validates as the keys will
-	if err := d.UnmarshalText([]byte(kind + ":" + strings.Join(toks, "."))); err != nil {
-		return fmt.Errorf("%q, with KEY for its *: %w", s, err)
-	}
-	*t = genTarget{
-		Destination: config.Destination{Kind: d.Kind, Topic: topic},
-		keyed:       true,
-		prefix:      strings.Join(toks[:star], "."),
-		suffix:      strings.Join(toks[star+1:], "."),
-	}
-	return nil
-}
-
-// subject is where example i goes: the topic, or the subject with the
-// example's key for its * token.
-func (t genTarget) subject(i int) string {
-	if !t.keyed {
-		return t.Topic
-	}
-	key := strconv.Itoa(i % max(t.keys, 1))
-	s := key
-	if t.prefix != "" {
-		s = t.prefix + "." + s
-	}
-	if t.suffix != "" {
-		s += "." + t.suffix
-	}
-	return s
-}
-
 // genConfig is the configuration gen publishes with: the keys in args, the
 // HYPERPLANE_* variables and the file, as run reads them, of which it uses
 // and checks the broker connections; -kafka-brokers and -nats-url override
@@ -262,12 +195,12 @@ func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string)
 
 // publishGen publishes n examples of s, the stream's from index first on,
 // each encoded by message, to the destination to (example i on
-// to.subject(i)), at most rate a second (0: as fast as the broker takes
+// to.Subject(i)), at most rate a second (0: as fast as the broker takes
 // them). Each message's key (the Kafka key, the JetStream Nats-Msg-Id) is
 // gen-<id>-<index>, id naming the stream's options, so the same stream
 // published twice is recognisably the same (and JetStream stores it once
 // within its duplicate window: gen counts what it stored and dropped).
-func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to genTarget, rate float64, id string, labels *genLabels) error {
+func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to feed.Target, rate float64, id string, labels *genLabels) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 	b := newBrokers(cfg, "hyperplane gen", log)
 	defer b.close()
@@ -316,7 +249,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		if f.Labels != nil {
 			f.Labels.Hold(rec, key)
 		}
-		return consumer.Output{Topic: to.subject(first + i), Key: key, Value: message(nil, rec)}
+		return consumer.Output{Topic: to.Subject(first + i), Key: key, Value: message(nil, rec)}
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/feed"
 )
 
 // genLabels is gen's -labels-to: the examples go out without their
@@ -19,7 +20,7 @@ type genLabels struct {
 
 func (l *genLabels) enabled() bool { return !l.to.IsZero() }
 
-func (l *genLabels) validate(examples genTarget) error {
+func (l *genLabels) validate(examples feed.Target) error {
 	switch {
 	case l.to.Kind != config.KindKafka && l.to.Kind != config.KindJetStream:
 		return usagef("-labels-to: kafka:<topic> or jetstream:<subject> (core NATS has no replay: a join over it could not be replayed)")

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
@@ -97,33 +97,12 @@ func TestDemoLabelDelay(t *testing.T) {
 		}
 	}
 	var sum struct {
-		Join *joinSummary `json:"join"`
+		Join *consumer.JoinSummary `json:"join"`
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "file://"+data+"/demo")), &sum); err != nil {
 		t.Fatal(err)
 	}
 	if sum.Join == nil || sum.Join.Labels["joined"] == 0 || sum.Join.Pending != 0 || sum.Join.Served != sum.Join.Labels["joined"] {
 		t.Fatalf("inspect's join of the demo's snapshot: %+v", sum.Join)
-	}
-}
-
-// TestSetupCreatesTheLabels: setup creates the labels' topic or stream
-// beside the source's.
-func TestSetupCreatesTheLabels(t *testing.T) {
-	cfg := config.Default()
-	cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{"impressions"}}
-	cfg.Labels = config.Labels{Kind: config.KindKafka, Topics: []string{"clicks"}}
-	var names []string
-	for _, ts := range setupTargets(cfg) {
-		names = append(names, ts.kind+":"+ts.name)
-	}
-	if got := strings.Join(names, " "); got != "kafka:impressions kafka:clicks" {
-		t.Errorf("kafka: setup creates %s", got)
-	}
-	cfg.Source = config.Source{Kind: config.KindJetStream, Stream: "IMPRESSIONS", Subject: "impressions"}
-	cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "CLICKS", Subject: "clicks"}
-	ts := setupTargets(cfg)
-	if len(ts) != 2 || ts[1].kind != "stream" || ts[1].name != "CLICKS" || ts[1].subject != "clicks" {
-		t.Errorf("jetstream: setup creates %+v", ts)
 	}
 }

@@ -247,7 +247,9 @@ func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, sna
 		}
 		b, _, err := elog.Boundary(ctx, cfg.Model.Name, next)
 		switch {
-		case errors.Is(err, snapshot.ErrNotFound):
+		case errors.Is(err, snapshot.ErrNotFound), errors.Is(err, epochlog.ErrDamagedLog):
+			// No boundary says: the epochs begin the log, or a new
+			// history, by cfg.
 			return cfg, nil
 		case err != nil:
 			return cfg, err
@@ -348,6 +350,6 @@ func (p *pipeline) service(srv *serve.Server, cfg config.Config) (micro.Service,
 	return srv.AddService(nc, serve.ServiceOptions{
 		Subject:    cfg.ServeSubject(),
 		QueueGroup: cfg.Serve.QueueGroup,
-		Version:    semver(version),
+		Version:    version,
 	})
 }

@@ -95,50 +95,16 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	}
 	out := struct {
 		snapshot.Summary
-		Join *joinSummary `json:"join,omitempty"`
+		Join *consumer.JoinSummary `json:"join,omitempty"`
 	}{Summary: snapshot.Summarize(s, top)}
 	if s.Join != nil {
 		st, err := consumer.DecodeJoinState(s.Join)
 		if err != nil {
 			return err
 		}
-		out.Join = summarizeJoin(st)
+		out.Join = st.Summary()
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// joinSummary is what inspect shows of the join of labels that come later
-// (docs/labels.md): the outcomes so far, the predictions as served, and
-// what waits.
-type joinSummary struct {
-	Labels         map[string]uint64 `json:"labels"`
-	Expired        uint64            `json:"examples_expired"`
-	Marks          uint64            `json:"marks"`
-	Served         uint64            `json:"served"`
-	ServedAccuracy float64           `json:"served_accuracy"`
-	ServedLogLoss  float64           `json:"served_log_loss"`
-	Pending        int               `json:"pending"`
-	HeldLabels     int               `json:"held_labels"`
-	Head           int64             `json:"head"`
-}
-
-func summarizeJoin(st *consumer.JoinState) *joinSummary {
-	c := st.Counts
-	j := &joinSummary{
-		Labels:  map[string]uint64{"joined": c.Joined, "late": c.Late, "unknown": c.Unknown, "duplicate": c.Duplicate},
-		Expired: c.Expired, Marks: c.Marks, Served: c.Served,
-		HeldLabels: len(st.Labels), Head: st.Head,
-	}
-	if c.Served > 0 {
-		j.ServedAccuracy = float64(c.ServedCorrect) / float64(c.Served)
-		j.ServedLogLoss = c.ServedLogLoss / float64(c.Served)
-	}
-	for _, e := range st.Examples {
-		if !e.Learned {
-			j.Pending++
-		}
-	}
-	return j
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/internal/actors"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 )
@@ -113,10 +114,10 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	log.Info("worker starting", zap.String("model", cfg.Model.Name), zap.String("source", string(cfg.Source.Kind)),
 		zap.String("algorithm", string(cfg.Model.Learner.Algorithm)))
 
-	var g group
+	var g actors.Group
 	{ // Signals: ctx ends on SIGTERM or SIGINT.
 		stop := make(chan struct{})
-		g.add(func() error {
+		g.Add(func() error {
 			select {
 			case <-ctx.Done():
 			case <-stop:
@@ -126,7 +127,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	}
 	{ // The worker: it stops reading, flushes and writes a last snapshot.
 		wctx, stop := context.WithCancel(ctx)
-		g.add(func() error { return w.Run(wctx) }, func(error) { stop() })
+		g.Add(func() error { return w.Run(wctx) }, func(error) { stop() })
 	}
 	if ln != nil {
 		var predict *serve.Server
@@ -134,7 +135,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			predict = srv
 		}
 		srv := &http.Server{Handler: handler(reg, w, predict), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
-		g.add(func() error {
+		g.Add(func() error {
 			log.Info("http listening", zap.String("addr", ln.Addr().String()))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
@@ -146,7 +147,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			srv.Shutdown(ctx) //nolint:errcheck // the listener is gone either way
 		})
 	}
-	if err := g.run(); err != nil {
+	if err := g.Run(); err != nil {
 		return err
 	}
 	var fields []zap.Field

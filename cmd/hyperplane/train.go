@@ -13,39 +13,12 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/train"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/curve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
-
-// trainResult is the one JSON line train prints. Examples, Invalid,
-// Labeled, Mistakes and Accuracy are of the first pass, prequential;
-// Updates and ExamplesPerSecond count every pass. Examples are the valid
-// ones, learned; Invalid are the records that could not be decoded,
-// skipped.
-type trainResult struct {
-	Examples          uint64  `json:"examples"`
-	Invalid           uint64  `json:"invalid"`
-	Labeled           uint64  `json:"labeled"`
-	Mistakes          uint64  `json:"mistakes"`
-	Accuracy          float64 `json:"accuracy"`
-	Updates           uint64  `json:"updates"`
-	Seconds           float64 `json:"seconds"`
-	ExamplesPerSecond float64 `json:"examples_per_second"`
-	// Drifts are the examples (counted from 0) of the first pass at which
-	// the detector found a change of concept.
-	Drifts []uint64 `json:"drifts"`
-	// The first pass's prequential probabilities: the learner's log-loss,
-	// Brier score and expected calibration error (see learner.Metrics),
-	// and, for a binary model only, the exact ROC AUC over the stream,
-	// from the probabilities of the first pass kept for it (0 without a
-	// positive and a negative example).
-	LogLoss          float64  `json:"log_loss"`
-	Brier            float64  `json:"brier"`
-	CalibrationError float64  `json:"calibration_error"`
-	AUC              *float64 `json:"auc,omitempty"`
-}
 
 // inputFlags are the flags of commands that read examples.
 type inputFlags struct {
@@ -169,76 +142,59 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	start := time.Now()
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
-	var total uint64
-	var first learner.Metrics
-	window := uint64(0) // no points without -curve
+	o := train.Options{Input: in.input, Decoders: in.decoders(cfg), Read: ropts, Passes: passes}
 	if curvePath != "" {
-		window = uint64(curveWindow)
+		o.CurveWindow = uint64(curveWindow) // no points without -curve
 	}
-	lc := learner.NewCurve(model, window)
-	var predictions *backtestWriter
+	var bar *progress
+	o.Open = func() (io.ReadCloser, error) {
+		f, size, err := in.open(e)
+		if err != nil {
+			return nil, err
+		}
+		var read atomic.Int64
+		bar = newProgress(e.stderr, size, &read)
+		return barReader{countingReader{f, &read}, f, bar}, nil
+	}
+	o.Invalid = func(rec *wire.Record) {
+		bar.end()
+		invalid.report(rec)
+	}
+	var pass int
+	status := func() string {
+		m := model.Metrics()
+		return fmt.Sprintf("pass %d/%d  mistakes %d  rolling accuracy %.4f", pass, passes, m.Mistakes, m.RollingAccuracy)
+	}
+	o.Learned = func(p int, n uint64) {
+		pass = p
+		bar.update(n, status)
+	}
 	if predictionsPath != "" {
-		if predictions, err = createBacktest(predictionsPath, cfg.Labels()); err != nil {
-			return err
-		}
-		defer predictions.close()
-	}
-	for pass := 1; pass <= passes; pass++ {
-		fp := &firstPass{curve: lc, predictions: predictions}
-		if pass > 1 {
-			fp = nil // only the first pass predicts before it learns
-		}
-		n, err := trainPass(ctx, e, &in, ropts, cfg, model, invalid, fp, pass, passes)
-		total += n
+		predictions, err := createBacktest(predictionsPath, cfg.Labels())
 		if err != nil {
 			return err
 		}
-		if pass == 1 {
-			first = model.Metrics()
-			lc.End()
-			if predictions != nil {
-				if err := predictions.close(); err != nil {
-					return err
-				}
-			}
-		}
+		defer predictions.close()
+		o.Predicted, o.FirstPassDone = predictions.write, predictions.close
+	}
+	res, lc, err := train.Run(ctx, model, o)
+	if err != nil {
+		return err
 	}
 	if curvePath != "" {
 		if err := writeCurve(curvePath, lc); err != nil {
 			return err
 		}
 	}
-	secs := time.Since(start).Seconds()
 	invalid.summary()
 
-	learned := first.Labeled > 0
+	learned := res.Labeled > 0
 	if out != "" && learned {
 		s := &snapshot.Snapshot{Model: name, Generation: 1, Created: time.Now(), Writer: "hyperplane train", State: model.State()}
 		if err := snapshot.WriteFile(out, s); err != nil {
 			return err
 		}
-	}
-	res := trainResult{
-		Examples:          first.Examples,
-		Invalid:           uint64(invalid.count),
-		Labeled:           first.Labeled,
-		Mistakes:          first.Mistakes,
-		Accuracy:          first.Accuracy,
-		Updates:           model.Metrics().Updates,
-		Seconds:           secs,
-		ExamplesPerSecond: float64(total) / secs,
-		Drifts:            lc.Drifts(),
-		LogLoss:           first.LogLoss,
-		Brier:             first.Brier,
-		CalibrationError:  first.CalibrationError,
-	}
-	if auc, ok := lc.AUC(); ok {
-		res.AUC = &auc
-	}
-	if res.Drifts == nil {
-		res.Drifts = []uint64{}
 	}
 	if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
 		return err
@@ -252,7 +208,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 // nothingLearned is the error of a train whose input held no labeled
 // example: the model is as it began, so no model file is written and the
 // command fails rather than pass an untrained model off as trained.
-func nothingLearned(input, out string, res trainResult) error {
+func nothingLearned(input, out string, res train.Result) error {
 	var why string
 	switch {
 	case res.Examples == 0 && res.Invalid == 0:
@@ -276,14 +232,6 @@ func nothingLearned(input, out string, res trainResult) error {
 	return errors.New(msg)
 }
 
-// firstPass is how train learns its first pass, the one that predicts
-// every example before learning it: through the curve, which measures it,
-// writing each prediction to -predictions when it is set.
-type firstPass struct {
-	curve       *learner.Curve
-	predictions *backtestWriter // nil without -predictions
-}
-
 // writeCurve writes -curve: an SVG chart when path ends in .svg, CSV
 // otherwise.
 func writeCurve(path string, lc *learner.Curve) error {
@@ -305,47 +253,17 @@ func writeCurve(path string, lc *learner.Curve) error {
 	return nil
 }
 
-// trainPass learns the input once; fp, if not nil, measures it.
-func trainPass(ctx context.Context, e *env, in *inputFlags, ropts wire.ReadOptions, cfg learner.Config, model *learner.Model, invalid *invalidReporter, fp *firstPass, pass, passes int) (uint64, error) {
-	f, size, err := in.open(e)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var read atomic.Int64
-	bar := newProgress(e.stderr, size, &read)
-	defer bar.done()
-	var n uint64
-	status := func() string {
-		m := model.Metrics()
-		return fmt.Sprintf("pass %d/%d  mistakes %d  rolling accuracy %.4f", pass, passes, m.Mistakes, m.RollingAccuracy)
-	}
-	err = wire.ReadExamples(ctx, countingReader{f, &read}, in.decoders(cfg), ropts, func(rec *wire.Record) error {
-		if rec.Err != nil {
-			if pass == 1 {
-				bar.end()
-				invalid.report(rec)
-			}
-			return nil
-		}
-		if fp == nil {
-			model.Learn(rec.Example)
-		} else {
-			o := fp.curve.Learn(rec.Example)
-			if fp.predictions != nil {
-				if err := fp.predictions.write(rec, &o); err != nil {
-					return err
-				}
-			}
-		}
-		n++
-		bar.update(n, status)
-		return nil
-	})
-	if err != nil {
-		return n, fmt.Errorf("%s: %w", in.input, err)
-	}
-	return n, nil
+// barReader is a pass's input, read through a progress bar: closing it
+// clears the bar.
+type barReader struct {
+	countingReader
+	f   io.Closer
+	bar *progress
+}
+
+func (r barReader) Close() error {
+	r.bar.done()
+	return r.f.Close()
 }
 
 func ignoreHelp(err error) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperplane-ml/hyperplane/internal/train"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -132,7 +133,7 @@ func TestTrainPredictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "predictions.jsonl")
-	var res trainResult
+	var res train.Result
 	if err := json.Unmarshal([]byte(mustRun(t, "", "train", "-input", data, "-predictions", path, "-passes", "2")), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestTrainPredictionsMulticlass(t *testing.T) {
 	data := genFile(t, dir, "ex.jsonl", "-examples", "3000", "-seed", "10", "-classes", "3", "-unlabeled", "0.1")
 	path := filepath.Join(dir, "predictions.jsonl")
 	out := mustRun(t, "", "train", "-input", data, "-classes", "3", "-predictions", path)
-	var res trainResult
+	var res train.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

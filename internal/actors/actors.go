@@ -1,16 +1,18 @@
-package main
+// Package actors runs a program's lifecycles together, as
+// github.com/oklog/run does: each actor is a function paired with one that
+// interrupts it, and the first actor to return interrupts all the others.
+package actors
 
-// group runs actors, each a function paired with one that interrupts it,
-// as github.com/oklog/run does: the first actor to return interrupts all
-// the others; run returns the first error; every actor is joined before
-// run returns.
+// Group runs actors: the first actor to return interrupts all the
+// others; Run returns the first error; every actor is joined before Run
+// returns.
 //
 // "The first error" is the first non-nil value an actor returned, in the
 // order they returned: an actor that ends on request returns nil, and
 // then the error another one stopped with (a shutdown that ran out of
 // time) is not lost. An interrupt must make its actor return, and may be
-// called after it has returned.
-type group struct {
+// called after it has returned. The zero Group is empty and ready.
+type Group struct {
 	actors []actor
 }
 
@@ -19,15 +21,15 @@ type actor struct {
 	interrupt func(error)
 }
 
-// add adds an actor: execute runs in a goroutine of its own once run is
+// Add adds an actor: execute runs in a goroutine of its own once Run is
 // called; interrupt receives the return value of the first actor to
 // return.
-func (g *group) add(execute func() error, interrupt func(error)) {
+func (g *Group) Add(execute func() error, interrupt func(error)) {
 	g.actors = append(g.actors, actor{execute, interrupt})
 }
 
-// run runs every actor until all have returned.
-func (g *group) run() error {
+// Run runs every actor until all have returned.
+func (g *Group) Run() error {
 	if len(g.actors) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package actors
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 )
 
 // TestGroup: the first actor to return interrupts all the others; run
-// returns the first error; every actor is joined before run returns.
+// returns the first error; every actor is joined before Run returns.
 func TestGroup(t *testing.T) {
 	errFirst, errLater := errors.New("first"), errors.New("later")
 	cases := []struct {
@@ -23,13 +23,13 @@ func TestGroup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var g group
+			var g Group
 			var returned, interrupted atomic.Int32
 			var got error
-			g.add(func() error { returned.Add(1); return tc.first }, func(err error) { got = err })
+			g.Add(func() error { returned.Add(1); return tc.first }, func(err error) { got = err })
 			for range 3 {
 				stop := make(chan struct{})
-				g.add(func() error {
+				g.Add(func() error {
 					<-stop
 					time.Sleep(10 * time.Millisecond) // return well after the interrupt
 					returned.Add(1)
@@ -39,11 +39,11 @@ func TestGroup(t *testing.T) {
 					close(stop)
 				})
 			}
-			if err := g.run(); err != tc.want {
-				t.Errorf("run() = %v, want %v", err, tc.want)
+			if err := g.Run(); err != tc.want {
+				t.Errorf("Run() = %v, want %v", err, tc.want)
 			}
 			if n := returned.Load(); n != 4 {
-				t.Errorf("%d of 4 actors had returned when run did", n)
+				t.Errorf("%d of 4 actors had returned when Run did", n)
 			}
 			if n := interrupted.Load(); n != 3 {
 				t.Errorf("%d of 3 actors interrupted", n)
@@ -56,8 +56,8 @@ func TestGroup(t *testing.T) {
 }
 
 func TestGroupEmpty(t *testing.T) {
-	var g group
-	if err := g.run(); err != nil {
+	var g Group
+	if err := g.Run(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,29 @@
+package consumer_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+)
+
+func TestJoinSummary(t *testing.T) {
+	st := &consumer.JoinState{
+		Head:     41,
+		Examples: []consumer.JoinedExample{{ID: "a", Learned: true}, {ID: "b"}, {ID: "c"}},
+		Labels:   []consumer.HeldLabelState{{ID: "z"}},
+		Counts: consumer.JoinCountsState{Joined: 3, Late: 2, Unknown: 1, Duplicate: 4, Marks: 5, Expired: 6,
+			Served: 4, ServedCorrect: 3, ServedLogLoss: 2},
+	}
+	want := &consumer.JoinSummary{
+		Labels:  map[string]uint64{"joined": 3, "late": 2, "unknown": 1, "duplicate": 4},
+		Expired: 6, Marks: 5, Served: 4, ServedAccuracy: 0.75, ServedLogLoss: 0.5,
+		Pending: 2, HeldLabels: 1, Head: 41,
+	}
+	if got := st.Summary(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Summary() = %+v, want %+v", got, want)
+	}
+	if got := (&consumer.JoinState{}).Summary(); got.ServedAccuracy != 0 || got.ServedLogLoss != 0 {
+		t.Errorf("with nothing served: accuracy %v, log-loss %v, want 0", got.ServedAccuracy, got.ServedLogLoss)
+	}
+}
