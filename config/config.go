@@ -68,13 +68,26 @@ type Model struct {
 	// Scope is global (one model over every partition) or partition (one
 	// independent model per partition).
 	Scope Scope `yaml:"scope" help:"global: one model over every partition, mixed in epochs; partition: one independent model per partition"`
+	// Challengers are learner configurations compared with the model on
+	// the same examples (docs/compare.md). Only backtest learns them for
+	// now; run refuses to start with any.
+	Challengers Challengers `yaml:"challengers" help:"learner configurations to compare with the model, each a name and the model.learner keys it changes (in a variable or flag: name:key=value,key=value;name2:...); backtest learns them beside the model, run does not yet"`
 	// Mixing is how one model is learned over several partitions.
 	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`
 	// Drift is the model's change detector. It is a learner setting,
 	// kept in Learner.Drift, which Load sets from it: the key is
 	// model.drift.
-	Drift learner.DriftConfig `yaml:"drift"`
+	Drift   learner.DriftConfig `yaml:"drift"`
+	Compare Compare             `yaml:"compare"`
+}
+
+// Compare is how a challenger is judged against the model.
+type Compare struct {
+	// Alpha is the level of the confidence sequences: the chance that a
+	// sequence ever excludes the true difference, however often one
+	// looks, is at most Alpha.
+	Alpha float64 `yaml:"alpha" help:"level of the confidence sequences that compare a challenger with the model: the chance that one ever excludes the true difference, however often it is looked at"`
 }
 
 // Mixing is how a model is learned over a source of several partitions
@@ -316,6 +329,7 @@ func Default() Config {
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 16},
 			Learner: learner.DefaultConfig(),
 			Drift:   learner.DefaultDrift(),
+			Compare: Compare{Alpha: 0.05},
 		},
 		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: MechanismNone}},
 		Source: Source{

@@ -362,6 +362,8 @@ func (d yamlDecoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) erro
 	switch {
 	case isNull(n):
 		return nil
+	case v.Type() == reflect.TypeFor[Challengers]():
+		return d.decodeChallengers(n, v, path)
 	case n.Kind == yaml.SequenceNode && v.Kind() == reflect.Slice:
 		list := reflect.MakeSlice(v.Type(), 0, len(n.Content))
 		for _, item := range n.Content {

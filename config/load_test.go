@@ -517,6 +517,8 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "touched", "touched"
 	case reflect.TypeFor[Scope]():
 		return "partition", "partition"
+	case reflect.TypeFor[Challengers]():
+		return "seed:hash_seed=7,algorithm=pa1;small:hash_bits=12", "[{name: seed, hash_seed: 7, algorithm: pa1}, {name: small, hash_bits: 12}]"
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -60,6 +60,8 @@ func section(m *yaml.Node, path []string) *yaml.Node {
 // value: strings are tagged so that "1" or "true" stay strings.
 func yamlValue(v reflect.Value) *yaml.Node {
 	switch {
+	case v.Type() == reflect.TypeFor[Challengers]():
+		return challengersYAML(v.Interface().(Challengers))
 	case isTextual(v.Type()):
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: formatText(v)}
 	case v.Kind() == reflect.Slice:

@@ -37,6 +37,7 @@ func fieldErr(field, format string, args ...any) error {
 func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateModel,
+		c.validateChallengers,
 		c.validateSource,
 		c.validateOutputs,
 		c.validateLabels,

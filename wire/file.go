@@ -37,6 +37,9 @@ type Record struct {
 	Err error
 	// Payload is the record's bytes.
 	Payload []byte
+	// Also holds the example as each decoder of ReadOptions.Also decodes
+	// it, in that order, when Err is nil.
+	Also []*learner.Example
 }
 
 // ReadOptions tune ReadExamples.
@@ -48,6 +51,11 @@ type ReadOptions struct {
 	// ChunkSize is how many bytes are read and handed to a worker at a
 	// time; 0 means 1 MiB. A record longer than a chunk grows it.
 	ChunkSize int
+	// Also makes decoders that decode every record a second time, on the
+	// same workers, into Record.Also: for examples wanted under other
+	// model configurations (another hashing). A record that one of them
+	// refuses has that decoder's error as its Err.
+	Also []func() *Decoder
 }
 
 // ReadExamples reads JSON lines or a stream of msgpack maps from r,
@@ -97,12 +105,17 @@ func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, 
 		go func() {
 			defer workersWG.Done()
 			d := newDecoder()
+			also := make([]*Decoder, len(opts.Also))
+			for k, f := range opts.Also {
+				also[k] = f()
+			}
 			for c := range p.chunks {
 				if c.decoded {
 					c.hash(d)
 				} else {
 					c.decode(d)
 				}
+				c.decodeAlso(also)
 				select {
 				case p.decoded <- c:
 				case <-ctx.Done():
@@ -150,7 +163,12 @@ type chunk struct {
 	spans []span
 	recs  []Record
 	xs    []learner.Example
-	ids   []byte // the records' ids, copied out of the decoder's scratch
+	// also are the records' examples as ReadOptions.Also's decoders
+	// decode them: also[k][i] is record i's for decoder k; alsoPtrs
+	// holds every record's Record.Also end to end.
+	also     [][]learner.Example
+	alsoPtrs []*learner.Example
+	ids      []byte // the records' ids, copied out of the decoder's scratch
 }
 
 // span is a record's [start, end) in a chunk's data and its number; for a
@@ -415,6 +433,43 @@ func (c *chunk) decode(d *Decoder) {
 		l := len(c.recs[i].Meta.ID)
 		c.recs[i].Meta.ID = c.ids[off : off+l : off+l]
 		off += l
+	}
+}
+
+// decodeAlso decodes every record of c that decoded with each of ds, as
+// ReadOptions.Also says.
+func (c *chunk) decodeAlso(ds []*Decoder) {
+	k := len(ds)
+	if k == 0 {
+		return
+	}
+	n := len(c.recs)
+	for len(c.also) < k {
+		c.also = append(c.also, nil)
+	}
+	for j := range ds {
+		if cap(c.also[j]) < n {
+			c.also[j] = append(c.also[j][:cap(c.also[j])], make([]learner.Example, n-cap(c.also[j]))...)
+		}
+		c.also[j] = c.also[j][:n]
+	}
+	if cap(c.alsoPtrs) < n*k {
+		c.alsoPtrs = make([]*learner.Example, n*k)
+	}
+	c.alsoPtrs = c.alsoPtrs[:n*k]
+	for i := range c.recs {
+		r := &c.recs[i]
+		r.Also = c.alsoPtrs[i*k : (i+1)*k : (i+1)*k]
+		for j, d := range ds {
+			x := &c.also[j][i]
+			r.Also[j] = x
+			if r.Err != nil {
+				continue
+			}
+			if _, err := d.Decode(r.Payload, x); err != nil {
+				r.Err = err
+			}
+		}
 	}
 }
 

@@ -135,3 +135,55 @@ func TestReadExamplesCancelled(t *testing.T) {
 		t.Fatalf("got %v after %d records", err, n)
 	}
 }
+
+// TestReadExamplesAlso: every record also reaches fn decoded by the
+// decoders of ReadOptions.Also, on the workers, as each would decode it
+// alone; a record one of them refuses has its error.
+func TestReadExamplesAlso(t *testing.T) {
+	seeded := learner.DefaultConfig()
+	seeded.HashSeed = 5
+	tiny := learner.DefaultConfig()
+	tiny.HashBits = 2 // 4 dense positions
+	also := []func() *wire.Decoder{
+		func() *wire.Decoder { return wire.NewDecoder(seeded, wire.DecoderOptions{}) },
+		func() *wire.Decoder { return wire.NewDecoder(tiny, wire.DecoderOptions{}) },
+	}
+	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
+		t.Run(string(format), func(t *testing.T) {
+			data := stream(300, format)
+			alone := wire.NewDecoder(seeded, wire.DecoderOptions{})
+			records := 0
+			err := wire.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Workers: 2, ChunkSize: 512, Also: also}, func(r *wire.Record) error {
+				records++
+				if r.Err != nil {
+					return r.Err
+				}
+				if len(r.Also) != 2 {
+					return fmt.Errorf("record %d: %d more examples, want 2", r.N, len(r.Also))
+				}
+				var want learner.Example
+				if _, err := alone.Decode(r.Payload, &want); err != nil {
+					return err
+				}
+				got := r.Also[0]
+				if fmt.Sprint(got.Index, got.Value, got.Labeled, got.Label) != fmt.Sprint(want.Index, want.Value, want.Labeled, want.Label) {
+					return fmt.Errorf("record %d: decoded with seed 5 on the workers %v, alone %v", r.N, got, want)
+				}
+				if fmt.Sprint(got.Index) == fmt.Sprint(r.Example.Index) {
+					return fmt.Errorf("record %d: seed 5 hashed as seed 0", r.N)
+				}
+				return nil
+			})
+			if err != nil || records != 300 {
+				t.Fatalf("%d records: %v", records, err)
+			}
+		})
+	}
+	var errs []error
+	err := wire.ReadExamples(context.Background(), strings.NewReader(`{"label":1,"x":[1,2,3,4,5]}`+"\n"+`{"label":1,"x":[1,2]}`+"\n"), decoders(),
+		wire.ReadOptions{Also: also}, func(r *wire.Record) error { errs = append(errs, r.Err); return nil })
+	var de *wire.DecodeError
+	if err != nil || len(errs) != 2 || !errors.As(errs[0], &de) || errs[1] != nil {
+		t.Errorf("errors %v (%v): want the first record refused by the decoder of 4 dense positions, the second read", errs, err)
+	}
+}

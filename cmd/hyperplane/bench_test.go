@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/train"
 )
@@ -60,4 +62,47 @@ func benchInput(b *testing.B, format string, n int) string {
 		b.Fatal(err)
 	}
 	return path
+}
+
+// BenchmarkBacktest is hyperplane backtest of the default model and
+// three challengers over the 1,000,000-example file of BenchmarkTrain,
+// beside train of the model alone over the same file, one whole run per
+// op each: "shared" challengers hash as the model does (the perceptron,
+// pa1, and AROW with r = 1), "seed" replaces the last with the model under
+// another hash seed, whose examples are decoded a second time. Beside the
+// wall time it reports the process's CPU time per run (user and system),
+// which a machine shared with other work disturbs less.
+func BenchmarkBacktest(b *testing.B) {
+	challengers := map[string]string{
+		"shared": "perceptron:algorithm=perceptron;pa1:algorithm=pa1;r1:arow_r=1",
+		"seed":   "perceptron:algorithm=perceptron;pa1:algorithm=pa1;seed:hash_seed=7",
+	}
+	for _, format := range []string{"jsonl", "msgpack"} {
+		path := benchInput(b, format, 1_000_000)
+		for _, name := range []string{"train", "shared", "seed"} {
+			b.Run(format+"/"+name, func(b *testing.B) {
+				args := []string{"train", "-input", path, "-format", format}
+				if name != "train" {
+					args = []string{"backtest", "--input", path, "--format", format, "--json", "--model.challengers", challengers[name]}
+				}
+				before := cpuTime(b)
+				for b.Loop() {
+					if err := run(context.Background(), args, os.Getenv, nil, io.Discard, io.Discard); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)*1e6/b.Elapsed().Seconds(), "examples/s")
+				b.ReportMetric((cpuTime(b)-before).Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
+	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

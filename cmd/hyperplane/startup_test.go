@@ -80,6 +80,8 @@ func TestStartupErrors(t *testing.T) {
 			"kafka.tls.ca_file", "ca.pem: no such file"},
 		{"log level", append(slices.Clone(jetstream), "--log.level", "loud"), true,
 			`log.level: unknown level "loud"`, "want debug, info, warn or error"},
+		{"challengers", append(slices.Clone(jetstream), "--model.challengers", "seed:hash_seed=7"), true,
+			"model.challengers: the worker does not learn challengers yet", "used by hyperplane backtest only for now"},
 		{"port taken", append(slices.Clone(jetstream), "--http.addr", taken.Addr().String()), false,
 			"address already in use", "choose a free address"},
 		{"kafka unreachable", append(slices.Clone(kafka), "--kafka.brokers", closed), false,

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// runBacktest learns the model of --config and its model.challengers
+// over the examples of --input, or of the source's log from --from to
+// --to, in one pass and prints how each challenger compares with the
+// model.
+func runBacktest(ctx context.Context, e *env, args []string) error {
+	var in inputFlags
+	var jsonOut bool
+	var curvePath string
+	from, to := wire.Start{Kind: wire.StartEarliest}, wire.Start{Kind: wire.StartLatest}
+	fs := newFlagSet("backtest", "--config FILE (--input PATH | [--from START] [--to END]) [--json] [--curve FILE.svg] [--key value ...]", e)
+	in.bind(fs)
+	fs.Lookup("input").Usage = "file of examples, JSON lines or msgpack maps; - for stdin (default: the source's log)"
+	fs.TextVar(&from, "from", from, "without -input, where in the source's log to begin, `START`: earliest, offset:N or time:RFC3339")
+	fs.TextVar(&to, "to", to, "without -input, where to end, `END`: latest or offset:N, exclusive")
+	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
+	fs.StringVar(&curvePath, "curve", "", "write the running differences and their confidence sequences to this SVG `file`")
+	own, cfgArgs := splitOwnFlags(fs, args)
+	if err := parseFlags(fs, own); err != nil {
+		return ignoreHelp(err)
+	}
+	cfg, err := loadConfig(e, cfgArgs)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return nil
+	}
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if err := cfg.ValidateModel(); err != nil {
+		return &usageError{msg: "config: " + err.Error()}
+	}
+	if len(cfg.Model.Challengers) == 0 {
+		return usagef("config: model.challengers: none to compare with the model (add a name and the model.learner keys it changes)")
+	}
+	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}
+	opts.Decoder.MaxFeatures, opts.Decoder.MaxBytes = in.maxFeatures, in.maxBytes
+	for _, c := range cfg.Model.Challengers {
+		opts.Challengers = append(opts.Challengers, compare.Entrant{Name: c.Name, Config: c.Learner(cfg.Model.Learner)})
+	}
+	invalid := &invalidReporter{w: e.stderr, input: in.input}
+	opts.Invalid = invalid.report
+	var contest *compare.Contest
+	if in.input == "" {
+		invalid.input = "the log"
+		contest, err = backtestLog(ctx, e, cfg, from, to, opts)
+	} else {
+		contest, err = backtestFile(ctx, e, &in, from, to, opts)
+	}
+	if err != nil {
+		return err
+	}
+	invalid.summary()
+	if curvePath != "" {
+		if err := backtest.WriteCurve(curvePath, contest, opts.Alpha); err != nil {
+			return fmt.Errorf("-curve: %w", err)
+		}
+	}
+	if jsonOut {
+		return backtest.WriteJSON(e.stdout, contest.Standings())
+	}
+	return backtest.WriteTable(e.stdout, contest.Standings(), opts.Alpha)
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// backtestFile runs the backtest over the file of -input.
+func backtestFile(ctx context.Context, e *env, in *inputFlags, from, to wire.Start, opts backtest.Options) (*compare.Contest, error) {
+	if from.Kind != wire.StartEarliest || to.Kind != wire.StartLatest {
+		return nil, usagef("-from, -to: they choose a range of the source's log; with -input the whole file is read")
+	}
+	ropts, err := in.check()
+	if err != nil {
+		return nil, err
+	}
+	opts.Read = ropts
+	f, _, err := in.open(e)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := backtest.Run(ctx, f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.input, err)
+	}
+	return c, nil
+}
+
+// backtestLog runs the backtest over the source's log from from up to
+// to, read as replay reads it (a source of one partition or stream),
+// touching no store and publishing nothing.
+func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.Start, opts backtest.Options) (*compare.Contest, error) {
+	if from.Kind == wire.StartLatest {
+		return nil, usagef("-from: latest would compare nothing (want earliest, offset:N or time:RFC3339)")
+	}
+	var end int64 = -1
+	switch to.Kind {
+	case wire.StartLatest:
+	case wire.StartOffset:
+		end = to.Offset
+	default:
+		return nil, usagef("-to: want latest or offset:N, got %q", to)
+	}
+	if cfg.Source.Kind == "" {
+		return nil, usagef("-input: required, or a source (source.kind and its settings) whose log to read")
+	}
+	if cfg.Labels.Enabled() {
+		return nil, usagef("config: labels: backtest reads labeled examples; the join of labels that come later is not read from the log yet")
+	}
+	cfg.Source.Start = from
+	cfg.Outputs = config.Outputs{Publish: wire.PublishNone, Format: cfg.Outputs.Format}
+	cfg.Snapshot = config.Default().Snapshot
+	cfg.Snapshot.URL, cfg.HTTP.Addr = "", ""
+	cfg.Model.Challengers = nil // learned here, not by a worker
+	if err := cfg.Validate(); err != nil {
+		return nil, &usageError{msg: "config: " + err.Error()}
+	}
+	opts.Decoder = wire.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes}
+	p, err := openPipeline(ctx, cfg, newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr), false, false)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	if p.source == nil {
+		return nil, fmt.Errorf("backtest: the source is partitioned; backtest reads a source of one partition or stream from its log, or a file (-input)")
+	}
+	bounded := &consumer.Range{Source: p.source}
+	if end >= 0 {
+		bounded.End = consumer.OffsetBefore(end)
+	}
+	return backtest.RunSource(ctx, bounded, opts)
+}

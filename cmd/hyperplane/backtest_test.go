@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+)
+
+// TestBacktest runs the command on a generated file: one JSON line per
+// challenger, the perceptron found worse than AROW, the chart written,
+// and the table's rows.
+func TestBacktest(t *testing.T) {
+	dir := t.TempDir()
+	data := mustRun(t, "", "gen", "-examples", "20000", "-seed", "5")
+	in := filepath.Join(dir, "in.jsonl")
+	cfg := filepath.Join(dir, "c.yaml")
+	svg := filepath.Join(dir, "c.svg")
+	if err := os.WriteFile(in, []byte(data+"not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "model:\n  name: arow\n  challengers:\n    - name: perceptron\n      algorithm: perceptron\n    - name: seed\n      hash_seed: 9\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCmd(t, "", "backtest", "--config", cfg, "--input", in, "--json", "--curve", svg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "record 20001") {
+		t.Errorf("the invalid record is not reported: %q", stderr)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%v: %q", err, l)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 || lines[0]["name"] != "perceptron" || lines[1]["name"] != "seed" {
+		t.Fatalf("lines %v: want perceptron's and seed's", lines)
+	}
+	if lines[0]["high"].(float64) >= 0 || lines[0]["examples"].(float64) != 20000 {
+		t.Errorf("perceptron against AROW over 20,000 examples: %v; want a band below zero", lines[0])
+	}
+	chart, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(chart), "<svg") || !strings.Contains(string(chart), "perceptron") {
+		t.Errorf("chart: %v, %.200q", err, chart)
+	}
+
+	out, _, err = runCmd(t, "", "backtest", "--config", cfg, "--input", in, "--model.compare.alpha", "0.01")
+	if err != nil || !strings.Contains(out, "99% confidence sequence") || !strings.Contains(out, "model better") {
+		t.Errorf("table at alpha 0.01 (%v):\n%s", err, out)
+	}
+}
+
+// TestBacktestFromTheLog reads the examples from a JetStream stream, as
+// replay does: the whole log, and a range that leaves offset 201 and
+// after out.
+func TestBacktestFromTheLog(t *testing.T) {
+	srv := testbroker.NATS(t)
+	testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	mustRun(t, "", "gen", "-examples", "500", "-seed", "2", "-to", "jetstream:examples", "-nats-url", srv.URL())
+	args := []string{"backtest", "--nats.url", srv.URL(), "--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--json",
+		"--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=3"}
+	for _, c := range []struct {
+		to       []string
+		examples float64
+	}{{nil, 500}, {[]string{"--to", "offset:201"}, 200}} {
+		out, stderr, err := runCmd(t, "", append(args, c.to...)...)
+		if err != nil {
+			t.Fatalf("backtest %q: %v\n%s", c.to, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range lines {
+			var m struct{ Examples float64 }
+			if err := json.Unmarshal([]byte(l), &m); err != nil || m.Examples != c.examples {
+				t.Errorf("backtest %q: line %s (%v), want %v examples", c.to, l, err, c.examples)
+			}
+		}
+		if len(lines) != 2 {
+			t.Errorf("backtest %q: %d lines, want one per challenger", c.to, len(lines))
+		}
+	}
+}
+
+func TestBacktestRefusals(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"label":1,"features":{"a":1}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no challengers", []string{"--input", in}, "model.challengers: none to compare"},
+		{"no input", []string{"--model.challengers", "s:hash_seed=2"}, "-input: required, or a source"},
+		{"a range of a file", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--from", "offset:3"}, "with -input the whole file is read"},
+		{"bad challenger", []string{"--input", in, "--model.challengers", "s:hash_bits=40"}, "model.challengers[0].hash_bits"},
+		{"bad alpha", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--model.compare.alpha", "2"}, "model.compare.alpha"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCmd(t, "", append([]string{"backtest"}, c.args...)...)
+			var u *usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want a usage error saying %q", err, c.want)
+			}
+		})
+	}
+}
