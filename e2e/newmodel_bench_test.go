@@ -36,7 +36,7 @@ func BenchmarkNewModel(b *testing.B) {
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average", len(msgs), size)
 	for _, partitions := range []int{1, 4} {
-		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
 			var epochs float64
 			for range b.N {
 				b.StopTimer()
@@ -45,18 +45,86 @@ func BenchmarkNewModel(b *testing.B) {
 			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
 			b.ReportMetric(epochs/float64(b.N), "epochs/op")
 		})
+		b.Run(fmt.Sprintf("partitions=%d/path=kcat", partitions), func(b *testing.B) {
+			if _, err := exec.LookPath("kcat"); err != nil {
+				b.Skip("no kcat on PATH (Debian: apt-get install kcat): the librdkafka pass-through is not measured")
+			}
+			for range b.N {
+				b.StopTimer()
+				passThroughOp(b, broker, msgs, partitions)
+			}
+			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
+		})
+	}
+}
+
+// loadedBroker starts a broker of its own with the topic examples of
+// partitions partitions holding msgs, spread round-robin, and returns it
+// with its addresses.
+func loadedBroker(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (*benchProc, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions"}, true)
+	addrs := br.firstLine(b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = &kgo.Record{Topic: "examples", Partition: int32(i % partitions), Value: m}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	return br, addrs
+}
+
+// passThroughOp is one op of the librdkafka pass-through: kcat reads the
+// examples from the beginning to the end and a second kcat produces each
+// to the predictions topic, as the issue that set the goal measured it
+// (kcat -C … | kcat -P …), timed from their start until both exit. The
+// count of records produced is checked after.
+func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) {
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
+	defer br.stop(b)
+	b.StartTimer()
+	consume := exec.Command("kcat", "-C", "-b", addrs, "-t", "examples", "-o", "beginning", "-e", "-q")
+	produce := exec.Command("kcat", "-P", "-b", addrs, "-t", "predictions")
+	pipe, err := consume.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	produce.Stdin = pipe
+	var cerr, perr strings.Builder
+	consume.Stderr, produce.Stderr = &cerr, &perr
+	if err := produce.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if err := consume.Run(); err != nil {
+		b.Fatalf("kcat -C: %v\n%s", err, cerr.String())
+	}
+	if err := produce.Wait(); err != nil {
+		b.Fatalf("kcat -P: %v\n%s", err, perr.String())
+	}
+	b.StopTimer()
+	count := exec.Command("kcat", "-C", "-b", addrs, "-t", "predictions", "-o", "beginning", "-e", "-q", "-f", ".")
+	out, err := count.Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(out) != len(msgs) {
+		b.Fatalf("the pass-through produced %d records, want %d", len(out), len(msgs))
 	}
 }
 
 // newModelOp is one op of BenchmarkNewModel, with a broker and a store of
 // its own. It returns the epochs the worker mixed.
 func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	dir := b.TempDir()
-	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions"}, true)
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
-	addrs := br.firstLine(b)
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
 model:
@@ -72,18 +140,6 @@ outputs:
 snapshot:
   url: file://%s?create_dir=1
 `, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, len(msgs))
-	for i, m := range msgs {
-		recs[i] = &kgo.Record{Topic: "examples", Partition: int32(i % partitions), Value: m}
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		b.Fatal(err)
 	}
 
