@@ -239,7 +239,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
 			if p.opts.Labels != nil {
-				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8)", max(p.conn.ShardCount, 2))
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
 			}
 			if after != nil {
 				if err := p.resumeAfter(ctx, after); err != nil {

@@ -175,7 +175,7 @@ func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 			sh.Close() //nolint:errcheck // only counted
 		}
 		if n > 1 {
-			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8)", c.key, c.src.Topics[0], n)
+			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition, section 9)", c.key, c.src.Topics[0], n)
 		}
 	}
 	return nil
