@@ -371,6 +371,9 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		if err != nil {
 			return err
 		}
+		if lc == nil || lc.Source == nil {
+			return errors.New("labels: no labels' source")
+		}
 		defer lc.Source.Close() //nolint:errcheck // it only read
 		lc.State = ch.Join
 		if lc.OpenTail == nil {

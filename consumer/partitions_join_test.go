@@ -26,14 +26,13 @@ const joinPartitions = 4
 // partitionMarks appends each mark a worker writes to the partition of
 // the labels' log it chose, with the wall clock's time, as a broker
 // would stamp it; it counts the marks of each partition, and those that
-// chose none.
+// chose none (or no partition the log has).
 type partitionMarks struct {
 	log *memory.Log
 
-	mu        sync.Mutex
-	marks     [joinPartitions]int
-	unchosen  int
-	elsewhere int
+	mu       sync.Mutex
+	marks    [joinPartitions]int
+	unchosen int
 }
 
 func (s *partitionMarks) Publish(_ context.Context, batch []consumer.Output) error {
