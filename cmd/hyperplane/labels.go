@@ -17,7 +17,7 @@ import (
 // the join the model's generation recorded. shard is "" for a source of
 // one partition; in partition scope it is the partition whose examples
 // the labels join, and the labels are those of its co-partition
-// (partitionLabels).
+// (partitionJoin.labels).
 func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
 	if shard != "" {
 		return p.partitionJoin.labels(ctx, shard, positions)
