@@ -36,7 +36,18 @@ func TestValidateLabels(t *testing.T) {
 		{"a default that is no label", func(c *Config) { c.Labels.Default = "2" }, "labels.default"},
 		{"a default that is no class", func(c *Config) { c.Labels.Default = "maybe" }, "labels.default"},
 		{"no bound", func(c *Config) { c.Labels.MaxPending = 0 }, "labels.max_pending"},
-		{"partition scope", func(c *Config) { c.Model.Scope = ScopePartition }, "labels.kind"},
+		{"partition scope", func(c *Config) { c.Model.Scope = ScopePartition }, ""},
+		{"partition scope of a partitioned stream", func(c *Config) {
+			*c = validJetStream()
+			c.Model.Scope = ScopePartition
+			c.Source.StreamPartitions = 4
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "source.stream_partitions"},
+		{"partition scope of an unpartitioned stream", func(c *Config) {
+			*c = validJetStream()
+			c.Model.Scope = ScopePartition
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "model.scope"},
 		{"a partitioned stream", func(c *Config) {
 			*c = validJetStream()
 			c.Source.StreamPartitions = 4

@@ -680,7 +680,7 @@ func (c Config) validateLabels() error {
 			return fieldErr("labels.kind", "jetstream needs a jetstream source (source.kind is %s)", c.Source.Kind)
 		}
 		if c.Source.StreamPartitions > 0 {
-			return fieldErr("source.stream_partitions", "labels are joined to a stream that is not partitioned for now (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8)")
+			return fieldErr("source.stream_partitions", "labels are joined to a stream that is not partitioned for now: in epochs the join over several partitions is not built yet, and in partition scope only Kafka topics are joined partition by partition (docs/labels.md, sections 8 and 9)")
 		}
 		if l.Stream == "" {
 			return fieldErr("labels.stream", "required when labels.kind is jetstream: the stream of the labels")
@@ -715,9 +715,6 @@ func (c Config) validateLabels() error {
 	}
 	if l.MaxPending < 1 {
 		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
-	}
-	if c.Model.Scope == ScopePartition {
-		return fieldErr("labels.kind", "labels are not joined in partition scope yet (model.scope is partition): use model.scope global")
 	}
 	return nil
 }

@@ -30,10 +30,20 @@ const joinWindow = 2 * time.Second
 // no example has.
 func delayedLogs(n int) (ex, labels *memory.Log) {
 	ex, labels = memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	appendDelayed(ex, labels, 0, n, 0)
+	return ex, labels
+}
+
+// appendDelayed writes delayedLogs' examples and labels to partition p of
+// ex and labels, drawn with seed (0 is delayedLogs' own).
+func appendDelayed(ex, labels *memory.Log, p, n int, seed uint64) {
 	o := synth.DefaultOptions()
 	o.Vocab, o.Features = 500, 12
+	if seed != 0 {
+		o.Seed = seed
+	}
 	s := synth.New(o)
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(1+seed, 2))
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	type label struct {
 		t    time.Time
@@ -47,7 +57,7 @@ func delayedLogs(n int) (ex, labels *memory.Log) {
 		rec.Labeled = false
 		t := base.Add(time.Duration(i) * 10 * time.Millisecond)
 		b := synth.AppendJSON(nil, rec)
-		ex.AppendAt(0, t, b[:len(b)-1])
+		ex.AppendAt(p, t, b[:len(b)-1])
 		at := func(ms int64) time.Time { return t.Add(time.Duration(ms) * time.Millisecond) }
 		body := func(id string, y int) []byte { return fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, y) }
 		id := strconv.FormatUint(rec.Seq, 10)
@@ -69,9 +79,8 @@ func delayedLogs(n int) (ex, labels *memory.Log) {
 		}
 	}
 	for _, l := range ls {
-		labels.AppendAt(0, l.t, l.body)
+		labels.AppendAt(p, l.t, l.body)
 	}
-	return ex, labels
 }
 
 // markSink appends the marks a worker writes to the labels' log, with

@@ -56,11 +56,15 @@ type Options struct {
 	// epochs or partition scope start.
 	Ownership func() (Ownership, error)
 	// Labels, if set, joins labels that come later to the examples of a
-	// source of one shard: it builds the join's configuration, its
-	// labels' source opened at the model's positions (by shard); Open
-	// sets its State to the join the model's generation recorded. nil
-	// means no labels.
-	Labels func(ctx context.Context, positions map[string]int64) (*LabelsConfig, error)
+	// source of one shard, or of each shard in partition scope: it builds
+	// the join's configuration, its labels' source opened at the model's
+	// positions (by shard). shard is "" for the source of one shard; in
+	// partition scope it is the shard whose examples the labels join,
+	// and the labels' source reads the labels' partition co-partitioned
+	// with it, which the marks go to too (docs/labels.md, section 9).
+	// Open sets its State to the join the model's generation recorded.
+	// nil means no labels.
+	Labels func(ctx context.Context, shard string, positions map[string]int64) (*LabelsConfig, error)
 	Log    *zap.Logger
 }
 
@@ -194,7 +198,7 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 		if err != nil {
 			return nil, err
 		}
-		if wcfg.Labels, err = p.opts.Labels(ctx, p.resumed.Positions); err != nil {
+		if wcfg.Labels, err = p.opts.Labels(ctx, "", p.resumed.Positions); err != nil {
 			return nil, err
 		}
 		wcfg.Labels.State = st
@@ -235,7 +239,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
 			if p.opts.Labels != nil {
-				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8)", max(p.conn.ShardCount, 2))
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
 			}
 			if after != nil {
 				if err := p.resumeAfter(ctx, after); err != nil {
@@ -406,26 +410,32 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 		Worker: p.conn.Worker,
 		Shards: p.conn.Shards,
 		Start:  p.opts.Mixing.Start,
-		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, Snapshotter, error) {
+		Open: func(ctx context.Context, shard string) (Chain, error) {
 			var chain *snapshot.Store
 			if p.opts.Store != nil {
 				var err error
 				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
-					return nil, nil, nil, err
+					return Chain{}, err
 				}
 			}
 			ropts := p.opts.Resume
 			ropts.Log = log.With(zap.String("shard", shard))
 			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("shard %s: %w", shard, err)
+				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
-			var snaps Snapshotter
+			c := Chain{Model: r.Model, Positions: r.Positions}
 			if r.Snapshotter != nil {
-				snaps = workerSnapshots{r.Snapshotter}
+				c.Snapshots = workerSnapshots{r.Snapshotter}
 			}
-			return r.Model, r.Positions, snaps, nil
+			if p.opts.Labels != nil && r.Snapshot != nil && r.Snapshot.Join != nil {
+				if c.Join, err = DecodeJoinState(r.Snapshot.Join); err != nil {
+					return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
+				}
+			}
+			return c, nil
 		},
+		Labels: p.opts.Labels,
 	}
 	own, err := p.ownership()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -31,21 +32,41 @@ type PartitionsConfig struct {
 	// may have changed (kafka.Group.Changed); Run calls it before Owned.
 	// nil means ownership never changes.
 	Changed func() <-chan struct{}
-	// Open opens the shard's chain: the model of its newest generation
-	// and the positions that generation includes (a new model and nil
-	// positions for a chain with none), and the snapshotter that writes
-	// the chain's next generations, which may be nil (no store). The
-	// caller builds it with snapshot.Resume on store.Sub of the shard's
-	// tree (docs/scale-out.md, section 6), marking the snapshotter's
-	// fatal errors with ErrFatal. Open is where a chain written under
-	// another configuration is refused: its error stops Run.
-	Open func(ctx context.Context, shard string) (*learner.Model, map[string]int64, Snapshotter, error)
+	// Open opens the shard's chain (Chain). The caller builds it with
+	// snapshot.Resume on store.Sub of the shard's tree
+	// (docs/scale-out.md, section 6), marking the snapshotter's fatal
+	// errors with ErrFatal. Open is where a chain written under another
+	// configuration is refused: its error stops Run.
+	Open func(ctx context.Context, shard string) (Chain, error)
+	// Labels, if set, joins labels that come later to each shard's
+	// examples (docs/labels.md, section 9): it builds the join of shard,
+	// with the source of the labels' partition co-partitioned with it,
+	// opened at positions (the chain's), and the marks' destination, that
+	// partition. Run sets its State to the chain's join and, when nil,
+	// its OpenTail to Shards.Open of the shard, and closes its Source when
+	// the shard's worker stops. Its error stops Run. nil means no labels.
+	Labels func(ctx context.Context, shard string, positions map[string]int64) (*LabelsConfig, error)
 	// Start is where a shard whose chain has no position for it begins.
 	Start wire.Start
 	// RestartDelay is how long a shard whose chain another owner wrote
 	// first waits before it reloads the chain; 0 means
 	// DefaultRestartDelay.
 	RestartDelay time.Duration
+}
+
+// Chain is a shard's chain of generations in partition scope, as
+// PartitionsConfig.Open opens it.
+type Chain struct {
+	// Model is the model of the chain's newest generation, and Positions
+	// the positions it includes: a new model and nil positions for a
+	// chain with none.
+	Model     *learner.Model
+	Positions map[string]int64
+	// Snapshots writes the chain's next generations; nil for no store.
+	Snapshots Snapshotter
+	// Join is the join of labels that come later the newest generation
+	// recorded; nil for none.
+	Join *JoinState
 }
 
 // DefaultRestartDelay is PartitionsConfig.RestartDelay's default: long
@@ -333,13 +354,41 @@ func (p *Partitions) forget(shard string) {
 }
 
 // runShard opens shard's chain and runs a worker over the shard from the
-// chain's position until ctx is done or the worker fails.
+// chain's position until ctx is done or the worker fails. With labels,
+// the worker joins the shard's labels' partition to it, its head reading
+// from where the chain's join had read (docs/labels.md, section 6).
 func (p *Partitions) runShard(ctx context.Context, shard string) error {
-	model, positions, snaps, err := p.cfg.Open(ctx, shard)
+	ch, err := p.cfg.Open(ctx, shard)
 	if err != nil {
 		return fmt.Errorf("open the chain: %w", err)
 	}
-	from, ok := positions[shard]
+	cfg := p.cfg.Worker
+	cfg.Snapshots = ch.Snapshots
+	metrics := p.metrics.forShard(shard, false)
+	from, ok := ch.Positions[shard]
+	if p.cfg.Labels != nil {
+		lc, err := p.cfg.Labels(ctx, shard, ch.Positions)
+		if err != nil {
+			return err
+		}
+		if lc == nil || lc.Source == nil {
+			return errors.New("labels: no labels' source")
+		}
+		defer lc.Source.Close() //nolint:errcheck // it only read
+		lc.State = ch.Join
+		if lc.OpenTail == nil {
+			lc.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
+				return p.cfg.Shards.Open(ctx, shard, resume[shard])
+			}
+		}
+		if st := ch.Join; st != nil && st.Source == shard {
+			from, ok = st.Head, true
+		}
+		cfg.Labels = lc
+		pending := &summedGauge{Gauge: p.metrics.Join.Pending}
+		defer pending.Set(0)
+		metrics.Join.Pending = pending
+	}
 	if !ok {
 		if from, err = p.cfg.Shards.Start(ctx, shard, p.cfg.Start); err != nil {
 			return fmt.Errorf("where the shard begins: %w", err)
@@ -350,9 +399,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		return fmt.Errorf("open the shard at %d: %w", from, err)
 	}
 	defer src.Close()
-	cfg := p.cfg.Worker
-	cfg.Snapshots = snaps
-	w := NewWorker(cfg, src, model, positions, p.metrics.forShard(shard, false), p.log.With(zap.String("shard", shard)))
+	w := NewWorker(cfg, src, ch.Model, ch.Positions, metrics, p.log.With(zap.String("shard", shard)))
 	p.mu.Lock()
 	p.workers[shard] = w
 	p.active[w] = shard
@@ -363,4 +410,19 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		p.mu.Unlock()
 	}()
 	return w.Run(ctx)
+}
+
+// summedGauge is one shard's part of a gauge that sums the shards': Set
+// adds the change to the sum.
+type summedGauge struct {
+	prometheus.Gauge
+	mu   sync.Mutex
+	last float64
+}
+
+func (g *summedGauge) Set(v float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.Gauge.Add(v - g.last)
+	g.last = v
 }

@@ -128,7 +128,7 @@ func (r *partitionRig) config(t *testing.T, writer string) consumer.PartitionsCo
 			Views:            true,
 		},
 		Shards: r.log,
-		Open: func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
+		Open: func(ctx context.Context, shard string) (consumer.Chain, error) {
 			r.mu.Lock()
 			r.opens[shard]++
 			r.mu.Unlock()
@@ -136,9 +136,9 @@ func (r *partitionRig) config(t *testing.T, writer string) consumer.PartitionsCo
 				Writer: writer, Keep: 1000, Log: zaptest.NewLogger(t),
 			})
 			if err != nil {
-				return nil, nil, nil, err
+				return consumer.Chain{}, err
 			}
-			return res.Model, res.Positions, chainSnapshots{res.Snapshotter}, nil
+			return consumer.Chain{Model: res.Model, Positions: res.Positions, Snapshots: chainSnapshots{res.Snapshotter}}, nil
 		},
 		Start:        wire.Start{Kind: wire.StartEarliest},
 		RestartDelay: 20 * time.Millisecond,
@@ -653,7 +653,7 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 	open := cfg.Open
 	broken := errors.New("the chain is broken")
 	var p *consumer.Partitions
-	cfg.Open = func(ctx context.Context, shard string) (*learner.Model, map[string]int64, consumer.Snapshotter, error) {
+	cfg.Open = func(ctx context.Context, shard string) (consumer.Chain, error) {
 		if shard != r.log.Key(2) {
 			return open(ctx, shard)
 		}
@@ -662,7 +662,7 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 		for ctx.Err() == nil && (p.View(r.log.Key(0)) == nil || p.View(r.log.Key(1)) == nil) {
 			time.Sleep(time.Millisecond)
 		}
-		return nil, nil, nil, broken
+		return consumer.Chain{}, broken
 	}
 	p = consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
 	select {

@@ -48,6 +48,11 @@ type Output struct {
 	// Nats-Msg-Id header. Empty means no key.
 	Key   []byte
 	Value []byte
+	// Partition, with HasPartition, is the Kafka partition of Topic the
+	// output is written to; without, the partition its key hashes to.
+	// Other sinks ignore it.
+	Partition    int32
+	HasPartition bool
 }
 
 // Sink publishes outputs.

@@ -24,6 +24,10 @@ import (
 type Destination struct {
 	Sink  Sink
 	Topic string
+	// Partition, with HasPartition, is the Kafka partition of Topic every
+	// output goes to (Output.Partition).
+	Partition    int32
+	HasPartition bool
 }
 
 func (d Destination) enabled() bool { return d.Sink != nil }
@@ -341,7 +345,7 @@ func (b *outBatch) addSpan(d Destination, valueStart, keyStart int) {
 	}
 	// Keys and values are sliced out of the arena once it stops growing.
 	b.spans[i] = append(b.spans[i], span{start: valueStart, end: keyStart, key: len(b.arena)})
-	b.outputs[i] = append(b.outputs[i], Output{Topic: d.Topic})
+	b.outputs[i] = append(b.outputs[i], Output{Topic: d.Topic, Partition: d.Partition, HasPartition: d.HasPartition})
 }
 
 // seal points the outputs' keys and values at their bytes in the finished

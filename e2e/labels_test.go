@@ -385,3 +385,145 @@ snapshot:
 
 	assertJoinRuns(t, ctx, sha, want, config, source, n, learned)
 }
+
+// labelPartitions is how many co-partitioned partitions the examples'
+// and the labels' topics of TestLabelsKafkaPartitionScope have.
+const labelPartitions = 4
+
+// chainSnapshot is the newest generation of partition p's chain in store,
+// with its join; nil when the chain has none yet.
+func chainSnapshot(t *testing.T, store string, p int) (*snapshot.Snapshot, *consumer.JoinState) {
+	t.Helper()
+	s, err := snapshot.LoadURL(testContext(t), fmt.Sprintf("%s/e2e/partition/kafka.examples.%d/e2e", store, p), nil)
+	if err != nil {
+		return nil, nil
+	}
+	if s.Join == nil {
+		t.Fatalf("partition %d: the newest generation holds no join", p)
+	}
+	st, err := consumer.DecodeJoinState(s.Join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st
+}
+
+// TestLabelsKafkaPartitionScope: as TestLabelsKafka in partition scope,
+// over topics of four co-partitioned partitions (the same ids in each):
+// an uninterrupted worker, one killed with SIGKILL three times and
+// restarted, and a replay give each partition's model the same
+// state_sha256, and its join the outcomes the rule gives over that
+// partition's two logs.
+func TestLabelsKafkaPartitionScope(t *testing.T) {
+	ctx := testContext(t)
+	const n = 5000
+	c := testbroker.Kafka(t, kfake.SeedTopics(labelPartitions, "examples", "labels"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead", "late"))
+	var recs []*kgo.Record
+	var want [labelPartitions]consumer.JoinCounts
+	var labelCounts [labelPartitions]int
+	for p := range labelPartitions {
+		examples, labels := delayedInput(n, uint64(31+p))
+		for _, e := range examples {
+			recs = append(recs, &kgo.Record{Topic: "examples", Partition: int32(p), Value: e.value, Timestamp: e.t})
+		}
+		for _, l := range labels {
+			recs = append(recs, &kgo.Record{Topic: "labels", Partition: int32(p), Value: l.value, Timestamp: l.t})
+		}
+		want[p], labelCounts[p] = expectedJoin(examples, labels), len(labels)
+		if w := want[p]; w.Labels[consumer.LabelLate] == 0 || w.Labels[consumer.LabelDuplicate] == 0 || w.Labels[consumer.LabelUnknown] == 0 || w.Expired == 0 {
+			t.Fatalf("partition %d: the input does not exercise every outcome: %+v", p, w)
+		}
+	}
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	config := func(store string) string {
+		return writeConfig(t, strings.Replace(labelsKafkaConfig(c, store), "  name: e2e\n", "  name: e2e\n  scope: partition\n", 1))
+	}
+	learned := func(p *proc) bool {
+		if p.metric("hyperplane_join_pending") != 0 {
+			return false
+		}
+		for k := range labelPartitions {
+			if p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:examples/%d"}`, k)) < n ||
+				p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:labels/%d"}`, k)) < float64(labelCounts[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(what, store string) [labelPartitions]string {
+		t.Helper()
+		var shas [labelPartitions]string
+		for p := range labelPartitions {
+			s, st := chainSnapshot(t, store, p)
+			if s == nil {
+				t.Fatalf("%s: partition %d has no generation", what, p)
+			}
+			shas[p] = s.State.StateSHA256()
+			assertJoinCounts(t, fmt.Sprintf("%s, partition %d", what, p), st, want[p])
+			if got := s.State.Labeled; got != n {
+				t.Errorf("%s, partition %d: %d examples learned with a label, want every one of %d", what, p, got, n)
+			}
+		}
+		return shas
+	}
+
+	whole := fileStore(t)
+	p := start(t, "run", "--config", config(whole))
+	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(p) })
+	p.stop()
+	shas := check("uninterrupted", whole)
+	for p := 1; p < labelPartitions; p++ {
+		if shas[p] == shas[0] {
+			t.Errorf("partitions 0 and %d learned the same model", p)
+		}
+	}
+
+	killed := fileStore(t)
+	cfg := config(killed)
+	var kills [][labelPartitions]int64
+	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+		p := start(t, "run", "--config", cfg, "--source.batch", "64")
+		var pos [labelPartitions]int64
+		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of every partition with %d examples learned", at), func() bool {
+			for k := range labelPartitions {
+				if s, _ := chainSnapshot(t, killed, k); s != nil {
+					pos[k] = s.Positions[fmt.Sprintf("kafka:examples/%d", k)]
+				}
+				if pos[k] < at {
+					return false
+				}
+			}
+			return true
+		})
+		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
+		<-p.done
+		kills = append(kills, pos)
+	}
+	p = start(t, "run", "--config", cfg)
+	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned after the kills", func() bool { return learned(p) })
+	p.stop()
+	if got := check("killed", killed); got != shas {
+		t.Errorf("after kills at %v: state_sha256 by partition %v, uninterrupted %v", kills, got, shas)
+	}
+	t.Logf("kills with the newest generations at %v", kills)
+
+	dir := t.TempDir()
+	out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", config(""), "--out", "file://"+dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	var replayed [labelPartitions]string
+	for p := range labelPartitions {
+		s, _ := chainSnapshot(t, "file://"+dir, p)
+		if s == nil {
+			t.Fatalf("replay: partition %d has no generation\n%s", p, out)
+		}
+		replayed[p] = s.State.StateSHA256()
+	}
+	if replayed != shas {
+		t.Errorf("replay: state_sha256 by partition %v, the worker's %v\n%s", replayed, shas, out)
+	}
+}

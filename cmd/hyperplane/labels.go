@@ -6,31 +6,30 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // labels is the worker's configuration of the join of cfg.Labels, which is
 // enabled: the labels' source and the examples' tail opened at the
 // model's positions, and the marks' destination (none with marks false: a
 // replay reads the logs and writes nothing to them). consumer.Open sets
-// the join the model's generation recorded.
-func (p *pipeline) labels(ctx context.Context, cfg config.Config, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
-	l := cfg.Labels
-	lc := &consumer.LabelsConfig{
-		Join:   consumer.JoinConfig{Window: l.Window, MaxPending: l.MaxPending},
-		Format: l.Format,
-		Writer: cfg.SnapshotWriter(),
+// the join the model's generation recorded. shard is "" for a source of
+// one partition; in partition scope it is the partition whose examples
+// the labels join, and the labels are those of its co-partition
+// (partitionJoin.labels).
+func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
+	if shard != "" {
+		return p.partitionJoin.labels(ctx, shard, positions)
 	}
-	if l.Default != "" {
-		label, err := cfg.DefaultLabel()
-		if err != nil {
-			return nil, fmt.Errorf("labels.default: %w", err)
-		}
-		lc.Join.Default, lc.Join.HasDefault = label, true
+	lc, err := joinConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.onePartition(ctx, cfg); err != nil {
 		return nil, err
 	}
-	var err error
+	l := cfg.Labels
 	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
@@ -53,6 +52,110 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, positions map[
 	return lc, nil
 }
 
+// joinConfig is the join's configuration of cfg.Labels, without its
+// inputs and outputs.
+func joinConfig(cfg config.Config) (*consumer.LabelsConfig, error) {
+	l := cfg.Labels
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: l.Window, MaxPending: l.MaxPending},
+		Format: l.Format,
+		Writer: cfg.SnapshotWriter(),
+	}
+	if l.Default != "" {
+		label, err := cfg.DefaultLabel()
+		if err != nil {
+			return nil, fmt.Errorf("labels.default: %w", err)
+		}
+		lc.Join.Default, lc.Join.HasDefault = label, true
+	}
+	return lc, nil
+}
+
+// partitionJoin is what partition scope joins each partition's labels
+// with (docs/labels.md, section 9): the partitions of the labels' topic,
+// co-partitioned with the source's, and the join's configuration with
+// its outputs, made once at start-up; labels completes it for one
+// partition, from the goroutine of that partition's worker.
+type partitionJoin struct {
+	topic  string
+	shards *kafkaio.Shards
+	base   consumer.LabelsConfig
+}
+
+// openPartitionJoin checks that the labels' topic is co-partitioned with
+// the source's, as far as counts tell, and opens its partitions and the
+// join's outputs; marks as in labels.
+func (p *pipeline) openPartitionJoin(ctx context.Context, cfg config.Config, marks bool) (*partitionJoin, error) {
+	if cfg.Source.Kind != config.KindKafka {
+		return nil, fmt.Errorf("source.stream_partitions: labels are joined in partition scope to Kafka topics only (docs/labels.md, section 9)")
+	}
+	lc, err := joinConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	topic := cfg.Labels.Topics[0]
+	ex, nex, err := p.brokers.kafkaShards(ctx, cfg.Source, 1)
+	if err != nil {
+		return nil, fmt.Errorf("source.topics: %w", err)
+	}
+	if ex != nil {
+		ex.Close() //nolint:errcheck // only counted
+	}
+	lb, nlb, err := p.brokers.kafkaShards(ctx, cfg.Labels.Source(cfg.Source), 1)
+	if err != nil {
+		return nil, fmt.Errorf("labels.topics: %w", err)
+	}
+	if nlb != nex || lb == nil {
+		if lb != nil {
+			lb.Close() //nolint:errcheck // not used
+		}
+		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
+			topic, nlb, cfg.Source.Topics[0], nex)
+	}
+	p.brokers.closers = append(p.brokers.closers, lb.Close)
+	j := &partitionJoin{topic: topic, shards: lb, base: *lc}
+	if marks {
+		if j.base.Marks, err = p.brokers.destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
+			return nil, err
+		}
+	}
+	if j.base.LateLabels, err = p.brokers.destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// labels is the join of shard, a partition of the source: the labels'
+// partition with its number read from where positions say (from the
+// earliest without), and its marks written to that partition. The tail
+// is left to consumer.Partitions.
+func (j *partitionJoin) labels(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+	if j == nil {
+		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
+	}
+	lshard, k, ok := kafkaio.CoPartition(shard, j.topic)
+	if !ok {
+		return nil, fmt.Errorf("labels.topics: shard %s is no Kafka partition to join the labels of topic %s to", shard, j.topic)
+	}
+	lc := j.base
+	from, ok := positions[lshard]
+	if !ok {
+		var err error
+		if from, err = j.shards.Start(ctx, lshard, wire.Start{Kind: wire.StartEarliest}); err != nil {
+			return nil, fmt.Errorf("labels.topics: partition %d of %s, co-partitioned with %s: %w", k, j.topic, shard, err)
+		}
+	}
+	src, err := j.shards.Open(ctx, lshard, from)
+	if err != nil {
+		return nil, fmt.Errorf("labels.topics: partition %d of %s, co-partitioned with %s: %w", k, j.topic, shard, err)
+	}
+	lc.Source = src
+	if lc.Marks.Sink != nil {
+		lc.Marks.Partition, lc.Marks.HasPartition = int32(k), true
+	}
+	return &lc, nil
+}
+
 // onePartition refuses a Kafka source or labels' topic of several
 // partitions: the join takes one of each for now (docs/labels.md,
 // section 8), and a labels' topic read whole would have no one order.
@@ -72,7 +175,7 @@ func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 			sh.Close() //nolint:errcheck // only counted
 		}
 		if n > 1 {
-			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8)", c.key, c.src.Topics[0], n)
+			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition, section 9)", c.key, c.src.Topics[0], n)
 		}
 	}
 	return nil

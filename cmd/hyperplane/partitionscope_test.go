@@ -106,3 +106,57 @@ func TestPartitionScope(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayPartitionScope: replay of a model of partition scope rebuilds
+// each partition's model on its own, into its own chain under --out,
+// equal to the bit to one worker's model over that partition alone, and
+// prints each partition's state_sha256.
+func TestReplayPartitionScope(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", "1500", "-seed", "37"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "keyed", 3)
+	var recs []*kgo.Record
+	parts := make([][]string, 3)
+	for i, l := range lines {
+		p := (i * 7 / 5) % 3
+		recs = append(recs, &kgo.Record{Topic: "keyed", Partition: int32(p), Value: []byte(l)})
+		parts[p] = append(parts[p], l)
+	}
+	if err := c.Client(t).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "out")
+	args := []string{"replay", "--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "keyed", "--out", "file://" + outDir + "?create_dir=1"}
+	cfg, err := config.Load(append([]string{"--model.name", "per", "--model.scope", "partition"}, args[5:11]...), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "", args...)
+	var summary struct {
+		Partitions map[string]struct {
+			Examples    uint64
+			StateSHA256 string `json:"state_sha256"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &summary); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	store := openStore(t, outDir)
+	for p := range 3 {
+		shard := fmt.Sprintf("kafka:keyed/%d", p)
+		snap, err := store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)).Latest(context.Background(), "per", nil)
+		if err != nil {
+			t.Fatalf("partition %d: %v", p, err)
+		}
+		want := learnInOrder(t, cfg, parts[p]).Digest()
+		if got := snap.State.Digest(); got != want {
+			t.Errorf("partition %d: state_sha256 %x, one worker over the partition alone %x", p, got, want)
+		}
+		if s := summary.Partitions[shard]; s.StateSHA256 != fmt.Sprintf("%x", want) || s.Examples != uint64(len(parts[p])) {
+			t.Errorf("partition %d: the summary says %+v, want %d examples and %x", p, s, len(parts[p]), want)
+		}
+	}
+}

@@ -55,6 +55,8 @@ type pipeline struct {
 	// labelsSource reads the labels that come later, when cfg.Labels
 	// names them.
 	labelsSource consumer.Source
+	// partitionJoin joins each partition's labels in partition scope.
+	partitionJoin *partitionJoin
 }
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
@@ -112,12 +114,17 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		Log:       log,
 	}
 	if cfg.Labels.Enabled() {
-		opts.Labels = func(ctx context.Context, positions map[string]int64) (*consumer.LabelsConfig, error) {
-			return p.labels(ctx, cfg, positions, marks)
+		opts.Labels = func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+			return p.labels(ctx, cfg, shard, positions, marks)
 		}
 	}
 	if p.Pipeline, err = consumer.Open(ctx, opts); err != nil {
 		return nil, err
+	}
+	if cfg.Labels.Enabled() && opts.PartitionScope {
+		if p.partitionJoin, err = p.openPartitionJoin(ctx, cfg, marks); err != nil {
+			return nil, err
+		}
 	}
 	if !epochs && p.shards == nil {
 		head, err := p.HeadPositions()

@@ -88,6 +88,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 		return replayEpochs(ctx, e, cfg, log)
 	}
+	if cfg.Model.Scope == config.ScopePartition && cfg.Source.Kind == config.KindKafka {
+		return replayPartitions(ctx, e, cfg, end)
+	}
 	// Only the final snapshot: nothing periodic.
 	once := cfg
 	once.Snapshot.Every, once.Snapshot.Interval = 0, 0

@@ -484,6 +484,44 @@ func TestSinkKeysPartition(t *testing.T) {
 	}
 }
 
+// TestSinkChosenPartition: an output that chooses its partition is
+// written there whatever its key hashes to, beside outputs that do not.
+func TestSinkChosenPartition(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "out", 4)
+	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var batch []consumer.Output
+	for p := range 4 {
+		batch = append(batch,
+			consumer.Output{Topic: "out", Key: []byte("mark/w"), Value: fmt.Appendf(nil, "%d", p), Partition: int32(p), HasPartition: true},
+			consumer.Output{Topic: "out", Key: []byte("mark/w"), Value: []byte("hashed")})
+	}
+	if err := sink.Publish(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	recs := readBack(t, c, "out", len(batch))
+	if len(recs) != len(batch) {
+		t.Fatalf("read back %d records, want %d", len(recs), len(batch))
+	}
+	hashed := map[int32]bool{}
+	for _, r := range recs {
+		if string(r.Value) == "hashed" {
+			hashed[r.Partition] = true
+			continue
+		}
+		if want := string(r.Value); fmt.Sprint(r.Partition) != want {
+			t.Errorf("an output that chose partition %s is on %d", want, r.Partition)
+		}
+	}
+	if len(hashed) != 1 {
+		t.Errorf("one key hashed to partitions %v", hashed)
+	}
+}
+
 func TestSinkUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

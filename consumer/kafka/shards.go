@@ -163,6 +163,17 @@ func (s *Shards) lookup(ctx context.Context, shard string, at time.Time) (partit
 	return offsets[0], nil
 }
 
+// CoPartition is the shard of topic co-partitioned with shard: the
+// partition of topic with shard's number, "kafka:<topic>/<partition>",
+// and that number. ok is false when shard is no Kafka shard's name.
+func CoPartition(shard, topic string) (name string, partition int, ok bool) {
+	tp, ok := parseShard(shard)
+	if !ok {
+		return "", 0, false
+	}
+	return sourceKey(topic, tp.id), tp.id, true
+}
+
 // parseShard reads a shard name, "kafka:<topic>/<partition>".
 func parseShard(shard string) (topicPartition, bool) {
 	rest, ok := strings.CutPrefix(shard, "kafka:")

@@ -387,3 +387,22 @@ func TestShardsSuite(t *testing.T) {
 		},
 	})
 }
+
+func TestCoPartition(t *testing.T) {
+	for _, c := range []struct {
+		shard, name string
+		partition   int
+		ok          bool
+	}{
+		{"kafka:examples/3", "kafka:labels/3", 3, true},
+		{"kafka:a/b/0", "kafka:labels/0", 0, true},
+		{"kafka:examples", "", 0, false},
+		{"jetstream:S#1", "", 0, false},
+		{"kafka:examples/03", "", 0, false},
+	} {
+		name, partition, ok := kafka.CoPartition(c.shard, "labels")
+		if name != c.name || partition != c.partition || ok != c.ok {
+			t.Errorf("CoPartition(%q): %q %d %v, want %q %d %v", c.shard, name, partition, ok, c.name, c.partition, c.ok)
+		}
+	}
+}

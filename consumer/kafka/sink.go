@@ -190,7 +190,7 @@ func (s *Sink) writer(topic string) (*topicWriter, error) {
 		w: &kafkago.Writer{
 			Addr:         s.addr,
 			Transport:    s.transport,
-			Balancer:     &kafkago.Hash{},
+			Balancer:     &chosenOrHash{},
 			RequiredAcks: kafkago.RequireAll,
 			Async:        false,
 			BatchTimeout: batchTimeout,
@@ -278,7 +278,9 @@ func (s *Sink) describeConfig(ctx context.Context, typ kafkago.ResourceType, res
 
 // Publish writes batch: each output to its Topic, keyed by its Key, on the
 // partition the key hashes to (FNV-1a, as Sarama does), so one event id
-// always lands on one partition. It returns nil once every in-sync replica
+// always lands on one partition, or on the partition the output chooses
+// (Output.HasPartition); a chosen partition the topic does not have fails
+// the output. It returns nil once every in-sync replica
 // holds every output, and otherwise an error saying how many failed, after
 // which the caller publishes the whole batch again (outputs are
 // at-least-once; partitions that succeeded get duplicates with the same
@@ -317,6 +319,9 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 		v := len(buf)
 		buf = append(buf, o.Value...)
 		m.Value = buf[v:len(buf):len(buf)]
+		if o.HasPartition {
+			m.WriterData = chosenPartition(o.Partition)
+		}
 	}
 	// One run of messages per topic, each in batch order.
 	slices.SortStableFunc(msgs, func(a, b kafkago.Message) int { return strings.Compare(a.Topic, b.Topic) })
@@ -402,4 +407,21 @@ func (s *Sink) Close() error {
 		return fmt.Errorf("kafka: close sink: %w", err)
 	}
 	return nil
+}
+
+// chosenPartition is the partition an output chose, carried to the
+// balancer in its message's WriterData.
+type chosenPartition int32
+
+// chosenOrHash is the sink's balancer: the partition a message chose, or
+// else kafka-go's Hash of its key (FNV-1a, as Sarama's).
+type chosenOrHash struct{ hash kafkago.Hash }
+
+func (b *chosenOrHash) Balance(msg kafkago.Message, partitions ...int) int {
+	if p, ok := msg.WriterData.(chosenPartition); ok {
+		// A partition the topic does not have is written to all the same,
+		// and the broker refuses it.
+		return int(p)
+	}
+	return b.hash.Balance(msg, partitions...)
 }
