@@ -55,7 +55,14 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 			if err != nil {
 				return nil, sha, err
 			}
+			// Another worker may have cut the boundary, and epochs
+			// beyond it, since it was read: a boundary is created
+			// before any above it, so it is missing only if it is
+			// still absent now that a later epoch is seen.
 			if beyond {
+				if _, _, err := x.cfg.Log.Boundary(ctx, model, x.epoch); !errors.Is(err, snapshot.ErrNotFound) {
+					continue
+				}
 				if err := x.damagedBoundary(ctx, fmt.Errorf("epoch %d's boundary is missing below later epochs", x.epoch)); err != nil {
 					return nil, sha, err
 				}
