@@ -116,11 +116,19 @@ func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
 		x, done := startEpochs(t, ctx, c, store)
 		workers, stopped = append(workers, x), append(stopped, done)
 	}
+	newHistoryEnds(t, ctx, cancel, store, data, newest, workers, stopped, want)
+}
+
+// newHistoryEnds waits until a new history above epoch above covers the
+// data and every worker has mixed its last epoch, stops them, and checks
+// that each holds want, the model of a run without damage.
+func newHistoryEnds(t *testing.T, ctx context.Context, cancel context.CancelFunc, store *snapshot.Store, data *memory.Log, above uint64, workers []*consumer.Epochs, stopped []<-chan error, want [32]byte) {
+	t.Helper()
 	var last uint64
 	wait.For(t, time.Minute, 5*time.Millisecond, "the new history's last epoch", func() bool {
 		e, ok := complete(ctx, store, data)
 		last = e
-		return ok && e > newest
+		return ok && e > above
 	})
 	for i, x := range workers {
 		wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
@@ -324,24 +332,7 @@ func TestEpochsNewHistoryOverADamagedBoundary(t *testing.T) {
 				x, done := startEpochs(t, ctx, config(writer), store)
 				workers, stopped = append(workers, x), append(stopped, done)
 			}
-			var last uint64
-			wait.For(t, time.Minute, 5*time.Millisecond, "the new history's last epoch", func() bool {
-				e, ok := complete(ctx, store, data)
-				last = e
-				return ok && e > old[len(old)-1]
-			})
-			for i, x := range workers {
-				wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("worker %d to mix epoch %d", i, last), func() bool { return x.Mixed() >= last })
-			}
-			cancel()
-			for i, x := range workers {
-				if err := <-stopped[i]; err != nil {
-					t.Fatalf("worker %d: %v", i, err)
-				}
-				if got := x.Model().State().Digest(); got != want {
-					t.Fatalf("worker %d: the new history's model %x, want that of a run without damage %x", i, got, want)
-				}
-			}
+			newHistoryEnds(t, ctx, cancel, store, data, old[len(old)-1], workers, stopped, want)
 			// One new history: one boundary above the old log begins
 			// where epoch 2 ended.
 			lg := epochlog.New(store)
