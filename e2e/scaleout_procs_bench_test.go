@@ -71,7 +71,10 @@ func BenchmarkScaleOutProcesses(b *testing.B) {
 	}
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average, in %d partitions", len(msgs), size, epochsBenchPartitions)
-	digests := map[int][32]byte{} // the final model's, by epoch_examples
+	// The final model's, by epoch_examples and snapshot.every: both decide
+	// where epochs are cut (snapshots bound the epoch), so only the number
+	// of workers may not change it.
+	digests := map[[2]int][32]byte{}
 	for _, c := range []struct{ epoch, every int }{{10000, len(msgs)}, {10000, 10000 * epochsBenchPartitions}, {100000, 100000 * epochsBenchPartitions}} {
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("epoch=%d/every=%d/workers=%d", c.epoch, c.every, workers), func(b *testing.B) {
@@ -117,7 +120,7 @@ func (s *procStats) report(b *testing.B) {
 
 // benchProcessesOp is one op of BenchmarkScaleOutProcesses, with a broker
 // and a store of its own.
-func benchProcessesOp(b *testing.B, brokerBin string, msgs [][]byte, epoch, every, workers, op int, st *procStats, digests map[int][32]byte) {
+func benchProcessesOp(b *testing.B, brokerBin string, msgs [][]byte, epoch, every, workers, op int, st *procStats, digests map[[2]int][32]byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := b.TempDir()
@@ -257,8 +260,8 @@ snapshot:
 	st.cpu.self += clock1.self - clock0.self
 	st.cpu.machine += clock1.machine - clock0.machine
 	// However many workers learned it, the model is the same to the bit.
-	if d, ok := digests[epoch]; !ok {
-		digests[epoch] = last.State.Digest()
+	if d, ok := digests[[2]int{epoch, every}]; !ok {
+		digests[[2]int{epoch, every}] = last.State.Digest()
 	} else if d != last.State.Digest() {
 		b.Fatalf("%d workers learned state_sha256 %x, an earlier op %x", workers, last.State.Digest(), d)
 	}
