@@ -30,23 +30,23 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, 
 		return nil, err
 	}
 	l := cfg.Labels
-	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
+	if lc.Source, err = p.brokers.Source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
 	p.labelsSource = lc.Source
 	lc.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
-		return p.brokers.openSource(ctx, cfg.Source, "", resume)
+		return p.brokers.OpenSource(ctx, cfg.Source, "", resume)
 	}
 	if marks {
 		d := config.Destination{Kind: l.Kind, Topic: l.Subject}
 		if l.Kind == config.KindKafka {
 			d.Topic = l.Topics[0]
 		}
-		if lc.Marks, err = p.brokers.destination("labels", d); err != nil {
+		if lc.Marks, err = p.brokers.Destination("labels", d); err != nil {
 			return nil, err
 		}
 	}
-	if lc.LateLabels, err = p.brokers.destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+	if lc.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
 		return nil, err
 	}
 	return lc, nil
@@ -94,14 +94,14 @@ func (p *pipeline) openPartitionJoin(ctx context.Context, cfg config.Config, mar
 		return nil, err
 	}
 	topic := cfg.Labels.Topics[0]
-	ex, nex, err := p.brokers.kafkaShards(ctx, cfg.Source, 1)
+	ex, nex, err := p.brokers.KafkaShards(ctx, cfg.Source, 1)
 	if err != nil {
 		return nil, fmt.Errorf("source.topics: %w", err)
 	}
 	if ex != nil {
 		ex.Close() //nolint:errcheck // only counted
 	}
-	lb, nlb, err := p.brokers.kafkaShards(ctx, cfg.Labels.Source(cfg.Source), 1)
+	lb, nlb, err := p.brokers.KafkaShards(ctx, cfg.Labels.Source(cfg.Source), 1)
 	if err != nil {
 		return nil, fmt.Errorf("labels.topics: %w", err)
 	}
@@ -112,14 +112,14 @@ func (p *pipeline) openPartitionJoin(ctx context.Context, cfg config.Config, mar
 		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
 			topic, nlb, cfg.Source.Topics[0], nex)
 	}
-	p.brokers.closers = append(p.brokers.closers, lb.Close)
+	p.brokers.Defer(lb.Close)
 	j := &partitionJoin{topic: topic, shards: lb, base: *lc}
 	if marks {
-		if j.base.Marks, err = p.brokers.destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
+		if j.base.Marks, err = p.brokers.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
 			return nil, err
 		}
 	}
-	if j.base.LateLabels, err = p.brokers.destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+	if j.base.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -167,7 +167,7 @@ func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 		key string
 		src config.Source
 	}{{"source.topics", cfg.Source}, {"labels.topics", cfg.Labels.Source(cfg.Source)}} {
-		sh, n, err := p.brokers.kafkaShards(ctx, c.src, 2)
+		sh, n, err := p.brokers.KafkaShards(ctx, c.src, 2)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.key, err)
 		}
