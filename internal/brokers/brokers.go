@@ -157,6 +157,40 @@ func (b *Clients) KafkaShards(ctx context.Context, s config.Source, least int) (
 	return shards, len(ends), nil
 }
 
+// KafkaPartitions is the number of partitions of s's topics.
+func (b *Clients) KafkaPartitions(ctx context.Context, s config.Source) (int, error) {
+	shards, n, err := b.KafkaShards(ctx, s, 1)
+	if shards != nil {
+		shards.Close() //nolint:errcheck // only counted
+	}
+	return n, err
+}
+
+// CoPartitioned opens the partitions of the labels' topic as shards,
+// which Close closes, once it has checked that the topic is
+// co-partitioned with the examples', as far as counts tell: as many
+// partitions, partition p joined to partition p (docs/labels.md,
+// section 9).
+func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Source) (*kafkaio.Shards, error) {
+	nex, err := b.KafkaPartitions(ctx, examples)
+	if err != nil {
+		return nil, fmt.Errorf("source.topics: %w", err)
+	}
+	lb, nlb, err := b.KafkaShards(ctx, labels, 1)
+	if err != nil {
+		return nil, fmt.Errorf("labels.topics: %w", err)
+	}
+	if nlb != nex || lb == nil {
+		if lb != nil {
+			lb.Close() //nolint:errcheck // not used
+		}
+		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
+			labels.Topics[0], nlb, examples.Topics[0], nex)
+	}
+	b.Defer(lb.Close)
+	return lb, nil
+}
+
 // JetStreamShards opens the partitions of s's stream, partitioned by its
 // subject transform into s.StreamPartitions, as shards.
 func (b *Clients) JetStreamShards(ctx context.Context, s config.Source) (*natsio.JetStreamShards, error) {

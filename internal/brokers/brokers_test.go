@@ -48,3 +48,31 @@ func TestClients(t *testing.T) {
 		t.Errorf("after Close: deferred %v, NATS connection closed %v; want both closed", deferred, nc.IsClosed())
 	}
 }
+
+// TestCoPartitioned: the labels' topic is opened when it has as many
+// partitions as the examples', and refused otherwise.
+func TestCoPartitioned(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "examples", 2)
+	c.CreateTopic(t, "labels", 2)
+	c.CreateTopic(t, "three", 3)
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	examples := config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	if n, err := b.KafkaPartitions(context.Background(), examples); err != nil || n != 2 {
+		t.Fatalf("KafkaPartitions = %d, %v; want 2", n, err)
+	}
+	shards, err := b.CoPartitioned(context.Background(), examples, config.Source{Kind: config.KindKafka, Topics: []string{"labels"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends, err := shards.Ends(context.Background()); err != nil || len(ends) != 2 {
+		t.Errorf("the labels' shards: %v, %v; want its 2 partitions", ends, err)
+	}
+	_, err = b.CoPartitioned(context.Background(), examples, config.Source{Kind: config.KindKafka, Topics: []string{"three"}})
+	if err == nil || !strings.Contains(err.Error(), "co-partitioned") {
+		t.Errorf("a labels' topic of 3 partitions beside 2: %v, want it refused", err)
+	}
+}
