@@ -239,30 +239,17 @@ func (p *pipeline) close() {
 // (config.Config.WrittenMixings); such a log continues so, whatever cfg
 // says, since its history is that rule's. snap is the generation the
 // epochs continue from (nil for none); without one that names its
-// digest, the log's next boundary says.
+// digest, the log's next boundary says (epochlog.Log.WrittenDigest).
 func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
 	written := cfg.WrittenMixings()
 	if len(written) == 0 {
 		return cfg, nil
 	}
-	var digest [32]byte
-	if snap != nil && snap.Epoch > 0 {
-		digest = snap.ConfigDigest
-	} else {
-		var next uint64 = 1
-		if snap != nil {
-			next = snap.Generation + 1
-		}
-		b, _, err := elog.Boundary(ctx, cfg.Model.Name, next)
-		switch {
-		case errors.Is(err, snapshot.ErrNotFound), errors.Is(err, epochlog.ErrDamagedLog):
-			// No boundary says: the epochs begin the log, or a new
-			// history, by cfg.
-			return cfg, nil
-		case err != nil:
-			return cfg, err
-		}
-		digest = b.ConfigDigest
+	digest, ok, err := elog.WrittenDigest(ctx, cfg.Model.Name, snap)
+	if err != nil || !ok {
+		// Without a boundary that says, the epochs begin the log, or a
+		// new history, by cfg.
+		return cfg, err
 	}
 	if digest == cfg.HistoryDigest() {
 		return cfg, nil
@@ -324,18 +311,7 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 		return nil
 	}
 	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		chain, err := p.store.PartitionChain(model, shard)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		snap, err := chain.Load(ctx, model, gen)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return snap.State, nil
+		return servedState(p.store.LoadPartition(ctx, model, shard, gen))
 	}
 }
 
@@ -346,15 +322,20 @@ func (p *pipeline) loadGeneration(model string) serve.LoadGeneration {
 		return nil
 	}
 	return func(ctx context.Context, gen uint64) (*learner.State, error) {
-		snap, err := p.store.Load(ctx, model, gen)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return snap.State, nil
+		return servedState(p.store.Load(ctx, model, gen))
 	}
+}
+
+// servedState is the state of snap, read for a request: a generation
+// that is not found is serve's ErrNotFound.
+func servedState(snap *snapshot.Snapshot, err error) (*learner.State, error) {
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return snap.State, nil
 }
 
 // service starts the NATS micro service of srv on the pipeline's NATS
