@@ -21,8 +21,8 @@ var ErrChainExists = errors.New("the store already holds the chain of this parti
 // stopped and written its final snapshot. This is a replay: a worker over
 // a span of the log, which leaves when the span is learned rather than
 // follow the log (r idles once complete, so that w goes on joining).
-// progress, when not nil, is called every tick while the range is read,
-// from ReplayRange's goroutine. A worker that stops before is an error
+// progress, when not nil, is called every tick (which must then be
+// positive) while the range is read, from ReplayRange's goroutine. A worker that stops before is an error
 // that says so; a cancelled ctx stops w and returns ctx's error.
 func ReplayRange(ctx context.Context, w *Worker, r *Range, labels Source, tick time.Duration, progress func()) error {
 	runCtx, cancel := context.WithCancel(ctx)
