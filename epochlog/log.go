@@ -305,6 +305,29 @@ func (l *Log) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary
 	return stored, sha, nil
 }
 
+// WrittenDigest is the config digest of the history that model's epochs
+// continuing from snap (nil for none) were written under: snap's own, for
+// a generation of an epoch, else that of the boundary of the epoch after
+// snap's generation. ok is false when no boundary says (none is stored,
+// or it is damaged): the epochs begin the log, or a new history.
+func (l *Log) WrittenDigest(ctx context.Context, model string, snap *snapshot.Snapshot) (digest [32]byte, ok bool, err error) {
+	if snap != nil && snap.Epoch > 0 {
+		return snap.ConfigDigest, true, nil
+	}
+	var next uint64 = 1
+	if snap != nil {
+		next = snap.Generation + 1
+	}
+	b, _, err := l.Boundary(ctx, model, next)
+	switch {
+	case errors.Is(err, snapshot.ErrNotFound), errors.Is(err, ErrDamagedLog):
+		return [32]byte{}, false, nil
+	case err != nil:
+		return [32]byte{}, false, err
+	}
+	return b.ConfigDigest, true, nil
+}
+
 // Boundary reads the boundary of epoch e of model, with the SHA-256 of
 // its stored bytes. An absent one gives an error wrapping snapshot.ErrNotFound, a
 // damaged one an error wrapping ErrDamagedLog.

@@ -781,3 +781,28 @@ func TestProbeRefusesUnconditionalStore(t *testing.T) {
 		t.Fatalf("the probe left %v", keys)
 	}
 }
+
+// TestWrittenDigest: an epoch's generation names its own history, an
+// older one the history of the boundary after it, and without such a
+// boundary none is said.
+func TestWrittenDigest(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		createBoundary(t, s.Log, "clicks", 1)
+		for name, c := range map[string]struct {
+			snap *snapshot.Snapshot
+			want [32]byte
+			ok   bool
+		}{
+			"no generation":       {nil, storetest.Digest("history"), true},
+			"an epoch's":          {&snapshot.Snapshot{Epoch: 4, ConfigDigest: storetest.Digest("own")}, storetest.Digest("own"), true},
+			"before the boundary": {&snapshot.Snapshot{Generation: 0}, storetest.Digest("history"), true},
+			"no boundary after":   {&snapshot.Snapshot{Generation: 7}, [32]byte{}, false},
+		} {
+			got, ok, err := s.WrittenDigest(ctx, "clicks", c.snap)
+			if err != nil || got != c.want || ok != c.ok {
+				t.Errorf("%s: %x %v %v, want %x %v", name, got, ok, err, c.want, c.ok)
+			}
+		}
+	})
+}

@@ -26,6 +26,10 @@ var logOps = map[string]func(t *testing.T, ctx context.Context, l *epochlog.Log)
 		_, _, err := l.Boundary(ctx, "clicks", 1)
 		return err
 	},
+	"WrittenDigest": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
+		_, _, err := l.WrittenDigest(ctx, "clicks", nil)
+		return err
+	},
 	"WriteShard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
 		b := boundary(t, "clicks", 1, "worker-a")
 		return l.WriteShard(ctx, shardResult(t, b, storetest.Digest("boundary"), "kafka:clicks/0", "worker-a"), baseOf(t, b))

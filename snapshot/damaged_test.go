@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,5 +72,13 @@ func TestPartitionChain(t *testing.T) {
 	}
 	if _, err := chain.Load(ctx, "clicks", 1); err != nil {
 		t.Errorf("the chain's generation does not load: %v", err)
+	}
+	if snap, err := store.LoadPartition(ctx, "clicks", "kafka:events/3", 1); err != nil || snap.Generation != 1 {
+		t.Errorf("LoadPartition of the chain's generation: %v, %v", snap, err)
+	}
+	for _, shard := range []string{"kafka:events/4", "not a shard"} {
+		if _, err := store.LoadPartition(ctx, "clicks", shard, 1); !errors.Is(err, snapshot.ErrNotFound) {
+			t.Errorf("LoadPartition of %q: %v, want ErrNotFound", shard, err)
+		}
 	}
 }

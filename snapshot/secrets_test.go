@@ -120,6 +120,10 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 	"DeleteAll": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.DeleteAll(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 	},
+	"LoadPartition": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.LoadPartition(ctx, "clicks", "kafka:clicks/0", 1)
+		return err
+	},
 	"PartitionChain": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		chain, err := s.PartitionChain("clicks", "kafka:clicks/0")
 		if err != nil {

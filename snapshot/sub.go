@@ -1,6 +1,10 @@
 package snapshot
 
-import "strings"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // Sub is the store under s's prefix + "/" + path, on s's bucket: what
 // partition scope keeps each shard's generation chain in, as a model of
@@ -43,4 +47,16 @@ func (s *Store) PartitionChain(model, shard string) (*Store, error) {
 		return nil, err
 	}
 	return s.Sub(model + "/partition/" + seg), nil
+}
+
+// LoadPartition reads generation gen of shard's chain of model in
+// partition scope (PartitionChain). A shard that names no chain, like a
+// generation the chain does not hold, gives an error wrapping
+// ErrNotFound.
+func (s *Store) LoadPartition(ctx context.Context, model, shard string, gen uint64) (*Snapshot, error) {
+	chain, err := s.PartitionChain(model, shard)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return chain.Load(ctx, model, gen)
 }

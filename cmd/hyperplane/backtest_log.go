@@ -40,13 +40,9 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if from.Kind == wire.StartLatest {
 		return nil, usagef("-from: latest would compare nothing (want earliest, offset:N or time:RFC3339)")
 	}
-	var end int64 = -1
-	switch to.Kind {
-	case wire.StartLatest:
-	case wire.StartOffset:
-		end = to.Offset
-	default:
-		return nil, usagef("-to: want latest or offset:N, got %q", to)
+	end, err := endOffset(to)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Source.Kind == "" {
 		return nil, usagef("-input: required, or a source (source.kind and its settings) whose log to read")
@@ -71,9 +67,6 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if p.source == nil {
 		return nil, fmt.Errorf("backtest: the source is partitioned; backtest reads a source of one partition or stream from its log, or a file (-input)")
 	}
-	bounded := &consumer.Range{Source: p.source}
-	if end >= 0 {
-		bounded.End = consumer.OffsetBefore(end)
-	}
+	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end)}
 	return backtest.RunSource(ctx, bounded, opts)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/internal/feed"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -202,14 +203,14 @@ func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string)
 // within its duplicate window: gen counts what it stored and dropped).
 func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream, first, n int, message func([]byte, *synth.Record) []byte, to feed.Target, rate float64, id string, labels *genLabels) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
-	b := newBrokers(cfg, "hyperplane gen", log)
-	defer b.close()
+	b := brokers.New(cfg, "hyperplane gen", log)
+	defer b.Close()
 	var sink consumer.Sink
 	var acks *natsio.Sink // JetStream only: it counts what the stream kept
 	if to.Kind == config.KindJetStream {
 		// A sink of the examples' own, which the labels do not share, so
 		// that its counts are the examples'.
-		nc, err := b.natsConn()
+		nc, err := b.NATSConn()
 		if err != nil {
 			return err
 		}
@@ -220,7 +221,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		sink = acks
 	} else {
 		var err error
-		if sink, err = b.sink(to.Kind); err != nil {
+		if sink, err = b.Sink(to.Kind); err != nil {
 			return err
 		}
 	}
@@ -232,7 +233,7 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 	}
 	f := feed.Feeder{Sink: sink, To: to, Batch: batchSize, Rate: rate, Log: log}
 	if labels.enabled() {
-		ls, err := b.sink(to.Kind)
+		ls, err := b.Sink(to.Kind)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
-	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // labels is the worker's configuration of the join of cfg.Labels, which is
@@ -30,23 +29,23 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, 
 		return nil, err
 	}
 	l := cfg.Labels
-	if lc.Source, err = p.brokers.source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
+	if lc.Source, err = p.brokers.Source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
 	p.labelsSource = lc.Source
 	lc.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
-		return p.brokers.openSource(ctx, cfg.Source, "", resume)
+		return p.brokers.OpenSource(ctx, cfg.Source, "", resume)
 	}
 	if marks {
 		d := config.Destination{Kind: l.Kind, Topic: l.Subject}
 		if l.Kind == config.KindKafka {
 			d.Topic = l.Topics[0]
 		}
-		if lc.Marks, err = p.brokers.destination("labels", d); err != nil {
+		if lc.Marks, err = p.brokers.Destination("labels", d); err != nil {
 			return nil, err
 		}
 	}
-	if lc.LateLabels, err = p.brokers.destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+	if lc.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
 		return nil, err
 	}
 	return lc, nil
@@ -94,32 +93,17 @@ func (p *pipeline) openPartitionJoin(ctx context.Context, cfg config.Config, mar
 		return nil, err
 	}
 	topic := cfg.Labels.Topics[0]
-	ex, nex, err := p.brokers.kafkaShards(ctx, cfg.Source, 1)
+	lb, err := p.brokers.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
 	if err != nil {
-		return nil, fmt.Errorf("source.topics: %w", err)
+		return nil, err
 	}
-	if ex != nil {
-		ex.Close() //nolint:errcheck // only counted
-	}
-	lb, nlb, err := p.brokers.kafkaShards(ctx, cfg.Labels.Source(cfg.Source), 1)
-	if err != nil {
-		return nil, fmt.Errorf("labels.topics: %w", err)
-	}
-	if nlb != nex || lb == nil {
-		if lb != nil {
-			lb.Close() //nolint:errcheck // not used
-		}
-		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
-			topic, nlb, cfg.Source.Topics[0], nex)
-	}
-	p.brokers.closers = append(p.brokers.closers, lb.Close)
 	j := &partitionJoin{topic: topic, shards: lb, base: *lc}
 	if marks {
-		if j.base.Marks, err = p.brokers.destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
+		if j.base.Marks, err = p.brokers.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
 			return nil, err
 		}
 	}
-	if j.base.LateLabels, err = p.brokers.destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+	if j.base.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -133,21 +117,10 @@ func (j *partitionJoin) labels(ctx context.Context, shard string, positions map[
 	if j == nil {
 		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
 	}
-	lshard, k, ok := kafkaio.CoPartition(shard, j.topic)
-	if !ok {
-		return nil, fmt.Errorf("labels.topics: shard %s is no Kafka partition to join the labels of topic %s to", shard, j.topic)
-	}
 	lc := j.base
-	from, ok := positions[lshard]
-	if !ok {
-		var err error
-		if from, err = j.shards.Start(ctx, lshard, wire.Start{Kind: wire.StartEarliest}); err != nil {
-			return nil, fmt.Errorf("labels.topics: partition %d of %s, co-partitioned with %s: %w", k, j.topic, shard, err)
-		}
-	}
-	src, err := j.shards.Open(ctx, lshard, from)
+	src, k, err := j.shards.OpenCoPartition(ctx, shard, j.topic, positions)
 	if err != nil {
-		return nil, fmt.Errorf("labels.topics: partition %d of %s, co-partitioned with %s: %w", k, j.topic, shard, err)
+		return nil, fmt.Errorf("labels.topics: %w", err)
 	}
 	lc.Source = src
 	if lc.Marks.Sink != nil {
@@ -167,12 +140,9 @@ func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 		key string
 		src config.Source
 	}{{"source.topics", cfg.Source}, {"labels.topics", cfg.Labels.Source(cfg.Source)}} {
-		sh, n, err := p.brokers.kafkaShards(ctx, c.src, 2)
+		n, err := p.brokers.KafkaPartitions(ctx, c.src)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.key, err)
-		}
-		if sh != nil {
-			sh.Close() //nolint:errcheck // only counted
 		}
 		if n > 1 {
 			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition, section 9)", c.key, c.src.Topics[0], n)

@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -43,7 +44,7 @@ type pipeline struct {
 	source  consumer.Source
 	shards  shards
 	config  consumer.WorkerConfig
-	brokers *brokers
+	brokers *brokers.Clients
 	store   *snapshot.Store // nil without snapshot.url
 	// shardCount is the number of shards.
 	shardCount int
@@ -69,7 +70,7 @@ type pipeline struct {
 // marks to their input (a replay reads the logs and writes nothing to
 // them).
 func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs, marks bool) (_ *pipeline, err error) {
-	p := &pipeline{brokers: newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)}
+	p := &pipeline{brokers: brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -102,7 +103,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 				// maps.
 				s.Subject = p.partitionSubject
 			}
-			return p.brokers.source(ctx, s, cfg.KafkaGroup(), positions)
+			return p.brokers.Source(ctx, s, cfg.KafkaGroup(), positions)
 		},
 		PartitionScope: cfg.Model.Scope == config.ScopePartition,
 		Mixing:         mixing(cfg),
@@ -131,7 +132,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		if err != nil {
 			return nil, err
 		}
-		if p.source, err = p.brokers.source(ctx, cfg.Source, cfg.KafkaGroup(), head); err != nil {
+		if p.source, err = p.brokers.Source(ctx, cfg.Source, cfg.KafkaGroup(), head); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +146,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 	case epochs && cfg.Source.Kind == config.KindKafka:
 		// The engine counts the partitions, and looks for more while
 		// it learns a topic of one as it comes.
-		ks, n, err := p.brokers.kafkaShards(ctx, cfg.Source, 1)
+		ks, n, err := p.brokers.KafkaShards(ctx, cfg.Source, 1)
 		if err != nil {
 			return consumer.Connection{}, err
 		}
@@ -155,7 +156,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		}
 	case cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0:
 		// A partitioned stream is only ever read partition by partition.
-		js, err := p.brokers.jetStreamShards(ctx, cfg.Source)
+		js, err := p.brokers.JetStreamShards(ctx, cfg.Source)
 		if err != nil {
 			return consumer.Connection{}, err
 		}
@@ -187,7 +188,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		{"outputs.drift", cfg.Outputs.Drift, &p.config.Drift},
 	} {
 		var err error
-		if *d.to, err = p.brokers.destination(d.key, d.dest); err != nil {
+		if *d.to, err = p.brokers.Destination(d.key, d.dest); err != nil {
 			return consumer.Connection{}, err
 		}
 	}
@@ -226,7 +227,7 @@ func (p *pipeline) close() {
 	if p.shards != nil {
 		p.shards.Close() //nolint:errcheck // best effort at shutdown
 	}
-	p.brokers.close()
+	p.brokers.Close()
 	if p.store != nil {
 		p.store.Close() //nolint:errcheck // best effort at shutdown
 	}
@@ -238,30 +239,17 @@ func (p *pipeline) close() {
 // (config.Config.WrittenMixings); such a log continues so, whatever cfg
 // says, since its history is that rule's. snap is the generation the
 // epochs continue from (nil for none); without one that names its
-// digest, the log's next boundary says.
+// digest, the log's next boundary says (epochlog.Log.WrittenDigest).
 func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
 	written := cfg.WrittenMixings()
 	if len(written) == 0 {
 		return cfg, nil
 	}
-	var digest [32]byte
-	if snap != nil && snap.Epoch > 0 {
-		digest = snap.ConfigDigest
-	} else {
-		var next uint64 = 1
-		if snap != nil {
-			next = snap.Generation + 1
-		}
-		b, _, err := elog.Boundary(ctx, cfg.Model.Name, next)
-		switch {
-		case errors.Is(err, snapshot.ErrNotFound), errors.Is(err, epochlog.ErrDamagedLog):
-			// No boundary says: the epochs begin the log, or a new
-			// history, by cfg.
-			return cfg, nil
-		case err != nil:
-			return cfg, err
-		}
-		digest = b.ConfigDigest
+	digest, ok, err := elog.WrittenDigest(ctx, cfg.Model.Name, snap)
+	if err != nil || !ok {
+		// Without a boundary that says, the epochs begin the log, or a
+		// new history, by cfg.
+		return cfg, err
 	}
 	if digest == cfg.HistoryDigest() {
 		return cfg, nil
@@ -284,7 +272,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (consumer.Owner
 		// The group hands each worker its partitions; a partition no
 		// member holds waits, and two holding one learn it twice to the
 		// same bits.
-		kc, err := p.brokers.kafkaConfig()
+		kc, err := p.brokers.KafkaConfig()
 		if err != nil {
 			return consumer.Ownership{}, err
 		}
@@ -323,18 +311,7 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 		return nil
 	}
 	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		chain, err := p.store.PartitionChain(model, shard)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		snap, err := chain.Load(ctx, model, gen)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return snap.State, nil
+		return servedState(p.store.LoadPartition(ctx, model, shard, gen))
 	}
 }
 
@@ -345,21 +322,26 @@ func (p *pipeline) loadGeneration(model string) serve.LoadGeneration {
 		return nil
 	}
 	return func(ctx context.Context, gen uint64) (*learner.State, error) {
-		snap, err := p.store.Load(ctx, model, gen)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return snap.State, nil
+		return servedState(p.store.Load(ctx, model, gen))
 	}
+}
+
+// servedState is the state of snap, read for a request: a generation
+// that is not found is serve's ErrNotFound.
+func servedState(snap *snapshot.Snapshot, err error) (*learner.State, error) {
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return snap.State, nil
 }
 
 // service starts the NATS micro service of srv on the pipeline's NATS
 // connection.
 func (p *pipeline) service(srv *serve.Server, cfg config.Config) (micro.Service, error) {
-	nc, err := p.brokers.natsConn()
+	nc, err := p.brokers.NATSConn()
 	if err != nil {
 		return nil, fmt.Errorf("serve.nats: %w", err)
 	}

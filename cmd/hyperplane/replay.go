@@ -47,13 +47,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if from.Kind == wire.StartLatest {
 		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
 	}
-	var end int64 = -1
-	switch to.Kind {
-	case wire.StartLatest:
-	case wire.StartOffset:
-		end = to.Offset
-	default:
-		return usagef("-to: want latest or offset:N, got %q", to)
+	end, err := endOffset(to)
+	if err != nil {
+		return err
 	}
 	live := cfg.Snapshot.URL
 	cfg.Source.Start = from
@@ -104,46 +100,21 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	// The worker joins labels after its examples' range is read: the
 	// range idles rather than stop it.
-	bounded := &consumer.Range{Source: p.source, Idle: true}
-	if end >= 0 {
-		bounded.End = consumer.OffsetBefore(end)
-	}
+	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end), Idle: true}
 	worker, err := p.Worker(ctx, bounded, nil)
 	if err != nil {
 		return err
 	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- worker.Run(runCtx) }()
 	bar := newProgress(e.stderr, 0, nil)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	start := time.Now()
-loop:
-	for {
-		select {
-		case err := <-done:
-			bar.end()
-			return fmt.Errorf("replay stopped: %w", err)
-		case <-bounded.Done():
-			if cfg.Labels.Enabled() {
-				if err := worker.AwaitJoined(ctx, p.labelsSource, bounded.Returned, done); err != nil {
-					bar.end()
-					return fmt.Errorf("replay: %w", err)
-				}
-			}
-			break loop
-		case <-tick.C:
-			m := worker.Metrics()
-			bar.show(fmt.Sprintf("%d examples  %.0f/s  mistakes %d  rolling accuracy %.4f", m.Examples, float64(m.Examples)/time.Since(start).Seconds(), m.Mistakes, m.RollingAccuracy))
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
+	// p.labelsSource is nil without labels.
+	if err := consumer.ReplayRange(ctx, worker, bounded, p.labelsSource, 200*time.Millisecond, func() {
+		m := worker.Metrics()
+		bar.show(fmt.Sprintf("%d examples  %.0f/s  mistakes %d  rolling accuracy %.4f", m.Examples, float64(m.Examples)/time.Since(start).Seconds(), m.Mistakes, m.RollingAccuracy))
+	}); err != nil {
 		bar.end()
-		return err
+		return fmt.Errorf("replay: %w", err)
 	}
 	bar.done()
 	m := worker.Model().Metrics()
@@ -154,6 +125,27 @@ loop:
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q}`+"\n",
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText)
 	return nil
+}
+
+// endOffset is the offset -to ends before, exclusive: -1 for latest, the
+// end of what the broker holds.
+func endOffset(to wire.Start) (int64, error) {
+	switch to.Kind {
+	case wire.StartLatest:
+		return -1, nil
+	case wire.StartOffset:
+		return to.Offset, nil
+	}
+	return 0, usagef("-to: want latest or offset:N, got %q", to)
+}
+
+// rangeEnd is the end of a range that stops before offset end of each
+// partition (nil for -1: the end of what the broker holds).
+func rangeEnd(end int64) func(m *consumer.Message) (in, last bool) {
+	if end < 0 {
+		return nil
+	}
+	return consumer.OffsetBefore(end)
 }
 
 func positionsJSON(p map[string]int64) string {

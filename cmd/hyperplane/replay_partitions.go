@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -42,7 +41,10 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64)
 	var b strings.Builder
 	b.WriteString(`{"partitions":{`)
 	for i, shard := range slices.SortedFunc(maps.Keys(ends), snapshot.CompareShards) {
-		w, err := replayPartition(ctx, p, cfg, shard, end, log)
+		w, err := p.ReplayPartition(ctx, shard, rangeEnd(end))
+		if errors.Is(err, consumer.ErrChainExists) {
+			return fmt.Errorf("replay: partition %s: -out: %s already holds the chain of this partition; replay writes a new model, so give another store or model.name", shard, cfg.Snapshot.URL)
+		}
 		if err != nil {
 			return fmt.Errorf("replay: partition %s: %w", shard, err)
 		}
@@ -56,76 +58,4 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64)
 	fmt.Fprintf(&b, `},"seconds":%v}`+"\n", time.Since(start).Seconds())
 	_, err = fmt.Fprint(e.stdout, b.String())
 	return err
-}
-
-// replayPartition learns shard's range into its chain, and returns the
-// worker once it has stopped and written the chain's generation.
-func replayPartition(ctx context.Context, p *pipeline, cfg config.Config, shard string, end int64, log *zap.Logger) (*consumer.Worker, error) {
-	chain, err := p.store.PartitionChain(cfg.Model.Name, shard)
-	if err != nil {
-		return nil, err
-	}
-	r, err := snapshot.Resume(ctx, chain, cfg.Model.Name, cfg.Model.Learner, snapshot.ResumeOptions{
-		Writer: cfg.SnapshotWriter(), Keep: cfg.Snapshot.Keep, Start: cfg.Source.Start, Log: log.With(zap.String("shard", shard)),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if r.Snapshot != nil {
-		return nil, fmt.Errorf("-out: %s already holds the chain of this partition; replay writes a new model, so give another store or model.name", cfg.Snapshot.URL)
-	}
-	from, err := p.shards.Start(ctx, shard, cfg.Source.Start)
-	if err != nil {
-		return nil, fmt.Errorf("where the partition begins: %w", err)
-	}
-	src, err := p.shards.Open(ctx, shard, from)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	// The worker joins labels after its examples' range is read: the
-	// range idles rather than stop it.
-	bounded := &consumer.Range{Source: src, Idle: true}
-	if end >= 0 {
-		bounded.End = consumer.OffsetBefore(end)
-	}
-	wcfg := p.config
-	if r.Snapshotter != nil {
-		wcfg.Snapshots = r.Snapshotter
-	}
-	var labels consumer.Source
-	if cfg.Labels.Enabled() {
-		if wcfg.Labels, err = p.labels(ctx, cfg, shard, nil, false); err != nil {
-			return nil, err
-		}
-		labels = wcfg.Labels.Source
-		defer labels.Close()
-		wcfg.Labels.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {
-			return p.shards.Open(ctx, shard, resume[shard])
-		}
-	}
-	w := consumer.NewWorker(wcfg, bounded, r.Model, r.Positions, nil, log.With(zap.String("shard", shard)))
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	select {
-	case err := <-done:
-		return nil, fmt.Errorf("the worker stopped: %w", err)
-	case <-ctx.Done():
-		cancel()
-		<-done
-		return nil, ctx.Err()
-	case <-bounded.Done():
-	}
-	if labels != nil {
-		if err := w.AwaitJoined(ctx, labels, bounded.Returned, done); err != nil {
-			return nil, err
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		return nil, err
-	}
-	return w, nil
 }

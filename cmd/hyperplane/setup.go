@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/internal/provision"
 )
 
@@ -98,9 +99,9 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
-	b := newBrokers(cfg, "hyperplane "+cfg.Model.Name, log)
-	defer b.close()
-	results, brokerErr := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.kafkaConfig, NATS: b.natsConn}, o)
+	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
+	defer b.Close()
+	results, brokerErr := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.KafkaConfig, NATS: b.NATSConn}, o)
 	printSetup(e.stdout, results)
 	if brokerErr != nil {
 		return brokerErr

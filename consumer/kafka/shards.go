@@ -174,6 +174,28 @@ func CoPartition(shard, topic string) (name string, partition int, ok bool) {
 	return sourceKey(topic, tp.id), tp.id, true
 }
 
+// OpenCoPartition opens the partition of topic, one of s's, that is
+// co-partitioned with shard, a partition of another topic (CoPartition):
+// from its position in positions, or from its earliest offset without
+// one. partition is its number.
+func (s *Shards) OpenCoPartition(ctx context.Context, shard, topic string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+	name, k, ok := CoPartition(shard, topic)
+	if !ok {
+		return nil, 0, fmt.Errorf("shard %s is no Kafka partition to join the partitions of topic %s to", shard, topic)
+	}
+	from, ok := positions[name]
+	if !ok {
+		if from, err = s.Start(ctx, name, wire.Start{Kind: wire.StartEarliest}); err != nil {
+			return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, topic, shard, err)
+		}
+	}
+	src, err := s.Open(ctx, name, from)
+	if err != nil {
+		return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, topic, shard, err)
+	}
+	return src, k, nil
+}
+
 // parseShard reads a shard name, "kafka:<topic>/<partition>".
 func parseShard(shard string) (topicPartition, bool) {
 	rest, ok := strings.CutPrefix(shard, "kafka:")

@@ -406,3 +406,37 @@ func TestCoPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsOpenCoPartition: the labels' partition with the examples'
+// partition's number is read from its earliest offset, or from where
+// positions say; a shard that is no Kafka partition is refused.
+func TestShardsOpenCoPartition(t *testing.T) {
+	c := testbroker.Kafka(t)
+	cl := c.Client(t)
+	c.CreateTopic(t, "labels", 2)
+	produce(t, cl, "labels", 1, values("l1-m", 0, 3)...)
+	shards := newShards(t, c, "labels")
+	for _, from := range []int64{0, 2} {
+		var positions map[string]int64
+		if from > 0 {
+			positions = map[string]int64{"kafka:labels/1": from}
+		}
+		src, k, err := shards.OpenCoPartition(context.Background(), "kafka:examples/1", "labels", positions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k != 1 {
+			t.Errorf("partition %d, want 1", k)
+		}
+		for i, m := range consumertest.FetchN(t, src, int(3-from)) {
+			if off := from + int64(i); m.Position.Source != "kafka:labels/1" || m.Position.Offset != off {
+				t.Fatalf("from %d: message %d at %+v, want kafka:labels/1 offset %d", from, i, m.Position, off)
+			}
+		}
+		idle(t, src)
+		src.Close()
+	}
+	if _, _, err := shards.OpenCoPartition(context.Background(), "jetstream:S#1", "labels", nil); err == nil {
+		t.Error("a JetStream shard's co-partition opened, want an error")
+	}
+}

@@ -1,4 +1,7 @@
-package main
+// Package brokers reaches the Kafka cluster and the NATS server of a
+// configuration for every command that talks to them: the adapters'
+// sources, shards and sinks, made from config's values.
+package brokers
 
 import (
 	"context"
@@ -14,13 +17,13 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
-// brokers reaches the Kafka cluster and the NATS server of a
+// Clients reaches the Kafka cluster and the NATS server of a
 // configuration, one way for every command that talks to them (run,
 // replay, setup, gen): Kafka with kafka.tls and kafka.sasl, NATS with
 // nats.tls and a credentials file or an NKey. It connects to NATS once,
-// when first asked, and makes one sink per kind of destination; close
+// when first asked, and makes one sink per kind of destination; Close
 // closes everything it opened, the last first. It is for one goroutine.
-type brokers struct {
+type Clients struct {
 	kafka config.Kafka
 	nats  config.NATS
 	name  string // of the NATS connection, as the server shows it
@@ -31,19 +34,27 @@ type brokers struct {
 	closers []func() error
 }
 
-func newBrokers(cfg config.Config, name string, log *zap.Logger) *brokers {
-	return &brokers{kafka: cfg.Kafka, nats: cfg.NATS, name: name, log: log, sinks: map[config.Kind]consumer.Sink{}}
+// New returns the clients of cfg's brokers, connecting to none yet; name
+// names the NATS connection.
+func New(cfg config.Config, name string, log *zap.Logger) *Clients {
+	return &Clients{kafka: cfg.Kafka, nats: cfg.NATS, name: name, log: log, sinks: map[config.Kind]consumer.Sink{}}
 }
 
-func (b *brokers) close() {
+// Defer adds close to what Close closes, before what was opened so far.
+func (b *Clients) Defer(close func() error) {
+	b.closers = append(b.closers, close)
+}
+
+// Close closes everything the clients opened, the last first.
+func (b *Clients) Close() {
 	for i := len(b.closers) - 1; i >= 0; i-- {
 		b.closers[i]() //nolint:errcheck // best effort at shutdown
 	}
 	b.closers = nil
 }
 
-// kafkaConfig is how to reach Kafka.
-func (b *brokers) kafkaConfig() (kafkaio.Config, error) {
+// KafkaConfig is how to reach Kafka.
+func (b *Clients) KafkaConfig() (kafkaio.Config, error) {
 	tc, err := b.kafka.TLS.Client()
 	if err != nil {
 		return kafkaio.Config{}, fmt.Errorf("kafka.tls: %w", err)
@@ -55,8 +66,8 @@ func (b *brokers) kafkaConfig() (kafkaio.Config, error) {
 	return kafkaio.Config{Brokers: b.kafka.Brokers, ClientID: b.kafka.ClientID, TLS: tc, SASL: mech}, nil
 }
 
-// natsConn is the connection to NATS, made at the first call.
-func (b *brokers) natsConn() (*natsgo.Conn, error) {
+// NATSConn is the connection to NATS, made at the first call.
+func (b *Clients) NATSConn() (*natsgo.Conn, error) {
 	if b.nc != nil {
 		return b.nc, nil
 	}
@@ -77,11 +88,11 @@ func (b *brokers) natsConn() (*natsgo.Conn, error) {
 	return nc, nil
 }
 
-// source opens the source s names. Each partition or stream resumes after
+// Source opens the source s names. Each partition or stream resumes after
 // its position in positions, the model's, or begins at s.Start; group is
 // the Kafka consumer group that progress is committed to.
-func (b *brokers) source(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
-	src, err := b.openSource(ctx, s, group, positions)
+func (b *Clients) Source(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+	src, err := b.OpenSource(ctx, s, group, positions)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +100,12 @@ func (b *brokers) source(ctx context.Context, s config.Source, group string, pos
 	return src, nil
 }
 
-// openSource is source for a caller that closes what it opens.
-func (b *brokers) openSource(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+// OpenSource is Source for a caller that closes what it opens.
+func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
 	var src consumer.Source
 	switch s.Kind {
 	case config.KindKafka:
-		kc, err := b.kafkaConfig()
+		kc, err := b.KafkaConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +113,7 @@ func (b *brokers) openSource(ctx context.Context, s config.Source, group string,
 			return nil, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
 		}
 	case config.KindJetStream:
-		nc, err := b.natsConn()
+		nc, err := b.NATSConn()
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +121,7 @@ func (b *brokers) openSource(ctx context.Context, s config.Source, group string,
 			return nil, fmt.Errorf("source: %w (check that the stream of source.stream exists and that source.subject is one of its subjects)", err)
 		}
 	case config.KindNATS:
-		nc, err := b.natsConn()
+		nc, err := b.NATSConn()
 		if err != nil {
 			return nil, err
 		}
@@ -123,11 +134,11 @@ func (b *brokers) openSource(ctx context.Context, s config.Source, group string,
 	return src, nil
 }
 
-// kafkaShards opens the partitions of s's topics as shards when there
+// KafkaShards opens the partitions of s's topics as shards when there
 // are at least that many, and returns them with their number; with fewer it
 // returns nil shards: the source is read as it comes.
-func (b *brokers) kafkaShards(ctx context.Context, s config.Source, least int) (*kafkaio.Shards, int, error) {
-	kc, err := b.kafkaConfig()
+func (b *Clients) KafkaShards(ctx context.Context, s config.Source, least int) (*kafkaio.Shards, int, error) {
+	kc, err := b.KafkaConfig()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -146,10 +157,44 @@ func (b *brokers) kafkaShards(ctx context.Context, s config.Source, least int) (
 	return shards, len(ends), nil
 }
 
-// jetStreamShards opens the partitions of s's stream, partitioned by its
+// KafkaPartitions is the number of partitions of s's topics.
+func (b *Clients) KafkaPartitions(ctx context.Context, s config.Source) (int, error) {
+	shards, n, err := b.KafkaShards(ctx, s, 1)
+	if shards != nil {
+		shards.Close() //nolint:errcheck // only counted
+	}
+	return n, err
+}
+
+// CoPartitioned opens the partitions of the labels' topic as shards,
+// which Close closes, once it has checked that the topic is
+// co-partitioned with the examples', as far as counts tell: as many
+// partitions, partition p joined to partition p (docs/labels.md,
+// section 9).
+func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Source) (*kafkaio.Shards, error) {
+	nex, err := b.KafkaPartitions(ctx, examples)
+	if err != nil {
+		return nil, fmt.Errorf("source.topics: %w", err)
+	}
+	lb, nlb, err := b.KafkaShards(ctx, labels, 1)
+	if err != nil {
+		return nil, fmt.Errorf("labels.topics: %w", err)
+	}
+	if nlb != nex || lb == nil {
+		if lb != nil {
+			lb.Close() //nolint:errcheck // not used
+		}
+		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
+			labels.Topics[0], nlb, examples.Topics[0], nex)
+	}
+	b.Defer(lb.Close)
+	return lb, nil
+}
+
+// JetStreamShards opens the partitions of s's stream, partitioned by its
 // subject transform into s.StreamPartitions, as shards.
-func (b *brokers) jetStreamShards(ctx context.Context, s config.Source) (*natsio.JetStreamShards, error) {
-	nc, err := b.natsConn()
+func (b *Clients) JetStreamShards(ctx context.Context, s config.Source) (*natsio.JetStreamShards, error) {
+	nc, err := b.NATSConn()
 	if err != nil {
 		return nil, err
 	}
@@ -160,15 +205,15 @@ func (b *brokers) jetStreamShards(ctx context.Context, s config.Source) (*natsio
 	return shards, nil
 }
 
-// sink is the sink of kind, made at the first call.
-func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
+// Sink is the sink of kind, made at the first call.
+func (b *Clients) Sink(kind config.Kind) (consumer.Sink, error) {
 	if s, ok := b.sinks[kind]; ok {
 		return s, nil
 	}
 	var s consumer.Sink
 	switch kind {
 	case config.KindKafka:
-		kc, err := b.kafkaConfig()
+		kc, err := b.KafkaConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +221,7 @@ func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
 			return nil, err
 		}
 	case config.KindJetStream, config.KindNATS:
-		nc, err := b.natsConn()
+		nc, err := b.NATSConn()
 		if err != nil {
 			return nil, err
 		}
@@ -191,13 +236,13 @@ func (b *brokers) sink(kind config.Kind) (consumer.Sink, error) {
 	return s, nil
 }
 
-// destination is where the output key sends its events: the sink and the
+// Destination is where the output key sends its events: the sink and the
 // topic of d, or none when d is none.
-func (b *brokers) destination(key string, d config.Destination) (consumer.Destination, error) {
+func (b *Clients) Destination(key string, d config.Destination) (consumer.Destination, error) {
 	if d.IsZero() {
 		return consumer.Destination{}, nil
 	}
-	s, err := b.sink(d.Kind)
+	s, err := b.Sink(d.Kind)
 	if err != nil {
 		return consumer.Destination{}, fmt.Errorf("%s: %w", key, err)
 	}

@@ -1,0 +1,78 @@
+package brokers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+)
+
+// TestClients: a destination of none needs no broker, one sink is made
+// per kind and shared, a source of no kind names the key, and Close
+// closes what was opened, the deferred too.
+func TestClients(t *testing.T) {
+	cfg := config.Default()
+	cfg.NATS.URL = testbroker.NATS(t).URL()
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	if d, err := b.Destination("outputs.drift", config.Destination{}); err != nil || d.Sink != nil {
+		t.Fatalf("a destination of none = %v, %v; want none", d, err)
+	}
+	first, err := b.Destination("outputs.predictions", config.Destination{Kind: config.KindNATS, Topic: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Destination("outputs.misclassifications", config.Destination{Kind: config.KindNATS, Topic: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Sink != second.Sink || first.Topic != "p" || second.Topic != "m" {
+		t.Errorf("two NATS destinations: sinks %p and %p, topics %q and %q; want one sink", first.Sink, second.Sink, first.Topic, second.Topic)
+	}
+	if _, err := b.Source(context.Background(), config.Source{}, "", nil); err == nil || !strings.Contains(err.Error(), "source.kind") {
+		t.Errorf("a source of no kind: %v, want an error naming source.kind", err)
+	}
+	nc, err := b.NATSConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deferred := errors.New("not closed")
+	b.Defer(func() error { deferred = nil; return nil })
+	b.Close()
+	if deferred != nil || !nc.IsClosed() {
+		t.Errorf("after Close: deferred %v, NATS connection closed %v; want both closed", deferred, nc.IsClosed())
+	}
+}
+
+// TestCoPartitioned: the labels' topic is opened when it has as many
+// partitions as the examples', and refused otherwise.
+func TestCoPartitioned(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "examples", 2)
+	c.CreateTopic(t, "labels", 2)
+	c.CreateTopic(t, "three", 3)
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	examples := config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	if n, err := b.KafkaPartitions(context.Background(), examples); err != nil || n != 2 {
+		t.Fatalf("KafkaPartitions = %d, %v; want 2", n, err)
+	}
+	shards, err := b.CoPartitioned(context.Background(), examples, config.Source{Kind: config.KindKafka, Topics: []string{"labels"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends, err := shards.Ends(context.Background()); err != nil || len(ends) != 2 {
+		t.Errorf("the labels' shards: %v, %v; want its 2 partitions", ends, err)
+	}
+	_, err = b.CoPartitioned(context.Background(), examples, config.Source{Kind: config.KindKafka, Topics: []string{"three"}})
+	if err == nil || !strings.Contains(err.Error(), "co-partitioned") {
+		t.Errorf("a labels' topic of 3 partitions beside 2: %v, want it refused", err)
+	}
+}
