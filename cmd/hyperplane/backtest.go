@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
@@ -27,17 +25,9 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	fs.TextVar(&to, "to", to, "without -input, where to end, `END`: latest or offset:N, exclusive")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
 	fs.StringVar(&curvePath, "curve", "", "write the running differences and their confidence sequences to this SVG `file`")
-	own, cfgArgs := splitOwnFlags(fs, args)
-	if err := parseFlags(fs, own); err != nil {
-		return ignoreHelp(err)
-	}
-	cfg, err := loadConfig(e, cfgArgs)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return nil
-	}
+	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
-		return &usageError{msg: err.Error()}
+		return ignoreHelp(err)
 	}
 	if err := cfg.ValidateModel(); err != nil {
 		return &usageError{msg: "config: " + err.Error()}

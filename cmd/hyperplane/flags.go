@@ -119,3 +119,22 @@ func validateLearner(c learner.Config) error {
 	}
 	return err
 }
+
+// commandConfig parses the args of a command that takes flags of its own
+// (those of fs) beside the configuration's keys, which it loads as run
+// does. A -h prints the usage and returns errHelp.
+func commandConfig(e *env, fs *flag.FlagSet, args []string) (config.Config, error) {
+	own, cfgArgs := splitOwnFlags(fs, args)
+	if err := parseFlags(fs, own); err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := loadConfig(e, cfgArgs)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return config.Config{}, errHelp
+	}
+	if err != nil {
+		return config.Config{}, &usageError{msg: err.Error()}
+	}
+	return cfg, nil
+}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -32,17 +30,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N, exclusive: the replay stops before offset N (of each Kafka partition; a JetStream stream sequence) and leaves it out")
 	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, the model is kept in memory for the summary only)")
 	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would")
-	own, cfgArgs := splitOwnFlags(fs, args)
-	if err := parseFlags(fs, own); err != nil {
-		return ignoreHelp(err)
-	}
-	cfg, err := loadConfig(e, cfgArgs)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return nil
-	}
+	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
-		return &usageError{msg: err.Error()}
+		return ignoreHelp(err)
 	}
 	if from.Kind == wire.StartLatest {
 		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
