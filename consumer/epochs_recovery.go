@@ -58,12 +58,9 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 // in the log. It returns that epoch.
 func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error) {
 	model := x.cfg.Worker.Model
-	var epochs []uint64
-	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
-		epochs, err = x.cfg.Log.Epochs(ctx, model)
-		return err
-	}); err != nil {
-		return 0, fatal(err)
+	epochs, err := x.logEpochs(ctx)
+	if err != nil {
+		return 0, err
 	}
 	// The new history has no boundary before it: only the model's digest
 	// and positions tie its first one to it.
@@ -127,14 +124,21 @@ func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 // logBeyond reports whether the log holds an epoch at or above e: when
 // e's boundary is absent, a boundary the log had there was deleted.
 func (x *Epochs) logBeyond(ctx context.Context, e uint64) (bool, error) {
+	epochs, err := x.logEpochs(ctx)
+	return len(epochs) > 0 && epochs[len(epochs)-1] >= e, err
+}
+
+// logEpochs lists the epochs of the log, in order, retrying while the
+// store fails.
+func (x *Epochs) logEpochs(ctx context.Context) ([]uint64, error) {
 	var epochs []uint64
 	if err := x.retry(ctx, NotReadySnapshots, "list the epoch log", func(ctx context.Context) (err error) {
 		epochs, err = x.cfg.Log.Epochs(ctx, x.cfg.Worker.Model)
 		return err
 	}); err != nil {
-		return false, fatal(err)
+		return nil, fatal(err)
 	}
-	return len(epochs) > 0 && epochs[len(epochs)-1] >= e, nil
+	return epochs, nil
 }
 
 // Continue is what NewEpochs continues from, given snap, the newest
