@@ -133,10 +133,16 @@ type joinExample struct {
 	label  int32
 	// delay is the joined label's time minus the example's, in ms,
 	// clamped to an int32 (±24 days): it is reported, never decides.
-	delay   int32
-	joined  bool
-	learned bool
+	// It is notJoined while no label has joined the example. Whether the
+	// example is learned is its sequence against Join.learn. Both keep
+	// what waits at 48 bytes.
+	delay int32
 }
+
+// notJoined is joinExample.delay before a label joins.
+const notJoined = math.MinInt32
+
+func (e *joinExample) joined() bool { return e.delay != notJoined }
 
 type heldLabel struct {
 	offset   int64
@@ -196,7 +202,7 @@ func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) 
 	if !delayed {
 		return j.outs
 	}
-	e := joinExample{offset: offset, t: t, a: j.wE, served: served}
+	e := joinExample{offset: offset, t: t, a: j.wE, served: served, delay: notJoined}
 	seq := j.exs.push(id, e)
 	ep := j.exs.at(seq)
 	if j.held.len() == 0 {
@@ -263,10 +269,10 @@ func (j *Join) relate(e *joinExample, b int64, label int32, tl int64) (LabelOutc
 	case e.a > b+w:
 		return 0, false
 	case b <= e.t+w:
-		if e.joined {
+		if e.joined() {
 			return LabelDuplicate, true
 		}
-		e.joined, e.label, e.delay = true, label, clampDelay(tl-e.t)
+		e.label, e.delay = label, clampDelay(tl-e.t)
 		return LabelJoined, true
 	case b <= e.t+2*w:
 		return LabelLate, true
@@ -323,7 +329,7 @@ func (j *Join) Next() (offset int64, decided, ok bool) {
 		return 0, false, false
 	}
 	e := j.exs.at(j.learn)
-	return e.offset, e.joined || j.wL > e.t+j.window, true
+	return e.offset, e.joined() || j.wL > e.t+j.window, true
 }
 
 // Learned marks the next delayed example, which Next said is decided, as
@@ -331,13 +337,11 @@ func (j *Join) Next() (offset int64, decided, ok bool) {
 // without one and there is no default. delay is the joined label's time
 // minus the example's (ms), 0 without a join.
 func (j *Join) Learned() (label int, labeled bool, delay int64) {
-	ep := j.exs.at(j.learn)
-	ep.learned = true
-	e := *ep // forget may move it
+	e := *j.exs.at(j.learn) // forget may move it
 	j.learn++
 	j.forget()
 	switch {
-	case e.joined:
+	case e.joined():
 		return int(e.label), true, int64(e.delay)
 	case j.cfg.HasDefault:
 		j.counts.Expired++
@@ -347,8 +351,8 @@ func (j *Join) Learned() (label int, labeled bool, delay int64) {
 	return 0, false, 0
 }
 
-// clampDelay is d as an int32.
-func clampDelay(d int64) int32 { return int32(max(math.MinInt32, min(math.MaxInt32, d))) }
+// clampDelay is d as an int32, above notJoined.
+func clampDelay(d int64) int32 { return int32(max(notJoined+1, min(math.MaxInt32, d))) }
 
 // Due is the record time (ms) at which the oldest pending example's window
 // closes, if one waits and the labels' watermark has not passed it: the
@@ -358,7 +362,7 @@ func (j *Join) Due() (int64, bool) {
 		return 0, false
 	}
 	e := j.exs.at(j.learn)
-	if e.joined || j.wL > e.t+j.window {
+	if e.joined() || j.wL > e.t+j.window {
 		return 0, false
 	}
 	return e.t + j.window, true
@@ -488,11 +492,15 @@ func (j *Join) State(head int64) *JoinState {
 	st.Examples = make([]JoinedExample, 0, j.exs.len())
 	for s := j.exs.first(); s < j.exs.end(); s++ {
 		e := j.exs.at(s)
-		st.Examples = append(st.Examples, JoinedExample{
+		x := JoinedExample{
 			ID: j.exs.key(s), Offset: e.offset, T: e.t, A: e.a,
 			Version: e.served.Version, Probability: e.served.Probability, Predicted: e.served.Predicted,
-			Label: e.label, Joined: e.joined, Learned: e.learned, LabelDelay: e.delay,
-		})
+			Label: e.label, Learned: s < j.learn,
+		}
+		if e.joined() {
+			x.Joined, x.LabelDelay = true, e.delay
+		}
+		st.Examples = append(st.Examples, x)
 	}
 	for s := j.held.first(); s < j.held.end(); s++ {
 		if l := j.held.at(s); !l.resolved {
@@ -520,11 +528,15 @@ func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
 			return nil, fmt.Errorf("join: example %d at offset %d is learned after one that is not", i, e.Offset)
 		}
 		learning = learning || !e.Learned
-		seq := j.exs.push([]byte(e.ID), joinExample{
+		x := joinExample{
 			offset: e.Offset, t: e.T, a: e.A,
 			served: Served{Version: e.Version, Probability: e.Probability, Predicted: e.Predicted},
-			label:  e.Label, joined: e.Joined, learned: e.Learned, delay: e.LabelDelay,
-		})
+			label:  e.Label, delay: notJoined,
+		}
+		if e.Joined {
+			x.delay = max(e.LabelDelay, notJoined+1)
+		}
+		seq := j.exs.push([]byte(e.ID), x)
 		if e.Learned {
 			j.learn = seq + 1
 		}
