@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+)
+
+// stretch is how many examples BenchmarkNewModelStretches times at a
+// time.
+const stretch = 50_000
+
+// BenchmarkNewModelStretches is BenchmarkNewModel over a long stream, as
+// it goes: the real binary at the defaults learns a new model from 2,000,000
+// examples on a topic of one partition, then the same examples spread
+// round-robin over four, and the benchmark times every stretch of 50,000
+// examples of each run from the worker's /metrics (the single worker's
+// positions; in epochs the ranges' positions, hyperplane_shard_position,
+// which is what has been learned, mixed or not). stream=drift changes the
+// concept halfway (synth's DriftAt), after which epochs start small
+// again. It reports the four partitions' rate over the whole stream
+// against one partition's (ratio), and the lowest ratio of a stretch
+// (min-stretch-ratio; with drift, of the stretches after the change).
+//
+//	go test -run XXX -bench BenchmarkNewModelStretches -benchtime 1x -timeout 0 ./e2e/
+func BenchmarkNewModelStretches(b *testing.B) {
+	if hyperplane.path == "" {
+		b.Skip("no hyperplane binary (TestMain builds it)")
+	}
+	broker := filepath.Join(b.TempDir(), "kfakebroker")
+	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the broker: %v\n%s", err, out)
+	}
+	const n = 2_000_000
+	for _, drift := range []bool{false, true} {
+		name := "stream=stationary"
+		if drift {
+			name = "stream=drift"
+		}
+		b.Run(name, func(b *testing.B) {
+			o := synth.DefaultOptions()
+			o.Features, o.Seed = 40, 5
+			if drift {
+				o.DriftAt = n / 2
+			}
+			s := synth.New(o)
+			msgs := make([][]byte, n)
+			for i := range msgs {
+				line := synth.AppendJSON(nil, s.Next())
+				msgs[i] = line[:len(line)-1]
+			}
+			from := 0 // the first stretch the minimum counts
+			if drift {
+				from = n / 2 / stretch
+			}
+			var ratio, low float64
+			for range b.N {
+				one := stretchTimes(b, broker, msgs, 1)
+				four := stretchTimes(b, broker, msgs, 4)
+				ratio += one[len(one)-1].Seconds() / four[len(four)-1].Seconds()
+				m := 0.0
+				for k := from + 1; k < len(one); k++ {
+					r := (one[k] - one[k-1]).Seconds() / (four[k] - four[k-1]).Seconds()
+					if k == from+1 || r < m {
+						m = r
+					}
+				}
+				low += m
+			}
+			b.ReportMetric(ratio/float64(b.N), "ratio")
+			b.ReportMetric(low/float64(b.N), "min-stretch-ratio")
+		})
+	}
+}
+
+// stretchTimes runs the worker over msgs on partitions partitions, with a
+// broker and a store of its own, and returns, for every k, when (since
+// the worker's start) it had learned k·stretch examples; the last is when
+// its positions hold every example. Each time is interpolated between the
+// polls of /metrics that straddle it.
+func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int) []time.Duration {
+	dir := b.TempDir()
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
+	defer br.stop(b)
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+model:
+  name: new
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [examples]
+  group: new
+outputs:
+  predictions: kafka:predictions
+snapshot:
+  url: file://%s?create_dir=1
+`, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	learned := "hyperplane_position{"
+	if partitions > 1 {
+		learned = "hyperplane_shard_position{"
+	}
+	addr := freeAddr(b)
+	start := time.Now()
+	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
+	w.addr = addr
+	defer w.stop(b)
+	times := []time.Duration{0}
+	prevT, prevN := time.Duration(0), 0.0
+	waitBench(b, []*benchProc{w}, 30*time.Minute, "the positions at every example", func() bool {
+		m, err := w.metrics()
+		if err != nil {
+			return false
+		}
+		now := time.Since(start)
+		sum, mixed := 0.0, 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, learned) {
+				sum += v
+			}
+			if strings.HasPrefix(k, "hyperplane_position{") {
+				mixed += v
+			}
+		}
+		// A range's gauge may be gone between epochs: what is mixed, and
+		// what was seen before, are learned too.
+		sum = max(sum, mixed, prevN)
+		for next := float64(len(times) * stretch); sum >= next && next < float64(len(msgs)); next = float64(len(times) * stretch) {
+			frac := (next - prevN) / (sum - prevN)
+			times = append(times, prevT+time.Duration(frac*float64(now-prevT)))
+		}
+		prevT, prevN = now, sum
+		if mixed == float64(len(msgs)) {
+			times = append(times, now)
+			return true
+		}
+		return false
+	})
+	return times
+}
