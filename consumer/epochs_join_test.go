@@ -65,7 +65,6 @@ func rangeLogs(n int, seed uint64) (exs, lbs []Message) {
 	return exs, lbs
 }
 
-
 // delayedOf says of each example whether it is delayed, and its id.
 func delayedOf(t *testing.T, cfg learner.Config, exs []Message) (delayed []bool, ids [][]byte) {
 	dec := wire.NewDecoder(cfg, wire.DecoderOptions{})
