@@ -132,6 +132,14 @@ type LabelsRange struct {
 	To   int64 `msgpack:"to"`
 }
 
+// Equal reports whether r and o are the same range, of the same labels.
+func (r Range) Equal(o Range) bool {
+	if (r.Labels == nil) != (o.Labels == nil) || (r.Labels != nil && *r.Labels != *o.Labels) {
+		return false
+	}
+	return r.Shard == o.Shard && r.From == o.From && r.To == o.To
+}
+
 // Empty reports whether r reads nothing: no example and no label.
 func (r Range) Empty() bool {
 	return r.From == r.To && (r.Labels == nil || r.Labels.From == r.Labels.To)
