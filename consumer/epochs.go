@@ -183,6 +183,10 @@ type Epochs struct {
 	// with their joins, for its mix: with labels only.
 	joins         map[string]*JoinState
 	joinedResults map[resultKey]joinedResult
+	// runningHeads are the heads of the owned shards with labels, which
+	// run on runCtx, Run's.
+	runningHeads map[string]*shardHead
+	runCtx       context.Context
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -297,6 +301,10 @@ func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
 	defer x.readers.close()
+	x.mu.Lock()
+	x.runCtx = ctx
+	x.mu.Unlock()
+	defer x.stopHeads(nil)
 	defer x.mixes.flush(x.log)
 	grace, stop := graceAfter(ctx, x.shutdownTimeout())
 	defer stop()

@@ -30,6 +30,11 @@ type EpochLabels struct {
 	// State are the joins of the model the epochs continue from, by
 	// shard (snapshot.Snapshot.Joins); nil for none.
 	State map[string]*JoinState
+	// Marks, if set, is where the head of a shard appends its marks: the
+	// shard's labels' partition (docs/labels.md, section 5). LateLabels
+	// receives the labels that joined no example.
+	Marks      func(shard string) (Destination, error)
+	LateLabels Destination
 }
 
 // joinedResult is what a range of a model with labels gives beside its

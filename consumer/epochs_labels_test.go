@@ -284,3 +284,68 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 		}
 	})
 }
+
+// TestEpochsHeadPredictsScoresAndMarks runs one worker with heads over
+// the four shards (docs/labels.md, section 11.3): every delayed example
+// is predicted once by its shard's head, the labels that show a served
+// prediction wrong publish misclassifications, and the marks the heads
+// append to each shard's own labels' partition close the windows of the
+// quiet examples at the end, so that the epochs learn every example.
+func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
+	j := newJoinedEpochs(t, 300)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	sink := memory.NewSink()
+	marks := &partitionMarks{log: j.labels}
+	cfg := j.config(store, sink, "head")
+	cfg.Labels.Marks = func(shard string) (consumer.Destination, error) {
+		for p := range joinPartitions {
+			if j.ex.Key(p) == shard {
+				return consumer.Destination{Sink: marks, Topic: "marks", Partition: int32(p), HasPartition: true}, nil
+			}
+		}
+		return consumer.Destination{}, fmt.Errorf("no partition for %s", shard)
+	}
+	cfg.Labels.LateLabels = consumer.Destination{Sink: sink, Topic: "late"}
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, cfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
+		pos := x.Positions()
+		for p := range joinPartitions {
+			if pos[j.ex.Key(p)] != int64(j.ex.Len(p)) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	predicted := map[string]bool{}
+	for _, o := range sink.Outputs("pred") {
+		predicted[string(o.Key)] = true
+	}
+	for p := range joinPartitions {
+		if marks.marks[p] == 0 {
+			t.Errorf("partition %d: no mark in its labels' partition", p)
+		}
+		for off := range j.ex.Len(p) {
+			if id := fmt.Sprintf("%s/%d", j.ex.Key(p), off); !predicted[id] {
+				t.Fatalf("example %s was not predicted", id)
+			}
+		}
+	}
+	if marks.unchosen != 0 {
+		t.Errorf("%d marks chose no partition", marks.unchosen)
+	}
+	var joined int
+	for _, o := range sink.Outputs("mis") {
+		if strings.Contains(string(o.Value), `"label_delay_ms":`) {
+			joined++
+		}
+	}
+	if joined == 0 || len(sink.Outputs("late")) == 0 {
+		t.Fatalf("%d misclassifications of served predictions, %d late labels: want some of each", joined, len(sink.Outputs("late")))
+	}
+}

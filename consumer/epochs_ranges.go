@@ -32,6 +32,7 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	x.metrics.ShardsOwned.Set(float64(owned))
 	x.dropLost()
 	x.readers.drop(x.owns)
+	x.stopHeads(x.owns)
 	for i, r := range b.Shards {
 		if r.Empty() || !x.owns(r.Shard) {
 			continue
@@ -135,6 +136,9 @@ func (x *Epochs) dropLost() {
 func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	rctx, stop := x.whileOwned(ctx, r.Shard)
 	defer stop()
+	if err := x.ensureHead(r); err != nil {
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+	}
 	err := x.learn(rctx, b, sha, r)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRevoked) && !errors.Is(err, ErrFatal) {
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, errRevoked)
@@ -257,6 +261,10 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 // durable; with labels rj is the range's join, which reached reached.
 func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64) error {
 	if rj != nil {
+		// Step E3 with labels: the head's outputs are durable too.
+		if err := x.awaitHead(ctx, r, reached); err != nil {
+			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+		}
 		lshard, err := x.cfg.Labels.CoShard(r.Shard)
 		if err != nil {
 			return err

@@ -87,6 +87,11 @@ type WorkerConfig struct {
 	// rangeJoin, set by the epochs for a range of a model with labels,
 	// gives each delayed example of the range the label its join decided.
 	rangeJoin *rangeJoin
+	// head, set by the epochs for the head of a shard of a model with
+	// labels (docs/labels.md, section 11.3), makes a worker with Labels
+	// predict the delayed examples with the newest mixed model it
+	// returns, publish and score them, and learn nothing.
+	head func() *learner.View
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
