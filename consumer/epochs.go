@@ -183,6 +183,9 @@ type Epochs struct {
 	// with their joins, for its mix: with labels only.
 	joins         map[string]*JoinState
 	joinedResults map[resultKey]joinedResult
+	// labelsAt is where the mixed model's epoch ended each shard's
+	// labels: where the next epoch reads them from.
+	labelsAt map[string]int64
 	// runningHeads are the heads of the owned shards with labels, which
 	// run on runCtx, Run's.
 	runningHeads map[string]*shardHead
@@ -217,6 +220,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	}
 	if cfg.Labels != nil {
 		x.joins = maps.Clone(cfg.Labels.State)
+		x.labelsAt = labelsEnds(prev)
 	}
 	x.setModel(model)
 	x.mixed.Store(e - 1)

@@ -256,7 +256,7 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 			return err
 		}
 		x.mu.Lock()
-		x.joins = joins
+		x.joins, x.labelsAt = joins, labelsEnds(prev)
 		x.mu.Unlock()
 	}
 	x.forgetResults(e - 1)

@@ -44,14 +44,15 @@ type joinedResult struct {
 	join    []byte
 }
 
-// labelsFrom is where shard's labels begin in the epoch after prev: where
-// prev's range of them ended, or for a shard new to the epochs the
+// labelsFrom is where shard's labels begin in the next epoch: where the
+// mixed model's epoch ended them, or for a shard new to the epochs the
 // labels' partition's start.
 func (x *Epochs) labelsFrom(ctx context.Context, shard string) (int64, error) {
-	if x.prev != nil {
-		if r, ok := x.prev.ShardRange(shard); ok && r.Labels != nil {
-			return r.Labels.To, nil
-		}
+	x.mu.Lock()
+	at, ok := x.labelsAt[shard]
+	x.mu.Unlock()
+	if ok {
+		return at, nil
 	}
 	lshard, err := x.cfg.Labels.CoShard(shard)
 	if err != nil {
@@ -323,6 +324,7 @@ func (x *Epochs) keepJoined(res *epochlog.ShardResult) {
 func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.labelsAt = labelsEnds(b)
 	for _, r := range b.Shards {
 		if r.Labels == nil || r.Empty() {
 			continue
@@ -344,6 +346,24 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 		delete(x.joinedResults, k)
 	}
 	return nil
+}
+
+// labelsEnds are where b ends each shard's labels, by shard; nil for a
+// boundary without labels, or none.
+func labelsEnds(b *epochlog.Boundary) map[string]int64 {
+	if b == nil {
+		return nil
+	}
+	var at map[string]int64
+	for _, r := range b.Shards {
+		if r.Labels != nil {
+			if at == nil {
+				at = map[string]int64{}
+			}
+			at[r.Shard] = r.Labels.To
+		}
+	}
+	return at
 }
 
 // encodedJoins are the shards' joins as a generation records them.
