@@ -623,6 +623,19 @@ func TestLabelsKafkaEpochs(t *testing.T) {
 	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(whole) })
 	p.stop()
 	sha := check("uninterrupted", whole)
+	insp, err := exec.CommandContext(ctx, hyperplane.path, "inspect", whole+"/e2e").Output()
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	var sum struct {
+		Join *consumer.JoinSummary `json:"join"`
+	}
+	if err := json.Unmarshal(insp, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if j := sum.Join; j == nil || j.Labels["joined"] != want.Labels[consumer.LabelJoined] || j.Expired != want.Expired || j.Pending != 0 {
+		t.Errorf("inspect's join: %+v, the rule's %+v", j, want)
+	}
 
 	killed := fileStore(t)
 	cfg := config(killed)
