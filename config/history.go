@@ -28,6 +28,20 @@ type history struct {
 	Format      string          `json:"format"`
 	MaxBytes    int             `json:"max_bytes"`
 	MaxFeatures int             `json:"max_features"`
+	// Labels are the settings of the join of labels that come later,
+	// which decide what a range learns (docs/labels.md, section 11.2);
+	// left out without labels, as every log written before had none.
+	Labels *historyLabels `json:"labels,omitempty"`
+}
+
+type historyLabels struct {
+	Kind    Kind     `json:"kind"`
+	Topics  []string `json:"topics,omitempty"`
+	Stream  string   `json:"stream,omitempty"`
+	Subject string   `json:"subject,omitempty"`
+	Format  string   `json:"format"`
+	Window  string   `json:"window"`
+	Default string   `json:"default,omitempty"`
 }
 
 // MixRule is the rule the model's epochs mix by: model.mixing.rule for
@@ -79,7 +93,8 @@ func (c Config) WrittenMixings() []Config {
 // decoder refuses (source.format, max_bytes, max_features). A second
 // consumer group would learn every partition again beside the first, so
 // the group is part of it: such a worker stops. Workers that write one model's epoch log must
-// agree on it; it leaves out what only decides where epochs end
+// agree on it; with labels that come later, the labels' input, format,
+// window and default are part of it. It leaves out what only decides where epochs end
 // (model.mixing.epoch_examples, interval, source.start) and everything
 // else (assignment, outputs, snapshots, HTTP).
 func (c Config) HistoryDigest() [32]byte {
@@ -113,6 +128,10 @@ func (c Config) HistoryDigest() [32]byte {
 		}
 	}
 	slices.Sort(h.Topics)
+	if l := c.Labels; l.Enabled() {
+		h.Labels = &historyLabels{Kind: l.Kind, Topics: l.Topics, Stream: l.Stream, Subject: l.Subject,
+			Format: string(l.Format), Window: l.Window.String(), Default: l.Default}
+	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		panic("config: history digest: " + err.Error()) // plain values: cannot fail

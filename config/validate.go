@@ -680,7 +680,7 @@ func (c Config) validateLabels() error {
 			return fieldErr("labels.kind", "jetstream needs a jetstream source (source.kind is %s)", c.Source.Kind)
 		}
 		if c.Source.StreamPartitions > 0 {
-			return fieldErr("source.stream_partitions", "labels are joined to a stream that is not partitioned for now: in epochs the join over several partitions is not built yet, and in partition scope only Kafka topics are joined partition by partition (docs/labels.md, sections 8 and 9)")
+			return fieldErr("source.stream_partitions", "labels are joined to a stream that is not partitioned for now: over several partitions, in epochs and in partition scope, only Kafka topics are joined partition by partition (docs/labels.md, sections 9 and 11)")
 		}
 		if l.Stream == "" {
 			return fieldErr("labels.stream", "required when labels.kind is jetstream: the stream of the labels")

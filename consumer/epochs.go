@@ -100,6 +100,9 @@ type EpochConfig struct {
 	// none is: Run rebuilds them from the log, or begins a new history
 	// above them (docs/scale-out.md, section 3.9).
 	Damaged uint64
+	// Labels, if set, joins labels that come later to the shards'
+	// examples (docs/labels.md, section 11); nil means no labels.
+	Labels *EpochLabels
 }
 
 // errLogEnd ends epochs that follow a log at its end.
@@ -175,6 +178,18 @@ type Epochs struct {
 	// whose epoch is not mixed yet: the barrier takes them from here
 	// rather than reading back what it wrote.
 	results map[resultKey]*learner.State
+	// joins are the shards' joins the mixed model holds (J_{e-1,s}), and
+	// joinedResults where the ranges of the epoch being learned reached,
+	// with their joins, for its mix: with labels only.
+	joins         map[string]*JoinState
+	joinedResults map[resultKey]joinedResult
+	// labelsAt is where the mixed model's epoch ended each shard's
+	// labels: where the next epoch reads them from.
+	labelsAt map[string]int64
+	// runningHeads are the heads of the owned shards with labels, which
+	// run on runCtx, Run's.
+	runningHeads map[string]*shardHead
+	runCtx       context.Context
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -202,6 +217,10 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
 	if x.from == nil {
 		x.from = map[string]int64{}
+	}
+	if cfg.Labels != nil {
+		x.joins = maps.Clone(cfg.Labels.State)
+		x.labelsAt = labelsEnds(prev)
 	}
 	x.setModel(model)
 	x.mixed.Store(e - 1)
@@ -286,6 +305,10 @@ func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
 	defer x.readers.close()
+	x.mu.Lock()
+	x.runCtx = ctx
+	x.mu.Unlock()
+	defer x.stopHeads(nil)
 	defer x.mixes.flush(x.log)
 	grace, stop := graceAfter(ctx, x.shutdownTimeout())
 	defer stop()
@@ -353,7 +376,7 @@ func (x *Epochs) shutdownTimeout() time.Duration {
 // the log now.
 func (x *Epochs) complete(ctx context.Context, b *epochlog.Boundary) bool {
 	for _, r := range b.Shards {
-		if r.From == r.To {
+		if r.Empty() {
 			continue
 		}
 		if ok, err := x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, b.Epoch, r.Shard); err != nil || !ok {

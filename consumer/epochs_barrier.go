@@ -23,13 +23,13 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	start := time.Now()
 	missing := 0
 	for _, r := range b.Shards {
-		if r.From < r.To {
+		if !r.Empty() {
 			missing++
 		}
 	}
 	x.metrics.MissingShards.Set(float64(missing))
 	for _, r := range b.Shards {
-		if r.From == r.To {
+		if r.Empty() {
 			continue
 		}
 		if st := x.result(b.Epoch, sha, r.Shard); st != nil {
@@ -80,6 +80,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		if err := res.Verify(b, sha); err != nil {
 			return nil, 0, fatal(err)
 		}
+		x.keepJoined(res)
 		states = append(states, res.State)
 	}
 	waited = time.Since(start)
@@ -105,6 +106,12 @@ func (x *Epochs) keepResult(res *epochlog.ShardResult) {
 		x.results = map[resultKey]*learner.State{}
 	}
 	x.results[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = res.State
+	if res.Labels != nil {
+		if x.joinedResults == nil {
+			x.joinedResults = map[resultKey]joinedResult{}
+		}
+		x.joinedResults[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = joinedResult{reached: res.Reached, join: res.Join}
+	}
 }
 
 // result is the state of the result of shard's range in epoch e, of the
@@ -122,6 +129,11 @@ func (x *Epochs) forgetResults(e uint64) {
 	for k := range x.results {
 		if k.epoch <= e {
 			delete(x.results, k)
+		}
+	}
+	for k := range x.joinedResults {
+		if k.epoch <= e {
+			delete(x.joinedResults, k)
 		}
 	}
 }
@@ -238,6 +250,15 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	}
 	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
 	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
+	if x.cfg.Labels != nil {
+		joins, err := DecodeJoins(snap.Joins)
+		if err != nil {
+			return err
+		}
+		x.mu.Lock()
+		x.joins, x.labelsAt = joins, labelsEnds(prev)
+		x.mu.Unlock()
+	}
 	x.forgetResults(e - 1)
 	x.atLogEnd = false
 	x.setModel(m)

@@ -185,19 +185,43 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		}
 	}
 	limit, limitReason := x.epochLimit(spans, shards)
+	var labelsEnds map[string]int64
+	if x.cfg.Labels != nil {
+		names := make([]string, len(spans))
+		for i, sp := range spans {
+			names[i] = sp.shard
+		}
+		if labelsEnds, err = x.labelsEnds(ctx, names); err != nil {
+			return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
+		}
+	}
 	newData := false
 	for _, sp := range spans {
 		to := min(sp.from+limit, sp.to)
-		if sp.to-sp.from >= limit && reason == "" {
+		rg := epochlog.Range{Shard: sp.shard, From: sp.from, To: to}
+		fresh := to > sp.from
+		if x.cfg.Labels != nil {
+			if rg.Labels, err = x.labelsRange(ctx, sp.shard, labelsEnds); err != nil {
+				return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
+			}
+			fresh = rg.Labels.To > rg.Labels.From || to > x.offered(sp.shard, sp.from)
+		}
+		if sp.to-sp.from >= limit && reason == "" && fresh {
 			reason = limitReason
 		}
-		newData = newData || to > sp.from
-		b.Shards = append(b.Shards, epochlog.Range{Shard: sp.shard, From: sp.from, To: to})
+		newData = newData || fresh
+		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
 		if _, ok := ends[shard]; !ok {
 			// A shard never leaves a boundary (I1).
-			b.Shards = append(b.Shards, epochlog.Range{Shard: shard, From: from, To: from})
+			rg := epochlog.Range{Shard: shard, From: from, To: from}
+			if x.cfg.Labels != nil {
+				if rg.Labels, err = x.labelsRange(ctx, shard, nil); err != nil {
+					return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
+				}
+			}
+			b.Shards = append(b.Shards, rg)
 		}
 	}
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {

@@ -37,6 +37,9 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	for _, r := range b.Shards {
 		x.from[r.Shard] = r.To
 	}
+	if err := x.mixJoins(b, x.curSHA); err != nil {
+		return err
+	}
 	x.setModel(m)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)
@@ -113,6 +116,12 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 		Boundary:       b.Shards,
 		BoundarySHA256: sha,
 		Scope:          "global",
+	}
+	if x.cfg.Labels != nil {
+		var err error
+		if snap.Joins, err = x.encodedJoins(); err != nil {
+			return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+		}
 	}
 	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
 		return x.cfg.Log.Write(ctx, snap)

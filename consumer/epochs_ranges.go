@@ -32,8 +32,9 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	x.metrics.ShardsOwned.Set(float64(owned))
 	x.dropLost()
 	x.readers.drop(x.owns)
+	x.stopHeads(x.owns)
 	for i, r := range b.Shards {
-		if r.From == r.To || !x.owns(r.Shard) {
+		if r.Empty() || !x.owns(r.Shard) {
 			continue
 		}
 		wg.Add(1)
@@ -135,6 +136,9 @@ func (x *Epochs) dropLost() {
 func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	rctx, stop := x.whileOwned(ctx, r.Shard)
 	defer stop()
+	if err := x.ensureHead(r); err != nil {
+		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+	}
 	err := x.learn(rctx, b, sha, r)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRevoked) && !errors.Is(err, ErrFatal) {
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, errRevoked)
@@ -159,6 +163,21 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if err != nil {
 		return err
 	}
+	var rj *rangeJoin
+	if r.Labels != nil {
+		if rj, err = x.rangeJoinOf(ctx, r, m.Config()); err != nil {
+			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+		}
+		if r.From == r.To {
+			// Labels alone: they move the shard's join, and nothing is
+			// learned.
+			return x.writeResult(ctx, b, r, &epochlog.ShardResult{
+				Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
+				BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
+				Last: r.From, State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+			}, rj, r.From)
+		}
+	}
 	var src *rangeReader
 	err = x.retry(ctx, NotReadySource, fmt.Sprintf("open shard %s at %d", r.Shard, r.From), func(ctx context.Context) (err error) {
 		src, err = x.readers.open(ctx, r.Shard, r.From)
@@ -168,6 +187,9 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		return fmt.Errorf("epoch %d: open shard %s at %d: %w", b.Epoch, r.Shard, r.From, err)
 	}
 	src.end = ResumeTo(r.To)
+	if rj != nil {
+		src.end = rj.end
+	}
 	parked := false
 	defer func() {
 		if !parked {
@@ -177,6 +199,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	rs := &rangeSource{Range{Source: src, End: src.end, Sources: []string{r.Shard}, Last: r.From}}
 	wcfg := x.cfg.Worker
 	wcfg.Snapshots, wcfg.Views = nil, false
+	wcfg.rangeJoin = rj
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
 	before := m.Counts().Examples
@@ -215,9 +238,14 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if got := w.Published()[r.Shard]; got != rs.Returned() {
 		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
 	}
-	// The range read every message up to its end: the shard's next
-	// range, which begins there, reads on with the same reader.
-	x.readers.park(src, r.To)
+	// The range read every message up to its end (with labels, up to
+	// where it reached): the shard's next range, which begins there,
+	// reads on with the same reader.
+	end := r.To
+	if rj != nil {
+		end = rs.Returned()
+	}
+	x.readers.park(src, end)
 	parked = true
 	m.Flush()
 	res := &epochlog.ShardResult{
@@ -226,13 +254,33 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
 		State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
+	return x.writeResult(ctx, b, r, res, rj, end)
+}
+
+// writeResult writes res, the result of range r of b, whose outputs are
+// durable; with labels rj is the range's join, which reached reached.
+func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64) error {
+	if rj != nil {
+		// Step E3 with labels: the head's outputs are durable too.
+		if err := x.awaitHead(ctx, r, reached); err != nil {
+			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
+		}
+		lshard, err := x.cfg.Labels.CoShard(r.Shard)
+		if err != nil {
+			return err
+		}
+		res.Labels, res.Reached = r.Labels, reached
+		if res.Join, err = rj.state(r.Shard, lshard, reached); err != nil {
+			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
+		}
+	}
 	// The range is complete and its outputs durable: its result is
 	// written even while the worker stops, within the shutdown limit,
 	// so that the next start need not learn it again.
 	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
 	defer cancel()
 	defer context.AfterFunc(x.grace, cancel)()
-	err = x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
+	err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
 		return x.cfg.Log.WriteShard(ctx, res, x.base)
 	})
 	if errors.Is(err, snapshot.ErrNotFound) {

@@ -34,14 +34,17 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 // Followed is what following an epoch log learned: the model and its
 // positions, the last epoch mixed, the generation it began from (0: the
 // log's start), and the epochs checked against a live generation and those
-// that have none.
+// that have none. With labels (EpochConfig.Labels), Joins are the
+// shards' joins of the last epoch and JoinCounts their outcomes, summed.
 type Followed struct {
-	Model     *learner.Model
-	Positions map[string]int64
-	Mixed     uint64
-	Began     uint64
-	Checked   []uint64
-	Unchecked []uint64
+	Model      *learner.Model
+	Positions  map[string]int64
+	Mixed      uint64
+	Began      uint64
+	Checked    []uint64
+	Unchecked  []uint64
+	Joins      map[string]*JoinState
+	JoinCounts JoinCounts
 }
 
 // Follow learns the epochs that the live log records, from start (nil:
@@ -60,6 +63,17 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 	f := &Followed{}
 	if start != nil {
 		f.Began = start.Generation
+	}
+	if cfg.Labels != nil {
+		// The shards' joins go on from those start recorded.
+		l := *cfg.Labels
+		l.State = nil
+		if start != nil {
+			if l.State, err = DecodeJoins(start.Joins); err != nil {
+				return nil, fmt.Errorf("replay: generation %d: %w", start.Generation, err)
+			}
+		}
+		cfg.Labels = &l
 	}
 	cfg.Log = followedLog{Log: out, live: live}
 	cfg.Writer = "hyperplane replay"
@@ -84,6 +98,7 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 		return nil, err
 	}
 	f.Model, f.Positions, f.Mixed = x.Model(), x.Positions(), x.Mixed()
+	f.Joins, f.JoinCounts = x.Joins(), x.JoinCounts()
 	return f, nil
 }
 

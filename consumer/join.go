@@ -332,6 +332,31 @@ func (j *Join) Next() (offset int64, decided, ok bool) {
 	return e.offset, e.joined() || j.wL > e.t+j.window, true
 }
 
+// Decides reports whether a delayed example with id read now at time t
+// (ms) would be decided at once: a held label with its id is in time for
+// it, or the labels' watermark has passed its window. It is Example
+// followed by Next, without changing the join: the range of an epoch
+// learns up to the first example it does not decide (docs/labels.md,
+// section 11.1).
+func (j *Join) Decides(t int64, id []byte) bool {
+	if j.wL > t+j.window {
+		return true
+	}
+	a := max(j.wE, t)
+	if j.held.len() == 0 {
+		return false
+	}
+	for _, s := range j.held.chain(id) {
+		l := j.held.at(s)
+		// Example would evict a label with a > b + ω as unknown before
+		// relating it: not related either way.
+		if !l.resolved && a <= l.b+j.window && l.b <= t+j.window {
+			return true
+		}
+	}
+	return false
+}
+
 // Learned marks the next delayed example, which Next said is decided, as
 // learned, and returns its label: labeled is false when its window closed
 // without one and there is no default. delay is the joined label's time

@@ -37,3 +37,26 @@ func (st *JoinState) Summary() *JoinSummary {
 	}
 	return j
 }
+
+// SummarizeJoins sums up the shards' joins of a model learned in epochs
+// (snapshot.Snapshot.Joins, decoded by DecodeJoins) as one: the outcomes,
+// pending examples and held labels of every shard added. Head is 0: each
+// shard's is a position of its own.
+func SummarizeJoins(joins map[string]*JoinState) *JoinSummary {
+	var all JoinState
+	for _, st := range joins {
+		c, s := &all.Counts, st.Counts
+		c.Joined += s.Joined
+		c.Late += s.Late
+		c.Unknown += s.Unknown
+		c.Duplicate += s.Duplicate
+		c.Marks += s.Marks
+		c.Expired += s.Expired
+		c.Served += s.Served
+		c.ServedCorrect += s.ServedCorrect
+		c.ServedLogLoss += s.ServedLogLoss
+		all.Examples = append(all.Examples, st.Examples...)
+		all.Labels = append(all.Labels, st.Labels...)
+	}
+	return all.Summary()
+}

@@ -27,3 +27,20 @@ func TestJoinSummary(t *testing.T) {
 		t.Errorf("with nothing served: accuracy %v, log-loss %v, want 0", got.ServedAccuracy, got.ServedLogLoss)
 	}
 }
+
+func TestSummarizeJoins(t *testing.T) {
+	joins := map[string]*consumer.JoinState{
+		"kafka:ex/0": {Head: 7, Examples: []consumer.JoinedExample{{ID: "a", Learned: true}}, Labels: []consumer.HeldLabelState{{ID: "z"}},
+			Counts: consumer.JoinCountsState{Joined: 3, Late: 1, Expired: 2, Served: 2, ServedCorrect: 1, ServedLogLoss: 1}},
+		"kafka:ex/1": {Head: 9, Examples: []consumer.JoinedExample{{ID: "b"}},
+			Counts: consumer.JoinCountsState{Joined: 1, Unknown: 2, Duplicate: 1, Marks: 4, Expired: 1, Served: 2, ServedCorrect: 2, ServedLogLoss: 1}},
+	}
+	want := &consumer.JoinSummary{
+		Labels:  map[string]uint64{"joined": 4, "late": 1, "unknown": 2, "duplicate": 1},
+		Expired: 3, Marks: 4, Served: 4, ServedAccuracy: 0.75, ServedLogLoss: 0.5,
+		Pending: 1, HeldLabels: 1,
+	}
+	if got := consumer.SummarizeJoins(joins); !reflect.DeepEqual(got, want) {
+		t.Errorf("SummarizeJoins() = %+v, want %+v", got, want)
+	}
+}

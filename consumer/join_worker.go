@@ -104,6 +104,8 @@ type joined struct {
 	}
 
 	lastMark time.Time
+	// scratch is the head's, predicting with a view (WorkerConfig.head).
+	scratch learner.Scratch
 	// rolling holds the last rollingServed scores: correct, log-loss.
 	rolling     [rollingServed]struct{ correct, loss float64 }
 	rollingNext int
@@ -424,20 +426,40 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		b.resume[j.exSource] = tail
 	}
 	j.head = m.Resume
+	head := w.cfg.head
+	if head != nil {
+		// The head of an epochs' shard: how far it has read is what
+		// its outputs are durable up to.
+		b.resume[m.Position.Source] = m.Resume
+	}
 	t := Millis(m.Time)
 	meta, err := w.decode(m.Value, x)
 	j.keep(m, x, err == nil)
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
-		w.refuse(m, key, err, b)
+		if head == nil {
+			w.refuse(m, key, err, b)
+		}
 		w.joinOutcomes(j.join.Example(m.Position.Offset, t, false, nil, Served{}), b)
 		return key
 	}
 	if s := w.streak; s.failed != 0 || !s.decoded {
 		w.decodedAgain(m)
 	}
+	delayed := meta.HasID && !x.Labeled
+	if head != nil && !delayed {
+		// The epoch's range publishes what it learns as it comes.
+		w.joinOutcomes(j.join.Example(m.Position.Offset, t, false, nil, Served{}), b)
+		return key
+	}
+	var o learner.Outcome
 	version := w.model.Version()
-	o := learner.Outcome{Prediction: w.model.Predict(x)}
+	if head != nil {
+		v := head()
+		version, o.Prediction = v.Version(), v.Predict(x, &j.scratch)
+	} else {
+		o.Prediction = w.model.Predict(x)
+	}
 	if x.Labeled {
 		o.Labeled = true
 		o.Correct = o.Label == x.Label
@@ -445,7 +467,6 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 	}
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 	w.publishOutcome(m, key, &ev, b)
-	delayed := meta.HasID && !x.Labeled
 	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
 	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, meta.ID, served), b)
 	return key
@@ -649,7 +670,16 @@ func (w *Worker) writeMark(b *outBatch) bool {
 // progress is recorded. A tail stopped by ctx is no error: what it
 // learned is in b.
 func (w *Worker) afterJoined(ctx context.Context, x *learner.Example, b *outBatch) error {
-	if err := w.learnTail(ctx, x, b); err != nil && ctx.Err() == nil {
+	if w.cfg.head != nil {
+		// The epochs learn; the head only lets go of what is decided.
+		j := w.joined.join
+		for {
+			if _, decided, ok := j.Next(); !ok || !decided {
+				break
+			}
+			j.Learned()
+		}
+	} else if err := w.learnTail(ctx, x, b); err != nil && ctx.Err() == nil {
 		return err
 	}
 	w.writeMark(b)

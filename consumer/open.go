@@ -65,7 +65,13 @@ type Options struct {
 	// Open sets its State to the join the model's generation recorded.
 	// nil means no labels.
 	Labels func(ctx context.Context, shard string, positions map[string]int64) (*LabelsConfig, error)
-	Log    *zap.Logger
+	// EpochLabels, if set with Labels, joins the labels to the shards of
+	// a source learned in epochs (docs/labels.md, section 11): it builds
+	// the join's configuration, its labels' partitions and outputs. Open
+	// sets its State to the joins the model's generation recorded. nil
+	// refuses labels over several shards in global scope.
+	EpochLabels func(ctx context.Context) (*EpochLabels, error)
+	Log         *zap.Logger
 }
 
 // Connection is what Options.Connect opens.
@@ -238,8 +244,11 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			return p.Worker(ctx, src, metrics)
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
-			if p.opts.Labels != nil {
-				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
+			if p.opts.Labels != nil && p.opts.EpochLabels == nil {
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
+			}
+			if p.opts.Labels != nil && after != nil {
+				return nil, fmt.Errorf("labels.topics: the source of model %s gained partitions while labels were joined to its one: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model)
 			}
 			if after != nil {
 				if err := p.resumeAfter(ctx, after); err != nil {
@@ -383,6 +392,21 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	ecfg.Worker = p.conn.Worker
 	ecfg.Shards = p.conn.Shards
 	ecfg.Log = elog
+	if p.opts.Labels != nil && p.opts.EpochLabels != nil {
+		if snap != nil && snap.Epoch == 0 && snap.Join != nil {
+			return nil, fmt.Errorf("labels.topics: model %s joined its labels over one partition, and its source now has %d: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model, p.conn.ShardCount)
+		}
+		l, err := p.opts.EpochLabels(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if snap != nil {
+			if l.State, err = DecodeJoins(snap.Joins); err != nil {
+				return nil, fmt.Errorf("generation %d: %w", snap.Generation, err)
+			}
+		}
+		ecfg.Labels = l
+	}
 	ecfg.Damaged = damaged
 	own, err := p.ownership()
 	if err != nil {

@@ -83,6 +83,15 @@ type WorkerConfig struct {
 	// Labels, if set, joins labels that come later to the examples, which
 	// then come without them (docs/labels.md).
 	Labels *LabelsConfig
+
+	// rangeJoin, set by the epochs for a range of a model with labels,
+	// gives each delayed example of the range the label its join decided.
+	rangeJoin *rangeJoin
+	// head, set by the epochs for the head of a shard of a model with
+	// labels (docs/labels.md, section 11.3), makes a worker with Labels
+	// predict the delayed examples with the newest mixed model it
+	// returns, publish and score them, and learn nothing.
+	head func() *learner.View
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
@@ -858,6 +867,13 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	if s := w.streak; s.failed != 0 || !s.decoded {
 		w.decodedAgain(m)
 	}
+	if rj := w.cfg.rangeJoin; rj != nil && meta.HasID && !x.Labeled {
+		// A delayed example in an epoch's range: its prediction was the
+		// head's, and its label is the one its join decided.
+		x.Label, x.Labeled = rj.take(m)
+		w.learnAt(m, x, b)
+		return key
+	}
 	version := w.model.Version()
 	o := w.model.Learn(x)
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
@@ -1009,17 +1025,22 @@ func (w *Worker) deadLetter(m *Message, key []byte, cause error, reason deadReas
 }
 
 func (w *Worker) decode(value []byte, x *learner.Example) (wire.Meta, error) {
-	switch w.cfg.Format {
+	return decodeExample(w.dec, w.cfg.Format, value, x)
+}
+
+// decodeExample decodes the example value as format says with dec.
+func decodeExample(dec *wire.Decoder, format wire.Format, value []byte, x *learner.Example) (wire.Meta, error) {
+	switch format {
 	case wire.FormatJSON:
-		return w.dec.DecodeJSON(value, x)
+		return dec.DecodeJSON(value, x)
 	case wire.FormatMsgpack:
-		n, meta, err := w.dec.DecodeMsgpack(value, x)
+		n, meta, err := dec.DecodeMsgpack(value, x)
 		if err == nil && n != len(value) {
 			err = &wire.DecodeError{Field: "example", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(value)-n)}
 		}
 		return meta, err
 	}
-	return w.dec.Decode(value, x)
+	return dec.Decode(value, x)
 }
 
 // publishLoop publishes the batches in order, each until it succeeds, and

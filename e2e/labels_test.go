@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -525,5 +526,160 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	}
 	if replayed != shas {
 		t.Errorf("replay: state_sha256 by partition %v, the worker's %v\n%s", replayed, shas, out)
+	}
+}
+
+// epochsSnapshot is the newest generation of the model learned in epochs
+// in store, with its shards' joins' outcomes summed; nil when there is
+// none yet.
+func epochsSnapshot(t *testing.T, store string) (*snapshot.Snapshot, consumer.JoinCountsState) {
+	t.Helper()
+	var sum consumer.JoinCountsState
+	s, err := snapshot.LoadURL(testContext(t), store+"/e2e", nil)
+	if err != nil {
+		return nil, sum
+	}
+	joins, err := consumer.DecodeJoins(s.Joins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range joins {
+		c := st.Counts
+		sum.Joined += c.Joined
+		sum.Late += c.Late
+		sum.Unknown += c.Unknown
+		sum.Duplicate += c.Duplicate
+		sum.Expired += c.Expired
+	}
+	return s, sum
+}
+
+// TestLabelsKafkaEpochs: labels that come later joined in epochs, global
+// scope over topics of four co-partitioned partitions (docs/labels.md,
+// section 11): an uninterrupted worker, one killed with SIGKILL three
+// times and restarted, and a replay of the epoch log give the same
+// state_sha256, every example learned, and the outcomes the rule gives
+// over each partition's two logs, summed.
+func TestLabelsKafkaEpochs(t *testing.T) {
+	ctx := testContext(t)
+	const n = 3000
+	c := testbroker.Kafka(t, kfake.SeedTopics(labelPartitions, "examples", "labels"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead", "late"))
+	var recs []*kgo.Record
+	var want consumer.JoinCounts
+	for p := range labelPartitions {
+		examples, labels := delayedInput(n, uint64(31+p))
+		for _, e := range examples {
+			recs = append(recs, &kgo.Record{Topic: "examples", Partition: int32(p), Value: e.value, Timestamp: e.t})
+		}
+		for _, l := range labels {
+			recs = append(recs, &kgo.Record{Topic: "labels", Partition: int32(p), Value: l.value, Timestamp: l.t})
+		}
+		w := expectedJoin(examples, labels)
+		for k := range w.Labels {
+			want.Labels[k] += w.Labels[k]
+		}
+		want.Expired += w.Expired
+	}
+	if want.Labels[consumer.LabelLate] == 0 || want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+		t.Fatalf("the input does not exercise every outcome: %+v", want)
+	}
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	config := func(store string) string { return writeConfig(t, labelsKafkaConfig(c, store)) }
+	learned := func(store string) bool {
+		s, _ := epochsSnapshot(t, store)
+		if s == nil {
+			return false
+		}
+		for k := range labelPartitions {
+			if s.Positions[fmt.Sprintf("kafka:examples/%d", k)] < n {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(what, store string) string {
+		t.Helper()
+		s, got := epochsSnapshot(t, store)
+		if s == nil {
+			t.Fatalf("%s: no generation", what)
+		}
+		if len(s.Joins) != labelPartitions {
+			t.Errorf("%s: the generation holds %d joins, want one for each of %d partitions", what, len(s.Joins), labelPartitions)
+		}
+		if g := [4]uint64{got.Joined, got.Late, got.Unknown, got.Duplicate}; g != want.Labels || got.Expired != want.Expired {
+			t.Errorf("%s: outcomes joined/late/unknown/duplicate %v and %d expired, the rule's %v and %d", what, g, got.Expired, want.Labels, want.Expired)
+		}
+		if got := s.State.Labeled; got != labelPartitions*n {
+			t.Errorf("%s: %d examples learned with a label, want every one of %d", what, got, labelPartitions*n)
+		}
+		return s.State.StateSHA256()
+	}
+
+	whole := fileStore(t)
+	p := start(t, "run", "--config", config(whole))
+	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(whole) })
+	p.stop()
+	sha := check("uninterrupted", whole)
+	insp, err := exec.CommandContext(ctx, hyperplane.path, "inspect", whole+"/e2e").Output()
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	var sum struct {
+		Join *consumer.JoinSummary `json:"join"`
+	}
+	if err := json.Unmarshal(insp, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if j := sum.Join; j == nil || j.Labels["joined"] != want.Labels[consumer.LabelJoined] || j.Expired != want.Expired || j.Pending != 0 {
+		t.Errorf("inspect's join: %+v, the rule's %+v", j, want)
+	}
+
+	killed := fileStore(t)
+	cfg := config(killed)
+	var kills [][labelPartitions]int64
+	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+		p := start(t, "run", "--config", cfg, "--source.batch", "64")
+		var pos [labelPartitions]int64
+		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation with %d examples of every partition learned", at), func() bool {
+			s, _ := epochsSnapshot(t, killed)
+			if s == nil {
+				return false
+			}
+			for k := range labelPartitions {
+				if pos[k] = s.Positions[fmt.Sprintf("kafka:examples/%d", k)]; pos[k] < at {
+					return false
+				}
+			}
+			return true
+		})
+		p.cmd.Process.Kill() //nolint:errcheck // it may have died already, which the wait reports
+		<-p.done
+		kills = append(kills, pos)
+	}
+	p = start(t, "run", "--config", cfg)
+	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned after the kills", func() bool { return learned(killed) })
+	p.stop()
+	if got := check("killed", killed); got != sha {
+		t.Errorf("after kills at %v: state_sha256 %s, uninterrupted %s", kills, got, sha)
+	}
+	t.Logf("kills with the newest generations at %v", kills)
+
+	dir := t.TempDir()
+	out, err := exec.CommandContext(ctx, hyperplane.path, "replay", "--config", config(whole), "--out", "file://"+dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	var replayed struct {
+		StateSHA256 string `json:"state_sha256"`
+		Checked     int    `json:"generations_checked"`
+	}
+	if err := json.Unmarshal(out[bytes.LastIndexByte(out[:len(out)-1], '\n')+1:], &replayed); err != nil {
+		t.Fatalf("replay's summary: %v\n%s", err, out)
+	}
+	if replayed.StateSHA256 != sha || replayed.Checked == 0 {
+		t.Errorf("replay: state_sha256 %s with %d generations checked, the worker's %s\n%s", replayed.StateSHA256, replayed.Checked, sha, out)
 	}
 }

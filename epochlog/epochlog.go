@@ -66,6 +66,9 @@ const (
 // ranges too (snapshot.Snapshot.Boundary).
 type Range = snapshot.Range
 
+// LabelsRange is the part of a labels' partition a Range reads.
+type LabelsRange = snapshot.LabelsRange
+
 // Boundary is B_e, the decision of where epoch e ends in every shard. It
 // is recorded before anyone learns the epoch; whoever creates it first
 // wins, and everyone else adopts it.
@@ -128,8 +131,23 @@ func (b *Boundary) Follows(prev *Boundary) error {
 		if !ok {
 			return fail("shard %s left it", p.Shard)
 		}
-		if r.From != p.To {
-			return fail("shard %s starts at %d, where epoch %d ended at %d", p.Shard, r.From, prev.Epoch, p.To)
+		if (r.Labels == nil) != (p.Labels == nil) {
+			return fail("shard %s joins labels in one epoch and not in the other", p.Shard)
+		}
+		if r.Labels == nil {
+			if r.From != p.To {
+				return fail("shard %s starts at %d, where epoch %d ended at %d", p.Shard, r.From, prev.Epoch, p.To)
+			}
+			continue
+		}
+		// With labels an epoch ends a shard where its range reached
+		// (ShardResult.Reached), which only the results record: the
+		// boundary can only be within the range before it.
+		if r.Labels.From != p.Labels.To {
+			return fail("shard %s reads its labels from %d, where epoch %d ended them at %d", p.Shard, r.Labels.From, prev.Epoch, p.Labels.To)
+		}
+		if r.From < p.From || r.From > p.To {
+			return fail("shard %s starts at %d, outside epoch %d's range from %d to %d", p.Shard, r.From, prev.Epoch, p.From, p.To)
 		}
 	}
 	return nil
@@ -155,6 +173,15 @@ type ShardResult struct {
 	// that were dead-lettered; Last is the position (Resume) of the last.
 	Messages, DeadLetters uint64
 	Last                  int64
+	// Labels is the boundary's range of the labels' partition, for a
+	// model that joins labels that come later (docs/labels.md, section
+	// 11); nil without. Reached is then where the range's learning
+	// stopped (the position before its first example whose join was not
+	// decided, or To), and Join the shard's join there, a msgpack value
+	// (consumer.JoinState).
+	Labels  *LabelsRange
+	Reached int64
+	Join    []byte
 	// State is W_{e,s}, whole: Log.Shard applies the stored changes to
 	// its base.
 	State *learner.State
@@ -204,6 +231,10 @@ func (r *ShardResult) Verify(b *Boundary, boundarySHA256 [32]byte) error {
 		what = "the boundary has no such shard"
 	case r.From != rg.From || r.To != rg.To:
 		what = fmt.Sprintf("its range is %d to %d, the boundary's %d to %d", r.From, r.To, rg.From, rg.To)
+	case !sameLabels(r.Labels, rg.Labels):
+		what = fmt.Sprintf("its labels' range is %v, the boundary's %v", r.Labels, rg.Labels)
+	case r.Labels != nil && (r.Reached < r.From || r.Reached > r.To):
+		what = fmt.Sprintf("it reached %d, outside its range from %d to %d", r.Reached, r.From, r.To)
 	case r.BoundarySHA256 != boundarySHA256:
 		what = fmt.Sprintf("it was learned from the boundary with SHA-256 %x, the stored one has %x", r.BoundarySHA256, boundarySHA256)
 	case r.ConfigDigest != b.ConfigDigest:
@@ -215,6 +246,15 @@ func (r *ShardResult) Verify(b *Boundary, boundarySHA256 [32]byte) error {
 	}
 	return fmt.Errorf("snapshot: the result of shard %s for epoch %d of model %s, written by %s: %s: %w",
 		r.Shard, r.Epoch, r.Model, r.Writer, what, ErrOtherHistory)
+}
+
+// sameLabels reports whether a and b are the same labels' range, or both
+// none.
+func sameLabels(a, b *LabelsRange) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // Fatal reports whether err, from the epoch log or the store it is kept

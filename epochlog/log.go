@@ -123,8 +123,14 @@ type shardBody struct {
 	StateForm string                `msgpack:"state_form,omitempty"`
 	State     snapshot.EncodedState `msgpack:"state"`
 	Changes   *stateChanges         `msgpack:"changes,omitempty"`
-	Writer    string                `msgpack:"writer"`
-	Created   string                `msgpack:"created"` // RFC 3339
+	// Labels, Reached and Join are those of a model that joins labels
+	// that come later; absent without, so that such a result encodes as
+	// it did before labels.
+	Labels  *LabelsRange       `msgpack:"labels,omitempty"`
+	Reached *int64             `msgpack:"reached,omitempty"`
+	Join    msgpack.RawMessage `msgpack:"join,omitempty"`
+	Writer  string             `msgpack:"writer"`
+	Created string             `msgpack:"created"` // RFC 3339
 }
 
 // checkBoundary refuses a boundary that no reader would accept.
@@ -372,8 +378,10 @@ func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 	switch {
 	case r.Epoch == 0:
 		err = errors.New("epoch 0 (epochs count from 1)")
-	case r.From < 0 || r.To <= r.From:
+	case r.From < 0 || r.To < r.From || (Range{From: r.From, To: r.To, Labels: r.Labels}).Empty():
 		err = fmt.Errorf("range from %d to %d (an empty range has no result)", r.From, r.To)
+	case r.Labels != nil && (r.Reached < r.From || r.Reached > r.To || r.Join == nil):
+		err = fmt.Errorf("reached %d, outside its range from %d to %d, or no join", r.Reached, r.From, r.To)
 	case r.BoundarySHA256 == [32]byte{} || r.ConfigDigest == [32]byte{} || r.BaseStateSHA256 == [32]byte{}:
 		err = errors.New("a digest is zero")
 	case r.DeadLetters > r.Messages:
@@ -434,6 +442,10 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 		State:           st,
 		Changes:         changes,
 	}
+	if r.Labels != nil {
+		reached := r.Reached
+		b.Labels, b.Reached, b.Join = r.Labels, &reached, r.Join
+	}
 	if provenance {
 		b.Writer, b.Created = r.Writer, r.Created.UTC().Format(time.RFC3339Nano)
 	}
@@ -459,12 +471,21 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 	if b.Model != model || b.Epoch != e || b.Shard != shard {
 		return nil, nil, damaged(key, "it holds the result of shard %s for epoch %d of model %s", b.Shard, b.Epoch, b.Model)
 	}
-	if b.From < 0 || b.To <= b.From {
+	if b.From < 0 || b.To < b.From || (Range{From: b.From, To: b.To, Labels: b.Labels}).Empty() {
 		return nil, nil, damaged(key, "range from %d to %d", b.From, b.To)
 	}
 	r := &ShardResult{
 		Model: b.Model, Epoch: b.Epoch, Shard: b.Shard, From: b.From, To: b.To,
 		Messages: b.Messages, DeadLetters: b.DeadLetters, Last: b.Last, Writer: b.Writer,
+	}
+	if (b.Labels == nil) != (b.Reached == nil) || (b.Labels == nil) != (b.Join == nil) {
+		return nil, nil, damaged(key, "labels, reached and join: all three or none")
+	}
+	if b.Labels != nil {
+		if *b.Reached < b.From || *b.Reached > b.To {
+			return nil, nil, damaged(key, "reached %d, outside the range from %d to %d", *b.Reached, b.From, b.To)
+		}
+		r.Labels, r.Reached, r.Join = b.Labels, *b.Reached, b.Join
 	}
 	for _, d := range []struct {
 		name string
@@ -629,6 +650,10 @@ func shardDifference(a, b *ShardResult) string {
 		return fmt.Sprintf("config_digest (%x, this worker's %x)", a.ConfigDigest, b.ConfigDigest)
 	case a.BaseStateSHA256 != b.BaseStateSHA256:
 		return fmt.Sprintf("base_state_sha256 (%x, this worker's %x)", a.BaseStateSHA256, b.BaseStateSHA256)
+	case a.Reached != b.Reached:
+		return fmt.Sprintf("reached (%d, this worker's %d)", a.Reached, b.Reached)
+	case !bytes.Equal(a.Join, b.Join):
+		return "join"
 	case a.Messages != b.Messages || a.DeadLetters != b.DeadLetters || a.Last != b.Last:
 		return fmt.Sprintf("counts (messages %d, dead letters %d, last %d; this worker's %d, %d, %d)",
 			a.Messages, a.DeadLetters, a.Last, b.Messages, b.DeadLetters, b.Last)

@@ -74,6 +74,10 @@ type Snapshot struct {
 	// (docs/labels.md, section 6), encoded by the worker that joins, as a
 	// msgpack value; nil without labels.
 	Join msgpack.RawMessage
+	// Joins are the joins of the shards of a model learned in epochs
+	// with labels that come later (docs/labels.md, section 11.2), by
+	// shard, each encoded as Join is; nil without labels.
+	Joins map[string]msgpack.RawMessage
 }
 
 // ErrCorrupt marks a snapshot that cannot be read: truncated, damaged or
@@ -120,7 +124,8 @@ type body struct {
 	Scope          string  `msgpack:"scope,omitempty"`
 	Shard          string  `msgpack:"shard,omitempty"`
 
-	Join msgpack.RawMessage `msgpack:"join,omitempty"`
+	Join  msgpack.RawMessage            `msgpack:"join,omitempty"`
+	Joins map[string]msgpack.RawMessage `msgpack:"joins,omitempty"`
 }
 
 // stateBody is the wire form of a learner.State: the keys a snapshot body
@@ -253,6 +258,7 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		Scope:          s.Scope,
 		Shard:          s.Shard,
 		Join:           s.Join,
+		Joins:          s.Joins,
 	}
 	raw, err := encode(&b)
 	if err != nil {
@@ -443,6 +449,7 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		Scope:      b.Scope,
 		Shard:      b.Shard,
 		Join:       b.Join,
+		Joins:      b.Joins,
 	}
 	if s.ConfigDigest, err = digestArray("config_digest", b.ConfigDigest, true); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)

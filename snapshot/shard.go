@@ -117,6 +117,32 @@ type Range struct {
 	Shard string `msgpack:"shard"`
 	From  int64  `msgpack:"from"`
 	To    int64  `msgpack:"to"`
+	// Labels, for a model that joins labels that come later, is the
+	// range of the labels' partition co-partitioned with the shard that
+	// the epoch reads (docs/labels.md, section 11); From and To are then
+	// an upper bound of the examples the epoch learns. nil without
+	// labels: such a range encodes as it did before labels.
+	Labels *LabelsRange `msgpack:"labels,omitempty"`
+}
+
+// LabelsRange is the part of a labels' partition an epoch reads: the
+// positions p with From <= p < To, as a Kafka partition's offsets are.
+type LabelsRange struct {
+	From int64 `msgpack:"from"`
+	To   int64 `msgpack:"to"`
+}
+
+// Equal reports whether r and o are the same range, of the same labels.
+func (r Range) Equal(o Range) bool {
+	if (r.Labels == nil) != (o.Labels == nil) || (r.Labels != nil && *r.Labels != *o.Labels) {
+		return false
+	}
+	return r.Shard == o.Shard && r.From == o.From && r.To == o.To
+}
+
+// Empty reports whether r reads nothing: no example and no label.
+func (r Range) Empty() bool {
+	return r.From == r.To && (r.Labels == nil || r.Labels.From == r.Labels.To)
 }
 
 // CheckRanges is nil when every range names a shard, runs forward from
@@ -130,6 +156,9 @@ func CheckRanges(rs []Range) error {
 		}
 		if r.From < 0 || r.To < r.From {
 			return fmt.Errorf("shard %s: range from %d to %d (want 0 <= from <= to)", r.Shard, r.From, r.To)
+		}
+		if l := r.Labels; l != nil && (l.From < 0 || l.To < l.From) {
+			return fmt.Errorf("shard %s: labels' range from %d to %d (want 0 <= from <= to)", r.Shard, l.From, l.To)
 		}
 		if i > 0 && CompareShards(rs[i-1].Shard, r.Shard) >= 0 {
 			return errors.New("shards " + rs[i-1].Shard + " and " + r.Shard + " are not in shard order, or repeat")

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -294,10 +296,12 @@ func differs(had, snap *Snapshot) string {
 		return "epoch"
 	case had.ConfigDigest != snap.ConfigDigest:
 		return "config digest"
-	case !slices.Equal(had.Boundary, snap.Boundary) || had.BoundarySHA256 != snap.BoundarySHA256:
+	case !slices.EqualFunc(had.Boundary, snap.Boundary, Range.Equal) || had.BoundarySHA256 != snap.BoundarySHA256:
 		return "boundary"
 	case had.Scope != snap.Scope || had.Shard != snap.Shard:
 		return "scope or shard"
+	case !maps.EqualFunc(had.Joins, snap.Joins, func(a, b msgpack.RawMessage) bool { return bytes.Equal(a, b) }):
+		return "joins"
 	case had.State.Digest() != snap.State.Digest():
 		return "model state"
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -129,9 +131,71 @@ func (j *partitionJoin) labels(ctx context.Context, shard string, positions map[
 	return &lc, nil
 }
 
-// onePartition refuses a Kafka source or labels' topic of several
-// partitions: the join takes one of each for now (docs/labels.md,
-// section 8), and a labels' topic read whole would have no one order.
+// epochLabels is the join of the labels of a Kafka source of several
+// partitions learned in epochs (docs/labels.md, section 11): the
+// partitions of the labels' topic, checked co-partitioned with the
+// source's as far as counts tell, partition p of one joined to partition
+// p of the other; the marks of partition p's head go to partition p of
+// the labels' topic (none with marks false, as in labels).
+func (p *pipeline) epochLabels(ctx context.Context, cfg config.Config, marks bool) (*consumer.EpochLabels, error) {
+	if cfg.Source.Kind != config.KindKafka {
+		return nil, fmt.Errorf("source.stream_partitions: labels are joined in epochs to Kafka topics only (docs/labels.md, section 11)")
+	}
+	lc, err := joinConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lb, err := p.brokers.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
+	if err != nil {
+		return nil, err
+	}
+	source, topic := "kafka:"+cfg.Source.Topics[0]+"/", cfg.Labels.Topics[0]
+	partition := func(shard string) (string, error) {
+		n, ok := strings.CutPrefix(shard, source)
+		if !ok {
+			return "", fmt.Errorf("labels.topics: shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
+		}
+		return n, nil
+	}
+	el := &consumer.EpochLabels{
+		Join:   lc.Join,
+		Format: lc.Format,
+		Shards: lb,
+		CoShard: func(shard string) (string, error) {
+			n, err := partition(shard)
+			return "kafka:" + topic + "/" + n, err
+		},
+	}
+	if marks {
+		d, err := p.brokers.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic})
+		if err != nil {
+			return nil, err
+		}
+		el.Marks = func(shard string) (consumer.Destination, error) {
+			n, err := partition(shard)
+			if err != nil {
+				return consumer.Destination{}, err
+			}
+			k, err := strconv.ParseInt(n, 10, 32)
+			if err != nil {
+				return consumer.Destination{}, fmt.Errorf("labels.topics: shard %s: %w", shard, err)
+			}
+			d := d
+			d.Partition, d.HasPartition = int32(k), true
+			return d, nil
+		}
+	}
+	if el.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
+		return nil, err
+	}
+	return el, nil
+}
+
+// onePartition refuses a Kafka labels' topic of several partitions for a
+// source of one (the counts differ), and a source of several when it is
+// read as one stream (a labels' topic read whole would have no one
+// order): a source of several partitions joins its labels in epochs
+// (epochLabels) or in partition scope.
 func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 	if cfg.Source.Kind != config.KindKafka {
 		return nil
@@ -145,7 +209,7 @@ func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
 			return fmt.Errorf("%s: %w", c.key, err)
 		}
 		if n > 1 {
-			return fmt.Errorf("%s: topic %s has %d partitions; labels are joined to a source of one partition, with a labels' topic of one (the join over several, in epochs, is not built yet: docs/labels.md, section 8; model.scope partition joins each partition with its co-partition, section 9)", c.key, c.src.Topics[0], n)
+			return fmt.Errorf("%s: topic %s has %d partitions; a source of one partition joins a labels' topic of one (a source of several joins a labels' topic co-partitioned with it, in epochs or in partition scope: docs/labels.md, sections 9 and 11)", c.key, c.src.Topics[0], n)
 		}
 	}
 	return nil

@@ -124,3 +124,22 @@ func TestLabelsPartitionScopeCoPartitioned(t *testing.T) {
 		t.Fatalf("run: %v, want a refusal naming labels.topics and both counts\n%s", err, stderr.String())
 	}
 }
+
+// TestLabelsEpochsCoPartitioned: in global scope over several
+// partitions (epochs) the worker refuses to start on a labels' topic
+// with another partition count than the source's, naming labels.topics
+// and both counts.
+func TestLabelsEpochsCoPartitioned(t *testing.T) {
+	t.Parallel()
+	c := testbroker.Kafka(t, kfake.SeedTopics(4, "impressions"), kfake.SeedTopics(3, "clicks"))
+	args := []string{"run", "--model.name", "mixed", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+		"--snapshot.url", "mem://", "--http.addr", ""}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr strings.Builder
+	err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), "has 3 partitions") || !strings.Contains(err.Error(), "has 4") {
+		t.Fatalf("run: %v, want a refusal naming labels.topics and both counts\n%s", err, stderr.String())
+	}
+}

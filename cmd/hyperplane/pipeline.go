@@ -118,6 +118,11 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		opts.Labels = func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
 			return p.labels(ctx, cfg, shard, positions, marks)
 		}
+		if cfg.Source.Kind == config.KindKafka && !opts.PartitionScope {
+			opts.EpochLabels = func(ctx context.Context) (*consumer.EpochLabels, error) {
+				return p.epochLabels(ctx, cfg, marks)
+			}
+		}
 	}
 	if p.Pipeline, err = consumer.Open(ctx, opts); err != nil {
 		return nil, err

@@ -104,6 +104,14 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		}
 		out.Join = st.Summary()
 	}
+	if s.Joins != nil {
+		// A model learned in epochs: its shards' joins, summed.
+		joins, err := consumer.DecodeJoins(s.Joins)
+		if err != nil {
+			return err
+		}
+		out.Join = consumer.SummarizeJoins(joins)
+	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

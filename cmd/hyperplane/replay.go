@@ -195,8 +195,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if cfg, err = mixingOfLog(ctx, live, cfg, start, log); err != nil {
 		return err
 	}
-	begin := time.Now()
-	f, err := consumer.Follow(ctx, consumer.EpochConfig{
+	ecfg := consumer.EpochConfig{
 		Worker:        p.config,
 		Shards:        p.shards,
 		ConfigDigest:  cfg.HistoryDigest(),
@@ -204,7 +203,16 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		Weights:       cfg.Model.Mixing.Weights,
 		Rule:          cfg.MixRule(),
 		Start:         cfg.Source.Start,
-	}, live, epochlog.New(p.store), start, cfg.Model.Learner, log)
+	}
+	if cfg.Labels.Enabled() {
+		// The ranges read the labels the boundaries record; a replay
+		// writes no mark.
+		if ecfg.Labels, err = p.epochLabels(ctx, cfg, false); err != nil {
+			return err
+		}
+	}
+	begin := time.Now()
+	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, log)
 	if err != nil {
 		return err
 	}

@@ -170,7 +170,7 @@ func (b *Clients) KafkaPartitions(ctx context.Context, s config.Source) (int, er
 // which Close closes, once it has checked that the topic is
 // co-partitioned with the examples', as far as counts tell: as many
 // partitions, partition p joined to partition p (docs/labels.md,
-// section 9).
+// sections 9 and 11).
 func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Source) (*kafkaio.Shards, error) {
 	nex, err := b.KafkaPartitions(ctx, examples)
 	if err != nil {
@@ -184,7 +184,7 @@ func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Sou
 		if lb != nil {
 			lb.Close() //nolint:errcheck // not used
 		}
-		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: in partition scope the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, section 9)",
+		return nil, fmt.Errorf("labels.topics: topic %s has %d partitions and source.topics' %s has %d: the labels' topic must be co-partitioned with the examples' (as many partitions, the same key), partition p joined to partition p (docs/labels.md, sections 9 and 11)",
 			labels.Topics[0], nlb, examples.Topics[0], nex)
 	}
 	b.Defer(lb.Close)

@@ -1,0 +1,171 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// shardHead is the head of an owned shard of a model with labels
+// (docs/labels.md, section 11.3): a Worker that reads the shard's
+// examples ahead of the epochs, predicts each delayed one at once with
+// the newest mixed model and publishes it, and reads the shard's labels
+// to score the served predictions, publish misclassifications and late
+// labels, and append marks when a window is due on a quiet labels'
+// partition. It learns nothing: the epochs' ranges do.
+type shardHead struct {
+	w      *Worker
+	lshard string
+	cancel context.CancelFunc
+	// stopped is closed once the head stopped, with err.
+	stopped chan struct{}
+	err     error
+	closed  []Source
+}
+
+// heads reports whether the epochs run heads: with labels, and not when
+// they follow a log (replay), which publishes and writes nothing.
+func (x *Epochs) heads() bool { return x.cfg.Labels != nil && !x.cfg.Follow }
+
+// ensureHead starts the head of r's shard unless one runs: from r's
+// start, in the examples and the labels, with the shard's join as the
+// mixed model holds it.
+func (x *Epochs) ensureHead(r epochlog.Range) error {
+	if !x.heads() || r.Labels == nil {
+		return nil
+	}
+	x.mu.Lock()
+	h := x.runningHeads[r.Shard]
+	ctx := x.runCtx
+	x.mu.Unlock()
+	if h != nil || ctx == nil {
+		return nil
+	}
+	l := x.cfg.Labels
+	lshard, err := l.CoShard(r.Shard)
+	if err != nil {
+		return err
+	}
+	src, err := x.cfg.Shards.Open(ctx, r.Shard, r.From)
+	if err != nil {
+		return fmt.Errorf("the head of shard %s: %w", r.Shard, err)
+	}
+	lsrc, err := l.Shards.Open(ctx, lshard, r.Labels.From)
+	if err != nil {
+		src.Close() //nolint:errcheck // it only read
+		return fmt.Errorf("the head of shard %s: labels %s: %w", r.Shard, lshard, err)
+	}
+	x.mu.Lock()
+	st := x.joins[r.Shard]
+	x.mu.Unlock()
+	lc := &LabelsConfig{
+		Join:   l.Join,
+		Source: lsrc,
+		OpenTail: func(context.Context, map[string]int64) (Source, error) {
+			return nil, errors.New("the head of an epochs' shard reads no tail")
+		},
+		CacheBytes: 1,
+		Format:     l.Format,
+		Writer:     x.cfg.Writer,
+		LateLabels: l.LateLabels,
+		State:      st,
+	}
+	if l.Marks != nil {
+		if lc.Marks, err = l.Marks(r.Shard); err != nil {
+			src.Close()  //nolint:errcheck // it only read
+			lsrc.Close() //nolint:errcheck // it only read
+			return err
+		}
+	}
+	m, err := learner.Restore(x.base.State())
+	if err != nil {
+		return err
+	}
+	wcfg := x.cfg.Worker
+	wcfg.Snapshots, wcfg.Views, wcfg.Labels = nil, false, lc
+	wcfg.head = x.View
+	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
+	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, x.shardMetricsOf(r.Shard), log)
+	hctx, cancel := context.WithCancel(ctx)
+	h = &shardHead{w: w, lshard: lshard, cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
+	go func() {
+		err := w.Run(hctx)
+		for _, s := range h.closed {
+			s.Close() //nolint:errcheck // it only read
+		}
+		h.err = err
+		close(h.stopped)
+	}()
+	x.mu.Lock()
+	if x.runningHeads == nil {
+		x.runningHeads = map[string]*shardHead{}
+	}
+	x.runningHeads[r.Shard] = h
+	x.mu.Unlock()
+	return nil
+}
+
+// stopHeads stops the heads of the shards keep rejects (every head for
+// nil), and waits for them.
+func (x *Epochs) stopHeads(keep func(shard string) bool) {
+	x.mu.Lock()
+	var stopped []*shardHead
+	for s, h := range x.runningHeads {
+		if keep == nil || !keep(s) {
+			stopped = append(stopped, h)
+			delete(x.runningHeads, s)
+		}
+	}
+	x.mu.Unlock()
+	for _, h := range stopped {
+		h.cancel()
+		<-h.stopped
+		if err := h.err; err != nil && !errors.Is(err, context.Canceled) {
+			x.log.Warn("the head of a shard stopped", zap.Error(err))
+		}
+	}
+}
+
+// headEvery is how often awaitHead looks at the head's progress.
+const headEvery = 5 * time.Millisecond
+
+// awaitHead waits until the head of r's shard has read the examples up
+// to reached and the labels up to the range's end, with every output of
+// what it read durable: step E3 with labels (docs/labels.md, section
+// 11.3), before the range's result may be written. Without heads it
+// returns at once.
+func (x *Epochs) awaitHead(ctx context.Context, r epochlog.Range, reached int64) error {
+	if !x.heads() || r.Labels == nil {
+		return nil
+	}
+	if err := x.ensureHead(r); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	h := x.runningHeads[r.Shard]
+	x.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("shard %s has no head", r.Shard)
+	}
+	t := time.NewTicker(headEvery)
+	defer t.Stop()
+	for {
+		p := h.w.Published()
+		if p[r.Shard] >= reached && p[h.lshard] >= r.Labels.To {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.stopped:
+			return fmt.Errorf("the head of shard %s stopped: %v", r.Shard, h.err)
+		case <-t.C:
+		}
+	}
+}

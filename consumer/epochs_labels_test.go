@@ -1,0 +1,351 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// joinedEpochs are epochs over four co-partitioned in-process logs, the
+// examples' and the labels', each partition of its own seed, every record
+// written before any worker starts.
+type joinedEpochs struct {
+	t          *testing.T
+	ex, labels *memory.Log
+}
+
+func newJoinedEpochs(t *testing.T, n int) *joinedEpochs {
+	ex, labels := memory.NewLog("examples", joinPartitions), memory.NewLog("labels", joinPartitions)
+	for p := range joinPartitions {
+		k := n + 50*p
+		appendDelayed(ex, labels, p, k, uint64(11+p))
+		// A few examples after every label, whose windows no label
+		// closes: the epochs reach them and stop before them.
+		o := synth.DefaultOptions()
+		o.Vocab, o.Features, o.Seed = 500, 12, uint64(31+p)
+		s := synth.New(o)
+		quiet := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(k)*10*time.Millisecond + 3*joinWindow)
+		for i := range 5 {
+			rec := s.Next()
+			rec.Labeled, rec.Seq = false, uint64(1e9+i)
+			b := synth.AppendJSON(nil, rec)
+			ex.AppendAt(p, quiet.Add(time.Duration(i)*time.Millisecond), b[:len(b)-1])
+		}
+	}
+	return &joinedEpochs{t: t, ex: ex, labels: labels}
+}
+
+func (j *joinedEpochs) config(store *snapshot.Store, sink *memory.Sink, writer string) consumer.EpochConfig {
+	cfg := epochConfig(j.ex, store, sink, writer)
+	cfg.Worker.Model = "mixed"
+	cfg.Labels = &consumer.EpochLabels{
+		Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+		Format: wire.FormatJSON,
+		Shards: j.labels,
+		CoShard: func(shard string) (string, error) {
+			p, ok := strings.CutPrefix(shard, "memory:examples/")
+			if !ok {
+				return "", fmt.Errorf("no labels' partition for %s", shard)
+			}
+			return "memory:labels/" + p, nil
+		},
+	}
+	return cfg
+}
+
+// start runs a worker of cfg that continues from the store's newest
+// generation, with the joins it recorded.
+func (j *joinedEpochs) start(ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
+	t := j.t
+	t.Helper()
+	snap, err := store.Latest(ctx, "mixed", nil)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		snap, err = nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap != nil {
+		l := *cfg.Labels
+		if l.State, err = consumer.DecodeJoins(snap.Joins); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Labels = &l
+	}
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() {
+		err := x.Run(ctx)
+		if err != nil {
+			t.Errorf("worker %s stopped: %v", cfg.Writer, err)
+		}
+		done <- err
+	}()
+	return x, done
+}
+
+// last is the epoch after which no more is cut: its boundary ends every
+// shard at the examples' end and the labels' end, and every result of it
+// is in the log (or a generation holds it). 0 until there is one.
+func (j *joinedEpochs) last(ctx context.Context, store *snapshot.Store) uint64 {
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(ctx, "mixed")
+	if err != nil || len(epochs) == 0 {
+		return 0
+	}
+	e := epochs[len(epochs)-1]
+	b, _, err := lg.Boundary(ctx, "mixed", e)
+	if err != nil {
+		return 0
+	}
+	for p := range joinPartitions {
+		r, ok := b.ShardRange(j.ex.Key(p))
+		if !ok || r.Labels == nil || r.To != int64(j.ex.Len(p)) || r.Labels.To != int64(j.labels.Len(p)) {
+			return 0
+		}
+	}
+	if gens, _ := store.Generations(ctx, "mixed"); len(gens) > 0 && gens[len(gens)-1] >= e {
+		return e
+	}
+	for _, r := range b.Shards {
+		if !r.Empty() {
+			if ok, _ := lg.ShardExists(ctx, "mixed", e, r.Shard); !ok {
+				return 0
+			}
+		}
+	}
+	return e
+}
+
+func (j *joinedEpochs) waitLast(store *snapshot.Store) uint64 {
+	j.t.Helper()
+	var e uint64
+	wait.For(j.t, time.Minute, 5*time.Millisecond, "the last epoch", func() bool {
+		e = j.last(context.Background(), store)
+		return e > 0
+	})
+	return e
+}
+
+// joinedOutcome is what a run learned: the mixed model's digest, the
+// join's outcomes summed over the shards, and where each shard reached.
+type joinedOutcome struct {
+	digest    [32]byte
+	counts    consumer.JoinCounts
+	positions string
+}
+
+func outcomeOf(x *consumer.Epochs) joinedOutcome {
+	return joinedOutcome{x.Model().State().Digest(), x.JoinCounts(), fmt.Sprint(x.Positions())}
+}
+
+// stopAt stops x once it has mixed epoch e.
+func stopAt(t *testing.T, x *consumer.Epochs, done <-chan error, cancel context.CancelFunc, e uint64) joinedOutcome {
+	t.Helper()
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("epoch %d mixed", e), func() bool { return x.Mixed() >= e })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return outcomeOf(x)
+}
+
+// TestEpochsJoinIsAFunctionOfTheLogs learns four co-partitioned shards
+// with labels that come later (docs/labels.md, section 11) with one
+// worker, with two workers owning two shards each, with one worker
+// stopped and resumed at random epochs, and by replaying the first run's
+// epoch log: each gives the same mixed model to the bit, the same
+// outcomes of the join, and the same reached ends.
+func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
+	j := newJoinedEpochs(t, 500)
+
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { one.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, j.config(one, memory.NewSink(), "one"), one)
+	last := j.waitLast(one)
+	want := stopAt(t, x, done, cancel, last)
+	c := want.counts
+	if c.Labels[consumer.LabelJoined] == 0 || c.Labels[consumer.LabelLate] == 0 || c.Labels[consumer.LabelUnknown] == 0 ||
+		c.Labels[consumer.LabelDuplicate] == 0 || c.Expired == 0 {
+		t.Fatalf("outcomes %+v: every kind should occur", c)
+	}
+	if last < 3 {
+		t.Fatalf("%d epochs: the test wants several", last)
+	}
+	t.Logf("%d epochs, outcomes %+v, positions %s", last, c, want.positions)
+	// The quiet examples at the end wait: every shard reached the first
+	// of them, its range's end being after them.
+	for p := range joinPartitions {
+		if got, end := x.Positions()[j.ex.Key(p)], int64(j.ex.Len(p)); got != end-5 {
+			t.Fatalf("shard %d reached %d, want %d: before the five examples whose windows never close", p, got, end-5)
+		}
+	}
+
+	t.Run("two workers", func(t *testing.T) {
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		sink := memory.NewSink()
+		owners := [][]string{{j.ex.Key(0), j.ex.Key(2)}, {j.ex.Key(1), j.ex.Key(3)}}
+		var xs [2]*consumer.Epochs
+		var dones [2]<-chan error
+		var cancels [2]context.CancelFunc
+		for i := range owners {
+			cfg := j.config(store, sink, fmt.Sprint("w", i))
+			owned := owners[i]
+			cfg.Owned = func() []string { return owned }
+			ctx, cancel := context.WithCancel(context.Background())
+			xs[i], dones[i] = j.start(ctx, cfg, store)
+			cancels[i] = cancel
+		}
+		if got := j.waitLast(store); got != last {
+			t.Fatalf("two workers made %d epochs, one worker %d", got, last)
+		}
+		var wg sync.WaitGroup
+		var got [2]joinedOutcome
+		for i := range xs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = stopAt(t, xs[i], dones[i], cancels[i], last)
+			}()
+		}
+		wg.Wait()
+		for i, g := range got {
+			if g != want {
+				t.Fatalf("worker %d: %+v, one worker %+v", i, g, want)
+			}
+		}
+	})
+
+	t.Run("stopped and resumed", func(t *testing.T) {
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		sink := memory.NewSink()
+		rng := rand.New(rand.NewPCG(5, 6))
+		for i := range 3 {
+			ctx, cancel := context.WithCancel(context.Background())
+			x, done := j.start(ctx, j.config(store, sink, fmt.Sprint("r", i)), store)
+			stop := x.Mixed() + 1 + uint64(rng.IntN(int(last)/3+1))
+			if stop >= last {
+				stop = last - 1
+			}
+			stopAt(t, x, done, cancel, stop)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		x, done := j.start(ctx, j.config(store, sink, "r"), store)
+		if got := j.waitLast(store); got != last {
+			t.Fatalf("the resumed worker made %d epochs, the uninterrupted one %d", got, last)
+		}
+		if got := stopAt(t, x, done, cancel, last); got != want {
+			t.Fatalf("resumed: %+v, uninterrupted %+v", got, want)
+		}
+	})
+
+	t.Run("replay", func(t *testing.T) {
+		out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { out.Close() })
+		live := epochlog.New(one)
+		start, err := consumer.FollowStart(context.Background(), live, "mixed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := consumer.Follow(context.Background(), j.config(out, memory.NewSink(), "replay"), live, epochlog.New(out), start,
+			epochLearner(), zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Mixed != last || len(f.Checked) == 0 {
+			t.Fatalf("replay mixed %d epochs, checked %v; the live log has %d", f.Mixed, f.Checked, last)
+		}
+		got := joinedOutcome{f.Model.State().Digest(), f.JoinCounts, fmt.Sprint(f.Positions)}
+		if got != want {
+			t.Fatalf("replay: %+v, live %+v", got, want)
+		}
+	})
+}
+
+// TestEpochsHeadPredictsScoresAndMarks runs one worker with heads over
+// the four shards (docs/labels.md, section 11.3): every delayed example
+// is predicted once by its shard's head, the labels that show a served
+// prediction wrong publish misclassifications, and the marks the heads
+// append to each shard's own labels' partition close the windows of the
+// quiet examples at the end, so that the epochs learn every example.
+func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
+	j := newJoinedEpochs(t, 300)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	sink := memory.NewSink()
+	marks := &partitionMarks{log: j.labels}
+	cfg := j.config(store, sink, "head")
+	cfg.Labels.Marks = func(shard string) (consumer.Destination, error) {
+		for p := range joinPartitions {
+			if j.ex.Key(p) == shard {
+				return consumer.Destination{Sink: marks, Topic: "marks", Partition: int32(p), HasPartition: true}, nil
+			}
+		}
+		return consumer.Destination{}, fmt.Errorf("no partition for %s", shard)
+	}
+	cfg.Labels.LateLabels = consumer.Destination{Sink: sink, Topic: "late"}
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, cfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
+		pos := x.Positions()
+		for p := range joinPartitions {
+			if pos[j.ex.Key(p)] != int64(j.ex.Len(p)) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	predicted := map[string]bool{}
+	for _, o := range sink.Outputs("pred") {
+		predicted[string(o.Key)] = true
+	}
+	for p := range joinPartitions {
+		if marks.marks[p] == 0 {
+			t.Errorf("partition %d: no mark in its labels' partition", p)
+		}
+		for off := range j.ex.Len(p) {
+			if id := fmt.Sprintf("%s/%d", j.ex.Key(p), off); !predicted[id] {
+				t.Fatalf("example %s was not predicted", id)
+			}
+		}
+	}
+	if marks.unchosen != 0 {
+		t.Errorf("%d marks chose no partition", marks.unchosen)
+	}
+	var joined int
+	for _, o := range sink.Outputs("mis") {
+		if strings.Contains(string(o.Value), `"label_delay_ms":`) {
+			joined++
+		}
+	}
+	if joined == 0 || len(sink.Outputs("late")) == 0 {
+		t.Fatalf("%d misclassifications of served predictions, %d late labels: want some of each", joined, len(sink.Outputs("late")))
+	}
+}
