@@ -1,6 +1,10 @@
 package consumer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // JoinMetrics are the metrics of the join of labels that come later
 // (docs/labels.md, section 7): zero without labels.
@@ -16,6 +20,29 @@ type JoinMetrics struct {
 	RollingServedLogLoss  prometheus.Gauge
 
 	outcomes [labelOutcomes]prometheus.Counter
+	// totals is shared by the copies of the metrics that the joins of one
+	// process use (one a partition in partition scope, one a head in
+	// epochs).
+	totals *joinTotals
+}
+
+// joinTotals is what the joins of a process have counted, by the shard of
+// examples each joins, so that the counters and gauges are sums over
+// shards: a join that starts again from a snapshot, here or after another
+// worker, adds only what this process has not counted yet.
+type joinTotals struct {
+	mu     sync.Mutex
+	shards map[string]*joinShard
+	// The last rollingServed served scores of every join here.
+	rolling     [rollingServed]struct{ correct, loss float64 }
+	rollingNext int
+	rollingN    int
+	rollingSum  struct{ correct, loss float64 }
+}
+
+type joinShard struct {
+	counted JoinCounts // the most of each count the counters include
+	pending int
 }
 
 func newJoinMetrics() JoinMetrics {
@@ -61,6 +88,7 @@ func newJoinMetrics() JoinMetrics {
 	for o := range labelOutcomes {
 		m.outcomes[o] = m.Labels.WithLabelValues(o.String())
 	}
+	m.totals = &joinTotals{shards: map[string]*joinShard{}}
 	return m
 }
 
@@ -69,19 +97,63 @@ func (m *JoinMetrics) all() []prometheus.Collector {
 		m.ServedAccuracy, m.ServedLogLoss, m.RollingServedAccuracy, m.RollingServedLogLoss}
 }
 
-// restored counts what a join restored from a snapshot had counted, so
-// that the counters go on from there.
-func (m *JoinMetrics) restored(c JoinCounts) {
-	for o := range labelOutcomes {
-		m.outcomes[o].Add(float64(c.Labels[o]))
+// observe records the counts and the pending examples of shard's join:
+// each counter grows by what the join has counted beyond the most this
+// process counted for shard, and the served accuracy and log-loss are
+// over every shard's served predictions.
+func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
+	t := m.totals
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.shards[shard]
+	if s == nil {
+		s = &joinShard{}
+		t.shards[shard] = s
 	}
-	m.Expired.Add(float64(c.Expired))
-	m.served(c)
+	for o := range labelOutcomes {
+		if n, was := c.Labels[o], s.counted.Labels[o]; n > was {
+			m.outcomes[o].Add(float64(n - was))
+			s.counted.Labels[o] = n
+		}
+	}
+	if c.Expired > s.counted.Expired {
+		m.Expired.Add(float64(c.Expired - s.counted.Expired))
+		s.counted.Expired = c.Expired
+	}
+	if c.Served > s.counted.Served {
+		s.counted.Served, s.counted.ServedCorrect, s.counted.ServedLogLoss = c.Served, c.ServedCorrect, c.ServedLogLoss
+	}
+	s.pending = pending
+	var served, correct uint64
+	var loss float64
+	n := 0
+	for _, s := range t.shards {
+		served, correct, loss = served+s.counted.Served, correct+s.counted.ServedCorrect, loss+s.counted.ServedLogLoss
+		n += s.pending
+	}
+	if served > 0 {
+		m.ServedAccuracy.Set(float64(correct) / float64(served))
+		m.ServedLogLoss.Set(loss / float64(served))
+	}
+	m.Pending.Set(float64(n))
 }
 
-func (m *JoinMetrics) served(c JoinCounts) {
-	if c.Served > 0 {
-		m.ServedAccuracy.Set(float64(c.ServedCorrect) / float64(c.Served))
-		m.ServedLogLoss.Set(c.ServedLogLoss / float64(c.Served))
+// scored adds a served prediction's score to the rolling gauges.
+func (m *JoinMetrics) scored(correct bool, loss float64) {
+	t := m.totals
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &t.rolling[t.rollingNext]
+	t.rollingSum.correct -= r.correct
+	t.rollingSum.loss -= r.loss
+	r.correct, r.loss = 0, loss
+	if correct {
+		r.correct = 1
 	}
+	t.rollingSum.correct += r.correct
+	t.rollingSum.loss += r.loss
+	t.rollingNext = (t.rollingNext + 1) % rollingServed
+	t.rollingN = min(t.rollingN+1, rollingServed)
+	m.RollingServedAccuracy.Set(t.rollingSum.correct / float64(t.rollingN))
+	m.RollingServedLogLoss.Set(t.rollingSum.loss / float64(t.rollingN))
 }

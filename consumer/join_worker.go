@@ -21,6 +21,9 @@ import (
 // learns each one from the tail once its join is decided.
 type LabelsConfig struct {
 	Join JoinConfig
+	// Shard is the examples' shard this join is of, where a process joins
+	// several (partition scope, epochs): its metrics sum over shards.
+	Shard string
 	// Source reads the labels from the position the model's snapshot
 	// recorded for them (the labels' earliest record without one).
 	Source Source
@@ -106,11 +109,6 @@ type joined struct {
 	lastMark time.Time
 	// scratch is the head's, predicting with a view (WorkerConfig.head).
 	scratch learner.Scratch
-	// rolling holds the last rollingServed scores: correct, log-loss.
-	rolling     [rollingServed]struct{ correct, loss float64 }
-	rollingNext int
-	rollingN    int
-	rollingSum  struct{ correct, loss float64 }
 
 	mu sync.Mutex
 	// labelKeys are the source keys the labels' messages carried, to
@@ -512,10 +510,8 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 // if it was wrong), a late or unknown one goes to outputs.late_labels.
 func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 	j := w.joined
-	jm := &w.metrics.Join
 	for i := range ds {
 		d := &ds[i]
-		jm.outcomes[d.Outcome].Inc()
 		switch d.Outcome {
 		case LabelJoined:
 			w.scoreServed(d, b)
@@ -547,20 +543,7 @@ func (w *Worker) scoreServed(d *Decided, b *outBatch) {
 	correct, loss := j.join.Score(d, !w.labels.Multiclass())
 	delay := d.LabelTime - d.ExampleTime
 	jm.Delay.Observe(float64(delay) / 1000)
-	jm.served(j.join.Counts())
-	r := &j.rolling[j.rollingNext]
-	j.rollingSum.correct -= r.correct
-	j.rollingSum.loss -= r.loss
-	r.correct, r.loss = 0, loss
-	if correct {
-		r.correct = 1
-	}
-	j.rollingSum.correct += r.correct
-	j.rollingSum.loss += r.loss
-	j.rollingNext = (j.rollingNext + 1) % rollingServed
-	j.rollingN = min(j.rollingN+1, rollingServed)
-	jm.RollingServedAccuracy.Set(j.rollingSum.correct / float64(j.rollingN))
-	jm.RollingServedLogLoss.Set(j.rollingSum.loss / float64(j.rollingN))
+	jm.scored(correct, loss)
 	if correct || !w.cfg.Misclassifications.enabled() {
 		return
 	}
@@ -749,7 +732,7 @@ func (w *Worker) JoinProgress() (head, tail int64, pending int, ok bool) {
 func (w *Worker) observeJoin() {
 	j := w.joined
 	n := j.join.Pending()
-	w.metrics.Join.Pending.Set(float64(n))
+	w.metrics.Join.observe(j.cfg.Shard, j.join.Counts(), n)
 	j.progress.Lock()
 	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, n
 	j.progress.Unlock()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
@@ -107,6 +109,9 @@ type joinedRun struct {
 	// opened.
 	cache int
 	tails int
+	// metrics are the runs' metrics, as of one process's (nil: each run
+	// has its own).
+	metrics *consumer.Metrics
 }
 
 // run resumes the model from the store and learns until the tail has
@@ -155,7 +160,10 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 			State:      st,
 		},
 	}
-	metrics := consumer.NewMetrics(nil)
+	metrics := r.metrics
+	if metrics == nil {
+		metrics = consumer.NewMetrics(nil)
+	}
 	w := consumer.NewWorker(cfg, memory.NewSource(r.ex, head), res.Model, res.Positions, metrics, log)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -202,7 +210,9 @@ func newJoinedRun(t *testing.T, n int) *joinedRun {
 func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 	const n = 3000
 	whole := newJoinedRun(t, n)
+	whole.metrics = consumer.NewMetrics(nil)
 	w := whole.run(0)
+	checkJoinMetrics(t, "an uninterrupted run", w, whole.metrics)
 	want := w.Model().State().StateSHA256()
 	wantCounts := w.JoinCounts()
 	if wantCounts.Labels[consumer.LabelJoined] < n/2 || wantCounts.Labels[consumer.LabelLate] == 0 ||
@@ -227,6 +237,9 @@ func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 	// reader is opened anew whenever the cache served it in between.
 	killed := newJoinedRun(t, n)
 	killed.cache = 4096
+	// The runs share a process's metrics: each resumes a join that the
+	// counters have partly counted already.
+	killed.metrics = consumer.NewMetrics(nil)
 	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
 		killed.run(at)
 		killed.dropNewest()
@@ -240,6 +253,27 @@ func TestJoinedWorkerIsAFunctionOfTheLogs(t *testing.T) {
 	}
 	if killed.tails < 4 {
 		t.Errorf("with a cache of 4 KiB the tail opened the examples again %d times", killed.tails)
+	}
+	checkJoinMetrics(t, "three kills in one process", w, killed.metrics)
+}
+
+// checkJoinMetrics checks that m, the metrics of the process that ran w
+// (and perhaps workers of the same join before it), count each outcome of
+// w's join once, and report its served accuracy.
+func checkJoinMetrics(t *testing.T, what string, w *consumer.Worker, m *consumer.Metrics) {
+	t.Helper()
+	c := w.JoinCounts()
+	for o, name := range []string{"joined", "late", "unknown", "duplicate"} {
+		if got := testutil.ToFloat64(m.Join.Labels.WithLabelValues(name)); got != float64(c.Labels[o]) {
+			t.Errorf("%s: hyperplane_labels_total{outcome=%q} %v, the join counted %d", what, name, got, c.Labels[o])
+		}
+	}
+	if got := testutil.ToFloat64(m.Join.Expired); got != float64(c.Expired) {
+		t.Errorf("%s: hyperplane_examples_expired_total %v, the join counted %d", what, got, c.Expired)
+	}
+	want := float64(c.ServedCorrect) / float64(c.Served)
+	if got := testutil.ToFloat64(m.Join.ServedAccuracy); c.Served == 0 || got != want {
+		t.Errorf("%s: hyperplane_served_accuracy %v, want %v (%d served)", what, got, want, c.Served)
 	}
 }
 

@@ -242,8 +242,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	if cfg.Labels != nil {
 		w.joined, w.joinedErr = newJoined(*cfg.Labels, model, cfg.Decoder, w.positions)
 		if w.joined != nil {
-			metrics.Join.restored(w.joined.join.Counts())
-			metrics.Join.Pending.Set(float64(w.joined.join.Pending()))
+			metrics.Join.observe(cfg.Labels.Shard, w.joined.join.Counts(), w.joined.join.Pending())
 		}
 	}
 	w.batchPool.New = func() any { return new(outBatch) }

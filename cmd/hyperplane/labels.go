@@ -124,7 +124,7 @@ func (j *partitionJoin) labels(ctx context.Context, shard string, positions map[
 	if err != nil {
 		return nil, fmt.Errorf("labels.topics: %w", err)
 	}
-	lc.Source = src
+	lc.Source, lc.Shard = src, shard
 	if lc.Marks.Sink != nil {
 		lc.Marks.Partition, lc.Marks.HasPartition = int32(k), true
 	}
