@@ -236,6 +236,10 @@ type Outputs struct {
 	// LateLabels receives each label that joined no example (late or
 	// unknown), with its reason (docs/labels.md).
 	LateLabels Destination `yaml:"late_labels" help:"destination of labels that joined no example (late, unknown), with the reason"`
+	// ChallengerPredictions receives the predictions of the model's
+	// challengers (model.challengers), each named by its challenger;
+	// outputs.predictions has the model's alone.
+	ChallengerPredictions Destination `yaml:"challenger_predictions" help:"destination of the challengers' prediction events (model.challengers), each named by its challenger; outputs.predictions gets the model's alone"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.

@@ -1,0 +1,214 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// challengedConfig is the model of the challenger tests and its three
+// challengers: another algorithm, which reads the model's decoded
+// example, and two other hashings, which decode their own.
+func challengedConfig() (learner.Config, []learner.ChallengerConfig) {
+	base := learner.DefaultConfig()
+	base.HashBits = 12
+	perceptron := base
+	perceptron.Algorithm = learner.Perceptron
+	bits := base
+	bits.HashBits = 13
+	seed := base
+	seed.HashSeed = 7
+	return base, []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}, {Name: "bits13", Config: bits}, {Name: "seed7", Config: seed}}
+}
+
+// challengedLog is n generated examples, a fifth unlabeled and every
+// 97th not an example.
+func challengedLog(n int) *memory.Log {
+	l := memory.NewLog("in", 1)
+	o := synth.DefaultOptions()
+	o.Vocab, o.Features, o.Unlabeled = 300, 10, 0.2
+	s := synth.New(o)
+	for i := range n {
+		if i%97 == 96 {
+			l.Append(0, []byte(`{"label": "maybe"}`))
+			continue
+		}
+		b := synth.AppendJSON(nil, s.Next())
+		l.Append(0, b[:len(b)-1])
+	}
+	return l
+}
+
+// challengedRun resumes the challenged model from store, learns the log
+// until the model is at stopAt (its end if 0) and stops the worker, which
+// writes its last snapshot.
+func challengedRun(t *testing.T, in *memory.Log, store *snapshot.Store, sink *memory.Sink, reg prometheus.Registerer, stopAt int64) *consumer.Worker {
+	t.Helper()
+	ctx := context.Background()
+	log := zaptest.NewLogger(t)
+	base, challengers := challengedConfig()
+	res, err := snapshot.Resume(ctx, store, "m", base, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := res.Model.SetChallengers(challengers); err != nil {
+		t.Fatal(err)
+	}
+	cfg := consumer.WorkerConfig{
+		Model:                 "m",
+		Predictions:           consumer.Destination{Sink: sink, Topic: "pred"},
+		ChallengerPredictions: consumer.Destination{Sink: sink, Topic: "challenger-pred"},
+		Snapshots:             res.Snapshotter,
+		SnapshotEvery:         300,
+		Batch:                 50,
+	}
+	w := consumer.NewWorker(cfg, memory.NewSource(in, res.Positions), res.Model, res.Positions, consumer.NewMetrics(reg), log)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	end := int64(in.Len(0))
+	if stopAt <= 0 || stopAt > end {
+		stopAt = end
+	}
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("the worker to learn %d messages", stopAt), func() bool {
+		return w.Published()[in.Key(0)] >= stopAt
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w
+}
+
+// TestChallengersResumeExactly: a worker with three challengers stopped
+// three times, once as if killed before its last snapshot, ends with the
+// state, challengers and comparisons included, of one that never stopped;
+// the model's predictions go to their output alone and the challengers'
+// to theirs, named.
+func TestChallengersResumeExactly(t *testing.T) {
+	const n = 3000
+	in := challengedLog(n)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	sink := memory.NewSink()
+	reg := prometheus.NewPedanticRegistry()
+	whole := challengedRun(t, in, store, sink, reg, 0)
+	st := whole.Model().State()
+	if len(st.Challengers) != 3 {
+		t.Fatalf("the state holds %d challengers, want 3", len(st.Challengers))
+	}
+	for _, c := range st.Challengers {
+		if c.State.Labeled != st.Labeled || c.State.Examples != st.Examples {
+			t.Errorf("challenger %s learned %d of %d examples, the model %d of %d", c.Name, c.State.Labeled, c.State.Examples, st.Labeled, st.Examples)
+		}
+		r, err := compare.ResultOf(&c, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Examples != int(st.Labeled) {
+			t.Errorf("challenger %s compared on %d examples, want the %d labeled", c.Name, r.Examples, st.Labeled)
+		}
+	}
+	want := st.StateSHA256()
+
+	// The outputs: the model's alone in pred, each challenger's in its own.
+	valid := n - n/97
+	if got := len(sink.Outputs("pred")); got != valid {
+		t.Errorf("%d predictions, want the model's %d", got, valid)
+	}
+	byName := map[string]int{}
+	for _, o := range sink.Outputs("challenger-pred") {
+		var ev struct {
+			Model struct{ Name string } `json:"model"`
+		}
+		if err := json.Unmarshal(o.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(o.Key), "#"+ev.Model.Name) {
+			t.Errorf("challenger prediction keyed %s, named %s", o.Key, ev.Model.Name)
+		}
+		byName[ev.Model.Name]++
+	}
+	for _, c := range st.Challengers {
+		if byName[c.Name] != valid {
+			t.Errorf("%d predictions of challenger %s, want %d", byName[c.Name], c.Name, valid)
+		}
+	}
+
+	// The metrics: the model's series keep their labels, each
+	// challenger's has its name.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	series := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "hyperplane_rolling_accuracy" && mf.GetName() != "hyperplane_rolling_log_loss" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			model := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" {
+					model = l.GetValue()
+				}
+			}
+			series[mf.GetName()+"/"+model] = true
+			if model != "" && !(m.GetGauge().GetValue() > 0) {
+				t.Errorf("%s{model=%q} is %v", mf.GetName(), model, m.GetGauge().GetValue())
+			}
+		}
+	}
+	for _, name := range []string{"", "perceptron", "bits13", "seed7"} {
+		for _, metric := range []string{"hyperplane_rolling_accuracy", "hyperplane_rolling_log_loss"} {
+			if !series[metric+"/"+name] {
+				t.Errorf("no series %s{model=%q}", metric, name)
+			}
+		}
+	}
+
+	// Stopped three times; the second stop loses its last generation,
+	// as a kill would.
+	store2 := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store2.Close()
+	sink2 := memory.NewSink()
+	for i, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+		challengedRun(t, in, store2, sink2, nil, at)
+		if i == 1 {
+			ctx := context.Background()
+			gens, err := store2.Generations(ctx, "m")
+			if err != nil || len(gens) < 2 {
+				t.Fatalf("generations %v: %v", gens, err)
+			}
+			if err := store2.Delete(ctx, snapshot.Key(store2.Prefix(), "m", gens[len(gens)-1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	resumed := challengedRun(t, in, store2, sink2, nil, 0)
+	if got := resumed.Model().State().StateSHA256(); got != want {
+		t.Fatalf("resumed state_sha256 %s, want the uninterrupted %s", got, want)
+	}
+	latest, err := store2.Latest(context.Background(), "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := latest.State.StateSHA256(); got != want {
+		t.Fatalf("the last generation's state_sha256 %s, want %s", got, want)
+	}
+}
