@@ -112,3 +112,35 @@ func ResultOf(c *learner.ChallengerState, alpha float64) (Result, error) {
 	}
 	return cmp.Result(), nil
 }
+
+// Standings are the model's standing, named name, and its challengers'
+// as the state st records them, compared at level alpha: what a worker
+// learning the model had measured when it took st. A model's accuracy
+// is over every labeled example it learned, its log-loss over those its
+// calibrator measured (learner.Calibration), unclipped; a challenger's
+// Result is over the examples both learned.
+func Standings(name string, st *learner.State, alpha float64) ([]Standing, error) {
+	s := []Standing{standingOf(name, st)}
+	for i := range st.Challengers {
+		c := &st.Challengers[i]
+		r, err := ResultOf(c, alpha)
+		if err != nil {
+			return nil, err
+		}
+		cs := standingOf(c.Name, c.State)
+		cs.Result = r
+		s = append(s, cs)
+	}
+	return s, nil
+}
+
+func standingOf(name string, st *learner.State) Standing {
+	s := Standing{Name: name, Examples: int(st.Labeled)}
+	if st.Labeled > 0 {
+		s.Accuracy = 1 - float64(st.Mistakes)/float64(st.Labeled)
+	}
+	if c := &st.Calibration; c.Count > 0 {
+		s.LogLoss = c.LogLoss / float64(c.Count)
+	}
+	return s
+}
