@@ -92,7 +92,7 @@ func TestChallengerThatDoesNotFitIsRefused(t *testing.T) {
 			c.Config.Classes = []string{"a", "b", "c"}
 			st.Challengers[1].State = &c
 		},
-		"name": func(st *learner.State) { st.Challengers[1].Name = st.Challengers[0].Name },
+		"name":   func(st *learner.State) { st.Challengers[1].Name = st.Challengers[0].Name },
 		"counts": func(st *learner.State) { st.Challengers[0].Comparison.Errors.Count++ },
 	} {
 		t.Run(name, func(t *testing.T) {
