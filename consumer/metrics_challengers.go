@@ -115,18 +115,17 @@ func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// observe records the challengers' measures on shard after a batch.
-func (c *ChallengerMetrics) observe(shard string, r *rivals) {
-	if r == nil {
+// Observe records the measures mt of challenger model, learned on shard
+// ("" for a model of one source), as of its last batch.
+func (c *ChallengerMetrics) Observe(shard, model string, mt learner.Metrics) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.models[shard]
+	if i := slices.IndexFunc(ms, func(m challengerMeasures) bool { return m.name == model }); i >= 0 {
+		ms[i].metrics = mt
 		return
 	}
-	ms := make([]challengerMeasures, r.live.Len())
-	for i := range ms {
-		ms[i] = challengerMeasures{name: r.live.Name(i), metrics: r.live.Model(i).Metrics()}
-	}
-	c.mu.Lock()
-	c.models[shard] = ms
-	c.mu.Unlock()
+	c.models[shard] = append(ms, challengerMeasures{name: model, metrics: mt})
 }
 
 // drop removes shard's challengers, once it is no longer learned here.
@@ -136,5 +135,13 @@ func (c *ChallengerMetrics) drop(shard string) {
 	c.mu.Unlock()
 }
 
-// challengers starts the challengers' series from r as restored.
-func (m *Metrics) challengers(r *rivals) { m.Challengers.observe(m.shard, r) }
+// challengers records the measures of r's challengers (none if r is
+// nil) after a batch, or as restored.
+func (m *Metrics) challengers(r *rivals) {
+	if r == nil {
+		return
+	}
+	for i := range r.live.Len() {
+		m.Challengers.Observe(m.shard, r.live.Name(i), r.live.Model(i).Metrics())
+	}
+}
