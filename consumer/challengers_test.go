@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // challengedConfig is the model of the challenger tests and its three
@@ -210,5 +211,96 @@ func TestChallengersResumeExactly(t *testing.T) {
 	}
 	if got := latest.State.StateSHA256(); got != want {
 		t.Fatalf("the last generation's state_sha256 %s, want %s", got, want)
+	}
+}
+
+// TestChallengersInPartitionScope: in partition scope each partition's
+// model learns its own challengers, equal to the bit to one worker's
+// model and challengers over the partition alone, and each has its
+// series by shard and model.
+func TestChallengersInPartitionScope(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	base, challengers := challengedConfig()
+	r.cfg = base
+	cfg := r.config(t, "a")
+	open := cfg.Open
+	cfg.Open = func(ctx context.Context, shard string) (consumer.Chain, error) {
+		c, err := open(ctx, shard)
+		if err == nil {
+			_, _, err = c.Model.SetChallengers(challengers)
+		}
+		return c, err
+	}
+	reg := prometheus.NewPedanticRegistry()
+	p := consumer.NewPartitions(cfg, consumer.NewMetrics(reg), zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPartitions(ctx, p)
+	r.waitChains(t, map[string]<-chan error{"a": done})
+	stopPartitions(t, "a", cancel, done)
+
+	for q := range partitionShards {
+		shard := r.log.Key(q)
+		// One model over the partition alone, with its challengers, each
+		// decoding with its own hashing.
+		m, err := learner.New(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.SetChallengers(challengers); err != nil {
+			t.Fatal(err)
+		}
+		live, err := compare.NewLive(m, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := wire.NewDecoder(base, wire.DecoderOptions{})
+		var decs []*wire.Decoder
+		xs := make([]*learner.Example, len(challengers))
+		for i, c := range challengers {
+			decs = append(decs, wire.NewDecoder(c.Config, wire.DecoderOptions{}))
+			xs[i] = new(learner.Example)
+		}
+		var x learner.Example
+		for _, v := range r.data[q] {
+			if _, err := dec.Decode(v, &x); err != nil {
+				continue
+			}
+			o := m.Learn(&x)
+			for i, d := range decs {
+				if _, err := d.Decode(v, xs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			live.Learn(&o, x.Label, xs)
+		}
+		got := p.Model(shard).State()
+		if len(got.Challengers) != len(challengers) {
+			t.Fatalf("%s: %d challengers, want %d", shard, len(got.Challengers), len(challengers))
+		}
+		if got.StateSHA256() != m.State().StateSHA256() {
+			t.Errorf("%s: the model with its challengers differs from one worker's over the partition alone", shard)
+		}
+		if snap := r.newest(shard); snap == nil || snap.State.StateSHA256() != got.StateSHA256() {
+			t.Errorf("%s: the chain's newest generation is not the model with its challengers", shard)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series int
+	for _, mf := range mfs {
+		if mf.GetName() != "hyperplane_shard_rolling_accuracy" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 2 {
+				series++
+			}
+		}
+	}
+	if series != partitionShards*len(challengers) {
+		t.Errorf("%d hyperplane_shard_rolling_accuracy{shard,model} series, want %d", series, partitionShards*len(challengers))
 	}
 }
