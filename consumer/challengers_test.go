@@ -304,3 +304,42 @@ func TestChallengersInPartitionScope(t *testing.T) {
 		t.Errorf("%d hyperplane_shard_rolling_accuracy{shard,model} series, want %d", series, partitionShards*len(challengers))
 	}
 }
+
+// TestChallengersRefusedInEpochs: a source of several partitions learned
+// in epochs refuses challengers, naming the field and what to do.
+func TestChallengersRefusedInEpochs(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	msgs, _ := messages(100)
+	data.Append(0, msgs...)
+	data.Append(1, msgs...)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	logger := zaptest.NewLogger(t)
+	mixing := epochConfig(data, store, memory.NewSink(), "w")
+	wcfg := mixing.Worker
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	_, challengers := challengedConfig()
+	for i := range challengers {
+		challengers[i].Config.HashBits = epochLearner().HashBits
+	}
+	p, err := consumer.Open(context.Background(), consumer.Options{
+		Model:   "mixed",
+		Learner: epochLearner(),
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			return consumer.Connection{Worker: wcfg, Shards: data, ShardCount: 2}, nil
+		},
+		Mixing:      mixing,
+		Challengers: challengers,
+		Log:         logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	err = p.Engine(nil).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "model.challengers") || !strings.Contains(err.Error(), "model.scope partition") {
+		t.Fatalf("Run: %v, want the refusal of model.challengers in epochs", err)
+	}
+}
