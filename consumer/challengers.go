@@ -34,8 +34,10 @@ type rivals struct {
 }
 
 // newRivals returns the challengers of model, compared at level alpha,
-// nil when it has none.
-func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions) (*rivals, error) {
+// nil when it has none. With labels that come later (labels), every
+// challenger must hash as the model does: the join keeps an example as
+// the model decoded it, not its message, until its label is decided.
+func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, labels bool) (*rivals, error) {
 	if alpha == 0 {
 		alpha = DefaultCompareAlpha
 	}
@@ -52,6 +54,10 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions) (*
 		r.names[i] = "#" + live.Name(i)
 		if cc.HashBits == mc.HashBits && cc.HashSeed == mc.HashSeed {
 			continue
+		}
+		if labels {
+			return nil, fmt.Errorf("model.challengers: %s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
+				live.Name(i), cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
 		}
 		// Another hashing: its own decoder, sharing one with an earlier
 		// challenger of the same hashing.

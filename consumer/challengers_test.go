@@ -343,3 +343,117 @@ func TestChallengersRefusedInEpochs(t *testing.T) {
 		t.Fatalf("Run: %v, want the refusal of model.challengers in epochs", err)
 	}
 }
+
+// challengedJoinRun resumes the challenged model from store with
+// challengers, each of the model's hashing, and learns the delayed logs
+// with their join until the tail is at stopAt (the end if 0).
+func challengedJoinRun(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, sink *memory.Sink, stopAt int64) *consumer.Worker {
+	t.Helper()
+	ctx := context.Background()
+	log := zaptest.NewLogger(t)
+	base, challengers := challengedConfig()
+	pa := base
+	pa.Algorithm = learner.PA1
+	challengers = []learner.ChallengerConfig{challengers[0], {Name: "pa1", Config: pa}}
+	res, err := snapshot.Resume(ctx, store, "joined", base, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := res.Model.SetChallengers(challengers); err != nil {
+		t.Fatal(err)
+	}
+	var st *consumer.JoinState
+	head := map[string]int64{}
+	if res.Snapshot != nil && res.Snapshot.Join != nil {
+		if st, err = consumer.DecodeJoinState(res.Snapshot.Join); err != nil {
+			t.Fatal(err)
+		}
+		head[ex.Key(0)] = st.Head
+	}
+	cfg := consumer.WorkerConfig{
+		Model:                 "joined",
+		Predictions:           consumer.Destination{Sink: sink, Topic: "pred"},
+		ChallengerPredictions: consumer.Destination{Sink: sink, Topic: "challenger-pred"},
+		Snapshots:             res.Snapshotter,
+		SnapshotEvery:         500,
+		Batch:                 64,
+		Labels: &consumer.LabelsConfig{
+			Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+			Source: memory.NewSource(labels, res.Positions),
+			OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+				return memory.NewSource(ex, resume), nil
+			},
+			Format: wire.FormatJSON,
+			Marks:  consumer.Destination{Sink: markSink{labels}, Topic: "marks"},
+			Writer: "w",
+			State:  st,
+		},
+	}
+	w := consumer.NewWorker(cfg, memory.NewSource(ex, head), res.Model, res.Positions, nil, log)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	end := int64(ex.Len(0))
+	if stopAt <= 0 || stopAt > end {
+		stopAt = end
+	}
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("the tail to learn %d examples", stopAt), func() bool {
+		return w.Positions()[ex.Key(0)] >= stopAt
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w
+}
+
+// TestChallengersWithLabelsThatComeLater: with a join, the challengers
+// learn each example where the model does, at the join's tail; a worker
+// stopped twice ends with the state, challengers included, of one that
+// never stopped, and no challenger prediction is published (the tail's
+// predictions are not served).
+func TestChallengersWithLabelsThatComeLater(t *testing.T) {
+	const n = 2000
+	ex, labels := delayedLogs(n)
+	sink := memory.NewSink()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	w := challengedJoinRun(t, ex, labels, store, sink, 0)
+	st := w.Model().State()
+	for _, c := range st.Challengers {
+		if c.State.Labeled != st.Labeled || c.Comparison.LogLoss.Count != st.Labeled {
+			t.Errorf("challenger %s learned %d labeled examples and compared %d, the model learned %d", c.Name, c.State.Labeled, c.Comparison.LogLoss.Count, st.Labeled)
+		}
+	}
+	if got := len(sink.Outputs("challenger-pred")); got != 0 {
+		t.Errorf("%d challenger predictions published at the tail", got)
+	}
+	if len(st.Challengers) != 2 {
+		t.Fatalf("%d challengers, want 2", len(st.Challengers))
+	}
+
+	// A challenger of another hashing is refused, by field.
+	m, err := learner.Restore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, all := challengedConfig()
+	if _, _, err := m.SetChallengers(all); err != nil {
+		t.Fatal(err)
+	}
+	other := consumer.NewWorker(consumer.WorkerConfig{Labels: &consumer.LabelsConfig{}}, memory.NewSource(ex, nil), m, nil, nil, zaptest.NewLogger(t))
+	if err := other.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "model.challengers: bits13 hashes otherwise") {
+		t.Errorf("Run with labels and a challenger of another hashing: %v", err)
+	}
+
+	ex2, labels2 := delayedLogs(n)
+	store2 := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store2.Close()
+	for _, at := range []int64{n / 4, n / 2} {
+		challengedJoinRun(t, ex2, labels2, store2, memory.NewSink(), at)
+	}
+	resumed := challengedJoinRun(t, ex2, labels2, store2, memory.NewSink(), 0)
+	if got, want := resumed.Model().State().StateSHA256(), st.StateSHA256(); got != want {
+		t.Fatalf("resumed state_sha256 %s, want the uninterrupted %s", got, want)
+	}
+}

@@ -251,7 +251,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 			metrics.Join.Pending.Set(float64(w.joined.join.Pending()))
 		}
 	}
-	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder)
+	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil)
 	metrics.challengers(w.rivals)
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)
