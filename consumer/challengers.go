@@ -20,8 +20,10 @@ const DefaultCompareAlpha = 0.05
 // decoding of the message.
 type rivals struct {
 	live *compare.Live
-	// decs[i] decodes the examples of challenger i, nil when it reads the
-	// model's; xs[i] is where, and in is what Learn is given.
+	// from[i] is where challenger i reads its example: -1 the model's,
+	// j the one challenger j decodes with decs[j] into xs[j] (i itself,
+	// or the first challenger of its hashing). in is what Learn is given.
+	from []int
 	decs []*wire.Decoder
 	xs   []learner.Example
 	in   []*learner.Example
@@ -46,12 +48,13 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 		return nil, err
 	}
 	n := live.Len()
-	r := &rivals{live: live, decs: make([]*wire.Decoder, n), xs: make([]learner.Example, n), in: make([]*learner.Example, n),
+	r := &rivals{live: live, from: make([]int, n), decs: make([]*wire.Decoder, n), xs: make([]learner.Example, n), in: make([]*learner.Example, n),
 		names: make([]string, n), versions: make([]uint64, n)}
 	mc := model.Config()
 	for i := range n {
 		cc := live.Model(i).Config()
 		r.names[i] = "#" + live.Name(i)
+		r.from[i] = -1
 		if cc.HashBits == mc.HashBits && cc.HashSeed == mc.HashSeed {
 			continue
 		}
@@ -59,15 +62,16 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 			return nil, fmt.Errorf("model.challengers: %s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
 				live.Name(i), cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
 		}
-		// Another hashing: its own decoder, sharing one with an earlier
-		// challenger of the same hashing.
+		// Another hashing: the example an earlier challenger of the same
+		// hashing decodes, or its own decoding.
+		r.from[i] = i
 		for j := range i {
-			if pc := live.Model(j).Config(); r.decs[j] != nil && pc.HashBits == cc.HashBits && pc.HashSeed == cc.HashSeed {
-				r.decs[i] = r.decs[j]
+			if pc := live.Model(j).Config(); r.from[j] == j && pc.HashBits == cc.HashBits && pc.HashSeed == cc.HashSeed {
+				r.from[i] = j
 				break
 			}
 		}
-		if r.decs[i] == nil {
+		if r.from[i] == i {
 			r.decs[i] = wire.NewDecoder(cc, opts)
 		}
 	}
@@ -79,29 +83,20 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 // value again (the decoders of one example are equal but for the
 // hashing), its label taken from x.
 func (r *rivals) learn(w *Worker, value []byte, x *learner.Example, o *learner.Outcome) {
-	for i, d := range r.decs {
-		if d == nil {
+	for i, j := range r.from {
+		switch {
+		case j < 0:
 			r.in[i] = x
-			continue
-		}
-		// Challengers of one hashing share their decoder, so the first
-		// of them decodes for all.
-		first := i
-		for j := range i {
-			if r.decs[j] == d {
-				first = j
-				break
+		case j < i:
+			// Decoded above, for the first challenger of this hashing.
+			r.in[i] = r.in[j]
+		default:
+			cx := &r.xs[i]
+			r.in[i] = nil
+			if _, err := w.decodeWith(r.decs[i], value, cx); err == nil {
+				cx.Labeled, cx.Label, cx.Weight = x.Labeled, x.Label, x.Weight
+				r.in[i] = cx
 			}
-		}
-		if first < i {
-			r.in[i] = r.in[first]
-			continue
-		}
-		cx := &r.xs[i]
-		r.in[i] = nil
-		if _, err := w.decodeWith(d, value, cx); err == nil {
-			cx.Labeled, cx.Label, cx.Weight = x.Labeled, x.Label, x.Weight
-			r.in[i] = cx
 		}
 	}
 	for i := range r.versions {

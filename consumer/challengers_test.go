@@ -22,9 +22,10 @@ import (
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
-// challengedConfig is the model of the challenger tests and its three
+// challengedConfig is the model of the challenger tests and its four
 // challengers: another algorithm, which reads the model's decoded
-// example, and two other hashings, which decode their own.
+// example, and two other hashings, which decode their own, one of them
+// shared by a fourth.
 func challengedConfig() (learner.Config, []learner.ChallengerConfig) {
 	base := learner.DefaultConfig()
 	base.HashBits = 12
@@ -34,7 +35,10 @@ func challengedConfig() (learner.Config, []learner.ChallengerConfig) {
 	bits.HashBits = 13
 	seed := base
 	seed.HashSeed = 7
-	return base, []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}, {Name: "bits13", Config: bits}, {Name: "seed7", Config: seed}}
+	bitsPA := bits
+	bitsPA.Algorithm = learner.PA1
+	return base, []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}, {Name: "bits13", Config: bits}, {Name: "seed7", Config: seed},
+		{Name: "bits13-pa1", Config: bitsPA}}
 }
 
 // challengedLog is n generated examples, a fifth unlabeled and every
@@ -96,7 +100,7 @@ func challengedRun(t *testing.T, in *memory.Log, store *snapshot.Store, sink *me
 	return w
 }
 
-// TestChallengersResumeExactly: a worker with three challengers stopped
+// TestChallengersResumeExactly: a worker with four challengers stopped
 // three times, once as if killed before its last snapshot, ends with the
 // state, challengers and comparisons included, of one that never stopped;
 // the model's predictions go to their output alone and the challengers'
@@ -110,8 +114,8 @@ func TestChallengersResumeExactly(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	whole := challengedRun(t, in, store, sink, reg, 0)
 	st := whole.Model().State()
-	if len(st.Challengers) != 3 {
-		t.Fatalf("the state holds %d challengers, want 3", len(st.Challengers))
+	if len(st.Challengers) != 4 {
+		t.Fatalf("the state holds %d challengers, want 4", len(st.Challengers))
 	}
 	for _, c := range st.Challengers {
 		if c.State.Labeled != st.Labeled || c.State.Examples != st.Examples {
@@ -175,7 +179,7 @@ func TestChallengersResumeExactly(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"", "perceptron", "bits13", "seed7"} {
+	for _, name := range []string{"", "perceptron", "bits13", "seed7", "bits13-pa1"} {
 		for _, metric := range []string{"hyperplane_rolling_accuracy", "hyperplane_rolling_log_loss"} {
 			if !series[metric+"/"+name] {
 				t.Errorf("no series %s{model=%q}", metric, name)
