@@ -208,12 +208,25 @@ func challengersYAML(cs Challengers) *yaml.Node {
 	return seq
 }
 
+// ChallengerConfigs are model.challengers as the learner takes them: each
+// name with model.learner changed as it says.
+func (c Config) ChallengerConfigs() []learner.ChallengerConfig {
+	var out []learner.ChallengerConfig
+	for _, ch := range c.Model.Challengers {
+		out = append(out, learner.ChallengerConfig{Name: ch.Name, Config: ch.Learner(c.Model.Learner)})
+	}
+	return out
+}
+
 // validateChallengers checks model.challengers and model.compare: every
 // challenger named, by a name of its own, and a valid learner once its
 // changes are made.
 func (c Config) validateChallengers() error {
 	if a := c.Model.Compare.Alpha; !(a > 0 && a < 1) {
 		return fieldErr("model.compare.alpha", "must be in (0, 1), such as 0.05, got %v", a)
+	}
+	if c.Outputs.ChallengerPredictions.Kind != "" && len(c.Model.Challengers) == 0 {
+		return fieldErr("outputs.challenger_predictions", "set, but model.challengers names no challenger whose predictions it would get")
 	}
 	for i, ch := range c.Model.Challengers {
 		at := fmt.Sprintf("model.challengers[%d]", i)

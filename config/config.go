@@ -71,7 +71,7 @@ type Model struct {
 	// Challengers are learner configurations compared with the model on
 	// the same examples (docs/compare.md). Only backtest learns them for
 	// now; run refuses to start with any.
-	Challengers Challengers `yaml:"challengers" help:"learner configurations to compare with the model, each a name and the model.learner keys it changes (in a variable or flag: name:key=value,key=value;name2:...); backtest learns them beside the model, run does not yet"`
+	Challengers Challengers `yaml:"challengers" help:"learner configurations to compare with the model, each a name and the model.learner keys it changes (in a variable or flag: name:key=value,key=value;name2:...); run learns them beside the model (not in epochs), backtest over a file or the log"`
 	// Mixing is how one model is learned over several partitions.
 	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`
@@ -236,6 +236,10 @@ type Outputs struct {
 	// LateLabels receives each label that joined no example (late or
 	// unknown), with its reason (docs/labels.md).
 	LateLabels Destination `yaml:"late_labels" help:"destination of labels that joined no example (late, unknown), with the reason"`
+	// ChallengerPredictions receives the predictions of the model's
+	// challengers (model.challengers), each named by its challenger;
+	// outputs.predictions has the model's alone.
+	ChallengerPredictions Destination `yaml:"challenger_predictions" help:"destination of the challengers' prediction events (model.challengers), each named by its challenger; outputs.predictions gets the model's alone"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.

@@ -127,5 +127,6 @@ func (o Outputs) Destinations() []OutputDestination {
 		{"outputs.dead_letter", o.DeadLetter},
 		{"outputs.drift", o.Drift},
 		{"outputs.late_labels", o.LateLabels},
+		{"outputs.challenger_predictions", o.ChallengerPredictions},
 	}
 }

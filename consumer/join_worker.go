@@ -622,6 +622,12 @@ func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch)
 func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
 	version := w.model.Version()
 	o := w.model.Learn(x)
+	if w.rivals != nil {
+		// The challengers learn the example where the model does; their
+		// predictions at the head were not learned from, so none is
+		// published here.
+		w.rivals.learn(w, m.Value, x, &o)
+	}
 	if o.Drift != nil {
 		key := m.Position.AppendEventID(nil)
 		ev := wire.Prediction{Position: m.Position, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}

@@ -45,17 +45,30 @@ type Metrics struct {
 
 	// Join is the join of labels that come later.
 	Join JoinMetrics
+	// Challengers are the measures of the model's challengers, by model
+	// (the challenger's name): the metrics above that describe the model,
+	// under the same names, with a model label.
+	Challengers *ChallengerMetrics
+	// shard is the shard whose own model a forShard copy describes.
+	shard string
 
 	// deadLetters are DeadLetters' counters by reason, looked up once.
 	deadLetters [numReasons]prometheus.Counter
 }
+
+// The help of the metrics that challengers share (ChallengerMetrics).
+const (
+	examplesHelp             = "Examples processed, by result: correct, mistake (a labeled example predicted wrong) or unlabeled; messages that are not examples count in hyperplane_decode_errors_total."
+	rollingAccuracyHelp      = "Prequential accuracy over the last window of labeled examples, of the model that serves: with several partitions, the newest mixed model (0 in partition scope: see hyperplane_shard_rolling_accuracy)."
+	shardRollingAccuracyHelp = "Prequential accuracy over the last window of labeled examples of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope."
+)
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Examples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperplane_examples_total",
-			Help: "Examples processed, by result: correct, mistake (a labeled example predicted wrong) or unlabeled; messages that are not examples count in hyperplane_decode_errors_total.",
+			Help: examplesHelp,
 		}, []string{"result"}),
 		Updates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_updates_total",
@@ -63,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		RollingAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_rolling_accuracy",
-			Help: "Prequential accuracy over the last window of labeled examples, of the model that serves: with several partitions, the newest mixed model (0 in partition scope: see hyperplane_shard_rolling_accuracy).",
+			Help: rollingAccuracyHelp,
 		}),
 		DecodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_decode_errors_total",
@@ -138,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		ShardRollingAccuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hyperplane_shard_rolling_accuracy",
-			Help: "Prequential accuracy over the last window of labeled examples of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
+			Help: shardRollingAccuracyHelp,
 		}, []string{"shard"}),
 		ShardModelVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hyperplane_shard_model_version",
@@ -155,6 +168,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.Probability, m.ShardProbability = newProbabilityGauges()
 	m.Join = newJoinMetrics()
+	m.Challengers = newChallengerMetrics()
 	// Every reason is there from the start, at 0, so that a rate over it
 	// is defined before the first dead letter.
 	for r := range numReasons {
@@ -171,6 +185,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			reg.MustRegister(g)
 		}
 		reg.MustRegister(m.Join.all()...)
+		reg.MustRegister(m.Challengers)
 	}
 	return m
 }
@@ -183,6 +198,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // positions m reports.
 func (m *Metrics) forShard(shard string, ranges bool) *Metrics {
 	v := *m
+	v.shard = shard
 	v.RollingAccuracy = m.ShardRollingAccuracy.WithLabelValues(shard)
 	v.Probability = m.ShardProbability.of(shard)
 	v.ModelVersion = m.ShardModelVersion.WithLabelValues(shard)
@@ -204,6 +220,7 @@ func (m *Metrics) dropShard(shard string) {
 	for _, g := range m.ShardProbability.all() {
 		g.DeleteLabelValues(shard)
 	}
+	m.Challengers.drop(shard)
 }
 
 // observe records a batch: the model's counts before and after it and
@@ -263,9 +280,11 @@ type ShardProbabilityGauges struct {
 	AUC, RollingAUC                           *prometheus.GaugeVec
 }
 
-func newProbabilityGauges() (ProbabilityGauges, ShardProbabilityGauges) {
-	// The measures, in the order of the gauges' fields.
-	measures := [...]struct{ name, help string }{
+// probabilityMeasures are the probability gauges' names (without the
+// prefix) and the first part of their help, in the order of the gauges'
+// fields.
+func probabilityMeasures() [8]struct{ name, help string } {
+	return [...]struct{ name, help string }{
 		{"log_loss", "Prequential log-loss (natural logarithm) of the calibrated probabilities over every labeled example"},
 		{"rolling_log_loss", "Prequential log-loss (natural logarithm) of the calibrated probabilities over the last window of labeled examples"},
 		{"brier", "Prequential Brier score of the calibrated probabilities over every labeled example"},
@@ -275,6 +294,10 @@ func newProbabilityGauges() (ProbabilityGauges, ShardProbabilityGauges) {
 		{"auc", "Prequential ROC AUC of a binary model's probabilities over every labeled example, in 1,024 bins of the probability (0 for a multiclass model)"},
 		{"rolling_auc", "Prequential ROC AUC of a binary model's probabilities over the last window of labeled examples, exact (0 for a multiclass model)"},
 	}
+}
+
+func newProbabilityGauges() (ProbabilityGauges, ShardProbabilityGauges) {
+	measures := probabilityMeasures()
 	var g ProbabilityGauges
 	var s ShardProbabilityGauges
 	gs, ss := g.fields(), s.fields()

@@ -71,6 +71,12 @@ type Options struct {
 	// sets its State to the joins the model's generation recorded. nil
 	// refuses labels over several shards in global scope.
 	EpochLabels func(ctx context.Context) (*EpochLabels, error)
+	// Challengers are learned beside the model, by the worker of a
+	// source of one shard and by each shard's in partition scope
+	// (learner.Model.SetChallengers): one the resumed model has under the
+	// same name and configuration goes on, any other starts new. Epochs
+	// refuse them.
+	Challengers []learner.ChallengerConfig
 	Log         *zap.Logger
 }
 
@@ -140,7 +146,28 @@ func (p *Pipeline) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.challenge(r.Model, p.opts.Log); err != nil {
+		return err
+	}
 	p.resumed = r
+	return nil
+}
+
+// challenge gives model, as resumed, Options.Challengers.
+func (p *Pipeline) challenge(model *learner.Model, log *zap.Logger) error {
+	if len(p.opts.Challengers) == 0 && len(model.Challengers()) == 0 {
+		return nil
+	}
+	started, dropped, err := model.SetChallengers(p.opts.Challengers)
+	if err != nil {
+		return fmt.Errorf("model.challengers: %w", err)
+	}
+	if len(started) > 0 {
+		log.Info("challengers start new", zap.Strings("challengers", started))
+	}
+	if len(dropped) > 0 {
+		log.Info("challengers no longer configured are dropped", zap.Strings("challengers", dropped))
+	}
 	return nil
 }
 
@@ -244,6 +271,9 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			return p.Worker(ctx, src, metrics)
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
+			if len(p.opts.Challengers) > 0 {
+				return nil, fmt.Errorf("model.challengers: challengers are learned beside a model of one partition, or of each partition in model.scope partition; this source has %d partitions, learned in epochs, which do not mix challengers yet (remove model.challengers, or set model.scope partition)", max(p.conn.ShardCount, 2))
+			}
 			if p.opts.Labels != nil && p.opts.EpochLabels == nil {
 				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
 			}
@@ -446,6 +476,9 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 			ropts.Log = log.With(zap.String("shard", shard))
 			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 			if err != nil {
+				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
+			}
+			if err := p.challenge(r.Model, ropts.Log); err != nil {
 				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
 			c := Chain{Model: r.Model, Positions: r.Positions}

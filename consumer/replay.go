@@ -87,6 +87,9 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 	if err != nil {
 		return nil, err
 	}
+	if err := p.challenge(r.Model, log); err != nil {
+		return nil, err
+	}
 	if r.Snapshot != nil {
 		return nil, ErrChainExists
 	}

@@ -92,6 +92,14 @@ type WorkerConfig struct {
 	// predict the delayed examples with the newest mixed model it
 	// returns, publish and score them, and learn nothing.
 	head func() *learner.View
+	// ChallengerPredictions receives the predictions of the model's
+	// challengers (learner.Model.Challengers), each event named by its
+	// challenger and keyed by the model's event id, '#' and its name.
+	// Only the model's predictions go to Predictions.
+	ChallengerPredictions Destination
+	// CompareAlpha is the level of the challengers' comparisons with the
+	// model (compare.Attach); 0 means DefaultCompareAlpha.
+	CompareAlpha float64
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
@@ -200,6 +208,11 @@ type Worker struct {
 	// is why it could not be restored, which Run returns.
 	joined    *joined
 	joinedErr error
+
+	// rivals learn the model's challengers beside it; nil for none. err
+	// is why they could not be set up, which Run returns.
+	rivals    *rivals
+	rivalsErr error
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -245,6 +258,8 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 			metrics.Join.observe(cfg.Labels.Shard, w.joined.join.Counts(), w.joined.join.Pending())
 		}
 	}
+	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil)
+	metrics.challengers(w.rivals)
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
@@ -383,6 +398,9 @@ func (b *outBatch) seal() {
 // A clean shutdown returns nil. A fatal snapshot error (another worker
 // writing the model) stops it with that error.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.rivalsErr != nil {
+		return w.rivalsErr
+	}
 	if w.joinedErr != nil {
 		return w.joinedErr
 	}
@@ -654,6 +672,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		w.stats = end
 		w.mu.Unlock()
 		w.metrics.observe(start, end, b.resume)
+		w.metrics.challengers(w.rivals)
 		refreshView()
 	}
 	idle := func() (bool, error) {
@@ -876,6 +895,12 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	version := w.model.Version()
 	o := w.model.Learn(x)
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+	if w.rivals != nil {
+		w.rivals.learn(w, m.Value, x, &o)
+		if w.cfg.ChallengerPredictions.enabled() {
+			w.challengerPredictions(m, key, &ev, b)
+		}
+	}
 	dead := w.publishOutcome(m, key, &ev, b)
 	if o.Drift != nil {
 		w.drifted(m, key, &ev, b, dead)
@@ -972,6 +997,7 @@ func (d Destination) maxOutputBytes() int {
 // and its first one asks the broker.
 type outputLimits struct {
 	predictions, misclassifications, deadLetter, drift int
+	challengerPredictions                              int
 }
 
 // refreshLimits reads the destinations' limits for the next batch.
@@ -981,6 +1007,8 @@ func (w *Worker) refreshLimits() {
 		misclassifications: w.cfg.Misclassifications.maxOutputBytes(),
 		deadLetter:         w.cfg.DeadLetter.maxOutputBytes(),
 		drift:              w.cfg.Drift.maxOutputBytes(),
+
+		challengerPredictions: w.cfg.ChallengerPredictions.maxOutputBytes(),
 	}
 }
 

@@ -1119,7 +1119,12 @@ func (r *countingRegisterer) Register(c prometheus.Collector) error {
 }
 
 func (r *countingRegisterer) MustRegister(cs ...prometheus.Collector) {
-	r.n += len(cs)
+	for _, c := range cs {
+		// The challengers' series join the model's families.
+		if _, ok := c.(*consumer.ChallengerMetrics); !ok {
+			r.n++
+		}
+	}
 	r.Registerer.MustRegister(cs...)
 }
 

@@ -59,7 +59,13 @@ const digestVersion = "hyperplane/learner.State/v1"
 //     log_loss, brier (floats), bin_count, bin_events (lists of uints),
 //     bin_sum (float list), auc_positive, auc_negative (lists of uints),
 //     window_probability (float list), window_event (list of bools),
-//     window_log_loss, window_brier (float lists).
+//     window_log_loss, window_brier (float lists);
+//  8. only when the model has challengers: the string "challengers",
+//     their number (uint), and for each its name (string), the 32 bytes
+//     of its own state's Digest, then its comparison: for the log-loss's
+//     sequence and then the errors', count (uint), sum, sum_scaled, v
+//     (floats), then model_log_loss, model_errors, challenger_log_loss,
+//     challenger_errors (floats).
 //
 // An unused part encodes as its zero value or as an empty list.
 func (st *State) Digest() [32]byte {
@@ -135,6 +141,7 @@ func (st *State) Digest() [32]byte {
 	e.float(st.KernelR2)
 	st.digestDrift(&e)
 	st.digestCalibration(&e)
+	st.digestChallengers(&e)
 
 	e.flush()
 	var sum [32]byte

@@ -85,6 +85,9 @@ type Model struct {
 	calIn    []float64 // the calibrator's inputs for the current example
 	probs    []float64 // the current example's probabilities
 	norm     Example   // the normalised copy of the current example
+	// challengers learn beside the model (see Challengers); nil for
+	// none.
+	challengers []*Challenger
 }
 
 // New returns an untrained model for cfg, which must be valid.

@@ -68,6 +68,10 @@ type State struct {
 	// Calibration is the probabilities' calibrator and measures; empty
 	// for a model that has published no probability of a labeled example.
 	Calibration Calibration
+
+	// Challengers are the model's challengers (see Model.Challengers),
+	// nil for none; a challenger's own State has none.
+	Challengers []ChallengerState
 }
 
 // State returns a deep copy of m's state.
@@ -103,6 +107,7 @@ func (m *Model) state(release bool) *State {
 		WindowNext:     p.next,
 		Detector:       m.detector.export(),
 		Calibration:    m.exportCalibration(),
+		Challengers:    m.exportChallengers(),
 	}
 	m.eng.export(st, release)
 	return st
@@ -142,6 +147,9 @@ func Restore(st *State) (*Model, error) {
 	}
 	m.detector.restore(st.Detector)
 	m.restoreCalibration(&st.Calibration)
+	if err := m.restoreChallengers(st); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -175,6 +183,9 @@ func (st *State) Validate() error {
 		return err
 	}
 	if err := st.Calibration.validate(st); err != nil {
+		return err
+	}
+	if err := st.validateChallengers(); err != nil {
 		return err
 	}
 	if cfg.Algorithm == Kernel {

@@ -171,6 +171,37 @@ type stateBody struct {
 	// VarianceBiases is omitted but for a multiclass AROW model, so that
 	// every other model encodes as it did before the key existed.
 	VarianceBiases []byte `msgpack:"variance_biases,omitempty"`
+
+	// Challengers are the model's challengers, omitted when it has
+	// none, so that such a model encodes as it did before they existed.
+	Challengers []challengerBody `msgpack:"challengers,omitempty"`
+}
+
+// challengerBody is the wire form of a learner.ChallengerState: its name,
+// its state in the form of the model's (without challengers of its own)
+// and its comparison with the model.
+type challengerBody struct {
+	Name       string         `msgpack:"name"`
+	State      stateBody      `msgpack:"state"`
+	Comparison comparisonBody `msgpack:"comparison"`
+}
+
+// comparisonBody is the wire form of a learner.ComparisonState.
+type comparisonBody struct {
+	LogLoss           sequenceBody `msgpack:"log_loss"`
+	Errors            sequenceBody `msgpack:"errors"`
+	ModelLogLoss      float64      `msgpack:"model_log_loss"`
+	ModelErrors       float64      `msgpack:"model_errors"`
+	ChallengerLogLoss float64      `msgpack:"challenger_log_loss"`
+	ChallengerErrors  float64      `msgpack:"challenger_errors"`
+}
+
+// sequenceBody is the wire form of a learner.SequenceState.
+type sequenceBody struct {
+	Count     uint64  `msgpack:"count"`
+	Sum       float64 `msgpack:"sum"`
+	SumScaled float64 `msgpack:"sum_scaled"`
+	V         float64 `msgpack:"v"`
 }
 
 // detectorBody is the wire form of a learner.Detector: the stateBody's
@@ -403,6 +434,21 @@ func stateBodyOf(st *learner.State) stateBody {
 	for _, sv := range st.Support {
 		b.Support = append(b.Support, supportVector{Index: u32bytes(sv.Index), Value: f64bytes(sv.Value), Coef: sv.Coef, Norm2: sv.Norm2})
 	}
+	for _, c := range st.Challengers {
+		cs := &c.Comparison
+		b.Challengers = append(b.Challengers, challengerBody{
+			Name:  c.Name,
+			State: stateBodyOf(c.State),
+			Comparison: comparisonBody{
+				LogLoss:           sequenceBody(cs.LogLoss),
+				Errors:            sequenceBody(cs.Errors),
+				ModelLogLoss:      cs.ModelLogLoss,
+				ModelErrors:       cs.ModelErrors,
+				ChallengerLogLoss: cs.ChallengerLogLoss,
+				ChallengerErrors:  cs.ChallengerErrors,
+			},
+		})
+	}
 	return b
 }
 
@@ -569,6 +615,26 @@ func (b *stateBody) decode() (*learner.State, error) {
 		}
 		v.Coef, v.Norm2 = sv.Coef, sv.Norm2
 		st.Support = append(st.Support, v)
+	}
+	for i := range b.Challengers {
+		c := &b.Challengers[i]
+		cst, err := c.State.decode()
+		if err != nil {
+			return nil, fmt.Errorf("challenger %s: %w", c.Name, err)
+		}
+		cb := &c.Comparison
+		st.Challengers = append(st.Challengers, learner.ChallengerState{
+			Name:  c.Name,
+			State: cst,
+			Comparison: learner.ComparisonState{
+				LogLoss:           learner.SequenceState(cb.LogLoss),
+				Errors:            learner.SequenceState(cb.Errors),
+				ModelLogLoss:      cb.ModelLogLoss,
+				ModelErrors:       cb.ModelErrors,
+				ChallengerLogLoss: cb.ChallengerLogLoss,
+				ChallengerErrors:  cb.ChallengerErrors,
+			},
+		})
 	}
 	return st, nil
 }

@@ -29,6 +29,17 @@ type Summary struct {
 	Bias           []float64    `json:"bias"`
 	Largest        []Weight     `json:"largest,omitempty"`
 	SupportVectors int          `json:"support_vectors,omitempty"`
+	// Challengers are the model's challengers, learned beside it.
+	Challengers []ChallengerSummary `json:"challengers,omitempty"`
+}
+
+// ChallengerSummary is a challenger of the model: its name, its
+// configuration, its own state's digest and its measures.
+type ChallengerSummary struct {
+	Name        string          `json:"name"`
+	Config      learner.Config  `json:"config"`
+	StateSHA256 string          `json:"state_sha256"`
+	Metrics     learner.Metrics `json:"metrics"`
 }
 
 // WeightStats are statistics over every weight of a linear model.
@@ -65,6 +76,10 @@ func Summarize(s *Snapshot, top int) Summary {
 	}
 	if m, err := learner.Restore(st); err == nil {
 		sum.Metrics = m.Metrics()
+		for _, c := range m.Challengers() {
+			sum.Challengers = append(sum.Challengers, ChallengerSummary{Name: c.Name, Config: c.Model.Config(),
+				StateSHA256: c.Model.State().StateSHA256(), Metrics: c.Model.Metrics()})
+		}
 	}
 	weights, bias := st.Effective()
 	sum.Bias = bias

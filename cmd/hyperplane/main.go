@@ -52,6 +52,7 @@ func commands() []command {
 		{"replay", "rebuild a model from a range of the source, apart from the live model", runReplay},
 		{"train", "learn a model from a file of examples", runTrain},
 		{"backtest", "compare the model with its challengers over a file of examples", runBacktest},
+		{"compare", "compare the live model with its challengers, as its store records them", runCompare},
 		{"predict", "predict a file of examples with a saved model", runPredict},
 		{"inspect", "print a model file as readable JSON", runInspect},
 		{"gen", "generate a reproducible example stream", runGen},

@@ -111,8 +111,9 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 			c, err := mixingOfLog(ctx, elog, cfg, snap, log)
 			return mixing(c), err
 		},
-		Ownership: func() (consumer.Ownership, error) { return p.ownership(cfg, log) },
-		Log:       log,
+		Ownership:   func() (consumer.Ownership, error) { return p.ownership(cfg, log) },
+		Challengers: cfg.ChallengerConfigs(),
+		Log:         log,
 	}
 	if cfg.Labels.Enabled() {
 		opts.Labels = func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
@@ -181,6 +182,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		ShutdownTimeout:  cfg.Shutdown.Timeout,
 		Views:            cfg.Serving(),
 		ViewInterval:     cfg.Serve.Refresh,
+		CompareAlpha:     cfg.Model.Compare.Alpha,
 	}
 	for _, d := range []struct {
 		key  string
@@ -191,6 +193,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		{"outputs.misclassifications", cfg.Outputs.Misclassifications, &p.config.Misclassifications},
 		{"outputs.dead_letter", cfg.Outputs.DeadLetter, &p.config.DeadLetter},
 		{"outputs.drift", cfg.Outputs.Drift, &p.config.Drift},
+		{"outputs.challenger_predictions", cfg.Outputs.ChallengerPredictions, &p.config.ChallengerPredictions},
 	} {
 		var err error
 		if *d.to, err = p.brokers.Destination(d.key, d.dest); err != nil {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -96,7 +98,17 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	out := struct {
 		snapshot.Summary
 		Join *consumer.JoinSummary `json:"join,omitempty"`
+		// Comparisons are the challengers' at model.compare.alpha's
+		// default (hyperplane compare takes the configured one).
+		Comparisons []backtest.Line `json:"comparisons,omitempty"`
 	}{Summary: snapshot.Summarize(s, top)}
+	if len(s.State.Challengers) > 0 {
+		standings, err := compare.Standings(s.Model, s.State, 0.05)
+		if err != nil {
+			return err
+		}
+		out.Comparisons = backtest.Lines(standings)
+	}
 	if s.Join != nil {
 		st, err := consumer.DecodeJoinState(s.Join)
 		if err != nil {

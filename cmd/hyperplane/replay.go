@@ -112,8 +112,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if end >= 0 {
 		toText += " (exclusive)"
 	}
-	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q}`+"\n",
-		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText)
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q,"state_sha256":"%x"}`+"\n",
+		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText,
+		worker.Model().State().Digest())
 	return nil
 }
 

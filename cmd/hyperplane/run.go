@@ -57,11 +57,6 @@ const httpIdleTimeout = 2 * time.Minute
 // which stops the others; it returns the first error any of them stopped
 // with. started, if not nil, receives the worker once it is built.
 func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *consumer.Worker) error {
-	if len(cfg.Model.Challengers) > 0 {
-		// Refused rather than ignored: a user who sets challengers expects
-		// them learned and compared.
-		return usagef("config: model.challengers: the worker does not learn challengers yet; they are used by hyperplane backtest only for now (remove them from the configuration of run)")
-	}
 	// The port first: a taken one is the quickest start-up error to report.
 	var ln net.Listener
 	if cfg.HTTP.Addr != "" {

@@ -42,23 +42,38 @@ func LossOf(o *learner.Outcome, y int) Loss {
 // challenger's, for the log-loss and for the 0/1 loss, each with its
 // confidence sequence. A positive difference favours the challenger.
 type Comparison struct {
-	logLoss, errors        *Sequence
-	modelSum, challengeSum Loss
+	logLoss, errors *Sequence
+	// st holds the sums; the sequences' states are its LogLoss and
+	// Errors. It is the comparison's own, or a model's challenger's
+	// (Attach).
+	st *learner.ComparisonState
 }
 
 // NewComparison returns an empty comparison whose sequences are at level
 // alpha, in (0, 1): each excludes the true difference, at any example,
 // with probability at most alpha.
 func NewComparison(alpha float64) (*Comparison, error) {
-	ll, err := NewSequence(alpha, MaxLogLoss)
+	return comparisonOf(alpha, new(learner.ComparisonState))
+}
+
+// Attach is the comparison of challenger c with its model, at level
+// alpha, kept in c.Comparison: what Add adds is in the model's State, so
+// that the comparison resumes, and is replayed, with the model.
+func Attach(c *learner.Challenger, alpha float64) (*Comparison, error) {
+	return comparisonOf(alpha, &c.Comparison)
+}
+
+// comparisonOf is the comparison at level alpha whose state st holds.
+func comparisonOf(alpha float64, st *learner.ComparisonState) (*Comparison, error) {
+	ll, err := sequenceOf(alpha, MaxLogLoss, &st.LogLoss)
 	if err != nil {
 		return nil, err
 	}
-	e, err := NewSequence(alpha, 1)
+	e, err := sequenceOf(alpha, 1, &st.Errors)
 	if err != nil {
 		return nil, err
 	}
-	return &Comparison{logLoss: ll, errors: e}, nil
+	return &Comparison{logLoss: ll, errors: e, st: st}, nil
 }
 
 // Add adds one example's pair of losses: the model's and the
@@ -66,10 +81,10 @@ func NewComparison(alpha float64) (*Comparison, error) {
 func (c *Comparison) Add(model, challenger Loss) {
 	c.logLoss.Add(model.LogLoss - challenger.LogLoss)
 	c.errors.Add(model.Error - challenger.Error)
-	c.modelSum.LogLoss += model.LogLoss
-	c.modelSum.Error += model.Error
-	c.challengeSum.LogLoss += challenger.LogLoss
-	c.challengeSum.Error += challenger.Error
+	c.st.ModelLogLoss += model.LogLoss
+	c.st.ModelErrors += model.Error
+	c.st.ChallengerLogLoss += challenger.LogLoss
+	c.st.ChallengerErrors += challenger.Error
 }
 
 // Result is a comparison as it stands.
@@ -99,8 +114,8 @@ func (c *Comparison) Result() Result {
 		return r
 	}
 	n := float64(r.Examples)
-	r.ModelLogLoss, r.ChallengerLogLoss = c.modelSum.LogLoss/n, c.challengeSum.LogLoss/n
-	r.ModelAccuracy, r.ChallengerAccuracy = 1-c.modelSum.Error/n, 1-c.challengeSum.Error/n
+	r.ModelLogLoss, r.ChallengerLogLoss = c.st.ModelLogLoss/n, c.st.ChallengerLogLoss/n
+	r.ModelAccuracy, r.ChallengerAccuracy = 1-c.st.ModelErrors/n, 1-c.st.ChallengerErrors/n
 	r.LogLossDiff, r.AccuracyDiff = c.logLoss.Mean(), c.errors.Mean()
 	return r
 }

@@ -16,6 +16,8 @@ package compare
 import (
 	"fmt"
 	"math"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // Sequence is the empirical-Bernstein confidence sequence of Howard,
@@ -54,10 +56,10 @@ type Sequence struct {
 	alpha float64
 	logA  float64 // log(ζ(s) / ((α/2)·log^s η))
 
-	n    int     // observations so far
-	sumD float64 // Σ d_i, for the mean on d's scale
-	sumX float64 // Σ x_i
-	v    float64 // V_t
+	// st holds the observations' sums: its Count, Sum (Σ d_i, for the
+	// mean on d's scale), SumScaled (Σ x_i) and V (V_t). It is the
+	// sequence's own, or a model's challenger's (Attach).
+	st *learner.SequenceState
 }
 
 // The stitching's parameters, Howard et al.'s defaults: η the geometric
@@ -79,6 +81,12 @@ var (
 // NewSequence returns an empty sequence at level alpha, in (0, 1), for
 // observations in [−bound, bound], bound > 0.
 func NewSequence(alpha, bound float64) (*Sequence, error) {
+	return sequenceOf(alpha, bound, new(learner.SequenceState))
+}
+
+// sequenceOf is the sequence at level alpha, for observations in
+// [−bound, bound], whose sums st holds and Add updates.
+func sequenceOf(alpha, bound float64, st *learner.SequenceState) (*Sequence, error) {
 	if !(alpha > 0 && alpha < 1) {
 		return nil, fmt.Errorf("compare: alpha must be in (0, 1), got %v", alpha)
 	}
@@ -89,6 +97,7 @@ func NewSequence(alpha, bound float64) (*Sequence, error) {
 		bound: bound,
 		alpha: alpha,
 		logA:  math.Log(zetaS / (alpha / 2 * math.Pow(math.Log(eta), stitchS))),
+		st:    st,
 	}, nil
 }
 
@@ -103,35 +112,36 @@ func (s *Sequence) Add(d float64) {
 	case d != d:
 		d = 0
 	}
+	st := s.st
 	x := (d + s.bound) / (2 * s.bound)
-	predicted := (0.5 + s.sumX) / float64(s.n+1) // x̂_{t−1}, from the past alone
-	s.v += (x - predicted) * (x - predicted)
-	s.n++
-	s.sumD += d
-	s.sumX += x
+	predicted := (0.5 + st.SumScaled) / float64(st.Count+1) // x̂_{t−1}, from the past alone
+	st.V += (x - predicted) * (x - predicted)
+	st.Count++
+	st.Sum += d
+	st.SumScaled += x
 }
 
 // Count is the number of observations added.
-func (s *Sequence) Count() int { return s.n }
+func (s *Sequence) Count() int { return int(s.st.Count) }
 
 // Mean is the mean of the observations (after clipping), 0 before the
 // first: the band's centre.
 func (s *Sequence) Mean() float64 {
-	if s.n == 0 {
+	if s.st.Count == 0 {
 		return 0
 	}
-	return s.sumD / float64(s.n)
+	return s.st.Sum / float64(s.st.Count)
 }
 
 // Bounds are the band after the observations so far, on the scale of the
 // observations: [−Bound, Bound] before the first.
 func (s *Sequence) Bounds() (low, high float64) {
-	if s.n == 0 {
+	if s.st.Count == 0 {
 		return -s.bound, s.bound
 	}
-	t := float64(s.n)
-	margin := boundary(s.v, s.logA) / t
-	mean := s.sumX / t
+	t := float64(s.st.Count)
+	margin := boundary(s.st.V, s.logA) / t
+	mean := s.st.SumScaled / t
 	lo, hi := max(mean-margin, 0), min(mean+margin, 1)
 	return 2*s.bound*lo - s.bound, 2*s.bound*hi - s.bound
 }

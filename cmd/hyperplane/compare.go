@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// runCompare prints how each challenger of the live model compares with
+// it, as the newest generation in the model's store records it.
+func runCompare(ctx context.Context, e *env, args []string) error {
+	var jsonOut bool
+	var shard string
+	fs := newFlagSet("compare", "--config FILE [--shard NAME] [--json] [--key value ...]", e)
+	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
+	fs.StringVar(&shard, "shard", "", "in model.scope partition, the partition `NAME` whose model to read (kafka:<topic>/<partition>)")
+	cfg, err := commandConfig(e, fs, args)
+	if err != nil {
+		return ignoreHelp(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{msg: "config: " + err.Error()}
+	}
+	if cfg.Snapshot.URL == "" {
+		return usagef("config: snapshot.url: compare reads the live model's store; none is set")
+	}
+	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	if err != nil {
+		return fmt.Errorf("snapshot.url: %w", err)
+	}
+	defer store.Close()
+	if shard != "" {
+		if store, err = store.PartitionChain(cfg.Model.Name, shard); err != nil {
+			return fmt.Errorf("-shard: %w", err)
+		}
+	}
+	s, err := store.Latest(ctx, cfg.Model.Name, nil)
+	if err != nil {
+		return err
+	}
+	if len(s.State.Challengers) == 0 {
+		return fmt.Errorf("generation %d of %s has no challengers (model.challengers; the worker learns them)", s.Generation, cfg.Model.Name)
+	}
+	standings, err := compare.Standings(cfg.Model.Name, s.State, cfg.Model.Compare.Alpha)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return backtest.WriteJSON(e.stdout, standings)
+	}
+	fmt.Fprintf(e.stdout, "%s, generation %d:\n", cfg.Model.Name, s.Generation)
+	return backtest.WriteTable(e.stdout, standings, cfg.Model.Compare.Alpha)
+}

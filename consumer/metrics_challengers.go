@@ -1,0 +1,147 @@
+package consumer
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ChallengerMetrics are the measures of the model's challengers
+// (learner.Model.Challengers) as the series of the model's own metrics,
+// under the same names, with a model label naming the challenger:
+// hyperplane_examples_total{model,result}, hyperplane_rolling_accuracy
+// and the probability gauges (hyperplane_log_loss, ...,
+// hyperplane_rolling_calibration_error) with {model}, and in partition
+// scope hyperplane_shard_rolling_accuracy and the shard probability
+// gauges with {shard,model}. The model's own series keep their names and
+// labels. A challenger's counts are its model's since it started, which a
+// restart restores.
+//
+// It is a prometheus.Collector that describes nothing (its series share
+// their names with the model's), so register it on the registry of the
+// model's metrics only.
+type ChallengerMetrics struct {
+	mu sync.Mutex
+	// models are the challengers' measures as of their last batch, by
+	// shard ("" for a model of one source) and then name, in order.
+	models map[string][]challengerMeasures
+
+	examples     *prometheus.Desc
+	accuracy     *prometheus.Desc
+	shardAcc     *prometheus.Desc
+	probability  [8]*prometheus.Desc
+	shardProb    [8]*prometheus.Desc
+	probabilityF [8]func(*learner.Metrics) float64
+}
+
+type challengerMeasures struct {
+	name    string
+	metrics learner.Metrics
+}
+
+func newChallengerMetrics() *ChallengerMetrics {
+	c := &ChallengerMetrics{
+		models:   map[string][]challengerMeasures{},
+		examples: prometheus.NewDesc("hyperplane_examples_total", examplesHelp, []string{"model", "result"}, nil),
+		accuracy: prometheus.NewDesc("hyperplane_rolling_accuracy", rollingAccuracyHelp, []string{"model"}, nil),
+		shardAcc: prometheus.NewDesc("hyperplane_shard_rolling_accuracy", shardRollingAccuracyHelp, []string{"shard", "model"}, nil),
+		probabilityF: [8]func(*learner.Metrics) float64{
+			func(m *learner.Metrics) float64 { return m.LogLoss },
+			func(m *learner.Metrics) float64 { return m.RollingLogLoss },
+			func(m *learner.Metrics) float64 { return m.Brier },
+			func(m *learner.Metrics) float64 { return m.RollingBrier },
+			func(m *learner.Metrics) float64 { return m.CalibrationError },
+			func(m *learner.Metrics) float64 { return m.RollingCalibrationError },
+			func(m *learner.Metrics) float64 { return m.AUC },
+			func(m *learner.Metrics) float64 { return m.RollingAUC },
+		},
+	}
+	// The same names and help as the model's gauges (newProbabilityGauges):
+	// a family's series must agree on them.
+	for i, d := range probabilityMeasures() {
+		c.probability[i] = prometheus.NewDesc("hyperplane_"+d.name,
+			d.help+", of the model that serves: with several partitions, the newest mixed model (0 in partition scope: see hyperplane_shard_"+d.name+").",
+			[]string{"model"}, nil)
+		c.shardProb[i] = prometheus.NewDesc("hyperplane_shard_"+d.name,
+			d.help+", of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
+			[]string{"shard", "model"}, nil)
+	}
+	return c
+}
+
+// Describe describes nothing: the series share their families with the
+// model's metrics, which describe them (an unchecked collector).
+func (c *ChallengerMetrics) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends every challenger's series.
+func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Counts of a challenger learned on several shards add up, as the
+	// model's counters do.
+	var counts []challengerMeasures
+	for shard, ms := range c.models {
+		for _, m := range ms {
+			mt := &m.metrics
+			if shard == "" {
+				ch <- prometheus.MustNewConstMetric(c.accuracy, prometheus.GaugeValue, mt.RollingAccuracy, m.name)
+				for i, d := range c.probability {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[i](mt), m.name)
+				}
+			} else {
+				ch <- prometheus.MustNewConstMetric(c.shardAcc, prometheus.GaugeValue, mt.RollingAccuracy, shard, m.name)
+				for i, d := range c.shardProb {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[i](mt), shard, m.name)
+				}
+			}
+			j := slices.IndexFunc(counts, func(o challengerMeasures) bool { return o.name == m.name })
+			if j < 0 {
+				counts = append(counts, challengerMeasures{name: m.name})
+				j = len(counts) - 1
+			}
+			t := &counts[j].metrics
+			t.Examples += mt.Examples
+			t.Labeled += mt.Labeled
+			t.Mistakes += mt.Mistakes
+		}
+	}
+	for _, m := range counts {
+		mt := &m.metrics
+		ch <- prometheus.MustNewConstMetric(c.examples, prometheus.CounterValue, float64(mt.Labeled-mt.Mistakes), m.name, "correct")
+		ch <- prometheus.MustNewConstMetric(c.examples, prometheus.CounterValue, float64(mt.Mistakes), m.name, "mistake")
+		ch <- prometheus.MustNewConstMetric(c.examples, prometheus.CounterValue, float64(mt.Examples-mt.Labeled), m.name, "unlabeled")
+	}
+}
+
+// Observe records the measures mt of challenger model, learned on shard
+// ("" for a model of one source), as of its last batch.
+func (c *ChallengerMetrics) Observe(shard, model string, mt learner.Metrics) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.models[shard]
+	if i := slices.IndexFunc(ms, func(m challengerMeasures) bool { return m.name == model }); i >= 0 {
+		ms[i].metrics = mt
+		return
+	}
+	c.models[shard] = append(ms, challengerMeasures{name: model, metrics: mt})
+}
+
+// drop removes shard's challengers, once it is no longer learned here.
+func (c *ChallengerMetrics) drop(shard string) {
+	c.mu.Lock()
+	delete(c.models, shard)
+	c.mu.Unlock()
+}
+
+// challengers records the measures of r's challengers (none if r is
+// nil) after a batch, or as restored.
+func (m *Metrics) challengers(r *rivals) {
+	if r == nil {
+		return
+	}
+	for i := range r.live.Len() {
+		m.Challengers.Observe(m.shard, r.live.Name(i), r.live.Model(i).Metrics())
+	}
+}
