@@ -175,6 +175,11 @@ type Epochs struct {
 	// whose epoch is not mixed yet: the barrier takes them from here
 	// rather than reading back what it wrote.
 	results map[resultKey]*learner.State
+	// changedAt, spares and baseDiff keep an epoch's cost in proportion to
+	// what it changed (epochs_changes.go).
+	changedAt map[*learner.State]learner.Coords
+	spares    []*learner.State
+	baseDiff  learner.Coords
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -211,12 +216,18 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	return x
 }
 
-func (x *Epochs) setModel(m *learner.Model) {
+func (x *Epochs) setModel(m *learner.Model) { x.install(m, m.State(), learner.AllCoords) }
+
+// install makes m the mixed model, with base, its state, as W_{e-1} for
+// the next epoch: base may share m's per-weight vectors, and may differ
+// from the previous W_{e-1} only at diff (see rangeModel).
+func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords) {
 	x.mu.Lock()
 	x.positions = maps.Clone(x.from)
 	x.mu.Unlock()
 	x.model = m
-	x.base = epochlog.NewBase(m.State())
+	x.base = epochlog.NewBase(base)
+	x.baseDiff = diff
 	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
 	x.view.Store(m.View())
@@ -258,7 +269,7 @@ func (x *Epochs) NotReady() []string {
 }
 
 // Model is the newest mixed model. It is only safe to use once Run
-// returned.
+// returned, and until Run is called again.
 func (x *Epochs) Model() *learner.Model { return x.model }
 
 // Run learns epoch after epoch until ctx is done or something fails. An

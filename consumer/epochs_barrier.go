@@ -80,6 +80,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		if err := res.Verify(b, sha); err != nil {
 			return nil, 0, fatal(err)
 		}
+		x.noteChanged(res)
 		states = append(states, res.State)
 	}
 	waited = time.Since(start)
@@ -105,6 +106,7 @@ func (x *Epochs) keepResult(res *epochlog.ShardResult) {
 		x.results = map[resultKey]*learner.State{}
 	}
 	x.results[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = res.State
+	x.noteChangedLocked(res)
 }
 
 // result is the state of the result of shard's range in epoch e, of the

@@ -23,11 +23,12 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	if rule == "" {
 		rule = learner.MixMean
 	}
-	mixed, err := learner.MixWithRule(rule, base, states, weights)
+	diff := x.changedOf(states)
+	mixed, err := learner.MixChanged(rule, base, states, weights, diff)
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
-	m, err := learner.Restore(mixed)
+	m, err := learner.Adopt(mixed)
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
@@ -37,7 +38,8 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	for _, r := range b.Shards {
 		x.from[r.Shard] = r.To
 	}
-	x.setModel(m)
+	x.install(m, mixed, diff)
+	x.spareStates(states)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)
 	return nil

@@ -85,6 +85,8 @@ type Model struct {
 	calIn    []float64 // the calibrator's inputs for the current example
 	probs    []float64 // the current example's probabilities
 	norm     Example   // the normalised copy of the current example
+	// changes records what learning writes, after TrackChanges.
+	changes *changeSet
 }
 
 // New returns an untrained model for cfg, which must be valid.
@@ -200,6 +202,9 @@ func (m *Model) Learn(x *Example) Outcome {
 	}
 	if m.cfg.Drift.Enabled {
 		o.Drift = m.observe(o.Correct)
+	}
+	if m.changes != nil && (o.Updated || o.Drift != nil) {
+		m.markChanged(x, o.Drift != nil)
 	}
 	return o
 }
