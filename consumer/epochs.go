@@ -148,7 +148,11 @@ type Epochs struct {
 		at      time.Time
 	}
 
-	view atomic.Pointer[learner.View]
+	// view is the mixed model's read-only copy once View asked for it,
+	// nil before; viewMu orders taking it after the model's vectors change
+	// (install, and the mix, which writes W_e into W_{e-1}'s vectors).
+	view   atomic.Pointer[learner.View]
+	viewMu sync.Mutex
 	// mixed is the newest epoch whose mixed model the worker holds.
 	mixed     atomic.Uint64
 	readiness readiness
@@ -216,11 +220,16 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	return x
 }
 
-func (x *Epochs) setModel(m *learner.Model) { x.install(m, m.State(), learner.AllCoords) }
+func (x *Epochs) setModel(m *learner.Model) {
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	x.install(m, m.State(), learner.AllCoords)
+}
 
 // install makes m the mixed model, with base, its state, as W_{e-1} for
 // the next epoch: base may share m's per-weight vectors, and may differ
-// from the previous W_{e-1} only at diff (see rangeModel).
+// from the previous W_{e-1} only at diff (see rangeModel). x.viewMu must
+// be held.
 func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords) {
 	x.mu.Lock()
 	x.positions = maps.Clone(x.from)
@@ -230,14 +239,28 @@ func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coo
 	x.baseDiff = diff
 	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
-	x.view.Store(m.View())
+	x.view.Store(nil)
 	// The gauges describe the model that serves: the mixed one.
 	x.metrics.restored(m.Metrics(), x.from)
 	x.metrics.ServedVersion.Set(float64(m.Version()))
 }
 
 // View is a read-only copy of the newest mixed model.
-func (x *Epochs) View() *learner.View { return x.view.Load() }
+// It is taken when first asked for after each mix, not at every mix: an
+// epoch that nothing serves from costs no copy of the model.
+func (x *Epochs) View() *learner.View {
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	v := x.model.View()
+	x.view.Store(v)
+	return v
+}
 
 // Mixed is the newest epoch whose mixed model the worker holds (as View
 // shows it): 0 before the first.

@@ -17,6 +17,10 @@ import (
 // waited is how long the barrier took, for the log.
 func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
 	start := time.Now()
+	// The mix writes W_e into the vectors of W_{e-1}, which the mixed
+	// model shares: no view is taken of it meanwhile.
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
 	base := x.base.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	rule := x.cfg.Rule
