@@ -8,6 +8,10 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
+// driftThreshold is a detector's threshold low enough to find drifts in
+// the streams of TestMixChangedIsMixWithRule.
+const driftThreshold = 2
+
 // changedConfigs are configs() with AROW's multiclass model and models
 // whose detector finds drifts in these streams.
 func changedConfigs() map[string]learner.Config {
@@ -17,7 +21,7 @@ func changedConfigs() map[string]learner.Config {
 	out["multiclass/arow"] = c
 	for _, a := range []string{"arow", "averaged", "perceptron"} {
 		c := out[a]
-		c.Drift = learner.DriftConfig{Enabled: true, Delta: 0, Threshold: 2, MinExamples: 20}
+		c.Drift = learner.DriftConfig{Enabled: true, Delta: 0, Threshold: driftThreshold, MinExamples: 20}
 		out[a+"/drift"] = c
 	}
 	return out
@@ -66,6 +70,7 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 				if cfg.Algorithm == learner.Kernel {
 					shards = 1
 				}
+				drifts := false
 				for e := range 4 {
 					var wantStates, gotStates []*learner.State
 					var changed []learner.Coords
@@ -99,6 +104,7 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 						t.Fatalf("epoch %d: MixWithRule: %v", e, err)
 					}
 					diff = learner.UnionCoords(changed...)
+					drifts = drifts || !mixedWithoutDrift(got, gotStates)
 					inPlace := !diff.All && len(got.Weights) > 0 && mixedWithoutDrift(got, gotStates)
 					baseWeights, prev := got.Weights, mustRestore(t, got).State()
 					mixed, err := learner.MixChanged(rule, got, gotStates, learner.MixWeightsOf(learner.MixExamples, got, gotStates), diff)
@@ -116,6 +122,9 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 						t.Fatalf("epoch %d: MixChanged did not mix over the changes alone, in the base's vectors", e)
 					}
 					want, got, spares = next, mixed, gotStates
+				}
+				if cfg.Drift.Enabled && cfg.Drift.Threshold == driftThreshold && !drifts {
+					t.Fatal("no range found a drift: the epochs after one are not tested")
 				}
 			})
 		}
