@@ -151,7 +151,11 @@ type Epochs struct {
 		at      time.Time
 	}
 
-	view atomic.Pointer[learner.View]
+	// view is the mixed model's read-only copy once View asked for it,
+	// nil before; viewMu orders taking it after the model's vectors change
+	// (install, and the mix, which writes W_e into W_{e-1}'s vectors).
+	view   atomic.Pointer[learner.View]
+	viewMu sync.Mutex
 	// mixed is the newest epoch whose mixed model the worker holds.
 	mixed     atomic.Uint64
 	readiness readiness
@@ -190,6 +194,11 @@ type Epochs struct {
 	// run on runCtx, Run's.
 	runningHeads map[string]*shardHead
 	runCtx       context.Context
+	// changedAt, spares and baseDiff keep an epoch's cost in proportion to
+	// what it changed (epochs_changes.go).
+	changedAt map[*learner.State]learner.Coords
+	spares    []*learner.State
+	baseDiff  learner.Coords
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -231,21 +240,46 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 }
 
 func (x *Epochs) setModel(m *learner.Model) {
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	x.install(m, m.State(), learner.AllCoords)
+}
+
+// install makes m the mixed model, with base, its state, as W_{e-1} for
+// the next epoch: base may share m's per-weight vectors, and may differ
+// from the previous W_{e-1} only at diff (see rangeModel). x.viewMu must
+// be held.
+func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords) {
 	x.mu.Lock()
 	x.positions = maps.Clone(x.from)
 	x.mu.Unlock()
 	x.model = m
-	x.base = epochlog.NewBase(m.State())
+	x.base = epochlog.NewBase(base)
+	x.baseDiff = diff
 	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
-	x.view.Store(m.View())
+	x.view.Store(nil)
 	// The gauges describe the model that serves: the mixed one.
 	x.metrics.restored(m.Metrics(), x.from)
 	x.metrics.ServedVersion.Set(float64(m.Version()))
 }
 
 // View is a read-only copy of the newest mixed model.
-func (x *Epochs) View() *learner.View { return x.view.Load() }
+// It is taken when first asked for after each mix, not at every mix: an
+// epoch that nothing serves from costs no copy of the model.
+func (x *Epochs) View() *learner.View {
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	v := x.model.View()
+	x.view.Store(v)
+	return v
+}
 
 // Mixed is the newest epoch whose mixed model the worker holds (as View
 // shows it): 0 before the first.
@@ -277,7 +311,7 @@ func (x *Epochs) NotReady() []string {
 }
 
 // Model is the newest mixed model. It is only safe to use once Run
-// returned.
+// returned, and until Run is called again.
 func (x *Epochs) Model() *learner.Model { return x.model }
 
 // Run learns epoch after epoch until ctx is done or something fails. An

@@ -81,6 +81,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			return nil, 0, fatal(err)
 		}
 		x.keepJoined(res)
+		x.noteChanged(res)
 		states = append(states, res.State)
 	}
 	waited = time.Since(start)
@@ -112,6 +113,7 @@ func (x *Epochs) keepResult(res *epochlog.ShardResult) {
 		}
 		x.joinedResults[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = joinedResult{reached: res.Reached, join: res.Join}
 	}
+	x.noteChangedLocked(res)
 }
 
 // result is the state of the result of shard's range in epoch e, of the

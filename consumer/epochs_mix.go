@@ -17,30 +17,39 @@ import (
 // waited is how long the barrier took, for the log.
 func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
 	start := time.Now()
-	base := x.base.State()
-	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
-	rule := x.cfg.Rule
-	if rule == "" {
-		rule = learner.MixMean
-	}
-	mixed, err := learner.MixWithRule(rule, base, states, weights)
-	if err != nil {
-		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
-	}
-	m, err := learner.Restore(mixed)
-	if err != nil {
-		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
-	}
-	took := time.Since(start)
-	x.metrics.Mixing.Observe(took.Seconds())
-	examples := m.Counts().Examples - x.model.Counts().Examples
+	// The shards' ends, and with labels their joins, are taken before the
+	// mix writes W_e into W_{e-1}'s vectors: a result without its join
+	// ends the epochs before the model held has changed.
 	for _, r := range b.Shards {
 		x.from[r.Shard] = r.To
 	}
 	if err := x.mixJoins(b, x.curSHA); err != nil {
 		return err
 	}
-	x.setModel(m)
+	// The mix writes W_e into the vectors of W_{e-1}, which the mixed
+	// model shares: no view is taken of it meanwhile.
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	base := x.base.State()
+	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
+	rule := x.cfg.Rule
+	if rule == "" {
+		rule = learner.MixMean
+	}
+	diff := x.changedOf(states)
+	mixed, err := learner.MixChanged(rule, base, states, weights, diff)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	m, err := learner.Adopt(mixed)
+	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	took := time.Since(start)
+	x.metrics.Mixing.Observe(took.Seconds())
+	examples := m.Counts().Examples - x.model.Counts().Examples
+	x.install(m, mixed, diff)
+	x.spareStates(states)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)
 	return nil

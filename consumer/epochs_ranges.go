@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
-	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -159,7 +158,7 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 // found damaged is replaced by the one learned again (WriteShard).
 func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	model := x.cfg.Worker.Model
-	m, err := learner.Restore(x.base.State())
+	m, err := x.rangeModel()
 	if err != nil {
 		return err
 	}
@@ -248,11 +247,12 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	x.readers.park(src, end)
 	parked = true
 	m.Flush()
+	changed := m.Changed()
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-		State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
+		State: m.Release(), Changed: &changed, Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	return x.writeResult(ctx, b, r, res, rj, end)
 }

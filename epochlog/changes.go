@@ -52,8 +52,11 @@ func (c *stateChanges) vectors(st, base *learner.State) []changedVector {
 // base, and whether they are the smaller form: false when the whole
 // vectors take fewer bytes (12 a changed coordinate against 8 a weight)
 // or a vector of st has not the base's length. The choice depends on
-// st and base only, so two writers of one result make the same.
-func changesOf(st, base *learner.State) (*stateChanges, bool) {
+// st and base only, so two writers of one result make the same. The
+// changes are looked for at the coordinates of at alone (every one when
+// at is nil), which must hold every coordinate where st differs from
+// base: the same changes, at a cost in proportion to at.
+func changesOf(st, base *learner.State, at *learner.Coords) (*stateChanges, bool) {
 	c := &stateChanges{}
 	var changed, whole int
 	for _, v := range c.vectors(st, base) {
@@ -64,23 +67,53 @@ func changesOf(st, base *learner.State) (*stateChanges, bool) {
 			return nil, false
 		}
 		var n int
-		for i, w := range v.state {
-			if math.Float64bits(w) != math.Float64bits(v.base[i]) {
-				n++
+		each := func(f func(i int)) {
+			if at == nil || at.All {
+				for i := range v.state {
+					f(i)
+				}
+				return
+			}
+			for _, i := range at.Index {
+				if int(i) < len(v.state) {
+					f(int(i))
+				}
 			}
 		}
+		each(func(i int) {
+			if math.Float64bits(v.state[i]) != math.Float64bits(v.base[i]) {
+				n++
+			}
+		})
 		vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
-		for i, w := range v.state {
-			if bits := math.Float64bits(w); bits != math.Float64bits(v.base[i]) {
+		each(func(i int) {
+			if bits := math.Float64bits(v.state[i]); bits != math.Float64bits(v.base[i]) {
 				vc.Index = binary.LittleEndian.AppendUint32(vc.Index, uint32(i))
 				vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
 			}
-		}
+		})
 		*v.changes = vc
 		changed += n
 		whole += len(v.state)
 	}
 	return c, 12*changed < 8*whole
+}
+
+// coords is the union of the coordinates c holds changes of.
+func (c *stateChanges) coords() *learner.Coords {
+	var sets []learner.Coords
+	for _, v := range []*vectorChanges{c.Weights, c.SumWeights, c.Variance} {
+		if v == nil {
+			continue
+		}
+		idx := make([]uint32, len(v.Index)/4)
+		for n := range idx {
+			idx[n] = binary.LittleEndian.Uint32(v.Index[4*n:])
+		}
+		sets = append(sets, learner.Coords{Index: idx})
+	}
+	u := learner.UnionCoords(sets...)
+	return &u
 }
 
 // apply is the vector base with the changes c replacing its values, in a

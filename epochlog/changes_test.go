@@ -27,6 +27,14 @@ import (
 // base nil starts a new model of cfg.
 func learnFrom(t testing.TB, cfg learner.Config, base *learner.State, r *rand.Rand, n int) *learner.State {
 	t.Helper()
+	st, _ := learnTracked(t, cfg, base, r, n)
+	return st
+}
+
+// learnTracked is learnFrom that also returns the coordinates the model
+// recorded changing (learner.Model.Changed).
+func learnTracked(t testing.TB, cfg learner.Config, base *learner.State, r *rand.Rand, n int) (*learner.State, learner.Coords) {
+	t.Helper()
 	var m *learner.Model
 	var err error
 	if base == nil {
@@ -37,6 +45,7 @@ func learnFrom(t testing.TB, cfg learner.Config, base *learner.State, r *rand.Ra
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.TrackChanges()
 	classes := max(len(cfg.Classes), 1)
 	for range n {
 		x := learner.Example{Labeled: r.IntN(8) != 0}
@@ -56,7 +65,7 @@ func learnFrom(t testing.TB, cfg learner.Config, base *learner.State, r *rand.Ra
 		}
 		m.Learn(&x)
 	}
-	return m.State()
+	return m.State(), m.Changed()
 }
 
 // resultOf is the result of shard kafka:clicks/0 for epoch 3 of clicks
@@ -114,7 +123,7 @@ func TestShardChangesEveryAlgorithm(t *testing.T) {
 			ctx := context.Background()
 			r := rand.New(rand.NewPCG(3, 4))
 			baseState := learnFrom(t, tc.cfg, nil, r, 200)
-			st := learnFrom(t, tc.cfg, baseState, r, tc.more)
+			st, changed := learnTracked(t, tc.cfg, baseState, r, tc.more)
 			if tc.cfg.Batch > 1 && len(st.PendingIndex) == 0 {
 				t.Fatal("the learned state has no pending update to carry")
 			}
@@ -125,6 +134,17 @@ func TestShardChangesEveryAlgorithm(t *testing.T) {
 			}
 			key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/0")
 			body := storedBody(t, s, key)
+			// Written with the coordinates the range changed, it is the
+			// same object.
+			hinted := newFixture(storetest.Backends()[0].Open(t, "models"))
+			res := resultOf(st, base, "worker-a")
+			res.Changed = &changed
+			if err := hinted.WriteShard(ctx, res, base); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(storedBody(t, hinted, key), body) {
+				t.Fatalf("written with the coordinates changed (%d, all %v), the result differs", len(changed.Index), changed.All)
+			}
 			if form, _ := body["state_form"].(string); form != tc.form {
 				t.Fatalf("state_form %q, want %q", form, tc.form)
 			}

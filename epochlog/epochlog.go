@@ -185,6 +185,12 @@ type ShardResult struct {
 	// State is W_{e,s}, whole: Log.Shard applies the stored changes to
 	// its base.
 	State *learner.State
+	// Changed, when not nil, holds every coordinate at which State's
+	// per-weight vectors may differ from the base's (learner.Coords): a
+	// range's Model.Changed when written, so that WriteShard looks for
+	// the changes there alone; the coordinates of the stored changes when
+	// read. It is not stored, and nil means any may differ.
+	Changed *learner.Coords
 	// Writer and Created are provenance: two results that differ only in
 	// them are the same.
 	Writer  string

@@ -40,6 +40,10 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.Shard(ctx, "clicks", 3, want.Shard, baseOf(t, b))
+		if err == nil {
+			// Not stored: a result read has the coordinates its changes name.
+			got.Changed = nil
+		}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("Shard: %v\n got %+v\nwant %+v", err, got, want)
 		}

@@ -411,7 +411,7 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 	)
 	if base != nil {
 		var smaller bool
-		if changes, smaller = changesOf(r.State, base.state); smaller {
+		if changes, smaller = changesOf(r.State, base.state, r.Changed); smaller {
 			form = formChanges
 		} else {
 			changes = nil
@@ -542,6 +542,7 @@ func resolveState(key string, r *ShardResult, b *shardBody, base *Base) error {
 	if r.State, err = b.State.StateWith(vectors[0], vectors[1], vectors[2]); err != nil {
 		return damaged(key, "state: %v", err)
 	}
+	r.Changed = b.Changes.coords()
 	return nil
 }
 

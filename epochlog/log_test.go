@@ -311,11 +311,28 @@ func TestShardResultRoundTrip(t *testing.T) {
 			t.Fatalf("ShardExists after the write: %v, %v", ok, err)
 		}
 		got, err := s.Shard(ctx, "clicks", 3, want.Shard, baseOf(t, b))
-		if err != nil || !reflect.DeepEqual(got, want) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read, it names the coordinates of its stored changes.
+		changedAt := got.Changed
+		got.Changed = nil
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Shard: %v\n got %+v\nwant %+v", err, got, want)
 		}
 		if err := got.Verify(b, sha); err != nil {
 			t.Fatal(err)
+		}
+		if changedAt == nil || changedAt.All {
+			t.Fatalf("the result read names the coordinates %+v, want those of its changes", changedAt)
+		}
+		for _, v := range [][2][]float64{{got.State.Weights, baseState(t, "clicks", 3).Weights}, {got.State.Variance, baseState(t, "clicks", 3).Variance}} {
+			for i := range v[0] {
+				_, named := slices.BinarySearch(changedAt.Index, uint32(i))
+				if math.Float64bits(v[0][i]) != math.Float64bits(v[1][i]) && !named {
+					t.Fatalf("coordinate %d changed, and the result read does not name it", i)
+				}
+			}
 		}
 		// The state is stored as the weights that changed from the base,
 		// with the rest of the state as a snapshot encodes it.

@@ -127,7 +127,7 @@ import (
 // that found one alone, from a new model's parameters in place of base's
 // (see restart).
 func Mix(base *State, states []*State, weights []float64) (*State, error) {
-	return mix(MixMean, base, states, weights)
+	return mix(MixMean, base, states, weights, -1)
 }
 
 // MixWithRule is Mix with the parameters of two or more participants
@@ -241,14 +241,17 @@ func MixWithRule(rule MixRule, base *State, states []*State, weights []float64) 
 	if base != nil {
 		rule = rule.For(base.Config.Algorithm)
 	}
-	return mix(rule, base, states, weights)
+	return mix(rule, base, states, weights, -1)
 }
 
-func mix(rule MixRule, base *State, states []*State, weights []float64) (*State, error) {
+// mix is MixWithRule of a known rule over states whose per-weight vectors
+// hold n values, or the configuration's number when n < 0 (see
+// MixChanged).
+func mix(rule MixRule, base *State, states []*State, weights []float64, n int) (*State, error) {
 	if base == nil {
 		return nil, errors.New("mix: no base state: pass W_{e-1}, the model every state learned from (a new model's State for the first epoch)")
 	}
-	if err := base.Validate(); err != nil {
+	if err := base.validate(n); err != nil {
 		return nil, fmt.Errorf("mix: base: %w", err)
 	}
 	if n, ok := pendingBatch(base); ok {
@@ -263,7 +266,7 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 		if st == nil {
 			return nil, fmt.Errorf("mix: state %d is nil", i)
 		}
-		if err := st.Validate(); err != nil {
+		if err := st.validate(n); err != nil {
 			return nil, fmt.Errorf("mix: state %d: %w", i, err)
 		}
 		if field := configDiff(cfg, st.Config); field != "" {
@@ -361,7 +364,7 @@ func mix(rule MixRule, base *State, states []*State, weights []float64) (*State,
 	}
 	mixDetector(out, base, states, pbase != base)
 	mixCalibration(out, base, states)
-	if err := out.Validate(); err != nil {
+	if err := out.validate(n); err != nil {
 		// Not expected: the mix of valid states is valid.
 		return nil, fmt.Errorf("mix: the mixed state: %w", err)
 	}

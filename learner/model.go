@@ -88,6 +88,8 @@ type Model struct {
 	// challengers learn beside the model (see Challengers); nil for
 	// none.
 	challengers []*Challenger
+	// changes records what learning writes, after TrackChanges.
+	changes *changeSet
 }
 
 // New returns an untrained model for cfg, which must be valid.
@@ -203,6 +205,9 @@ func (m *Model) Learn(x *Example) Outcome {
 	}
 	if m.cfg.Drift.Enabled {
 		o.Drift = m.observe(o.Correct)
+	}
+	if m.changes != nil && (o.Updated || o.Drift != nil) {
+		m.markChanged(x, o.Drift != nil)
 	}
 	return o
 }

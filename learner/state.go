@@ -119,7 +119,7 @@ func Restore(st *State) (*Model, error) {
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := newModel(st.Config, func(cfg Config) engine {
+	return restore(st, func(cfg Config) engine {
 		if cfg.Algorithm == Kernel {
 			k := newKernelPerceptron(cfg)
 			k.restore(st)
@@ -127,6 +127,12 @@ func Restore(st *State) (*Model, error) {
 		}
 		return restoredLinear(cfg, st)
 	})
+}
+
+// restore is the model of st, which Validate has checked, with the
+// engine that engine makes of st's configuration.
+func restore(st *State, engine func(Config) engine) (*Model, error) {
+	m, err := newModel(st.Config, engine)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -160,7 +166,12 @@ func Restore(st *State) (*Model, error) {
 //
 // Restore runs it, and so does the snapshot writer: a state that would not
 // load is never written. It reads the state once and builds nothing.
-func (st *State) Validate() error {
+func (st *State) Validate() error { return st.validate(-1) }
+
+// validate is Validate with per-weight vectors (weights, sums,
+// variances) of n values, or of the configuration's length when n < 0:
+// a mix over some coordinates alone checks them alone (MixChanged).
+func (st *State) validate(n int) error {
 	cfg := st.Config
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -191,22 +202,25 @@ func (st *State) Validate() error {
 	if cfg.Algorithm == Kernel {
 		return st.validateKernel()
 	}
-	return st.validateLinear()
+	return st.validateLinear(n)
 }
 
 // validateLinear checks the parts of a primal model's state. The parts an
 // algorithm does not use are not read on restore, but must be finite too.
-func (st *State) validateLinear() error {
+func (st *State) validateLinear(n int) error {
 	cfg := st.Config
 	k, d := cfg.outputs(), cfg.Dimension()
-	if err := checkLength("weights", st.Weights, d*k); err != nil {
+	if n < 0 {
+		n = d * k
+	}
+	if err := checkLength("weights", st.Weights, n); err != nil {
 		return err
 	}
 	if err := checkLength("bias", st.Bias, k); err != nil {
 		return err
 	}
 	if cfg.Algorithm == Averaged {
-		if err := checkLength("sum_weights", st.SumWeights, d*k); err != nil {
+		if err := checkLength("sum_weights", st.SumWeights, n); err != nil {
 			return err
 		}
 		if err := checkLength("sum_bias", st.SumBias, k); err != nil {
@@ -217,7 +231,7 @@ func (st *State) validateLinear() error {
 		return stateErr("scale", "must be a positive number, got %v", st.Scale)
 	}
 	if cfg.Algorithm == AROW {
-		if err := checkLength("variance", st.Variance, d*k); err != nil {
+		if err := checkLength("variance", st.Variance, n); err != nil {
 			return err
 		}
 		// The variances start at 1 and only shrink, never below 0: the

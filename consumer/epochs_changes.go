@@ -1,0 +1,81 @@
+package consumer
+
+import (
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// An epoch's fixed cost in proportion to what it changed, not to the
+// model. Each range records the coordinates of the per-weight vectors it
+// changes (learner.Model.TrackChanges); its result is encoded from those
+// (epochlog.ShardResult.Changed), a result read from the log names its
+// own; the mix works over their union alone and writes W_e into the
+// vectors of W_{e-1} (learner.MixChanged), which the mixed model then
+// shares (learner.Adopt); and the next epoch's ranges learn in the
+// vectors of this epoch's results, set to W_e at that union alone
+// (learner.RestoreInto), rather than in new copies of the whole model.
+// What is learned is the same to the bit.
+
+// rangeModel is a model of W_{e-1}, x.base, for a range to learn from,
+// recording what it changes: in the vectors of a result of the epoch
+// before when one is spare, a copy otherwise.
+func (x *Epochs) rangeModel() (*learner.Model, error) {
+	x.mu.Lock()
+	var spare *learner.State
+	if n := len(x.spares); n > 0 {
+		spare, x.spares = x.spares[n-1], x.spares[:n-1]
+	}
+	x.mu.Unlock()
+	m, err := learner.RestoreInto(x.base.State(), spare, x.baseDiff)
+	if err != nil {
+		return nil, err
+	}
+	m.TrackChanges()
+	return m, nil
+}
+
+// noteChanged records the coordinates at which the state of res, a result
+// of the epoch being learned, may differ from W_{e-1}, for the mix.
+func (x *Epochs) noteChanged(res *epochlog.ShardResult) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.noteChangedLocked(res)
+}
+
+// noteChangedLocked is noteChanged with x.mu held.
+func (x *Epochs) noteChangedLocked(res *epochlog.ShardResult) {
+	if res.Changed == nil {
+		return
+	}
+	if x.changedAt == nil {
+		x.changedAt = map[*learner.State]learner.Coords{}
+	}
+	x.changedAt[res.State] = *res.Changed
+}
+
+// changedOf is the union of the coordinates at which states may differ
+// from W_{e-1}: every coordinate when one of them is not known.
+func (x *Epochs) changedOf(states []*learner.State) learner.Coords {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	sets := make([]learner.Coords, 0, len(states))
+	for _, st := range states {
+		c, ok := x.changedAt[st]
+		if !ok {
+			return learner.AllCoords
+		}
+		sets = append(sets, c)
+	}
+	return learner.UnionCoords(sets...)
+}
+
+// spareStates keeps the states of a mixed epoch's results, which nothing
+// uses once the mix is made, for the next epoch's ranges to learn in:
+// they differ from the new W_{e-1} only where the mix may have changed it
+// (x.baseDiff).
+func (x *Epochs) spareStates(states []*learner.State) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.spares = append(x.spares[:0], states...)
+	clear(x.changedAt)
+}

@@ -1,0 +1,192 @@
+package learner
+
+import (
+	"slices"
+)
+
+// Coords is a set of coordinates of a linear model's per-weight vectors
+// (State.Weights, SumWeights and Variance, which share one layout): flat
+// indices in the layout of Weights, strictly increasing, or every
+// coordinate. It is how the epochs keep an epoch's cost proportional to
+// what the epoch changed rather than to the model: a range records what
+// it wrote, and the result's encoding, the mix and the next ranges'
+// models work over those coordinates alone.
+type Coords struct {
+	// All is every coordinate; Index is then unused.
+	All   bool
+	Index []uint32
+}
+
+// AllCoords is every coordinate.
+var AllCoords = Coords{All: true}
+
+// UnionCoords is the union of cs, every coordinate when one of them is.
+func UnionCoords(cs ...Coords) Coords {
+	var n int
+	for _, c := range cs {
+		if c.All {
+			return AllCoords
+		}
+		n += len(c.Index)
+	}
+	u := make([]uint32, 0, n)
+	for _, c := range cs {
+		u = append(u, c.Index...)
+	}
+	slices.Sort(u)
+	return Coords{Index: slices.Compact(u)}
+}
+
+// changeSet records the features whose per-weight coordinates a model's
+// learning wrote since TrackChanges.
+type changeSet struct {
+	marked []uint64 // a bit per feature
+	list   []uint32 // the features marked, in the order marked
+	all    bool
+}
+
+// TrackChanges makes m record, from now on, which coordinates of its
+// per-weight vectors (weights, averaging sums, variances) learning
+// writes, for Changed, including what a pending mini-batch will write.
+// Recording costs a bit per feature of every example
+// that updates the model. A Pegasos model, whose steps may rescale every
+// weight, and a kernel model, which has no such vectors, record every
+// coordinate.
+func (m *Model) TrackChanges() {
+	cs := &changeSet{all: true}
+	if l, ok := m.eng.(*linear); ok && l.cfg.Algorithm != Pegasos {
+		cs = &changeSet{marked: make([]uint64, (m.cfg.Dimension()+63)/64)}
+		// A pending mini-batch is applied later, by the next flush.
+		for _, j := range l.touched {
+			cs.mark(j / uint32(l.k))
+		}
+	}
+	m.changes = cs
+}
+
+// markChanged records the features of x, which updated the model, or
+// every coordinate after a drift restarted it.
+func (m *Model) markChanged(x *Example, restarted bool) {
+	cs := m.changes
+	if cs.all {
+		return
+	}
+	if restarted {
+		cs.all = true
+		return
+	}
+	for _, i := range x.Index {
+		cs.mark(i)
+	}
+	for i := range x.Dense {
+		cs.mark(uint32(i))
+	}
+}
+
+func (cs *changeSet) mark(feature uint32) {
+	w, bit := feature/64, uint64(1)<<(feature%64)
+	if cs.marked[w]&bit == 0 {
+		cs.marked[w] |= bit
+		cs.list = append(cs.list, feature)
+	}
+}
+
+// Changed is the set of coordinates of m's per-weight vectors that
+// learning may have written since TrackChanges (and Flush, which applies
+// what those examples pended): outside it every coordinate has the bits
+// it had then. It is every coordinate without TrackChanges, after a drift
+// restarted the model, and for the models TrackChanges names.
+func (m *Model) Changed() Coords {
+	cs := m.changes
+	if cs == nil || cs.all {
+		return AllCoords
+	}
+	features := slices.Clone(cs.list)
+	slices.Sort(features)
+	k := uint32(m.cfg.outputs())
+	idx := make([]uint32, 0, len(features)*int(k))
+	for _, f := range features {
+		for c := range k {
+			idx = append(idx, f*k+c)
+		}
+	}
+	return Coords{Index: idx}
+}
+
+// RestoreInto is Restore(st) built in the per-weight vectors of spare, a
+// state that Release returned from a model of st's configuration, so that
+// no vector is allocated: spare's vectors take st's values at the
+// coordinates of diff, the set outside which they already have st's
+// bits (AllCoords when not known). spare must not be used afterwards.
+//
+// st must have passed Validate, as the mixed model the epochs restore
+// their ranges from has, when it was made: RestoreInto checks its
+// configuration and the lengths of spare's vectors, and copies st's
+// whole vectors when those differ from st's.
+func RestoreInto(st, spare *State, diff Coords) (*Model, error) {
+	if err := st.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if st.Config.Algorithm == Kernel || spare == nil {
+		return Restore(st)
+	}
+	return restore(st, func(cfg Config) engine {
+		l := restoredLinearOnto(cfg, st, spare, diff)
+		return l
+	})
+}
+
+// restoredLinearOnto is restoredLinear with the per-weight vectors of
+// spare, set to st's at diff.
+func restoredLinearOnto(cfg Config, st, spare *State, diff Coords) *linear {
+	reuse := func(dst, src []float64) []float64 {
+		if len(dst) != len(src) || len(src) == 0 {
+			return clone(src)
+		}
+		copyAt(dst, src, diff)
+		return dst
+	}
+	l := &linear{cfg: cfg, k: cfg.outputs(), w: reuse(spare.Weights, st.Weights), b: clone(st.Bias)}
+	l.raw = make([]float64, l.k)
+	switch cfg.Algorithm {
+	case Averaged:
+		l.u, l.ub = reuse(spare.SumWeights, st.SumWeights), clone(st.SumBias)
+	case Pegasos:
+		l.scale, l.vnorm2 = st.Scale, st.VNorm2
+	case AROW:
+		l.sigma = reuse(spare.Variance, st.Variance)
+		if l.k == 1 {
+			l.sigmaB = []float64{st.VarianceBias}
+		} else {
+			l.sigmaB = clone(st.VarianceBiases)
+		}
+	}
+	if cfg.Batch > 1 {
+		l.pw = make([]float64, len(l.w))
+		l.pb = make([]float64, l.k)
+		for n, j := range st.PendingIndex {
+			l.pw[j] = st.PendingValue[n]
+		}
+		l.touched = clone(st.PendingIndex)
+		copy(l.pb, st.PendingBias)
+	}
+	return l
+}
+
+// copyAt copies src's values at c into dst, of src's length.
+func copyAt(dst, src []float64, c Coords) {
+	if c.All {
+		copy(dst, src)
+		return
+	}
+	for _, i := range c.Index {
+		dst[i] = src[i]
+	}
+}
+
+// Adopt is the model of st that takes over st's per-weight vectors
+// rather than copying them, as RestoreInto does with st as its own spare:
+// what the model learns changes st. It is for a state that nothing else
+// uses afterwards, such as a mix's. st must have passed Validate (a mix's
+// output has): its configuration alone is checked.
+func Adopt(st *State) (*Model, error) { return RestoreInto(st, st, Coords{}) }

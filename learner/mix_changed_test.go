@@ -1,0 +1,163 @@
+package learner_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// driftThreshold is a detector's threshold low enough to find drifts in
+// the streams of TestMixChangedIsMixWithRule.
+const driftThreshold = 2
+
+// changedConfigs are configs() with AROW's multiclass model and models
+// whose detector finds drifts in these streams.
+func changedConfigs() map[string]learner.Config {
+	out := configs()
+	c := out["arow"]
+	c.Classes = []string{"a", "b", "c"}
+	out["multiclass/arow"] = c
+	for _, a := range []string{"arow", "averaged", "perceptron"} {
+		c := out[a]
+		c.Drift = learner.DriftConfig{Enabled: true, Delta: 0, Threshold: driftThreshold, MinExamples: 20}
+		out[a+"/drift"] = c
+	}
+	return out
+}
+
+// checkCovers fails unless st's per-weight vectors have base's bits
+// outside c.
+func checkCovers(t *testing.T, what string, base, st *learner.State, c learner.Coords) {
+	t.Helper()
+	if c.All {
+		return
+	}
+	for _, v := range []struct {
+		name     string
+		got, was []float64
+	}{{"weights", st.Weights, base.Weights}, {"sum_weights", st.SumWeights, base.SumWeights}, {"variance", st.Variance, base.Variance}} {
+		for i := range v.got {
+			if math.Float64bits(v.got[i]) != math.Float64bits(v.was[i]) {
+				if _, ok := slices.BinarySearch(c.Index, uint32(i)); !ok {
+					t.Fatalf("%s: %s[%d] changed, and Changed does not hold it", what, v.name, i)
+				}
+			}
+		}
+	}
+}
+
+// TestMixChangedIsMixWithRule: epochs learned as the epochs learn them,
+// each range's model restored into the vectors of the previous epoch's
+// range with RestoreInto and tracking what it changes, and mixed with
+// MixChanged over the union of the changes, give the same states, to the
+// bit, as ranges restored whole and MixWithRule, for every algorithm and
+// rule; Changed holds every coordinate a range changed.
+func TestMixChangedIsMixWithRule(t *testing.T) {
+	rules := []learner.MixRule{learner.MixMean, learner.MixDamped, learner.MixTouched, learner.MixAROW, learner.MixPegasos, learner.MixAuto}
+	for name, cfg := range changedConfigs() {
+		for _, rule := range rules {
+			t.Run(name+"/"+string(rule), func(t *testing.T) {
+				want := fresh(t, cfg)
+				if _, err := learner.MixWithRule(rule, want, nil, nil); err != nil {
+					t.Skipf("rule %s does not mix %s: %v", rule, cfg.Algorithm, err)
+				}
+				got := fresh(t, cfg)
+				var spares []*learner.State
+				diff := learner.AllCoords
+				shards := 3
+				if cfg.Algorithm == learner.Kernel {
+					shards = 1
+				}
+				drifts := false
+				for e := range 4 {
+					var wantStates, gotStates []*learner.State
+					var changed []learner.Coords
+					for s := range shards {
+						xs := streamFor(cfg, uint64(100*e+s), 40+60*s+25*e)
+						ref, _ := learnRange(t, want, xs)
+						wantStates = append(wantStates, ref)
+
+						var spare *learner.State
+						if len(spares) > 0 {
+							spare, spares = spares[0], spares[1:]
+						}
+						m, err := learner.RestoreInto(got, spare, diff)
+						if err != nil {
+							t.Fatalf("RestoreInto: %v", err)
+						}
+						m.TrackChanges()
+						for i := range xs {
+							m.Learn(&xs[i])
+						}
+						m.Flush()
+						c := m.Changed()
+						st := m.Release()
+						checkCovers(t, "range", got, st, c)
+						gotStates = append(gotStates, st)
+						changed = append(changed, c)
+					}
+					weights := learner.MixWeightsOf(learner.MixExamples, want, wantStates)
+					next, err := learner.MixWithRule(rule, want, wantStates, weights)
+					if err != nil {
+						t.Fatalf("epoch %d: MixWithRule: %v", e, err)
+					}
+					diff = learner.UnionCoords(changed...)
+					drifts = drifts || !mixedWithoutDrift(got, gotStates)
+					inPlace := !diff.All && len(got.Weights) > 0 && mixedWithoutDrift(got, gotStates)
+					baseWeights, prev := got.Weights, mustRestore(t, got).State()
+					mixed, err := learner.MixChanged(rule, got, gotStates, learner.MixWeightsOf(learner.MixExamples, got, gotStates), diff)
+					if err != nil {
+						t.Fatalf("epoch %d: MixChanged: %v", e, err)
+					}
+					if err := mixed.Validate(); err != nil {
+						t.Fatalf("epoch %d: the mix does not validate: %v", e, err)
+					}
+					if next.Digest() != mixed.Digest() {
+						t.Fatalf("epoch %d: MixChanged's state differs from MixWithRule's", e)
+					}
+					checkCovers(t, "mix", prev, mixed, diff)
+					if inPlace && &mixed.Weights[0] != &baseWeights[0] {
+						t.Fatalf("epoch %d: MixChanged did not mix over the changes alone, in the base's vectors", e)
+					}
+					want, got, spares = next, mixed, gotStates
+				}
+				if cfg.Drift.Enabled && cfg.Drift.Threshold == driftThreshold && !drifts {
+					t.Fatal("no range found a drift: the epochs after one are not tested")
+				}
+			})
+		}
+	}
+}
+
+// mixedWithoutDrift reports whether no state found a drift beyond base.
+func mixedWithoutDrift(base *learner.State, states []*learner.State) bool {
+	for _, st := range states {
+		if st.Detector.Drifts > base.Detector.Drifts {
+			return false
+		}
+	}
+	return true
+}
+
+// TestUnionCoords: the union is sorted without repeats, and every
+// coordinate when one of its sets is.
+func TestUnionCoords(t *testing.T) {
+	u := learner.UnionCoords(learner.Coords{Index: []uint32{1, 5, 9}}, learner.Coords{Index: []uint32{0, 5, 10}}, learner.Coords{})
+	if u.All || !slices.Equal(u.Index, []uint32{0, 1, 5, 9, 10}) {
+		t.Fatalf("union %+v, want 0 1 5 9 10", u)
+	}
+	if !learner.UnionCoords(learner.Coords{Index: []uint32{1}}, learner.AllCoords).All {
+		t.Fatal("a union with every coordinate is not every coordinate")
+	}
+}
+
+func mustRestore(t *testing.T, st *learner.State) *learner.Model {
+	t.Helper()
+	m, err := learner.Restore(st)
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	return m
+}
