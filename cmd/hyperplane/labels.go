@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
-	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 )
 
 // labels is the worker's configuration of the join of cfg.Labels, which is
@@ -18,16 +16,16 @@ import (
 // the join the model's generation recorded. shard is "" for a source of
 // one partition; in partition scope it is the partition whose examples
 // the labels join, and the labels are those of its co-partition
-// (partitionJoin.labels).
+// (brokers.PartitionJoin.Labels).
 func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
 	if shard != "" {
-		return p.partitionJoin.labels(ctx, shard, positions)
+		return p.partitionJoin.Labels(ctx, shard, positions)
 	}
-	lc, err := joinConfig(cfg)
+	lc, err := brokers.JoinConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.onePartition(ctx, cfg); err != nil {
+	if err := p.brokers.OnePartition(ctx, cfg); err != nil {
 		return nil, err
 	}
 	l := cfg.Labels
@@ -51,166 +49,4 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, 
 		return nil, err
 	}
 	return lc, nil
-}
-
-// joinConfig is the join's configuration of cfg.Labels, without its
-// inputs and outputs.
-func joinConfig(cfg config.Config) (*consumer.LabelsConfig, error) {
-	l := cfg.Labels
-	lc := &consumer.LabelsConfig{
-		Join:   consumer.JoinConfig{Window: l.Window, MaxPending: l.MaxPending},
-		Format: l.Format,
-		Writer: cfg.SnapshotWriter(),
-	}
-	if l.Default != "" {
-		label, err := cfg.DefaultLabel()
-		if err != nil {
-			return nil, fmt.Errorf("labels.default: %w", err)
-		}
-		lc.Join.Default, lc.Join.HasDefault = label, true
-	}
-	return lc, nil
-}
-
-// partitionJoin is what partition scope joins each partition's labels
-// with (docs/labels.md, section 9): the partitions of the labels' topic,
-// co-partitioned with the source's, and the join's configuration with
-// its outputs, made once at start-up; labels completes it for one
-// partition, from the goroutine of that partition's worker.
-type partitionJoin struct {
-	topic  string
-	shards *kafkaio.Shards
-	base   consumer.LabelsConfig
-}
-
-// openPartitionJoin checks that the labels' topic is co-partitioned with
-// the source's, as far as counts tell, and opens its partitions and the
-// join's outputs; marks as in labels.
-func (p *pipeline) openPartitionJoin(ctx context.Context, cfg config.Config, marks bool) (*partitionJoin, error) {
-	if cfg.Source.Kind != config.KindKafka {
-		return nil, fmt.Errorf("source.stream_partitions: labels are joined in partition scope to Kafka topics only (docs/labels.md, section 9)")
-	}
-	lc, err := joinConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	topic := cfg.Labels.Topics[0]
-	lb, err := p.brokers.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
-	if err != nil {
-		return nil, err
-	}
-	j := &partitionJoin{topic: topic, shards: lb, base: *lc}
-	if marks {
-		if j.base.Marks, err = p.brokers.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
-			return nil, err
-		}
-	}
-	if j.base.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
-// labels is the join of shard, a partition of the source: the labels'
-// partition with its number read from where positions say (from the
-// earliest without), and its marks written to that partition. The tail
-// is left to consumer.Partitions.
-func (j *partitionJoin) labels(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
-	if j == nil {
-		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
-	}
-	lc := j.base
-	src, k, err := j.shards.OpenCoPartition(ctx, shard, j.topic, positions)
-	if err != nil {
-		return nil, fmt.Errorf("labels.topics: %w", err)
-	}
-	lc.Source, lc.Shard = src, shard
-	if lc.Marks.Sink != nil {
-		lc.Marks.Partition, lc.Marks.HasPartition = int32(k), true
-	}
-	return &lc, nil
-}
-
-// epochLabels is the join of the labels of a Kafka source of several
-// partitions learned in epochs (docs/labels.md, section 11): the
-// partitions of the labels' topic, checked co-partitioned with the
-// source's as far as counts tell, partition p of one joined to partition
-// p of the other; the marks of partition p's head go to partition p of
-// the labels' topic (none with marks false, as in labels).
-func (p *pipeline) epochLabels(ctx context.Context, cfg config.Config, marks bool) (*consumer.EpochLabels, error) {
-	if cfg.Source.Kind != config.KindKafka {
-		return nil, fmt.Errorf("source.stream_partitions: labels are joined in epochs to Kafka topics only (docs/labels.md, section 11)")
-	}
-	lc, err := joinConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	lb, err := p.brokers.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
-	if err != nil {
-		return nil, err
-	}
-	source, topic := "kafka:"+cfg.Source.Topics[0]+"/", cfg.Labels.Topics[0]
-	partition := func(shard string) (string, error) {
-		n, ok := strings.CutPrefix(shard, source)
-		if !ok {
-			return "", fmt.Errorf("labels.topics: shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
-		}
-		return n, nil
-	}
-	el := &consumer.EpochLabels{
-		Join:   lc.Join,
-		Format: lc.Format,
-		Shards: lb,
-		CoShard: func(shard string) (string, error) {
-			n, err := partition(shard)
-			return "kafka:" + topic + "/" + n, err
-		},
-	}
-	if marks {
-		d, err := p.brokers.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic})
-		if err != nil {
-			return nil, err
-		}
-		el.Marks = func(shard string) (consumer.Destination, error) {
-			n, err := partition(shard)
-			if err != nil {
-				return consumer.Destination{}, err
-			}
-			k, err := strconv.ParseInt(n, 10, 32)
-			if err != nil {
-				return consumer.Destination{}, fmt.Errorf("labels.topics: shard %s: %w", shard, err)
-			}
-			d := d
-			d.Partition, d.HasPartition = int32(k), true
-			return d, nil
-		}
-	}
-	if el.LateLabels, err = p.brokers.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
-		return nil, err
-	}
-	return el, nil
-}
-
-// onePartition refuses a Kafka labels' topic of several partitions for a
-// source of one (the counts differ), and a source of several when it is
-// read as one stream (a labels' topic read whole would have no one
-// order): a source of several partitions joins its labels in epochs
-// (epochLabels) or in partition scope.
-func (p *pipeline) onePartition(ctx context.Context, cfg config.Config) error {
-	if cfg.Source.Kind != config.KindKafka {
-		return nil
-	}
-	for _, c := range []struct {
-		key string
-		src config.Source
-	}{{"source.topics", cfg.Source}, {"labels.topics", cfg.Labels.Source(cfg.Source)}} {
-		n, err := p.brokers.KafkaPartitions(ctx, c.src)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.key, err)
-		}
-		if n > 1 {
-			return fmt.Errorf("%s: topic %s has %d partitions; a source of one partition joins a labels' topic of one (a source of several joins a labels' topic co-partitioned with it, in epochs or in partition scope: docs/labels.md, sections 9 and 11)", c.key, c.src.Topics[0], n)
-		}
-	}
-	return nil
 }

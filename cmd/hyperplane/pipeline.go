@@ -57,7 +57,7 @@ type pipeline struct {
 	// names them.
 	labelsSource consumer.Source
 	// partitionJoin joins each partition's labels in partition scope.
-	partitionJoin *partitionJoin
+	partitionJoin *brokers.PartitionJoin
 }
 
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
@@ -121,7 +121,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		}
 		if cfg.Source.Kind == config.KindKafka && !opts.PartitionScope {
 			opts.EpochLabels = func(ctx context.Context) (*consumer.EpochLabels, error) {
-				return p.epochLabels(ctx, cfg, marks)
+				return p.brokers.EpochLabels(ctx, cfg, marks)
 			}
 		}
 	}
@@ -129,7 +129,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		return nil, err
 	}
 	if cfg.Labels.Enabled() && opts.PartitionScope {
-		if p.partitionJoin, err = p.openPartitionJoin(ctx, cfg, marks); err != nil {
+		if p.partitionJoin, err = p.brokers.OpenPartitionJoin(ctx, cfg, marks); err != nil {
 			return nil, err
 		}
 	}

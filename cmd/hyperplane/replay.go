@@ -208,7 +208,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if cfg.Labels.Enabled() {
 		// The ranges read the labels the boundaries record; a replay
 		// writes no mark.
-		if ecfg.Labels, err = p.epochLabels(ctx, cfg, false); err != nil {
+		if ecfg.Labels, err = p.brokers.EpochLabels(ctx, cfg, false); err != nil {
 			return err
 		}
 	}
