@@ -299,12 +299,20 @@ func (x *Epochs) NotReady() []string {
 	reasons := x.readiness.reasons()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for w := range x.running {
+	add := func(w *Worker) {
 		for _, r := range w.NotReady() {
 			if !slices.Contains(reasons, r) && !strings.HasPrefix(r, NotReadySource+":") {
 				reasons = append(reasons, r)
 			}
 		}
+	}
+	for w := range x.running {
+		add(w)
+	}
+	// A head whose join holds labels.max_pending examples reads no more
+	// of its shard (docs/labels.md, section 11.3).
+	for _, h := range x.runningHeads {
+		add(h.w)
 	}
 	slices.Sort(reasons)
 	return reasons

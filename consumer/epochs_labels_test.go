@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -347,5 +348,26 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 	}
 	if joined == 0 || len(sink.Outputs("late")) == 0 {
 		t.Fatalf("%d misclassifications of served predictions, %d late labels: want some of each", joined, len(sink.Outputs("late")))
+	}
+}
+
+// TestEpochsHeadBackPressure: a head whose join holds labels.max_pending
+// examples, for labels that do not come, reads no more of its shard, and
+// the epochs report the worker not ready with the join's reason.
+func TestEpochsHeadBackPressure(t *testing.T) {
+	j := newJoinedEpochs(t, 100)
+	j.labels = memory.NewLog("labels", joinPartitions) // nothing closes a window
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	cfg := j.config(store, memory.NewSink(), "w")
+	cfg.Labels.Join.MaxPending = 10
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, cfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the worker not ready for its joins", func() bool {
+		return slices.ContainsFunc(x.NotReady(), func(r string) bool { return strings.HasPrefix(r, consumer.NotReadyJoin) })
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
