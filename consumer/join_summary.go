@@ -13,6 +13,9 @@ type JoinSummary struct {
 	Pending        int               `json:"pending"`
 	HeldLabels     int               `json:"held_labels"`
 	Head           int64             `json:"head"`
+	// ServedNote says where the served figures are when the summary has
+	// none to show.
+	ServedNote string `json:"served_note,omitempty"`
 }
 
 // Summary is st summed up: the served accuracy and log-loss are means
@@ -58,5 +61,12 @@ func SummarizeJoins(joins map[string]*JoinState) *JoinSummary {
 		all.Examples = append(all.Examples, st.Examples...)
 		all.Labels = append(all.Labels, st.Labels...)
 	}
-	return all.Summary()
+	j := all.Summary()
+	if j.Served > 0 {
+		return j
+	}
+	// The heads score the served predictions, and what a head served
+	// depends on when it read: it is no part of the model's history.
+	j.ServedNote = "in epochs the served predictions are scored by each shard's head into hyperplane_served_accuracy and hyperplane_served_log_loss, not recorded in the generation"
+	return j
 }

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -42,5 +43,12 @@ func TestSummarizeJoins(t *testing.T) {
 	}
 	if got := consumer.SummarizeJoins(joins); !reflect.DeepEqual(got, want) {
 		t.Errorf("SummarizeJoins() = %+v, want %+v", got, want)
+	}
+	// As epochs record them: the ranges score nothing served.
+	for _, st := range joins {
+		st.Counts.Served, st.Counts.ServedCorrect, st.Counts.ServedLogLoss = 0, 0, 0
+	}
+	if got := consumer.SummarizeJoins(joins); got.Served != 0 || !strings.Contains(got.ServedNote, "hyperplane_served_accuracy") {
+		t.Errorf("with nothing served: %d served, note %q; want 0 and where the served figures are", got.Served, got.ServedNote)
 	}
 }
