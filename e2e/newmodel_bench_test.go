@@ -25,14 +25,7 @@ import (
 //
 //	go test -run XXX -bench BenchmarkNewModel -benchtime 1x -count 6 ./e2e/
 func BenchmarkNewModel(b *testing.B) {
-	if hyperplane.path == "" {
-		b.Skip("no hyperplane binary (TestMain builds it)")
-	}
-	broker := filepath.Join(b.TempDir(), "kfakebroker")
-	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the broker: %v\n%s", err, out)
-	}
+	broker := buildBenchBroker(b)
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average", len(msgs), size)
 	for _, partitions := range []int{1, 4} {
@@ -122,31 +115,10 @@ func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int
 // newModelOp is one op of BenchmarkNewModel, with a broker and a store of
 // its own. It returns the epochs the worker mixed.
 func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) float64 {
-	dir := b.TempDir()
 	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-model:
-  name: new
-kafka:
-  brokers: [%s]
-source:
-  kind: kafka
-  topics: [examples]
-  group: new
-outputs:
-  predictions: kafka:predictions
-snapshot:
-  url: file://%s?create_dir=1
-`, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
-		b.Fatal(err)
-	}
-
-	addr := freeAddr(b)
 	b.StartTimer()
-	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
-	w.addr = addr
+	w := startDefaultWorker(b, addrs, "new")
 	defer w.stop(b)
 	var last map[string]float64
 	waitBench(b, []*benchProc{w}, 10*time.Minute, "the positions at every example", func() bool {
@@ -154,15 +126,50 @@ snapshot:
 		if err != nil {
 			return false
 		}
-		sum := 0.0
-		for k, v := range m {
-			if strings.HasPrefix(k, "hyperplane_position{") {
-				sum += v
-			}
-		}
 		last = m
-		return sum == float64(len(msgs))
+		return sumOf(m, "hyperplane_position{") == float64(len(msgs))
 	})
 	b.StopTimer()
 	return last["hyperplane_epoch"]
+}
+
+// startDefaultWorker starts the real binary at the defaults on the topic
+// examples of the broker at addrs, a new model named name with a store
+// of its own in a directory, publishing its predictions to the topic
+// predictions.
+func startDefaultWorker(b *testing.B, addrs, name string) *benchProc {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+model:
+  name: %[1]s
+kafka:
+  brokers: [%[2]s]
+source:
+  kind: kafka
+  topics: [examples]
+  group: %[1]s
+outputs:
+  predictions: kafka:predictions
+snapshot:
+  url: file://%[3]s?create_dir=1
+`, name, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	addr := freeAddr(b)
+	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
+	w.addr = addr
+	return w
+}
+
+// sumOf is the sum of m's series whose names begin with prefix.
+func sumOf(m map[string]float64, prefix string) float64 {
+	sum := 0.0
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			sum += v
+		}
+	}
+	return sum
 }

@@ -1,11 +1,6 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,14 +25,7 @@ const stretch = 50_000
 //
 //	go test -run XXX -bench BenchmarkNewModelStretches -benchtime 1x -timeout 0 ./e2e/
 func BenchmarkNewModelStretches(b *testing.B) {
-	if hyperplane.path == "" {
-		b.Skip("no hyperplane binary (TestMain builds it)")
-	}
-	broker := filepath.Join(b.TempDir(), "kfakebroker")
-	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the broker: %v\n%s", err, out)
-	}
+	broker := buildBenchBroker(b)
 	const n = 2_000_000
 	for _, drift := range []bool{false, true} {
 		name := "stream=stationary"
@@ -86,34 +74,14 @@ func BenchmarkNewModelStretches(b *testing.B) {
 // its positions hold every example. Each time is interpolated between the
 // polls of /metrics that straddle it.
 func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int) []time.Duration {
-	dir := b.TempDir()
 	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-model:
-  name: new
-kafka:
-  brokers: [%s]
-source:
-  kind: kafka
-  topics: [examples]
-  group: new
-outputs:
-  predictions: kafka:predictions
-snapshot:
-  url: file://%s?create_dir=1
-`, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
-		b.Fatal(err)
-	}
 	learned := "hyperplane_position{"
 	if partitions > 1 {
 		learned = "hyperplane_shard_position{"
 	}
-	addr := freeAddr(b)
 	start := time.Now()
-	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
-	w.addr = addr
+	w := startDefaultWorker(b, addrs, "new")
 	defer w.stop(b)
 	times := []time.Duration{0}
 	prevT, prevN := time.Duration(0), 0.0
@@ -123,15 +91,7 @@ snapshot:
 			return false
 		}
 		now := time.Since(start)
-		sum, mixed := 0.0, 0.0
-		for k, v := range m {
-			if strings.HasPrefix(k, learned) {
-				sum += v
-			}
-			if strings.HasPrefix(k, "hyperplane_position{") {
-				mixed += v
-			}
-		}
+		sum, mixed := sumOf(m, learned), sumOf(m, "hyperplane_position{")
 		// A range's gauge may be gone between epochs: what is mixed, and
 		// what was seen before, are learned too.
 		sum = max(sum, mixed, prevN)

@@ -61,14 +61,7 @@ import (
 //
 //	go test -run XXX -bench BenchmarkScaleOutProcesses -benchtime 1x -count 6 ./e2e/
 func BenchmarkScaleOutProcesses(b *testing.B) {
-	if hyperplane.path == "" {
-		b.Skip("no hyperplane binary (TestMain builds it)")
-	}
-	broker := filepath.Join(b.TempDir(), "kfakebroker")
-	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the broker: %v\n%s", err, out)
-	}
+	broker := buildBenchBroker(b)
 	msgs, size := epochsBenchMessages(epochsBenchN)
 	b.Logf("%d messages of %d bytes on average, in %d partitions", len(msgs), size, epochsBenchPartitions)
 	// The final model's, by epoch_examples and snapshot.every: both decide
@@ -544,4 +537,19 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// buildBenchBroker builds the kfake broker that the benchmarks run in a
+// process of their own, and skips b without the hyperplane binary.
+func buildBenchBroker(b *testing.B) string {
+	b.Helper()
+	if hyperplane.path == "" {
+		b.Skip("no hyperplane binary (TestMain builds it)")
+	}
+	broker := filepath.Join(b.TempDir(), "kfakebroker")
+	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the broker: %v\n%s", err, out)
+	}
+	return broker
 }

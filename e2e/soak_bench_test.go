@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,14 +33,7 @@ const (
 //
 //	go test -run XXX -bench BenchmarkSoak -benchtime 1x -timeout 0 ./e2e/
 func BenchmarkSoak(b *testing.B) {
-	if hyperplane.path == "" {
-		b.Skip("no hyperplane binary (TestMain builds it)")
-	}
-	broker := filepath.Join(b.TempDir(), "kfakebroker")
-	build := exec.Command("go", "build", "-o", broker, "./testdata/kfakebroker")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the broker: %v\n%s", err, out)
-	}
+	broker := buildBenchBroker(b)
 	n := int(soakRate * soakDuration / time.Second)
 	msgs, _ := epochsBenchMessages(n)
 	var peak, end, epochs float64
@@ -59,30 +50,10 @@ func BenchmarkSoak(b *testing.B) {
 // its own. It returns the worker's peak and final RSS in MiB and the
 // epochs it mixed.
 func soakOp(b *testing.B, brokerBin string, msgs [][]byte) (peak, end, epochs float64) {
-	dir := b.TempDir()
 	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(soakPartitions), "-topics", "examples", "-outputs", "predictions"}, true)
 	defer br.stop(b)
 	addrs := br.firstLine(b)
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-model:
-  name: soak
-kafka:
-  brokers: [%s]
-source:
-  kind: kafka
-  topics: [examples]
-  group: soak
-outputs:
-  predictions: kafka:predictions
-snapshot:
-  url: file://%s?create_dir=1
-`, addrs, filepath.Join(dir, "store"))), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	addr := freeAddr(b)
-	w := startBenchProc(b, hyperplane.path, []string{"run", "--config", cfg, "--http.addr", addr}, false)
-	w.addr = addr
+	w := startDefaultWorker(b, addrs, "soak")
 	defer w.stop(b)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -113,12 +84,7 @@ snapshot:
 		if err != nil {
 			return false
 		}
-		sum := 0.0
-		for k, v := range m {
-			if strings.HasPrefix(k, "hyperplane_position{") {
-				sum += v
-			}
-		}
+		sum := sumOf(m, "hyperplane_position{")
 		last = m
 		if sum > float64(len(msgs)) {
 			b.Fatalf("the positions hold %v examples, more than the %d produced", sum, len(msgs))

@@ -402,31 +402,7 @@ func (l *linear) export(st *State, release bool) {
 // checked. Its per-weight vectors are copies of st's, made without first
 // allocating a new model's.
 func restoredLinear(cfg Config, st *State) *linear {
-	l := &linear{cfg: cfg, k: cfg.outputs(), w: clone(st.Weights), b: clone(st.Bias)}
-	l.raw = make([]float64, l.k)
-	switch cfg.Algorithm {
-	case Averaged:
-		l.u, l.ub = clone(st.SumWeights), clone(st.SumBias)
-	case Pegasos:
-		l.scale, l.vnorm2 = st.Scale, st.VNorm2
-	case AROW:
-		l.sigma = clone(st.Variance)
-		if l.k == 1 {
-			l.sigmaB = []float64{st.VarianceBias}
-		} else {
-			l.sigmaB = clone(st.VarianceBiases)
-		}
-	}
-	if cfg.Batch > 1 {
-		l.pw = make([]float64, len(l.w))
-		l.pb = make([]float64, l.k)
-		for n, j := range st.PendingIndex {
-			l.pw[j] = st.PendingValue[n]
-		}
-		l.touched = clone(st.PendingIndex)
-		copy(l.pb, st.PendingBias)
-	}
-	return l
+	return restoredLinearOnto(cfg, st, &State{}, AllCoords)
 }
 
 func (k *kernelPerceptron) export(st *State, _ bool) {
