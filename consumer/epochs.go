@@ -139,12 +139,8 @@ type Epochs struct {
 	// cur is the boundary of the epoch being learned.
 	cur    *epochlog.Boundary
 	curSHA [32]byte
-	// written is the newest epoch a generation holds. writing, when not
-	// nil, delivers the error of the write of generation writingGen,
-	// running on (snapshot, settle).
-	written    uint64
-	writing    chan error
-	writingGen uint64
+	// written is the newest epoch a generation holds.
+	written uint64
 	// atLogEnd is set once this worker found no epoch of the log at or
 	// above the one it was to cut: from there on it extends the log.
 	atLogEnd bool
@@ -352,14 +348,8 @@ func (x *Epochs) Run(ctx context.Context) error {
 	defer stop()
 	x.grace = grace
 	err := x.run(ctx)
-	// A generation still being written is waited for; one whose write
-	// stopped with ctx is written again below.
-	werr := x.settle()
 	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
-	}
-	if werr != nil && ctx.Err() == nil {
-		return werr
 	}
 	// One shutdown.timeout from ctx's end bounds all that follows, and
 	// the results the ranges write meanwhile; at the end of a followed
@@ -452,9 +442,6 @@ func (x *Epochs) run(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return err
-		}
-		if err := x.settle(); err != nil {
 			return err
 		}
 		if err := x.mix(b, states, waited); err != nil {

@@ -246,9 +246,6 @@ func (x *Epochs) overtaking(ctx context.Context, e uint64) (*snapshot.Snapshot, 
 // jump continues from snap, a newer generation the other workers wrote
 // while this one waited.
 func (x *Epochs) jump(snap *snapshot.Snapshot) error {
-	if err := x.settle(); err != nil {
-		return err
-	}
 	m, e, prev, positions, err := Continue(snap, x.model.Config(), x.cfg.ConfigDigest)
 	if err != nil {
 		return err

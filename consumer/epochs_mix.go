@@ -98,15 +98,8 @@ func (r *mixReport) flush(log *zap.Logger) {
 	*r = mixReport{logged: time.Now()}
 }
 
-// snapshot writes W_e as generation e if a snapshot is due. The copies
-// it writes are taken now; the write runs on while the next epoch is cut
-// and learned, and settle waits for it (docs/scale-out.md, section 3.9:
-// nothing the epochs decide depends on a generation but retention, which
-// follows its write, and the generation written at a stop).
+// snapshot writes W_e as generation e if a snapshot is due.
 func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
-	if err := x.settle(); err != nil {
-		return err
-	}
 	labeled := x.model.Counts().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
 	// A damaged generation the epochs rebuild is written again whether
@@ -115,47 +108,11 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	if !due {
 		return nil
 	}
-	snap, err := x.generation(b, sha)
-	if err != nil {
-		return err
-	}
-	x.lastSnap.labeled, x.lastSnap.at = labeled, time.Now()
-	done := make(chan error, 1)
-	x.writing, x.writingGen = done, b.Epoch
-	go func() { done <- x.writeSnapshot(ctx, snap) }()
-	return nil
-}
-
-// settle waits for the generation snapshot is writing, if any, and
-// returns its error.
-func (x *Epochs) settle() error {
-	if x.writing == nil {
-		return nil
-	}
-	err := <-x.writing
-	x.writing = nil
-	if err == nil {
-		x.written = x.writingGen
-	}
-	return err
+	return x.writeGeneration(ctx, b, sha)
 }
 
 // writeGeneration writes the mixed model of b's epoch as its generation.
 func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
-	snap, err := x.generation(b, sha)
-	if err != nil {
-		return err
-	}
-	x.lastSnap.labeled, x.lastSnap.at = x.model.Counts().Labeled, time.Now()
-	if err := x.writeSnapshot(ctx, snap); err != nil {
-		return err
-	}
-	x.written = b.Epoch
-	return nil
-}
-
-// generation is the mixed model of b's epoch as its generation, copied.
-func (x *Epochs) generation(b *epochlog.Boundary, sha [32]byte) (*snapshot.Snapshot, error) {
 	snap := &snapshot.Snapshot{
 		Model:          x.cfg.Worker.Model,
 		Generation:     b.Epoch,
@@ -172,23 +129,19 @@ func (x *Epochs) generation(b *epochlog.Boundary, sha [32]byte) (*snapshot.Snaps
 	if x.cfg.Labels != nil {
 		var err error
 		if snap.Joins, err = x.encodedJoins(); err != nil {
-			return nil, fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+			return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 		}
 	}
-	return snap, nil
-}
-
-// writeSnapshot writes snap, a generation, then applies retention. Its
-// caller records the generation as written.
-func (x *Epochs) writeSnapshot(ctx context.Context, snap *snapshot.Snapshot) error {
-	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", snap.Generation), func(ctx context.Context) error {
+	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
 		return x.cfg.Log.Write(ctx, snap)
 	}); err != nil {
-		return fatal(fmt.Errorf("epoch %d: write generation: %w", snap.Generation, err))
+		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 	}
+	x.lastSnap.labeled, x.lastSnap.at = x.model.Counts().Labeled, time.Now()
+	x.written = b.Epoch
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
-	if snap.Generation <= x.cfg.Damaged {
-		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))
+	if b.Epoch <= x.cfg.Damaged {
+		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", b.Epoch))
 	}
 	if x.cfg.Commit != nil {
 		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
