@@ -30,13 +30,15 @@ func BenchmarkNewModel(b *testing.B) {
 	b.Logf("%d messages of %d bytes on average", len(msgs), size)
 	for _, partitions := range []int{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
-			var epochs float64
+			var epochs, cpu float64
 			for range b.N {
 				b.StopTimer()
-				epochs += newModelOp(b, broker, msgs, partitions)
+				e, c := newModelOp(b, broker, msgs, partitions)
+				epochs, cpu = epochs+e, cpu+c
 			}
 			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
 			b.ReportMetric(epochs/float64(b.N), "epochs/op")
+			b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
 		})
 		b.Run(fmt.Sprintf("partitions=%d/path=kcat", partitions), func(b *testing.B) {
 			if _, err := exec.LookPath("kcat"); err != nil {
@@ -113,13 +115,20 @@ func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int
 }
 
 // newModelOp is one op of BenchmarkNewModel, with a broker and a store of
-// its own. It returns the epochs the worker mixed.
-func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) float64 {
+// its own. It returns the epochs the worker mixed and the CPU time (user
+// and system) the worker's process used, from its start until it exited
+// after the op.
+func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (epochs, cpu float64) {
 	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
 	b.StartTimer()
 	w := startDefaultWorker(b, addrs, "new")
-	defer w.stop(b)
+	defer func() {
+		w.stop(b)
+		if st := w.cmd.ProcessState; st != nil {
+			cpu = (st.UserTime() + st.SystemTime()).Seconds()
+		}
+	}()
 	var last map[string]float64
 	waitBench(b, []*benchProc{w}, 10*time.Minute, "the positions at every example", func() bool {
 		m, err := w.metrics()
@@ -130,7 +139,7 @@ func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) f
 		return sumOf(m, "hyperplane_position{") == float64(len(msgs))
 	})
 	b.StopTimer()
-	return last["hyperplane_epoch"]
+	return last["hyperplane_epoch"], 0
 }
 
 // startDefaultWorker starts the real binary at the defaults on the topic
