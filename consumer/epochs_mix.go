@@ -113,13 +113,15 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 
 // writeGeneration writes the mixed model of b's epoch as its generation.
 func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	// The state holds the mixed model's vectors, not a copy: they change
+	// only at the next mix, after the write.
 	snap := &snapshot.Snapshot{
 		Model:          x.cfg.Worker.Model,
 		Generation:     b.Epoch,
 		Created:        time.Now().UTC(),
 		Writer:         x.cfg.Writer,
 		Positions:      maps.Clone(x.from),
-		State:          x.model.State(),
+		State:          x.model.Shared(),
 		Epoch:          b.Epoch,
 		ConfigDigest:   x.cfg.ConfigDigest,
 		Boundary:       b.Shards,

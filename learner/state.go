@@ -77,6 +77,13 @@ type State struct {
 // State returns a deep copy of m's state.
 func (m *Model) State() *State { return m.state(false) }
 
+// Shared returns m's state as State does, but with the model's own
+// per-weight vectors (weights, sums, variances) rather than copies: the
+// caller must not change them, and the state holds m's values only until
+// m learns or a mix writes into those vectors. It is for reading the
+// model whole at once, as encoding a snapshot of it does.
+func (m *Model) Shared() *State { return m.state(true) }
+
 // Release returns m's state as State does, but hands over the model's
 // per-weight vectors (weights, sums, variances) rather than copying them:
 // m must not be used afterwards. It is for a model that ends where its

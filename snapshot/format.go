@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -291,11 +292,33 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		Join:           s.Join,
 		Joins:          s.Joins,
 	}
-	raw, err := encode(&b)
+	out, err := encodeSealed(&b, b.stateBody.size()+bodySlack)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: encode body: %w", err)
 	}
-	return seal(raw)
+	return out, nil
+}
+
+// bodySlack is room, beyond its state's vectors, for everything else a
+// snapshot's body holds (keys, counters, positions, the boundary), so
+// that the buffer Marshal encodes into is allocated once.
+const bodySlack = 64 << 10
+
+// size is the bytes b's vectors take: most of what b encodes to.
+func (b *stateBody) size() int {
+	n := len(b.Window) + len(b.Weights) + len(b.Bias) + len(b.SumWeights) + len(b.SumBias) +
+		len(b.Variance) + len(b.VarianceBiases) + len(b.PendingIndex) + len(b.PendingValue) + len(b.PendingBias)
+	for _, sv := range b.Support {
+		n += len(sv.Index) + len(sv.Value) + 32
+	}
+	if c := b.Calibration; c != nil {
+		n += len(c.Parameters) + len(c.BinCount) + len(c.BinEvents) + len(c.BinSum) + len(c.AUCPositive) + len(c.AUCNegative) +
+			len(c.WindowProbability) + len(c.WindowEvent) + len(c.WindowLogLoss) + len(c.WindowBrier)
+	}
+	for i := range b.Challengers {
+		n += b.Challengers[i].State.size() + bodySlack
+	}
+	return n
 }
 
 // Seal encodes body as a snapshot's body is encoded (deterministically:
@@ -305,20 +328,45 @@ func Marshal(s *Snapshot) ([]byte, error) {
 // store keeps, the epoch log's included. An error encoding body is the
 // encoder's.
 func Seal(body any) ([]byte, error) {
-	raw, err := encode(body)
-	if err != nil {
-		return nil, err
-	}
-	return seal(raw)
+	return encodeSealed(body, 0)
 }
 
-// seal wraps a body in the envelope, with its checksum.
+// bodyBuffers holds the buffers that bodies are encoded into before
+// seal copies them into their envelope: a worker seals a shard result
+// per range and a generation per snapshot, and reusing the buffer spares
+// allocating (and growing) one of the body's size each time.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }} //nolint:gochecknoglobals // a pool of scratch buffers
+
+// maxPooledBody is the largest buffer bodyBuffers keeps: a larger one,
+// from an unusually large model, is left to the collector.
+const maxPooledBody = 64 << 20
+
+// encodeSealed encodes body into a buffer of bodyBuffers, grown to size
+// bytes first when it is smaller, and seals it: the envelope is the only
+// buffer of the body's size that it allocates.
+func encodeSealed(body any, size int) ([]byte, error) {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	buf.Grow(size)
+	if err := encodeInto(buf, body); err != nil {
+		return nil, err
+	}
+	return seal(buf.Bytes())
+}
+
+// seal wraps a body in the envelope, with its checksum, in a buffer of
+// its own: raw is not kept.
 func seal(raw []byte) ([]byte, error) {
-	out, err := encode(&envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw})
-	if err != nil {
+	out := bytes.NewBuffer(make([]byte, 0, len(raw)+envelopeHead))
+	if err := encodeInto(out, &envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw}); err != nil {
 		return nil, fmt.Errorf("snapshot: encode: %w", err)
 	}
-	return out, nil
+	return out.Bytes(), nil
 }
 
 // EncodedState is a learner.State in the wire form a snapshot body holds
@@ -452,15 +500,17 @@ func stateBodyOf(st *learner.State) stateBody {
 	return b
 }
 
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
+// envelopeHead is more than the bytes an envelope takes besides its
+// body: its keys, format, checksum and the body's length.
+const envelopeHead = 64
+
+// encodeInto encodes v into buf as every object a store keeps is
+// encoded: deterministically, map keys sorted, integers compact.
+func encodeInto(buf *bytes.Buffer, v any) error {
+	enc := msgpack.NewEncoder(buf)
 	enc.SetSortMapKeys(true)
 	enc.UseCompactInts(true)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return enc.Encode(v)
 }
 
 // Unmarshal decodes a snapshot and checks that its state fits its
