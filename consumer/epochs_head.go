@@ -92,11 +92,13 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	wcfg.Snapshots, wcfg.Views, wcfg.Labels = nil, false, lc
 	wcfg.head = x.View
 	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
-	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, x.shardMetricsOf(r.Shard), log)
+	metrics := x.shardMetricsOf(r.Shard)
+	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, metrics, log)
 	hctx, cancel := context.WithCancel(ctx)
 	h = &shardHead{w: w, lshard: lshard, cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
 	go func() {
 		err := w.Run(hctx)
+		metrics.Join.stopped(r.Shard)
 		for _, s := range h.closed {
 			s.Close() //nolint:errcheck // it only read
 		}

@@ -124,6 +124,24 @@ func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
 		s.counted.Served, s.counted.ServedCorrect, s.counted.ServedLogLoss = c.Served, c.ServedCorrect, c.ServedLogLoss
 	}
 	s.pending = pending
+	m.setSums()
+}
+
+// stopped records that shard's join no longer runs here: nothing of it
+// is pending in this process. What its counters counted stays counted.
+func (m *JoinMetrics) stopped(shard string) {
+	t := m.totals
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.shards[shard]; s != nil {
+		s.pending = 0
+		m.setSums()
+	}
+}
+
+// setSums sets the gauges to the sums over shards; totals.mu is held.
+func (m *JoinMetrics) setSums() {
+	t := m.totals
 	var served, correct uint64
 	var loss float64
 	n := 0

@@ -33,6 +33,11 @@ func TestJoinMetricsSumOverShards(t *testing.T) {
 	m.observe("kafka:ex/0", older, 0)
 	older.Labels[LabelJoined] += 5
 	m.observe("kafka:ex/0", older, 0)
+	m.observe("kafka:ex/1", b, 6)
+	m.stopped("kafka:ex/1")
+	if got := testutil.ToFloat64(m.Pending); got != 0 {
+		t.Errorf("pending %v once shard 1 stopped here and shard 0 has none, want 0", got)
+	}
 	if got := testutil.ToFloat64(m.outcomes[LabelJoined]); got != 11+30 {
 		t.Errorf("joined %v, want 41: shard 0's 11 and shard 1's 30", got)
 	}

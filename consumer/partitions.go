@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -375,7 +374,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 			return errors.New("labels: no labels' source")
 		}
 		defer lc.Source.Close() //nolint:errcheck // it only read
-		lc.State = ch.Join
+		lc.State, lc.Shard = ch.Join, shard
 		if lc.OpenTail == nil {
 			lc.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
 				return p.cfg.Shards.Open(ctx, shard, resume[shard])
@@ -385,9 +384,9 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 			from, ok = st.Head, true
 		}
 		cfg.Labels = lc
-		pending := &summedGauge{Gauge: p.metrics.Join.Pending}
-		defer pending.Set(0)
-		metrics.Join.Pending = pending
+		// The join's gauges sum over the shards this worker joins: one it
+		// no longer learns has nothing pending here.
+		defer metrics.Join.stopped(shard)
 	}
 	if !ok {
 		if from, err = p.cfg.Shards.Start(ctx, shard, p.cfg.Start); err != nil {
@@ -410,19 +409,4 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		p.mu.Unlock()
 	}()
 	return w.Run(ctx)
-}
-
-// summedGauge is one shard's part of a gauge that sums the shards': Set
-// adds the change to the sum.
-type summedGauge struct {
-	prometheus.Gauge
-	mu   sync.Mutex
-	last float64
-}
-
-func (g *summedGauge) Set(v float64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.Gauge.Add(v - g.last)
-	g.last = v
 }

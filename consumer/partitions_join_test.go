@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
@@ -146,7 +148,8 @@ func (r *partitionJoinRun) run(stop float64) {
 		},
 		Start: wire.Start{Kind: wire.StartEarliest},
 	}
-	part := consumer.NewPartitions(cfg, nil, log)
+	metrics := consumer.NewMetrics(nil)
+	part := consumer.NewPartitions(cfg, metrics, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := runPartitions(ctx, part)
 	wait.For(t, 2*time.Minute, 5*time.Millisecond, fmt.Sprintf("every partition's tail past %.0f%% of its examples", 100*stop), func() bool {
@@ -163,6 +166,12 @@ func (r *partitionJoinRun) run(stop float64) {
 		}
 		return true
 	})
+	if stop == 1 {
+		// Every example learned: nothing is pending in any partition.
+		wait.For(t, time.Minute, 5*time.Millisecond, "hyperplane_join_pending at 0", func() bool {
+			return testutil.ToFloat64(metrics.Join.Pending) == 0
+		})
+	}
 	stopPartitions(t, "partition scope with labels", cancel, done)
 }
 

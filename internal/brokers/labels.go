@@ -82,7 +82,7 @@ func (j *PartitionJoin) Labels(ctx context.Context, shard string, positions map[
 	if err != nil {
 		return nil, fmt.Errorf("labels.topics: %w", err)
 	}
-	lc.Source, lc.Shard = src, shard
+	lc.Source = src
 	if lc.Marks.Sink != nil {
 		lc.Marks.Partition, lc.Marks.HasPartition = int32(k), true
 	}
