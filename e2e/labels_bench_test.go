@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
@@ -193,4 +196,94 @@ outputs:
 		b.ReportMetric(plainHeap, "labeled-heap-MiB")
 		b.ReportMetric(joinedHeap, "pending-heap-MiB")
 	}
+}
+
+// BenchmarkServedDelay measures what the delay of labels costs the
+// predictions as they are served, with the real binary at the defaults
+// (the default learner, labels.window 10m, no labels.default) over an
+// in-process Kafka: `hyperplane gen` publishes servedDelayN examples at
+// 2,000 a second without their labels, and each label later, after an
+// exponentially distributed delay of mean 0 (the anchor: labeled at once,
+// through the same join), 10 s and 60 s; on a stationary stream and on one
+// whose concept changes halfway. Once servedDelayShare of the labels have
+// joined, it reports the served accuracy and log-loss (each joined label
+// scores the prediction published for its example, by the model of that
+// moment) and the model's own prequential accuracy (each example predicted
+// when its label joined, just before it is learned). Which labels are
+// still out then depends on their delay alone, not on their example, so
+// the figures are of a sample the delay did not choose.
+func BenchmarkServedDelay(b *testing.B) {
+	const rate = 2000
+	for _, stream := range []struct {
+		name  string
+		drift []string
+	}{{"stationary", nil}, {"drift", []string{"-drift-at", fmt.Sprint(servedDelayN / 2)}}} {
+		for _, delay := range []time.Duration{0, 10 * time.Second, time.Minute} {
+			b.Run(fmt.Sprintf("%s/delay=%s", stream.name, delay), func(b *testing.B) {
+				var accuracy, logLoss, prequential float64
+				for b.Loop() {
+					accuracy, logLoss, prequential = servedDelayRun(b, rate, delay, stream.drift)
+				}
+				b.ReportMetric(accuracy, "served-accuracy")
+				b.ReportMetric(logLoss, "served-logloss")
+				b.ReportMetric(prequential, "prequential-accuracy")
+			})
+		}
+	}
+}
+
+const (
+	// servedDelayN is how many examples a run of BenchmarkServedDelay
+	// publishes: 200 s of them at 2,000 a second. The tail learns in the
+	// examples' order, so it trails the head by about D·ln(r·D) (100 s at a
+	// mean delay D of 10 s, the whole window at 60 s): a shorter stream
+	// would be served by a model that has learned next to nothing.
+	servedDelayN = 400_000
+	// servedDelayShare is the share of the labels that must have joined
+	// before the served figures are read: with a mean delay of 60 s, the
+	// last ones take minutes more.
+	servedDelayShare = 0.98
+)
+
+func servedDelayRun(b *testing.B, rate int, delay time.Duration, drift []string) (accuracy, logLoss, prequential float64) {
+	c := testbroker.Kafka(b, kfake.SeedTopics(1, "examples", "labels", "predictions"))
+	addr := c.ListenAddrs()[0]
+	w := start(b, "run", "--config", writeConfig(b, fmt.Sprintf(`
+model:
+  name: served
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [examples]
+labels:
+  kind: kafka
+  topics: [labels]
+outputs:
+  predictions: kafka:predictions
+`, addr)))
+	wait.For(b, time.Minute, 50*time.Millisecond, "the worker to be ready", w.ready)
+	gen := exec.Command(hyperplane.path, append([]string{"gen", "-examples", fmt.Sprint(servedDelayN),
+		"-unlabeled", "0", "-rate", fmt.Sprint(rate), "-to", "kafka:examples", "-labels-to", "kafka:labels",
+		"-label-delay", delay.String(), "-kafka-brokers", addr}, drift...)...)
+	var genErr bytes.Buffer
+	gen.Stderr = &genErr
+	if err := gen.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		gen.Process.Kill() //nolint:errcheck // may have exited
+		gen.Wait()         //nolint:errcheck // killed
+	}()
+	joined := `hyperplane_labels_total{outcome="joined"}`
+	wait.For(b, 30*time.Minute, 200*time.Millisecond, "the labels to join", func() bool {
+		return w.metric(joined) >= servedDelayShare*servedDelayN
+	})
+	accuracy, logLoss = w.metric("hyperplane_served_accuracy"), w.metric("hyperplane_served_log_loss")
+	correct, mistakes := w.metric(`hyperplane_examples_total{result="correct"}`), w.metric(`hyperplane_examples_total{result="mistake"}`)
+	prequential = correct / (correct + mistakes)
+	if accuracy <= 0 || accuracy > 1 || logLoss <= 0 {
+		b.Fatalf("served accuracy %v, log-loss %v after %v labels joined\n%s", accuracy, logLoss, w.metric(joined), genErr.String())
+	}
+	return accuracy, logLoss, prequential
 }
