@@ -66,8 +66,8 @@ func (m *Model) Promote(p Promotion) error {
 		}
 		return fmt.Errorf("no challenger %s (the model's challengers: %v)", p.Challenger, names)
 	}
-	if p.Replaced == "" {
-		return fmt.Errorf("promotion of %s: the old model's configuration needs a name", p.Challenger)
+	if p.Replaced == "" || p.Replaced == p.Challenger {
+		return fmt.Errorf("promotion of %s: the old model's configuration needs a name of its own, not %q", p.Challenger, p.Replaced)
 	}
 	if slices.ContainsFunc(m.challengers, func(c *Challenger) bool { return c.Name == p.Replaced && c.Name != p.Challenger }) {
 		return fmt.Errorf("promotion of %s: challenger %s already has the name the old model's configuration would take", p.Challenger, p.Replaced)
