@@ -142,23 +142,28 @@ func (p *Pipeline) Resumed() snapshot.Resumed { return p.resumed }
 // start-up, and again when the model goes on from a generation another
 // worker, or this one's worker of one partition, wrote since.
 func (p *Pipeline) resume(ctx context.Context) error {
-	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, p.opts.Resume)
+	ropts := p.opts.Resume
+	ropts.Challengers = p.opts.Challengers
+	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, ropts)
 	if err != nil {
 		return err
 	}
-	if err := p.challenge(r.Model, p.opts.Log); err != nil {
+	if err := p.challenge(r, p.opts.Log); err != nil {
 		return err
 	}
 	p.resumed = r
 	return nil
 }
 
-// challenge gives model, as resumed, Options.Challengers.
-func (p *Pipeline) challenge(model *learner.Model, log *zap.Logger) error {
-	if len(p.opts.Challengers) == 0 && len(model.Challengers()) == 0 {
+// challenge gives the model r resumed its challengers: Options.Challengers,
+// or those the model's history of promotions makes of them
+// (snapshot.Resumed.Challengers).
+func (p *Pipeline) challenge(r snapshot.Resumed, log *zap.Logger) error {
+	model := r.Model
+	if len(r.Challengers) == 0 && len(model.Challengers()) == 0 {
 		return nil
 	}
-	started, dropped, err := model.SetChallengers(p.opts.Challengers)
+	started, dropped, err := model.SetChallengers(r.Challengers)
 	if err != nil {
 		return fmt.Errorf("model.challengers: %w", err)
 	}
@@ -474,11 +479,12 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 			}
 			ropts := p.opts.Resume
 			ropts.Log = log.With(zap.String("shard", shard))
+			ropts.Challengers = p.opts.Challengers
 			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 			if err != nil {
 				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
-			if err := p.challenge(r.Model, ropts.Log); err != nil {
+			if err := p.challenge(r, ropts.Log); err != nil {
 				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
 			c := Chain{Model: r.Model, Positions: r.Positions}

@@ -83,11 +83,12 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 	}
 	ropts := p.opts.Resume
 	ropts.Log = log
+	ropts.Challengers = p.opts.Challengers
 	r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.challenge(r.Model, log); err != nil {
+	if err := p.challenge(r, log); err != nil {
 		return nil, err
 	}
 	if r.Snapshot != nil {
