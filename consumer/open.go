@@ -116,6 +116,30 @@ type Pipeline struct {
 	// lag is closed when the lag reporter of the source of one stream
 	// has stopped; nil when none runs.
 	lag chan struct{}
+	// promotions, when set, are the promotions a replay makes again
+	// (SetReplayed).
+	promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)
+}
+
+// SetReplayed makes the workers of a replay make again the promotions
+// that promotions returns for their shard ("" for a source of one
+// shard): the history the live model records (WorkerConfig.Replayed), so
+// that the replayed model is the live one (docs/compare.md, "Promotion").
+func (p *Pipeline) SetReplayed(promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)) {
+	p.promotions = promotions
+}
+
+// replayed are the promotions shard's worker makes again; nil but in a
+// replay.
+func (p *Pipeline) replayed(ctx context.Context, shard string) ([]learner.Promotion, error) {
+	if p.promotions == nil {
+		return nil, nil
+	}
+	ps, err := p.promotions(ctx, shard)
+	if err != nil {
+		return nil, fmt.Errorf("the live model's promotions: %w", err)
+	}
+	return ps, nil
 }
 
 // Open resumes the model of opts from its newest generation, then
@@ -240,6 +264,10 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 			return nil, err
 		}
 		wcfg.Labels.State = st
+	}
+	var err error
+	if wcfg.Replayed, err = p.replayed(ctx, ""); err != nil {
+		return nil, err
 	}
 	return NewWorker(wcfg, src, p.resumed.Model, p.resumed.Positions, metrics, p.opts.Log), nil
 }

@@ -125,6 +125,9 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 			return p.conn.Shards.Open(ctx, shard, resume[shard])
 		}
 	}
+	if cfg.Replayed, err = p.replayed(ctx, shard); err != nil {
+		return nil, err
+	}
 	w := NewWorker(cfg, bounded, r.Model, r.Positions, nil, log)
 	if err := ReplayRange(ctx, w, bounded, labels, 0, nil); err != nil {
 		return nil, err
