@@ -28,7 +28,7 @@ type Promotion struct {
 	// examples of the two's comparison, whose log-loss difference (the
 	// old model's minus the promoted one's) and band were LogLossDiff,
 	// Low and High.
-	Examples, Compared    uint64
+	Examples, Compared     uint64
 	LogLossDiff, Low, High float64
 	// Promotions counts the model's promotions, this one included.
 	Promotions uint64
