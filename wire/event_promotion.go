@@ -8,9 +8,10 @@ import (
 // (docs/compare.md, "Promotion"): after the example at Position, every
 // later example is predicted by the promoted configuration.
 type Promotion struct {
-	// Position is the example's after which the promotion took effect;
-	// the event id is its id and "#promotion", so a replay of the same
-	// offsets publishes the same event.
+	// Position is the example's after which the promotion took effect,
+	// and the event id its id; the message key is the event id and
+	// "#promotion", so a replay of the same offsets publishes the same
+	// event under the same key.
 	Position Position
 	// Model is the model's name (model.name); Version is its version
 	// after the promotion, the promoted challenger's.
@@ -44,7 +45,7 @@ func (e Encoding) AppendPromotion(dst []byte, p *Promotion) []byte {
 
 // AppendJSON appends the event as one JSON object:
 //
-//	{"event_id":"kafka:t/0/42#promotion","promoted":"arow",
+//	{"event_id":"kafka:t/0/42","promoted":"arow",
 //	 "replaced":"clicks","auto":true,"examples":500900,"compared":500900,
 //	 "log_loss_diff":0.021,"low":0.002,"high":0.04,"promotions":1,
 //	 "model":{"name":"clicks","version":7},
@@ -52,8 +53,7 @@ func (e Encoding) AppendPromotion(dst []byte, p *Promotion) []byte {
 //
 // request is given for a manual promotion instead of auto.
 func (p *Promotion) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"event_id":`...)
-	dst = appendJSONString(dst, string(p.Position.AppendEventID(nil))+"#promotion")
+	dst = appendJSONEventHead(dst, p.Position, Meta{})
 	dst = append(dst, `,"promoted":`...)
 	dst = appendJSONString(dst, p.Promoted)
 	dst = append(dst, `,"replaced":`...)
@@ -87,7 +87,7 @@ func (p *Promotion) AppendJSON(dst []byte) []byte {
 func (p *Promotion) AppendMsgpack(dst []byte) []byte {
 	dst = msgpackMap(dst, 12)
 	dst = msgpackStr(dst, "event_id")
-	dst = msgpackStr(dst, string(p.Position.AppendEventID(nil))+"#promotion")
+	dst = msgpackEventID(dst, p.Position)
 	dst = msgpackStr(dst, "promoted")
 	dst = msgpackStr(dst, p.Promoted)
 	dst = msgpackStr(dst, "replaced")
