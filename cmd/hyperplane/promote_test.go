@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -261,5 +262,92 @@ func TestPromoteAutoKilled(t *testing.T) {
 	}
 	if got := replayDigest(t, append([]string{"--snapshot.url", "file://" + storeDir}, common...)); got != want {
 		t.Fatalf("replay: state_sha256 %s, the live model %s", got, want)
+	}
+}
+
+// TestPromotePartition: in model.scope partition, a request names one
+// partition's model, which alone is promoted; replay rebuilds every
+// partition's model, the promoted one following its chain's history, to
+// the bit.
+func TestPromotePartition(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", "3000", "-seed", "5", "-vocab", "50",
+		"-features", "10", "-noise", "0"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "keyed", 2)
+	sent := 0
+	produce := func(n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for _, l := range lines[sent : sent+n] {
+			recs = append(recs, &kgo.Record{Topic: "keyed", Partition: int32(sent % 2), Value: []byte(l)})
+			sent++
+		}
+		if err := c.Client(t).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(600)
+	storeDir := filepath.Join(dir, "store")
+	common := []string{"--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "keyed", "--snapshot.url", "file://" + storeDir + "?create_dir=1",
+		"--model.learner.hash_bits", "12", "--model.challengers", "perceptron:algorithm=perceptron"}
+	store := openStore(t, storeDir)
+	chain := func(p int) *snapshot.Snapshot {
+		s, err := store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)).Latest(context.Background(), "per", nil)
+		if err != nil {
+			return nil
+		}
+		return s
+	}
+	learnedTo := func(p int) int64 {
+		if s := chain(p); s != nil {
+			return s.Positions[fmt.Sprintf("kafka:keyed/%d", p)]
+		}
+		return -1
+	}
+	stop, stopped, log := startWorker(t, append([]string{"run", "--snapshot.interval", "50ms", "--source.batch", "50", "--http.addr", ""}, common...))
+	waitRunning(t, time.Minute, "both partitions learned", stopped, log, func() bool { return learnedTo(0) == 300 && learnedTo(1) == 300 })
+	if _, _, err := runCmd(t, "", append([]string{"promote", "--challenger", "nope", "--shard", "kafka:keyed/0"}, common...)...); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("promote of an unknown challenger: %v, want an error naming it", err)
+	}
+	mustRun(t, "", append([]string{"promote", "--challenger", "perceptron", "--shard", "kafka:keyed/0"}, common...)...)
+	waitRunning(t, time.Minute, "partition 0 promoted", stopped, log, func() bool {
+		if s := chain(0); s != nil && len(s.State.Promotions) > 0 {
+			return true
+		}
+		if sent < len(lines)-100 && learnedTo(0) == int64(sent/2) && learnedTo(1) == int64(sent/2) {
+			produce(100)
+		}
+		return false
+	})
+	waitRunning(t, time.Minute, "every example learned", stopped, log, func() bool { return learnedTo(0) == int64(sent/2) && learnedTo(1) == int64(sent/2) })
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v\n%s", err, log)
+	}
+	if s := chain(0); len(s.State.Promotions) != 1 || s.State.Promotions[0].Challenger != "perceptron" || s.State.Config.Algorithm != learner.Perceptron {
+		t.Fatalf("partition 0: history %+v, model %s", s.State.Promotions, s.State.Config.Algorithm)
+	}
+	if s := chain(1); len(s.State.Promotions) != 0 || s.State.Config.Algorithm != learner.AROW {
+		t.Fatalf("partition 1 was promoted: history %+v, model %s", s.State.Promotions, s.State.Config.Algorithm)
+	}
+	table := mustRun(t, "", append([]string{"compare", "--shard", "kafka:keyed/0"}, common...)...)
+	if !strings.Contains(table, "promoted perceptron over per") {
+		t.Errorf("compare of partition 0:\n%s", table)
+	}
+	out := mustRun(t, "", append([]string{"replay", "--from", "earliest"}, common...)...)
+	var sum struct {
+		Partitions map[string]struct {
+			StateSHA256 string `json:"state_sha256"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("replay printed %q: %v", out, err)
+	}
+	for p := range 2 {
+		if got, want := sum.Partitions[fmt.Sprintf("kafka:keyed/%d", p)].StateSHA256, chain(p).State.StateSHA256(); got != want {
+			t.Errorf("partition %d: replay state_sha256 %s, the live model %s", p, got, want)
+		}
 	}
 }
