@@ -225,6 +225,15 @@ func (c Config) validateChallengers() error {
 	if a := c.Model.Compare.Alpha; !(a > 0 && a < 1) {
 		return fieldErr("model.compare.alpha", "must be in (0, 1), such as 0.05, got %v", a)
 	}
+	if err := c.Model.Compare.Promote.Validate(); err != nil {
+		return fieldErr("model.compare.promote", "%v", err)
+	}
+	if c.Model.Compare.Promote == PromoteAuto && len(c.Model.Challengers) == 0 {
+		return fieldErr("model.compare.promote", "auto, but model.challengers names no challenger to promote")
+	}
+	if c.Outputs.Promotions.Kind != "" && len(c.Model.Challengers) == 0 {
+		return fieldErr("outputs.promotions", "set, but model.challengers names no challenger that could be promoted")
+	}
 	if c.Outputs.ChallengerPredictions.Kind != "" && len(c.Model.Challengers) == 0 {
 		return fieldErr("outputs.challenger_predictions", "set, but model.challengers names no challenger whose predictions it would get")
 	}

@@ -107,6 +107,12 @@ func TestChallengersRefusedByValidate(t *testing.T) {
 		}, "model.challengers[1].hash_bits"},
 		{"alpha 0", func(c *Config) { c.Model.Compare.Alpha = 0 }, "model.compare.alpha"},
 		{"alpha 1", func(c *Config) { c.Model.Compare.Alpha = 1 }, "model.compare.alpha"},
+		{"promote unknown", func(c *Config) {
+			c.Model.Challengers = Challengers{seed("a")}
+			c.Model.Compare.Promote = "sometimes"
+		}, "model.compare.promote"},
+		{"auto without challengers", func(c *Config) { c.Model.Compare.Promote = PromoteAuto }, "model.compare.promote"},
+		{"promotions without challengers", func(c *Config) { c.Outputs.Promotions = Destination{Kind: KindKafka, Topic: "promotions"} }, "outputs.promotions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
@@ -121,5 +127,9 @@ func TestChallengersRefusedByValidate(t *testing.T) {
 	c.Model.Challengers = Challengers{seed("a"), seed("b")}
 	if err := c.validateChallengers(); err != nil {
 		t.Errorf("two challengers of distinct names: %v", err)
+	}
+	c.Model.Compare.Promote = PromoteAuto
+	if err := c.validateChallengers(); err != nil {
+		t.Errorf("auto with challengers: %v", err)
 	}
 }

@@ -88,6 +88,10 @@ type Compare struct {
 	// sequence ever excludes the true difference, however often one
 	// looks, is at most Alpha.
 	Alpha float64 `yaml:"alpha" help:"level of the confidence sequences that compare a challenger with the model: the chance that one ever excludes the true difference, however often it is looked at"`
+	// Promote is when a challenger becomes the model: manual (when
+	// hyperplane promote asks) or auto (also as soon as its log-loss
+	// band lies above zero).
+	Promote Promote `yaml:"promote" help:"when a challenger becomes the model: manual (hyperplane promote asks) or auto (also as soon as its log-loss band lies above zero, looked at after every example)"`
 }
 
 // Mixing is how a model is learned over a source of several partitions
@@ -240,6 +244,9 @@ type Outputs struct {
 	// challengers (model.challengers), each named by its challenger;
 	// outputs.predictions has the model's alone.
 	ChallengerPredictions Destination `yaml:"challenger_predictions" help:"destination of the challengers' prediction events (model.challengers), each named by its challenger; outputs.predictions gets the model's alone"`
+	// Promotions receives an event for each challenger that becomes the
+	// model (docs/compare.md, "Promotion").
+	Promotions Destination `yaml:"promotions" help:"destination of promotion events: a challenger became the model (hyperplane promote, or model.compare.promote auto)"`
 	// Publish says which predictions are published: all, unlabeled or
 	// none. Misclassifications are always published when they have a
 	// destination.
@@ -333,7 +340,7 @@ func Default() Config {
 			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 16},
 			Learner: learner.DefaultConfig(),
 			Drift:   learner.DefaultDrift(),
-			Compare: Compare{Alpha: 0.05},
+			Compare: Compare{Alpha: 0.05, Promote: PromoteManual},
 		},
 		Kafka: Kafka{ClientID: "hyperplane", SessionTimeout: 30 * time.Second, SASL: SASL{Mechanism: MechanismNone}},
 		Source: Source{

@@ -128,5 +128,6 @@ func (o Outputs) Destinations() []OutputDestination {
 		{"outputs.drift", o.Drift},
 		{"outputs.late_labels", o.LateLabels},
 		{"outputs.challenger_predictions", o.ChallengerPredictions},
+		{"outputs.promotions", o.Promotions},
 	}
 }

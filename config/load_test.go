@@ -515,6 +515,8 @@ func sampleValue(t reflect.Type, def reflect.Value) (text, yamlText string) {
 		return "mistakes", "mistakes"
 	case reflect.TypeFor[learner.MixRule]():
 		return "touched", "touched"
+	case reflect.TypeFor[Promote]():
+		return "auto", "auto"
 	case reflect.TypeFor[Scope]():
 		return "partition", "partition"
 	case reflect.TypeFor[Challengers]():

@@ -633,6 +633,9 @@ func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
 		ev := wire.Prediction{Position: m.Position, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 		w.drifted(m, key, &ev, b, false)
 	}
+	if w.rivals != nil {
+		w.promoteAfter(m, b)
+	}
 }
 
 // writeMark appends a mark to the labels' input if a window waits on one

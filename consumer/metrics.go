@@ -14,6 +14,7 @@ type Metrics struct {
 	DecodeErrors    prometheus.Counter
 	DeadLetters     *prometheus.CounterVec // by reason (see deadReason)
 	Drifts          prometheus.Counter     // changes of concept the model's detector found
+	Promotions      prometheus.Counter     // challengers that became the model
 	PublishErrors   prometheus.Counter
 	Position        *prometheus.GaugeVec // by source: the model's position
 	Lag             *prometheus.GaugeVec // by source: messages behind, as the broker tells it
@@ -89,6 +90,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Drifts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_drifts_total",
 			Help: "Changes of concept the model's detector found (model.drift): each started the model's parameters afresh and published a drift event to outputs.drift. A partition's range learned again, after a rebalance or a restart, counts its drifts again.",
+		}),
+		Promotions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_promotions_total",
+			Help: "Challengers that became the model (hyperplane promote, or model.compare.promote auto), each published as a promotion event to outputs.promotions. In partition scope, each partition's model counts its own.",
 		}),
 		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_publish_errors_total",
@@ -175,7 +180,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.deadLetters[r] = m.DeadLetters.WithLabelValues(r.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.Drifts, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
+		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.Drifts, m.Promotions, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
 			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing,
 			m.ShardRollingAccuracy, m.ShardModelVersion, m.ShardServedVersion, m.ShardPosition)
 		for _, g := range m.Probability.all() {

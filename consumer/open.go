@@ -116,6 +116,30 @@ type Pipeline struct {
 	// lag is closed when the lag reporter of the source of one stream
 	// has stopped; nil when none runs.
 	lag chan struct{}
+	// promotions, when set, are the promotions a replay makes again
+	// (SetReplayed).
+	promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)
+}
+
+// SetReplayed makes the workers of a replay make again the promotions
+// that promotions returns for their shard ("" for a source of one
+// shard): the history the live model records (WorkerConfig.Replayed), so
+// that the replayed model is the live one (docs/compare.md, "Promotion").
+func (p *Pipeline) SetReplayed(promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)) {
+	p.promotions = promotions
+}
+
+// replayed are the promotions shard's worker makes again; nil but in a
+// replay.
+func (p *Pipeline) replayed(ctx context.Context, shard string) ([]learner.Promotion, error) {
+	if p.promotions == nil {
+		return nil, nil
+	}
+	ps, err := p.promotions(ctx, shard)
+	if err != nil {
+		return nil, fmt.Errorf("the live model's promotions: %w", err)
+	}
+	return ps, nil
 }
 
 // Open resumes the model of opts from its newest generation, then
@@ -142,23 +166,28 @@ func (p *Pipeline) Resumed() snapshot.Resumed { return p.resumed }
 // start-up, and again when the model goes on from a generation another
 // worker, or this one's worker of one partition, wrote since.
 func (p *Pipeline) resume(ctx context.Context) error {
-	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, p.opts.Resume)
+	ropts := p.opts.Resume
+	ropts.Challengers = p.opts.Challengers
+	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, ropts)
 	if err != nil {
 		return err
 	}
-	if err := p.challenge(r.Model, p.opts.Log); err != nil {
+	if err := p.challenge(r, p.opts.Log); err != nil {
 		return err
 	}
 	p.resumed = r
 	return nil
 }
 
-// challenge gives model, as resumed, Options.Challengers.
-func (p *Pipeline) challenge(model *learner.Model, log *zap.Logger) error {
-	if len(p.opts.Challengers) == 0 && len(model.Challengers()) == 0 {
+// challenge gives the model r resumed its challengers: Options.Challengers,
+// or those the model's history of promotions makes of them
+// (snapshot.Resumed.Challengers).
+func (p *Pipeline) challenge(r snapshot.Resumed, log *zap.Logger) error {
+	model := r.Model
+	if len(r.Challengers) == 0 && len(model.Challengers()) == 0 {
 		return nil
 	}
-	started, dropped, err := model.SetChallengers(p.opts.Challengers)
+	started, dropped, err := model.SetChallengers(r.Challengers)
 	if err != nil {
 		return fmt.Errorf("model.challengers: %w", err)
 	}
@@ -235,6 +264,10 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 			return nil, err
 		}
 		wcfg.Labels.State = st
+	}
+	var err error
+	if wcfg.Replayed, err = p.replayed(ctx, ""); err != nil {
+		return nil, err
 	}
 	return NewWorker(wcfg, src, p.resumed.Model, p.resumed.Positions, metrics, p.opts.Log), nil
 }
@@ -474,11 +507,12 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 			}
 			ropts := p.opts.Resume
 			ropts.Log = log.With(zap.String("shard", shard))
+			ropts.Challengers = p.opts.Challengers
 			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 			if err != nil {
 				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
-			if err := p.challenge(r.Model, ropts.Log); err != nil {
+			if err := p.challenge(r, ropts.Log); err != nil {
 				return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
 			}
 			c := Chain{Model: r.Model, Positions: r.Positions}

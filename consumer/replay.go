@@ -83,11 +83,12 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 	}
 	ropts := p.opts.Resume
 	ropts.Log = log
+	ropts.Challengers = p.opts.Challengers
 	r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.challenge(r.Model, log); err != nil {
+	if err := p.challenge(r, log); err != nil {
 		return nil, err
 	}
 	if r.Snapshot != nil {
@@ -123,6 +124,9 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 		cfg.Labels.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
 			return p.conn.Shards.Open(ctx, shard, resume[shard])
 		}
+	}
+	if cfg.Replayed, err = p.replayed(ctx, shard); err != nil {
+		return nil, err
 	}
 	w := NewWorker(cfg, bounded, r.Model, r.Positions, nil, log)
 	if err := ReplayRange(ctx, w, bounded, labels, 0, nil); err != nil {

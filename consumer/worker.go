@@ -100,6 +100,17 @@ type WorkerConfig struct {
 	// CompareAlpha is the level of the challengers' comparisons with the
 	// model (compare.Attach); 0 means DefaultCompareAlpha.
 	CompareAlpha float64
+	// AutoPromote promotes a challenger as soon as its comparison says
+	// "challenger better" (compare.Live.Better), looked at after every
+	// example (docs/compare.md, "Promotion").
+	AutoPromote bool
+	// Promotions receives an event for each promotion (wire.Promotion).
+	Promotions Destination
+	// Replayed are promotions to make again, in order, each after the
+	// example that brings the model's count to its Examples: a replay's
+	// of those the live model's history records. Automatic promotion
+	// waits until they are all made.
+	Replayed []learner.Promotion
 }
 
 // DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default: well
@@ -213,6 +224,8 @@ type Worker struct {
 	// is why they could not be set up, which Run returns.
 	rivals    *rivals
 	rivalsErr error
+	// promotion is the state of promotions (promote.go).
+	promotion promotion
 }
 
 // NewWorker returns a worker that learns into model from src. positions
@@ -259,6 +272,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 		}
 	}
 	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil)
+	w.promotion.requests = w.rivals != nil
 	metrics.challengers(w.rivals)
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)
@@ -523,6 +537,7 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 		<-stop
 		return nil
 	}
+	w.readRequest(ctx)
 	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
 	for {
 		stopping := false
@@ -566,6 +581,7 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 			w.readiness.ok(NotReadySnapshots)
 			w.metrics.Snapshots.Inc()
 			w.metrics.LastSnapshot.SetToCurrentTime()
+			w.readRequest(ctx)
 			if err := w.commit(ctx, snap.positions); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
@@ -666,6 +682,7 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	// learned records that the model includes b, a batch processed from
 	// the counts start: its positions, its metrics, the view.
 	learned := func(b *outBatch, start learner.Counts) {
+		start = w.promotion.shift(start)
 		end := w.model.Metrics()
 		w.mu.Lock()
 		maps.Copy(w.positions, b.resume)
@@ -905,6 +922,9 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	if o.Drift != nil {
 		w.drifted(m, key, &ev, b, dead)
 	}
+	if w.rivals != nil {
+		w.promoteAfter(m, b)
+	}
 	return key
 }
 
@@ -997,7 +1017,7 @@ func (d Destination) maxOutputBytes() int {
 // and its first one asks the broker.
 type outputLimits struct {
 	predictions, misclassifications, deadLetter, drift int
-	challengerPredictions                              int
+	challengerPredictions, promotions                  int
 }
 
 // refreshLimits reads the destinations' limits for the next batch.
@@ -1009,6 +1029,7 @@ func (w *Worker) refreshLimits() {
 		drift:              w.cfg.Drift.maxOutputBytes(),
 
 		challengerPredictions: w.cfg.ChallengerPredictions.maxOutputBytes(),
+		promotions:            w.cfg.Promotions.maxOutputBytes(),
 	}
 }
 

@@ -142,6 +142,7 @@ func (st *State) Digest() [32]byte {
 	st.digestDrift(&e)
 	st.digestCalibration(&e)
 	st.digestChallengers(&e)
+	st.digestPromotions(&e)
 
 	e.flush()
 	var sum [32]byte

@@ -88,6 +88,8 @@ type Model struct {
 	// challengers learn beside the model (see Challengers); nil for
 	// none.
 	challengers []*Challenger
+	// promotions are the model's history of promotions (Promote).
+	promotions []Promotion
 	// changes records what learning writes, after TrackChanges.
 	changes *changeSet
 }

@@ -3,6 +3,7 @@ package learner
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // State is the complete state of a model: restoring it gives a model that
@@ -72,6 +73,10 @@ type State struct {
 	// Challengers are the model's challengers (see Model.Challengers),
 	// nil for none; a challenger's own State has none.
 	Challengers []ChallengerState
+
+	// Promotions are the model's history of promotions (see
+	// Model.Promote), oldest first; nil for a model never promoted.
+	Promotions []Promotion
 }
 
 // State returns a deep copy of m's state.
@@ -115,6 +120,7 @@ func (m *Model) state(release bool) *State {
 		Detector:       m.detector.export(),
 		Calibration:    m.exportCalibration(),
 		Challengers:    m.exportChallengers(),
+		Promotions:     slices.Clone(m.promotions),
 	}
 	m.eng.export(st, release)
 	return st
@@ -163,6 +169,7 @@ func restore(st *State, engine func(Config) engine) (*Model, error) {
 	if err := m.restoreChallengers(st); err != nil {
 		return nil, err
 	}
+	m.promotions = slices.Clone(st.Promotions)
 	return m, nil
 }
 
@@ -204,6 +211,9 @@ func (st *State) validate(n int) error {
 		return err
 	}
 	if err := st.validateChallengers(); err != nil {
+		return err
+	}
+	if err := st.validatePromotions(); err != nil {
 		return err
 	}
 	if cfg.Algorithm == Kernel {

@@ -176,6 +176,22 @@ type stateBody struct {
 	// Challengers are the model's challengers, omitted when it has
 	// none, so that such a model encodes as it did before they existed.
 	Challengers []challengerBody `msgpack:"challengers,omitempty"`
+
+	// Promotions are the model's history of promotions, omitted when it
+	// was never promoted, so that such a model encodes as it did before
+	// they existed.
+	Promotions []promotionBody `msgpack:"promotions,omitempty"`
+}
+
+// promotionBody is the wire form of a learner.Promotion.
+type promotionBody struct {
+	Challenger string `msgpack:"challenger"`
+	Replaced   string `msgpack:"replaced"`
+	Auto       bool   `msgpack:"auto,omitempty"`
+	Request    string `msgpack:"request,omitempty"`
+	Examples   uint64 `msgpack:"examples"`
+	Source     string `msgpack:"source"`
+	Offset     int64  `msgpack:"offset"`
 }
 
 // challengerBody is the wire form of a learner.ChallengerState: its name,
@@ -497,6 +513,9 @@ func stateBodyOf(st *learner.State) stateBody {
 			},
 		})
 	}
+	for _, p := range st.Promotions {
+		b.Promotions = append(b.Promotions, promotionBody(p))
+	}
 	return b
 }
 
@@ -685,6 +704,9 @@ func (b *stateBody) decode() (*learner.State, error) {
 				ChallengerErrors:  cb.ChallengerErrors,
 			},
 		})
+	}
+	for _, p := range b.Promotions {
+		st.Promotions = append(st.Promotions, learner.Promotion(p))
 	}
 	return st, nil
 }

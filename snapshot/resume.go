@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,6 +29,12 @@ type ResumeOptions struct {
 	// Start, if not nil, names where a new model's source begins, for the
 	// log.
 	Start fmt.Stringer
+	// Challengers are the model's configured challengers. A snapshot
+	// whose model is a promoted challenger's configuration
+	// (learner.Model.Promote) is continued when its history's last
+	// promotion names one of them under the same configuration
+	// (docs/compare.md, "Promotion").
+	Challengers []learner.ChallengerConfig
 	// Log may be nil.
 	Log *zap.Logger
 }
@@ -50,6 +58,12 @@ type Resumed struct {
 	// Snapshot is that generation as read, nil for a new model: its
 	// epoch keys say whether it continues an epoch log.
 	Snapshot *Snapshot
+	// Challengers are the challengers the model goes on with
+	// (learner.Model.SetChallengers): ResumeOptions.Challengers, or, for
+	// a model that serves a promoted challenger's configuration, those
+	// with the promoted one replaced by the configuration given to Resume
+	// under the name the history gives it.
+	Challengers []learner.ChallengerConfig
 }
 
 // Resume returns the model named model to continue under cfg: the newest
@@ -74,7 +88,7 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	if store == nil {
 		log.Warn("no snapshot.url: the model is not saved and is lost when the worker stops; a restart begins again at source.start", start)
-		return newModel(cfg, nil)
+		return newModel(cfg, nil, opts.Challengers)
 	}
 	if opts.Writer == "" {
 		return Resumed{}, errors.New("snapshot.writer: empty (ResumeOptions.Writer): a worker with a store must name itself in the generations it writes")
@@ -93,16 +107,26 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	switch {
 	case errors.Is(err, ErrNotFound):
 		log.Info("no snapshot: a new model", zap.String("model", model), start)
-		return newModel(cfg, snapshotter)
+		return newModel(cfg, snapshotter, opts.Challengers)
 	case err != nil:
 		return Resumed{}, fmt.Errorf("snapshot: %w", err)
 	}
+	challengers := opts.Challengers
 	if err := latest.Compatible(cfg); err != nil {
-		if !opts.Reset {
+		cs, ok := promoted(latest, model, cfg, opts.Challengers)
+		switch {
+		case ok:
+			challengers = cs
+			p := latest.State.Promotions[len(latest.State.Promotions)-1]
+			log.Info("the model serves a promoted challenger's configuration; model.learner goes on as a challenger (the file may be updated to say so: docs/compare.md, Promotion)",
+				zap.String("model", model), zap.String("promoted", p.Challenger), zap.String("replaced", p.Replaced),
+				zap.Uint64("examples", p.Examples), zap.String("source", p.Source), zap.Int64("offset", p.Offset))
+		case !opts.Reset:
 			return Resumed{}, fmt.Errorf("model %s generation %d: %w (%s)", model, latest.Generation, err, continueHint(err))
+		default:
+			log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
+			return newModel(cfg, snapshotter, opts.Challengers)
 		}
-		log.Warn("snapshot incompatible: starting a new model (snapshot.reset)", zap.Error(err))
-		return newModel(cfg, snapshotter)
 	}
 	m, err := learner.Restore(latest.State)
 	if err != nil {
@@ -110,7 +134,43 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	log.Info("resuming from snapshot", zap.String("model", model), zap.Uint64("generation", latest.Generation),
 		zap.Any("positions", latest.Positions), zap.Uint64("examples", m.Metrics().Examples))
-	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created, Snapshot: latest}, nil
+	return Resumed{Model: m, Positions: latest.Positions, Snapshotter: snapshotter, Generation: latest.Generation, Created: latest.Created, Snapshot: latest,
+		Challengers: challengers}, nil
+}
+
+// promoted says whether the history of snap explains why its model's
+// configuration is not cfg: its last promotion made the challenger cs
+// names the model, under the configuration cs gives it. The challengers
+// the model goes on with are then cs with that one replaced by cfg,
+// under the name the old model's configuration took.
+func promoted(snap *Snapshot, model string, cfg learner.Config, cs []learner.ChallengerConfig) ([]learner.ChallengerConfig, bool) {
+	ps := snap.State.Promotions
+	if len(ps) == 0 {
+		return nil, false
+	}
+	last := ps[len(ps)-1]
+	for i, c := range cs {
+		if c.Name != last.Challenger || snap.Compatible(c.Config) != nil {
+			continue
+		}
+		// The configured model.learner goes by the name under which the
+		// snapshot holds its configuration as a challenger, else by the
+		// name the last promotion gave the configuration it replaced.
+		name := last.Replaced
+		for _, sc := range snap.State.Challengers {
+			if reflect.DeepEqual(sc.State.Config.Canonical(), cfg.Canonical()) {
+				name = sc.Name
+				break
+			}
+		}
+		if slices.ContainsFunc(cs, func(o learner.ChallengerConfig) bool { return o.Name == name && o.Name != c.Name }) {
+			return nil, false
+		}
+		out := slices.Clone(cs)
+		out[i] = learner.ChallengerConfig{Name: name, Config: cfg}
+		return out, true
+	}
+	return nil, false
 }
 
 // continueHint tells the operator of a snapshot that Compatible refused
@@ -129,12 +189,12 @@ func continueHint(err error) string {
 	return fmt.Sprintf("to continue it, set %s explicitly to its value in the snapshot, %s; or set snapshot.reset to start a new model", key, ie.Snapshot)
 }
 
-func newModel(cfg learner.Config, s *Snapshotter) (Resumed, error) {
+func newModel(cfg learner.Config, s *Snapshotter, challengers []learner.ChallengerConfig) (Resumed, error) {
 	m, err := learner.New(cfg)
 	if err != nil {
 		return Resumed{}, fmt.Errorf("model.learner: %w", err)
 	}
-	return Resumed{Model: m, Snapshotter: s}, nil
+	return Resumed{Model: m, Snapshotter: s, Challengers: challengers}, nil
 }
 
 // DamagedAbove is the newest generation of model in store when every one

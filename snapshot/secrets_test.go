@@ -132,6 +132,13 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		_, err = chain.Load(ctx, "clicks", 1)
 		return err
 	},
+	"RequestPromotion": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		return s.RequestPromotion(ctx, "clicks", snapshot.NewPromotionRequest("seed", time.Now()))
+	},
+	"PromotionRequest": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.PromotionRequest(ctx, "clicks")
+		return err
+	},
 	// A caller's error that names a key.
 	"Hide": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.Hide(fmt.Errorf("object %s: %w", snapshot.Key(s.Prefix(), "clicks", 1), errors.New("refused")))

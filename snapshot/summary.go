@@ -31,6 +31,21 @@ type Summary struct {
 	SupportVectors int          `json:"support_vectors,omitempty"`
 	// Challengers are the model's challengers, learned beside it.
 	Challengers []ChallengerSummary `json:"challengers,omitempty"`
+	// Promotions are the model's history of promotions, oldest first
+	// (docs/compare.md, "Promotion").
+	Promotions []PromotionSummary `json:"promotions,omitempty"`
+}
+
+// PromotionSummary is one promotion of the model's history
+// (learner.Promotion).
+type PromotionSummary struct {
+	Challenger string `json:"challenger"`
+	Replaced   string `json:"replaced"`
+	Auto       bool   `json:"auto,omitempty"`
+	Request    string `json:"request,omitempty"`
+	Examples   uint64 `json:"examples"`
+	Source     string `json:"source"`
+	Offset     int64  `json:"offset"`
 }
 
 // ChallengerSummary is a challenger of the model: its name, its
@@ -73,6 +88,9 @@ func Summarize(s *Snapshot, top int) Summary {
 		Config:         st.Config,
 		StateSHA256:    st.StateSHA256(),
 		SupportVectors: len(st.Support),
+	}
+	for _, p := range st.Promotions {
+		sum.Promotions = append(sum.Promotions, PromotionSummary(p))
 	}
 	if m, err := learner.Restore(st); err == nil {
 		sum.Metrics = m.Metrics()

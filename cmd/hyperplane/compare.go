@@ -52,5 +52,12 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 		return backtest.WriteJSON(e.stdout, standings)
 	}
 	fmt.Fprintf(e.stdout, "%s, generation %d:\n", cfg.Model.Name, s.Generation)
+	for _, p := range s.State.Promotions {
+		how := "requested " + p.Request
+		if p.Auto {
+			how = "auto"
+		}
+		fmt.Fprintf(e.stdout, "promoted %s over %s after %s/%d (example %d, %s)\n", p.Challenger, p.Replaced, p.Source, p.Offset, p.Examples, how)
+	}
 	return backtest.WriteTable(e.stdout, standings, cfg.Model.Compare.Alpha)
 }

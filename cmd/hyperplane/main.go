@@ -53,6 +53,7 @@ func commands() []command {
 		{"train", "learn a model from a file of examples", runTrain},
 		{"backtest", "compare the model with its challengers over a file of examples", runBacktest},
 		{"compare", "compare the live model with its challengers, as its store records them", runCompare},
+		{"promote", "make a challenger of the live model the model, from its next generation on", runPromote},
 		{"predict", "predict a file of examples with a saved model", runPredict},
 		{"inspect", "print a model file as readable JSON", runInspect},
 		{"gen", "generate a reproducible example stream", runGen},

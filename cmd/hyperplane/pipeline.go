@@ -183,6 +183,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		Views:            cfg.Serving(),
 		ViewInterval:     cfg.Serve.Refresh,
 		CompareAlpha:     cfg.Model.Compare.Alpha,
+		AutoPromote:      cfg.Model.Compare.Promote == config.PromoteAuto,
 	}
 	for _, d := range []struct {
 		key  string
@@ -194,6 +195,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 		{"outputs.dead_letter", cfg.Outputs.DeadLetter, &p.config.DeadLetter},
 		{"outputs.drift", cfg.Outputs.Drift, &p.config.Drift},
 		{"outputs.challenger_predictions", cfg.Outputs.ChallengerPredictions, &p.config.ChallengerPredictions},
+		{"outputs.promotions", cfg.Outputs.Promotions, &p.config.Promotions},
 	} {
 		var err error
 		if *d.to, err = p.brokers.Destination(d.key, d.dest); err != nil {

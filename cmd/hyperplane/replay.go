@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -75,7 +77,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		return replayEpochs(ctx, e, cfg, log)
 	}
 	if cfg.Model.Scope == config.ScopePartition && cfg.Source.Kind == config.KindKafka {
-		return replayPartitions(ctx, e, cfg, end)
+		return replayPartitions(ctx, e, cfg, end, live)
 	}
 	// Only the final snapshot: nothing periodic.
 	once := cfg
@@ -85,6 +87,11 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer p.close()
+	closeLive, err := followPromotions(ctx, p, cfg, live)
+	if err != nil {
+		return err
+	}
+	defer closeLive()
 	if p.source == nil {
 		return fmt.Errorf("replay: stream %s is partitioned and learned in epochs: replay follows its epoch log, in snapshot.url, which holds none for model %s", cfg.Source.Stream, cfg.Model.Name)
 	}
@@ -116,6 +123,40 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText,
 		worker.Model().State().Digest())
 	return nil
+}
+
+// followPromotions has the workers of replay p make again the promotions
+// the live model's newest generation (of each shard's chain in partition
+// scope) records in its history, so that the replayed model is the live
+// one. Without challengers or a live store there are none. The caller
+// calls close once p is done.
+func followPromotions(ctx context.Context, p *pipeline, cfg config.Config, live string) (close func(), err error) {
+	if live == "" || len(cfg.Model.Challengers) == 0 {
+		return func() {}, nil
+	}
+	store, err := snapshot.OpenStore(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot.url: %w", err)
+	}
+	model := cfg.Model.Name
+	p.SetReplayed(func(ctx context.Context, shard string) ([]learner.Promotion, error) {
+		s := store
+		if shard != "" {
+			var err error
+			if s, err = store.PartitionChain(model, shard); err != nil {
+				return nil, err
+			}
+		}
+		snap, err := s.Latest(ctx, model, nil)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return snap.State.Promotions, nil
+	})
+	return func() { store.Close() }, nil //nolint:errcheck // it only read
 }
 
 // endOffset is the offset -to ends before, exclusive: -1 for latest, the

@@ -21,7 +21,7 @@ import (
 // (docs/scale-out.md, section 6). With labels, partition p is joined with
 // the labels' partition p and no mark is written (docs/labels.md,
 // section 9). It prints one line of JSON with each partition's model.
-func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64) error {
+func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64, live string) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	// Only the final snapshot of each chain: nothing periodic.
 	cfg.Snapshot.Every, cfg.Snapshot.Interval = 0, 0
@@ -30,6 +30,11 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64)
 		return err
 	}
 	defer p.close()
+	closeLive, err := followPromotions(ctx, p, cfg, live)
+	if err != nil {
+		return err
+	}
+	defer closeLive()
 	if p.shards == nil {
 		return fmt.Errorf("replay: source.topics have no partitions to replay")
 	}

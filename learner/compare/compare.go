@@ -120,6 +120,14 @@ func (c *Comparison) Result() Result {
 	return r
 }
 
+// ChallengerBetter reports whether the log-loss band lies above zero now:
+// the verdict "challenger better" (Result.Verdict), found without
+// computing the rest of the Result.
+func (c *Comparison) ChallengerBetter() bool {
+	low, _ := c.logLoss.Bounds()
+	return low > 0
+}
+
 // Verdict is what a comparison's log-loss band says.
 type Verdict string
 

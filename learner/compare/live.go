@@ -81,6 +81,23 @@ func (l *Live) Learn(o *learner.Outcome, y int, xs []*learner.Example) {
 	}
 }
 
+// Better is the first challenger, in order, whose comparison with the
+// model says "challenger better" now (Comparison.ChallengerBetter), -1
+// when none does. Looked at after every example, it is the rule of
+// automatic promotion: each comparison's chance of ever saying so of a
+// challenger that is not better is at most alpha.
+func (l *Live) Better() int {
+	if l == nil {
+		return -1
+	}
+	for i, c := range l.comps {
+		if c.ChallengerBetter() {
+			return i
+		}
+	}
+	return -1
+}
+
 // Outcome is challenger i's outcome of the example Learn was last given,
 // nil if it did not learn it. It is overwritten by the next Learn.
 func (l *Live) Outcome(i int) *learner.Outcome {
@@ -119,8 +136,11 @@ func ResultOf(c *learner.ChallengerState, alpha float64) (Result, error) {
 // is over every labeled example it learned, its log-loss over those its
 // calibrator measured (learner.Calibration), unclipped; a challenger's
 // Result is over the examples both learned.
+//
+// After a promotion the model's standing is named by its configuration,
+// the promoted challenger's name (learner.NameOf).
 func Standings(name string, st *learner.State, alpha float64) ([]Standing, error) {
-	s := []Standing{standingOf(name, st)}
+	s := []Standing{standingOf(learner.NameOf(st.Promotions, name), st)}
 	for i := range st.Challengers {
 		c := &st.Challengers[i]
 		r, err := ResultOf(c, alpha)

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// runPromote asks the worker of the live model to make one of its
+// challengers the model (docs/compare.md, "Promotion"): it writes the
+// model's promotion request to its store, which the worker reads when it
+// starts and after each generation it writes, and applies after the next
+// example it learns. A challenger the newest generation does not hold is
+// refused, naming it and those it holds.
+func runPromote(ctx context.Context, e *env, args []string) error {
+	var name, shard string
+	fs := newFlagSet("promote", "--config FILE --challenger NAME [--shard NAME] [--key value ...]", e)
+	fs.StringVar(&name, "challenger", "", "the challenger `NAME` to make the model")
+	fs.StringVar(&shard, "shard", "", "in model.scope partition, the partition `NAME` whose model to promote (kafka:<topic>/<partition>)")
+	cfg, err := commandConfig(e, fs, args)
+	if err != nil {
+		return ignoreHelp(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{msg: "config: " + err.Error()}
+	}
+	if name == "" {
+		return usagef("-challenger: required: the challenger to make the model")
+	}
+	if cfg.Snapshot.URL == "" {
+		return usagef("config: snapshot.url: promote writes its request to the live model's store; none is set")
+	}
+	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	if err != nil {
+		return fmt.Errorf("snapshot.url: %w", err)
+	}
+	defer store.Close()
+	if shard != "" {
+		if store, err = store.PartitionChain(cfg.Model.Name, shard); err != nil {
+			return fmt.Errorf("-shard: %w", err)
+		}
+	}
+	s, err := store.Latest(ctx, cfg.Model.Name, nil)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, c := range s.State.Challengers {
+		names = append(names, c.Name)
+	}
+	if !slices.Contains(names, name) {
+		model := learner.NameOf(s.State.Promotions, cfg.Model.Name)
+		if name == model {
+			return fmt.Errorf("-challenger: %s is the model of generation %d already (challengers: %v)", name, s.Generation, names)
+		}
+		return fmt.Errorf("-challenger: generation %d of %s has no challenger %s (challengers: %v)", s.Generation, cfg.Model.Name, name, names)
+	}
+	r := snapshot.NewPromotionRequest(name, time.Now())
+	if err := store.RequestPromotion(ctx, cfg.Model.Name, r); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "requested: %s becomes the model of %s after the next example the worker learns once it has read the request (id %s; the worker reads it after each generation it writes)\n",
+		name, cfg.Model.Name, r.ID)
+	return nil
+}

@@ -1,0 +1,130 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// promotedRun resumes the challenged model from store, its challengers
+// as Resume says, and learns the log to its end; it returns the worker,
+// stopped, and the promotions counted.
+func promotedRun(t *testing.T, in *memory.Log, store *snapshot.Store, sink *memory.Sink, log *zap.Logger) (*consumer.Worker, float64) {
+	t.Helper()
+	ctx := context.Background()
+	base, challengers := challengedConfig()
+	res, err := snapshot.Resume(ctx, store, "m", base, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log, Challengers: challengers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := res.Model.SetChallengers(res.Challengers); err != nil {
+		t.Fatal(err)
+	}
+	cfg := consumer.WorkerConfig{
+		Model:         "m",
+		Predictions:   consumer.Destination{Sink: sink, Topic: "pred"},
+		Promotions:    consumer.Destination{Sink: sink, Topic: "promotions"},
+		Snapshots:     res.Snapshotter,
+		SnapshotEvery: 300,
+		Batch:         50,
+	}
+	metrics := consumer.NewMetrics(prometheus.NewRegistry())
+	w := consumer.NewWorker(cfg, memory.NewSource(in, res.Positions), res.Model, res.Positions, metrics, log)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "the worker to learn the log", func() bool {
+		return w.Published()[in.Key(0)] >= int64(in.Len(0))
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return w, testutil.ToFloat64(metrics.Promotions)
+}
+
+// TestWorkerPromotes: a request naming a challenger the model does not
+// have is refused once, naming it; one naming a challenger of another
+// hashing makes it the model after the first example the worker learns:
+// its decoder follows, the old model is a challenger named m, the
+// promotion is counted and published, and the resumed worker, the
+// configuration unchanged, applies the request no second time.
+func TestWorkerPromotes(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	in := challengedLog(1200)
+	if err := store.RequestPromotion(ctx, "m", snapshot.NewPromotionRequest("gone", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	sink := memory.NewSink()
+	w, n := promotedRun(t, in, store, sink, zap.New(core))
+	refused := logs.FilterMessage("promotion refused: the model has no such challenger").All()
+	if len(refused) != 1 || refused[0].ContextMap()["challenger"] != "gone" {
+		t.Fatalf("refusals logged: %v", refused)
+	}
+	if n != 0 || len(w.Model().Promotions()) != 0 || len(sink.Outputs("promotions")) != 0 {
+		t.Fatalf("a refused request promoted: %v counted, history %v", n, w.Model().Promotions())
+	}
+
+	r := snapshot.NewPromotionRequest("bits13", time.Now())
+	if err := store.RequestPromotion(ctx, "m", r); err != nil {
+		t.Fatal(err)
+	}
+	// The same log, 600 examples longer.
+	at := in.Len(0)
+	in = challengedLog(1800)
+	w, n = promotedRun(t, in, store, sink, zap.NewNop())
+	ps := w.Model().Promotions()
+	if n != 1 || len(ps) != 1 || ps[0].Challenger != "bits13" || ps[0].Replaced != "m" || ps[0].Request != r.ID || ps[0].Offset < int64(at) {
+		t.Fatalf("counted %v, history %+v; want bits13 promoted after an offset from %d on", n, ps, at)
+	}
+	if got := w.Model().Config().HashBits; got != 13 {
+		t.Fatalf("the model hashes into %d bits, want the promoted challenger's 13", got)
+	}
+	// Every example after the promotion's (every 97th message is not
+	// one) is learned by the promoted model, decoded with its hashing.
+	var after uint64
+	for i := ps[0].Offset + 1; i < int64(in.Len(0)); i++ {
+		if i%97 != 96 {
+			after++
+		}
+	}
+	if learned := w.Model().Counts().Examples - ps[0].Examples; learned != after {
+		t.Fatalf("the promoted model learned %d examples after the promotion at %d, want %d", learned, ps[0].Offset, after)
+	}
+	var names []string
+	for _, c := range w.Model().Challengers() {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "perceptron,m,seed7,bits13-pa1" {
+		t.Fatalf("challengers after the promotion: %v", names)
+	}
+	events := sink.Outputs("promotions")
+	if len(events) != 1 || !strings.Contains(string(events[0].Value), `"promoted":"bits13"`) || string(events[0].Key) != fmt.Sprintf("%s/%d#promotion", in.Key(0), ps[0].Offset) {
+		t.Fatalf("promotion events %+v", events)
+	}
+
+	w, n = promotedRun(t, in, store, sink, zap.NewNop())
+	if n != 0 || len(w.Model().Promotions()) != 1 || w.Model().Config().HashBits != 13 {
+		t.Fatalf("resumed: %v promotions counted, history %+v", n, w.Model().Promotions())
+	}
+	if w.Model().Config().Algorithm != learner.AROW {
+		t.Fatal("the resumed model is not the promoted challenger's configuration")
+	}
+}

@@ -1,0 +1,94 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gocloud.dev/gcerrors"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+)
+
+// promotionObject is the name of a model's promotion request beside its
+// generations (ModelDir).
+const promotionObject = "promotion.json"
+
+// PromotionRequest asks the worker of a model to make one of its
+// challengers the model (docs/compare.md, "Promotion"). hyperplane
+// promote writes it; the worker reads it after each generation it
+// writes, and applies it once: the generation that holds the promoted
+// model records ID in its history (learner.Promotion.Request).
+type PromotionRequest struct {
+	Challenger string    `json:"challenger"`
+	ID         string    `json:"id"`
+	Requested  time.Time `json:"requested"`
+}
+
+// NewPromotionRequest is a request to promote challenger, with an id of
+// its own.
+func NewPromotionRequest(challenger string, now time.Time) PromotionRequest {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	return PromotionRequest{Challenger: challenger, ID: hex.EncodeToString(b[:]), Requested: now.UTC()}
+}
+
+// Applied reports whether history holds the promotion r asked for.
+func (r *PromotionRequest) Applied(history []learner.Promotion) bool {
+	for _, p := range history {
+		if p.Request == r.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// RequestPromotion writes r as model's promotion request, replacing the
+// one before. It checks nothing: hyperplane promote first reads the
+// newest generation and refuses a challenger the model does not have.
+func (s *Store) RequestPromotion(ctx context.Context, model string, r PromotionRequest) (err error) {
+	defer s.hide(&err)
+	if err := CheckModel(model); err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	key := ModelDir(s.prefix, model) + promotionObject
+	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
+		return fmt.Errorf("promotion request %s: %w", key, err)
+	}
+	return nil
+}
+
+// PromotionRequest reads model's promotion request; nil when there is
+// none.
+func (s *Store) PromotionRequest(ctx context.Context, model string) (_ *PromotionRequest, err error) {
+	defer s.hide(&err)
+	if err := CheckModel(model); err != nil {
+		return nil, err
+	}
+	key := ModelDir(s.prefix, model) + promotionObject
+	data, err := s.bucket.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("promotion request %s: %w", key, err)
+	}
+	var r PromotionRequest
+	if err := json.Unmarshal(data, &r); err != nil || r.Challenger == "" || r.ID == "" {
+		return nil, fmt.Errorf("promotion request %s: not a request (%v): write it again with hyperplane promote", key, err)
+	}
+	return &r, nil
+}
+
+// PromotionRequest reads the promotion request of the snapshotter's
+// model; nil when there is none.
+func (c *Snapshotter) PromotionRequest(ctx context.Context) (*PromotionRequest, error) {
+	return c.store.PromotionRequest(ctx, c.model)
+}

@@ -1,0 +1,106 @@
+package snapshot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// TestResumePromoted: a model whose history ends with the promotion of a
+// challenger the configuration lists under the same configuration
+// resumes, with model.learner as the challenger named by the
+// configuration's model name; one the history does not explain is
+// refused, as any other incompatible snapshot.
+func TestResumePromoted(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	arow := learner.DefaultConfig()
+	arow.HashBits = 8
+	perceptron := arow
+	perceptron.Algorithm = learner.Perceptron
+	seed := arow
+	seed.HashSeed = 3
+	configured := []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}, {Name: "seed", Config: seed}}
+	m, err := learner.New(arow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetChallengers(configured); err != nil {
+		t.Fatal(err)
+	}
+	x := learner.Example{Labeled: true, Label: 1}
+	x.Add(3, 1)
+	m.Learn(&x)
+	if err := m.Promote(learner.Promotion{Challenger: "perceptron", Replaced: "champ", Request: "r1", Examples: 1, Source: "s", Offset: 0}); err != nil {
+		t.Fatal(err)
+	}
+	w := snapshot.NewSnapshotter(store, "champ", "test", 1, 3, zap.NewNop())
+	if err := w.Snapshot(ctx, m.State(), map[string]int64{"s": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured})
+	if err != nil {
+		t.Fatalf("Resume of a promoted model: %v", err)
+	}
+	if r.Model.Config().Algorithm != learner.Perceptron || r.Model.State().Digest() != m.State().Digest() {
+		t.Fatal("the resumed model is not the promoted one")
+	}
+	if len(r.Challengers) != 2 || r.Challengers[0].Name != "champ" || r.Challengers[0].Config.Algorithm != learner.AROW || r.Challengers[1].Name != "seed" {
+		t.Fatalf("challengers to go on with: %+v", r.Challengers)
+	}
+	// Set as the worker sets them, every challenger goes on.
+	if started, dropped, err := r.Model.SetChallengers(r.Challengers); err != nil || started != nil || dropped != nil {
+		t.Fatalf("started %v, dropped %v, err %v", started, dropped, err)
+	}
+
+	// The file updated: the promoted configuration is model.learner.
+	if _, err := snapshot.Resume(ctx, store, "champ", perceptron, snapshot.ResumeOptions{Writer: "test", Keep: 3}); err != nil {
+		t.Fatalf("Resume with model.learner the promoted configuration: %v", err)
+	}
+	// Not explained: the promoted challenger is no longer configured.
+	_, err = snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured[1:]})
+	if err == nil || !strings.Contains(err.Error(), "algorithm") {
+		t.Fatalf("Resume without the promoted challenger: %v, want the incompatible setting named", err)
+	}
+}
+
+// TestPromotionRequest: a request written is read back; a model without
+// one has none; a newer request replaces it; Applied finds its id in a
+// history.
+func TestPromotionRequest(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "p")
+	defer store.Close()
+	if r, err := store.PromotionRequest(ctx, "champ"); r != nil || err != nil {
+		t.Fatalf("no request: %v, %v", r, err)
+	}
+	first := snapshot.NewPromotionRequest("perceptron", time.Now())
+	second := snapshot.NewPromotionRequest("seed", time.Now())
+	if first.ID == second.ID {
+		t.Fatal("two requests of one id")
+	}
+	for _, want := range []snapshot.PromotionRequest{first, second} {
+		if err := store.RequestPromotion(ctx, "champ", want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.PromotionRequest(ctx, "champ")
+		if err != nil || got == nil || got.ID != want.ID || got.Challenger != want.Challenger || !got.Requested.Equal(want.Requested) {
+			t.Fatalf("read %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if !second.Applied([]learner.Promotion{{Request: first.ID}, {Request: second.ID}}) || second.Applied([]learner.Promotion{{Request: first.ID}}) {
+		t.Fatal("Applied")
+	}
+	if gens, err := store.Generations(ctx, "champ"); err != nil || len(gens) != 0 {
+		t.Fatalf("the request is listed as generations %v (%v)", gens, err)
+	}
+}
