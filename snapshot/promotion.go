@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"gocloud.dev/gcerrors"
@@ -91,4 +92,21 @@ func (s *Store) PromotionRequest(ctx context.Context, model string) (_ *Promotio
 // model; nil when there is none.
 func (c *Snapshotter) PromotionRequest(ctx context.Context) (*PromotionRequest, error) {
 	return c.store.PromotionRequest(ctx, c.model)
+}
+
+// Promotable says whether the model of s, configured as model, has a
+// challenger name to promote: an error names the model's own name, or
+// the challengers s holds.
+func (s *Snapshot) Promotable(name, model string) error {
+	var names []string
+	for _, c := range s.State.Challengers {
+		names = append(names, c.Name)
+	}
+	if slices.Contains(names, name) {
+		return nil
+	}
+	if name == learner.NameOf(s.State.Promotions, model) {
+		return fmt.Errorf("%s is the model of generation %d already (challengers: %v)", name, s.Generation, names)
+	}
+	return fmt.Errorf("generation %d of %s has no challenger %s (challengers: %v)", s.Generation, model, name, names)
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -48,16 +46,8 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var names []string
-	for _, c := range s.State.Challengers {
-		names = append(names, c.Name)
-	}
-	if !slices.Contains(names, name) {
-		model := learner.NameOf(s.State.Promotions, cfg.Model.Name)
-		if name == model {
-			return fmt.Errorf("-challenger: %s is the model of generation %d already (challengers: %v)", name, s.Generation, names)
-		}
-		return fmt.Errorf("-challenger: generation %d of %s has no challenger %s (challengers: %v)", s.Generation, cfg.Model.Name, name, names)
+	if err := s.Promotable(name, cfg.Model.Name); err != nil {
+		return fmt.Errorf("-challenger: %w", err)
 	}
 	r := snapshot.NewPromotionRequest(name, time.Now())
 	if err := store.RequestPromotion(ctx, cfg.Model.Name, r); err != nil {
