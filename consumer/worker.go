@@ -258,7 +258,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 			metrics.Join.observe(cfg.Labels.Shard, w.joined.join.Counts(), w.joined.join.Pending())
 		}
 	}
-	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil)
+	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil || cfg.rangeJoin != nil)
 	metrics.challengers(w.rivals)
 	w.batchPool.New = func() any { return new(outBatch) }
 	w.snapSignal = make(chan struct{}, 1)

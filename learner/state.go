@@ -114,7 +114,7 @@ func (m *Model) state(release bool) *State {
 		WindowNext:     p.next,
 		Detector:       m.detector.export(),
 		Calibration:    m.exportCalibration(),
-		Challengers:    m.exportChallengers(),
+		Challengers:    m.exportChallengers(release),
 	}
 	m.eng.export(st, release)
 	return st
@@ -133,12 +133,13 @@ func Restore(st *State) (*Model, error) {
 			return k
 		}
 		return restoredLinear(cfg, st)
-	})
+	}, nil)
 }
 
 // restore is the model of st, which Validate has checked, with the
-// engine that engine makes of st's configuration.
-func restore(st *State, engine func(Config) engine) (*Model, error) {
+// engine that engine makes of st's configuration, and its challengers
+// built by challengers (Restore when nil).
+func restore(st *State, engine func(Config) engine, challengers func(i int, st *State) (*Model, error)) (*Model, error) {
 	m, err := newModel(st.Config, engine)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -160,7 +161,7 @@ func restore(st *State, engine func(Config) engine) (*Model, error) {
 	}
 	m.detector.restore(st.Detector)
 	m.restoreCalibration(&st.Calibration)
-	if err := m.restoreChallengers(st); err != nil {
+	if err := m.restoreChallengers(st, challengers); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -213,7 +213,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		}
 	}
 	begin := time.Now()
-	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, log)
+	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, cfg.ChallengerConfigs(), log)
 	if err != nil {
 		return err
 	}
