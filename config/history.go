@@ -42,6 +42,9 @@ type history struct {
 type historyChallenger struct {
 	Name    string         `json:"name"`
 	Learner learner.Config `json:"learner"`
+	// Rule is the mixing rule for the challenger's algorithm, left out
+	// when it is the mean.
+	Rule learner.MixRule `json:"rule,omitempty"`
 }
 
 type historyLabels struct {
@@ -148,7 +151,11 @@ func (c Config) HistoryDigest() [32]byte {
 		if l.Drift == learner.DefaultDrift() {
 			l.Drift = learner.DriftConfig{}
 		}
-		h.Challengers = append(h.Challengers, historyChallenger{Name: ch.Name, Learner: l})
+		hc := historyChallenger{Name: ch.Name, Learner: l}
+		if r := c.Model.Mixing.Rule.For(ch.Config.Algorithm); r != learner.MixMean {
+			hc.Rule = r
+		}
+		h.Challengers = append(h.Challengers, hc)
 	}
 	b, err := json.Marshal(h)
 	if err != nil {

@@ -77,6 +77,10 @@ type EpochConfig struct {
 	// Rule is how the shards' models are combined (learner.MixWithRule);
 	// empty is the mean.
 	Rule learner.MixRule
+	// ChallengerRule is the rule the model's challengers are mixed by,
+	// for each one's algorithm (model.mixing.rule as configured: auto
+	// chooses per algorithm); empty is Rule.
+	ChallengerRule learner.MixRule
 	// Start is where a shard that no boundary has yet begins.
 	Start wire.Start
 	// SnapshotEvery and SnapshotInterval say when the mixed model of an

@@ -44,7 +44,11 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
-	if mixed.Challengers, err = learner.MixChallengers(rule, x.cfg.Weights, base, states, cdiffs); err != nil {
+	crule := x.cfg.ChallengerRule
+	if crule == "" {
+		crule = rule
+	}
+	if mixed.Challengers, err = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs); err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
 	m, err := learner.Adopt(mixed)

@@ -417,7 +417,11 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		}
 	}
 	m := p.resumed.Model
-	if err := p.mixableChallengers(ecfg.Rule, m); err != nil {
+	crule := ecfg.ChallengerRule
+	if crule == "" {
+		crule = ecfg.Rule
+	}
+	if err := p.mixableChallengers(crule, m); err != nil {
 		return nil, err
 	}
 	e, prev, positions, err := ContinueModel(snap, m, ecfg.ConfigDigest)

@@ -197,13 +197,14 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		return err
 	}
 	ecfg := consumer.EpochConfig{
-		Worker:        p.config,
-		Shards:        p.shards,
-		ConfigDigest:  cfg.HistoryDigest(),
-		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),
-		Weights:       cfg.Model.Mixing.Weights,
-		Rule:          cfg.MixRule(),
-		Start:         cfg.Source.Start,
+		Worker:         p.config,
+		Shards:         p.shards,
+		ConfigDigest:   cfg.HistoryDigest(),
+		EpochExamples:  int64(cfg.Model.Mixing.EpochExamples),
+		Weights:        cfg.Model.Mixing.Weights,
+		Rule:           cfg.MixRule(),
+		ChallengerRule: cfg.Model.Mixing.Rule,
+		Start:          cfg.Source.Start,
 	}
 	if cfg.Labels.Enabled() {
 		// The ranges read the labels the boundaries record; a replay
