@@ -71,7 +71,7 @@ type Model struct {
 	// Challengers are learner configurations compared with the model on
 	// the same examples (docs/compare.md). Only backtest learns them for
 	// now; run refuses to start with any.
-	Challengers Challengers `yaml:"challengers" help:"learner configurations to compare with the model, each a name and the model.learner keys it changes (in a variable or flag: name:key=value,key=value;name2:...); run learns them beside the model (not in epochs), backtest over a file or the log"`
+	Challengers Challengers `yaml:"challengers" help:"learner configurations to compare with the model, each a name and the model.learner keys it changes (in a variable or flag: name:key=value,key=value;name2:...); run learns them beside the model (in epochs, mixed with it), backtest over a file or the log"`
 	// Mixing is how one model is learned over several partitions.
 	Mixing  Mixing         `yaml:"mixing"`
 	Learner learner.Config `yaml:"learner"`

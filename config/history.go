@@ -32,6 +32,19 @@ type history struct {
 	// which decide what a range learns (docs/labels.md, section 11.2);
 	// left out without labels, as every log written before had none.
 	Labels *historyLabels `json:"labels,omitempty"`
+	// Challengers are the model's challengers, each named with its whole
+	// learner configuration: they are mixed with the model, so every
+	// worker must learn the same (docs/scale-out.md, section 3.10). Left
+	// out without challengers, as every log written before had none.
+	Challengers []historyChallenger `json:"challengers,omitempty"`
+}
+
+type historyChallenger struct {
+	Name    string         `json:"name"`
+	Learner learner.Config `json:"learner"`
+	// Rule is the mixing rule for the challenger's algorithm, left out
+	// when it is the mean.
+	Rule learner.MixRule `json:"rule,omitempty"`
 }
 
 type historyLabels struct {
@@ -94,7 +107,8 @@ func (c Config) WrittenMixings() []Config {
 // consumer group would learn every partition again beside the first, so
 // the group is part of it: such a worker stops. Workers that write one model's epoch log must
 // agree on it; with labels that come later, the labels' input, format,
-// window and default are part of it. It leaves out what only decides where epochs end
+// window and default are part of it, and so are the challengers, when there
+// are any. It leaves out what only decides where epochs end
 // (model.mixing.epoch_examples, interval, source.start) and everything
 // else (assignment, outputs, snapshots, HTTP).
 func (c Config) HistoryDigest() [32]byte {
@@ -131,6 +145,17 @@ func (c Config) HistoryDigest() [32]byte {
 	if l := c.Labels; l.Enabled() {
 		h.Labels = &historyLabels{Kind: l.Kind, Topics: l.Topics, Stream: l.Stream, Subject: l.Subject,
 			Format: string(l.Format), Window: l.Window.String(), Default: l.Default}
+	}
+	for _, ch := range c.ChallengerConfigs() {
+		l := ch.Config.Canonical()
+		if l.Drift == learner.DefaultDrift() {
+			l.Drift = learner.DriftConfig{}
+		}
+		hc := historyChallenger{Name: ch.Name, Learner: l}
+		if r := c.Model.Mixing.Rule.For(ch.Config.Algorithm); r != learner.MixMean {
+			hc.Rule = r
+		}
+		h.Challengers = append(h.Challengers, hc)
 	}
 	b, err := json.Marshal(h)
 	if err != nil {

@@ -27,6 +27,9 @@ func TestHistoryDigest(t *testing.T) {
 		"max features": func(c *Config) { c.Source.MaxFeatures++ },
 		"format":       func(c *Config) { c.Source.Format = "msgpack" },
 		"rule":         func(c *Config) { c.Model.Mixing.Rule = "touched" },
+		"challengers": func(c *Config) {
+			c.Model.Challengers = Challengers{{Name: "seed", Changes: []Change{{Key: "hash_seed", Value: uint64(7)}}}}
+		},
 	} {
 		c := validKafka()
 		change(&c)

@@ -309,9 +309,10 @@ func TestChallengersInPartitionScope(t *testing.T) {
 	}
 }
 
-// TestChallengersRefusedInEpochs: a source of several partitions learned
-// in epochs refuses challengers, naming the field and what to do.
-func TestChallengersRefusedInEpochs(t *testing.T) {
+// TestChallengersUnmixableRefusedInEpochs: a source of several partitions
+// learned in epochs mixes the challengers by the model's rule, and
+// refuses one the rule cannot mix, naming the field.
+func TestChallengersUnmixableRefusedInEpochs(t *testing.T) {
 	data := memory.NewLog("ex", 2)
 	msgs, _ := messages(100)
 	data.Append(0, msgs...)
@@ -322,10 +323,9 @@ func TestChallengersRefusedInEpochs(t *testing.T) {
 	mixing := epochConfig(data, store, memory.NewSink(), "w")
 	wcfg := mixing.Worker
 	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
-	_, challengers := challengedConfig()
-	for i := range challengers {
-		challengers[i].Config.HashBits = epochLearner().HashBits
-	}
+	mixing.Rule = learner.MixAROW
+	perceptron := epochLearner()
+	perceptron.Algorithm = learner.Perceptron
 	p, err := consumer.Open(context.Background(), consumer.Options{
 		Model:   "mixed",
 		Learner: epochLearner(),
@@ -335,7 +335,7 @@ func TestChallengersRefusedInEpochs(t *testing.T) {
 			return consumer.Connection{Worker: wcfg, Shards: data, ShardCount: 2}, nil
 		},
 		Mixing:      mixing,
-		Challengers: challengers,
+		Challengers: []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}},
 		Log:         logger,
 	})
 	if err != nil {
@@ -343,8 +343,8 @@ func TestChallengersRefusedInEpochs(t *testing.T) {
 	}
 	defer p.Close()
 	err = p.Engine(nil).Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "model.challengers") || !strings.Contains(err.Error(), "model.scope partition") {
-		t.Fatalf("Run: %v, want the refusal of model.challengers in epochs", err)
+	if err == nil || !strings.Contains(err.Error(), "model.challengers[0].algorithm") || !strings.Contains(err.Error(), "arow") {
+		t.Fatalf("Run: %v, want the refusal of a challenger that rule arow cannot mix", err)
 	}
 }
 

@@ -77,6 +77,10 @@ type EpochConfig struct {
 	// Rule is how the shards' models are combined (learner.MixWithRule);
 	// empty is the mean.
 	Rule learner.MixRule
+	// ChallengerRule is the rule the model's challengers are mixed by,
+	// for each one's algorithm (model.mixing.rule as configured: auto
+	// chooses per algorithm); empty is Rule.
+	ChallengerRule learner.MixRule
 	// Start is where a shard that no boundary has yet begins.
 	Start wire.Start
 	// SnapshotEvery and SnapshotInterval say when the mixed model of an
@@ -199,6 +203,8 @@ type Epochs struct {
 	changedAt map[*learner.State]learner.Coords
 	spares    []*learner.State
 	baseDiff  learner.Coords
+	// baseChallengersDiff are baseDiff for each of the model's challengers.
+	baseChallengersDiff []learner.Coords
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
@@ -242,20 +248,21 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 func (x *Epochs) setModel(m *learner.Model) {
 	x.viewMu.Lock()
 	defer x.viewMu.Unlock()
-	x.install(m, m.State(), learner.AllCoords)
+	x.install(m, m.State(), learner.AllCoords, nil)
 }
 
 // install makes m the mixed model, with base, its state, as W_{e-1} for
 // the next epoch: base may share m's per-weight vectors, and may differ
-// from the previous W_{e-1} only at diff (see rangeModel). x.viewMu must
-// be held.
-func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords) {
+// from the previous W_{e-1} only at diff, and its challenger i at
+// cdiffs[i] (every coordinate when not given; see rangeModel). x.viewMu
+// must be held.
+func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords, cdiffs []learner.Coords) {
 	x.mu.Lock()
 	x.positions = maps.Clone(x.from)
 	x.mu.Unlock()
 	x.model = m
 	x.base = epochlog.NewBase(base)
-	x.baseDiff = diff
+	x.baseDiff, x.baseChallengersDiff = diff, cdiffs
 	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
 	x.view.Store(nil)

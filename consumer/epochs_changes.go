@@ -26,7 +26,7 @@ func (x *Epochs) rangeModel() (*learner.Model, error) {
 		spare, x.spares = x.spares[n-1], x.spares[:n-1]
 	}
 	x.mu.Unlock()
-	m, err := learner.RestoreInto(x.base.State(), spare, x.baseDiff)
+	m, err := learner.RestoreInto(x.base.State(), spare, x.baseDiff, x.baseChallengersDiff...)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +51,47 @@ func (x *Epochs) noteChangedLocked(res *epochlog.ShardResult) {
 		x.changedAt = map[*learner.State]learner.Coords{}
 	}
 	x.changedAt[res.State] = *res.Changed
+	// A challenger's state is known by its own pointer.
+	for i, c := range res.ChallengersChanged {
+		if c != nil && i < len(res.State.Challengers) {
+			x.changedAt[res.State.Challengers[i].State] = *c
+		}
+	}
+}
+
+// challengersChangedOf is changedOf for each challenger of base, over its
+// states in states.
+func (x *Epochs) challengersChangedOf(base *learner.State, states []*learner.State) []learner.Coords {
+	if len(base.Challengers) == 0 {
+		return nil
+	}
+	out := make([]learner.Coords, len(base.Challengers))
+	for i := range base.Challengers {
+		out[i] = learner.AllCoords
+		cs := make([]*learner.State, 0, len(states))
+		for _, st := range states {
+			if i < len(st.Challengers) {
+				cs = append(cs, st.Challengers[i].State)
+			}
+		}
+		if len(cs) == len(states) {
+			out[i] = x.changedOf(cs)
+		}
+	}
+	return out
+}
+
+// withoutChallengers are shallow copies of states without their
+// challengers, for mixing the models alone: the copies share every
+// vector with states.
+func withoutChallengers(states ...*learner.State) []*learner.State {
+	out := make([]*learner.State, len(states))
+	for i, st := range states {
+		c := *st
+		c.Challengers = nil
+		out[i] = &c
+	}
+	return out
 }
 
 // changedOf is the union of the coordinates at which states may differ

@@ -272,7 +272,7 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		f, err := consumer.Follow(context.Background(), j.config(out, memory.NewSink(), "replay"), live, epochlog.New(out), start,
-			epochLearner(), zaptest.NewLogger(t))
+			epochLearner(), nil, zaptest.NewLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,8 +37,18 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 		rule = learner.MixMean
 	}
 	diff := x.changedOf(states)
-	mixed, err := learner.MixChanged(rule, base, states, weights, diff)
+	cdiffs := x.challengersChangedOf(base, states)
+	// The model is mixed without its challengers, each of which is mixed
+	// by itself, over what it changed (docs/scale-out.md, section 3.10).
+	mixed, err := learner.MixChanged(rule, withoutChallengers(base)[0], withoutChallengers(states...), weights, diff)
 	if err != nil {
+		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+	}
+	crule := x.cfg.ChallengerRule
+	if crule == "" {
+		crule = rule
+	}
+	if mixed.Challengers, err = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs); err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
 	m, err := learner.Adopt(mixed)
@@ -48,7 +58,7 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	took := time.Since(start)
 	x.metrics.Mixing.Observe(took.Seconds())
 	examples := m.Counts().Examples - x.model.Counts().Examples
-	x.install(m, mixed, diff)
+	x.install(m, mixed, diff, cdiffs)
 	x.spareStates(states)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)

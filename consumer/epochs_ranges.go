@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -248,11 +249,16 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	parked = true
 	m.Flush()
 	changed := m.Changed()
+	var cchanged []*learner.Coords
+	for _, c := range m.Challengers() {
+		cc := c.Model.Changed()
+		cchanged = append(cchanged, &cc)
+	}
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-		State: m.Release(), Changed: &changed, Writer: x.cfg.Writer, Created: time.Now().UTC(),
+		State: m.Release(), Changed: &changed, ChallengersChanged: cchanged, Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	return x.writeResult(ctx, b, r, res, rj, end)
 }

@@ -53,12 +53,19 @@ type Followed struct {
 // how to learn (its Log, Follow, Verify and Writer are Follow's own).
 // Every mixed model is checked against the live generation of its epoch
 // where there is one: the result is the live model bit for bit, or Follow
-// stops saying where it differs.
-func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start *snapshot.Snapshot, lcfg learner.Config, log *zap.Logger) (*Followed, error) {
+// stops saying where it differs. challengers are the model's
+// (model.challengers), which a new model begins with and start's goes on
+// with (learner.Model.SetChallengers).
+func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start *snapshot.Snapshot, lcfg learner.Config, challengers []learner.ChallengerConfig, log *zap.Logger) (*Followed, error) {
 	model := cfg.Worker.Model
 	m, epoch, prev, positions, err := Continue(start, lcfg, cfg.ConfigDigest)
 	if err != nil {
 		return nil, err
+	}
+	if len(challengers) > 0 || len(m.Challengers()) > 0 {
+		if _, _, err := m.SetChallengers(challengers); err != nil {
+			return nil, fmt.Errorf("model.challengers: %w", err)
+		}
 	}
 	f := &Followed{}
 	if start != nil {

@@ -75,7 +75,7 @@ type Options struct {
 	// source of one shard and by each shard's in partition scope
 	// (learner.Model.SetChallengers): one the resumed model has under the
 	// same name and configuration goes on, any other starts new. Epochs
-	// refuse them.
+	// mix them with the model (docs/scale-out.md, section 3.10).
 	Challengers []learner.ChallengerConfig
 	Log         *zap.Logger
 }
@@ -200,6 +200,29 @@ func (p *Pipeline) challenge(r snapshot.Resumed, log *zap.Logger) error {
 	return nil
 }
 
+// mixableChallengers refuses the challengers of m that epochs mixing by
+// rule cannot learn (docs/scale-out.md, section 3.10): one the rule
+// cannot mix, and, with labels that come later, one that hashes
+// otherwise than the model (the join keeps an example as the model
+// decoded it).
+func (p *Pipeline) mixableChallengers(rule learner.MixRule, m *learner.Model) error {
+	if rule == "" {
+		rule = learner.MixMean
+	}
+	mc := m.Config()
+	for i, c := range m.Challengers() {
+		cc := c.Model.Config()
+		if err := rule.Mixes(cc.Algorithm); err != nil {
+			return fmt.Errorf("model.challengers[%d].algorithm: challenger %s is mixed in epochs like the model: %w", i, c.Name, err)
+		}
+		if p.opts.EpochLabels != nil && (cc.HashBits != mc.HashBits || cc.HashSeed != mc.HashSeed) {
+			return fmt.Errorf("model.challengers[%d]: %s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
+				i, c.Name, cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
+		}
+	}
+	return nil
+}
+
 // Close waits for the lag reporter of the source of one stream, if one
 // runs, and releases the epoch log kept in memory. It closes none of
 // the sources: their opener does.
@@ -304,9 +327,6 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			return p.Worker(ctx, src, metrics)
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
-			if len(p.opts.Challengers) > 0 {
-				return nil, fmt.Errorf("model.challengers: challengers are learned beside a model of one partition, or of each partition in model.scope partition; this source has %d partitions, learned in epochs, which do not mix challengers yet (remove model.challengers, or set model.scope partition)", max(p.conn.ShardCount, 2))
-			}
 			if p.opts.Labels != nil && p.opts.EpochLabels == nil {
 				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
 			}
@@ -430,6 +450,16 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		}
 	}
 	m := p.resumed.Model
+	crule := ecfg.ChallengerRule
+	if crule == "" {
+		crule = ecfg.Rule
+	}
+	if err := p.mixableChallengers(crule, m); err != nil {
+		return nil, err
+	}
+	if p.conn.Worker.AutoPromote {
+		return nil, fmt.Errorf("model.compare.promote: auto promotes the model of a source of one shard, or each partition's in model.scope partition; this source has %d partitions, learned in epochs, which mix challengers but do not promote them (set model.compare.promote manual, or model.scope partition)", max(p.conn.ShardCount, 2))
+	}
 	e, prev, positions, err := ContinueModel(snap, m, ecfg.ConfigDigest)
 	if err != nil {
 		return nil, err

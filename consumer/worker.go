@@ -271,7 +271,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 			metrics.Join.observe(cfg.Labels.Shard, w.joined.join.Counts(), w.joined.join.Pending())
 		}
 	}
-	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil)
+	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil || cfg.rangeJoin != nil)
 	w.promotion.requests = w.rivals != nil
 	metrics.challengers(w.rivals)
 	w.batchPool.New = func() any { return new(outBatch) }

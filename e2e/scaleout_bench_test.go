@@ -279,10 +279,18 @@ func benchEpochsMemory(b *testing.B, msgs [][]byte, partitions int, epoch int64,
 // end in ends. Shutting down (it writes the last mixed model) is not
 // timed.
 func runBenchEpochs(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[string]int64, epoch int64, st *epochStats) error {
+	return runBenchEpochsOf(b, out, shards, ends, epoch, nil, st)
+}
+
+// runBenchEpochsOf is runBenchEpochs of a model with challengers.
+func runBenchEpochsOf(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[string]int64, epoch int64, challengers []learner.ChallengerConfig, st *epochStats) error {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
 	model, err := learner.New(learner.DefaultConfig())
 	if err != nil {
+		return err
+	}
+	if _, _, err := model.SetChallengers(challengers); err != nil {
 		return err
 	}
 	cfg := consumer.EpochConfig{

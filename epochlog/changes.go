@@ -149,3 +149,31 @@ func (c *vectorChanges) apply(base []float64) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// challengerChangesOf is the changes of each challenger of r's state
+// against the base's challenger of the same name and place, in the
+// changes form whether or not it is the smaller (the model's choice
+// decides the result's form); nil when r's state has no challengers, or
+// not the base's, or a vector's length differs.
+func challengerChangesOf(r *ShardResult, base *learner.State) []*stateChanges {
+	cs := r.State.Challengers
+	if len(cs) == 0 || len(cs) != len(base.Challengers) {
+		return nil
+	}
+	out := make([]*stateChanges, len(cs))
+	for i, c := range cs {
+		if c.Name != base.Challengers[i].Name {
+			return nil
+		}
+		var at *learner.Coords
+		if i < len(r.ChallengersChanged) {
+			at = r.ChallengersChanged[i]
+		}
+		ch, _ := changesOf(c.State, base.Challengers[i].State, at)
+		if ch == nil {
+			return nil
+		}
+		out[i] = ch
+	}
+	return out
+}

@@ -191,6 +191,10 @@ type ShardResult struct {
 	// the changes there alone; the coordinates of the stored changes when
 	// read. It is not stored, and nil means any may differ.
 	Changed *learner.Coords
+	// ChallengersChanged are Changed for each of State's challengers, in
+	// order (docs/scale-out.md, section 3.10); nil, or a nil element, for
+	// any. Not stored either.
+	ChallengersChanged []*learner.Coords
 	// Writer and Created are provenance: two results that differ only in
 	// them are the same.
 	Writer  string

@@ -123,6 +123,9 @@ type shardBody struct {
 	StateForm string                `msgpack:"state_form,omitempty"`
 	State     snapshot.EncodedState `msgpack:"state"`
 	Changes   *stateChanges         `msgpack:"changes,omitempty"`
+	// ChallengerChanges are Changes for each challenger of State, in
+	// order, with StateForm formChanges; absent without challengers.
+	ChallengerChanges []*stateChanges `msgpack:"challenger_changes,omitempty"`
 	// Labels, Reached and Join are those of a model that joins labels
 	// that come later; absent without, so that such a result encodes as
 	// it did before labels.
@@ -409,11 +412,17 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 		st      snapshot.EncodedState
 		err     error
 	)
+	var cchanges []*stateChanges
 	if base != nil {
 		var smaller bool
 		if changes, smaller = changesOf(r.State, base.state, r.Changed); smaller {
 			form = formChanges
-		} else {
+			cchanges = challengerChangesOf(r, base.state)
+			if len(r.State.Challengers) > 0 && cchanges == nil {
+				form = ""
+			}
+		}
+		if form == "" {
 			changes = nil
 		}
 	}
@@ -426,21 +435,22 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 		return nil, err
 	}
 	b := shardBody{
-		Kind:            kindShard,
-		Model:           r.Model,
-		Epoch:           r.Epoch,
-		Shard:           r.Shard,
-		From:            r.From,
-		To:              r.To,
-		BoundarySHA256:  r.BoundarySHA256[:],
-		ConfigDigest:    r.ConfigDigest[:],
-		BaseStateSHA256: r.BaseStateSHA256[:],
-		Messages:        r.Messages,
-		DeadLetters:     r.DeadLetters,
-		Last:            r.Last,
-		StateForm:       form,
-		State:           st,
-		Changes:         changes,
+		Kind:              kindShard,
+		Model:             r.Model,
+		Epoch:             r.Epoch,
+		Shard:             r.Shard,
+		From:              r.From,
+		To:                r.To,
+		BoundarySHA256:    r.BoundarySHA256[:],
+		ConfigDigest:      r.ConfigDigest[:],
+		BaseStateSHA256:   r.BaseStateSHA256[:],
+		Messages:          r.Messages,
+		DeadLetters:       r.DeadLetters,
+		Last:              r.Last,
+		StateForm:         form,
+		State:             st,
+		Changes:           changes,
+		ChallengerChanges: cchanges,
 	}
 	if r.Labels != nil {
 		reached := r.Reached
@@ -508,8 +518,13 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 		return nil, nil, damaged(key, "state_form %q (this hyperplane reads %q, or none for a whole state)", b.StateForm, formChanges)
 	case b.StateForm == formChanges && b.Changes == nil:
 		return nil, nil, damaged(key, "state_form %q without changes", formChanges)
-	case b.StateForm == "" && b.Changes != nil:
+	case b.StateForm == "" && (b.Changes != nil || b.ChallengerChanges != nil):
 		return nil, nil, damaged(key, "changes without state_form %q", formChanges)
+	}
+	for i, c := range b.ChallengerChanges {
+		if c == nil {
+			return nil, nil, damaged(key, "challenger_changes %d is nil", i)
+		}
 	}
 	return r, &b, nil
 }
@@ -539,10 +554,33 @@ func resolveState(key string, r *ShardResult, b *shardBody, base *Base) error {
 			return damaged(key, "changes of %s: %v", v.name, err)
 		}
 	}
-	if r.State, err = b.State.StateWith(vectors[0], vectors[1], vectors[2]); err != nil {
+	bcs := base.state.Challengers
+	if len(b.ChallengerChanges) != len(bcs) {
+		return damaged(key, "challenger_changes of %d challengers, against a base of %d", len(b.ChallengerChanges), len(bcs))
+	}
+	cvectors := make([][3][]float64, len(bcs))
+	for i, cc := range b.ChallengerChanges {
+		for k, v := range cc.vectors(&learner.State{}, bcs[i].State) {
+			if cvectors[i][k], err = (*v.changes).apply(v.base); err != nil {
+				return damaged(key, "changes of challenger %s's %s: %v", bcs[i].Name, v.name, err)
+			}
+		}
+	}
+	if r.State, err = b.State.StateWith(vectors[0], vectors[1], vectors[2], cvectors...); err != nil {
 		return damaged(key, "state: %v", err)
 	}
+	for i, c := range r.State.Challengers {
+		if c.Name != bcs[i].Name {
+			return damaged(key, "challenger %d is %s, the base's %s", i, c.Name, bcs[i].Name)
+		}
+	}
 	r.Changed = b.Changes.coords()
+	if len(b.ChallengerChanges) > 0 {
+		r.ChallengersChanged = make([]*learner.Coords, len(b.ChallengerChanges))
+		for i, cc := range b.ChallengerChanges {
+			r.ChallengersChanged[i] = cc.coords()
+		}
+	}
 	return nil
 }
 

@@ -110,23 +110,31 @@ func checkChallengers(cfg Config, cs []ChallengerConfig) error {
 	return nil
 }
 
-// exportChallengers is the challengers' part of a State, copied.
-func (m *Model) exportChallengers() []ChallengerState {
+// exportChallengers is the challengers' part of a State: copied, or with
+// their per-weight vectors shared (release), as the model's own are.
+func (m *Model) exportChallengers(release bool) []ChallengerState {
 	if len(m.challengers) == 0 {
 		return nil
 	}
 	out := make([]ChallengerState, len(m.challengers))
 	for i, c := range m.challengers {
-		out[i] = ChallengerState{Name: c.Name, State: c.Model.State(), Comparison: c.Comparison}
+		out[i] = ChallengerState{Name: c.Name, State: c.Model.state(release), Comparison: c.Comparison}
 	}
 	return out
 }
 
 // restoreChallengers restores the challengers of st, which Validate
-// checked.
-func (m *Model) restoreChallengers(st *State) error {
-	for _, c := range st.Challengers {
-		cm, err := Restore(c.State)
+// checked; restore, when set, builds each one's model (RestoreInto)
+// rather than Restore.
+func (m *Model) restoreChallengers(st *State, restore func(i int, st *State) (*Model, error)) error {
+	for i, c := range st.Challengers {
+		var cm *Model
+		var err error
+		if restore != nil {
+			cm, err = restore(i, c.State)
+		} else {
+			cm, err = Restore(c.State)
+		}
 		if err != nil {
 			return fmt.Errorf("challenger %s: %w", c.Name, err)
 		}

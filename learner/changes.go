@@ -51,7 +51,8 @@ type changeSet struct {
 // Recording costs a bit per feature of every example
 // that updates the model. A Pegasos model, whose steps may rescale every
 // weight, and a kernel model, which has no such vectors, record every
-// coordinate.
+// coordinate. The model's challengers record theirs too (read with each
+// one's Changed).
 func (m *Model) TrackChanges() {
 	cs := &changeSet{all: true}
 	if l, ok := m.eng.(*linear); ok && l.cfg.Algorithm != Pegasos {
@@ -62,6 +63,9 @@ func (m *Model) TrackChanges() {
 		}
 	}
 	m.changes = cs
+	for _, c := range m.challengers {
+		c.Model.TrackChanges()
+	}
 }
 
 // markChanged records the features of x, which updated the model, or
@@ -123,7 +127,11 @@ func (m *Model) Changed() Coords {
 // their ranges from has, when it was made: RestoreInto checks its
 // configuration and the lengths of spare's vectors, and copies st's
 // whole vectors when those differ from st's.
-func RestoreInto(st, spare *State, diff Coords) (*Model, error) {
+//
+// Each challenger of st is built likewise in the vectors of spare's
+// challenger of the same name and place, if it has one, with
+// challengers[i] the set for challenger i (AllCoords for one not given).
+func RestoreInto(st, spare *State, diff Coords, challengers ...Coords) (*Model, error) {
 	if err := st.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,6 +141,16 @@ func RestoreInto(st, spare *State, diff Coords) (*Model, error) {
 	return restore(st, func(cfg Config) engine {
 		l := restoredLinearOnto(cfg, st, spare, diff)
 		return l
+	}, func(i int, cst *State) (*Model, error) {
+		var cspare *State
+		if i < len(spare.Challengers) && spare.Challengers[i].Name == st.Challengers[i].Name {
+			cspare = spare.Challengers[i].State
+		}
+		d := AllCoords
+		if i < len(challengers) {
+			d = challengers[i]
+		}
+		return RestoreInto(cst, cspare, d)
 	})
 }
 
@@ -188,5 +206,8 @@ func copyAt(dst, src []float64, c Coords) {
 // rather than copying them, as RestoreInto does with st as its own spare:
 // what the model learns changes st. It is for a state that nothing else
 // uses afterwards, such as a mix's. st must have passed Validate (a mix's
-// output has): its configuration alone is checked.
-func Adopt(st *State) (*Model, error) { return RestoreInto(st, st, Coords{}) }
+// output has): its configuration alone is checked. Its challengers take
+// over their states' vectors likewise.
+func Adopt(st *State) (*Model, error) {
+	return RestoreInto(st, st, Coords{}, make([]Coords, len(st.Challengers))...)
+}

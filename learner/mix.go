@@ -575,7 +575,12 @@ func (st *State) clone() *State {
 // example as it joined the batch, as Learn does. Flush does nothing, and
 // changes no bit, on a model with nothing pending, an on-line model or a
 // kernel model.
+//
+// The model's challengers are flushed with it.
 func (m *Model) Flush() {
+	for _, c := range m.challengers {
+		c.Model.Flush()
+	}
 	l, ok := m.eng.(*linear)
 	if !ok || l.pw == nil {
 		return

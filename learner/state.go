@@ -119,7 +119,7 @@ func (m *Model) state(release bool) *State {
 		WindowNext:     p.next,
 		Detector:       m.detector.export(),
 		Calibration:    m.exportCalibration(),
-		Challengers:    m.exportChallengers(),
+		Challengers:    m.exportChallengers(release),
 		Promotions:     slices.Clone(m.promotions),
 	}
 	m.eng.export(st, release)
@@ -139,12 +139,13 @@ func Restore(st *State) (*Model, error) {
 			return k
 		}
 		return restoredLinear(cfg, st)
-	})
+	}, nil)
 }
 
 // restore is the model of st, which Validate has checked, with the
-// engine that engine makes of st's configuration.
-func restore(st *State, engine func(Config) engine) (*Model, error) {
+// engine that engine makes of st's configuration, and its challengers
+// built by challengers (Restore when nil).
+func restore(st *State, engine func(Config) engine, challengers func(i int, st *State) (*Model, error)) (*Model, error) {
 	m, err := newModel(st.Config, engine)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -166,7 +167,7 @@ func restore(st *State, engine func(Config) engine) (*Model, error) {
 	}
 	m.detector.restore(st.Detector)
 	m.restoreCalibration(&st.Calibration)
-	if err := m.restoreChallengers(st); err != nil {
+	if err := m.restoreChallengers(st, challengers); err != nil {
 		return nil, err
 	}
 	m.promotions = slices.Clone(st.Promotions)

@@ -407,30 +407,52 @@ func (e *EncodedState) State() (*learner.State, error) { return e.b.state() }
 // EncodeStateLean is EncodeState with the vectors of one value per
 // weight (weights, sum_weights, variance) left out of the wire form, for
 // a reader that gets them elsewhere and gives them to StateWith: the
-// epoch log's shard results send only their changed coordinates. st is
-// checked whole, as EncodeState checks it.
+// epoch log's shard results send only their changed coordinates. Each
+// challenger's state leaves them out too. st is checked whole, as
+// EncodeState checks it.
 func EncodeStateLean(st *learner.State) (EncodedState, error) {
 	if err := st.Validate(); err != nil {
 		return EncodedState{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
 	}
 	lean := *st
 	lean.Weights, lean.SumWeights, lean.Variance = nil, nil, nil
+	if len(st.Challengers) > 0 {
+		lean.Challengers = slices.Clone(st.Challengers)
+		for i := range lean.Challengers {
+			c := *lean.Challengers[i].State
+			c.Weights, c.SumWeights, c.Variance = nil, nil, nil
+			lean.Challengers[i].State = &c
+		}
+	}
 	return EncodedState{stateBodyOf(&lean)}, nil
 }
 
 // StateWith decodes a state that EncodeStateLean encoded, with its
 // weights, sum_weights and variance given (nil for a vector the state
-// has not), and checks it as State does. A wire form that holds one of
-// those vectors is refused.
-func (e *EncodedState) StateWith(weights, sumWeights, variance []float64) (*learner.State, error) {
-	if e.b.Weights != nil || e.b.SumWeights != nil || e.b.Variance != nil {
+// has not), and challengers[i] those of its challenger i, and checks it
+// as State does. A wire form that holds one of those vectors is refused.
+func (e *EncodedState) StateWith(weights, sumWeights, variance []float64, challengers ...[3][]float64) (*learner.State, error) {
+	lean := func(b *stateBody) bool { return b.Weights == nil && b.SumWeights == nil && b.Variance == nil }
+	if !lean(&e.b) {
 		return nil, errors.New("the state holds weights, sum_weights or variance, which a lean state leaves out")
+	}
+	for i := range e.b.Challengers {
+		if !lean(&e.b.Challengers[i].State) {
+			return nil, fmt.Errorf("challenger %s holds weights, sum_weights or variance, which a lean state leaves out", e.b.Challengers[i].Name)
+		}
+	}
+	if len(challengers) != len(e.b.Challengers) {
+		return nil, fmt.Errorf("the vectors of %d challengers are given for a state of %d", len(challengers), len(e.b.Challengers))
 	}
 	st, err := e.b.decode()
 	if err != nil {
 		return nil, err
 	}
 	st.Weights, st.SumWeights, st.Variance = weights, sumWeights, variance
+	for i, v := range challengers {
+		c := st.Challengers[i].State
+		c.Weights, c.SumWeights, c.Variance = v[0], v[1], v[2]
+	}
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}

@@ -220,6 +220,7 @@ func mixing(cfg config.Config) consumer.EpochConfig {
 		Growth:           cfg.Model.Mixing.Growth,
 		Weights:          cfg.Model.Mixing.Weights,
 		Rule:             cfg.MixRule(),
+		ChallengerRule:   cfg.Model.Mixing.Rule,
 		Start:            cfg.Source.Start,
 		SnapshotEvery:    cfg.Snapshot.Every,
 		SnapshotInterval: cfg.Snapshot.Interval,

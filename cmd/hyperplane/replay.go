@@ -238,13 +238,14 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		return err
 	}
 	ecfg := consumer.EpochConfig{
-		Worker:        p.config,
-		Shards:        p.shards,
-		ConfigDigest:  cfg.HistoryDigest(),
-		EpochExamples: int64(cfg.Model.Mixing.EpochExamples),
-		Weights:       cfg.Model.Mixing.Weights,
-		Rule:          cfg.MixRule(),
-		Start:         cfg.Source.Start,
+		Worker:         p.config,
+		Shards:         p.shards,
+		ConfigDigest:   cfg.HistoryDigest(),
+		EpochExamples:  int64(cfg.Model.Mixing.EpochExamples),
+		Weights:        cfg.Model.Mixing.Weights,
+		Rule:           cfg.MixRule(),
+		ChallengerRule: cfg.Model.Mixing.Rule,
+		Start:          cfg.Source.Start,
 	}
 	if cfg.Labels.Enabled() {
 		// The ranges read the labels the boundaries record; a replay
@@ -254,7 +255,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		}
 	}
 	begin := time.Now()
-	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, log)
+	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, cfg.ChallengerConfigs(), log)
 	if err != nil {
 		return err
 	}

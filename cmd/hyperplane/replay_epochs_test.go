@@ -21,7 +21,60 @@ import (
 // then replays it: the replay follows the recorded epochs, checks every
 // live generation it passes, and ends with the live model's
 // state_sha256.
-func TestReplayFollowsTheEpochLog(t *testing.T) {
+func TestReplayFollowsTheEpochLog(t *testing.T) { replayFollowsTheEpochLog(t) }
+
+// TestChallengersInEpochs: the model learned in epochs has two
+// challengers (one of another hashing, decoded again in every range):
+// its generations hold them mixed, compare and inspect show them, and
+// replay of the log rebuilds them to the bit.
+func TestChallengersInEpochs(t *testing.T) {
+	args, store := replayFollowsTheEpochLog(t, "--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=7")
+	newest, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(newest.State.Challengers) != 2 {
+		t.Fatalf("the generation holds %d challengers, want 2", len(newest.State.Challengers))
+	}
+	lines := mustRun(t, "", append([]string{"compare", "--json"}, args...)...)
+	for i, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		var line struct {
+			Name      string
+			Examples  int
+			Low, High float64
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil || line.Name != newest.State.Challengers[i].Name ||
+			line.Examples != int(newest.State.Labeled) || !(line.Low <= line.High) {
+			t.Errorf("compare --json line %d: %s (%v), want every one of the %d labeled examples compared once", i, l, err, newest.State.Labeled)
+		}
+	}
+	var storeURL string
+	for i, a := range args {
+		if a == "--snapshot.url" {
+			storeURL = args[i+1]
+		}
+	}
+	inspected := mustRun(t, "", "inspect", strings.TrimSuffix(storeURL, "?create_dir=1")+"/mixed")
+	if !strings.Contains(inspected, `"challengers"`) || !strings.Contains(inspected, `"comparisons"`) {
+		t.Errorf("inspect shows no challengers:\n%s", inspected)
+	}
+
+	// Epochs mix challengers but do not promote them: promote and
+	// automatic promotion are refused, each saying so.
+	var stderr strings.Builder
+	err = run(context.Background(), append([]string{"promote", "--challenger", "perceptron"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "learned in epochs") {
+		t.Errorf("promote of a model learned in epochs: %v, want a refusal saying it is learned in epochs", err)
+	}
+	err = run(context.Background(), append([]string{"run", "--http.addr", "", "--model.compare.promote", "auto"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "model.compare.promote") {
+		t.Errorf("run with automatic promotion in epochs: %v, want a refusal naming model.compare.promote", err)
+	}
+}
+
+// replayFollowsTheEpochLog is TestReplayFollowsTheEpochLog with the
+// flags extra; it returns the flags of the model and its store.
+func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapshot.Store) {
 	dir := t.TempDir()
 	data := genFile(t, dir, "ex.jsonl", "-examples", "6000", "-seed", "8", "-unlabeled", "0.1")
 	c := testbroker.Kafka(t)
@@ -38,6 +91,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 	args := []string{"--model.name", "mixed", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
 		"--source.kind", "kafka", "--source.topics", "examples", "--snapshot.url", storeURL,
 		"--model.mixing.epoch_examples", "400", "--model.mixing.interval", "50ms", "--snapshot.every", "1"}
+	args = append(args, extra...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -50,7 +104,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	// The model holds every example once the newest generation's
 	// positions are every partition's end (each epoch writes one).
 	waitLearned := func() bool {
@@ -137,4 +191,5 @@ func TestReplayFollowsTheEpochLog(t *testing.T) {
 		!strings.Contains(*sum.NotChecked, fmt.Sprintf("no epoch after generation %d", newest.Generation)) {
 		t.Fatalf("replay after retention: began from %d, %d epochs replayed, %d checked, %q", sum.BeganFromGeneration, sum.EpochsReplayed, sum.GenerationsChecked, *sum.NotChecked)
 	}
+	return args, store
 }
