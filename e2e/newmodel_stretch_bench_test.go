@@ -54,10 +54,10 @@ func BenchmarkNewModelStretches(b *testing.B) {
 				four, epochs := stretchTimes(b, broker, msgs, 4)
 				ratio += one[len(one)-1].Seconds() / four[len(four)-1].Seconds()
 				m := 0.0
-				for k := from + 1; k < len(one); k++ {
+				for k := 1; k < len(one); k++ {
 					r := (one[k] - one[k-1]).Seconds() / (four[k] - four[k-1]).Seconds()
 					b.Logf("stretch %d (examples %d to %d): one %v, four %v (%v epochs), ratio %.2f", k, (k-1)*stretch, k*stretch, one[k]-one[k-1], four[k]-four[k-1], epochs[k]-epochs[k-1], r)
-					if k == from+1 || r < m {
+					if k > from && (k == from+1 || r < m) {
 						m = r
 					}
 				}
