@@ -18,7 +18,7 @@ const stretch = 50_000
 // examples of each run from the worker's /metrics (the single worker's
 // positions; in epochs the ranges' positions, hyperplane_shard_position,
 // which is what has been learned, mixed or not). stream=drift changes the
-// concept halfway (synth's DriftAt), after which epochs start small
+// concept halfway (synth's DriftAt), after which epochs start smaller
 // again. It reports the four partitions' rate over the whole stream
 // against one partition's (ratio), and the lowest ratio of a stretch
 // (min-stretch-ratio; with drift, of the stretches after the change).
