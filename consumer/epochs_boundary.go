@@ -242,6 +242,15 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 // (docs/scale-out.md, section 12).
 const minEpochExamples = 250
 
+// restartShrink is how much smaller than the epochs of the model's
+// whole history (Growth) the epochs are at least once a change of concept
+// has started the model afresh: small enough that the new concept's
+// first epochs are mixed often, as a new model's are, and large enough
+// that a stream that has grown its epochs does not pay a barrier every
+// few hundred examples a shard while the new concept's epochs grow again
+// (docs/scale-out.md, section 3.4).
+const restartShrink = 4
+
 // minSnapshotShare is the least examples of a shard in an epoch that ends
 // where a snapshot falls due, unless the epoch's limit is less: every
 // epoch costs a barrier, and a cut at a snapshot shares what is left
@@ -259,7 +268,8 @@ type waiting struct {
 // reason to record when a shard reaches it: EpochExamples, or less while
 // the model is young (Growth: 1/Growth of W_{e-1}'s examples per shard of
 // the boundary, shards of them; of its labeled examples since a drift
-// last started it afresh, when one did), or where snapshot.every falls due
+// last started it afresh, when one did, but at least 1/restartShrink of
+// the first), or where snapshot.every falls due
 // sooner, since only a mixed model can be written as a generation
 // (docs/scale-out.md, section 3.4). A snapshot falls due when the labeled
 // examples reach a multiple of snapshot.every; those left until then are
@@ -274,8 +284,10 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 		grown := int64(x.model.Counts().Examples) / int64(shards) / k
 		if since, ok := x.model.SinceRestart(); ok {
 			// A change of concept started the model afresh: its epochs
-			// grow again from there, as a new model's do.
-			grown = int64(since) / int64(shards) / k
+			// grow again from there, as a new model's do, but from
+			// 1/restartShrink of the size they had grown to rather than
+			// from the floor.
+			grown = max(int64(since)/int64(shards)/k, grown/restartShrink)
 		}
 		limit = min(limit, max(minEpochExamples, grown))
 	}

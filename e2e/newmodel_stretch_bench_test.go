@@ -18,7 +18,7 @@ const stretch = 50_000
 // examples of each run from the worker's /metrics (the single worker's
 // positions; in epochs the ranges' positions, hyperplane_shard_position,
 // which is what has been learned, mixed or not). stream=drift changes the
-// concept halfway (synth's DriftAt), after which epochs start small
+// concept halfway (synth's DriftAt), after which epochs start smaller
 // again. It reports the four partitions' rate over the whole stream
 // against one partition's (ratio), and the lowest ratio of a stretch
 // (min-stretch-ratio; with drift, of the stretches after the change).
@@ -50,13 +50,14 @@ func BenchmarkNewModelStretches(b *testing.B) {
 			}
 			var ratio, low float64
 			for range b.N {
-				one := stretchTimes(b, broker, msgs, 1)
-				four := stretchTimes(b, broker, msgs, 4)
+				one, _ := stretchTimes(b, broker, msgs, 1)
+				four, epochs := stretchTimes(b, broker, msgs, 4)
 				ratio += one[len(one)-1].Seconds() / four[len(four)-1].Seconds()
 				m := 0.0
-				for k := from + 1; k < len(one); k++ {
+				for k := 1; k < len(one); k++ {
 					r := (one[k] - one[k-1]).Seconds() / (four[k] - four[k-1]).Seconds()
-					if k == from+1 || r < m {
+					b.Logf("stretch %d (examples %d to %d): one %v, four %v (%v epochs), ratio %.2f", k, (k-1)*stretch, k*stretch, one[k]-one[k-1], four[k]-four[k-1], epochs[k]-epochs[k-1], r)
+					if k > from && (k == from+1 || r < m) {
 						m = r
 					}
 				}
@@ -72,8 +73,9 @@ func BenchmarkNewModelStretches(b *testing.B) {
 // broker and a store of its own, and returns, for every k, when (since
 // the worker's start) it had learned k·stretch examples; the last is when
 // its positions hold every example. Each time is interpolated between the
-// polls of /metrics that straddle it.
-func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int) []time.Duration {
+// polls of /metrics that straddle it. It also returns the newest mixed
+// epoch (hyperplane_epoch) at the poll that passed each of those counts.
+func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int) ([]time.Duration, []float64) {
 	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
 	learned := "hyperplane_position{"
@@ -83,7 +85,7 @@ func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int)
 	start := time.Now()
 	w := startDefaultWorker(b, addrs, "new")
 	defer w.stop(b)
-	times := []time.Duration{0}
+	times, epochs := []time.Duration{0}, []float64{0}
 	prevT, prevN := time.Duration(0), 0.0
 	waitBench(b, []*benchProc{w}, 30*time.Minute, "the positions at every example", func() bool {
 		m, err := w.metrics()
@@ -98,13 +100,15 @@ func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int)
 		for next := float64(len(times) * stretch); sum >= next && next < float64(len(msgs)); next = float64(len(times) * stretch) {
 			frac := (next - prevN) / (sum - prevN)
 			times = append(times, prevT+time.Duration(frac*float64(now-prevT)))
+			epochs = append(epochs, m["hyperplane_epoch"])
 		}
 		prevT, prevN = now, sum
 		if mixed == float64(len(msgs)) {
 			times = append(times, now)
+			epochs = append(epochs, m["hyperplane_epoch"])
 			return true
 		}
 		return false
 	})
-	return times
+	return times, epochs
 }

@@ -68,8 +68,10 @@ func positionLimit(learned int, left []int, growth, epochExamples, every int) in
 //   - with the detector off, no epoch restarts the model and every limit
 //     is the one the shards' positions give;
 //   - with it on, the limits are the positions' until a drift restarts
-//     the mixed model; the next epoch falls back to minEpochExamples from
-//     the larger limit before it, and the epochs grow again from there,
+//     the mixed model; the next epoch falls back from the larger limit
+//     before it to minEpochExamples (or 1/restartShrink of the limit the
+//     whole history gives, when that is more), and the epochs grow again
+//     from there,
 //     so that the last full epoch's limit is below the positions'.
 func TestDefaultEpochsFollowTheModel(t *testing.T) {
 	const n, at, shards, growth, epochEx, every = 120_000, 40_000, 4, 16, 100_000, 20_000
@@ -122,8 +124,8 @@ func TestDefaultEpochsFollowTheModel(t *testing.T) {
 		}
 		before, after := cuts[first-1].limit, cuts[first].limit
 		t.Logf("%d restarts; the first after %d examples learned: limit %d, then %d", r.restarts, cuts[first].learned, before, after)
-		if before <= minEpochExamples || after != minEpochExamples {
-			t.Errorf("at the first restart the limit went from %d to %d, want from more than %d to %d", before, after, minEpochExamples, minEpochExamples)
+		if floor := max(minEpochExamples, int(cuts[first].counts.examples)/shards/growth/restartShrink); before <= minEpochExamples || after != floor {
+			t.Errorf("at the first restart the limit went from %d to %d, want from more than %d to %d", before, after, minEpochExamples, floor)
 		}
 		// An epoch after the restart whose limit grew past the floor and
 		// stays below the positions' (where the snapshot's share does not
@@ -143,4 +145,31 @@ func TestDefaultEpochsFollowTheModel(t *testing.T) {
 			t.Errorf("after the restart no limit grew past %d and stayed below the positions'", minEpochExamples)
 		}
 	})
+}
+
+// TestDefaultEpochsAfterARestart checks the schedule's limit once a drift
+// has restarted the model, at growth 16 over 4 shards: 1/16 of what each
+// shard learned since the restart, but not less than 1/restartShrink of
+// what the model's whole history gives, nor less than minEpochExamples.
+func TestDefaultEpochsAfterARestart(t *testing.T) {
+	const shards, growth, epochEx = 4, 16, 100_000
+	left := make([]int, shards)
+	for i := range left {
+		left[i] = epochEx
+	}
+	for _, c := range []struct {
+		examples, since uint64
+		want            int
+	}{
+		{1_000_000, 10_000, 1_000_000 / shards / growth / restartShrink}, // 3,906: the history's, shrunk
+		{1_000_000, 400_000, 400_000 / shards / growth},                  // 6,250: grown again past it
+		{40_000, 1_000, minEpochExamples},                                // a short history: the floor
+		{1_000_000, 0, 1_000_000 / shards / growth / restartShrink},      // at the restart itself
+	} {
+		w := &learner.State{Examples: c.examples, Labeled: c.examples}
+		w.Detector.Drifts, w.Detector.Restarted = 1, c.examples-c.since
+		if got := defaultEpochs(growth, epochEx, 0)(1, w, left); got != c.want {
+			t.Errorf("%d examples, %d since the restart: limit %d, want %d", c.examples, c.since, got, c.want)
+		}
+	}
 }

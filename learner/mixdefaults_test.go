@@ -8,12 +8,15 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 )
 
-// minEpochExamples and minSnapshotShare are consumer/epochs.go's: the
-// least examples of a shard in an epoch that grows, and in one that ends
-// where a snapshot falls due.
+// minEpochExamples, minSnapshotShare and restartShrink are
+// consumer/epochs_boundary.go's: the least examples of a shard in an
+// epoch that grows, and in one that ends where a snapshot falls due; and
+// how much smaller than the whole history's the epochs are at least once
+// a drift has restarted the model.
 const (
 	minEpochExamples = 250
 	minSnapshotShare = 1000
+	restartShrink    = 4
 )
 
 // defaultEpochs is the worker's epoch schedule at the defaults
@@ -21,8 +24,9 @@ const (
 // and of the shards' data left, as the worker's is: each epoch holds
 // 1/growth of the model's examples per shard of the boundary (every shard
 // of the topic) or, once a drift started the model afresh, of its labeled
-// examples since then (learner.Model.SinceRestart), at least
-// minEpochExamples and at most epochExamples; and, when every > 0, no more
+// examples since then (learner.Model.SinceRestart) but at least
+// 1/restartShrink of the first, at least minEpochExamples and at most
+// epochExamples; and, when every > 0, no more
 // than the labeled examples left to the model's next multiple of every
 // shared among the shards with data left, each share minSnapshotShare at
 // least (every epoch costs a barrier).
@@ -40,7 +44,7 @@ func epochLimits(growth, epochExamples, every int, regrow bool) epochSchedule {
 		if shards := len(left); growth > 0 && shards > 0 {
 			grown := int(c.examples) / shards / growth
 			if c.restarted && regrow {
-				grown = int(c.since) / shards / growth
+				grown = max(int(c.since)/shards/growth, grown/restartShrink)
 			}
 			limit = min(limit, max(minEpochExamples, grown))
 		}
