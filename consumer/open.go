@@ -275,7 +275,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 				return nil, fmt.Errorf("model.challengers: challengers are learned beside a model of one partition, or of each partition in model.scope partition; this source has %d partitions, learned in epochs, which do not mix challengers yet (remove model.challengers, or set model.scope partition)", max(p.conn.ShardCount, 2))
 			}
 			if p.opts.Labels != nil && p.opts.EpochLabels == nil {
-				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics and partitioned JetStream streams: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic or stream, section 9)", max(p.conn.ShardCount, 2))
 			}
 			if p.opts.Labels != nil && after != nil {
 				return nil, fmt.Errorf("labels.topics: the source of model %s gained partitions while labels were joined to its one: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model)
