@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
@@ -433,16 +434,20 @@ snapshot:
 // and the labels' topics of TestLabelsKafkaPartitionScope have.
 const labelPartitions = 4
 
-// chainSnapshot is the newest generation of partition p's chain in store,
-// with its join; nil when the chain has none yet.
-func chainSnapshot(t *testing.T, store string, p int) (*snapshot.Snapshot, *consumer.JoinState) {
+// chainSnapshot is the newest generation of shard's chain in store, with
+// its join; nil when the chain has none yet.
+func chainSnapshot(t *testing.T, store, shard string) (*snapshot.Snapshot, *consumer.JoinState) {
 	t.Helper()
-	s, err := snapshot.LoadURL(testContext(t), fmt.Sprintf("%s/e2e/partition/kafka.examples.%d/e2e", store, p), nil)
+	seg, err := snapshot.ShardSegment(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.LoadURL(testContext(t), fmt.Sprintf("%s/e2e/partition/%s/e2e", store, seg), nil)
 	if err != nil {
 		return nil, nil
 	}
 	if s.Join == nil {
-		t.Fatalf("partition %d: the newest generation holds no join", p)
+		t.Fatalf("%s: the newest generation holds no join", shard)
 	}
 	st, err := consumer.DecodeJoinState(s.Join)
 	if err != nil {
@@ -462,8 +467,7 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	const n = 5000
 	c := testbroker.Kafka(t, kfake.SeedTopics(labelPartitions, "examples", "labels"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead", "late"))
 	var recs []*kgo.Record
-	var want [labelPartitions]consumer.JoinCounts
-	var labelCounts [labelPartitions]int
+	parts := map[string]partitionJoin{}
 	for p := range labelPartitions {
 		examples, labels := delayedInput(n, uint64(31+p))
 		for _, e := range examples {
@@ -472,10 +476,12 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 		for _, l := range labels {
 			recs = append(recs, &kgo.Record{Topic: "labels", Partition: int32(p), Value: l.value, Timestamp: l.t})
 		}
-		want[p], labelCounts[p] = expectedJoin(examples, labels), len(labels)
-		if w := want[p]; w.Labels[consumer.LabelLate] == 0 || w.Labels[consumer.LabelDuplicate] == 0 || w.Labels[consumer.LabelUnknown] == 0 || w.Expired == 0 {
+		w := expectedJoin(examples, labels)
+		if w.Labels[consumer.LabelLate] == 0 || w.Labels[consumer.LabelDuplicate] == 0 || w.Labels[consumer.LabelUnknown] == 0 || w.Expired == 0 {
 			t.Fatalf("partition %d: the input does not exercise every outcome: %+v", p, w)
 		}
+		parts[fmt.Sprintf("kafka:examples/%d", p)] = partitionJoin{want: w, examples: n, end: n,
+			labels: fmt.Sprintf("kafka:labels/%d", p), labelsEnd: int64(len(labels))}
 	}
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -484,30 +490,52 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	config := func(store string) string {
 		return writeConfig(t, strings.Replace(labelsKafkaConfig(c, store), "  name: e2e\n", "  name: e2e\n  scope: partition\n", 1))
 	}
+	assertPartitionJoinRuns(t, ctx, config, parts)
+}
+
+// partitionJoin is what a partition's join must come to: the rule's
+// outcomes, its examples learned, its end (the examples' position once
+// every one is read), and its labels' partition with its end.
+type partitionJoin struct {
+	want      consumer.JoinCounts
+	examples  int
+	end       int64
+	labels    string
+	labelsEnd int64
+}
+
+// assertPartitionJoinRuns runs the worker of config(store), which learns
+// in partition scope the partitions of parts (by shard): uninterrupted,
+// killed with SIGKILL three times (once every chain's newest generation
+// is at a fifth, a half, four fifths of its end) and restarted, and
+// replayed. Each partition must learn every example with the same
+// state_sha256 each time, and its join the rule's outcomes.
+func assertPartitionJoinRuns(t *testing.T, ctx context.Context, config func(store string) string, parts map[string]partitionJoin) {
+	t.Helper()
 	learned := func(p *proc) bool {
 		if p.metric("hyperplane_join_pending") != 0 {
 			return false
 		}
-		for k := range labelPartitions {
-			if p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:examples/%d"}`, k)) < n ||
-				p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:labels/%d"}`, k)) < float64(labelCounts[k]) {
+		for shard, pj := range parts {
+			if p.metric(`hyperplane_position{source="`+shard+`"}`) < float64(pj.end) ||
+				p.metric(`hyperplane_position{source="`+pj.labels+`"}`) < float64(pj.labelsEnd) {
 				return false
 			}
 		}
 		return true
 	}
-	check := func(what, store string) [labelPartitions]string {
+	check := func(what, store string) map[string]string {
 		t.Helper()
-		var shas [labelPartitions]string
-		for p := range labelPartitions {
-			s, st := chainSnapshot(t, store, p)
+		shas := map[string]string{}
+		for shard, pj := range parts {
+			s, st := chainSnapshot(t, store, shard)
 			if s == nil {
-				t.Fatalf("%s: partition %d has no generation", what, p)
+				t.Fatalf("%s: partition %s has no generation", what, shard)
 			}
-			shas[p] = s.State.StateSHA256()
-			assertJoinCounts(t, fmt.Sprintf("%s, partition %d", what, p), st, want[p])
-			if got := s.State.Labeled; got != n {
-				t.Errorf("%s, partition %d: %d examples learned with a label, want every one of %d", what, p, got, n)
+			shas[shard] = s.State.StateSHA256()
+			assertJoinCounts(t, fmt.Sprintf("%s, partition %s", what, shard), st, pj.want)
+			if got := s.State.Labeled; got != uint64(pj.examples) {
+				t.Errorf("%s, partition %s: %d examples learned with a label, want every one of %d", what, shard, got, pj.examples)
 			}
 		}
 		return shas
@@ -518,24 +546,26 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(p) })
 	p.stop()
 	shas := check("uninterrupted", whole)
-	for p := 1; p < labelPartitions; p++ {
-		if shas[p] == shas[0] {
-			t.Errorf("partitions 0 and %d learned the same model", p)
+	seen := map[string]string{}
+	for shard, sha := range shas {
+		if other, ok := seen[sha]; ok {
+			t.Errorf("partitions %s and %s learned the same model", other, shard)
 		}
+		seen[sha] = shard
 	}
 
 	killed := fileStore(t)
 	cfg := config(killed)
-	var kills [][labelPartitions]int64
-	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+	var kills []map[string]int64
+	for _, at := range [][2]int64{{1, 5}, {1, 2}, {4, 5}} {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		var pos [labelPartitions]int64
-		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of every partition with %d examples learned", at), func() bool {
-			for k := range labelPartitions {
-				if s, _ := chainSnapshot(t, killed, k); s != nil {
-					pos[k] = s.Positions[fmt.Sprintf("kafka:examples/%d", k)]
+		pos := map[string]int64{}
+		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of every partition with %d/%d learned", at[0], at[1]), func() bool {
+			for shard, pj := range parts {
+				if s, _ := chainSnapshot(t, killed, shard); s != nil {
+					pos[shard] = s.Positions[shard]
 				}
-				if pos[k] < at {
+				if pos[shard] < pj.end*at[0]/at[1] {
 					return false
 				}
 			}
@@ -548,7 +578,7 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	p = start(t, "run", "--config", cfg)
 	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned after the kills", func() bool { return learned(p) })
 	p.stop()
-	if got := check("killed", killed); got != shas {
+	if got := check("killed", killed); !maps.Equal(got, shas) {
 		t.Errorf("after kills at %v: state_sha256 by partition %v, uninterrupted %v", kills, got, shas)
 	}
 	t.Logf("kills with the newest generations at %v", kills)
@@ -558,15 +588,15 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
-	var replayed [labelPartitions]string
-	for p := range labelPartitions {
-		s, _ := chainSnapshot(t, "file://"+dir, p)
+	replayed := map[string]string{}
+	for shard := range parts {
+		s, _ := chainSnapshot(t, "file://"+dir, shard)
 		if s == nil {
-			t.Fatalf("replay: partition %d has no generation\n%s", p, out)
+			t.Fatalf("replay: partition %s has no generation\n%s", shard, out)
 		}
-		replayed[p] = s.State.StateSHA256()
+		replayed[shard] = s.State.StateSHA256()
 	}
-	if replayed != shas {
+	if !maps.Equal(replayed, shas) {
 		t.Errorf("replay: state_sha256 by partition %v, the worker's %v\n%s", replayed, shas, out)
 	}
 }
@@ -744,35 +774,39 @@ func assertEpochJoinRuns(t *testing.T, ctx context.Context, want consumer.JoinCo
 	}
 }
 
-// TestLabelsJetStreamEpochs: labels that come later joined in epochs over
-// partitioned JetStream streams (docs/labels.md, sections 9.1 and 11):
-// hyperplane setup creates the examples' and the labels' streams, each
-// partitioned into four by the id, and examples and labels are published
-// as publishDelayed says. An uninterrupted worker, one killed with
-// SIGKILL three times and restarted, and a replay of the epoch log give
-// the same state_sha256, every example learned, and the outcomes the rule
-// gives over each partition's two logs as stored, summed.
-func TestLabelsJetStreamEpochs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	const n = 8000
+// partitionedLabels are the streams of a test of labels over partitioned
+// JetStream streams: the worker's configuration, and each partition's
+// examples and labels as the streams store them.
+type partitionedLabels struct {
+	config             func(store string) string
+	exStream, lbStream string
+	examples, labels   [labelPartitions][]delayedRecord
+}
+
+// publishPartitioned has hyperplane setup create an examples' and a
+// labels' stream, each partitioned into four by the id, for a worker in
+// scope (global or partition), publishes n examples and their labels as
+// publishDelayed says, and reads back each partition's records.
+func publishPartitioned(t *testing.T, ctx context.Context, scope string, n int) *partitionedLabels {
+	t.Helper()
 	ns := startNATS(t)
 	prefix := uniquePrefix("LBPARTS")
-	exStream, lbStream := prefix+"_EX", prefix+"_LB"
+	pl := &partitionedLabels{exStream: prefix + "_EX", lbStream: prefix + "_LB"}
 	// A standalone server outlives the test: what setup made goes with it.
 	t.Cleanup(func() {
 		js := ns.JetStream(t)
-		for _, s := range []string{exStream, lbStream, "PRED", "MIS", "DEAD", "LATE"} {
+		for _, s := range []string{pl.exStream, pl.lbStream, "pred", "mis", "dead", "late"} {
 			if !strings.HasPrefix(s, prefix) {
-				s = natsio.StreamName(prefix + "." + strings.ToLower(s))
+				s = natsio.StreamName(prefix + "." + s)
 			}
 			js.DeleteStream(context.Background(), s) //nolint:errcheck // absent if the test failed early
 		}
 	})
-	config := func(store string) string {
+	pl.config = func(store string) string {
 		return writeConfig(t, fmt.Sprintf(`
 model:
   name: e2e
+  scope: %[6]s
   learner:
     hash_bits: 16
 nats:
@@ -798,24 +832,23 @@ snapshot:
   every: 300
   interval: 200ms
   keep: 3
-`, ns.url, prefix, labelPartitions, labelWindow, store))
+`, ns.url, prefix, labelPartitions, labelWindow, store, scope))
 	}
-	out := runBinary(t, "setup", "--config", config(fileStore(t)))
+	out := runBinary(t, "setup", "--config", pl.config(fileStore(t)))
 	if want := fmt.Sprintf("stored as %s.lb.{{partition(%d,1)}}.{{wildcard(1)}}", prefix, labelPartitions); !strings.Contains(out, want) {
 		t.Fatalf("setup did not create the labels' stream partitioned (no %q):\n%s", want, out)
 	}
 
 	js := ns.JetStream(t)
 	examples, _ := delayedInput(n, 23)
-	publishDelayed(t, ctx, js, examples, exStream, lbStream,
+	publishDelayed(t, ctx, js, examples, pl.exStream, pl.lbStream,
 		func(id string) string { return prefix + ".ex." + id }, func(id string) string { return prefix + ".lb." + id })
 	// Each partition's two logs as stored, by the partition token of the
 	// subject the transform stored each record on.
-	var exParts, lbParts [labelPartitions][]delayedRecord
 	for _, split := range []struct {
 		stream string
 		parts  *[labelPartitions][]delayedRecord
-	}{{exStream, &exParts}, {lbStream, &lbParts}} {
+	}{{pl.exStream, &pl.examples}, {pl.lbStream, &pl.labels}} {
 		for _, r := range storedRecords(t, js, split.stream) {
 			k, err := strconv.Atoi(strings.Split(r.subject, ".")[2])
 			if err != nil || k >= labelPartitions {
@@ -824,21 +857,56 @@ snapshot:
 			split.parts[k] = append(split.parts[k], r)
 		}
 	}
+	for k := range labelPartitions {
+		if len(pl.examples[k]) == 0 || len(pl.labels[k]) == 0 {
+			t.Fatalf("partition %d holds %d examples and %d labels: the test wants some of each in every partition", k, len(pl.examples[k]), len(pl.labels[k]))
+		}
+	}
+	return pl
+}
+
+// TestLabelsJetStreamEpochs: labels that come later joined in epochs over
+// partitioned JetStream streams (docs/labels.md, sections 9.1 and 11),
+// published by publishPartitioned. An uninterrupted worker, one killed
+// with SIGKILL three times and restarted, and a replay of the epoch log
+// give the same state_sha256, every example learned, and the outcomes
+// the rule gives over each partition's two logs as stored, summed.
+func TestLabelsJetStreamEpochs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 8000
+	pl := publishPartitioned(t, ctx, "global", n)
 	var want consumer.JoinCounts
 	ends := map[string]int64{}
 	for k := range labelPartitions {
-		if len(exParts[k]) == 0 || len(lbParts[k]) == 0 {
-			t.Fatalf("partition %d holds %d examples and %d labels: the test wants some of each in every partition", k, len(exParts[k]), len(lbParts[k]))
-		}
-		w := expectedJoin(exParts[k], lbParts[k])
+		w := expectedJoin(pl.examples[k], pl.labels[k])
 		for o := range w.Labels {
 			want.Labels[o] += w.Labels[o]
 		}
 		want.Expired += w.Expired
-		ends[fmt.Sprintf("jetstream:%s#%d", exStream, k)] = exParts[k][len(exParts[k])-1].seq
+		ends[fmt.Sprintf("jetstream:%s#%d", pl.exStream, k)] = pl.examples[k][len(pl.examples[k])-1].seq
 	}
 	if want.Labels[consumer.LabelLate] == 0 || want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
 		t.Fatalf("the input does not exercise every outcome: %+v", want)
 	}
-	assertEpochJoinRuns(t, ctx, want, config, ends, n)
+	assertEpochJoinRuns(t, ctx, want, pl.config, ends, n)
+}
+
+// TestLabelsJetStreamPartitionScope: as TestLabelsKafkaPartitionScope,
+// over partitioned JetStream streams published by publishPartitioned:
+// partition k of the examples joined to partition k of the labels, each
+// partition's model the same uninterrupted, killed three times, and
+// replayed, with the rule's outcomes over that partition's two logs.
+func TestLabelsJetStreamPartitionScope(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 8000
+	pl := publishPartitioned(t, ctx, "partition", n)
+	parts := map[string]partitionJoin{}
+	for k := range labelPartitions {
+		ex, lb := pl.examples[k], pl.labels[k]
+		parts[fmt.Sprintf("jetstream:%s#%d", pl.exStream, k)] = partitionJoin{want: expectedJoin(ex, lb), examples: len(ex), end: ex[len(ex)-1].seq,
+			labels: fmt.Sprintf("jetstream:%s#%d", pl.lbStream, k), labelsEnd: lb[len(lb)-1].seq}
+	}
+	assertPartitionJoinRuns(t, ctx, pl.config, parts)
 }

@@ -74,7 +74,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 		return replayEpochs(ctx, e, cfg, log)
 	}
-	if cfg.Model.Scope == config.ScopePartition && cfg.Source.Kind == config.KindKafka {
+	if cfg.Model.Scope == config.ScopePartition && (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) {
 		return replayPartitions(ctx, e, cfg, end)
 	}
 	// Only the final snapshot: nothing periodic.
