@@ -679,6 +679,9 @@ func (c Config) validateLabels() error {
 		if c.Source.Kind != KindJetStream {
 			return fieldErr("labels.kind", "jetstream needs a jetstream source (source.kind is %s)", c.Source.Kind)
 		}
+		if c.Source.StreamPartitions == 1 && c.Model.Scope != ScopePartition {
+			return fieldErr("source.stream_partitions", "1 with labels in global scope: a stream of one partition joins labels from a stream that is not partitioned (source.stream_partitions 0), or in model.scope partition (docs/labels.md, section 9.1)")
+		}
 		if l.Stream == "" {
 			return fieldErr("labels.stream", "required when labels.kind is jetstream: the stream of the labels")
 		}

@@ -244,10 +244,15 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 // partition scope. metrics may be nil.
 func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 	log := p.opts.Log
+	// A join over one partition does not go on in epochs when the source
+	// gains partitions, so a source known to have several (a partitioned
+	// stream counts those that hold no message yet) is learned in epochs
+	// from the start when labels join it.
+	joinedShards := p.opts.Labels != nil && p.opts.EpochLabels != nil && p.conn.ShardCount > 1
 	return NewEngine(EngineConfig{
 		PartitionScope: p.opts.PartitionScope,
 		Shards:         p.conn.Shards,
-		Epochs:         p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0,
+		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || joinedShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
 		Single: func(ctx context.Context) (*Worker, error) {
 			head, err := p.HeadPositions()

@@ -15,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // readRecords reads n records of topic, failing after 30 s.
@@ -194,5 +195,40 @@ func TestLabelsJetStreamCoPartitioned(t *testing.T) {
 				t.Errorf("%s scope, labels in %s: %v, want it to say %q", c.scope, c.stream, err, w)
 			}
 		}
+	}
+}
+
+// TestLabelsJetStreamEpochsFromEmpty: with labels over a partitioned
+// stream whose partitions hold nothing yet, the worker learns in epochs
+// from the start, as a join over one partition would not go on in epochs
+// once the others fill.
+func TestLabelsJetStreamEpochsFromEmpty(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	js := ns.JetStream(t)
+	for _, cfg := range []jetstream.StreamConfig{
+		natsio.PartitionedStreamConfig("EX", "ex.*", 4),
+		natsio.PartitionedStreamConfig("CLICKS", "clicks.*", 4),
+	} {
+		cfg.Storage = jetstream.MemoryStorage
+		testbroker.CreateStream(t, js, cfg)
+	}
+	args := []string{"run", "--model.name", "empty", "--nats.url", ns.URL(),
+		"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+		"--labels.kind", "jetstream", "--labels.stream", "CLICKS", "--labels.subject", "clicks.*",
+		"--snapshot.url", "mem://", "--http.addr", ""}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr lockedBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+	}()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the worker learning in epochs", func() bool {
+		return strings.Contains(stderr.String(), "learning in epochs")
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 }
