@@ -201,8 +201,11 @@ type Labels struct {
 	// many partitions as the source's, keyed by the examples' ids.
 	Topics []string `yaml:"topics" help:"Kafka topic of the labels, co-partitioned with the source"`
 	// Stream and Subject are the JetStream stream of the labels and the
-	// subject they are published on (Kind jetstream).
-	Stream  string `yaml:"stream" help:"JetStream stream of the labels"`
+	// subject they are published on (Kind jetstream). With
+	// source.stream_partitions the stream is partitioned as the source's:
+	// as many partitions, by a subject transform of the same token, such
+	// as the id (docs/labels.md, section 9.1).
+	Stream  string `yaml:"stream" help:"JetStream stream of the labels; with source.stream_partitions, partitioned as source.stream is (as many partitions, the same token hashed)"`
 	Subject string `yaml:"subject" help:"subject of the labels in labels.stream (the worker's marks go there too)"`
 	// Format is the labels' encoding: auto, jsonl or msgpack.
 	Format wire.Format `yaml:"format" help:"label encoding: auto, jsonl (JSON) or msgpack"`

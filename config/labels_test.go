@@ -41,8 +41,8 @@ func TestValidateLabels(t *testing.T) {
 			*c = validJetStream()
 			c.Model.Scope = ScopePartition
 			c.Source.StreamPartitions = 4
-			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
-		}, "source.stream_partitions"},
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks.*", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, ""},
 		{"partition scope of an unpartitioned stream", func(c *Config) {
 			*c = validJetStream()
 			c.Model.Scope = ScopePartition
@@ -51,8 +51,19 @@ func TestValidateLabels(t *testing.T) {
 		{"a partitioned stream", func(c *Config) {
 			*c = validJetStream()
 			c.Source.StreamPartitions = 4
-			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks.*", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, ""},
+		{"a partitioned stream of one partition", func(c *Config) {
+			*c = validJetStream()
+			c.Source.StreamPartitions = 1
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks.*", Format: "auto", Window: time.Minute, MaxPending: 1}
 		}, "source.stream_partitions"},
+		{"partition scope of a partitioned stream of one partition", func(c *Config) {
+			*c = validJetStream()
+			c.Model.Scope = ScopePartition
+			c.Source.StreamPartitions = 1
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks.*", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, ""},
 		{"a stream without a subject", func(c *Config) {
 			*c = validJetStream()
 			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Format: "auto", Window: time.Minute, MaxPending: 1}

@@ -679,8 +679,8 @@ func (c Config) validateLabels() error {
 		if c.Source.Kind != KindJetStream {
 			return fieldErr("labels.kind", "jetstream needs a jetstream source (source.kind is %s)", c.Source.Kind)
 		}
-		if c.Source.StreamPartitions > 0 {
-			return fieldErr("source.stream_partitions", "labels are joined to a stream that is not partitioned for now: over several partitions, in epochs and in partition scope, only Kafka topics are joined partition by partition (docs/labels.md, sections 9 and 11)")
+		if c.Source.StreamPartitions == 1 && c.Model.Scope != ScopePartition {
+			return fieldErr("source.stream_partitions", "1 with labels in global scope: a stream of one partition joins labels from a stream that is not partitioned (source.stream_partitions 0), or in model.scope partition (docs/labels.md, section 9.1)")
 		}
 		if l.Stream == "" {
 			return fieldErr("labels.stream", "required when labels.kind is jetstream: the stream of the labels")
@@ -694,7 +694,9 @@ func (c Config) validateLabels() error {
 		if l.Subject == "" {
 			return fieldErr("labels.subject", "required when labels.kind is jetstream: the subject the labels, and the worker's marks, are published on")
 		}
-		if err := checkSubject(l.Subject, false); err != nil {
+		// A partitioned stream's subject is its transform's source, such
+		// as clicks.*; an unpartitioned one's is where marks go.
+		if err := checkSubject(l.Subject, c.Source.StreamPartitions > 0); err != nil {
 			return fieldErr("labels.subject", "%v", err)
 		}
 	case KindNATS:

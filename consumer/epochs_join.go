@@ -81,7 +81,13 @@ func (x *Epochs) offered(shard string, from int64) int64 {
 }
 
 // labelsRange is the labels' range of shard in the epoch being cut, to
-// the labels' end the cutter sees (ends, by the examples' shard).
+// the labels' end the cutter sees (ends, by the examples' shard), but of
+// at most labels.max_pending labels (Spread positions each), so that a
+// range reads at most that many beside those its join, J_{e-1,s},
+// carries (docs/labels.md, section 11.6). The bound is not paced by the
+// held labels as the head's reader is: J_{e-1,s} knows the examples only
+// up to the reached end, and the labels of the examples after it are
+// what moves the reached end on.
 func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]int64) (*epochlog.LabelsRange, error) {
 	from, err := x.labelsFrom(ctx, shard)
 	if err != nil {
@@ -92,6 +98,11 @@ func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]
 		// A shard that left the source's ends keeps its place.
 		to = from
 	}
+	limit := int64(x.cfg.Labels.Join.MaxPending)
+	if limit <= 0 {
+		limit = DefaultMaxPending
+	}
+	to = min(to, from+limit*spread(x.cfg.Labels.Shards))
 	// A label that arrived since the ends were read may put a new
 	// shard's start beyond its end: it begins at the end.
 	return &epochlog.LabelsRange{From: from, To: max(from, to)}, nil

@@ -371,3 +371,50 @@ func TestEpochsHeadBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEpochsJoinPacesItsLabels: with labels.max_pending below the labels
+// of a shard, no boundary gives a range more labels than that, and the
+// epochs still learn every example with the outcomes of the unbounded
+// run (the rule's, whatever the cuts), and reach the same ends.
+func TestEpochsJoinPacesItsLabels(t *testing.T) {
+	j := newJoinedEpochs(t, 300)
+	run := func(maxPending int) (joinedOutcome, *snapshot.Store) {
+		t.Helper()
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		cfg := j.config(store, memory.NewSink(), "w")
+		cfg.Labels.Join.MaxPending = maxPending
+		ctx, cancel := context.WithCancel(context.Background())
+		x, done := j.start(ctx, cfg, store)
+		return stopAt(t, x, done, cancel, j.waitLast(store)), store
+	}
+	want, _ := run(0)
+	const bound = 40
+	got, store := run(bound)
+	if got.counts != want.counts || got.positions != want.positions {
+		t.Errorf("paced by %d: outcomes %+v reaching %s, unbounded %+v reaching %s", bound, got.counts, got.positions, want.counts, want.positions)
+	}
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	widest := int64(0)
+	for _, e := range epochs {
+		b, _, err := lg.Boundary(context.Background(), "mixed", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.Shards {
+			if r.Labels != nil {
+				widest = max(widest, r.Labels.To-r.Labels.From)
+			}
+		}
+	}
+	if widest > bound || widest == 0 {
+		t.Errorf("the widest labels' range spans %d labels, want at most labels.max_pending %d (and some)", widest, bound)
+	}
+	if last := epochs[len(epochs)-1]; last < uint64(j.labels.Len(0)/bound) {
+		t.Errorf("%d epochs for %d labels of a shard paced by %d", last, j.labels.Len(0), bound)
+	}
+}

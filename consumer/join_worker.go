@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -650,7 +651,12 @@ func (w *Worker) writeMark(b *outBatch) bool {
 	start := len(b.arena)
 	b.arena = wire.AppendMark(b.arena, j.cfg.Format, j.cfg.Writer)
 	keyStart := len(b.arena)
+	// A key of its own, mark/<writer>/<ns>: a JetStream stream takes the
+	// key for the message's id and drops a second message with the same
+	// id within its duplicate window, which would drop every mark after
+	// the first for minutes (and the marks of the other partitions).
 	b.arena = append(append(b.arena, "mark/"...), j.cfg.Writer...)
+	b.arena = strconv.AppendInt(append(b.arena, '/'), j.lastMark.UnixNano(), 10)
 	b.addSpan(j.cfg.Marks, start, keyStart)
 	w.metrics.Join.Marks.Inc()
 	w.log.Debug("mark written to the labels' input", zap.Time("window_closed", time.UnixMilli(due.Add(-markEvery).UnixMilli())))

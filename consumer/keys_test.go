@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,8 +65,10 @@ func checkKeys(t *testing.T, sink *memory.Sink, topic string) []string {
 // a Kafka message key and a JetStream Nats-Msg-Id carry: the position of
 // the example (a prediction, a misclassification, a drift), of the
 // refused message (a dead letter) or of the label (a late label), and a
-// mark by its writer. The worker's batches are many, so their buffers are
-// reused while the sink holds earlier keys.
+// mark by its writer and its time, each its own (a JetStream stream drops
+// a message whose id it saw within its duplicate window). The worker's
+// batches are many, so their buffers are reused while the sink holds
+// earlier keys.
 func TestOutputKeys(t *testing.T) {
 	t.Run("labeled", func(t *testing.T) {
 		const n, flip, garbage = 8000, 4000, 1000
@@ -159,10 +162,12 @@ func TestOutputKeys(t *testing.T) {
 		if len(marks) == 0 {
 			t.Fatal("no mark written")
 		}
+		seen := map[string]bool{}
 		for _, m := range marks {
-			if string(m.Key) != "mark/w" {
-				t.Fatalf("a mark keyed %q, want mark/w", m.Key)
+			if !strings.HasPrefix(string(m.Key), "mark/w/") || seen[string(m.Key)] {
+				t.Fatalf("a mark keyed %q, want mark/w/<ns>, a key no other mark has", m.Key)
 			}
+			seen[string(m.Key)] = true
 		}
 	})
 }

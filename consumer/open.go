@@ -300,10 +300,15 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 // partition scope. metrics may be nil.
 func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 	log := p.opts.Log
+	// A join over one partition does not go on in epochs when the source
+	// gains partitions, so a source known to have several (a partitioned
+	// stream counts those that hold no message yet) is learned in epochs
+	// from the start when labels join it.
+	joinedShards := p.opts.Labels != nil && p.opts.EpochLabels != nil && p.conn.ShardCount > 1
 	return NewEngine(EngineConfig{
 		PartitionScope: p.opts.PartitionScope,
 		Shards:         p.conn.Shards,
-		Epochs:         p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0,
+		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || joinedShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
 		Single: func(ctx context.Context) (*Worker, error) {
 			head, err := p.HeadPositions()
@@ -328,7 +333,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		},
 		Mixed: func(ctx context.Context, after *Worker) (*Epochs, error) {
 			if p.opts.Labels != nil && p.opts.EpochLabels == nil {
-				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic, section 9)", max(p.conn.ShardCount, 2))
+				return nil, fmt.Errorf("labels.kind: labels are joined to a source of one partition; this one has %d (the join over several partitions, in epochs, is built for Kafka topics and partitioned JetStream streams: docs/labels.md, section 11; model.scope partition joins each partition with its co-partition of the labels' topic or stream, section 9)", max(p.conn.ShardCount, 2))
 			}
 			if p.opts.Labels != nil && after != nil {
 				return nil, fmt.Errorf("labels.topics: the source of model %s gained partitions while labels were joined to its one: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model)

@@ -175,30 +175,37 @@ const publishWindow = 1024
 // A client whose PublishAsyncMaxPending is publishWindow or more never
 // stalls in it.
 func publishWindowed(ctx context.Context, js jetstream.JetStream, subject string, msgs [][]byte, opts ...jetstream.PublishOpt) error {
+	return publishEach(ctx, js, func(int) string { return subject }, msgs, opts...)
+}
+
+// publishEach is publishWindowed with message i published on subject(i).
+func publishEach(ctx context.Context, js jetstream.JetStream, subject func(i int) string, msgs [][]byte, opts ...jetstream.PublishOpt) error {
 	var inflight []jetstream.PubAckFuture
+	var subjects []string
 	settle := func() error {
-		f := inflight[0]
-		inflight = inflight[1:]
+		f, subj := inflight[0], subjects[0]
+		inflight, subjects = inflight[1:], subjects[1:]
 		select {
 		case <-f.Ok():
 			return nil
 		case err := <-f.Err():
-			return fmt.Errorf("publish to %s: %w", subject, err)
+			return fmt.Errorf("publish to %s: %w", subj, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if len(inflight) == publishWindow {
 			if err := settle(); err != nil {
 				return err
 			}
 		}
-		f, err := js.PublishAsync(subject, m, opts...)
+		subj := subject(i)
+		f, err := js.PublishAsync(subj, m, opts...)
 		if err != nil {
-			return fmt.Errorf("publish to %s: %w", subject, err)
+			return fmt.Errorf("publish to %s: %w", subj, err)
 		}
-		inflight = append(inflight, f)
+		inflight, subjects = append(inflight, f), append(subjects, subj)
 	}
 	for len(inflight) > 0 {
 		if err := settle(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
@@ -28,10 +30,13 @@ import (
 const labelWindow = 2 * time.Second
 
 // delayedRecord is a record of the examples' or the labels' log, with its
-// record time.
+// record time; as a stream stored it (storedRecords), with its subject and
+// sequence too.
 type delayedRecord struct {
-	value []byte
-	t     time.Time
+	value   []byte
+	t       time.Time
+	subject string
+	seq     int64
 }
 
 // delayedInput makes n examples without their labels, one every 10 ms of
@@ -51,11 +56,11 @@ func delayedInput(n int, seed uint64) (examples, labels []delayedRecord) {
 		rec.Labeled = false
 		t := base.Add(time.Duration(i) * 10 * time.Millisecond)
 		b := synth.AppendJSON(nil, rec)
-		examples = append(examples, delayedRecord{b[:len(b)-1], t})
+		examples = append(examples, delayedRecord{value: b[:len(b)-1], t: t})
 		id := strconv.FormatUint(rec.Seq, 10)
 		at := func(ms int64) time.Time { return t.Add(time.Duration(ms) * time.Millisecond) }
 		label := func(id string, y int, ms int64) delayedRecord {
-			return delayedRecord{fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, y), at(ms)}
+			return delayedRecord{value: fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, y), t: at(ms)}
 		}
 		switch r := rng.IntN(20); {
 		case r < 14:
@@ -290,15 +295,92 @@ func storedRecords(t *testing.T, js jetstream.JetStream, stream string) []delaye
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, delayedRecord{m.Data(), meta.Timestamp})
+		recs = append(recs, delayedRecord{m.Data(), meta.Timestamp, m.Subject(), int64(meta.Sequence.Stream)})
 	}
 	return recs
 }
 
+// publishDelayed publishes examples, each on exSubject of its id, to the
+// stream exStream, and labels on lbSubject of their id to lbStream, as the
+// server gives them their times: each label a few messages after its
+// example, some twice, some never, some for an id no example has; then,
+// once the server's clock is a window past the last example's time, the
+// labels held back of the newest examples first (late, whatever the
+// machine's speed: they land within the second window); and once it is a
+// window past the last label's, the last 50 examples, which have no label
+// and move the examples' watermark a window past every label's before
+// them, so that a label for an id never seen is unknown. It returns how
+// many labels it published.
+func publishDelayed(t *testing.T, ctx context.Context, js jetstream.JetStream, examples []delayedRecord, exStream, lbStream string, exSubject, lbSubject func(id string) string) int {
+	t.Helper()
+	const tail = 50
+	rng := rand.New(rand.NewPCG(7, 8))
+	var exMsgs, lbMsgs, lateMsgs [][]byte
+	var exIDs, lbIDs, lateIDs []string
+	for i, e := range examples {
+		var rec struct{ ID string }
+		json.Unmarshal(e.value, &rec) //nolint:errcheck // the test wrote it
+		exMsgs, exIDs = append(exMsgs, e.value), append(exIDs, rec.ID)
+		if i >= len(examples)-tail {
+			continue
+		}
+		label := fmt.Appendf(nil, `{"id":%q,"label":%d}`, rec.ID, 1-2*(i%2))
+		switch r := rng.IntN(20); {
+		case r < 14:
+			lbMsgs, lbIDs = append(lbMsgs, label), append(lbIDs, rec.ID)
+		case r < 16:
+			lbMsgs, lbIDs = append(lbMsgs, label, label), append(lbIDs, rec.ID, rec.ID)
+		case r < 18:
+			lateMsgs, lateIDs = append(lateMsgs, label), append(lateIDs, rec.ID)
+		case r < 19:
+			lbMsgs, lbIDs = append(lbMsgs, fmt.Appendf(nil, `{"id":"x%s","label":1}`, rec.ID)), append(lbIDs, "x"+rec.ID)
+		}
+	}
+	publish := func(subject func(string) string, ids []string, msgs [][]byte) {
+		t.Helper()
+		if err := publishEach(ctx, js, func(i int) string { return subject(ids[i]) }, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Labels a few messages behind their examples.
+	body := len(exMsgs) - tail
+	for i := 0; i < body; i += 100 {
+		j := min(i+100, body)
+		publish(exSubject, exIDs[i:j], exMsgs[i:j])
+		from, to := len(lbMsgs)*i/body, len(lbMsgs)*j/body
+		publish(lbSubject, lbIDs[from:to], lbMsgs[from:to])
+	}
+	after := func(stream string) {
+		t.Helper()
+		at := lastStored(t, ctx, js, stream).Add(labelWindow + 100*time.Millisecond)
+		wait.For(t, time.Minute, 20*time.Millisecond, "a window past the last time of "+stream, func() bool { return time.Now().After(at) })
+	}
+	after(exStream)
+	slices.Reverse(lateMsgs)
+	slices.Reverse(lateIDs)
+	publish(lbSubject, lateIDs, lateMsgs)
+	after(lbStream)
+	publish(exSubject, exIDs[body:], exMsgs[body:])
+	return len(lbMsgs) + len(lateMsgs)
+}
+
+// lastStored is the time the server stored stream's last message at.
+func lastStored(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) time.Time {
+	t.Helper()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastTime
+}
+
 // TestLabelsJetStream: as TestLabelsKafka, over JetStream streams, whose
-// record times are the server's: each label follows its example a few
-// messages later, some come again, some never, and some a window and more
-// after the last example.
+// record times are the server's (publishDelayed): every outcome occurs,
+// and each is counted as the rule gives it over the streams as stored.
 func TestLabelsJetStream(t *testing.T) {
 	// Three runs and a replay of a stream published in real time: longer
 	// than testContext allows under the race detector.
@@ -311,49 +393,11 @@ func TestLabelsJetStream(t *testing.T) {
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: prefix + "_LB", Subjects: []string{prefix + ".LB"}})
 	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: prefix + "_LATE", Subjects: []string{prefix + ".LATE"}})
 	examples, _ := delayedInput(n, 22)
-	rng := rand.New(rand.NewPCG(7, 8))
-	var exMsgs, lbMsgs, lateMsgs [][]byte
-	for i, e := range examples {
-		exMsgs = append(exMsgs, e.value)
-		var rec struct{ ID string }
-		json.Unmarshal(e.value, &rec) //nolint:errcheck // the test wrote it
-		label := fmt.Appendf(nil, `{"id":%q,"label":%d}`, rec.ID, 1-2*(i%2))
-		switch r := rng.IntN(10); {
-		case r < 7:
-			lbMsgs = append(lbMsgs, label)
-		case r < 8:
-			lbMsgs = append(lbMsgs, label, label)
-		case r < 9:
-			lateMsgs = append(lateMsgs, label)
-		}
-	}
-	// Labels a few messages behind their examples, then the late ones.
-	for i := 0; i < len(exMsgs); i += 100 {
-		if err := publishWindowed(ctx, js, prefix+".IN", exMsgs[i:min(i+100, len(exMsgs))]); err != nil {
-			t.Fatal(err)
-		}
-		k := len(lbMsgs) * i / len(exMsgs)
-		if err := publishWindowed(ctx, js, prefix+".LB", lbMsgs[k:len(lbMsgs)*min(i+100, len(exMsgs))/len(exMsgs)]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The late labels' record times, which the server gives them, are a
-	// window past the last example's: wait for its clock to get there.
-	// The newest examples' go first, so that some land within the second
-	// window however slow the machine (late), the rest after it (unknown).
-	examplesStored := storedRecords(t, js, prefix+"_IN")
-	lateFrom := examplesStored[len(examplesStored)-1].t.Add(labelWindow + 100*time.Millisecond)
-	wait.For(t, time.Minute, 50*time.Millisecond, "a window past the last example's time", func() bool { return time.Now().After(lateFrom) })
-	slices.Reverse(lateMsgs)
-	if err := publishWindowed(ctx, js, prefix+".LB", lateMsgs); err != nil {
-		t.Fatal(err)
-	}
-	want := expectedJoin(examplesStored, storedRecords(t, js, prefix+"_LB"))
-	// How many of the late labels land within the second window depends
-	// on how fast the machine publishes them (the server gives their
-	// times); TestLabelsKafka, whose times the test sets, requires them.
-	if want.Labels[consumer.LabelDuplicate] == 0 || want.Expired == 0 {
-		t.Fatalf("the input does not exercise the outcomes: %+v", want)
+	labelRecords := float64(publishDelayed(t, ctx, js, examples, prefix+"_IN", prefix+"_LB",
+		func(string) string { return prefix + ".IN" }, func(string) string { return prefix + ".LB" }))
+	want := expectedJoin(storedRecords(t, js, prefix+"_IN"), storedRecords(t, js, prefix+"_LB"))
+	if want.Labels[consumer.LabelLate] == 0 || want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+		t.Fatalf("the input does not exercise every outcome: %+v", want)
 	}
 	source := "jetstream:" + prefix + "_IN"
 	config := func(store string) string {
@@ -371,7 +415,6 @@ snapshot:
   keep: 3
 `, prefix, labelWindow, store))
 	}
-	labelRecords := float64(len(lbMsgs) + len(lateMsgs))
 	learned := func(p *proc) bool {
 		return p.metric(`hyperplane_position{source="`+source+`"}`) >= n && p.metric("hyperplane_join_pending") == 0 &&
 			p.metric(`hyperplane_position{source="jetstream:`+prefix+`_LB"}`) >= labelRecords
@@ -391,16 +434,20 @@ snapshot:
 // and the labels' topics of TestLabelsKafkaPartitionScope have.
 const labelPartitions = 4
 
-// chainSnapshot is the newest generation of partition p's chain in store,
-// with its join; nil when the chain has none yet.
-func chainSnapshot(t *testing.T, store string, p int) (*snapshot.Snapshot, *consumer.JoinState) {
+// chainSnapshot is the newest generation of shard's chain in store, with
+// its join; nil when the chain has none yet.
+func chainSnapshot(t *testing.T, store, shard string) (*snapshot.Snapshot, *consumer.JoinState) {
 	t.Helper()
-	s, err := snapshot.LoadURL(testContext(t), fmt.Sprintf("%s/e2e/partition/kafka.examples.%d/e2e", store, p), nil)
+	seg, err := snapshot.ShardSegment(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.LoadURL(testContext(t), fmt.Sprintf("%s/e2e/partition/%s/e2e", store, seg), nil)
 	if err != nil {
 		return nil, nil
 	}
 	if s.Join == nil {
-		t.Fatalf("partition %d: the newest generation holds no join", p)
+		t.Fatalf("%s: the newest generation holds no join", shard)
 	}
 	st, err := consumer.DecodeJoinState(s.Join)
 	if err != nil {
@@ -420,8 +467,7 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	const n = 5000
 	c := testbroker.Kafka(t, kfake.SeedTopics(labelPartitions, "examples", "labels"), kfake.SeedTopics(1, "predictions", "misclassifications", "dead", "late"))
 	var recs []*kgo.Record
-	var want [labelPartitions]consumer.JoinCounts
-	var labelCounts [labelPartitions]int
+	parts := map[string]partitionJoin{}
 	for p := range labelPartitions {
 		examples, labels := delayedInput(n, uint64(31+p))
 		for _, e := range examples {
@@ -430,10 +476,12 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 		for _, l := range labels {
 			recs = append(recs, &kgo.Record{Topic: "labels", Partition: int32(p), Value: l.value, Timestamp: l.t})
 		}
-		want[p], labelCounts[p] = expectedJoin(examples, labels), len(labels)
-		if w := want[p]; w.Labels[consumer.LabelLate] == 0 || w.Labels[consumer.LabelDuplicate] == 0 || w.Labels[consumer.LabelUnknown] == 0 || w.Expired == 0 {
+		w := expectedJoin(examples, labels)
+		if w.Labels[consumer.LabelLate] == 0 || w.Labels[consumer.LabelDuplicate] == 0 || w.Labels[consumer.LabelUnknown] == 0 || w.Expired == 0 {
 			t.Fatalf("partition %d: the input does not exercise every outcome: %+v", p, w)
 		}
+		parts[fmt.Sprintf("kafka:examples/%d", p)] = partitionJoin{want: w, examples: n, end: n,
+			labels: fmt.Sprintf("kafka:labels/%d", p), labelsEnd: int64(len(labels))}
 	}
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -442,30 +490,52 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	config := func(store string) string {
 		return writeConfig(t, strings.Replace(labelsKafkaConfig(c, store), "  name: e2e\n", "  name: e2e\n  scope: partition\n", 1))
 	}
+	assertPartitionJoinRuns(t, ctx, config, parts)
+}
+
+// partitionJoin is what a partition's join must come to: the rule's
+// outcomes, its examples learned, its end (the examples' position once
+// every one is read), and its labels' partition with its end.
+type partitionJoin struct {
+	want      consumer.JoinCounts
+	examples  int
+	end       int64
+	labels    string
+	labelsEnd int64
+}
+
+// assertPartitionJoinRuns runs the worker of config(store), which learns
+// in partition scope the partitions of parts (by shard): uninterrupted,
+// killed with SIGKILL three times (once every chain's newest generation
+// is at a fifth, a half, four fifths of its end) and restarted, and
+// replayed. Each partition must learn every example with the same
+// state_sha256 each time, and its join the rule's outcomes.
+func assertPartitionJoinRuns(t *testing.T, ctx context.Context, config func(store string) string, parts map[string]partitionJoin) {
+	t.Helper()
 	learned := func(p *proc) bool {
 		if p.metric("hyperplane_join_pending") != 0 {
 			return false
 		}
-		for k := range labelPartitions {
-			if p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:examples/%d"}`, k)) < n ||
-				p.metric(fmt.Sprintf(`hyperplane_position{source="kafka:labels/%d"}`, k)) < float64(labelCounts[k]) {
+		for shard, pj := range parts {
+			if p.metric(`hyperplane_position{source="`+shard+`"}`) < float64(pj.end) ||
+				p.metric(`hyperplane_position{source="`+pj.labels+`"}`) < float64(pj.labelsEnd) {
 				return false
 			}
 		}
 		return true
 	}
-	check := func(what, store string) [labelPartitions]string {
+	check := func(what, store string) map[string]string {
 		t.Helper()
-		var shas [labelPartitions]string
-		for p := range labelPartitions {
-			s, st := chainSnapshot(t, store, p)
+		shas := map[string]string{}
+		for shard, pj := range parts {
+			s, st := chainSnapshot(t, store, shard)
 			if s == nil {
-				t.Fatalf("%s: partition %d has no generation", what, p)
+				t.Fatalf("%s: partition %s has no generation", what, shard)
 			}
-			shas[p] = s.State.StateSHA256()
-			assertJoinCounts(t, fmt.Sprintf("%s, partition %d", what, p), st, want[p])
-			if got := s.State.Labeled; got != n {
-				t.Errorf("%s, partition %d: %d examples learned with a label, want every one of %d", what, p, got, n)
+			shas[shard] = s.State.StateSHA256()
+			assertJoinCounts(t, fmt.Sprintf("%s, partition %s", what, shard), st, pj.want)
+			if got := s.State.Labeled; got != uint64(pj.examples) {
+				t.Errorf("%s, partition %s: %d examples learned with a label, want every one of %d", what, shard, got, pj.examples)
 			}
 		}
 		return shas
@@ -476,24 +546,26 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned", func() bool { return learned(p) })
 	p.stop()
 	shas := check("uninterrupted", whole)
-	for p := 1; p < labelPartitions; p++ {
-		if shas[p] == shas[0] {
-			t.Errorf("partitions 0 and %d learned the same model", p)
+	seen := map[string]string{}
+	for shard, sha := range shas {
+		if other, ok := seen[sha]; ok {
+			t.Errorf("partitions %s and %s learned the same model", other, shard)
 		}
+		seen[sha] = shard
 	}
 
 	killed := fileStore(t)
 	cfg := config(killed)
-	var kills [][labelPartitions]int64
-	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+	var kills []map[string]int64
+	for _, at := range [][2]int64{{1, 5}, {1, 2}, {4, 5}} {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		var pos [labelPartitions]int64
-		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of every partition with %d examples learned", at), func() bool {
-			for k := range labelPartitions {
-				if s, _ := chainSnapshot(t, killed, k); s != nil {
-					pos[k] = s.Positions[fmt.Sprintf("kafka:examples/%d", k)]
+		pos := map[string]int64{}
+		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation of every partition with %d/%d learned", at[0], at[1]), func() bool {
+			for shard, pj := range parts {
+				if s, _ := chainSnapshot(t, killed, shard); s != nil {
+					pos[shard] = s.Positions[shard]
 				}
-				if pos[k] < at {
+				if pos[shard] < pj.end*at[0]/at[1] {
 					return false
 				}
 			}
@@ -506,7 +578,7 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	p = start(t, "run", "--config", cfg)
 	wait.For(t, 3*time.Minute, 50*time.Millisecond, "every example learned after the kills", func() bool { return learned(p) })
 	p.stop()
-	if got := check("killed", killed); got != shas {
+	if got := check("killed", killed); !maps.Equal(got, shas) {
 		t.Errorf("after kills at %v: state_sha256 by partition %v, uninterrupted %v", kills, got, shas)
 	}
 	t.Logf("kills with the newest generations at %v", kills)
@@ -516,15 +588,15 @@ func TestLabelsKafkaPartitionScope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
-	var replayed [labelPartitions]string
-	for p := range labelPartitions {
-		s, _ := chainSnapshot(t, "file://"+dir, p)
+	replayed := map[string]string{}
+	for shard := range parts {
+		s, _ := chainSnapshot(t, "file://"+dir, shard)
 		if s == nil {
-			t.Fatalf("replay: partition %d has no generation\n%s", p, out)
+			t.Fatalf("replay: partition %s has no generation\n%s", shard, out)
 		}
-		replayed[p] = s.State.StateSHA256()
+		replayed[shard] = s.State.StateSHA256()
 	}
-	if replayed != shas {
+	if !maps.Equal(replayed, shas) {
 		t.Errorf("replay: state_sha256 by partition %v, the worker's %v\n%s", replayed, shas, out)
 	}
 }
@@ -588,13 +660,30 @@ func TestLabelsKafkaEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := func(store string) string { return writeConfig(t, labelsKafkaConfig(c, store)) }
+	ends := map[string]int64{}
+	for k := range labelPartitions {
+		ends[fmt.Sprintf("kafka:examples/%d", k)] = n
+	}
+	assertEpochJoinRuns(t, ctx, want, config, ends, labelPartitions*n)
+}
+
+// assertEpochJoinRuns runs the worker of config(store), which learns its
+// partitions in epochs: uninterrupted, killed with SIGKILL three times
+// (once every partition's position in the newest generation is a fifth,
+// a half, four fifths of its end in ends) and restarted, and replayed
+// from the uninterrupted run's epoch log. Each must learn every one of
+// total examples to the end of each partition, with the same
+// state_sha256 and the rule's outcomes (want), and inspect must show
+// them.
+func assertEpochJoinRuns(t *testing.T, ctx context.Context, want consumer.JoinCounts, config func(store string) string, ends map[string]int64, total int) {
+	t.Helper()
 	learned := func(store string) bool {
 		s, _ := epochsSnapshot(t, store)
 		if s == nil {
 			return false
 		}
-		for k := range labelPartitions {
-			if s.Positions[fmt.Sprintf("kafka:examples/%d", k)] < n {
+		for shard, end := range ends {
+			if s.Positions[shard] < end {
 				return false
 			}
 		}
@@ -606,14 +695,14 @@ func TestLabelsKafkaEpochs(t *testing.T) {
 		if s == nil {
 			t.Fatalf("%s: no generation", what)
 		}
-		if len(s.Joins) != labelPartitions {
-			t.Errorf("%s: the generation holds %d joins, want one for each of %d partitions", what, len(s.Joins), labelPartitions)
+		if len(s.Joins) != len(ends) {
+			t.Errorf("%s: the generation holds %d joins, want one for each of %d partitions", what, len(s.Joins), len(ends))
 		}
 		if g := [4]uint64{got.Joined, got.Late, got.Unknown, got.Duplicate}; g != want.Labels || got.Expired != want.Expired {
 			t.Errorf("%s: outcomes joined/late/unknown/duplicate %v and %d expired, the rule's %v and %d", what, g, got.Expired, want.Labels, want.Expired)
 		}
-		if got := s.State.Labeled; got != labelPartitions*n {
-			t.Errorf("%s: %d examples learned with a label, want every one of %d", what, got, labelPartitions*n)
+		if got := s.State.Labeled; got != uint64(total) {
+			t.Errorf("%s: %d examples learned with a label, want every one of %d", what, got, total)
 		}
 		return s.State.StateSHA256()
 	}
@@ -639,17 +728,18 @@ func TestLabelsKafkaEpochs(t *testing.T) {
 
 	killed := fileStore(t)
 	cfg := config(killed)
-	var kills [][labelPartitions]int64
-	for _, at := range []int64{n / 5, n / 2, 4 * n / 5} {
+	var kills []map[string]int64
+	for _, at := range [][2]int64{{1, 5}, {1, 2}, {4, 5}} {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		var pos [labelPartitions]int64
-		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation with %d examples of every partition learned", at), func() bool {
+		var pos map[string]int64
+		wait.For(t, 3*time.Minute, 50*time.Millisecond, fmt.Sprintf("a generation with %d/%d of every partition learned", at[0], at[1]), func() bool {
 			s, _ := epochsSnapshot(t, killed)
 			if s == nil {
 				return false
 			}
-			for k := range labelPartitions {
-				if pos[k] = s.Positions[fmt.Sprintf("kafka:examples/%d", k)]; pos[k] < at {
+			pos = s.Positions
+			for shard, end := range ends {
+				if pos[shard] < end*at[0]/at[1] {
 					return false
 				}
 			}
@@ -682,4 +772,141 @@ func TestLabelsKafkaEpochs(t *testing.T) {
 	if replayed.StateSHA256 != sha || replayed.Checked == 0 {
 		t.Errorf("replay: state_sha256 %s with %d generations checked, the worker's %s\n%s", replayed.StateSHA256, replayed.Checked, sha, out)
 	}
+}
+
+// partitionedLabels are the streams of a test of labels over partitioned
+// JetStream streams: the worker's configuration, and each partition's
+// examples and labels as the streams store them.
+type partitionedLabels struct {
+	config             func(store string) string
+	exStream, lbStream string
+	examples, labels   [labelPartitions][]delayedRecord
+}
+
+// publishPartitioned has hyperplane setup create an examples' and a
+// labels' stream, each partitioned into four by the id, for a worker in
+// scope (global or partition), publishes n examples and their labels as
+// publishDelayed says, and reads back each partition's records.
+func publishPartitioned(t *testing.T, ctx context.Context, scope string, n int) *partitionedLabels {
+	t.Helper()
+	ns := startNATS(t)
+	prefix := uniquePrefix("LBPARTS")
+	pl := &partitionedLabels{exStream: prefix + "_EX", lbStream: prefix + "_LB"}
+	// A standalone server outlives the test: what setup made goes with it.
+	t.Cleanup(func() {
+		js := ns.JetStream(t)
+		for _, s := range []string{pl.exStream, pl.lbStream, "pred", "mis", "dead", "late"} {
+			if !strings.HasPrefix(s, prefix) {
+				s = natsio.StreamName(prefix + "." + s)
+			}
+			js.DeleteStream(context.Background(), s) //nolint:errcheck // absent if the test failed early
+		}
+	})
+	pl.config = func(store string) string {
+		return writeConfig(t, fmt.Sprintf(`
+model:
+  name: e2e
+  scope: %[6]s
+  learner:
+    hash_bits: 16
+nats:
+  url: %[1]s
+source:
+  kind: jetstream
+  stream: %[2]s_EX
+  subject: %[2]s.ex.*
+  stream_partitions: %[3]d
+labels:
+  kind: jetstream
+  stream: %[2]s_LB
+  subject: %[2]s.lb.*
+  window: %[4]s
+  default: "-1"
+outputs:
+  predictions: jetstream:%[2]s.pred
+  misclassifications: jetstream:%[2]s.mis
+  dead_letter: jetstream:%[2]s.dead
+  late_labels: jetstream:%[2]s.late
+snapshot:
+  url: %[5]s
+  every: 300
+  interval: 200ms
+  keep: 3
+`, ns.url, prefix, labelPartitions, labelWindow, store, scope))
+	}
+	out := runBinary(t, "setup", "--config", pl.config(fileStore(t)))
+	if want := fmt.Sprintf("stored as %s.lb.{{partition(%d,1)}}.{{wildcard(1)}}", prefix, labelPartitions); !strings.Contains(out, want) {
+		t.Fatalf("setup did not create the labels' stream partitioned (no %q):\n%s", want, out)
+	}
+
+	js := ns.JetStream(t)
+	examples, _ := delayedInput(n, 23)
+	publishDelayed(t, ctx, js, examples, pl.exStream, pl.lbStream,
+		func(id string) string { return prefix + ".ex." + id }, func(id string) string { return prefix + ".lb." + id })
+	// Each partition's two logs as stored, by the partition token of the
+	// subject the transform stored each record on.
+	for _, split := range []struct {
+		stream string
+		parts  *[labelPartitions][]delayedRecord
+	}{{pl.exStream, &pl.examples}, {pl.lbStream, &pl.labels}} {
+		for _, r := range storedRecords(t, js, split.stream) {
+			k, err := strconv.Atoi(strings.Split(r.subject, ".")[2])
+			if err != nil || k >= labelPartitions {
+				t.Fatalf("%s: a record stored on %s, no partition's subject", split.stream, r.subject)
+			}
+			split.parts[k] = append(split.parts[k], r)
+		}
+	}
+	for k := range labelPartitions {
+		if len(pl.examples[k]) == 0 || len(pl.labels[k]) == 0 {
+			t.Fatalf("partition %d holds %d examples and %d labels: the test wants some of each in every partition", k, len(pl.examples[k]), len(pl.labels[k]))
+		}
+	}
+	return pl
+}
+
+// TestLabelsJetStreamEpochs: labels that come later joined in epochs over
+// partitioned JetStream streams (docs/labels.md, sections 9.1 and 11),
+// published by publishPartitioned. An uninterrupted worker, one killed
+// with SIGKILL three times and restarted, and a replay of the epoch log
+// give the same state_sha256, every example learned, and the outcomes
+// the rule gives over each partition's two logs as stored, summed.
+func TestLabelsJetStreamEpochs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 8000
+	pl := publishPartitioned(t, ctx, "global", n)
+	var want consumer.JoinCounts
+	ends := map[string]int64{}
+	for k := range labelPartitions {
+		w := expectedJoin(pl.examples[k], pl.labels[k])
+		for o := range w.Labels {
+			want.Labels[o] += w.Labels[o]
+		}
+		want.Expired += w.Expired
+		ends[fmt.Sprintf("jetstream:%s#%d", pl.exStream, k)] = pl.examples[k][len(pl.examples[k])-1].seq
+	}
+	if want.Labels[consumer.LabelLate] == 0 || want.Labels[consumer.LabelDuplicate] == 0 || want.Labels[consumer.LabelUnknown] == 0 || want.Expired == 0 {
+		t.Fatalf("the input does not exercise every outcome: %+v", want)
+	}
+	assertEpochJoinRuns(t, ctx, want, pl.config, ends, n)
+}
+
+// TestLabelsJetStreamPartitionScope: as TestLabelsKafkaPartitionScope,
+// over partitioned JetStream streams published by publishPartitioned:
+// partition k of the examples joined to partition k of the labels, each
+// partition's model the same uninterrupted, killed three times, and
+// replayed, with the rule's outcomes over that partition's two logs.
+func TestLabelsJetStreamPartitionScope(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 8000
+	pl := publishPartitioned(t, ctx, "partition", n)
+	parts := map[string]partitionJoin{}
+	for k := range labelPartitions {
+		ex, lb := pl.examples[k], pl.labels[k]
+		parts[fmt.Sprintf("jetstream:%s#%d", pl.exStream, k)] = partitionJoin{want: expectedJoin(ex, lb), examples: len(ex), end: ex[len(ex)-1].seq,
+			labels: fmt.Sprintf("jetstream:%s#%d", pl.lbStream, k), labelsEnd: lb[len(lb)-1].seq}
+	}
+	assertPartitionJoinRuns(t, ctx, pl.config, parts)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -113,4 +114,25 @@ func (s *Snapshot) Promotable(name, model string) error {
 		return fmt.Errorf("%s is the model of generation %d already (challengers: %v)", name, s.Generation, names)
 	}
 	return fmt.Errorf("generation %d of %s has no challenger %s (challengers: %v)", s.Generation, model, name, names)
+}
+
+// Promotions are the promotions the newest generation of model records
+// in its history: of shard's chain in partition scope, of the model's
+// own chain for shard "". None when there is no generation.
+func (s *Store) Promotions(ctx context.Context, model, shard string) ([]learner.Promotion, error) {
+	chain := s
+	if shard != "" {
+		var err error
+		if chain, err = s.PartitionChain(model, shard); err != nil {
+			return nil, err
+		}
+	}
+	snap, err := chain.Latest(ctx, model, nil)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return snap.State.Promotions, nil
 }

@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
 // readRecords reads n records of topic, failing after 30 s.
@@ -141,5 +144,91 @@ func TestLabelsEpochsCoPartitioned(t *testing.T) {
 	err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), "has 3 partitions") || !strings.Contains(err.Error(), "has 4") {
 		t.Fatalf("run: %v, want a refusal naming labels.topics and both counts\n%s", err, stderr.String())
+	}
+}
+
+// TestLabelsJetStreamCoPartitioned: over a partitioned stream, in epochs
+// and in partition scope, the worker refuses to start on a labels' stream
+// partitioned into another number of partitions than the source's,
+// naming labels.stream and both counts, and on one that is not
+// partitioned, naming labels.stream.
+func TestLabelsJetStreamCoPartitioned(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	js := ns.JetStream(t)
+	for _, cfg := range []jetstream.StreamConfig{
+		natsio.PartitionedStreamConfig("EX", "ex.*", 4),
+		natsio.PartitionedStreamConfig("CLICKS", "clicks.*", 3),
+		{Name: "FLAT", Subjects: []string{"flat.*"}},
+	} {
+		cfg.Storage = jetstream.MemoryStorage
+		testbroker.CreateStream(t, js, cfg)
+	}
+	// Examples in every partition: the epochs begin with the shards that
+	// hold some.
+	for i := range 32 {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("ex.k%d", i), []byte(`{"id":"a","features":{"x":1}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		scope, stream string
+		want          []string
+	}{
+		{"global", "CLICKS", []string{"makes 3 partitions", "source.stream_partitions 4"}},
+		{"partition", "CLICKS", []string{"makes 3 partitions", "source.stream_partitions 4"}},
+		{"global", "FLAT", []string{"no subject transform"}},
+	} {
+		args := []string{"run", "--model.name", "m" + c.scope, "--model.scope", c.scope, "--nats.url", ns.URL(),
+			"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+			"--labels.kind", "jetstream", "--labels.stream", c.stream, "--labels.subject", strings.ToLower(c.stream) + ".*",
+			"--snapshot.url", "mem://", "--http.addr", ""}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var stderr strings.Builder
+		err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "labels.stream: ") {
+			t.Fatalf("%s scope, labels in %s: run: %v, want a refusal naming labels.stream\n%s", c.scope, c.stream, err, stderr.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s scope, labels in %s: %v, want it to say %q", c.scope, c.stream, err, w)
+			}
+		}
+	}
+}
+
+// TestLabelsJetStreamEpochsFromEmpty: with labels over a partitioned
+// stream whose partitions hold nothing yet, the worker learns in epochs
+// from the start, as a join over one partition would not go on in epochs
+// once the others fill.
+func TestLabelsJetStreamEpochsFromEmpty(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	js := ns.JetStream(t)
+	for _, cfg := range []jetstream.StreamConfig{
+		natsio.PartitionedStreamConfig("EX", "ex.*", 4),
+		natsio.PartitionedStreamConfig("CLICKS", "clicks.*", 4),
+	} {
+		cfg.Storage = jetstream.MemoryStorage
+		testbroker.CreateStream(t, js, cfg)
+	}
+	args := []string{"run", "--model.name", "empty", "--nats.url", ns.URL(),
+		"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+		"--labels.kind", "jetstream", "--labels.stream", "CLICKS", "--labels.subject", "clicks.*",
+		"--snapshot.url", "mem://", "--http.addr", ""}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr lockedBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+	}()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the worker learning in epochs", func() bool {
+		return strings.Contains(stderr.String(), "learning in epochs")
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 }

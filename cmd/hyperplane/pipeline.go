@@ -119,7 +119,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		opts.Labels = func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
 			return p.labels(ctx, cfg, shard, positions, marks)
 		}
-		if cfg.Source.Kind == config.KindKafka && !opts.PartitionScope {
+		if (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) && !opts.PartitionScope {
 			opts.EpochLabels = func(ctx context.Context) (*consumer.EpochLabels, error) {
 				return p.brokers.EpochLabels(ctx, cfg, marks)
 			}

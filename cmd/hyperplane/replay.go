@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -76,7 +75,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 		return replayEpochs(ctx, e, cfg, log)
 	}
-	if cfg.Model.Scope == config.ScopePartition && cfg.Source.Kind == config.KindKafka {
+	if cfg.Model.Scope == config.ScopePartition && (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) {
 		return replayPartitions(ctx, e, cfg, end, live)
 	}
 	// Only the final snapshot: nothing periodic.
@@ -138,23 +137,8 @@ func followPromotions(ctx context.Context, p *pipeline, cfg config.Config, live 
 	if err != nil {
 		return nil, fmt.Errorf("snapshot.url: %w", err)
 	}
-	model := cfg.Model.Name
 	p.SetReplayed(func(ctx context.Context, shard string) ([]learner.Promotion, error) {
-		s := store
-		if shard != "" {
-			var err error
-			if s, err = store.PartitionChain(model, shard); err != nil {
-				return nil, err
-			}
-		}
-		snap, err := s.Latest(ctx, model, nil)
-		if errors.Is(err, snapshot.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return snap.State.Promotions, nil
+		return store.Promotions(ctx, cfg.Model.Name, shard)
 	})
 	return func() { store.Close() }, nil //nolint:errcheck // it only read
 }

@@ -44,6 +44,9 @@ Configuration keys it reads, as run reads them (--config FILE, HYPERPLANE_* vari
   source.stream, source.subject    JetStream: the stream to create, storing source.subject
   source.stream_partitions         JetStream: the new stream is partitioned into N by its
                                    subject transform (needs nats-server 2.10.0 or later)
+  labels.topics, labels.stream, labels.subject
+                                   the labels' topic, or stream (partitioned as the
+                                   source's with source.stream_partitions)
   outputs.predictions, outputs.misclassifications, outputs.dead_letter, outputs.drift
                                    kafka:<topic> outputs: a topic each; jetstream:<subject>
                                    outputs: a stream each (SUBJECT_IN_CAPITALS), unless a

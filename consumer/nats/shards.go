@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -250,6 +251,94 @@ func (s *JetStreamShards) Open(ctx context.Context, shard string, from int64) (c
 	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard, cfg, s.log)
 }
 
+// CoShard is the partition of s co-partitioned with shard, a partition of
+// another stream partitioned into as many ("jetstream:<stream>#<k>"): s's
+// shard k, and k. It fails if shard is no such name, or if k is not one
+// of s's partitions.
+func (s *JetStreamShards) CoShard(shard string) (name string, partition int, err error) {
+	rest, ok := strings.CutPrefix(shard, "jetstream:")
+	i := strings.LastIndexByte(rest, '#')
+	if !ok || i < 1 {
+		return "", 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
+	}
+	k, err := strconv.Atoi(rest[i+1:])
+	if err != nil || k < 0 || strconv.Itoa(k) != rest[i+1:] {
+		return "", 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
+	}
+	if k >= s.parts.n {
+		return "", 0, fmt.Errorf("jetstream %s: shard %s has no co-partition: the stream has %d partitions", s.stream, shard, s.parts.n)
+	}
+	return s.Shard(k), k, nil
+}
+
+// OpenCoPartition opens the partition of s co-partitioned with shard
+// (CoShard): from its position in positions, or from its first message
+// without one. partition is its number.
+func (s *JetStreamShards) OpenCoPartition(ctx context.Context, shard string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+	name, k, err := s.CoShard(shard)
+	if err != nil {
+		return nil, 0, err
+	}
+	src, err := s.Open(ctx, name, positions[name]) // 0 without one: before the first sequence
+	if err != nil {
+		return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, s.stream, shard, err)
+	}
+	return src, k, nil
+}
+
+// MarkSubject is a subject that the stream's subject transform stores in
+// partition k: the transform's source with the first wildcard the
+// partition function hashes filled with the token mark<i>, i the least
+// number whose subject the transform hashes to k (the FNV-1a hash
+// nats-server computes, of the tokens the function names, or of the whole
+// subject), and every other wildcard with mark. A message published
+// there is read by partition k's shard alone. It fails if k is no
+// partition, or if the transform's source is empty.
+func (s *JetStreamShards) MarkSubject(k int) (string, error) {
+	p := s.parts
+	if k < 0 || k >= p.n {
+		return "", fmt.Errorf("jetstream %s: no partition %d (0 ≤ k < %d)", s.stream, k, p.n)
+	}
+	if p.source == "" {
+		return "", fmt.Errorf("jetstream %s: the subject transform has no source to publish a partition's marks to", s.stream)
+	}
+	// Each token lands in k with a chance of 1/n: 64·n tries all miss
+	// with a chance below e^-64.
+	for i := range 64 * p.n {
+		tok := "mark" + strconv.Itoa(i)
+		var wild []string // the wildcards' tokens, by number - 1
+		toks := strings.Split(p.source, ".")
+		for j, t := range toks {
+			switch {
+			case t == ">" || (t == "*" && (len(p.hashed) == 0 || len(wild)+1 == p.hashed[0])):
+				toks[j] = tok
+			case t == "*":
+				toks[j] = "mark"
+			}
+			if t == "*" {
+				wild = append(wild, toks[j])
+			}
+		}
+		subject := strings.Join(toks, ".")
+		key := subject
+		if len(p.hashed) > 0 {
+			key = ""
+			for _, w := range p.hashed {
+				if w > len(wild) {
+					return "", fmt.Errorf("jetstream %s: the subject transform's partition hashes wildcard %d, and its source %s has %d", s.stream, w, p.source, len(wild))
+				}
+				key += wild[w-1]
+			}
+		}
+		h := fnv.New32a()
+		h.Write([]byte(key)) //nolint:errcheck // a hash does not fail
+		if int(h.Sum32()%uint32(p.n)) == k {
+			return subject, nil
+		}
+	}
+	return "", fmt.Errorf("jetstream %s: no token of the subject transform's source %s hashes to partition %d", s.stream, p.source, k)
+}
+
 // partition is the partition whose shard is named shard.
 func (s *JetStreamShards) partition(shard string) (int, error) {
 	rest, ok := strings.CutPrefix(shard, "jetstream:"+s.stream+"#")
@@ -323,11 +412,16 @@ func (s *JetStreamShards) msgGet(ctx context.Context, req msgGetRequest) (seq in
 
 // partitioning is how a subject transform's destination partitions a
 // stream: n partitions, and the tokens of the filter that selects one,
-// whose token at index at is the partition.
+// whose token at index at is the partition; source is the transform's
+// source, and hashed the source's wildcards (1 for the first *) whose
+// tokens the partition function hashes, in order (none: the whole
+// subject, {{partition(N)}}).
 type partitioning struct {
 	n      int
 	tokens []string
 	at     int
+	source string
+	hashed []int
 }
 
 // filter is the subject filter of partition k.
@@ -350,7 +444,7 @@ func parsePartitioning(stream string, tr *jetstream.SubjectTransformConfig) (par
 	bad := func(why string) (partitioning, error) {
 		return partitioning{}, fmt.Errorf("jetstream %s: subject transform %s → %s: %s", stream, tr.Source, tr.Destination, why)
 	}
-	p := partitioning{at: -1}
+	p := partitioning{at: -1, source: tr.Source}
 	for _, tok := range destinationTokens(tr.Destination) {
 		name, args, isFunc := mappingFunction(tok)
 		switch {
@@ -369,6 +463,13 @@ func parsePartitioning(stream string, tr *jetstream.SubjectTransformConfig) (par
 			n, err := strconv.Atoi(strings.TrimSpace(args[0]))
 			if err != nil || n < 1 {
 				return bad(fmt.Sprintf("the partition count %q is no number of partitions", args[0]))
+			}
+			for _, a := range args[1:] {
+				w, err := strconv.Atoi(strings.TrimSpace(a))
+				if err != nil || w < 1 {
+					return bad(fmt.Sprintf("the partition's wildcard %q is no wildcard's number", a))
+				}
+				p.hashed = append(p.hashed, w)
 			}
 			p.n, p.at = n, len(p.tokens)
 			p.tokens = append(p.tokens, "")

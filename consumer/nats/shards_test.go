@@ -617,3 +617,50 @@ func TestJetStreamShardsSuite(t *testing.T) {
 		},
 	})
 }
+
+// TestJetStreamShardsMarkSubject: a message published on the subject
+// MarkSubject gives partition k is stored in partition k, by the server's
+// own transform, for transforms that hash one wildcard, two, or the whole
+// subject; CoShard joins partition k of another stream to partition k.
+func TestJetStreamShardsMarkSubject(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, source, dest string
+	}{
+		{"one", "one.*", "one.{{partition(4,1)}}.{{wildcard(1)}}"},
+		{"two", "two.*.x.*", "two.{{partition(4,1,2)}}.{{wildcard(1)}}.x.{{wildcard(2)}}"},
+		{"whole", "whole.>", "whole.{{partition(4)}}.>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: c.name, Subjects: []string{c.source}, Storage: jetstream.MemoryStorage,
+				SubjectTransform: &jetstream.SubjectTransformConfig{Source: c.source, Destination: c.dest}})
+			s := newShards(t, nc, c.name, 4)
+			for k := range 4 {
+				subject, err := s.MarkSubject(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ack, err := js.Publish(ctx, subject, []byte(`{"mark":"w"}`))
+				if err != nil {
+					t.Fatalf("publish %s: %v", subject, err)
+				}
+				if e := ends(t, s); e[s.Shard(k)] != int64(ack.Sequence) {
+					t.Fatalf("the mark of partition %d, published on %s at %d: ends %v", k, subject, ack.Sequence, e)
+				}
+				name, p, err := s.CoShard(fmt.Sprintf("jetstream:EX#%d", k))
+				if err != nil || name != s.Shard(k) || p != k {
+					t.Fatalf("CoShard of partition %d: %s, %d, %v; want %s", k, name, p, err, s.Shard(k))
+				}
+			}
+			if _, err := s.MarkSubject(4); err == nil {
+				t.Error("MarkSubject(4) of 4 partitions: no error")
+			}
+			for _, shard := range []string{"jetstream:EX#4", "kafka:ex/1", "jetstream:EX#01", "jetstream:EX"} {
+				if _, _, err := s.CoShard(shard); err == nil {
+					t.Errorf("CoShard(%s): no error", shard)
+				}
+			}
+		})
+	}
+}

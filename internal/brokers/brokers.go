@@ -191,6 +191,25 @@ func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Sou
 	return lb, nil
 }
 
+// CoPartitionedStream opens the partitions of the labels' stream as
+// shards once it has checked that its subject transform partitions it
+// into as many partitions as the examples' stream
+// (examples.StreamPartitions): partition k joined to partition k
+// (docs/labels.md, section 9.1). The token each transform hashes is not
+// checked.
+func (b *Clients) CoPartitionedStream(ctx context.Context, examples, labels config.Source) (*natsio.JetStreamShards, error) {
+	nc, err := b.NATSConn()
+	if err != nil {
+		return nil, err
+	}
+	lb, err := natsio.NewJetStreamShards(ctx, nc, labels.Stream, examples.StreamPartitions, b.log)
+	if err != nil {
+		return nil, fmt.Errorf("labels.stream: %w; source.stream %s has source.stream_partitions %d: the labels' stream must be partitioned as the examples' is, by a subject transform of the same token into as many partitions, partition k joined to partition k (docs/labels.md, section 9.1; hyperplane setup creates it so)",
+			err, examples.Stream, examples.StreamPartitions)
+	}
+	return lb, nil
+}
+
 // JetStreamShards opens the partitions of s's stream, partitioned by its
 // subject transform into s.StreamPartitions, as shards.
 func (b *Clients) JetStreamShards(ctx context.Context, s config.Source) (*natsio.JetStreamShards, error) {

@@ -3,12 +3,11 @@ package brokers
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 )
 
 // JoinConfig is the join's configuration of cfg.Labels, without its
@@ -30,39 +29,125 @@ func JoinConfig(cfg config.Config) (*consumer.LabelsConfig, error) {
 	return lc, nil
 }
 
-// PartitionJoin is what partition scope joins each partition's labels
-// with (docs/labels.md, section 9): the partitions of the labels' topic,
-// co-partitioned with the source's, and the join's configuration with
-// its outputs, made once at start-up; Labels completes it for one
-// partition, from the goroutine of that partition's worker.
-type PartitionJoin struct {
-	topic  string
-	shards *kafkaio.Shards
-	base   consumer.LabelsConfig
+// coPartitions are the labels' partitions, each joined to the source's
+// partition of its number (docs/labels.md, sections 9 and 11): a Kafka
+// topic's or a partitioned stream's.
+type coPartitions struct {
+	// key names the labels' input in errors: labels.topics or
+	// labels.stream.
+	key    string
+	shards consumer.Shards
+	// open opens the labels' partition co-partitioned with shard, a
+	// source's partition, where positions say (from its start without).
+	open func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error)
+	// coShard names the labels' partition co-partitioned with shard.
+	coShard func(shard string) (string, int, error)
+	// marks is where the marks of partition k go; nil writes none.
+	marks func(k int) (consumer.Destination, error)
 }
 
-// OpenPartitionJoin checks that the labels' topic is co-partitioned with
-// the source's, as far as counts tell, and opens its partitions and the
-// join's outputs; with marks false (a replay) it writes no mark.
-func (b *Clients) OpenPartitionJoin(ctx context.Context, cfg config.Config, marks bool) (*PartitionJoin, error) {
-	if cfg.Source.Kind != config.KindKafka {
-		return nil, fmt.Errorf("source.stream_partitions: labels are joined in partition scope to Kafka topics only (docs/labels.md, section 9)")
+// coPartitions opens the labels' partitions of cfg once it has checked
+// them co-partitioned with the source's as far as counts tell; with marks
+// false (a replay) they write no mark.
+func (b *Clients) coPartitions(ctx context.Context, cfg config.Config, marks bool) (*coPartitions, error) {
+	switch {
+	case cfg.Source.Kind == config.KindKafka:
+		topic := cfg.Labels.Topics[0]
+		lb, err := b.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
+		if err != nil {
+			return nil, err
+		}
+		c := &coPartitions{key: "labels.topics", shards: lb,
+			open: func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error) {
+				return lb.OpenCoPartition(ctx, shard, topic, positions)
+			},
+			coShard: func(shard string) (string, int, error) {
+				name, k, ok := kafkaio.CoPartition(shard, topic)
+				if !ok {
+					return "", 0, fmt.Errorf("shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
+				}
+				return name, k, nil
+			},
+		}
+		if marks {
+			d, err := b.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic})
+			if err != nil {
+				return nil, err
+			}
+			c.marks = func(k int) (consumer.Destination, error) {
+				d := d
+				d.Partition, d.HasPartition = int32(k), true
+				return d, nil
+			}
+		}
+		return c, nil
+	case cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0:
+		lb, err := b.CoPartitionedStream(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
+		if err != nil {
+			return nil, err
+		}
+		c := &coPartitions{key: "labels.stream", shards: labelPartitions{lb}, open: lb.OpenCoPartition, coShard: lb.CoShard}
+		if marks {
+			sink, err := b.Sink(config.KindJetStream)
+			if err != nil {
+				return nil, fmt.Errorf("labels: %w", err)
+			}
+			c.marks = func(k int) (consumer.Destination, error) {
+				subject, err := lb.MarkSubject(k)
+				return consumer.Destination{Sink: sink, Topic: subject}, err
+			}
+		}
+		return c, nil
 	}
+	return nil, fmt.Errorf("source.kind: labels are joined partition by partition to a Kafka topic or a partitioned JetStream stream (source.stream_partitions), not to %s (docs/labels.md, sections 9 and 11)", cfg.Source.Kind)
+}
+
+// labelPartitions are a labels' stream's partitions as the epochs read
+// them: every partition has an end, 0 (before the first sequence) for one
+// that holds no message yet, since the epochs refuse a source's shard
+// whose labels' partition has none, which for a Kafka topic means that
+// the topics are not co-partitioned.
+type labelPartitions struct{ *natsio.JetStreamShards }
+
+// Ends are the partitions' ends, with 0 for those that hold no message.
+func (l labelPartitions) Ends(ctx context.Context) (map[string]int64, error) {
+	ends, err := l.JetStreamShards.Ends(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for k := range l.Partitions() {
+		if _, ok := ends[l.Shard(k)]; !ok {
+			ends[l.Shard(k)] = 0
+		}
+	}
+	return ends, nil
+}
+
+// PartitionJoin is what partition scope joins each partition's labels
+// with (docs/labels.md, sections 9 and 9.1): the partitions of the
+// labels' topic or stream, co-partitioned with the source's, and the
+// join's configuration with its outputs, made once at start-up; Labels
+// completes it for one partition, from the goroutine of that partition's
+// worker.
+type PartitionJoin struct {
+	parts *coPartitions
+	base  consumer.LabelsConfig
+}
+
+// OpenPartitionJoin checks that the labels' topic or stream is
+// co-partitioned with the source's, as far as counts tell, and opens its
+// partitions and the join's outputs; with marks false (a replay) it
+// writes no mark.
+func (b *Clients) OpenPartitionJoin(ctx context.Context, cfg config.Config, marks bool) (*PartitionJoin, error) {
 	lc, err := JoinConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	topic := cfg.Labels.Topics[0]
-	lb, err := b.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
+	parts, err := b.coPartitions(ctx, cfg, marks)
 	if err != nil {
 		return nil, err
 	}
-	j := &PartitionJoin{topic: topic, shards: lb, base: *lc}
-	if marks {
-		if j.base.Marks, err = b.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic}); err != nil {
-			return nil, err
-		}
-	}
+	j := &PartitionJoin{parts: parts, base: *lc}
 	if j.base.LateLabels, err = b.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {
 		return nil, err
 	}
@@ -78,69 +163,58 @@ func (j *PartitionJoin) Labels(ctx context.Context, shard string, positions map[
 		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
 	}
 	lc := j.base
-	src, k, err := j.shards.OpenCoPartition(ctx, shard, j.topic, positions)
+	src, k, err := j.parts.open(ctx, shard, positions)
 	if err != nil {
-		return nil, fmt.Errorf("labels.topics: %w", err)
+		return nil, fmt.Errorf("%s: %w", j.parts.key, err)
 	}
 	lc.Source = src
-	if lc.Marks.Sink != nil {
-		lc.Marks.Partition, lc.Marks.HasPartition = int32(k), true
+	if j.parts.marks != nil {
+		if lc.Marks, err = j.parts.marks(k); err != nil {
+			src.Close() //nolint:errcheck // not used
+			return nil, fmt.Errorf("%s: %w", j.parts.key, err)
+		}
 	}
 	return &lc, nil
 }
 
-// EpochLabels is the join of the labels of a Kafka source of several
+// EpochLabels is the join of the labels of a source of several
 // partitions learned in epochs (docs/labels.md, section 11): the
-// partitions of the labels' topic, checked co-partitioned with the
-// source's as far as counts tell, partition p of one joined to partition
-// p of the other; the marks of partition p's head go to partition p of
-// the labels' topic (none with marks false: a replay writes no mark).
+// partitions of the labels' topic or stream, checked co-partitioned with
+// the source's as far as counts tell, partition p of one joined to
+// partition p of the other; the marks of partition p's head go to
+// partition p of the labels (none with marks false: a replay writes no
+// mark).
 func (b *Clients) EpochLabels(ctx context.Context, cfg config.Config, marks bool) (*consumer.EpochLabels, error) {
-	if cfg.Source.Kind != config.KindKafka {
-		return nil, fmt.Errorf("source.stream_partitions: labels are joined in epochs to Kafka topics only (docs/labels.md, section 11)")
-	}
 	lc, err := JoinConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	lb, err := b.CoPartitioned(ctx, cfg.Source, cfg.Labels.Source(cfg.Source))
+	parts, err := b.coPartitions(ctx, cfg, marks)
 	if err != nil {
 		return nil, err
-	}
-	source, topic := "kafka:"+cfg.Source.Topics[0]+"/", cfg.Labels.Topics[0]
-	partition := func(shard string) (string, error) {
-		n, ok := strings.CutPrefix(shard, source)
-		if !ok {
-			return "", fmt.Errorf("labels.topics: shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
-		}
-		return n, nil
 	}
 	el := &consumer.EpochLabels{
 		Join:   lc.Join,
 		Format: lc.Format,
-		Shards: lb,
+		Shards: parts.shards,
 		CoShard: func(shard string) (string, error) {
-			n, err := partition(shard)
-			return "kafka:" + topic + "/" + n, err
+			name, _, err := parts.coShard(shard)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", parts.key, err)
+			}
+			return name, nil
 		},
 	}
-	if marks {
-		d, err := b.Destination("labels", config.Destination{Kind: config.KindKafka, Topic: topic})
-		if err != nil {
-			return nil, err
-		}
+	if parts.marks != nil {
 		el.Marks = func(shard string) (consumer.Destination, error) {
-			n, err := partition(shard)
-			if err != nil {
-				return consumer.Destination{}, err
+			_, k, err := parts.coShard(shard)
+			if err == nil {
+				var d consumer.Destination
+				if d, err = parts.marks(k); err == nil {
+					return d, nil
+				}
 			}
-			k, err := strconv.ParseInt(n, 10, 32)
-			if err != nil {
-				return consumer.Destination{}, fmt.Errorf("labels.topics: shard %s: %w", shard, err)
-			}
-			d := d
-			d.Partition, d.HasPartition = int32(k), true
-			return d, nil
+			return consumer.Destination{}, fmt.Errorf("%s: %w", parts.key, err)
 		}
 	}
 	if el.LateLabels, err = b.Destination("outputs.late_labels", cfg.Outputs.LateLabels); err != nil {

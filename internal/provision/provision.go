@@ -41,8 +41,9 @@ type Brokers struct {
 // Target is a topic, stream or subject the configuration names.
 type Target struct {
 	Kind string // kafka (a topic), stream (source.stream), jetstream or nats (an output or core NATS subject)
-	// Partitions is source.stream_partitions for the source stream: a
-	// stream created partitioned by its subject transform.
+	// Partitions is source.stream_partitions for the source stream and
+	// the labels' stream: a stream created partitioned by its subject
+	// transform.
 	Partitions int
 	Name       string   // the topic, stream or subject
 	Subject    string   // kind stream: source.subject, the subjects it stores
@@ -83,6 +84,9 @@ func Targets(cfg config.Config) []Target {
 		}
 	case config.KindJetStream:
 		add("stream", cfg.Labels.Stream, cfg.Labels.Subject, "labels.stream")
+		// Partitioned as the source's stream, so that partition k of one
+		// joins partition k of the other (docs/labels.md, section 9.1).
+		ts[len(ts)-1].Partitions = cfg.Source.StreamPartitions
 	}
 	for _, d := range cfg.Outputs.Destinations() {
 		if !d.Dest.IsZero() {

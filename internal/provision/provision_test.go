@@ -27,6 +27,13 @@ func TestTargetsHaveTheLabels(t *testing.T) {
 	if len(ts) != 2 || ts[1].Kind != "stream" || ts[1].Name != "CLICKS" || ts[1].Subject != "clicks" {
 		t.Errorf("jetstream: setup creates %+v", ts)
 	}
+	if ts[1].Partitions != 0 {
+		t.Errorf("jetstream: the labels' stream of an unpartitioned source has %d partitions", ts[1].Partitions)
+	}
+	cfg.Source.StreamPartitions, cfg.Labels.Subject = 4, "clicks.*"
+	if ts := provision.Targets(cfg); len(ts) != 2 || ts[1].Partitions != 4 || ts[1].Subject != "clicks.*" {
+		t.Errorf("jetstream: the labels' stream of a source of 4 partitions: %+v, want 4 partitions of clicks.*", ts)
+	}
 }
 
 // TestTargetsOnce: a topic or subject several keys name is one target,
