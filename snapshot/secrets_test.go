@@ -139,6 +139,10 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		_, err := s.PromotionRequest(ctx, "clicks")
 		return err
 	},
+	"Promotions": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.Promotions(ctx, "clicks", "")
+		return err
+	},
 	// A caller's error that names a key.
 	"Hide": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		return s.Hide(fmt.Errorf("object %s: %w", snapshot.Key(s.Prefix(), "clicks", 1), errors.New("refused")))
