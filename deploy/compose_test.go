@@ -107,7 +107,7 @@ func TestComposeStack(t *testing.T) {
 			}
 			for _, d := range cfg.Outputs.Destinations() {
 				dest := d.Dest
-				if dest.IsZero() && d.Key == "outputs.challenger_predictions" && len(cfg.Model.Challengers) == 0 {
+				if dest.IsZero() && (d.Key == "outputs.challenger_predictions" || d.Key == "outputs.promotions") && len(cfg.Model.Challengers) == 0 {
 					continue
 				}
 				if dest.IsZero() {
