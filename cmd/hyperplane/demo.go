@@ -297,7 +297,7 @@ func feedDemo(ctx context.Context, sink consumer.Sink, o synth.Options, n int, g
 		}
 		rec := s.Next()
 		if labels != nil {
-			labels.Hold(rec, nil)
+			labels.Hold(rec, nil, "")
 		}
 		data := synth.AppendJSON(nil, rec)
 		return consumer.Output{Topic: demoExamples.Topic, Value: data[:len(data)-1]} // one message per example: no newline

@@ -42,7 +42,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&natsURL, "nats-url", "nats://localhost:4222", "NATS server URL (-to jetstream:... or nats:...)")
 	fs.Float64Var(&rate, "rate", 0, "examples per second when publishing; 0: as fast as the broker takes them")
 	var labels genLabels
-	fs.TextVar(&labels.to, "labels-to", labels.to, "with -to: publish the examples without their labels, and each label to this `destination` (kafka:<topic> or jetstream:<subject>) later, as {\"id\":...,\"label\":...} (docs/labels.md)")
+	fs.TextVar(&labels.to, "labels-to", labels.to, "with -to: publish the examples without their labels, and each label to this `destination` (kafka:<topic> or jetstream:<subject>, whose * token is its example's key) later, as {\"id\":...,\"label\":...} (docs/labels.md)")
 	fs.DurationVar(&labels.delay, "label-delay", 10*time.Second, "with -labels-to: the mean time from an example to its label (exponentially distributed)")
 	fs.Float64Var(&labels.missing, "label-missing", 0, "with -labels-to: the fraction of examples never labeled")
 	flagsUsage := fs.Usage
@@ -78,7 +78,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if keys < 1 {
 		return usagef("-keys: must be 1 or more, got %d", keys)
 	}
-	to.Keys = keys
+	to.Keys, labels.to.Keys = keys, keys
 	s := synth.New(o)
 	for i := range start {
 		if i%4096 == 0 && ctx.Err() != nil {
@@ -241,14 +241,14 @@ func publishGen(ctx context.Context, e *env, cfg config.Config, s *synth.Stream,
 		if labels.format == "msgpack" {
 			format = wire.FormatMsgpack
 		}
-		f.Labels = feed.NewLabels(ls, labels.to, labels.delay, labels.missing, format, labels.seed)
+		f.Labels = feed.NewLabels(ls, labels.to.Destination, labels.delay, labels.missing, format, labels.seed)
 	}
 	began := time.Now()
 	err := f.Run(ctx, n, func(i int) consumer.Output {
 		rec := s.Next()
 		key := fmt.Appendf(nil, "gen-%s-%d", id, first+i)
 		if f.Labels != nil {
-			f.Labels.Hold(rec, key)
+			f.Labels.Hold(rec, key, labels.to.Subject(first+i))
 		}
 		return consumer.Output{Topic: to.Subject(first + i), Key: key, Value: message(nil, rec)}
 	})

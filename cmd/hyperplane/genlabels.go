@@ -11,7 +11,7 @@ import (
 // labels, and each label follows on a destination of its own after a
 // delay (feed.Labels).
 type genLabels struct {
-	to      config.Destination
+	to      feed.Target
 	delay   time.Duration
 	missing float64
 	format  string

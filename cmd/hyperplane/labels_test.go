@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -230,5 +231,46 @@ func TestLabelsJetStreamEpochsFromEmpty(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestGenLabelsToKeyedSubject: with a * token in -labels-to's subject, a
+// label's subject has its example's key in it, as the example's has, so
+// that streams partitioned by that token put the two in one partition.
+func TestGenLabelsToKeyedSubject(t *testing.T) {
+	srv := testbroker.NATS(t)
+	ctx := context.Background()
+	js := srv.JetStream(t)
+	examples := testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"ex.>"}})
+	labels := testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "LABELS", Subjects: []string{"lb.>"}})
+	const n = 300
+	mustRun(t, "", "gen", "-examples", fmt.Sprint(n), "-seed", "6", "-keys", "7", "-to", "jetstream:ex.*.in",
+		"-labels-to", "jetstream:lb.*", "-label-delay", "0s", "-nats-url", srv.URL())
+	read := func(s jetstream.Stream) map[string]string { // id -> the key token of its subject
+		t.Helper()
+		byID := map[string]string{}
+		for seq := uint64(1); ; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return byID
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec struct{ ID string }
+			if err := json.Unmarshal(m.Data, &rec); err != nil || rec.ID == "" {
+				t.Fatalf("%s: %s has no id (%v)", m.Subject, m.Data, err)
+			}
+			byID[rec.ID] = strings.Split(m.Subject, ".")[1]
+		}
+	}
+	ex, lb := read(examples), read(labels)
+	if len(ex) != n || len(lb) != n {
+		t.Fatalf("%d examples and %d labels stored, want %d of each", len(ex), len(lb), n)
+	}
+	for id, key := range lb {
+		if ex[id] != key {
+			t.Fatalf("the label of example %s went to key %s, its example to %s", id, key, ex[id])
+		}
 	}
 }

@@ -123,8 +123,10 @@ func NewLabels(sink consumer.Sink, to config.Destination, delay time.Duration, m
 
 // Hold takes rec's label off it and keeps it to publish after its delay,
 // keyed as its example is (key), so that a Kafka topic of labels puts it
-// in the partition of its example.
-func (l *Labels) Hold(rec *synth.Record, key []byte) {
+// in the partition of its example, on subject ("": the labels' topic),
+// which a NATS subject of labels keyed as its example's makes the
+// partition of its example in a stream partitioned by that token.
+func (l *Labels) Hold(rec *synth.Record, key []byte, subject string) {
 	labeled := rec.Labeled
 	rec.Labeled = false
 	if !labeled || l.rng.Float64() < l.missing {
@@ -134,7 +136,10 @@ func (l *Labels) Hold(rec *synth.Record, key []byte) {
 	id := strconv.FormatUint(rec.Seq, 10)
 	v := wire.AppendLabel(nil, l.format, id, rec.Label)
 	d := time.Duration(l.rng.ExpFloat64() * float64(l.delay))
-	out := consumer.Output{Topic: l.to.Topic, Key: key, Value: v}
+	if subject == "" {
+		subject = l.to.Topic
+	}
+	out := consumer.Output{Topic: subject, Key: key, Value: v}
 	if len(key) == 0 {
 		out.Key = []byte("label-" + id)
 	}

@@ -34,7 +34,7 @@ func TestFeederLabelsLater(t *testing.T) {
 		if err := f.Run(context.Background(), n, func(i int) consumer.Output {
 			rec := s.Next()
 			key := fmt.Appendf(nil, "k%d", i)
-			labels.Hold(rec, key)
+			labels.Hold(rec, key, "")
 			return consumer.Output{Topic: "ex", Key: key, Value: synth.AppendJSON(nil, rec)}
 		}); err != nil {
 			t.Fatal(err)
