@@ -82,6 +82,7 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 			if err != nil {
 				return nil, sha, fatal(err)
 			}
+			x.announce(ctx, cut, b)
 			return b, sha, x.check(b)
 		}
 		// No epoch is due: an idle stream's newest mixed model is
@@ -231,6 +232,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		return nil, nil
 	}
 	epochlog.SortRanges(b.Shards)
+	b.Promote = x.requestToRecord(ctx)
 	b.Cut = epochlog.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
 	return b, nil
 }
