@@ -104,7 +104,7 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 // epoch log tells the operator: the workers of a model agree on every
 // setting of the history digest (config.HistoryDigest), and a key left out
 // takes its default, which a release may change.
-const sameSettings = "every worker of a model needs the same model.learner, model.drift and model.mixing settings and the same source: " +
+const sameSettings = "every worker of a model needs the same model.learner, model.drift, model.mixing, model.challengers and model.compare.promote settings and the same source: " +
 	"set them explicitly, model.learner.algorithm first (its default was perceptron before it was arow), or give this worker its own model.name"
 
 // check verifies a boundary against what this worker holds.

@@ -26,7 +26,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) { replayFollowsTheEpochLog(t) }
 // TestChallengersInEpochs: the model learned in epochs has two
 // challengers (one of another hashing, decoded again in every range):
 // its generations hold them mixed, compare and inspect show them, and
-// replay of the log rebuilds them to the bit.
+// replay of the log rebuilds them to the bit; promote writes its request.
 func TestChallengersInEpochs(t *testing.T) {
 	args, store := replayFollowsTheEpochLog(t, "--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=7")
 	newest, err := store.Latest(context.Background(), "mixed", nil)
@@ -59,16 +59,21 @@ func TestChallengersInEpochs(t *testing.T) {
 		t.Errorf("inspect shows no challengers:\n%s", inspected)
 	}
 
-	// Epochs mix challengers but do not promote them: promote and
-	// automatic promotion are refused, each saying so.
+	// Epochs promote as they agree on an epoch: promote writes the
+	// request the next boundary records; automatic promotion is part of
+	// the history configuration, so a worker with it does not continue
+	// a log written without it.
 	var stderr strings.Builder
 	err = run(context.Background(), append([]string{"promote", "--challenger", "perceptron"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "learned in epochs") {
-		t.Errorf("promote of a model learned in epochs: %v, want a refusal saying it is learned in epochs", err)
+	if err != nil {
+		t.Fatalf("promote of a model learned in epochs: %v", err)
+	}
+	if r, err := store.PromotionRequest(context.Background(), "mixed"); err != nil || r == nil || r.Challenger != "perceptron" {
+		t.Fatalf("the request in the store: %+v, %v", r, err)
 	}
 	err = run(context.Background(), append([]string{"run", "--http.addr", "", "--model.compare.promote", "auto"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "model.compare.promote") {
-		t.Errorf("run with automatic promotion in epochs: %v, want a refusal naming model.compare.promote", err)
+		t.Errorf("run with automatic promotion over a log written without: %v, want a refusal naming model.compare.promote", err)
 	}
 }
 
