@@ -111,7 +111,7 @@ func (x *Epochs) alpha() float64 {
 // promotion stands in the model's history.
 func (x *Epochs) announce(ctx context.Context, cut, stored *epochlog.Boundary) {
 	ps := x.model.Promotions()
-	if len(ps) == 0 || ps[len(ps)-1].Epoch != cut.Epoch-1 || cut.Epoch < 2 {
+	if len(ps) == 0 || ps[len(ps)-1].Epoch != cut.Epoch-1 {
 		return
 	}
 	if stored.Cut.Writer != cut.Cut.Writer || !stored.Cut.Created.Equal(cut.Cut.Created) {

@@ -80,8 +80,14 @@ func TestChallengersInEpochs(t *testing.T) {
 // replayFollowsTheEpochLog is TestReplayFollowsTheEpochLog with the
 // flags extra; it returns the flags of the model and its store.
 func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapshot.Store) {
+	return replayFollowsTheEpochLogOf(t, nil, extra...)
+}
+
+// replayFollowsTheEpochLogOf is replayFollowsTheEpochLog over examples
+// that gen's flags add to those of hyperplane gen.
+func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]string, *snapshot.Store) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "ex.jsonl", "-examples", "6000", "-seed", "8", "-unlabeled", "0.1")
+	data := genFile(t, dir, "ex.jsonl", append([]string{"-examples", "6000", "-seed", "8", "-unlabeled", "0.1"}, gen...)...)
 	c := testbroker.Kafka(t)
 	c.CreateTopic(t, "examples", 4)
 	cl := c.Client(t)
@@ -197,4 +203,24 @@ func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapsho
 		t.Fatalf("replay after retention: began from %d, %d epochs replayed, %d checked, %q", sum.BeganFromGeneration, sum.EpochsReplayed, sum.GenerationsChecked, *sum.NotChecked)
 	}
 	return args, store
+}
+
+// TestPromoteInEpochs: a perceptron learned in epochs with an AROW
+// challenger and automatic promotion promotes it after an epoch; the
+// generations, compare and replay of the log agree on it.
+func TestPromoteInEpochs(t *testing.T) {
+	args, store := replayFollowsTheEpochLogOf(t, []string{"-vocab", "200"}, "--model.learner.algorithm", "perceptron",
+		"--model.challengers", "arow:algorithm=arow", "--model.compare.promote", "auto", "--model.compare.alpha", "0.2")
+	newest, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := newest.State.Promotions
+	if len(ps) == 0 || ps[0].Challenger != "arow" || !ps[0].Auto || ps[0].Epoch == 0 {
+		t.Fatalf("generation %d holds promotions %+v, want arow promoted after an epoch\n%s", newest.Generation, ps, mustRun(t, "", append([]string{"compare"}, args...)...))
+	}
+	out := mustRun(t, "", append([]string{"compare"}, args...)...)
+	if want := fmt.Sprintf("promoted arow over mixed after epoch %d", ps[0].Epoch); !strings.Contains(out, want) {
+		t.Errorf("compare shows\n%s\nwant %q", out, want)
+	}
 }
