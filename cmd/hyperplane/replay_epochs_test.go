@@ -223,4 +223,24 @@ func TestPromoteInEpochs(t *testing.T) {
 	if want := fmt.Sprintf("promoted arow over mixed after epoch %d", ps[0].Epoch); !strings.Contains(out, want) {
 		t.Errorf("compare shows\n%s\nwant %q", out, want)
 	}
+
+	// A worker started again goes on with the promoted model, the file's
+	// model.learner as the challenger named mixed.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, append([]string{"run", "--http.addr", ""}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	waitRunning(t, time.Minute, "learning in epochs again", stopped, &stderr, func() bool {
+		return strings.Contains(stderr.String(), "learning in epochs")
+	})
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("run again: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "the model serves a promoted challenger's configuration") {
+		t.Errorf("the worker did not go on with the promoted model:\n%s", stderr.String())
+	}
 }
