@@ -220,10 +220,8 @@ type Epochs struct {
 	// learning goroutine uses it.
 	mixes mixReport
 	// refused is the id of the promotion request last not recorded,
-	// warned about once; promoted the newest promotion this worker made
-	// after a mix (epochs_promote.go). The learning goroutine's.
-	refused  string
-	promoted *epochPromotion
+	// warned about once (epochs_promote.go). The learning goroutine's.
+	refused string
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model

@@ -82,19 +82,11 @@ func (x *Epochs) promoteMixed(b *epochlog.Boundary, m *learner.Model) bool {
 		x.log.Warn("promotion refused", zap.Uint64("epoch", b.Epoch), zap.String("challenger", p.Challenger), zap.Error(err))
 		return false
 	}
-	x.promoted = &epochPromotion{p: p, res: res}
 	x.log.Info("a challenger becomes the model", zap.Uint64("epoch", b.Epoch), zap.String("promoted", p.Challenger),
 		zap.String("replaced", p.Replaced), zap.Bool("auto", p.Auto), zap.String("request", p.Request),
 		zap.Uint64("examples", p.Examples), zap.Float64("log_loss_diff", res.LogLossDiff),
 		zap.Float64("low", res.LogLossLow), zap.Float64("high", res.LogLossHigh))
 	return true
-}
-
-// epochPromotion is the newest promotion this worker made after a mix,
-// with the comparison that decided it, for its event.
-type epochPromotion struct {
-	p   learner.Promotion
-	res compare.Result
 }
 
 func (x *Epochs) alpha() float64 {
@@ -126,8 +118,14 @@ func (x *Epochs) announce(ctx context.Context, cut, stored *epochlog.Boundary) {
 	e := wire.Promotion{Position: wire.Position{Source: "epoch:" + x.cfg.Worker.Model, Offset: int64(p.Epoch)},
 		Model: x.cfg.Worker.Model, Version: x.model.Version(), Promoted: p.Challenger, Replaced: p.Replaced,
 		Auto: p.Auto, Request: p.Request, Examples: p.Examples, Promotions: uint64(len(ps))}
-	if q := x.promoted; q != nil && q.p == p {
-		e.Compared, e.LogLossDiff, e.Low, e.High = uint64(q.res.Examples), q.res.LogLossDiff, q.res.LogLossLow, q.res.LogLossHigh
+	// The comparison that decided it goes on turned around in W_{e-1},
+	// which nothing has learned since: the old model's against the
+	// promoted one, negated back (learner.Model.Promote).
+	if i := slices.IndexFunc(x.model.Challengers(), func(c *learner.Challenger) bool { return c.Name == p.Replaced }); i >= 0 {
+		if c, err := compare.Attach(x.model.Challengers()[i], x.alpha()); err == nil {
+			r := c.Result()
+			e.Compared, e.LogLossDiff, e.Low, e.High = uint64(r.Examples), -r.LogLossDiff, -r.LogLossHigh, -r.LogLossLow
+		}
 	}
 	key := append(e.Position.AppendEventID(nil), "#promotion"...)
 	out := Output{Topic: d.Topic, Key: key, Value: x.cfg.Worker.Encoding.AppendPromotion(nil, &e),

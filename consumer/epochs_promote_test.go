@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -97,8 +98,25 @@ func TestEpochsPromoteAutoIsAFunctionOfTheLogs(t *testing.T) {
 		t.Fatalf("the model is %s after the promotion, want arow", a)
 	}
 	t.Logf("promoted after epoch %d of %d, at example %d", ps[0].Epoch, last, ps[0].Examples)
-	if got := len(sinkOne.Outputs("promo")); got != 1 {
-		t.Fatalf("%d promotion events, want 1", got)
+	events := sinkOne.Outputs("promo")
+	if len(events) != 1 {
+		t.Fatalf("%d promotion events, want 1", len(events))
+	}
+	var ev struct {
+		EventID     string  `json:"event_id"`
+		Promoted    string  `json:"promoted"`
+		Auto        bool    `json:"auto"`
+		Compared    uint64  `json:"compared"`
+		LogLossDiff float64 `json:"log_loss_diff"`
+		Low         float64 `json:"low"`
+	}
+	if err := json.Unmarshal(events[0].Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	// The band that decided it lay above zero.
+	if id := fmt.Sprintf("epoch:mixed/%d", ps[0].Epoch); ev.EventID != id || string(events[0].Key) != id+"#promotion" ||
+		ev.Promoted != "arow" || !ev.Auto || ev.Compared == 0 || !(ev.Low > 0 && ev.LogLossDiff > ev.Low) {
+		t.Fatalf("the event %s (key %s), want %s promoting arow with its band above zero", events[0].Value, events[0].Key, id)
 	}
 	gen, err := one.Load(context.Background(), "mixed", ps[0].Epoch)
 	if err != nil {
