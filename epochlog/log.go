@@ -149,6 +149,8 @@ func checkBoundary(b *Boundary) error {
 		return fmt.Errorf("snapshot: model %s: a boundary of epoch 0 (epochs count from 1)", b.Model)
 	case b.ConfigDigest == [32]byte{} || b.BaseStateSHA256 == [32]byte{}:
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s has no config digest or base state digest", b.Epoch, b.Model)
+	case b.Promote != nil && (b.Promote.Challenger == "" || b.Promote.Request == ""):
+		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s records a promotion request without a challenger or an id", b.Epoch, b.Model)
 	}
 	if err := snapshot.CheckRanges(b.Shards); err != nil {
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s: %w", b.Epoch, b.Model, err)
