@@ -37,6 +37,10 @@ type history struct {
 	// worker must learn the same (docs/scale-out.md, section 3.10). Left
 	// out without challengers, as every log written before had none.
 	Challengers []historyChallenger `json:"challengers,omitempty"`
+	// Promote is model.compare.promote when it is auto, which decides
+	// the mixed model after each epoch (docs/scale-out.md, section
+	// 3.11); left out for manual, as every log written before had it.
+	Promote Promote `json:"promote,omitempty"`
 }
 
 type historyChallenger struct {
@@ -108,7 +112,7 @@ func (c Config) WrittenMixings() []Config {
 // the group is part of it: such a worker stops. Workers that write one model's epoch log must
 // agree on it; with labels that come later, the labels' input, format,
 // window and default are part of it, and so are the challengers, when there
-// are any. It leaves out what only decides where epochs end
+// are any, and model.compare.promote when it is auto. It leaves out what only decides where epochs end
 // (model.mixing.epoch_examples, interval, source.start) and everything
 // else (assignment, outputs, snapshots, HTTP).
 func (c Config) HistoryDigest() [32]byte {
@@ -156,6 +160,9 @@ func (c Config) HistoryDigest() [32]byte {
 			hc.Rule = r
 		}
 		h.Challengers = append(h.Challengers, hc)
+	}
+	if c.Model.Compare.Promote == PromoteAuto && len(h.Challengers) > 0 {
+		h.Promote = PromoteAuto
 	}
 	b, err := json.Marshal(h)
 	if err != nil {

@@ -107,6 +107,11 @@ type EpochConfig struct {
 	// Labels, if set, joins labels that come later to the shards'
 	// examples (docs/labels.md, section 11); nil means no labels.
 	Labels *EpochLabels
+	// Requests, if set, reads the model's promotion request, which the
+	// worker that cuts a boundary records in it (docs/scale-out.md,
+	// section 3.11); nil means no requests are read. Worker.AutoPromote
+	// promotes after each mix.
+	Requests func(ctx context.Context) (*snapshot.PromotionRequest, error)
 }
 
 // errLogEnd ends epochs that follow a log at its end.
@@ -214,6 +219,9 @@ type Epochs struct {
 	// mixes sums the epochs mixed since they were last logged; only the
 	// learning goroutine uses it.
 	mixes mixReport
+	// refused is the id of the promotion request last not recorded,
+	// warned about once (epochs_promote.go). The learning goroutine's.
+	refused string
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model

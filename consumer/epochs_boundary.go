@@ -82,6 +82,7 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 			if err != nil {
 				return nil, sha, fatal(err)
 			}
+			x.announce(ctx, cut, b)
 			return b, sha, x.check(b)
 		}
 		// No epoch is due: an idle stream's newest mixed model is
@@ -103,7 +104,7 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 // epoch log tells the operator: the workers of a model agree on every
 // setting of the history digest (config.HistoryDigest), and a key left out
 // takes its default, which a release may change.
-const sameSettings = "every worker of a model needs the same model.learner, model.drift and model.mixing settings and the same source: " +
+const sameSettings = "every worker of a model needs the same model.learner, model.drift, model.mixing, model.challengers and model.compare.promote settings and the same source: " +
 	"set them explicitly, model.learner.algorithm first (its default was perceptron before it was arow), or give this worker its own model.name"
 
 // check verifies a boundary against what this worker holds.
@@ -231,6 +232,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		return nil, nil
 	}
 	epochlog.SortRanges(b.Shards)
+	b.Promote = x.requestToRecord(ctx)
 	b.Cut = epochlog.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
 	return b, nil
 }

@@ -89,6 +89,8 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return err
 	}
 	wcfg := x.cfg.Worker
+	// A range promotes nothing: promotions are made after the mix.
+	wcfg.AutoPromote, wcfg.Replayed = false, nil
 	wcfg.Snapshots, wcfg.Views, wcfg.Labels = nil, false, lc
 	wcfg.head = x.View
 	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))

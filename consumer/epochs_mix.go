@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +37,11 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	if rule == "" {
 		rule = learner.MixMean
 	}
+	if len(x.model.Promotions()) > 0 && x.cfg.ChallengerRule != "" {
+		// A promoted model is mixed as it was as a challenger: by the
+		// rule for its algorithm (docs/scale-out.md, section 3.11).
+		rule = x.cfg.ChallengerRule
+	}
 	diff := x.changedOf(states)
 	cdiffs := x.challengersChangedOf(base, states)
 	// The model is mixed without its challengers, each of which is mixed
@@ -44,6 +50,9 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
+	// Promotions are made after a mix, never in a range: the history is
+	// W_{e-1}'s.
+	mixed.Promotions = slices.Clone(base.Promotions)
 	crule := x.cfg.ChallengerRule
 	if crule == "" {
 		crule = rule
@@ -58,7 +67,13 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	took := time.Since(start)
 	x.metrics.Mixing.Observe(took.Seconds())
 	examples := m.Counts().Examples - x.model.Counts().Examples
-	x.install(m, mixed, diff, cdiffs)
+	if x.promoteMixed(b, m) {
+		// The promoted model shares nothing with W_{e-1}'s layout: the
+		// next epoch's results are against all of it.
+		x.install(m, m.State(), learner.AllCoords, nil)
+	} else {
+		x.install(m, mixed, diff, cdiffs)
+	}
 	x.spareStates(states)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)
@@ -115,6 +130,11 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	// A damaged generation the epochs rebuild is written again whether
 	// or not one is due (docs/scale-out.md, section 3.9).
 	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || b.Epoch <= x.cfg.Damaged
+	// A promotion is written at once, for compare, inspect and the next
+	// cutter to see (docs/scale-out.md, section 3.11).
+	if ps := x.model.Promotions(); len(ps) > 0 && ps[len(ps)-1].Epoch == b.Epoch {
+		due = true
+	}
 	if !due {
 		return nil
 	}

@@ -198,6 +198,8 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	}()
 	rs := &rangeSource{Range{Source: src, End: src.end, Sources: []string{r.Shard}, Last: r.From}}
 	wcfg := x.cfg.Worker
+	// A range promotes nothing: promotions are made after the mix.
+	wcfg.AutoPromote, wcfg.Replayed = false, nil
 	wcfg.Snapshots, wcfg.Views = nil, false
 	wcfg.rangeJoin = rj
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))

@@ -55,14 +55,18 @@ type Followed struct {
 // where there is one: the result is the live model bit for bit, or Follow
 // stops saying where it differs. challengers are the model's
 // (model.challengers), which a new model begins with and start's goes on
-// with (learner.Model.SetChallengers).
+// with (learner.Model.SetChallengers), unless start's model was promoted:
+// it goes on with the challengers start holds.
 func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start *snapshot.Snapshot, lcfg learner.Config, challengers []learner.ChallengerConfig, log *zap.Logger) (*Followed, error) {
 	model := cfg.Worker.Model
 	m, epoch, prev, positions, err := Continue(start, lcfg, cfg.ConfigDigest)
 	if err != nil {
 		return nil, err
 	}
-	if len(challengers) > 0 || len(m.Challengers()) > 0 {
+	// A promoted model goes on with the challengers its generation holds:
+	// the configured ones, the promoted one's place taken by the old
+	// model's configuration (docs/scale-out.md, section 3.11).
+	if promoted := start != nil && len(start.State.Promotions) > 0; !promoted && (len(challengers) > 0 || len(m.Challengers()) > 0) {
 		if _, _, err := m.SetChallengers(challengers); err != nil {
 			return nil, fmt.Errorf("model.challengers: %w", err)
 		}

@@ -462,9 +462,6 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	if err := p.mixableChallengers(crule, m); err != nil {
 		return nil, err
 	}
-	if p.conn.Worker.AutoPromote {
-		return nil, fmt.Errorf("model.compare.promote: auto promotes the model of a source of one shard, or each partition's in model.scope partition; this source has %d partitions, learned in epochs, which mix challengers but do not promote them (set model.compare.promote manual, or model.scope partition)", max(p.conn.ShardCount, 2))
-	}
 	e, prev, positions, err := ContinueModel(snap, m, ecfg.ConfigDigest)
 	if err != nil {
 		return nil, err
@@ -506,6 +503,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		ecfg.Labels = l
 	}
 	ecfg.Damaged = damaged
+	ecfg.Requests = storeRequests(store, p.opts.Model)
 	own, err := p.ownership()
 	if err != nil {
 		return nil, err

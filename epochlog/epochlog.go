@@ -83,6 +83,10 @@ type Boundary struct {
 	// Shards are every shard of the epoch, empty ranges included, in
 	// shard order (snapshot.CompareShards).
 	Shards []Range
+	// Promote, if set, is the promotion request the cutter read: every
+	// worker applies it to the epoch's mixed model unless an automatic
+	// promotion comes first (docs/scale-out.md, section 3.11).
+	Promote *Promote
 	// Cut is provenance: it is never compared.
 	Cut Cut
 }
@@ -96,6 +100,13 @@ type Cut struct {
 	// EpochExamples and Interval are the cut rule's settings.
 	EpochExamples int
 	Interval      time.Duration
+}
+
+// Promote is a promotion request recorded in a boundary: the challenger
+// to promote and the request's id (snapshot.PromotionRequest).
+type Promote struct {
+	Challenger string `msgpack:"challenger"`
+	Request    string `msgpack:"request"`
 }
 
 // ShardRange is the range of shard in b.

@@ -92,7 +92,10 @@ type boundaryBody struct {
 	ConfigDigest    []byte  `msgpack:"config_digest"`
 	BaseStateSHA256 []byte  `msgpack:"base_state_sha256"`
 	Shards          []Range `msgpack:"shards"`
-	Cut             cutBody `msgpack:"cut"`
+	// Promote is left out without a request, so that such a boundary
+	// encodes as before promotions existed.
+	Promote *Promote `msgpack:"promote,omitempty"`
+	Cut     cutBody  `msgpack:"cut"`
 }
 
 type cutBody struct {
@@ -146,6 +149,8 @@ func checkBoundary(b *Boundary) error {
 		return fmt.Errorf("snapshot: model %s: a boundary of epoch 0 (epochs count from 1)", b.Model)
 	case b.ConfigDigest == [32]byte{} || b.BaseStateSHA256 == [32]byte{}:
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s has no config digest or base state digest", b.Epoch, b.Model)
+	case b.Promote != nil && (b.Promote.Challenger == "" || b.Promote.Request == ""):
+		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s records a promotion request without a challenger or an id", b.Epoch, b.Model)
 	}
 	if err := snapshot.CheckRanges(b.Shards); err != nil {
 		return fmt.Errorf("snapshot: the boundary of epoch %d of model %s: %w", b.Epoch, b.Model, err)
@@ -166,6 +171,7 @@ func marshalBoundary(b *Boundary) ([]byte, error) {
 		ConfigDigest:    b.ConfigDigest[:],
 		BaseStateSHA256: b.BaseStateSHA256[:],
 		Shards:          shards,
+		Promote:         b.Promote,
 		Cut: cutBody{
 			Writer:        b.Cut.Writer,
 			Created:       b.Cut.Created.UTC().Format(time.RFC3339Nano),
@@ -233,7 +239,10 @@ func unmarshalBoundary(key, model string, e uint64, data []byte) (*Boundary, err
 	if bb.Model != model || bb.Epoch != e || bb.Prev != e-1 {
 		return nil, damaged(key, "it holds the boundary of epoch %d (after %d) of model %s", bb.Epoch, bb.Prev, bb.Model)
 	}
-	b := &Boundary{Model: bb.Model, Epoch: bb.Epoch, Shards: bb.Shards}
+	b := &Boundary{Model: bb.Model, Epoch: bb.Epoch, Shards: bb.Shards, Promote: bb.Promote}
+	if p := b.Promote; p != nil && (p.Challenger == "" || p.Request == "") {
+		return nil, damaged(key, "promote: challenger %q, request %q", p.Challenger, p.Request)
+	}
 	if b.ConfigDigest, err = digestArray("config_digest", bb.ConfigDigest); err != nil {
 		return nil, damaged(key, "%v", err)
 	}

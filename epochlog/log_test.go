@@ -130,6 +130,35 @@ func TestBoundaryRoundTrip(t *testing.T) {
 		if cut["writer"] != "worker-a" || cut["reason"] != "examples" || cut["interval"] != "5s" || cut["created"] != "2026-11-21T12:00:03.000000005Z" {
 			t.Fatalf("cut %v", cut)
 		}
+		if _, ok := body["promote"]; ok {
+			t.Fatalf("a boundary without a request has a promote key: %v", body)
+		}
+	})
+}
+
+// TestBoundaryRecordsARequest: a boundary's promotion request is stored
+// and read back; one without an id is refused before the store is
+// touched.
+func TestBoundaryRecordsARequest(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s fixture) {
+		ctx := context.Background()
+		want := boundary(t, "clicks", 4, "worker-a")
+		want.Promote = &epochlog.Promote{Challenger: "arow", Request: "0123abcd"}
+		if _, _, err := s.CreateBoundary(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.Boundary(ctx, "clicks", 4)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Boundary: %+v, %v; want %+v", got, err, want)
+		}
+		bad := boundary(t, "clicks", 5, "worker-a")
+		bad.Promote = &epochlog.Promote{Challenger: "arow"}
+		if _, _, err := s.CreateBoundary(ctx, bad); err == nil {
+			t.Fatal("a request without an id was recorded")
+		}
+		if _, _, err := s.Boundary(ctx, "clicks", 5); !errors.Is(err, snapshot.ErrNotFound) {
+			t.Fatalf("the refused boundary: %v, want not found", err)
+		}
 	})
 }
 

@@ -24,9 +24,14 @@ type Promotion struct {
 	// effect: it took effect after the example that brought the model's
 	// count to Examples.
 	Examples uint64
-	// Source and Offset are that example's position (wire.Position).
+	// Source and Offset are that example's position (wire.Position);
+	// empty for a promotion between two epochs.
 	Source string
 	Offset int64
+	// Epoch is the epoch after whose mix a model learned in epochs was
+	// promoted (docs/scale-out.md, section 3.11); 0 for a model of one
+	// shard or of a partition.
+	Epoch uint64
 }
 
 // Promotions are the model's promotions, oldest first; nil for a model
@@ -133,5 +138,13 @@ func (st *State) digestPromotions(e *digestEncoder) {
 		e.uint(p.Examples)
 		e.str(p.Source)
 		e.uint(uint64(p.Offset))
+	}
+	// The epochs, after the whole history and only when one was made
+	// between two epochs: a history without them keeps its digest.
+	if slices.ContainsFunc(st.Promotions, func(p Promotion) bool { return p.Epoch > 0 }) {
+		e.str("promotion_epochs")
+		for _, p := range st.Promotions {
+			e.uint(p.Epoch)
+		}
 	}
 }

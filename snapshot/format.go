@@ -192,6 +192,7 @@ type promotionBody struct {
 	Examples   uint64 `msgpack:"examples"`
 	Source     string `msgpack:"source"`
 	Offset     int64  `msgpack:"offset"`
+	Epoch      uint64 `msgpack:"epoch,omitempty"`
 }
 
 // challengerBody is the wire form of a learner.ChallengerState: its name,

@@ -97,12 +97,10 @@ func (c *Snapshotter) PromotionRequest(ctx context.Context) (*PromotionRequest, 
 
 // Promotable says whether the model of s, configured as model, has a
 // challenger name to promote: an error names the model's own name, or
-// the challengers s holds, or says that a model learned in epochs does
-// not promote.
+// the challengers s holds. A model learned in epochs is promoted after
+// the epoch whose boundary records the request (docs/scale-out.md,
+// section 3.11).
 func (s *Snapshot) Promotable(name, model string) error {
-	if s.Epoch > 0 {
-		return fmt.Errorf("%s is learned in epochs (generation %d is epoch %d), which mix challengers but do not promote them", model, s.Generation, s.Epoch)
-	}
 	var names []string
 	for _, c := range s.State.Challengers {
 		names = append(names, c.Name)

@@ -104,3 +104,45 @@ func TestPromotionRequest(t *testing.T) {
 		t.Fatalf("the request is listed as generations %v (%v)", gens, err)
 	}
 }
+
+// TestPromotionEpochRoundTrip: the epoch of a promotion made between two
+// epochs is written, read back and in the digest; a history without one
+// keeps the digest it had before epochs were recorded.
+func TestPromotionEpochRoundTrip(t *testing.T) {
+	arow := learner.DefaultConfig()
+	arow.HashBits = 8
+	perceptron := arow
+	perceptron.Algorithm = learner.Perceptron
+	promoted := func(epoch uint64) *learner.State {
+		m, err := learner.New(arow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.SetChallengers([]learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Promote(learner.Promotion{Challenger: "perceptron", Replaced: "champ", Auto: true, Examples: 9, Epoch: epoch}); err != nil {
+			t.Fatal(err)
+		}
+		return m.State()
+	}
+	none, e3, e4 := promoted(0), promoted(3), promoted(4)
+	if none.Digest() == e3.Digest() || e3.Digest() == e4.Digest() {
+		t.Fatal("the digest does not cover the promotion's epoch")
+	}
+	snap := &snapshot.Snapshot{Model: "champ", Generation: 3, Created: time.Now().UTC(), Writer: "test", Positions: map[string]int64{}, State: e3}
+	data, err := snapshot.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := back.State.Promotions; len(ps) != 1 || ps[0].Epoch != 3 || back.State.Digest() != e3.Digest() {
+		t.Fatalf("read back %+v, digest %x; want epoch 3 and %x", ps, back.State.Digest(), e3.Digest())
+	}
+	if sum := snapshot.Summarize(back, 0); len(sum.Promotions) != 1 || sum.Promotions[0].Epoch != 3 {
+		t.Fatalf("summary %+v", sum.Promotions)
+	}
+}

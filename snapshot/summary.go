@@ -46,6 +46,7 @@ type PromotionSummary struct {
 	Examples   uint64 `json:"examples"`
 	Source     string `json:"source"`
 	Offset     int64  `json:"offset"`
+	Epoch      uint64 `json:"epoch,omitempty"`
 }
 
 // ChallengerSummary is a challenger of the model: its name, its

@@ -57,7 +57,13 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 		if p.Auto {
 			how = "auto"
 		}
-		fmt.Fprintf(e.stdout, "promoted %s over %s after %s/%d (example %d, %s)\n", p.Challenger, p.Replaced, p.Source, p.Offset, p.Examples, how)
+		after := fmt.Sprintf("%s/%d", p.Source, p.Offset)
+		if p.Epoch > 0 {
+			// Between two epochs: the boundary of the epoch records
+			// where it ended in every shard.
+			after = fmt.Sprintf("epoch %d", p.Epoch)
+		}
+		fmt.Fprintf(e.stdout, "promoted %s over %s after %s (example %d, %s)\n", p.Challenger, p.Replaced, after, p.Examples, how)
 	}
 	return backtest.WriteTable(e.stdout, standings, cfg.Model.Compare.Alpha)
 }

@@ -26,7 +26,7 @@ func TestReplayFollowsTheEpochLog(t *testing.T) { replayFollowsTheEpochLog(t) }
 // TestChallengersInEpochs: the model learned in epochs has two
 // challengers (one of another hashing, decoded again in every range):
 // its generations hold them mixed, compare and inspect show them, and
-// replay of the log rebuilds them to the bit.
+// replay of the log rebuilds them to the bit; promote writes its request.
 func TestChallengersInEpochs(t *testing.T) {
 	args, store := replayFollowsTheEpochLog(t, "--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=7")
 	newest, err := store.Latest(context.Background(), "mixed", nil)
@@ -59,24 +59,35 @@ func TestChallengersInEpochs(t *testing.T) {
 		t.Errorf("inspect shows no challengers:\n%s", inspected)
 	}
 
-	// Epochs mix challengers but do not promote them: promote and
-	// automatic promotion are refused, each saying so.
+	// Epochs promote as they agree on an epoch: promote writes the
+	// request the next boundary records; automatic promotion is part of
+	// the history configuration, so a worker with it does not continue
+	// a log written without it.
 	var stderr strings.Builder
 	err = run(context.Background(), append([]string{"promote", "--challenger", "perceptron"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "learned in epochs") {
-		t.Errorf("promote of a model learned in epochs: %v, want a refusal saying it is learned in epochs", err)
+	if err != nil {
+		t.Fatalf("promote of a model learned in epochs: %v", err)
+	}
+	if r, err := store.PromotionRequest(context.Background(), "mixed"); err != nil || r == nil || r.Challenger != "perceptron" {
+		t.Fatalf("the request in the store: %+v, %v", r, err)
 	}
 	err = run(context.Background(), append([]string{"run", "--http.addr", "", "--model.compare.promote", "auto"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "model.compare.promote") {
-		t.Errorf("run with automatic promotion in epochs: %v, want a refusal naming model.compare.promote", err)
+		t.Errorf("run with automatic promotion over a log written without: %v, want a refusal naming model.compare.promote", err)
 	}
 }
 
 // replayFollowsTheEpochLog is TestReplayFollowsTheEpochLog with the
 // flags extra; it returns the flags of the model and its store.
 func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapshot.Store) {
+	return replayFollowsTheEpochLogOf(t, nil, extra...)
+}
+
+// replayFollowsTheEpochLogOf is replayFollowsTheEpochLog over examples
+// that gen's flags add to those of hyperplane gen.
+func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]string, *snapshot.Store) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "ex.jsonl", "-examples", "6000", "-seed", "8", "-unlabeled", "0.1")
+	data := genFile(t, dir, "ex.jsonl", append([]string{"-examples", "6000", "-seed", "8", "-unlabeled", "0.1"}, gen...)...)
 	c := testbroker.Kafka(t)
 	c.CreateTopic(t, "examples", 4)
 	cl := c.Client(t)
@@ -192,4 +203,44 @@ func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapsho
 		t.Fatalf("replay after retention: began from %d, %d epochs replayed, %d checked, %q", sum.BeganFromGeneration, sum.EpochsReplayed, sum.GenerationsChecked, *sum.NotChecked)
 	}
 	return args, store
+}
+
+// TestPromoteInEpochs: a perceptron learned in epochs with an AROW
+// challenger and automatic promotion promotes it after an epoch; the
+// generations, compare and replay of the log agree on it.
+func TestPromoteInEpochs(t *testing.T) {
+	args, store := replayFollowsTheEpochLogOf(t, []string{"-vocab", "200"}, "--model.learner.algorithm", "perceptron",
+		"--model.challengers", "arow:algorithm=arow", "--model.compare.promote", "auto", "--model.compare.alpha", "0.2")
+	newest, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := newest.State.Promotions
+	if len(ps) == 0 || ps[0].Challenger != "arow" || !ps[0].Auto || ps[0].Epoch == 0 {
+		t.Fatalf("generation %d holds promotions %+v, want arow promoted after an epoch\n%s", newest.Generation, ps, mustRun(t, "", append([]string{"compare"}, args...)...))
+	}
+	out := mustRun(t, "", append([]string{"compare"}, args...)...)
+	if want := fmt.Sprintf("promoted arow over mixed after epoch %d", ps[0].Epoch); !strings.Contains(out, want) {
+		t.Errorf("compare shows\n%s\nwant %q", out, want)
+	}
+
+	// A worker started again goes on with the promoted model, the file's
+	// model.learner as the challenger named mixed.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, append([]string{"run", "--http.addr", ""}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	waitRunning(t, time.Minute, "learning in epochs again", stopped, &stderr, func() bool {
+		return strings.Contains(stderr.String(), "learning in epochs")
+	})
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("run again: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "the model serves a promoted challenger's configuration") {
+		t.Errorf("the worker did not go on with the promoted model:\n%s", stderr.String())
+	}
 }
