@@ -94,7 +94,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	wcfg.Snapshots, wcfg.Views, wcfg.Labels = nil, false, lc
 	wcfg.head = x.View
 	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
-	metrics := x.shardMetricsOf(r.Shard)
+	metrics := x.headMetricsOf(r.Shard)
 	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, metrics, log)
 	hctx, cancel := context.WithCancel(ctx)
 	h = &shardHead{w: w, lshard: lshard, cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}

@@ -21,6 +21,8 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // joinedEpochs are epochs over four co-partitioned in-process logs, the
@@ -29,6 +31,7 @@ import (
 type joinedEpochs struct {
 	t          *testing.T
 	ex, labels *memory.Log
+	metrics    *consumer.Metrics // nil: none
 }
 
 func newJoinedEpochs(t *testing.T, n int) *joinedEpochs {
@@ -93,7 +96,7 @@ func (j *joinedEpochs) start(ctx context.Context, cfg consumer.EpochConfig, stor
 		}
 		cfg.Labels = &l
 	}
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, j.metrics, zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() {
 		err := x.Run(ctx)
@@ -308,6 +311,7 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 		return consumer.Destination{}, fmt.Errorf("no partition for %s", shard)
 	}
 	cfg.Labels.LateLabels = consumer.Destination{Sink: sink, Topic: "late"}
+	j.metrics = consumer.NewMetrics(prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	x, done := j.start(ctx, cfg, store)
 	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
@@ -319,6 +323,17 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 		}
 		return true
 	})
+	// hyperplane_shard_position is how far each shard's range is
+	// learned: the heads, which read further and read the labels, do
+	// not set it.
+	if n := testutil.CollectAndCount(j.metrics.ShardPosition); n != joinPartitions {
+		t.Fatalf("hyperplane_shard_position has %d series for %d shards: the heads' positions are among them", n, joinPartitions)
+	}
+	for p := range joinPartitions {
+		if v := testutil.ToFloat64(j.metrics.ShardPosition.WithLabelValues(j.ex.Key(p))); v != float64(j.ex.Len(p)) {
+			t.Fatalf("hyperplane_shard_position of %s is %v, want %d, where its range has learned to", j.ex.Key(p), v, j.ex.Len(p))
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // learnOwned learns every range of b this worker owns whose result is not
@@ -111,6 +112,16 @@ func (x *Epochs) shardMetricsOf(shard string) *Metrics {
 		x.shardMetrics[shard] = m
 	}
 	return m
+}
+
+// headMetricsOf is the metrics of shard's head: its shard's, but for
+// the positions, which are where the head predicts and reads labels,
+// not how far the shard's range is learned (hyperplane_shard_position):
+// the head's go to a gauge no registry exports.
+func (x *Epochs) headMetricsOf(shard string) *Metrics {
+	m := *x.shardMetricsOf(shard)
+	m.Position = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hyperplane_head_position"}, []string{"shard"})
+	return &m
 }
 
 // dropLost removes the gauges of the shards this worker no longer owns.
