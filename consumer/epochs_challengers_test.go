@@ -2,12 +2,8 @@ package consumer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
@@ -40,30 +36,10 @@ func challengedEpochs(log *memory.Log, store *snapshot.Store, sink *memory.Sink,
 // startChallenged is startEpochs for a model with epochChallengers.
 func startChallenged(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
 	t.Helper()
-	snap, err := store.Latest(ctx, "mixed", nil)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		snap, err = nil, nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := m.SetChallengers(epochChallengers()); err != nil {
-		t.Fatal(err)
-	}
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
-	done := make(chan error, 1)
-	go func() {
-		err := x.Run(ctx)
-		if err != nil {
-			t.Errorf("worker %s stopped: %v", cfg.Writer, err)
-		}
-		done <- err
-	}()
-	return x, done
+	return startEpochsOf(t, ctx, cfg, store, epochLearner(), func(m *learner.Model, _ bool) error {
+		_, _, err := m.SetChallengers(epochChallengers())
+		return err
+	})
 }
 
 // TestEpochsChallengersAreAFunctionOfTheLogs learns six shards in
@@ -98,46 +74,11 @@ func TestEpochsChallengersAreAFunctionOfTheLogs(t *testing.T) {
 
 	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
-	owners := [][]string{{"memory:ex/0", "memory:ex/3"}, {"memory:ex/1", "memory:ex/4"}, {"memory:ex/2", "memory:ex/5"}}
-	type running struct {
-		x      *consumer.Epochs
-		done   <-chan error
-		cancel context.CancelFunc
-	}
-	start := func(i int) running {
+	threeWorkersAgree(t, three, log, last, want, 3, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := challengedEpochs(log, three, sink, fmt.Sprintf("w%d", i))
-		owned := owners[i]
 		cfg.Owned = func() []string { return owned }
-		ctx, cancel := context.WithCancel(context.Background())
-		x, done := startChallenged(t, ctx, cfg, three)
-		return running{x, done, cancel}
-	}
-	workers := []running{start(0), start(1), start(2)}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 4 {
-		// A random moment, not a wait: a worker may stop anywhere.
-		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
-		i := rng.IntN(3)
-		workers[i].cancel()
-		if err := <-workers[i].done; err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		workers[i] = start(i)
-	}
-	if got := waitComplete(t, three, log); got != last {
-		t.Fatalf("three workers made %d epochs, one worker %d", got, last)
-	}
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if got := finalDigest(t, w.x, w.done, w.cancel, last); got != want {
-				t.Errorf("worker %d holds state %x, one worker %x", i, got, want)
-			}
-		}()
-	}
-	wg.Wait()
+		return startChallenged(t, ctx, cfg, three)
+	})
 
 	// Following the log, as replay does, from where it begins.
 	live := epochlog.New(one)

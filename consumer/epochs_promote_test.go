@@ -3,10 +3,7 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,32 +45,13 @@ func promotingEpochs(log *memory.Log, store *snapshot.Store, sink *memory.Sink, 
 // a generation is continued as it is, promotions included.
 func startPromoting(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
 	t.Helper()
-	snap, err := store.Latest(ctx, "mixed", nil)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		snap, err = nil, nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, e, prev, pos, err := consumer.Continue(snap, promotedLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if snap == nil {
-		if _, _, err := m.SetChallengers(arowChallenger()); err != nil {
-			t.Fatal(err)
+	return startEpochsOf(t, ctx, cfg, store, promotedLearner(), func(m *learner.Model, resumed bool) error {
+		if resumed {
+			return nil
 		}
-	}
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
-	done := make(chan error, 1)
-	go func() {
-		err := x.Run(ctx)
-		if err != nil {
-			t.Errorf("worker %s stopped: %v", cfg.Writer, err)
-		}
-		done <- err
-	}()
-	return x, done
+		_, _, err := m.SetChallengers(arowChallenger())
+		return err
+	})
 }
 
 // TestEpochsPromoteAutoIsAFunctionOfTheLogs learns six shards in epochs
@@ -138,46 +116,11 @@ func TestEpochsPromoteAutoIsAFunctionOfTheLogs(t *testing.T) {
 
 	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
-	owners := [][]string{{"memory:ex/0", "memory:ex/3"}, {"memory:ex/1", "memory:ex/4"}, {"memory:ex/2", "memory:ex/5"}}
-	type running struct {
-		x      *consumer.Epochs
-		done   <-chan error
-		cancel context.CancelFunc
-	}
-	start := func(i int) running {
+	threeWorkersAgree(t, three, log, last, want, 5, 5, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := promotingEpochs(log, three, sink, fmt.Sprintf("w%d", i), true)
-		owned := owners[i]
 		cfg.Owned = func() []string { return owned }
-		ctx, cancel := context.WithCancel(context.Background())
-		x, done := startPromoting(t, ctx, cfg, three)
-		return running{x, done, cancel}
-	}
-	workers := []running{start(0), start(1), start(2)}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 5 {
-		// A random moment, not a wait: a worker may stop anywhere.
-		time.Sleep(time.Duration(20+rng.IntN(80)) * time.Millisecond)
-		i := rng.IntN(3)
-		workers[i].cancel()
-		if err := <-workers[i].done; err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		workers[i] = start(i)
-	}
-	if got := waitComplete(t, three, log); got != last {
-		t.Fatalf("three workers made %d epochs, one worker %d", got, last)
-	}
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if got := finalDigest(t, w.x, w.done, w.cancel, last); got != want {
-				t.Errorf("worker %d holds state %x, one worker %x", i, got, want)
-			}
-		}()
-	}
-	wg.Wait()
+		return startPromoting(t, ctx, cfg, three)
+	})
 	if got := len(sink.Outputs("promo")); got > 1 {
 		t.Errorf("three workers published %d promotion events, want at most 1", got)
 	}

@@ -66,6 +66,15 @@ func epochLearner() learner.Config {
 // generation, owning the shards owned returns.
 func startEpochs(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
 	t.Helper()
+	return startEpochsOf(t, ctx, cfg, store, epochLearner(), nil)
+}
+
+// startEpochsOf is startEpochs for a model of lc; challengers, if set,
+// gives the model its challengers, resumed saying whether it continues a
+// generation.
+func startEpochsOf(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store, lc learner.Config,
+	challengers func(m *learner.Model, resumed bool) error) (*consumer.Epochs, <-chan error) {
+	t.Helper()
 	snap, err := store.Latest(ctx, "mixed", nil)
 	if errors.Is(err, snapshot.ErrNotFound) {
 		snap, err = nil, nil
@@ -73,9 +82,14 @@ func startEpochs(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	m, e, prev, pos, err := consumer.Continue(snap, lc, cfg.ConfigDigest)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if challengers != nil {
+		if err := challengers(m, snap != nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
 	done := make(chan error, 1)
@@ -147,6 +161,53 @@ func finalDigest(t *testing.T, x *consumer.Epochs, done <-chan error, cancel con
 	return x.Model().State().Digest()
 }
 
+// threeWorkersAgree learns log's six shards with three workers into
+// store, each owning two shards, stops one at random moments (stops
+// times, drawn from seed) and starts it again, and requires that every
+// worker ends at epoch last holding state want, what one worker made.
+// start starts worker i, owning owned, until ctx is done.
+func threeWorkersAgree(t *testing.T, store *snapshot.Store, log *memory.Log, last uint64, want [32]byte, seed uint64, stops int,
+	start func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error)) {
+	t.Helper()
+	owners := [][]string{{"memory:ex/0", "memory:ex/3"}, {"memory:ex/1", "memory:ex/4"}, {"memory:ex/2", "memory:ex/5"}}
+	type running struct {
+		x      *consumer.Epochs
+		done   <-chan error
+		cancel context.CancelFunc
+	}
+	run := func(i int) running {
+		ctx, cancel := context.WithCancel(context.Background())
+		x, done := start(ctx, i, owners[i])
+		return running{x, done, cancel}
+	}
+	workers := []running{run(0), run(1), run(2)}
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range stops {
+		// A random moment, not a wait: a worker may stop anywhere.
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		i := rng.IntN(3)
+		workers[i].cancel()
+		if err := <-workers[i].done; err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		workers[i] = run(i)
+	}
+	if got := waitComplete(t, store, log); got != last {
+		t.Fatalf("three workers made %d epochs, one worker %d", got, last)
+	}
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := finalDigest(t, w.x, w.done, w.cancel, last); got != want {
+				t.Errorf("worker %d holds state %x, one worker %x", i, got, want)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // TestEpochsDoNotDependOnTheWorkers learns six shards with one worker,
 // then with three workers owning two shards each, some of them stopped
 // and replaced at random moments: the mixed model is the same to the bit,
@@ -164,47 +225,11 @@ func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 
 	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
-	owners := [][]string{{"memory:ex/0", "memory:ex/3"}, {"memory:ex/1", "memory:ex/4"}, {"memory:ex/2", "memory:ex/5"}}
-	type running struct {
-		x      *consumer.Epochs
-		done   <-chan error
-		cancel context.CancelFunc
-	}
-	start := func(i int) running {
+	threeWorkersAgree(t, three, log, last, want, 1, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
-		owned := owners[i]
 		cfg.Owned = func() []string { return owned }
-		ctx, cancel := context.WithCancel(context.Background())
-		x, done := startEpochs(t, ctx, cfg, three)
-		return running{x, done, cancel}
-	}
-	workers := []running{start(0), start(1), start(2)}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 4 {
-		// A random moment, not a wait: a worker may stop anywhere.
-		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
-		i := rng.IntN(3)
-		workers[i].cancel()
-		if err := <-workers[i].done; err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		workers[i] = start(i)
-	}
-	last3 := waitComplete(t, three, log)
-	if last3 != last {
-		t.Fatalf("three workers made %d epochs, one worker %d", last3, last)
-	}
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if got := finalDigest(t, w.x, w.done, w.cancel, last); got != want {
-				t.Errorf("worker %d holds state %x, one worker %x", i, got, want)
-			}
-		}()
-	}
-	wg.Wait()
+		return startEpochs(t, ctx, cfg, three)
+	})
 
 	// Every position has a prediction; repeats are identical.
 	seen := map[string][]byte{}
