@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -24,19 +25,11 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: "config: " + err.Error()}
 	}
-	if cfg.Snapshot.URL == "" {
-		return usagef("config: snapshot.url: compare reads the live model's store; none is set")
-	}
-	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	store, closeStore, err := liveStore(ctx, cfg, shard, "compare reads")
 	if err != nil {
-		return fmt.Errorf("snapshot.url: %w", err)
+		return err
 	}
-	defer store.Close()
-	if shard != "" {
-		if store, err = store.PartitionChain(cfg.Model.Name, shard); err != nil {
-			return fmt.Errorf("-shard: %w", err)
-		}
-	}
+	defer closeStore()
 	s, err := store.Latest(ctx, cfg.Model.Name, nil)
 	if err != nil {
 		return err
@@ -66,4 +59,24 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "promoted %s over %s after %s (example %d, %s)\n", p.Challenger, p.Replaced, after, p.Examples, how)
 	}
 	return backtest.WriteTable(e.stdout, standings, cfg.Model.Compare.Alpha)
+}
+
+// liveStore opens the live model's store (snapshot.url) for a command
+// that does there what does says, or shard's chain in it.
+func liveStore(ctx context.Context, cfg config.Config, shard, does string) (store *snapshot.Store, closeStore func(), err error) {
+	if cfg.Snapshot.URL == "" {
+		return nil, nil, usagef("config: snapshot.url: %s the live model's store; none is set", does)
+	}
+	base, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot.url: %w", err)
+	}
+	store = base
+	if shard != "" {
+		if store, err = base.PartitionChain(cfg.Model.Name, shard); err != nil {
+			base.Close() //nolint:errcheck // the error is the partition's
+			return nil, nil, fmt.Errorf("-shard: %w", err)
+		}
+	}
+	return store, func() { base.Close() }, nil //nolint:errcheck // it only read or wrote one object
 }

@@ -29,19 +29,11 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 	if name == "" {
 		return usagef("-challenger: required: the challenger to make the model")
 	}
-	if cfg.Snapshot.URL == "" {
-		return usagef("config: snapshot.url: promote writes its request to the live model's store; none is set")
-	}
-	store, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
+	store, closeStore, err := liveStore(ctx, cfg, shard, "promote writes its request to")
 	if err != nil {
-		return fmt.Errorf("snapshot.url: %w", err)
+		return err
 	}
-	defer store.Close()
-	if shard != "" {
-		if store, err = store.PartitionChain(cfg.Model.Name, shard); err != nil {
-			return fmt.Errorf("-shard: %w", err)
-		}
-	}
+	defer closeStore()
 	s, err := store.Latest(ctx, cfg.Model.Name, nil)
 	if err != nil {
 		return err
