@@ -222,6 +222,10 @@ type Epochs struct {
 	// refused is the id of the promotion request last not recorded,
 	// warned about once (epochs_promote.go). The learning goroutine's.
 	refused string
+	// announced is the epoch of the newest promotion this process has
+	// counted (epochs_promote.go); under mu: the ranges' goroutines
+	// count.
+	announced uint64
 }
 
 // NewEpochs returns the epochs that continue from model, the mixed model

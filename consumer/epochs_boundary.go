@@ -82,7 +82,6 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 			if err != nil {
 				return nil, sha, fatal(err)
 			}
-			x.announce(ctx, cut, b)
 			return b, sha, x.check(b)
 		}
 		// No epoch is due: an idle stream's newest mixed model is

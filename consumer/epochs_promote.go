@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"go.uber.org/zap"
@@ -96,43 +97,59 @@ func (x *Epochs) alpha() float64 {
 	return DefaultCompareAlpha
 }
 
-// announce publishes the event of the promotion of W_{e-1}, and counts
-// it, when cut, the boundary of epoch e this worker cut, is the one
-// stored: the worker whose create-if-absent created B_e announces the
-// promotion made after epoch e-1, once. A failed publish is logged: the
-// promotion stands in the model's history.
-func (x *Epochs) announce(ctx context.Context, cut, stored *epochlog.Boundary) {
-	ps := x.model.Promotions()
-	if len(ps) == 0 || ps[len(ps)-1].Epoch != cut.Epoch-1 {
-		return
+// announce publishes the event of the promotion made after the mix of
+// the epoch before b, if one was, when r is b's announcing range: its
+// first range in shard order that reads anything (docs/scale-out.md,
+// section 3.11). It runs before the range is learned and returns once the
+// event is durable, retrying while the output fails, so that the range's
+// result, written after its outputs, proves the event published, and
+// whoever learns the range again publishes it again, with the same id and
+// bytes. m is the range's copy of W_{e-1}, the promoted model; the
+// promotion is counted once a process.
+func (x *Epochs) announce(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, m *learner.Model) error {
+	ps := m.Promotions()
+	if len(ps) == 0 || ps[len(ps)-1].Epoch == 0 || ps[len(ps)-1].Epoch+1 != b.Epoch {
+		return nil
 	}
-	if stored.Cut.Writer != cut.Cut.Writer || !stored.Cut.Created.Equal(cut.Cut.Created) {
-		return
+	if i := slices.IndexFunc(b.Shards, func(r epochlog.Range) bool { return !r.Empty() }); i < 0 || b.Shards[i].Shard != r.Shard {
+		return nil
 	}
 	p := ps[len(ps)-1]
-	x.metrics.Promotions.Inc()
-	d := x.cfg.Worker.Promotions
-	if !d.enabled() {
-		return
-	}
-	e := wire.Promotion{Position: wire.Position{Source: "epoch:" + x.cfg.Worker.Model, Offset: int64(p.Epoch)},
-		Model: x.cfg.Worker.Model, Version: x.model.Version(), Promoted: p.Challenger, Replaced: p.Replaced,
-		Auto: p.Auto, Request: p.Request, Examples: p.Examples, Promotions: uint64(len(ps))}
-	// The comparison that decided it goes on turned around in W_{e-1},
-	// which nothing has learned since: the old model's against the
-	// promoted one, negated back (learner.Model.Promote).
-	if i := slices.IndexFunc(x.model.Challengers(), func(c *learner.Challenger) bool { return c.Name == p.Replaced }); i >= 0 {
-		if c, err := compare.Attach(x.model.Challengers()[i], x.alpha()); err == nil {
-			r := c.Result()
-			e.Compared, e.LogLossDiff, e.Low, e.High = uint64(r.Examples), -r.LogLossDiff, -r.LogLossHigh, -r.LogLossLow
+	if d := x.cfg.Worker.Promotions; d.enabled() {
+		e := wire.Promotion{Position: wire.Position{Source: "epoch:" + x.cfg.Worker.Model, Offset: int64(p.Epoch)},
+			Model: x.cfg.Worker.Model, Version: m.Version(), Promoted: p.Challenger, Replaced: p.Replaced,
+			Auto: p.Auto, Request: p.Request, Examples: p.Examples, Promotions: uint64(len(ps))}
+		// The comparison that decided it goes on turned around in W_{e-1},
+		// which nothing has learned since: the old model's against the
+		// promoted one, negated back (learner.Model.Promote).
+		if i := slices.IndexFunc(m.Challengers(), func(c *learner.Challenger) bool { return c.Name == p.Replaced }); i >= 0 {
+			if c, err := compare.Attach(m.Challengers()[i], x.alpha()); err == nil {
+				res := c.Result()
+				e.Compared, e.LogLossDiff, e.Low, e.High = uint64(res.Examples), -res.LogLossDiff, -res.LogLossHigh, -res.LogLossLow
+			}
+		}
+		key := append(e.Position.AppendEventID(nil), "#promotion"...)
+		out := Output{Topic: d.Topic, Key: key, Value: x.cfg.Worker.Encoding.AppendPromotion(nil, &e),
+			Partition: d.Partition, HasPartition: d.HasPartition}
+		err := x.retry(ctx, NotReadyOutputs, "publish the promotion event "+string(key), func(ctx context.Context) error {
+			err := d.Sink.Publish(ctx, []Output{out})
+			if err != nil {
+				x.metrics.PublishErrors.Inc()
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("epoch %d, shard %s: the promotion event %s: %w", b.Epoch, r.Shard, key, err)
 		}
 	}
-	key := append(e.Position.AppendEventID(nil), "#promotion"...)
-	out := Output{Topic: d.Topic, Key: key, Value: x.cfg.Worker.Encoding.AppendPromotion(nil, &e),
-		Partition: d.Partition, HasPartition: d.HasPartition}
-	if err := d.Sink.Publish(ctx, []Output{out}); err != nil {
-		x.log.Warn("promotion event dropped", zap.String("event_id", string(key)), zap.Error(err))
+	x.mu.Lock()
+	counted := x.announced >= p.Epoch
+	x.announced = max(x.announced, p.Epoch)
+	x.mu.Unlock()
+	if !counted {
+		x.metrics.Promotions.Inc()
 	}
+	return nil
 }
 
 // promotionRequester reads a model's promotion request (snapshot.Store).

@@ -174,6 +174,9 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if err != nil {
 		return err
 	}
+	if err := x.announce(ctx, b, r, m); err != nil {
+		return err
+	}
 	var rj *rangeJoin
 	if r.Labels != nil {
 		if rj, err = x.rangeJoinOf(ctx, r, m.Config()); err != nil {
