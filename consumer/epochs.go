@@ -233,6 +233,10 @@ type Epochs struct {
 // (nil for a new model or one from before epochs) and which includes
 // positions (the boundary's ends, or an older snapshot's positions).
 // metrics may be nil.
+//
+// The epochs take model over: its per-weight vectors are W_{e-1}'s, into
+// which the first mix writes W_e, so that the model is not held twice.
+// The caller must not learn or predict with model afterwards.
 func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Epochs {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
@@ -257,10 +261,12 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	return x
 }
 
+// setModel makes m, which the epochs take over, the mixed model: W_{e-1}
+// shares its per-weight vectors.
 func (x *Epochs) setModel(m *learner.Model) {
 	x.viewMu.Lock()
 	defer x.viewMu.Unlock()
-	x.install(m, m.State(), learner.AllCoords, nil)
+	x.install(m, m.Shared(), learner.AllCoords, nil)
 }
 
 // install makes m the mixed model, with base, its state, as W_{e-1} for

@@ -70,7 +70,7 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	if x.promoteMixed(b, m) {
 		// The promoted model shares nothing with W_{e-1}'s layout: the
 		// next epoch's results are against all of it.
-		x.install(m, m.State(), learner.AllCoords, nil)
+		x.install(m, m.Shared(), learner.AllCoords, nil)
 	} else {
 		x.install(m, mixed, diff, cdiffs)
 	}
