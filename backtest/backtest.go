@@ -102,7 +102,7 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 		}
 		for i := range msgs {
 			n++
-			_, derr := decoders[0].DecodeHashings(msgs[i].Value, xs[0], decoders[1:], xs[1:], errs)
+			_, derr := decoders[0].DecodeHashings(msgs[i].Value, wire.FormatAuto, xs[0], decoders[1:], xs[1:], errs)
 			for _, err := range errs {
 				if derr == nil {
 					derr = err

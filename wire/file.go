@@ -443,7 +443,7 @@ func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 		var err error
 		switch {
 		case len(also) > 0:
-			if meta, err = d.decodeHashings(payload, c.format, x, also, r.Also, errs); err == nil {
+			if meta, err = d.DecodeHashings(payload, c.format, x, also, r.Also, errs); err == nil {
 				err = firstErr(errs)
 			}
 		case c.format == FormatJSON:

@@ -9,27 +9,26 @@ import (
 )
 
 // DecodeHashings is Decode for several hashings at once: it decodes data
-// into x as d.Decode does and, when d accepts it, into each also[k] as
-// others[k].Decode would. Every one of others must be a Decoder of a
+// into x as d would in format and, when d accepts it, into each also[k] as
+// others[k] would. Every one of others must be a Decoder of a
 // configuration that differs from d's only in its hashing (hash_bits,
 // hash_seed) and have d's DecoderOptions: the example is read once, and
 // each feature's name hashed under every hashing in the same pass.
 //
-// The error is d's; when it is not nil, also are left as they were.
-// errs[k] is set to others[k]'s refusal of an example that d accepts (a
-// dense part longer than its dimension, the only check that depends on
-// the hashing), in which case also[k] is reset, or to nil. also and errs
-// must be as long as others.
-func (d *Decoder) DecodeHashings(data []byte, x *learner.Example, others []*Decoder, also []*learner.Example, errs []error) (Meta, error) {
-	return d.decodeHashings(data, FormatAuto, x, others, also, errs)
-}
-
-// decodeHashings is DecodeHashings; with format FormatJSON, data is
-// decoded as DecodeJSON does.
-func (d *Decoder) decodeHashings(data []byte, format Format, x *learner.Example, others []*Decoder, also []*learner.Example, errs []error) (Meta, error) {
+// format is FormatJSON to decode as DecodeJSON does, FormatMsgpack as
+// DecodeMsgpack does with nothing after the map (a worker's message),
+// anything else as Decode does. The error is d's; when it is not nil,
+// also are left as they were. errs[k] is set to others[k]'s refusal of an
+// example that d accepts (a dense part longer than its dimension, the
+// only check that depends on the hashing), in which case also[k] is
+// reset, or to nil. also and errs must be as long as others.
+func (d *Decoder) DecodeHashings(data []byte, format Format, x *learner.Example, others []*Decoder, also []*learner.Example, errs []error) (Meta, error) {
 	decode := d.Decode
-	if format == FormatJSON {
+	switch format {
+	case FormatJSON:
 		decode = d.DecodeJSON
+	case FormatMsgpack:
+		decode = d.decodeWholeMsgpack
 	}
 	if uint64(len(data)) > math.MaxUint32 || len(data) > d.maxBytes {
 		// Offsets of names do not fit x.Index, or the size check
@@ -42,8 +41,11 @@ func (d *Decoder) decodeHashings(data []byte, format Format, x *learner.Example,
 		}
 		return meta, err
 	}
-	i := jsonscan.SkipSpace(data, 0)
-	if i == len(data) || !(data[i] == '{' || format != FormatJSON && msgpackscan.IsMap(data[i])) {
+	i := 0
+	if format != FormatMsgpack {
+		i = jsonscan.SkipSpace(data, 0)
+	}
+	if i == len(data) || !(data[i] == '{' && format != FormatMsgpack || format != FormatJSON && msgpackscan.IsMap(data[i])) {
 		return decode(data, x) // its error
 	}
 	b := data[i:]
@@ -61,6 +63,10 @@ func (d *Decoder) decodeHashings(data []byte, format Format, x *learner.Example,
 		if err != nil {
 			return m, err
 		}
+		if format == FormatMsgpack && n != len(b) {
+			x.Reset()
+			return m, decodeErr("example", "%d bytes after the msgpack map", len(b)-n)
+		}
 		if end := jsonscan.SkipSpace(data, i+n); end != len(data) {
 			x.Reset()
 			return m, decodeErr("example", "%d bytes follow the msgpack map (at byte %d)", len(data)-end, end)
@@ -69,6 +75,16 @@ func (d *Decoder) decodeHashings(data []byte, format Format, x *learner.Example,
 	}
 	d.hashAll(b, data[i] == '{', x, others, also, errs)
 	return meta, nil
+}
+
+// decodeWholeMsgpack is DecodeMsgpack of data that holds one map and
+// nothing after it, as a worker decodes a message.
+func (d *Decoder) decodeWholeMsgpack(data []byte, x *learner.Example) (Meta, error) {
+	n, meta, err := d.DecodeMsgpack(data, x)
+	if err == nil && n != len(data) {
+		err = decodeErr("example", "%d bytes after the msgpack map", len(data)-n)
+	}
+	return meta, err
 }
 
 // hashAll finishes the example x that d decoded from b (a JSON object if
