@@ -72,8 +72,8 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 			return nil, fmt.Errorf("model.challengers: %s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
 				live.Name(i), cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
 		}
-		// Another hashing: the example an earlier challenger of the same
-		// hashing decodes, or its own decoding.
+		// Another hashing: the example of an earlier challenger of the
+		// same hashing, or its own, which decode fills.
 		r.from[i] = i
 		for j := range i {
 			if pc := live.Model(j).Config(); r.from[j] == j && pc.HashBits == cc.HashBits && pc.HashSeed == cc.HashSeed {
