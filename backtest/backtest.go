@@ -36,10 +36,10 @@ type Options struct {
 
 // Run reads the examples of r once, in order, and has the model and every
 // challenger predict, then learn, each one (compare.Contest). An example
-// is decoded once per hashing among them, all on ReadExamples' workers
-// (ReadOptions.Also): a challenger that changes hash_bits or hash_seed
-// has the record's bytes decoded again with its hashing; the others share
-// the model's example.
+// is decoded once, on ReadExamples' workers, into one example per hashing
+// among them (ReadOptions.Also): for a challenger that changes hash_bits
+// or hash_seed, the names read for the model's are hashed with its
+// hashing in the same pass; the others share the model's example.
 // Run stops at the end of r, at the first error reading it, or when ctx
 // is done, and returns the contest as it stands then, with the error.
 func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, error) {
@@ -72,10 +72,10 @@ func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, erro
 
 // RunSource is Run over the messages of src, a consumer.Range over the
 // recorded log of a source, until its Fetch reports
-// consumer.ErrRangeDone: each message is decoded once per hashing, on
-// the calling goroutine, and a message that does not decode reaches
-// opts.Invalid as a Record numbered by its place in the range (from 1),
-// ReadOptions unused. Messages from several partitions are learned in
+// consumer.ErrRangeDone: each message is decoded once, on the calling
+// goroutine, into one example per hashing (wire.Decoder.DecodeHashings),
+// and a message that does not decode reaches opts.Invalid as a Record
+// numbered by its place in the range (from 1), ReadOptions unused. Messages from several partitions are learned in
 // the order Fetch returns them.
 func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare.Contest, error) {
 	c, err := compare.NewContest(opts.Model, opts.Challengers, opts.Alpha)
@@ -86,6 +86,7 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 	decoders := make([]*wire.Decoder, len(hashings))
 	examples := make([]learner.Example, len(hashings))
 	xs := make([]*learner.Example, len(hashings))
+	errs := make([]error, len(hashings)-1)
 	for k := range hashings {
 		decoders[k] = wire.NewDecoder(hashings[k], opts.Decoder)
 		xs[k] = &examples[k]
@@ -101,10 +102,10 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 		}
 		for i := range msgs {
 			n++
-			var derr error
-			for k, d := range decoders {
-				if _, derr = d.Decode(msgs[i].Value, xs[k]); derr != nil {
-					break
+			_, derr := decoders[0].DecodeHashings(msgs[i].Value, wire.FormatAuto, xs[0], decoders[1:], xs[1:], errs)
+			for _, err := range errs {
+				if derr == nil {
+					derr = err
 				}
 			}
 			if derr != nil {

@@ -15,9 +15,10 @@ const DefaultCompareAlpha = 0.05
 
 // rivals are the worker's side of the model's challengers
 // (learner.Model.Challengers): each learns the example the model learned,
-// predicting it first, decoded once per hashing. A challenger that hashes
-// as the model does reads the model's decoded example; any other, its own
-// decoding of the message.
+// predicting it first. A challenger that hashes as the model does reads
+// the model's decoded example; any other, the example of its hashing,
+// which the message's one decoding fills beside the model's
+// (wire.Decoder.DecodeHashings).
 type rivals struct {
 	live *compare.Live
 	// from[i] is where challenger i reads its example: -1 the model's,
@@ -27,6 +28,15 @@ type rivals struct {
 	decs []*wire.Decoder
 	xs   []learner.Example
 	in   []*learner.Example
+	// others are decs of the challengers with a hashing of their own, in
+	// order, and also their xs; of[i] is challenger i's place in them.
+	// errs are their refusals of the message decoded last, when decoded
+	// says that it was decoded with them (decode).
+	others  []*wire.Decoder
+	also    []*learner.Example
+	of      []int
+	errs    []error
+	decoded bool
 	// names[i] is the event id suffix of challenger i's predictions,
 	// versions[i] its model's version before the example; key is the
 	// scratch space of their keys.
@@ -49,7 +59,7 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 	}
 	n := live.Len()
 	r := &rivals{live: live, from: make([]int, n), decs: make([]*wire.Decoder, n), xs: make([]learner.Example, n), in: make([]*learner.Example, n),
-		names: make([]string, n), versions: make([]uint64, n)}
+		of: make([]int, n), names: make([]string, n), versions: make([]uint64, n)}
 	mc := model.Config()
 	for i := range n {
 		cc := live.Model(i).Config()
@@ -62,8 +72,8 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 			return nil, fmt.Errorf("model.challengers: %s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
 				live.Name(i), cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
 		}
-		// Another hashing: the example an earlier challenger of the same
-		// hashing decodes, or its own decoding.
+		// Another hashing: the example of an earlier challenger of the
+		// same hashing, or its own, which decode fills.
 		r.from[i] = i
 		for j := range i {
 			if pc := live.Model(j).Config(); r.from[j] == j && pc.HashBits == cc.HashBits && pc.HashSeed == cc.HashSeed {
@@ -73,16 +83,35 @@ func newRivals(model *learner.Model, alpha float64, opts wire.DecoderOptions, la
 		}
 		if r.from[i] == i {
 			r.decs[i] = wire.NewDecoder(cc, opts)
+			r.of[i] = len(r.others)
+			r.others = append(r.others, r.decs[i])
+			r.also = append(r.also, &r.xs[i])
 		}
 	}
+	r.errs = make([]error, len(r.others))
 	return r, nil
 }
 
+// decode decodes value into x with the worker's decoder and, when the
+// challengers have hashings of their own, into their examples in the same
+// pass, for learn.
+func (r *rivals) decode(w *Worker, value []byte, x *learner.Example) (wire.Meta, error) {
+	if len(r.others) == 0 {
+		return w.decode(value, x)
+	}
+	meta, err := w.dec.DecodeHashings(value, w.cfg.Format, x, r.others, r.also, r.errs)
+	r.decoded = err == nil
+	return meta, err
+}
+
 // learn has every challenger learn x, the example of value the model
-// learned with outcome o. A challenger whose hashing differs decodes
-// value again (the decoders of one example are equal but for the
+// learned with outcome o. A challenger whose hashing differs reads the
+// example decode made of value with its hashing, or decodes value again
+// if decode did not (the decoders of one example are equal but for the
 // hashing), its label taken from x.
 func (r *rivals) learn(w *Worker, value []byte, x *learner.Example, o *learner.Outcome) {
+	decoded := r.decoded
+	r.decoded = false
 	for i, j := range r.from {
 		switch {
 		case j < 0:
@@ -93,7 +122,11 @@ func (r *rivals) learn(w *Worker, value []byte, x *learner.Example, o *learner.O
 		default:
 			cx := &r.xs[i]
 			r.in[i] = nil
-			if _, err := w.decodeWith(r.decs[i], value, cx); err == nil {
+			err := r.errs[r.of[i]]
+			if !decoded {
+				_, err = w.decodeWith(r.decs[i], value, cx)
+			}
+			if err == nil {
 				cx.Labeled, cx.Label, cx.Weight = x.Labeled, x.Label, x.Weight
 				r.in[i] = cx
 			}

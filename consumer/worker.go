@@ -893,7 +893,15 @@ func (a *alarm) stop() {
 // depends on the outputs' limits. A message gets at most one dead letter.
 func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []byte) []byte {
 	b.resume[m.Position.Source] = m.Resume
-	meta, err := w.decode(m.Value, x)
+	var (
+		meta wire.Meta
+		err  error
+	)
+	if w.rivals != nil {
+		meta, err = w.rivals.decode(w, m.Value, x)
+	} else {
+		meta, err = w.decode(m.Value, x)
+	}
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
 		w.refuse(m, key, err, b)

@@ -27,7 +27,7 @@ func (d *Decoder) DecodeJSON(data []byte, x *learner.Example) (Meta, error) {
 	if len(data) > d.maxBytes {
 		return Meta{}, d.sizeError(len(data))
 	}
-	meta, err := d.decodeJSON(data, x)
+	meta, err := d.decodeJSON(data, x, false)
 	if err != nil {
 		x.Reset()
 		return meta, err
@@ -35,7 +35,10 @@ func (d *Decoder) DecodeJSON(data []byte, x *learner.Example) (Meta, error) {
 	return meta, nil
 }
 
-func (d *Decoder) decodeJSON(b []byte, x *learner.Example) (Meta, *DecodeError) {
+// decodeJSON decodes the object b into x; with deferHash, x.Index holds
+// the offsets in b of the features' names instead of their weight
+// indices, for hashNamesJSON to finish.
+func (d *Decoder) decodeJSON(b []byte, x *learner.Example, deferHash bool) (Meta, *DecodeError) {
 	var meta Meta
 	i := jsonscan.SkipSpace(b, 0)
 	if i == len(b) {
@@ -77,7 +80,11 @@ func (d *Decoder) decodeJSON(b []byte, x *learner.Example) (Meta, *DecodeError) 
 			case keyLabel:
 				i, err = d.jsonLabel(b, i, x)
 			case keyFeatures:
-				i, err = d.jsonFeatures(b, i, x)
+				if deferHash {
+					i, err = d.jsonFeatureNames(b, i, x)
+				} else {
+					i, err = d.jsonFeatures(b, i, x)
+				}
 			case keyX:
 				i, err = d.jsonDense(b, i, x)
 			case keyWeight:
@@ -279,6 +286,87 @@ func (d *Decoder) jsonFeatures(b []byte, i int, x *learner.Example) (int, *Decod
 		if i < len(b) && b[i] == ',' {
 			i = jsonscan.SkipSpace(b, i+1)
 			continue
+		}
+		if i = jsonscan.SkipSpace(b, i); i < len(b) {
+			switch b[i] {
+			case ',':
+				i = jsonscan.SkipSpace(b, i+1)
+				continue
+			case '}':
+				x.Index, x.Value = index, value
+				return i + 1, nil
+			}
+		}
+		return i, syntaxError("features", b, i, "',' or '}'")
+	}
+}
+
+// jsonFeatureNames is jsonFeatures with the hashing of the names left to
+// hashAll: it appends to x.Index the offset in b of each feature's name
+// (its opening quote). A loop of its own, so that jsonFeatures, the
+// decoding of every message from a broker, keeps its registers.
+func (d *Decoder) jsonFeatureNames(b []byte, i int, x *learner.Example) (int, *DecodeError) {
+	if i >= len(b) {
+		return i, syntaxError("features", b, i, "an object")
+	}
+	switch b[i] {
+	case '{':
+	case 'n':
+		return literal(b, i, "null", "features")
+	default:
+		return i, typeError("features", b, i, "an object")
+	}
+	i = jsonscan.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	index, value := x.Index, x.Value
+	room := d.maxFeatures - len(index) - len(x.Dense)
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, syntaxError("features", b, i, "a feature name")
+		}
+		at := i
+		name, j, ok := jsonscan.ShortString(b, i)
+		if !ok {
+			var err *jsonscan.Error
+			if name, j, err = jsonscan.String(b, i, &d.name); err != nil {
+				return j, jsonError("features", err)
+			}
+		}
+		i = jsonscan.SkipSpace(b, j)
+		if i < len(b) && b[i] == ':' {
+			i++
+		} else {
+			return i, syntaxError(featureField(name), b, i, "':'")
+		}
+		i = jsonscan.SkipSpace(b, i)
+		if i >= len(b) {
+			return i, syntaxError(featureField(name), b, i, "a value")
+		}
+		if room == 0 {
+			return i, d.tooManyFeatures()
+		}
+		room--
+		switch c := b[i]; {
+		case jsonscan.StartsNumber(c):
+			v, j, st := jsonscan.Number(b, i, learner.MaxValue)
+			if st != jsonscan.NumOK {
+				return j, numberError(featureField(name), b, i, j, st)
+			}
+			index = append(index, uint32(at))
+			value = append(value, v)
+			i = j
+		case c == '"':
+			_, j, err := jsonscan.String(b, i, &d.value)
+			if err != nil {
+				return j, jsonError(featureField(name), err)
+			}
+			index = append(index, uint32(at))
+			value = append(value, 1)
+			i = j
+		default:
+			return i, typeError(featureField(name), b, i, "a number or string")
 		}
 		if i = jsonscan.SkipSpace(b, i); i < len(b) {
 			switch b[i] {

@@ -51,10 +51,12 @@ type ReadOptions struct {
 	// ChunkSize is how many bytes are read and handed to a worker at a
 	// time; 0 means 1 MiB. A record longer than a chunk grows it.
 	ChunkSize int
-	// Also makes decoders that decode every record a second time, on the
-	// same workers, into Record.Also: for examples wanted under other
-	// model configurations (another hashing). A record that one of them
-	// refuses has that decoder's error as its Err.
+	// Also makes decoders for examples wanted under other model
+	// configurations, which differ from the reader's only in their hashing
+	// (see Decoder.DecodeHashings): every record reaches Record.Also as
+	// each would decode it, its feature names hashed under every hashing
+	// in one pass on the workers, not decoded again. A record that one of
+	// them refuses has that decoder's error as its Err.
 	Also []func() *Decoder
 }
 
@@ -109,13 +111,13 @@ func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, 
 			for k, f := range opts.Also {
 				also[k] = f()
 			}
+			errs := make([]error, len(also))
 			for c := range p.chunks {
 				if c.decoded {
-					c.hash(d)
+					c.hash(d, also, errs)
 				} else {
-					c.decode(d)
+					c.decode(d, also, errs)
 				}
-				c.decodeAlso(also)
 				select {
 				case p.decoded <- c:
 				case <-ctx.Done():
@@ -394,18 +396,35 @@ func (c *chunk) rebase() {
 }
 
 // hash finishes the records that cutMsgpack decoded without hashing
-// their feature names.
-func (c *chunk) hash(d *Decoder) {
+// their feature names, and decodes them with also (ReadOptions.Also),
+// errs being scratch space as long as also.
+func (c *chunk) hash(d *Decoder, also []*Decoder, errs []error) {
+	c.prepareAlso(len(also))
 	for i, s := range c.spans {
-		if s.hash {
-			d.hashNames(c.recs[i].Payload, c.recs[i].Example)
+		r := &c.recs[i]
+		switch {
+		case s.hash && len(also) == 0:
+			d.hashNames(r.Payload, r.Example)
+		case s.hash:
+			d.hashAll(r.Payload, false, r.Example, also, r.Also, errs)
+			r.Err = firstErr(errs)
+		case r.Err == nil:
+			// Decoded whole by the splitter: decode it again with each.
+			for j, o := range also {
+				if _, err := o.Decode(r.Payload, r.Also[j]); err != nil {
+					r.Err = err
+					break
+				}
+			}
 		}
 	}
 }
 
-// decode decodes every record of c with d. The ids are copied into c,
-// since a decoder's Meta.ID may point into its own scratch space.
-func (c *chunk) decode(d *Decoder) {
+// decode decodes every record of c with d, and with also
+// (ReadOptions.Also), errs being scratch space as long as also. The ids
+// are copied into c, since a decoder's Meta.ID may point into its own
+// scratch space.
+func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 	n := len(c.spans)
 	if cap(c.xs) < n {
 		c.xs = append(c.xs[:cap(c.xs)], make([]learner.Example, n-cap(c.xs))...)
@@ -414,19 +433,26 @@ func (c *chunk) decode(d *Decoder) {
 		c.recs = make([]Record, n)
 	}
 	c.xs, c.recs = c.xs[:n], c.recs[:n]
+	c.prepareAlso(len(also))
 	c.ids = c.ids[:0]
 	for i, s := range c.spans {
 		payload := c.data[s.start:s.end]
 		x := &c.xs[i]
+		r := &c.recs[i]
 		var meta Meta
 		var err error
-		if c.format == FormatJSON {
+		switch {
+		case len(also) > 0:
+			if meta, err = d.DecodeHashings(payload, c.format, x, also, r.Also, errs); err == nil {
+				err = firstErr(errs)
+			}
+		case c.format == FormatJSON:
 			meta, err = d.DecodeJSON(payload, x)
-		} else {
+		default:
 			meta, err = d.Decode(payload, x)
 		}
 		c.ids = append(c.ids, meta.ID...)
-		c.recs[i] = Record{N: s.n, Example: x, Meta: Meta{ID: meta.ID, HasID: meta.HasID}, Err: err, Payload: payload}
+		*r = Record{N: s.n, Example: x, Meta: Meta{ID: meta.ID, HasID: meta.HasID}, Err: err, Payload: payload, Also: r.Also}
 	}
 	off := 0
 	for i := range c.recs {
@@ -436,18 +462,31 @@ func (c *chunk) decode(d *Decoder) {
 	}
 }
 
-// decodeAlso decodes every record of c that decoded with each of ds, as
-// ReadOptions.Also says.
-func (c *chunk) decodeAlso(ds []*Decoder) {
-	k := len(ds)
+// firstErr is the first error of errs that is not nil, or nil.
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareAlso points every record of c at its k examples of
+// ReadOptions.Also's decoders: also[j][i] is record i's for decoder j;
+// alsoPtrs holds every record's Record.Also end to end.
+func (c *chunk) prepareAlso(k int) {
+	n := len(c.recs)
 	if k == 0 {
+		for i := range c.recs {
+			c.recs[i].Also = nil
+		}
 		return
 	}
-	n := len(c.recs)
 	for len(c.also) < k {
 		c.also = append(c.also, nil)
 	}
-	for j := range ds {
+	for j := range k {
 		if cap(c.also[j]) < n {
 			c.also[j] = append(c.also[j][:cap(c.also[j])], make([]learner.Example, n-cap(c.also[j]))...)
 		}
@@ -460,15 +499,8 @@ func (c *chunk) decodeAlso(ds []*Decoder) {
 	for i := range c.recs {
 		r := &c.recs[i]
 		r.Also = c.alsoPtrs[i*k : (i+1)*k : (i+1)*k]
-		for j, d := range ds {
-			x := &c.also[j][i]
-			r.Also[j] = x
-			if r.Err != nil {
-				continue
-			}
-			if _, err := d.Decode(r.Payload, x); err != nil {
-				r.Err = err
-			}
+		for j := range k {
+			r.Also[j] = &c.also[j][i]
 		}
 	}
 }

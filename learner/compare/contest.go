@@ -18,9 +18,10 @@ type Entrant struct {
 // each challenger's losses are compared with the model's (Comparison).
 //
 // Feature names are hashed as an example is decoded, so an example is
-// decoded once per hashing (hash_bits, hash_seed) among the entrants
-// (Hashings), not once per entrant: challengers that hash as the model
-// does share its decoded example.
+// wanted once per hashing (hash_bits, hash_seed) among the entrants
+// (Hashings, which wire.Decoder.DecodeHashings fills in one decoding),
+// not once per entrant: challengers that hash as the model does share
+// its decoded example.
 type Contest struct {
 	entrants []Entrant // [0] is the model
 	models   []*learner.Model
