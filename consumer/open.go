@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -118,24 +119,26 @@ type Pipeline struct {
 	lag chan struct{}
 	// promotions, when set, are the promotions a replay makes again
 	// (SetReplayed).
-	promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)
+	promotions func(ctx context.Context, model string, shard shardid.ID) ([]learner.Promotion, error)
 }
 
 // SetReplayed makes the workers of a replay make again the promotions
-// that promotions returns for their shard ("" for a source of one
-// shard): the history the live model records (WorkerConfig.Replayed), so
-// that the replayed model is the live one (docs/compare.md, "Promotion").
-func (p *Pipeline) SetReplayed(promotions func(ctx context.Context, shard string) ([]learner.Promotion, error)) {
+// that promotions returns for the model and their shard (the zero ID for
+// a source of one shard): the history the live model records
+// (WorkerConfig.Replayed), so that the replayed model is the live one
+// (docs/compare.md, "Promotion"). The live store's
+// snapshot.Store.Promotions is such a func.
+func (p *Pipeline) SetReplayed(promotions func(ctx context.Context, model string, shard shardid.ID) ([]learner.Promotion, error)) {
 	p.promotions = promotions
 }
 
 // replayed are the promotions shard's worker makes again; nil but in a
 // replay.
-func (p *Pipeline) replayed(ctx context.Context, shard string) ([]learner.Promotion, error) {
+func (p *Pipeline) replayed(ctx context.Context, shard shardid.ID) ([]learner.Promotion, error) {
 	if p.promotions == nil {
 		return nil, nil
 	}
-	ps, err := p.promotions(ctx, shard)
+	ps, err := p.promotions(ctx, p.opts.Model, shard)
 	if err != nil {
 		return nil, fmt.Errorf("the live model's promotions: %w", err)
 	}
@@ -289,7 +292,7 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 		wcfg.Labels.State = st
 	}
 	var err error
-	if wcfg.Replayed, err = p.replayed(ctx, ""); err != nil {
+	if wcfg.Replayed, err = p.replayed(ctx, shardid.ID{}); err != nil {
 		return nil, err
 	}
 	return NewWorker(wcfg, src, p.resumed.Model, p.resumed.Positions, metrics, p.opts.Log), nil
@@ -531,10 +534,13 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 		Shards: p.conn.Shards,
 		Start:  p.opts.Mixing.Start,
 		Open: func(ctx context.Context, shard string) (Chain, error) {
+			id, err := shardid.Parse(shard)
+			if err != nil {
+				return Chain{}, err
+			}
 			var chain *snapshot.Store
 			if p.opts.Store != nil {
-				var err error
-				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
+				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, id); err != nil {
 					return Chain{}, err
 				}
 			}

@@ -206,14 +206,13 @@ func (p *Partitions) Run(ctx context.Context) error {
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
 	var all []string
 	if p.cfg.Owned == nil {
-		ends, err := p.cfg.Shards.Ends(ctx)
-		if err != nil {
+		var err error
+		if all, err = ShardNames(ctx, p.cfg.Shards); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("the shards: %w", err)
 		}
-		all = slices.SortedFunc(maps.Keys(ends), snapshot.CompareShards)
 	}
 	exits := make(chan shardExit)
 	running := map[string]*shardRun{}

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -92,7 +93,11 @@ func newPartitionJoinRun(t *testing.T, n int) *partitionJoinRun {
 }
 
 func (r *partitionJoinRun) chain(shard string) *snapshot.Store {
-	chain, err := r.store.PartitionChain("joined", shard)
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	chain, err := r.store.PartitionChain("joined", id)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -88,7 +89,11 @@ func (r *partitionRig) reference(t *testing.T, p int) [32]byte {
 
 // chain is the store tree of shard's chain.
 func (r *partitionRig) chain(shard string) *snapshot.Store {
-	seg, err := snapshot.ShardSegment(shard)
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		panic(err)
+	}
+	seg, err := id.Segment()
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -74,10 +75,13 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 		return nil, errors.New("no shards to replay")
 	}
 	log := p.opts.Log.With(zap.String("shard", shard))
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return nil, err
+	}
 	var chain *snapshot.Store
 	if p.opts.Store != nil {
-		var err error
-		if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
+		if chain, err = p.opts.Store.PartitionChain(p.opts.Model, id); err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +129,7 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 			return p.conn.Shards.Open(ctx, shard, resume[shard])
 		}
 	}
-	if cfg.Replayed, err = p.replayed(ctx, shard); err != nil {
+	if cfg.Replayed, err = p.replayed(ctx, id); err != nil {
 		return nil, err
 	}
 	w := NewWorker(cfg, bounded, r.Model, r.Positions, nil, log)

@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -84,9 +85,13 @@ func TestReplayPartition(t *testing.T) {
 	defer p.Close()
 	for _, c := range []struct {
 		shard string
+		id    shardid.ID
 		end   func(m *consumer.Message) (in, last bool)
 		want  int64
-	}{{data.Key(0), consumer.OffsetBefore(100), 100}, {data.Key(1), consumer.OffsetBefore(int64(len(second))), int64(len(second))}} {
+	}{
+		{data.Key(0), shardid.Memory("ex", 0), consumer.OffsetBefore(100), 100},
+		{data.Key(1), shardid.Memory("ex", 1), consumer.OffsetBefore(int64(len(second))), int64(len(second))},
+	} {
 		w, err := p.ReplayPartition(context.Background(), c.shard, c.end)
 		if err != nil {
 			t.Fatalf("%s: %v", c.shard, err)
@@ -94,7 +99,7 @@ func TestReplayPartition(t *testing.T) {
 		if got := w.Positions(); len(got) != 1 || got[c.shard] != c.want {
 			t.Errorf("%s: positions %v, want %d of it alone", c.shard, got, c.want)
 		}
-		chain, err := store.PartitionChain("per", c.shard)
+		chain, err := store.PartitionChain("per", c.id)
 		if err != nil {
 			t.Fatal(err)
 		}

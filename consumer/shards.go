@@ -2,7 +2,10 @@ package consumer
 
 import (
 	"context"
+	"maps"
+	"slices"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -10,7 +13,8 @@ import (
 // topic-partition, a partition of a JetStream stream) can be read one by
 // one from any position: what the epoch protocol learns from
 // (docs/scale-out.md). Shard names are the position keys of the source's
-// messages (Position.Source): "kafka:<topic>/<partition>", ...
+// messages (Position.Source), the String of a shardid.ID that the
+// adapter makes: "kafka:<topic>/<partition>", ...
 //
 // Its methods are safe for concurrent use.
 type Shards interface {
@@ -34,4 +38,14 @@ type Shards interface {
 	// positions (the partitions of a JetStream stream). The epoch limits
 	// count messages, and a range spans Spread positions for each.
 	Spread() int
+}
+
+// ShardNames returns the shards s has now (Ends), in shard order
+// (shardid.Compare).
+func ShardNames(ctx context.Context, s Shards) ([]string, error) {
+	ends, err := s.Ends(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.SortedFunc(maps.Keys(ends), shardid.CompareNames), nil
 }

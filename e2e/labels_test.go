@@ -23,6 +23,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -438,7 +439,11 @@ const labelPartitions = 4
 // its join; nil when the chain has none yet.
 func chainSnapshot(t *testing.T, store, shard string) (*snapshot.Snapshot, *consumer.JoinState) {
 	t.Helper()
-	seg, err := snapshot.ShardSegment(shard)
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := id.Segment()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -81,7 +82,7 @@ type Boundary struct {
 	// the model the epoch learns from.
 	BaseStateSHA256 [32]byte
 	// Shards are every shard of the epoch, empty ranges included, in
-	// shard order (snapshot.CompareShards).
+	// shard order (shardid.CompareNames).
 	Shards []Range
 	// Promote, if set, is the promotion request the cutter read: every
 	// worker applies it to the epoch's mixed model unless an automatic
@@ -295,11 +296,11 @@ func Fatal(err error) bool {
 	return false
 }
 
-// SortRanges sorts rs in shard order (snapshot.CompareShards), the order
+// SortRanges sorts rs in shard order (shardid.CompareNames), the order
 // a boundary lists its shards in.
 func SortRanges(rs []Range) {
 	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && snapshot.CompareShards(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
+		for j := i; j > 0 && shardid.CompareNames(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
 			rs[j-1], rs[j] = rs[j], rs[j-1]
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -74,9 +75,14 @@ func BoundaryKey(prefix, model string, e uint64) string {
 
 // ShardKey is where shard's result for epoch e of model is kept under
 // prefix: "<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack",
-// the segment being snapshot.ShardSegment(shard), whose error it returns.
+// the segment being that of the shard named shard (a Range's Shard, read
+// by shardid.Parse), whose error it returns.
 func ShardKey(prefix, model string, e uint64, shard string) (string, error) {
-	seg, err := snapshot.ShardSegment(shard)
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return "", err
+	}
+	seg, err := id.Segment()
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
@@ -51,14 +52,14 @@ func TestDamagedAbove(t *testing.T) {
 }
 
 // TestPartitionChain: a shard's chain in partition scope lies under
-// <model>/partition/<segment>/, and a shard that names no segment is
+// <model>/partition/<segment>/, and a shard that has no segment is
 // refused.
 func TestPartitionChain(t *testing.T) {
 	ctx := context.Background()
 	bucket := memblob.OpenBucket(nil)
 	store := snapshot.NewStore(bucket, "")
 	defer store.Close()
-	chain, err := store.PartitionChain("clicks", "kafka:events/3")
+	chain, err := store.PartitionChain("clicks", shardid.Kafka("events", 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +68,18 @@ func TestPartitionChain(t *testing.T) {
 	if want := "clicks/partition/kafka.events.3/clicks/00000000000000000001.msgpack"; len(keys) != 1 || keys[0] != want {
 		t.Errorf("keys %v, want [%s]", keys, want)
 	}
-	if _, err := store.PartitionChain("clicks", "not a shard"); err == nil {
-		t.Error("a shard that does not parse has a chain")
+	for _, shard := range []shardid.ID{{}, shardid.Kafka("a/b", 0)} {
+		if _, err := store.PartitionChain("clicks", shard); err == nil {
+			t.Errorf("shard %#v, which has no segment, has a chain", shard)
+		}
 	}
 	if _, err := chain.Load(ctx, "clicks", 1); err != nil {
 		t.Errorf("the chain's generation does not load: %v", err)
 	}
-	if snap, err := store.LoadPartition(ctx, "clicks", "kafka:events/3", 1); err != nil || snap.Generation != 1 {
+	if snap, err := store.LoadPartition(ctx, "clicks", shardid.Kafka("events", 3), 1); err != nil || snap.Generation != 1 {
 		t.Errorf("LoadPartition of the chain's generation: %v, %v", snap, err)
 	}
-	for _, shard := range []string{"kafka:events/4", "not a shard"} {
+	for _, shard := range []shardid.ID{shardid.Kafka("events", 4), {}} {
 		if _, err := store.LoadPartition(ctx, "clicks", shard, 1); !errors.Is(err, snapshot.ErrNotFound) {
 			t.Errorf("LoadPartition of %q: %v, want ErrNotFound", shard, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // promotionObject is the name of a model's promotion request beside its
@@ -116,10 +117,10 @@ func (s *Snapshot) Promotable(name, model string) error {
 
 // Promotions are the promotions the newest generation of model records
 // in its history: of shard's chain in partition scope, of the model's
-// own chain for shard "". None when there is no generation.
-func (s *Store) Promotions(ctx context.Context, model, shard string) ([]learner.Promotion, error) {
+// own chain for the zero ID. None when there is no generation.
+func (s *Store) Promotions(ctx context.Context, model string, shard shardid.ID) ([]learner.Promotion, error) {
 	chain := s
-	if shard != "" {
+	if !shard.IsZero() {
 		var err error
 		if chain, err = s.PartitionChain(model, shard); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
@@ -121,11 +122,11 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		return s.DeleteAll(ctx, snapshot.ModelDir(s.Prefix(), "clicks"))
 	},
 	"LoadPartition": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, err := s.LoadPartition(ctx, "clicks", "kafka:clicks/0", 1)
+		_, err := s.LoadPartition(ctx, "clicks", shardid.Kafka("clicks", 0), 1)
 		return err
 	},
 	"PartitionChain": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		chain, err := s.PartitionChain("clicks", "kafka:clicks/0")
+		chain, err := s.PartitionChain("clicks", shardid.Kafka("clicks", 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +141,7 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		return err
 	},
 	"Promotions": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
-		_, err := s.Promotions(ctx, "clicks", "")
+		_, err := s.Promotions(ctx, "clicks", shardid.ID{})
 		return err
 	},
 	// A caller's error that names a key.

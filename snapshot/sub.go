@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // Sub is the store under s's prefix + "/" + path, on s's bucket: what
 // partition scope keeps each shard's generation chain in, as a model of
 // its own (docs/scale-out.md, section 6). store.Sub("<model>/partition/<segment>")
-// holds the chain of the shard whose ShardSegment is <segment> exactly as
+// holds the chain of the shard whose shardid.ID.Segment is <segment> exactly as
 // a one-shard model's generations, under the model's own name:
 //
 //	<prefix>/<model>/partition/<segment>/<model>/<gen, 20 digits>.msgpack
@@ -20,7 +22,7 @@ import (
 //
 // path is a slash-separated key path; slashes at either end are dropped,
 // and an empty path gives a store with s's prefix. Its segments should
-// be names a key may hold (a model name, a ShardSegment): a file:// store
+// be names a key may hold (a model name, a shard's segment): a file:// store
 // opened by OpenStore refuses to create keys whose segments fileblob
 // would escape, and says so when it writes.
 //
@@ -40,9 +42,9 @@ func (s *Store) Sub(path string) *Store {
 
 // PartitionChain is the store of shard's chain of generations of model in
 // partition scope: s.Sub("<model>/partition/<segment>"), where segment is
-// the shard's ShardSegment.
-func (s *Store) PartitionChain(model, shard string) (*Store, error) {
-	seg, err := ShardSegment(shard)
+// the shard's Segment, whose error it returns.
+func (s *Store) PartitionChain(model string, shard shardid.ID) (*Store, error) {
+	seg, err := shard.Segment()
 	if err != nil {
 		return nil, err
 	}
@@ -50,10 +52,10 @@ func (s *Store) PartitionChain(model, shard string) (*Store, error) {
 }
 
 // LoadPartition reads generation gen of shard's chain of model in
-// partition scope (PartitionChain). A shard that names no chain, like a
+// partition scope (PartitionChain). A shard that has no chain, like a
 // generation the chain does not hold, gives an error wrapping
 // ErrNotFound.
-func (s *Store) LoadPartition(ctx context.Context, model, shard string, gen uint64) (*Snapshot, error) {
+func (s *Store) LoadPartition(ctx context.Context, model string, shard shardid.ID, gen uint64) (*Snapshot, error) {
 	chain, err := s.PartitionChain(model, shard)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)

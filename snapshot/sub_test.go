@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
@@ -23,7 +24,7 @@ import (
 func TestSubLayout(t *testing.T) {
 	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
 		ctx := context.Background()
-		seg, err := snapshot.ShardSegment("kafka:clicks/3")
+		seg, err := shardid.Kafka("clicks", 3).Segment()
 		if err != nil {
 			t.Fatal(err)
 		}

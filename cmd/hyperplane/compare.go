@@ -7,6 +7,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -14,10 +15,10 @@ import (
 // it, as the newest generation in the model's store records it.
 func runCompare(ctx context.Context, e *env, args []string) error {
 	var jsonOut bool
-	var shard string
+	var shard shardid.ID
 	fs := newFlagSet("compare", "--config FILE [--shard NAME] [--json] [--key value ...]", e)
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
-	fs.StringVar(&shard, "shard", "", "in model.scope partition, the partition `NAME` whose model to read (kafka:<topic>/<partition>)")
+	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to read (kafka:<topic>/<partition>)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
 		return ignoreHelp(err)
@@ -63,7 +64,7 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 
 // liveStore opens the live model's store (snapshot.url) for a command
 // that does there what does says, or shard's chain in it.
-func liveStore(ctx context.Context, cfg config.Config, shard, does string) (store *snapshot.Store, closeStore func(), err error) {
+func liveStore(ctx context.Context, cfg config.Config, shard shardid.ID, does string) (store *snapshot.Store, closeStore func(), err error) {
 	if cfg.Snapshot.URL == "" {
 		return nil, nil, usagef("config: snapshot.url: %s the live model's store; none is set", does)
 	}
@@ -72,7 +73,7 @@ func liveStore(ctx context.Context, cfg config.Config, shard, does string) (stor
 		return nil, nil, fmt.Errorf("snapshot.url: %w", err)
 	}
 	store = base
-	if shard != "" {
+	if !shard.IsZero() {
 		if store, err = base.PartitionChain(cfg.Model.Name, shard); err != nil {
 			base.Close() //nolint:errcheck // the error is the partition's
 			return nil, nil, fmt.Errorf("-shard: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/feed"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -189,7 +190,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		// Done once every event is durable, so that the summary counts
 		// them all; the line shows what the model has learned.
-		done = w.Published()[demoSource] >= int64(n)
+		done = w.Published()[demoSource()] >= int64(n)
 		line := demoProgressLine(w, n, time.Since(begin))
 		if bar.on {
 			bar.show(line)
@@ -228,7 +229,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  %-8d %-26s in JetStream stream %-18s (subject %s)\n", info.State.Msgs, s.what, s.name, s.subject)
 	}
 	if s, err := snapshot.LoadURL(context.Background(), cfg.Snapshot.URL+"/"+cfg.Model.Name, nil); err == nil {
-		fmt.Fprintf(e.stdout, "\n  snapshots of the model in %s (newest: generation %d, at position %d)\n", filepath.Join(dataDir, cfg.Model.Name), s.Generation, s.Positions[demoSource])
+		fmt.Fprintf(e.stdout, "\n  snapshots of the model in %s (newest: generation %d, at position %d)\n", filepath.Join(dataDir, cfg.Model.Name), s.Generation, s.Positions[demoSource()])
 		fmt.Fprintf(e.stdout, "  look inside: hyperplane inspect %s/%s\n", cfg.Snapshot.URL, cfg.Model.Name)
 	}
 	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
@@ -244,8 +245,8 @@ func demoLabelStreams() []demoStream {
 	}
 }
 
-// demoSource is the source key of the demo's example stream.
-const demoSource = "jetstream:EXAMPLES"
+// demoSource is the position key of the demo's example stream.
+func demoSource() string { return shardid.Stream("EXAMPLES").String() }
 
 // learnedCounts is what a progress line reads of a worker: the position
 // its model has reached and its metrics there, which the worker updates
@@ -265,7 +266,7 @@ func demoProgressLine(w learnedCounts, n int, elapsed time.Duration) string {
 	m := w.Metrics()
 	var pos int64
 	for {
-		pos = w.Positions()[demoSource]
+		pos = w.Positions()[demoSource()]
 		again := w.Metrics()
 		if again.Examples == m.Examples && again.Mistakes == m.Mistakes {
 			break

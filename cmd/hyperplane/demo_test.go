@@ -184,9 +184,9 @@ type batchedWorker struct {
 	land           func(*batchedWorker)
 }
 
-func (w *batchedWorker) Positions() map[string]int64 { return map[string]int64{demoSource: w.pos} }
+func (w *batchedWorker) Positions() map[string]int64 { return map[string]int64{demoSource(): w.pos} }
 func (w *batchedWorker) Published() map[string]int64 {
-	return map[string]int64{demoSource: w.published}
+	return map[string]int64{demoSource(): w.published}
 }
 func (w *batchedWorker) Metrics() learner.Metrics {
 	m := w.m

@@ -11,10 +11,12 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -299,11 +301,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (consumer.Owner
 	if err != nil || owned == nil {
 		return consumer.Ownership{}, err
 	}
-	names := make([]string, len(owned))
-	for i, k := range owned {
-		names[i] = fmt.Sprintf("jetstream:%s#%d", cfg.Source.Stream, k)
-	}
-	return consumer.Ownership{Owned: func() []string { return names }}, nil
+	return natsio.StaticOwnership(cfg.Source.Stream, owned), nil
 }
 
 // groupOptions are the worker's membership of the consumer group: its
@@ -322,7 +320,11 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 		return nil
 	}
 	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		return servedState(p.store.LoadPartition(ctx, model, shard, gen))
+		id, err := shardid.Parse(shard)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", snapshot.ErrNotFound, err)
+		}
+		return servedState(p.store.LoadPartition(ctx, model, id, gen))
 	}
 }
 

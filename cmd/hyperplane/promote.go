@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -15,10 +16,11 @@ import (
 // example it learns. A challenger the newest generation does not hold is
 // refused, naming it and those it holds.
 func runPromote(ctx context.Context, e *env, args []string) error {
-	var name, shard string
+	var name string
+	var shard shardid.ID
 	fs := newFlagSet("promote", "--config FILE --challenger NAME [--shard NAME] [--key value ...]", e)
 	fs.StringVar(&name, "challenger", "", "the challenger `NAME` to make the model")
-	fs.StringVar(&shard, "shard", "", "in model.scope partition, the partition `NAME` whose model to promote (kafka:<topic>/<partition>)")
+	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to promote (kafka:<topic>/<partition>)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
 		return ignoreHelp(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
-	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -137,9 +136,7 @@ func followPromotions(ctx context.Context, p *pipeline, cfg config.Config, live 
 	if err != nil {
 		return nil, fmt.Errorf("snapshot.url: %w", err)
 	}
-	p.SetReplayed(func(ctx context.Context, shard string) ([]learner.Promotion, error) {
-		return store.Promotions(ctx, cfg.Model.Name, shard)
-	})
+	p.SetReplayed(store.Promotions)
 	return func() { store.Close() }, nil //nolint:errcheck // it only read
 }
 

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"strconv"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // Config is how to reach a Kafka cluster.
@@ -71,9 +71,10 @@ func (c Config) dialer() *kafkago.Dialer {
 	}
 }
 
-// sourceKey is the position source of a partition: kafka:<topic>/<partition>.
+// sourceKey is the position source of a partition, its shard's name:
+// kafka:<topic>/<partition>.
 func sourceKey(topic string, partition int) string {
-	return "kafka:" + topic + "/" + strconv.Itoa(partition)
+	return shardid.Kafka(topic, partition).String()
 }
 
 // dialTimeout bounds a partition reader's connection to a broker,

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -196,18 +195,14 @@ func (s *Shards) OpenCoPartition(ctx context.Context, shard, topic string, posit
 	return src, k, nil
 }
 
-// parseShard reads a shard name, "kafka:<topic>/<partition>".
+// parseShard reads a Kafka shard's name, "kafka:<topic>/<partition>".
 func parseShard(shard string) (topicPartition, bool) {
-	rest, ok := strings.CutPrefix(shard, "kafka:")
-	i := strings.LastIndexByte(rest, '/')
-	if !ok || i < 1 {
+	id, err := shardid.Parse(shard)
+	p, partitioned := id.Partition()
+	if err != nil || id.Kind() != shardid.KindKafka || !partitioned {
 		return topicPartition{}, false
 	}
-	id, err := strconv.Atoi(rest[i+1:])
-	if err != nil || id < 0 || strconv.Itoa(id) != rest[i+1:] {
-		return topicPartition{}, false
-	}
-	return topicPartition{rest[:i], id}, true
+	return topicPartition{id.Name(), p}, true
 }
 
 func (s *Shards) isClosed() bool {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -415,10 +414,10 @@ func plan(ctx context.Context, c *cluster, topics []string, resume map[string]in
 	return out, nil
 }
 
-// inTopic reports whether key is "kafka:<topic>/<something>".
+// inTopic reports whether key names a partition of topic.
 func inTopic(key, topic string) bool {
-	rest, ok := strings.CutPrefix(key, "kafka:"+topic+"/")
-	return ok && rest != ""
+	tp, ok := parseShard(key)
+	return ok && tp.topic == topic
 }
 
 // read forwards one partition's messages, in order, until Close. kafka-go

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -40,7 +41,7 @@ func NewLog(name string, partitions int) *Log {
 }
 
 // Key is the source key of partition p.
-func (l *Log) Key(p int) string { return fmt.Sprintf("memory:%s/%d", l.name, p) }
+func (l *Log) Key(p int) string { return shardid.Memory(l.name, p).String() }
 
 // Append adds values to partition p, in order.
 func (l *Log) Append(p int, values ...[]byte) {

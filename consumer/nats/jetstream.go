@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,7 +84,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	if err != nil {
 		return nil, fmt.Errorf("jetstream %s: %w", stream, err)
 	}
-	key := "jetstream:" + stream
+	key := shardid.Stream(stream).String()
 	cfg := jetstream.OrderedConsumerConfig{}
 	if subject != "" {
 		cfg.FilterSubjects = []string{subject}

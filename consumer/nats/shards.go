@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -131,7 +132,18 @@ func (s *JetStreamShards) current(ctx context.Context) (*jetstream.StreamInfo, e
 func (s *JetStreamShards) Partitions() int { return s.parts.n }
 
 // Shard is the name of partition k's shard, "jetstream:<stream>#<k>".
-func (s *JetStreamShards) Shard(k int) string { return "jetstream:" + s.stream + "#" + strconv.Itoa(k) }
+func (s *JetStreamShards) Shard(k int) string { return shardid.JetStream(s.stream, k).String() }
+
+// StaticOwnership is the ownership of a worker that is assigned stream's
+// partitions ks for good: Owned lists their shards, named as
+// JetStreamShards.Shard names them, and never changes.
+func StaticOwnership(stream string, ks []int) consumer.Ownership {
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = shardid.JetStream(stream, k).String()
+	}
+	return consumer.Ownership{Owned: func() []string { return names }}
+}
 
 // Filter is the subject filter that selects partition k's messages, such
 // as ex.<k>.*.
@@ -256,13 +268,9 @@ func (s *JetStreamShards) Open(ctx context.Context, shard string, from int64) (c
 // shard k, and k. It fails if shard is no such name, or if k is not one
 // of s's partitions.
 func (s *JetStreamShards) CoShard(shard string) (name string, partition int, err error) {
-	rest, ok := strings.CutPrefix(shard, "jetstream:")
-	i := strings.LastIndexByte(rest, '#')
-	if !ok || i < 1 {
-		return "", 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
-	}
-	k, err := strconv.Atoi(rest[i+1:])
-	if err != nil || k < 0 || strconv.Itoa(k) != rest[i+1:] {
+	id, err := shardid.Parse(shard)
+	k, partitioned := id.Partition()
+	if err != nil || id.Kind() != shardid.KindJetStream || !partitioned {
 		return "", 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
 	}
 	if k >= s.parts.n {
@@ -341,9 +349,9 @@ func (s *JetStreamShards) MarkSubject(k int) (string, error) {
 
 // partition is the partition whose shard is named shard.
 func (s *JetStreamShards) partition(shard string) (int, error) {
-	rest, ok := strings.CutPrefix(shard, "jetstream:"+s.stream+"#")
-	k, err := strconv.Atoi(rest)
-	if !ok || err != nil || k < 0 || k >= s.parts.n || strconv.Itoa(k) != rest {
+	id, err := shardid.Parse(shard)
+	k, partitioned := id.Partition()
+	if err != nil || !partitioned || id != shardid.JetStream(s.stream, k) || k >= s.parts.n {
 		return 0, fmt.Errorf("jetstream: %q is not a shard of stream %s (jetstream:%s#<k>, 0 ≤ k < %d)", shard, s.stream, s.stream, s.parts.n)
 	}
 	return k, nil
