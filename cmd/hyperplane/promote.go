@@ -9,12 +9,9 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// runPromote asks the worker of the live model to make one of its
-// challengers the model (docs/compare.md, "Promotion"): it writes the
-// model's promotion request to its store, which the worker reads when it
-// starts and after each generation it writes, and applies after the next
-// example it learns. A challenger the newest generation does not hold is
-// refused, naming it and those it holds.
+// runPromote writes the model's promotion request to its store
+// (docs/compare.md, "Promotion"), refusing a challenger the newest
+// generation does not hold, naming it and those it holds.
 func runPromote(ctx context.Context, e *env, args []string) error {
 	var name string
 	var shard shardid.ID
@@ -47,7 +44,10 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 	if err := store.RequestPromotion(ctx, cfg.Model.Name, r); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "requested: %s becomes the model of %s after the next example the worker learns once it has read the request (id %s; the worker reads it after each generation it writes)\n",
-		name, cfg.Model.Name, r.ID)
+	when := "after the next example the worker learns once it has read the request (at its start and after each generation it writes)"
+	if s.Epoch > 0 {
+		when = "after the mix of the epoch whose boundary records the request (the next boundary a worker cuts)"
+	}
+	fmt.Fprintf(e.stdout, "requested: %s becomes the model of %s %s (id %s)\n", name, cfg.Model.Name, when, r.ID)
 	return nil
 }

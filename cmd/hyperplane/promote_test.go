@@ -104,7 +104,9 @@ func TestPromoteManual(t *testing.T) {
 	if _, _, err := runCmd(t, "", append([]string{"promote", "--challenger", "nope"}, common...)...); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("promote of an unknown challenger: %v, want an error naming it", err)
 	}
-	mustRun(t, "", append([]string{"promote", "--challenger", "perceptron"}, common...)...)
+	if out := mustRun(t, "", append([]string{"promote", "--challenger", "perceptron"}, common...)...); !strings.Contains(out, "after the next example the worker learns") {
+		t.Errorf("promote says %q, want when the worker takes it", out)
+	}
 	// The worker reads the request after a generation and applies it
 	// after the next example: more examples come until it has.
 	end := 500

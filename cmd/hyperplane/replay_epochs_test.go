@@ -63,10 +63,13 @@ func TestChallengersInEpochs(t *testing.T) {
 	// request the next boundary records; automatic promotion is part of
 	// the history configuration, so a worker with it does not continue
 	// a log written without it.
-	var stderr strings.Builder
-	err = run(context.Background(), append([]string{"promote", "--challenger", "perceptron"}, args...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	var stdout, stderr strings.Builder
+	err = run(context.Background(), append([]string{"promote", "--challenger", "perceptron"}, args...), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("promote of a model learned in epochs: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "epoch whose boundary records the request") {
+		t.Errorf("promote of a model learned in epochs says %q, want when an epoch takes it", stdout.String())
 	}
 	if r, err := store.PromotionRequest(context.Background(), "mixed"); err != nil || r == nil || r.Challenger != "perceptron" {
 		t.Fatalf("the request in the store: %+v, %v", r, err)
