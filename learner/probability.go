@@ -128,7 +128,7 @@ func (a *ExactAUC) Add(p float64, positive bool) {
 
 // appendDoubling appends p to s, doubling s's capacity when it is full.
 // append grows a large slice by a quarter at a time, which, over a
-// window of the whole stream, copies it some five times over; doubling
+// window of the whole stream, copies it about four times over; doubling
 // copies it about once.
 func appendDoubling(s []float64, p float64) []float64 {
 	if len(s) == cap(s) {

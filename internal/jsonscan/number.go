@@ -86,8 +86,8 @@ func Number(b []byte, i int, bound float64) (float64, int, NumStatus) {
 				i += k
 			}
 		}
-		if i == fracStart || i-fracStart == 8 {
-			for i = fracStart; i < len(b); i++ {
+		if i == fracStart { // 8 digits or more, or none, or near the end of b
+			for ; i < len(b); i++ {
 				c := b[i] - '0'
 				if c > 9 {
 					break
