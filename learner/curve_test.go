@@ -39,6 +39,31 @@ func TestExactAUC(t *testing.T) {
 	}
 }
 
+// TestExactAUCLargeWindow: a window large enough to be sorted on two
+// goroutines gives the AUC that the same probabilities give in windows
+// of 1,000, merged.
+func TestExactAUCLargeWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var large, small learner.ExactAUC
+	var overall float64
+	for i := range 200_000 {
+		p := rng.Float64()
+		if i%3 == 0 {
+			p = float64(rng.IntN(20)) / 19 // ties
+		}
+		positive := rng.Float64() < p
+		large.Add(p, positive)
+		small.Add(p, positive)
+		if i%1000 == 999 {
+			_, overall = small.Window()
+		}
+	}
+	window, all := large.Window()
+	if window != overall || all != overall {
+		t.Errorf("one window of 200,000: AUC %v and %v over it, want %v as in windows of 1,000", window, all, overall)
+	}
+}
+
 // TestCurveWindowsAreTheMetrics: a curve's window measures are the
 // model's: over a window of the whole stream they are its measures over
 // the stream (the AUC, exact, within the binned one's bound), over

@@ -3,6 +3,7 @@ package learner
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // ProbabilityScore is what the probability of a labeled example's
@@ -111,22 +112,48 @@ type ExactAUC struct {
 	newPos, newNeg []float64 // the current window's
 }
 
+// parallelSort is the size of a window from which ExactAUC.Window sorts
+// its positives and negatives on two goroutines.
+const parallelSort = 1 << 16
+
 // Add adds the probability p of a positive (label +1) or a negative
 // example to the current window.
 func (a *ExactAUC) Add(p float64, positive bool) {
 	if positive {
-		a.newPos = append(a.newPos, p)
+		a.newPos = appendDoubling(a.newPos, p)
 	} else {
-		a.newNeg = append(a.newNeg, p)
+		a.newNeg = appendDoubling(a.newNeg, p)
 	}
+}
+
+// appendDoubling appends p to s, doubling s's capacity when it is full.
+// append grows a large slice by a quarter at a time, which, over a
+// window of the whole stream, copies it about four times over; doubling
+// copies it about once.
+func appendDoubling(s []float64, p float64) []float64 {
+	if len(s) == cap(s) {
+		s = slices.Grow(s, max(len(s), 256))
+	}
+	return append(s, p)
 }
 
 // Window closes the current window: it returns the AUC over it and over
 // every window so far (0 without both a positive and a negative), and
 // starts the next.
 func (a *ExactAUC) Window() (window, overall float64) {
-	slices.Sort(a.newPos)
-	slices.Sort(a.newNeg)
+	// The last window of a curve without points holds the whole stream,
+	// and its sort is on the path of everything learned: the positives
+	// and the negatives are sorted side by side when that is worth a
+	// goroutine.
+	if len(a.newPos)+len(a.newNeg) >= parallelSort {
+		var wg sync.WaitGroup
+		wg.Go(func() { slices.Sort(a.newNeg) })
+		slices.Sort(a.newPos)
+		wg.Wait()
+	} else {
+		slices.Sort(a.newPos)
+		slices.Sort(a.newNeg)
+	}
 	window = exactAUC(a.newPos, a.newNeg)
 	a.pos, a.newPos = mergeSorted(a.pos, a.newPos)
 	a.neg, a.newNeg = mergeSorted(a.neg, a.newNeg)

@@ -1,7 +1,9 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"unsafe"
 )
@@ -73,12 +75,25 @@ func Number(b []byte, i int, bound float64) (float64, int, NumStatus) {
 	if i < len(b) && b[i] == '.' {
 		i++
 		fracStart = i
-		for ; i < len(b); i++ {
-			c := b[i] - '0'
-			if c > 9 {
-				break
+		// Fewer than 8 digits followed by anything, the common fraction,
+		// are read 8 bytes at a time, without a branch per digit (whose
+		// count varies from number to number and would be mispredicted):
+		// m*10^k + f is the loop's m, modulo 2^64 like it.
+		if len(b)-i >= 8 {
+			w := binary.LittleEndian.Uint64(b[i:])
+			if k := digitRun(w); k < 8 {
+				m = m*pow10Int[k] + digitsValue(w, k)
+				i += k
 			}
-			m = m*10 + uint64(c)
+		}
+		if i == fracStart { // 8 digits or more, or none, or near the end of b
+			for ; i < len(b); i++ {
+				c := b[i] - '0'
+				if c > 9 {
+					break
+				}
+				m = m*10 + uint64(c)
+			}
 		}
 		fracEnd = i
 		if fracEnd == fracStart {
@@ -111,7 +126,7 @@ func Number(b []byte, i int, bound float64) (float64, int, NumStatus) {
 		// The common case, a few decimals: the division of exactFloat,
 		// without the call.
 		if m != 0 && m <= 1<<53 && exp < 0 && exp >= -22 {
-			f := float64(m) / math.Pow10(-exp)
+			f := float64(m) / pow10Float[-exp]
 			return math.Float64frombits(math.Float64bits(f) | sign<<63), i, NumOK
 		}
 	} else {
@@ -136,6 +151,37 @@ func Number(b []byte, i int, bound float64) (float64, int, NumStatus) {
 	}
 	f, st := parseFloat(b[start:i], bound)
 	return f, i, st
+}
+
+// pow10Int are the powers of ten that digitRun's counts need.
+var pow10Int = [8]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7}
+
+// pow10Float are the powers of ten exact in a float64, as math.Pow10
+// gives them, without its multiplication.
+var pow10Float = [23]float64{
+	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+}
+
+// digitRun is the number of ASCII digits at the front of the 8 bytes w
+// (read little-endian, the first byte lowest), 0 to 8. A byte is a digit
+// when its high nibble is 3 and stays 3 with 6 added; a carry out of a
+// byte above 0xf9 only spoils the bytes after it, past the first
+// non-digit.
+func digitRun(w uint64) int {
+	const ones, highs = 0x0101010101010101, 0xf0f0f0f0f0f0f0f0
+	other := (w&highs ^ ones*0x30) | ((w+ones*6)&highs ^ ones*0x30)
+	return bits.TrailingZeros64(other) >> 3
+}
+
+// digitsValue is the value of the first k ASCII digits of w (read as
+// digitRun reads it), 0 for k = 0: the digits are shifted to the top,
+// below them zeros, and summed in pairs, fours and eights.
+func digitsValue(w uint64, k int) uint64 {
+	w = (w & 0x0f0f0f0f0f0f0f0f) << (64 - 8*uint(k)) // 0 for k = 0
+	w = (w * (10<<8 + 1)) >> 8 & 0x00ff00ff00ff00ff
+	w = (w * (100<<16 + 1)) >> 16 & 0x0000ffff0000ffff
+	return (w * (10000<<32 + 1)) >> 32
 }
 
 // parseFloat is the slow path of Number: b is a JSON number. It is a

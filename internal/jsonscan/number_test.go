@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -109,8 +110,12 @@ func TestNumberMatchesStrconv(t *testing.T) {
 			inputs = append(inputs, randomNumber(rng))
 		}
 	}
-	for _, s := range inputs {
-		b := []byte(s + ",") // the byte after the number must not be read as part of it
+	// The bytes after the number must not be read as part of it, whether
+	// the input ends soon after it or goes on for 8 bytes and more (read
+	// 8 at a time), with bytes that carry when 6 is added to them.
+	tails := []string{",", "}\n{\"features\":{\"f1\":0.5}}", "\xfa\xff9999999", " 1234567890", ":/@`~"}
+	for k, s := range inputs {
+		b := []byte(s + tails[k%len(tails)])
 		want, err := strconv.ParseFloat(s, 64)
 		if e, ok := NumberEnd(b, 0); !ok || e != len(s) {
 			t.Errorf("NumberEnd(%s) = %d, %v; want %d, true", s, e, ok, len(s))
@@ -263,4 +268,33 @@ func FuzzNumber(f *testing.F) {
 			t.Fatalf("Number(%q) = %v, status %d; strconv says %v", data[:end], v, st, want)
 		}
 	})
+}
+
+func TestDigitRunAndValue(t *testing.T) {
+	rng := newRand(3)
+	var b [8]byte
+	for range 1000000 {
+		for k := range b {
+			if rng.IntN(4) == 0 {
+				b[k] = byte(rng.IntN(256))
+			} else {
+				b[k] = byte('0' + rng.IntN(10))
+			}
+		}
+		want := 0
+		for want < 8 && IsDigit(b[want]) {
+			want++
+		}
+		w := binary.LittleEndian.Uint64(b[:])
+		if got := digitRun(w); got != want {
+			t.Fatalf("digitRun(%q) = %d, want %d", b, got, want)
+		}
+		var v uint64
+		for _, c := range b[:want] {
+			v = v*10 + uint64(c-'0')
+		}
+		if got := digitsValue(w, want); got != v {
+			t.Fatalf("digitsValue(%q, %d) = %d, want %d", b, want, got, v)
+		}
+	}
 }

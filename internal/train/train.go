@@ -131,6 +131,10 @@ func learnPass(ctx context.Context, model *learner.Model, lc *learner.Curve, o *
 	}
 	defer f.Close()
 	var n uint64
+	// out is reused from example to example: declared in the callback,
+	// its address given to o.Predicted would move it to the heap once an
+	// example.
+	var out learner.Outcome
 	err = wire.ReadExamples(ctx, f, o.Decoders, o.Read, func(rec *wire.Record) error {
 		if rec.Err != nil {
 			if pass == 1 {
@@ -144,7 +148,7 @@ func learnPass(ctx context.Context, model *learner.Model, lc *learner.Curve, o *
 		if pass > 1 {
 			model.Learn(rec.Example)
 		} else {
-			out := lc.Learn(rec.Example)
+			out = lc.Learn(rec.Example)
 			if o.Predicted != nil {
 				if err := o.Predicted(rec, &out); err != nil {
 					return err
