@@ -66,34 +66,14 @@ func changesOf(st, base *learner.State, at *learner.Coords) (*stateChanges, bool
 		if len(v.state) != len(v.base) {
 			return nil, false
 		}
-		var n int
-		each := func(f func(i int)) {
-			if at == nil || at.All {
-				for i := range v.state {
-					f(i)
-				}
-				return
-			}
-			for _, i := range at.Index {
-				if int(i) < len(v.state) {
-					f(int(i))
-				}
-			}
+		var vc *vectorChanges
+		if at == nil || at.All {
+			vc = wholeChanges(v.state, v.base)
+		} else {
+			vc = indexedChanges(v.state, v.base, at.Index)
 		}
-		each(func(i int) {
-			if math.Float64bits(v.state[i]) != math.Float64bits(v.base[i]) {
-				n++
-			}
-		})
-		vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
-		each(func(i int) {
-			if bits := math.Float64bits(v.state[i]); bits != math.Float64bits(v.base[i]) {
-				vc.Index = binary.LittleEndian.AppendUint32(vc.Index, uint32(i))
-				vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
-			}
-		})
 		*v.changes = vc
-		changed += n
+		changed += len(vc.Index) / 4
 		whole += len(v.state)
 	}
 	return c, 12*changed < 8*whole
@@ -148,6 +128,45 @@ func (c *vectorChanges) apply(base []float64) ([]float64, error) {
 		prev = i
 	}
 	return out, nil
+}
+
+// wholeChanges is the changes of state against base at every
+// coordinate: counted first, so that the vectors are allocated at their
+// size, as most coordinates of a whole vector are not changed.
+func wholeChanges(state, base []float64) *vectorChanges {
+	var n int
+	for i := range state {
+		if math.Float64bits(state[i]) != math.Float64bits(base[i]) {
+			n++
+		}
+	}
+	vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
+	for i := range state {
+		if bits := math.Float64bits(state[i]); bits != math.Float64bits(base[i]) {
+			vc.Index = binary.LittleEndian.AppendUint32(vc.Index, uint32(i))
+			vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
+		}
+	}
+	return vc
+}
+
+// indexedChanges is the changes of state against base at the
+// coordinates of index (those past state's end skipped), in one pass:
+// the coordinates a range marked changed mostly are, so the vectors are
+// allocated for all of them.
+func indexedChanges(state, base []float64, index []uint32) *vectorChanges {
+	n := min(len(index), len(state))
+	vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
+	for _, i := range index {
+		if int(i) >= len(state) {
+			continue
+		}
+		if bits := math.Float64bits(state[i]); bits != math.Float64bits(base[i]) {
+			vc.Index = binary.LittleEndian.AppendUint32(vc.Index, i)
+			vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
+		}
+	}
+	return vc
 }
 
 // challengerChangesOf is the changes of each challenger of r's state

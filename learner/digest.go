@@ -197,10 +197,22 @@ func (e *digestEncoder) str(s string) {
 	e.h.Write([]byte(s))
 }
 
+// floats encodes vs as float would each, a buffer's room at a time.
 func (e *digestEncoder) floats(vs []float64) {
 	e.uint(uint64(len(vs)))
-	for _, v := range vs {
-		e.float(v)
+	for len(vs) > 0 {
+		room := (cap(e.buf) - len(e.buf)) / 8
+		if room == 0 {
+			e.flush()
+			room = cap(e.buf) / 8
+		}
+		n := min(room, len(vs))
+		at := len(e.buf)
+		e.buf = e.buf[:at+8*n]
+		for i, v := range vs[:n] {
+			binary.LittleEndian.PutUint64(e.buf[at+8*i:], math.Float64bits(v))
+		}
+		vs = vs[n:]
 	}
 }
 
