@@ -168,6 +168,9 @@ type Epochs struct {
 	// mixed is the newest epoch whose mixed model the worker holds.
 	mixed     atomic.Uint64
 	readiness readiness
+	// outputs is the budget of batches the ranges' workers hold queued
+	// or being published, together.
+	outputs outputBudget
 
 	mu        sync.Mutex
 	positions map[string]int64 // the mixed model's, for Positions
@@ -244,7 +247,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	if cfg.EpochExamples <= 0 {
 		cfg.EpochExamples = 1
 	}
-	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions),
+	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions), outputs: newOutputBudget(rangesBatches),
 		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
 	if x.from == nil {
 		x.from = map[string]int64{}

@@ -216,6 +216,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	wcfg.AutoPromote, wcfg.Replayed = false, nil
 	wcfg.Snapshots, wcfg.Views = nil, false
 	wcfg.rangeJoin = rj
+	wcfg.budget = x.outputs
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
 	before := m.Counts().Examples

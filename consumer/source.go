@@ -58,8 +58,10 @@ type Output struct {
 // Sink publishes outputs.
 //
 // The bytes of a batch's keys and values belong to the caller, who reuses
-// them once Publish returns: a sink that needs them after that (a client
-// that may still send them, a copy it keeps) copies them first.
+// them once Publish returns, except after a Publish that ctx ended: its
+// batch may still be in flight, and the caller lets its bytes go without
+// reusing them. A sink that needs them after a Publish that returned
+// otherwise (a copy it keeps) copies them first.
 type Sink interface {
 	// Publish returns nil once the broker holds every output of batch
 	// durably (Kafka: acknowledged by all in-sync replicas; JetStream: a

@@ -87,6 +87,12 @@ type WorkerConfig struct {
 	// rangeJoin, set by the epochs for a range of a model with labels,
 	// gives each delayed example of the range the label its join decided.
 	rangeJoin *rangeJoin
+	// budget, set by the epochs for the ranges they learn at once, bounds
+	// the batches queued or being published across those workers: each
+	// holds a slot of it from its hand-over to the publisher until it is
+	// published or given up. Without it a worker holds up to
+	// queueBatches queued and a publish of up to maxPublish outputs.
+	budget outputBudget
 	// head, set by the epochs for the head of a shard of a model with
 	// labels (docs/labels.md, section 11.3), makes a worker with Labels
 	// predict the delayed examples with the newest mixed model it
@@ -133,6 +139,41 @@ const queueBatches = 8
 // many outputs, so a slow broker makes publishes larger but not
 // unbounded.
 const maxPublish = 16384
+
+// rangesBatches is the budget of batches the epochs' ranges hold queued
+// or being published, together: as many as one worker's queue, so that
+// the ranges learned at once do not each hold as much.
+const rangesBatches = queueBatches
+
+// outputBudget is a budget of processed batches, shared by workers: a
+// slot per batch that waits for its outputs or is being published. A
+// nil budget bounds nothing.
+type outputBudget chan struct{}
+
+func newOutputBudget(batches int) outputBudget { return make(outputBudget, batches) }
+
+// take gives b a slot unless it holds one, waiting until one is free;
+// false means ctx ended first. Without a budget it returns true at once.
+func (o outputBudget) take(ctx context.Context, b *outBatch) bool {
+	if o == nil || b.slot {
+		return true
+	}
+	select {
+	case o <- struct{}{}:
+		b.slot = true
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give returns b's slot, if it holds one.
+func (o outputBudget) give(b *outBatch) {
+	if b.slot {
+		b.slot = false
+		<-o
+	}
+}
 
 // The delays between attempts of a failed publish or snapshot write:
 // short at first, so a blip costs little, and during an outage an attempt
@@ -347,6 +388,7 @@ type outBatch struct {
 	fetched  time.Time
 	messages int
 	snap     *snapshotCopy // taken after this batch, if any
+	slot     bool          // holds a slot of the worker's budget
 }
 
 func (b *outBatch) reset() {
@@ -463,6 +505,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if unsent != nil {
 		left = append(left, unsent)
+	}
+	for _, b := range left {
+		w.cfg.budget.give(b)
 	}
 	close(snapStop)
 	cerr := <-snapDone
@@ -641,6 +686,10 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	}
 	// send queues b; false means the shutdown limit passed first.
 	send := func(b *outBatch) bool {
+		if !w.cfg.budget.take(flushCtx, b) {
+			unsent = b
+			return false
+		}
 		select {
 		case queue <- b:
 			return true
@@ -801,9 +850,17 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 		learned(b, start)
 		final := ctx.Err() != nil
 		b.snap = takeSnapshot(final)
-		select {
-		case queue <- b:
-		case <-ctx.Done():
+		// The budget is taken like the queue: a batch that waits for
+		// either once ctx is done is still sent, until the shutdown limit.
+		queued := false
+		if w.cfg.budget.take(ctx, b) {
+			select {
+			case queue <- b:
+				queued = true
+			case <-ctx.Done():
+			}
+		}
+		if !queued {
 			// Processed: it is in the model, so it must still be published.
 			if b.snap == nil {
 				b.snap = takeSnapshot(true)
@@ -1173,6 +1230,7 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 			if g.messages > 0 {
 				w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
 			}
+			w.cfg.budget.give(g)
 			w.batchPool.Put(g)
 		}
 	}

@@ -289,11 +289,11 @@ func (s *Sink) describeConfig(ctx context.Context, typ kafkago.ResourceType, res
 // WriteMessages. An output larger than MaxOutputBytes of its topic fails
 // on every attempt.
 //
-// Publish copies the batch's keys and values into one buffer, so the
-// caller may reuse its own once it returns, even when ctx ended it while
-// kafka-go still retries in the background (WriteMessages keeps the
-// messages' slices until they are written, past a cancelled ctx). A ctx
-// that is already done writes nothing.
+// Publish hands kafka-go the batch's keys and values without copying
+// them. WriteMessages keeps them past a ctx that ends before every write
+// finished, as consumer.Sink allows; otherwise it is done with them when
+// it returns, so the caller may reuse them then. A ctx that is already
+// done writes nothing.
 func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -301,24 +301,19 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	size := 0
-	for i := range batch {
-		size += len(batch[i].Key) + len(batch[i].Value)
-	}
-	buf := make([]byte, 0, size)
 	msgs := make([]kafkago.Message, len(batch))
 	for i := range batch {
 		o := &batch[i]
 		m := &msgs[i]
 		m.Topic = o.Topic
 		if len(o.Key) > 0 {
-			k := len(buf)
-			buf = append(buf, o.Key...)
-			m.Key = buf[k:len(buf):len(buf)]
+			m.Key = o.Key
 		}
-		v := len(buf)
-		buf = append(buf, o.Value...)
-		m.Value = buf[v:len(buf):len(buf)]
+		m.Value = o.Value
+		if m.Value == nil {
+			// An empty value, never a null one.
+			m.Value = []byte{}
+		}
 		if o.HasPartition {
 			m.WriterData = chosenPartition(o.Partition)
 		}
