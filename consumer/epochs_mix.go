@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -45,21 +46,30 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	diff := x.changedOf(states)
 	cdiffs := x.challengersChangedOf(base, states)
 	// The model is mixed without its challengers, each of which is mixed
-	// by itself, over what it changed (docs/scale-out.md, section 3.10).
+	// by itself, over what it changed (docs/scale-out.md, section 3.10):
+	// from vectors of their own, so beside the model.
+	crule := x.cfg.ChallengerRule
+	if crule == "" {
+		crule = rule
+	}
+	var (
+		challengers []learner.ChallengerState
+		cerr        error
+		cmixed      = make(chan struct{})
+	)
+	go func() {
+		defer close(cmixed)
+		challengers, cerr = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs)
+	}()
 	mixed, err := learner.MixChanged(rule, withoutChallengers(base)[0], withoutChallengers(states...), weights, diff)
-	if err != nil {
+	<-cmixed
+	if err = cmp.Or(err, cerr); err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
 	// Promotions are made after a mix, never in a range: the history is
 	// W_{e-1}'s.
 	mixed.Promotions = slices.Clone(base.Promotions)
-	crule := x.cfg.ChallengerRule
-	if crule == "" {
-		crule = rule
-	}
-	if mixed.Challengers, err = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs); err != nil {
-		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
-	}
+	mixed.Challengers = challengers
 	m, err := learner.Adopt(mixed)
 	if err != nil {
 		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)

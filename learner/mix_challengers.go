@@ -3,6 +3,7 @@ package learner
 import (
 	"fmt"
 	"math/bits"
+	"sync"
 )
 
 // MixChallengers mixes the challengers of states, learned from base, as
@@ -31,32 +32,51 @@ func MixChallengers(rule MixRule, kind MixWeights, base *State, states []*State,
 		}
 		return nil, nil
 	}
-	out := make([]ChallengerState, len(base.Challengers))
-	cstates := make([]*State, len(states))
-	comps := make([]*ComparisonState, len(states))
 	for i := range base.Challengers {
-		bc := &base.Challengers[i]
 		for k, st := range states {
-			if len(st.Challengers) != len(base.Challengers) || st.Challengers[i].Name != bc.Name {
-				return nil, fmt.Errorf("mix: state %d has not the base's challengers (%d, the base %d; challenger %d is not %s)", k, len(st.Challengers), len(base.Challengers), i, bc.Name)
+			if len(st.Challengers) != len(base.Challengers) || st.Challengers[i].Name != base.Challengers[i].Name {
+				return nil, fmt.Errorf("mix: state %d has not the base's challengers (%d, the base %d; challenger %d is not %s)", k, len(st.Challengers), len(base.Challengers), i, base.Challengers[i].Name)
 			}
-			cstates[k], comps[k] = st.Challengers[i].State, &st.Challengers[i].Comparison
 		}
-		diff := AllCoords
-		if i < len(changed) {
-			diff = changed[i]
-		}
-		mixed, err := MixChanged(rule, bc.State, cstates, MixWeightsOf(kind, bc.State, cstates), diff)
+	}
+	// Each challenger is mixed from its own vectors alone: they are mixed
+	// side by side, each into its own place of out.
+	out := make([]ChallengerState, len(base.Challengers))
+	errs := make([]error, len(base.Challengers))
+	var wg sync.WaitGroup
+	for i := range base.Challengers {
+		wg.Go(func() { out[i], errs[i] = mixChallenger(rule, kind, base, states, changed, i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("challenger %s: %w", bc.Name, err)
+			return nil, err
 		}
-		c, err := combineComparisons(&bc.Comparison, comps)
-		if err != nil {
-			return nil, fmt.Errorf("challenger %s: %w", bc.Name, err)
-		}
-		out[i] = ChallengerState{Name: bc.Name, State: mixed, Comparison: c}
 	}
 	return out, nil
+}
+
+// mixChallenger is MixChallengers of challenger i alone.
+func mixChallenger(rule MixRule, kind MixWeights, base *State, states []*State, changed []Coords, i int) (ChallengerState, error) {
+	bc := &base.Challengers[i]
+	cstates := make([]*State, len(states))
+	comps := make([]*ComparisonState, len(states))
+	for k, st := range states {
+		cstates[k], comps[k] = st.Challengers[i].State, &st.Challengers[i].Comparison
+	}
+	diff := AllCoords
+	if i < len(changed) {
+		diff = changed[i]
+	}
+	mixed, err := MixChanged(rule, bc.State, cstates, MixWeightsOf(kind, bc.State, cstates), diff)
+	if err != nil {
+		return ChallengerState{}, fmt.Errorf("challenger %s: %w", bc.Name, err)
+	}
+	c, err := combineComparisons(&bc.Comparison, comps)
+	if err != nil {
+		return ChallengerState{}, fmt.Errorf("challenger %s: %w", bc.Name, err)
+	}
+	return ChallengerState{Name: bc.Name, State: mixed, Comparison: c}, nil
 }
 
 // combineComparisons is base's comparison with each of cs's increase
