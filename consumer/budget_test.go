@@ -114,6 +114,25 @@ func budgetMessages(source string, n int) []Message {
 	return msgs
 }
 
+// runBudgetWorkers starts len(errs) workers on wg that share budget and
+// sink, worker i reading perWorker messages of its own and setting errs[i]
+// as it stops.
+func runBudgetWorkers(ctx context.Context, t *testing.T, wg *sync.WaitGroup, errs []error, sink *budgetSink, ledger *budgetLedger, budget outputBudget, perWorker int, shutdown time.Duration) {
+	t.Helper()
+	for i := range errs {
+		model, err := learner.New(learner.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := WorkerConfig{Model: "m", Batch: 1, Publish: wire.PublishAll,
+			Predictions: Destination{Sink: sink, Topic: "pred"}, Misclassifications: Destination{Sink: sink, Topic: "mis"},
+			ShutdownTimeout: shutdown, budget: budget}
+		src := &budgetSource{ledger: ledger, msgs: budgetMessages(fmt.Sprintf("memory:in/%d", i), perWorker)}
+		w := NewWorker(cfg, src, model, nil, nil, zap.NewNop())
+		wg.Go(func() { errs[i] = w.Run(ctx) })
+	}
+}
+
 // TestOutputBudgetShared runs workers that share a budget of batches, as
 // the epochs' ranges do: together they never get further ahead of their
 // durable outputs than the budget and one batch each, every output is
@@ -129,18 +148,7 @@ func TestOutputBudgetShared(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
-	for i := range workers {
-		model, err := learner.New(learner.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := WorkerConfig{Model: "m", Batch: 1, Publish: wire.PublishAll,
-			Predictions: Destination{Sink: sink, Topic: "pred"}, Misclassifications: Destination{Sink: sink, Topic: "mis"},
-			ShutdownTimeout: time.Second, budget: budget}
-		src := &budgetSource{ledger: ledger, msgs: budgetMessages(fmt.Sprintf("memory:in/%d", i), perWorker)}
-		w := NewWorker(cfg, src, model, nil, nil, zap.NewNop())
-		wg.Go(func() { errs[i] = w.Run(ctx) })
-	}
+	runBudgetWorkers(ctx, t, &wg, errs, sink, ledger, budget, perWorker, time.Second)
 	ledger.mu.Lock()
 	for ledger.durable < ledger.total {
 		ledger.cond.Wait()
@@ -180,18 +188,7 @@ func TestOutputBudgetShared(t *testing.T) {
 	sink = &budgetSink{ledger: ledger, ahead: ahead, keys: map[string]int{}}
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	for i := range workers {
-		model, err := learner.New(learner.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := WorkerConfig{Model: "m", Batch: 1, Publish: wire.PublishAll,
-			Predictions: Destination{Sink: sink, Topic: "pred"}, Misclassifications: Destination{Sink: sink, Topic: "mis"},
-			ShutdownTimeout: 50 * time.Millisecond, budget: budget}
-		src := &budgetSource{ledger: ledger, msgs: budgetMessages(fmt.Sprintf("memory:in/%d", i), perWorker)}
-		w := NewWorker(cfg, src, model, nil, nil, zap.NewNop())
-		wg.Go(func() { errs[i] = w.Run(ctx) })
-	}
+	runBudgetWorkers(ctx, t, &wg, errs, sink, ledger, budget, perWorker, 50*time.Millisecond)
 	ledger.mu.Lock()
 	for ledger.fetched < ahead {
 		ledger.cond.Wait()
