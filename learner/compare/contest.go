@@ -140,7 +140,7 @@ func (c *Contest) LearnChunk(chunk [][]*learner.Example) {
 	workers := min(runtime.GOMAXPROCS(0), len(c.models))
 	if workers <= 1 || n < minParallelChunk {
 		for i := range c.models {
-			c.learnChunk(i, chunk)
+			c.learnEntrant(i, chunk)
 		}
 	} else {
 		c.spread(workers, chunk)
@@ -173,7 +173,7 @@ func (c *Contest) spread(workers int, chunk [][]*learner.Example) {
 			}
 			i := c.order[k]
 			start := time.Now()
-			c.learnChunk(i, chunk)
+			c.learnEntrant(i, chunk)
 			c.cost[i] = time.Since(start)
 		}
 	}
@@ -190,10 +190,10 @@ func (c *Contest) spread(workers int, chunk [][]*learner.Example) {
 	slices.SortStableFunc(c.order, func(a, b int) int { return int(c.cost[b] - c.cost[a]) })
 }
 
-// learnChunk has entrant i learn every example of chunk in order,
+// learnEntrant has entrant i learn every example of chunk in order,
 // keeping its losses in c.losses[i] and c.learned[i]. It touches entrant
 // i's state alone, so that entrants learn on goroutines of their own.
-func (c *Contest) learnChunk(i int, chunk [][]*learner.Example) {
+func (c *Contest) learnEntrant(i int, chunk [][]*learner.Example) {
 	m, h := c.models[i], c.hashing[i]
 	losses, learned := c.losses[i], c.learned[i]
 	own, labeled := c.own[i], c.labeled[i]
