@@ -35,7 +35,8 @@ type Options struct {
 }
 
 // Run reads the examples of r once, in order, and has the model and every
-// challenger predict, then learn, each one (compare.Contest). An example
+// challenger predict, then learn, each one (compare.Contest), a chunk of
+// the reader's at a time (Contest.LearnChunk). An example
 // is decoded once, on ReadExamples' workers, into one example per hashing
 // among them (ReadOptions.Also): for a challenger that changes hash_bits
 // or hash_seed, the names read for the model's are hashed with its
@@ -53,18 +54,21 @@ func Run(ctx context.Context, r io.Reader, opts Options) (*compare.Contest, erro
 	for _, h := range hashings[1:] {
 		read.Also = append(read.Also, func() *wire.Decoder { return wire.NewDecoder(h, opts.Decoder) })
 	}
-	xs := make([]*learner.Example, len(hashings))
 	newDecoder := func() *wire.Decoder { return wire.NewDecoder(hashings[0], opts.Decoder) }
-	err = wire.ReadExamples(ctx, r, newDecoder, read, func(rec *wire.Record) error {
-		if rec.Err != nil {
-			if opts.Invalid != nil {
-				opts.Invalid(rec)
+	var b batch
+	err = wire.ReadRecords(ctx, r, newDecoder, read, func(recs []wire.Record) error {
+		b.reset()
+		for i := range recs {
+			rec := &recs[i]
+			if rec.Err != nil {
+				if opts.Invalid != nil {
+					opts.Invalid(rec)
+				}
+				continue
 			}
-			return nil
+			b.add(rec.Example, rec.Also)
 		}
-		xs[0] = rec.Example
-		copy(xs[1:], rec.Also)
-		c.Learn(xs)
+		c.LearnChunk(b.chunk(len(hashings)))
 		return nil
 	})
 	return c, err
@@ -84,13 +88,14 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 	}
 	hashings := c.Hashings()
 	decoders := make([]*wire.Decoder, len(hashings))
-	examples := make([]learner.Example, len(hashings))
-	xs := make([]*learner.Example, len(hashings))
-	errs := make([]error, len(hashings)-1)
 	for k := range hashings {
 		decoders[k] = wire.NewDecoder(hashings[k], opts.Decoder)
-		xs[k] = &examples[k]
 	}
+	errs := make([]error, len(hashings)-1)
+	// examples holds a fetch's messages decoded, one run of len(hashings)
+	// per message, reused from fetch to fetch.
+	var examples []learner.Example
+	var b batch
 	n := 0
 	for {
 		msgs, err := src.Fetch(ctx, 1000)
@@ -100,8 +105,14 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 		if err != nil {
 			return c, err
 		}
+		if want := len(msgs) * len(hashings); len(examples) < want {
+			examples = append(examples, make([]learner.Example, want-len(examples))...)
+		}
+		b.reset()
+		used := 0
 		for i := range msgs {
 			n++
+			xs := b.ptrs(examples[used : used+len(hashings)])
 			_, derr := decoders[0].DecodeHashings(msgs[i].Value, wire.FormatAuto, xs[0], decoders[1:], xs[1:], errs)
 			for _, err := range errs {
 				if derr == nil {
@@ -109,14 +120,54 @@ func RunSource(ctx context.Context, src consumer.Source, opts Options) (*compare
 				}
 			}
 			if derr != nil {
+				b.drop(len(hashings))
 				if opts.Invalid != nil {
 					opts.Invalid(&wire.Record{N: n, Err: fmt.Errorf("%s/%d: %w", msgs[i].Position.Source, msgs[i].Position.Offset, derr), Payload: msgs[i].Value})
 				}
 				continue
 			}
-			c.Learn(xs)
+			used += len(hashings)
 		}
+		c.LearnChunk(b.chunk(len(hashings)))
 	}
+}
+
+// batch gathers a chunk of examples for Contest.LearnChunk, each as
+// one run of pointers, one per hashing, in buffers reused from chunk to
+// chunk.
+type batch struct {
+	flat []*learner.Example
+	runs [][]*learner.Example
+}
+
+func (b *batch) reset() { b.flat = b.flat[:0] }
+
+// add appends an example: x under the first hashing, also under the
+// others.
+func (b *batch) add(x *learner.Example, also []*learner.Example) {
+	b.flat = append(b.flat, x)
+	b.flat = append(b.flat, also...)
+}
+
+// ptrs appends pointers to xs, one example per hashing, and returns them.
+func (b *batch) ptrs(xs []learner.Example) []*learner.Example {
+	start := len(b.flat)
+	for k := range xs {
+		b.flat = append(b.flat, &xs[k])
+	}
+	return b.flat[start:]
+}
+
+// drop takes back the last example appended, of h hashings.
+func (b *batch) drop(h int) { b.flat = b.flat[:len(b.flat)-h] }
+
+// chunk is the examples added since reset, each h pointers long.
+func (b *batch) chunk(h int) [][]*learner.Example {
+	b.runs = b.runs[:0]
+	for j := 0; j+h <= len(b.flat); j += h {
+		b.runs = append(b.runs, b.flat[j:j+h:j+h])
+	}
+	return b.runs
 }
 
 // Line is one challenger's JSON line (WriteJSON).

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
@@ -166,4 +170,51 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// TestRunSourceIsRun: a source's log, learned a fetch at a time, gives
+// the standings and traces of the same records read from a file, to the
+// bit, records that do not decode included, with challengers of other
+// hashings.
+func TestRunSourceIsRun(t *testing.T) {
+	model := learner.DefaultConfig()
+	model.HashBits = 14
+	seed, bits, perceptron := model, model, model
+	seed.HashSeed = 7
+	bits.HashBits = 12
+	perceptron.Algorithm = learner.Perceptron
+	opts := backtest.Options{
+		Model: compare.Entrant{Name: "arow", Config: model}, Alpha: 0.05,
+		Challengers: []compare.Entrant{{Name: "seed", Config: seed}, {Name: "bits", Config: bits}, {Name: "perceptron", Config: perceptron}},
+	}
+	lines := bytes.SplitAfter(stream(4000, false), []byte("\n"))
+	lines = lines[:len(lines)-1]
+	lines = slices.Insert(lines, 2500, []byte("garbage\n"))
+	lines = slices.Insert(lines, 10, []byte("{\"label\":1,\"features\":[\n"))
+	log := memory.NewLog("examples", 1)
+	log.Append(0, lines...)
+
+	var fileInvalid, logInvalid []int
+	opts.Invalid = func(rec *wire.Record) { fileInvalid = append(fileInvalid, rec.N) }
+	want, err := backtest.Run(context.Background(), bytes.NewReader(bytes.Join(lines, nil)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Invalid = func(rec *wire.Record) { logInvalid = append(logInvalid, rec.N) }
+	src := &consumer.Range{Source: memory.NewSource(log, nil), End: consumer.OffsetBefore(int64(len(lines)))}
+	got, err := backtest.RunSource(context.Background(), src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fileInvalid, []int{11, 2502}) || !slices.Equal(logInvalid, fileInvalid) {
+		t.Errorf("records reported invalid: %v from the log, %v from the file; want [11 2502]", logInvalid, fileInvalid)
+	}
+	if g, w := got.Standings(), want.Standings(); !reflect.DeepEqual(g, w) || w[0].Examples != 4000 {
+		t.Errorf("standings from the log\n%+v\nfrom the file\n%+v", g, w)
+	}
+	for i, tr := range want.Traces() {
+		if g, w := got.Traces()[i].Points(), tr.Points(); !reflect.DeepEqual(g, w) {
+			t.Errorf("challenger %d: trace of %d points from the log, %d from the file, not the same", i+1, len(g), len(w))
+		}
+	}
 }

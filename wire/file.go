@@ -73,6 +73,23 @@ type ReadOptions struct {
 // (a msgpack stream with a bad type byte, a truncated last map) end it
 // with an error.
 func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, opts ReadOptions, fn func(*Record) error) error {
+	return ReadRecords(ctx, r, newDecoder, opts, func(recs []Record) error {
+		for i := range recs {
+			if err := fn(&recs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ReadRecords is ReadExamples handing fn the records a run at a time
+// rather than one by one: every call has the records that follow the
+// last call's, in input order, at least one of them, valid only during
+// fn. A run is the records of one chunk of ReadOptions.ChunkSize bytes,
+// so that a caller can work on many records at once, such as learning
+// them on several goroutines.
+func ReadRecords(ctx context.Context, r io.Reader, newDecoder func() *Decoder, opts ReadOptions, fn func([]Record) error) error {
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -506,7 +523,7 @@ func (c *chunk) prepareAlso(k int) {
 }
 
 // deliver calls fn for the records of the decoded chunks in order.
-func (p *pipeline) deliver(ctx context.Context, fn func(*Record) error) error {
+func (p *pipeline) deliver(ctx context.Context, fn func([]Record) error) error {
 	pending := map[int]*chunk{}
 	next := 0
 	for c := range p.decoded {
@@ -518,8 +535,8 @@ func (p *pipeline) deliver(ctx context.Context, fn func(*Record) error) error {
 			}
 			delete(pending, next)
 			next++
-			for i := range c.recs {
-				if err := fn(&c.recs[i]); err != nil {
+			if len(c.recs) > 0 {
+				if err := fn(c.recs); err != nil {
 					return err
 				}
 			}

@@ -72,6 +72,45 @@ func TestReadExamplesKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestReadRecordsHandsRuns: ReadRecords hands the records in runs, none
+// empty, that follow one another in order and together are every
+// record; with chunks of many records, a run holds more than one.
+func TestReadRecordsHandsRuns(t *testing.T) {
+	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
+		for _, chunk := range []int{7, 4096} {
+			t.Run(fmt.Sprintf("%s/chunk=%d", format, chunk), func(t *testing.T) {
+				data := stream(500, format)
+				next, runs, longest := 1, 0, 0
+				err := wire.ReadRecords(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Format: format, Workers: 3, ChunkSize: chunk}, func(recs []wire.Record) error {
+					if len(recs) == 0 {
+						return errors.New("an empty run")
+					}
+					for i := range recs {
+						if recs[i].Err != nil {
+							return recs[i].Err
+						}
+						if recs[i].N != next || string(recs[i].Meta.ID) != fmt.Sprint(next) {
+							return fmt.Errorf("record %d (id %s) where %d was due", recs[i].N, recs[i].Meta.ID, next)
+						}
+						next++
+					}
+					runs, longest = runs+1, max(longest, len(recs))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next != 501 {
+					t.Fatalf("%d records, want 500", next-1)
+				}
+				if chunk == 4096 && longest < 2 {
+					t.Errorf("%d runs of at most %d records from chunks of %d bytes", runs, longest, chunk)
+				}
+			})
+		}
+	}
+}
+
 func TestReadExamplesReportsBadRecordsAndGoesOn(t *testing.T) {
 	in := "{\"label\":1,\"features\":{\"a\":1}}\n\n   \n{\"label\":\"x\"}\nnot json\n{\"label\":-1,\"x\":[1,2]}"
 	var got []string

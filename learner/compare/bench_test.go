@@ -119,3 +119,43 @@ func BenchmarkSequenceOnePoint(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkContestLearn is the learning of backtest's "seed" contest
+// (the default model, the perceptron, pa1 and the model under another
+// hash seed) over 20,000 decoded examples of the default synthetic
+// stream, per example: "example" one example at a time (Learn, on one
+// goroutine), "chunk" 2,000 at a time (LearnChunk, the entrants on up
+// to GOMAXPROCS goroutines).
+//
+//	go test ./learner/compare -run '^$' -bench ContestLearn
+func BenchmarkContestLearn(b *testing.B) {
+	model := learner.DefaultConfig()
+	perceptron, pa1, seed := model, model, model
+	perceptron.Algorithm = learner.Perceptron
+	pa1.Algorithm = learner.PA1
+	seed.HashSeed = 7
+	challengers := []compare.Entrant{{Name: "perceptron", Config: perceptron}, {Name: "pa1", Config: pa1}, {Name: "seed", Config: seed}}
+	const n, chunk = 20000, 2000
+	for _, name := range []string{"example", "chunk"} {
+		b.Run(name, func(b *testing.B) {
+			c, err := compare.NewContest(compare.Entrant{Name: "model", Config: model}, challengers, 0.05)
+			if err != nil {
+				b.Fatal(err)
+			}
+			xs := examples(synth.DefaultOptions(), c.Hashings(), n)
+			b.ResetTimer()
+			for range b.N {
+				for j := 0; j < n; j += chunk {
+					if name == "chunk" {
+						c.LearnChunk(xs[j : j+chunk])
+						continue
+					}
+					for _, x := range xs[j : j+chunk] {
+						c.Learn(x)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/example")
+		})
+	}
+}

@@ -2,7 +2,11 @@ package compare
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
@@ -31,8 +35,16 @@ type Contest struct {
 	traces   []*Trace         // likewise
 	own      []Loss           // each entrant's loss sums over its labeled examples
 	labeled  []int            // each entrant's labeled examples
-	losses   []Loss           // the current example's, per entrant
-	learned  []bool           // whether the current example was learned, per entrant
+	// losses[i][j] is entrant i's loss on example j of the chunk being
+	// learned, and learned[i][j] whether it learned it (LearnChunk).
+	losses  [][]Loss
+	learned [][]bool
+	// cost is the time each entrant took over the last chunk it learned
+	// on several goroutines, and order the entrants from the costliest:
+	// the order in which the goroutines take them up.
+	cost  []time.Duration
+	order []int
+	one   [1][]*learner.Example // Learn's chunk
 }
 
 // NewContest returns a contest of model, named name, and challengers, at
@@ -74,7 +86,11 @@ func NewContest(model Entrant, challengers []Entrant, alpha float64) (*Contest, 
 		}
 	}
 	n := len(c.entrants)
-	c.own, c.labeled, c.losses, c.learned = make([]Loss, n), make([]int, n), make([]Loss, n), make([]bool, n)
+	c.own, c.labeled, c.losses, c.learned = make([]Loss, n), make([]int, n), make([][]Loss, n), make([][]bool, n)
+	c.cost, c.order = make([]time.Duration, n), make([]int, n)
+	for i := range c.order {
+		c.order[i] = i
+	}
 	return c, nil
 }
 
@@ -91,28 +107,110 @@ func (c *Contest) Entrants() []Entrant { return slices.Clone(c.entrants) }
 // and a challenger learned adds their pair of losses to the challenger's
 // comparison. Learn does not allocate.
 func (c *Contest) Learn(xs []*learner.Example) {
-	for i, m := range c.models {
-		x := xs[c.hashing[i]]
+	c.one[0] = xs
+	c.LearnChunk(c.one[:])
+	c.one[0] = nil
+}
+
+// minParallelChunk is the least number of examples LearnChunk spreads
+// over goroutines: below it, starting them costs more than it saves.
+const minParallelChunk = 64
+
+// LearnChunk is Learn of chunk[0], then chunk[1], and so on: chunk[j] is
+// example j as Learn takes it. Its results are those of Learn example by
+// example, to the bit: each entrant learns the examples in order, and
+// the pairs of losses are added to the comparisons in order. The entrants
+// learn the chunk on up to GOMAXPROCS goroutines, one entrant on one
+// goroutine at a time (a contest of one entrant, or a chunk of fewer than
+// minParallelChunk examples, is learned on the calling goroutine), and
+// LearnChunk returns when all have learned it; the examples are only
+// read, so entrants that share a hashing share them. LearnChunk allocates
+// only when a chunk is longer than any before, and for its goroutines.
+func (c *Contest) LearnChunk(chunk [][]*learner.Example) {
+	n := len(chunk)
+	if n == 0 {
+		return
+	}
+	for i := range c.models {
+		if cap(c.losses[i]) < n {
+			c.losses[i], c.learned[i] = make([]Loss, n), make([]bool, n)
+		}
+		c.losses[i], c.learned[i] = c.losses[i][:n], c.learned[i][:n]
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(c.models))
+	if workers <= 1 || n < minParallelChunk {
+		for i := range c.models {
+			c.learnEntrant(i, chunk)
+		}
+	} else {
+		c.spread(workers, chunk)
+	}
+	model, modelLearned := c.losses[0], c.learned[0]
+	for j := range n {
+		if !modelLearned[j] {
+			continue
+		}
+		for i, cmp := range c.comps {
+			if c.learned[i+1][j] {
+				cmp.Add(model[j], c.losses[i+1][j])
+				c.traces[i].observe(cmp)
+			}
+		}
+	}
+}
+
+// spread has workers goroutines, the calling one among them, learn chunk,
+// each taking the next entrant in c.order until none is left. The
+// costliest go first, so that a cheap entrant fills in beside a costly
+// one rather than waiting alone at the end; the order is last chunk's.
+func (c *Contest) spread(workers int, chunk [][]*learner.Example) {
+	var next atomic.Int32
+	work := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(c.order) {
+				return
+			}
+			i := c.order[k]
+			start := time.Now()
+			c.learnEntrant(i, chunk)
+			c.cost[i] = time.Since(start)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	slices.SortStableFunc(c.order, func(a, b int) int { return int(c.cost[b] - c.cost[a]) })
+}
+
+// learnEntrant has entrant i learn every example of chunk in order,
+// keeping its losses in c.losses[i] and c.learned[i]. It touches entrant
+// i's state alone, so that entrants learn on goroutines of their own.
+func (c *Contest) learnEntrant(i int, chunk [][]*learner.Example) {
+	m, h := c.models[i], c.hashing[i]
+	losses, learned := c.losses[i], c.learned[i]
+	own, labeled := c.own[i], c.labeled[i]
+	for j, xs := range chunk {
+		x := xs[h]
 		o := m.Learn(x)
-		c.learned[i] = o.Labeled
+		learned[j] = o.Labeled
 		if !o.Labeled {
 			continue
 		}
 		l := LossOf(&o, x.Label)
-		c.losses[i] = l
-		c.labeled[i]++
-		c.own[i].LogLoss += l.LogLoss
-		c.own[i].Error += l.Error
+		losses[j] = l
+		labeled++
+		own.LogLoss += l.LogLoss
+		own.Error += l.Error
 	}
-	if !c.learned[0] {
-		return
-	}
-	for i, cmp := range c.comps {
-		if c.learned[i+1] {
-			cmp.Add(c.losses[0], c.losses[i+1])
-			c.traces[i].observe(cmp)
-		}
-	}
+	c.own[i], c.labeled[i] = own, labeled
 }
 
 // Standing is one entrant's measures over the labeled examples it

@@ -2,6 +2,9 @@ package compare_test
 
 import (
 	"math"
+	"reflect"
+	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -192,5 +195,101 @@ func TestContestLearnDoesNotAllocate(t *testing.T) {
 	xs := h.next()
 	if n := testing.AllocsPerRun(1000, func() { c.Learn(xs) }); n != 0 {
 		t.Errorf("Learn allocates %v times per example", n)
+	}
+}
+
+// examples are n records of a synthetic stream, each once per hashing
+// (as Contest.Learn takes it), kept apart so that they can be learned a
+// chunk at a time.
+func examples(o synth.Options, hashings []learner.Config, n int) [][]*learner.Example {
+	h := newHashedStream(o, hashings)
+	xs := make([][]*learner.Example, n)
+	for j := range xs {
+		for _, x := range h.next() {
+			c := *x
+			c.Index, c.Value = slices.Clone(x.Index), slices.Clone(x.Value)
+			xs[j] = append(xs[j], &c)
+		}
+	}
+	return xs
+}
+
+// TestLearnChunkIsLearnInOrder: a contest learned a chunk at a time, on
+// several goroutines, ends with the standings, results and traces of one
+// learned an example at a time, to the bit, whatever the chunks' sizes,
+// on a stream with unlabeled examples and entrants of three hashings.
+func TestLearnChunkIsLearnInOrder(t *testing.T) {
+	// Goroutines enough for every entrant, whatever the machine's cores.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	arow := learner.DefaultConfig()
+	arow.HashBits = 12
+	perceptron := arow
+	perceptron.Algorithm = learner.Perceptron
+	seed := arow
+	seed.HashSeed = 5
+	bits := arow
+	bits.HashBits = 10
+	model := compare.Entrant{Name: "arow", Config: arow}
+	challengers := []compare.Entrant{{Name: "perceptron", Config: perceptron}, {Name: "seed", Config: seed}, {Name: "bits", Config: bits}}
+	newContest := func(challengers []compare.Entrant) *compare.Contest {
+		c, err := compare.NewContest(model, challengers, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	o := synth.Options{Features: 20, Vocab: 3000, Noise: 0.1, Unlabeled: 0.3, Seed: 3}
+	const n = 3000 // past the traces' first thinning
+	for _, tc := range []struct {
+		name        string
+		challengers []compare.Entrant
+	}{{"four entrants", challengers}, {"the model alone", nil}} {
+		want := newContest(tc.challengers)
+		xs := examples(o, want.Hashings(), n)
+		for _, x := range xs {
+			want.Learn(x)
+		}
+		if len(tc.challengers) > 0 && want.Result(2).LogLossDiff == 0 {
+			t.Fatal("the seed challenger learned as the model did: the hashings did not reach the entrants")
+		}
+		for _, size := range []int{1, 7, 64, 500, n} {
+			t.Run(tc.name+"/chunks of "+strconv.Itoa(size), func(t *testing.T) {
+				got := newContest(tc.challengers)
+				for j := 0; j < n; j += size {
+					got.LearnChunk(xs[j:min(j+size, n)])
+				}
+				if g, w := got.Standings(), want.Standings(); !reflect.DeepEqual(g, w) {
+					t.Errorf("standings\n%+v\nwant\n%+v", g, w)
+				}
+				for i := range tc.challengers {
+					g, w := got.Traces()[i].Points(), want.Traces()[i].Points()
+					if !reflect.DeepEqual(g, w) {
+						t.Errorf("%s's trace of %d points differs from the one of %d learned in order", tc.challengers[i].Name, len(g), len(w))
+					}
+				}
+				for i := range len(tc.challengers) + 1 {
+					if g, w := got.Model(i).Metrics(), want.Model(i).Metrics(); !reflect.DeepEqual(g, w) {
+						t.Errorf("entrant %d's metrics %+v; want %+v", i, g, w)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestLearnChunkAllocatesOnlyForItsGoroutines(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	seed := cfg
+	seed.HashSeed = 9
+	c, err := compare.NewContest(compare.Entrant{Name: "model", Config: cfg}, []compare.Entrant{{Name: "seed", Config: seed}, {Name: "pa1", Config: cfg}}, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := examples(synth.DefaultOptions(), c.Hashings(), 3000)
+	c.LearnChunk(xs[:2000]) // past the trace's first points and the largest chunk
+	// Per chunk of 1000 examples: at most the goroutines' few allocations
+	// and the sorting of the entrants, none per example.
+	if n := testing.AllocsPerRun(20, func() { c.LearnChunk(xs[2000:]) }); n > 10 {
+		t.Errorf("LearnChunk of 1000 examples allocates %v times", n)
 	}
 }
