@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // shardHead is the head of an owned shard of a model with labels
@@ -52,7 +53,11 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	if err != nil {
 		return err
 	}
-	src, err := x.cfg.Shards.Open(ctx, r.Shard, r.From)
+	id, err := shardid.Parse(r.Shard)
+	if err != nil {
+		return err
+	}
+	src, err := x.cfg.Shards.Open(ctx, id, r.From)
 	if err != nil {
 		return fmt.Errorf("the head of shard %s: %w", r.Shard, err)
 	}
@@ -95,9 +100,9 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	wcfg.head = x.View
 	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
 	metrics := x.headMetricsOf(r.Shard)
-	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, metrics, log)
+	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard.String(): r.Labels.From}, metrics, log)
 	hctx, cancel := context.WithCancel(ctx)
-	h = &shardHead{w: w, lshard: lshard, cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
+	h = &shardHead{w: w, lshard: lshard.String(), cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
 	go func() {
 		err := w.Run(hctx)
 		metrics.Join.stopped(r.Shard)

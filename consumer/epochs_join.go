@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -26,7 +27,7 @@ type EpochLabels struct {
 	Shards Shards
 	// CoShard names the labels' partition co-partitioned with an
 	// examples' shard; an error when there is none (the counts differ).
-	CoShard func(shard string) (string, error)
+	CoShard func(shard string) (shardid.ID, error)
 	// State are the joins of the model the epochs continue from, by
 	// shard (snapshot.Snapshot.Joins); nil for none.
 	State map[string]*JoinState
@@ -111,7 +112,7 @@ func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]
 // labelsEnds are the ends of the labels' partitions, by the examples'
 // shard each is co-partitioned with.
 func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]int64, error) {
-	var ends map[string]int64
+	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the labels' ends", func(ctx context.Context) (err error) {
 		ends, err = x.cfg.Labels.Shards.Ends(ctx)
 		return err
@@ -165,7 +166,7 @@ func (x *Epochs) readLabels(ctx context.Context, shard string, r *epochlog.Label
 		return fmt.Errorf("labels %s: %w", lshard, err)
 	}
 	defer src.Close() //nolint:errcheck // it only read
-	rg := &Range{Source: src, End: ResumeTo(r.To), Sources: []string{lshard}, Last: r.From}
+	rg := &Range{Source: src, End: ResumeTo(r.To), Sources: []string{lshard.String()}, Last: r.From}
 	dec := wire.NewDecoder(cfg, x.cfg.Worker.Decoder)
 	var scratch learner.Example
 	for !rg.Complete() {

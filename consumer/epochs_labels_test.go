@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,12 +63,13 @@ func (j *joinedEpochs) config(store *snapshot.Store, sink *memory.Sink, writer s
 		Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
 		Format: wire.FormatJSON,
 		Shards: j.labels,
-		CoShard: func(shard string) (string, error) {
-			p, ok := strings.CutPrefix(shard, "memory:examples/")
-			if !ok {
-				return "", fmt.Errorf("no labels' partition for %s", shard)
+		CoShard: func(shard string) (shardid.ID, error) {
+			id, err := shardid.Parse(shard)
+			p, ok := id.Partition()
+			if err != nil || !ok || id.Name() != "examples" {
+				return shardid.ID{}, fmt.Errorf("no labels' partition for %s", shard)
 			}
-			return "memory:labels/" + p, nil
+			return j.labels.Shard(p), nil
 		},
 	}
 	return cfg

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 
 	"gocloud.dev/blob/memblob"
 
@@ -88,12 +89,12 @@ type openCountingShards struct {
 	opened map[string]int
 }
 
-func (s *openCountingShards) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (s *openCountingShards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	s.mu.Lock()
 	if s.opened == nil {
 		s.opened = map[string]int{}
 	}
-	s.opened[shard]++
+	s.opened[shard.String()]++
 	s.mu.Unlock()
 	return s.Shards.Open(ctx, shard, from)
 }

@@ -293,7 +293,7 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 			return err
 		}
 		res.Labels, res.Reached = r.Labels, reached
-		if res.Join, err = rj.state(r.Shard, lshard, reached); err != nil {
+		if res.Join, err = rj.state(r.Shard, lshard.String(), reached); err != nil {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -356,6 +357,10 @@ func (p *Partitions) forget(shard string) {
 // the worker joins the shard's labels' partition to it, its head reading
 // from where the chain's join had read (docs/labels.md, section 6).
 func (p *Partitions) runShard(ctx context.Context, shard string) error {
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return err
+	}
 	ch, err := p.cfg.Open(ctx, shard)
 	if err != nil {
 		return fmt.Errorf("open the chain: %w", err)
@@ -376,7 +381,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		lc.State, lc.Shard = ch.Join, shard
 		if lc.OpenTail == nil {
 			lc.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
-				return p.cfg.Shards.Open(ctx, shard, resume[shard])
+				return p.cfg.Shards.Open(ctx, id, resume[shard])
 			}
 		}
 		if st := ch.Join; st != nil && st.Source == shard {
@@ -388,11 +393,11 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		defer metrics.Join.stopped(shard)
 	}
 	if !ok {
-		if from, err = p.cfg.Shards.Start(ctx, shard, p.cfg.Start); err != nil {
+		if from, err = p.cfg.Shards.Start(ctx, id, p.cfg.Start); err != nil {
 			return fmt.Errorf("where the shard begins: %w", err)
 		}
 	}
-	src, err := p.cfg.Shards.Open(ctx, shard, from)
+	src, err := p.cfg.Shards.Open(ctx, id, from)
 	if err != nil {
 		return fmt.Errorf("open the shard at %d: %w", from, err)
 	}

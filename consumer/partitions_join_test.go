@@ -137,7 +137,7 @@ func (r *partitionJoinRun) run(stop float64) {
 			var p int
 			for p = 0; p < joinPartitions && r.ex.Key(p) != shard; p++ {
 			}
-			src, err := r.labels.Open(ctx, r.labels.Key(p), positions[r.labels.Key(p)])
+			src, err := r.labels.Open(ctx, r.labels.Shard(p), positions[r.labels.Key(p)])
 			if err != nil {
 				return nil, err
 			}

@@ -98,11 +98,11 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 	if r.Snapshot != nil {
 		return nil, ErrChainExists
 	}
-	from, err := p.conn.Shards.Start(ctx, shard, p.opts.Mixing.Start)
+	from, err := p.conn.Shards.Start(ctx, id, p.opts.Mixing.Start)
 	if err != nil {
 		return nil, fmt.Errorf("where the partition begins: %w", err)
 	}
-	src, err := p.conn.Shards.Open(ctx, shard, from)
+	src, err := p.conn.Shards.Open(ctx, id, from)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 		labels = cfg.Labels.Source
 		defer labels.Close() //nolint:errcheck // it only read
 		cfg.Labels.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
-			return p.conn.Shards.Open(ctx, shard, resume[shard])
+			return p.conn.Shards.Open(ctx, id, resume[shard])
 		}
 	}
 	if cfg.Replayed, err = p.replayed(ctx, id); err != nil {

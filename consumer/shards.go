@@ -24,20 +24,30 @@ type Shards interface {
 	// no message may be left out until it holds one (a partition of a
 	// JetStream stream, whose positions are the stream's sequence); the
 	// epochs take it up as a shard that is new.
-	Ends(ctx context.Context) (map[string]int64, error)
+	Ends(ctx context.Context) (map[shardid.ID]int64, error)
 	// Start resolves where a shard that no boundary has yet begins, as
 	// start says (earliest, latest, an offset or a time), to a position.
-	Start(ctx context.Context, shard string, start wire.Start) (int64, error)
+	Start(ctx context.Context, shard shardid.ID, start wire.Start) (int64, error)
 	// Open reads shard from position from (the Resume of the last
 	// message already learned, or the shard's start), in order. The
 	// Source's Commit does nothing; Close releases it.
-	Open(ctx context.Context, shard string, from int64) (Source, error)
+	Open(ctx context.Context, shard shardid.ID, from int64) (Source, error)
 	// Spread is how many positions of a shard there are for each of its
 	// messages: 1 where every message has a position of its own (a
 	// Kafka partition's offsets), N where N shards share one sequence of
 	// positions (the partitions of a JetStream stream). The epoch limits
 	// count messages, and a range spans Spread positions for each.
 	Spread() int
+}
+
+// byName is ends by the shards' names (shardid.ID.String), the position
+// keys of their messages, which boundaries record.
+func byName(ends map[shardid.ID]int64) map[string]int64 {
+	named := make(map[string]int64, len(ends))
+	for id, end := range ends {
+		named[id.String()] = end
+	}
+	return named
 }
 
 // ShardNames returns the shards s has now (Ends), in shard order
@@ -47,5 +57,9 @@ func ShardNames(ctx context.Context, s Shards) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.SortedFunc(maps.Keys(ends), shardid.CompareNames), nil
+	names := make([]string, 0, len(ends))
+	for _, id := range slices.SortedFunc(maps.Keys(ends), shardid.Compare) {
+		names = append(names, id.String())
+	}
+	return names, nil
 }

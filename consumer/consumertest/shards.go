@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -46,9 +47,9 @@ func TestShards(t *testing.T, h ShardsHarness) {
 	if len(ends) != parts && len(ends) != parts-1 {
 		t.Fatalf("Ends lists %d shards (%v), want %d, or %d without the empty one", len(ends), ends, parts, parts-1)
 	}
-	held := map[int]string{} // partition: the shard that holds it
+	held := map[int]shardid.ID{} // partition: the shard that holds it
 	for shard, end := range ends {
-		t.Run(shard, func(t *testing.T) {
+		t.Run(shard.String(), func(t *testing.T) {
 			start, err := s.Start(ctx, shard, wire.Start{Kind: wire.StartEarliest})
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +69,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 			held[p] = shard
 			last := start
 			for i, m := range msgs {
-				if want := fmt.Sprintf("p%d-m%d", p, i); string(m.Value) != want || m.Position.Source != shard {
+				if want := fmt.Sprintf("p%d-m%d", p, i); string(m.Value) != want || m.Position.Source != shard.String() {
 					t.Fatalf("message %d: %q of %s, want %q of %s", i, m.Value, m.Position.Source, want, shard)
 				}
 				if m.Resume <= last || (s.Spread() == 1 && m.Resume != last+1) {
@@ -90,7 +91,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			r := &consumer.Range{Source: src, End: consumer.ResumeTo(msgs[3].Resume), Sources: []string{shard}, Last: start}
+			r := &consumer.Range{Source: src, End: consumer.ResumeTo(msgs[3].Resume), Sources: []string{shard.String()}, Last: start}
 			var n int
 			for {
 				batch, err := r.Fetch(ctx, 64)
@@ -105,7 +106,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 			if n != 4 || r.Returned() != msgs[3].Resume {
 				t.Fatalf("a range to message 3 delivered %d messages, the last at %d; want 4, at %d", n, r.Returned(), msgs[3].Resume)
 			}
-			if err := src.Commit(ctx, map[string]int64{shard: end}); err != nil {
+			if err := src.Commit(ctx, map[string]int64{shard.String(): end}); err != nil {
 				t.Fatalf("Commit: %v, want nothing done", err)
 			}
 		})
@@ -116,7 +117,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 }
 
 // readShard opens shard at from and reads n messages from it.
-func readShard(t *testing.T, s consumer.Shards, shard string, from int64, n int) []consumer.Message {
+func readShard(t *testing.T, s consumer.Shards, shard shardid.ID, from int64, n int) []consumer.Message {
 	t.Helper()
 	src, err := s.Open(context.Background(), shard, from)
 	if err != nil {

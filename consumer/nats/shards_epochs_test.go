@@ -49,12 +49,15 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 		msgs = append(msgs, sent{seq: int64(ack.Sequence), key: key, part: partitionOf(key, 4)})
 	}
 	s := newShards(t, nc, "learn", 4)
-	end := ends(t, s)
+	end := map[string]int64{} // by the shards' names, as boundaries hold them
+	for shard, e := range ends(t, s) {
+		end[shard.String()] = e
+	}
 
 	one, events, store := learnEpochs(t, s, end, [][]string{nil})
 	checkSpread(t, store, msgs)
 	for _, m := range msgs {
-		id := wire.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
+		id := wire.Position{Source: s.Shard(m.part).String(), Offset: m.seq}.EventID()
 		if !events[id] {
 			t.Fatalf("message %d (learn.%s) has no event %s", m.seq, m.key, id)
 		}
@@ -62,7 +65,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	if len(events) != len(msgs) {
 		t.Fatalf("%d events for %d messages", len(events), len(msgs))
 	}
-	two, _, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
+	two, _, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0).String(), s.Shard(2).String()}, {s.Shard(1).String(), s.Shard(3).String()}})
 	if one != two {
 		t.Fatalf("two workers learned the model %x, one worker %x", two, one)
 	}
