@@ -49,11 +49,11 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return nil
 	}
 	l := x.cfg.Labels
-	lshard, err := l.CoShard(r.Shard)
+	id, err := shardid.Parse(r.Shard)
 	if err != nil {
 		return err
 	}
-	id, err := shardid.Parse(r.Shard)
+	lshard, err := l.CoShard(id)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		State:      st,
 	}
 	if l.Marks != nil {
-		if lc.Marks, err = l.Marks(r.Shard); err != nil {
+		if lc.Marks, err = l.Marks(id); err != nil {
 			src.Close()  //nolint:errcheck // it only read
 			lsrc.Close() //nolint:errcheck // it only read
 			return err

@@ -27,15 +27,24 @@ type EpochLabels struct {
 	Shards Shards
 	// CoShard names the labels' partition co-partitioned with an
 	// examples' shard; an error when there is none (the counts differ).
-	CoShard func(shard string) (shardid.ID, error)
+	CoShard func(shard shardid.ID) (shardid.ID, error)
 	// State are the joins of the model the epochs continue from, by
 	// shard (snapshot.Snapshot.Joins); nil for none.
 	State map[string]*JoinState
 	// Marks, if set, is where the head of a shard appends its marks: the
 	// shard's labels' partition (docs/labels.md, section 5). LateLabels
 	// receives the labels that joined no example.
-	Marks      func(shard string) (Destination, error)
+	Marks      func(shard shardid.ID) (Destination, error)
 	LateLabels Destination
+}
+
+// coShard is CoShard of the shard named shard, as a boundary records it.
+func (l *EpochLabels) coShard(shard string) (shardid.ID, error) {
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return shardid.ID{}, err
+	}
+	return l.CoShard(id)
 }
 
 // joinedResult is what a range of a model with labels gives beside its
@@ -55,7 +64,7 @@ func (x *Epochs) labelsFrom(ctx context.Context, shard string) (int64, error) {
 	if ok {
 		return at, nil
 	}
-	lshard, err := x.cfg.Labels.CoShard(shard)
+	lshard, err := x.cfg.Labels.coShard(shard)
 	if err != nil {
 		return 0, err
 	}
@@ -122,7 +131,7 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]in
 	}
 	by := make(map[string]int64, len(shards))
 	for _, s := range shards {
-		lshard, err := x.cfg.Labels.CoShard(s)
+		lshard, err := x.cfg.Labels.coShard(s)
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +162,7 @@ func (x *Epochs) readLabels(ctx context.Context, shard string, r *epochlog.Label
 	if r.From == r.To {
 		return nil
 	}
-	lshard, err := x.cfg.Labels.CoShard(shard)
+	lshard, err := x.cfg.Labels.coShard(shard)
 	if err != nil {
 		return err
 	}

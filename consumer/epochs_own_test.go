@@ -49,7 +49,7 @@ func TestEpochsDoNotReadBackTheirOwnResults(t *testing.T) {
 		// results the follower reads.
 		cfg.SnapshotEvery = 1 << 40
 		if !owned {
-			cfg.Owned = func() []string { return nil }
+			cfg.Owned = func() []shardid.ID { return nil }
 		}
 		x, done := startEpochs(t, ctx, cfg, store)
 		digest := func() [32]byte {

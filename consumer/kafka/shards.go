@@ -164,13 +164,9 @@ func (s *Shards) lookup(ctx context.Context, shard shardid.ID, at time.Time) (pa
 
 // CoPartition is the shard of topic co-partitioned with shard: the
 // partition of topic with shard's number, "kafka:<topic>/<partition>",
-// and that number. ok is false when shard is no Kafka shard's name.
-func CoPartition(shard, topic string) (co shardid.ID, partition int, ok bool) {
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return shardid.ID{}, 0, false
-	}
-	tp, ok := kafkaPartition(id)
+// and that number. ok is false when shard is no Kafka partition.
+func CoPartition(shard shardid.ID, topic string) (co shardid.ID, partition int, ok bool) {
+	tp, ok := kafkaPartition(shard)
 	if !ok {
 		return shardid.ID{}, 0, false
 	}
@@ -181,7 +177,7 @@ func CoPartition(shard, topic string) (co shardid.ID, partition int, ok bool) {
 // co-partitioned with shard, a partition of another topic (CoPartition):
 // from its position in positions, or from its earliest offset without
 // one. partition is its number.
-func (s *Shards) OpenCoPartition(ctx context.Context, shard, topic string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+func (s *Shards) OpenCoPartition(ctx context.Context, shard shardid.ID, topic string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
 	co, k, ok := CoPartition(shard, topic)
 	if !ok {
 		return nil, 0, fmt.Errorf("shard %s is no Kafka partition to join the partitions of topic %s to", shard, topic)

@@ -392,16 +392,14 @@ func TestShardsSuite(t *testing.T) {
 
 func TestCoPartition(t *testing.T) {
 	for _, c := range []struct {
-		shard     string
+		shard     shardid.ID
 		co        shardid.ID
 		partition int
 		ok        bool
 	}{
-		{"kafka:examples/3", shardid.Kafka("labels", 3), 3, true},
-		{"kafka:a/b/0", shardid.ID{}, 0, false}, // no topic has a slash
-		{"kafka:examples", shardid.ID{}, 0, false},
-		{"jetstream:S#1", shardid.ID{}, 0, false},
-		{"kafka:examples/03", shardid.ID{}, 0, false},
+		{shardid.Kafka("examples", 3), shardid.Kafka("labels", 3), 3, true},
+		{shardid.JetStream("S", 1), shardid.ID{}, 0, false},
+		{shardid.Memory("examples", 3), shardid.ID{}, 0, false},
 	} {
 		co, partition, ok := kafka.CoPartition(c.shard, "labels")
 		if co != c.co || partition != c.partition || ok != c.ok {
@@ -424,7 +422,7 @@ func TestShardsOpenCoPartition(t *testing.T) {
 		if from > 0 {
 			positions = map[string]int64{"kafka:labels/1": from}
 		}
-		src, k, err := shards.OpenCoPartition(context.Background(), "kafka:examples/1", "labels", positions)
+		src, k, err := shards.OpenCoPartition(context.Background(), shardid.Kafka("examples", 1), "labels", positions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +437,7 @@ func TestShardsOpenCoPartition(t *testing.T) {
 		idle(t, src)
 		src.Close()
 	}
-	if _, _, err := shards.OpenCoPartition(context.Background(), "jetstream:S#1", "labels", nil); err == nil {
+	if _, _, err := shards.OpenCoPartition(context.Background(), shardid.JetStream("S", 1), "labels", nil); err == nil {
 		t.Error("a JetStream shard's co-partition opened, want an error")
 	}
 }

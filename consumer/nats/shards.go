@@ -135,14 +135,14 @@ func (s *JetStreamShards) Partitions() int { return s.parts.n }
 func (s *JetStreamShards) Shard(k int) shardid.ID { return shardid.JetStream(s.stream, k) }
 
 // StaticOwnership is the ownership of a worker that is assigned stream's
-// partitions ks for good: Owned lists their shards, named as
-// JetStreamShards.Shard names them, and never changes.
+// partitions ks for good: Owned lists their shards, as
+// JetStreamShards.Shard makes them, and never changes.
 func StaticOwnership(stream string, ks []int) consumer.Ownership {
-	names := make([]string, len(ks))
+	ids := make([]shardid.ID, len(ks))
 	for i, k := range ks {
-		names[i] = shardid.JetStream(stream, k).String()
+		ids[i] = shardid.JetStream(stream, k)
 	}
-	return consumer.Ownership{Owned: func() []string { return names }}
+	return consumer.Ownership{Owned: func() []shardid.ID { return ids }}
 }
 
 // Filter is the subject filter that selects partition k's messages, such
@@ -267,10 +267,9 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 // another stream partitioned into as many ("jetstream:<stream>#<k>"): s's
 // shard k, and k. It fails if shard is no such name, or if k is not one
 // of s's partitions.
-func (s *JetStreamShards) CoShard(shard string) (co shardid.ID, partition int, err error) {
-	id, err := shardid.Parse(shard)
-	k, partitioned := id.Partition()
-	if err != nil || id.Kind() != shardid.KindJetStream || !partitioned {
+func (s *JetStreamShards) CoShard(shard shardid.ID) (co shardid.ID, partition int, err error) {
+	k, partitioned := shard.Partition()
+	if shard.Kind() != shardid.KindJetStream || !partitioned {
 		return shardid.ID{}, 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
 	}
 	if k >= s.parts.n {
@@ -282,7 +281,7 @@ func (s *JetStreamShards) CoShard(shard string) (co shardid.ID, partition int, e
 // OpenCoPartition opens the partition of s co-partitioned with shard
 // (CoShard): from its position in positions, or from its first message
 // without one. partition is its number.
-func (s *JetStreamShards) OpenCoPartition(ctx context.Context, shard string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+func (s *JetStreamShards) OpenCoPartition(ctx context.Context, shard shardid.ID, positions map[string]int64) (_ consumer.Source, partition int, err error) {
 	co, k, err := s.CoShard(shard)
 	if err != nil {
 		return nil, 0, err

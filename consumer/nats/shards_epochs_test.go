@@ -21,6 +21,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -54,7 +55,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 		end[shard.String()] = e
 	}
 
-	one, events, store := learnEpochs(t, s, end, [][]string{nil})
+	one, events, store := learnEpochs(t, s, end, [][]shardid.ID{nil})
 	checkSpread(t, store, msgs)
 	for _, m := range msgs {
 		id := wire.Position{Source: s.Shard(m.part).String(), Offset: m.seq}.EventID()
@@ -65,7 +66,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	if len(events) != len(msgs) {
 		t.Fatalf("%d events for %d messages", len(events), len(msgs))
 	}
-	two, _, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0).String(), s.Shard(2).String()}, {s.Shard(1).String(), s.Shard(3).String()}})
+	two, _, _ := learnEpochs(t, s, end, [][]shardid.ID{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
 	if one != two {
 		t.Fatalf("two workers learned the model %x, one worker %x", two, one)
 	}
@@ -76,7 +77,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 // the epoch that ends each shard at end. It returns the digest of the
 // model they hold, the ids of the events published and the store of the
 // epoch log.
-func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]string) ([32]byte, map[string]bool, *snapshot.Store) {
+func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]shardid.ID) ([32]byte, map[string]bool, *snapshot.Store) {
 	t.Helper()
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
@@ -106,7 +107,7 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 			Keep:          1000,
 		}
 		if owned != nil {
-			cfg.Owned = func() []string { return owned }
+			cfg.Owned = func() []shardid.ID { return owned }
 		}
 		m, e, prev, pos, err := consumer.Continue(nil, lcfg, cfg.ConfigDigest)
 		if err != nil {

@@ -647,7 +647,7 @@ func TestJetStreamShardsMarkSubject(t *testing.T) {
 				if e := ends(t, s); e[s.Shard(k)] != int64(ack.Sequence) {
 					t.Fatalf("the mark of partition %d, published on %s at %d: ends %v", k, subject, ack.Sequence, e)
 				}
-				co, p, err := s.CoShard(fmt.Sprintf("jetstream:EX#%d", k))
+				co, p, err := s.CoShard(shardid.JetStream("EX", k))
 				if err != nil || co != s.Shard(k) || p != k {
 					t.Fatalf("CoShard of partition %d: %s, %d, %v; want %s", k, co, p, err, s.Shard(k))
 				}
@@ -655,7 +655,7 @@ func TestJetStreamShardsMarkSubject(t *testing.T) {
 			if _, err := s.MarkSubject(4); err == nil {
 				t.Error("MarkSubject(4) of 4 partitions: no error")
 			}
-			for _, shard := range []string{"jetstream:EX#4", "kafka:ex/1", "jetstream:EX#01", "jetstream:EX"} {
+			for _, shard := range []shardid.ID{shardid.JetStream("EX", 4), shardid.Kafka("ex", 1), shardid.Stream("EX")} {
 				if _, _, err := s.CoShard(shard); err == nil {
 					t.Errorf("CoShard(%s): no error", shard)
 				}

@@ -40,9 +40,9 @@ type coPartitions struct {
 	shards consumer.Shards
 	// open opens the labels' partition co-partitioned with shard, a
 	// source's partition, where positions say (from its start without).
-	open func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error)
+	open func(ctx context.Context, shard shardid.ID, positions map[string]int64) (consumer.Source, int, error)
 	// coShard names the labels' partition co-partitioned with shard.
-	coShard func(shard string) (shardid.ID, int, error)
+	coShard func(shard shardid.ID) (shardid.ID, int, error)
 	// marks is where the marks of partition k go; nil writes none.
 	marks func(k int) (consumer.Destination, error)
 }
@@ -59,10 +59,10 @@ func (b *Clients) coPartitions(ctx context.Context, cfg config.Config, marks boo
 			return nil, err
 		}
 		c := &coPartitions{key: "labels.topics", shards: lb,
-			open: func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error) {
+			open: func(ctx context.Context, shard shardid.ID, positions map[string]int64) (consumer.Source, int, error) {
 				return lb.OpenCoPartition(ctx, shard, topic, positions)
 			},
-			coShard: func(shard string) (shardid.ID, int, error) {
+			coShard: func(shard shardid.ID) (shardid.ID, int, error) {
 				co, k, ok := kafkaio.CoPartition(shard, topic)
 				if !ok {
 					return shardid.ID{}, 0, fmt.Errorf("shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
@@ -159,7 +159,7 @@ func (b *Clients) OpenPartitionJoin(ctx context.Context, cfg config.Config, mark
 // partition with its number read from where positions say (from the
 // earliest without), and its marks written to that partition. The tail
 // is left to consumer.Partitions.
-func (j *PartitionJoin) Labels(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+func (j *PartitionJoin) Labels(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
 	if j == nil {
 		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
 	}
@@ -198,7 +198,7 @@ func (b *Clients) EpochLabels(ctx context.Context, cfg config.Config, marks bool
 		Join:   lc.Join,
 		Format: lc.Format,
 		Shards: parts.shards,
-		CoShard: func(shard string) (shardid.ID, error) {
+		CoShard: func(shard shardid.ID) (shardid.ID, error) {
 			co, _, err := parts.coShard(shard)
 			if err != nil {
 				return shardid.ID{}, fmt.Errorf("%s: %w", parts.key, err)
@@ -207,7 +207,7 @@ func (b *Clients) EpochLabels(ctx context.Context, cfg config.Config, marks bool
 		},
 	}
 	if parts.marks != nil {
-		el.Marks = func(shard string) (consumer.Destination, error) {
+		el.Marks = func(shard shardid.ID) (consumer.Destination, error) {
 			_, k, err := parts.coShard(shard)
 			if err == nil {
 				var d consumer.Destination
