@@ -12,9 +12,10 @@ import (
 // Shards is a source whose partitions (its shards: a Kafka
 // topic-partition, a partition of a JetStream stream) can be read one by
 // one from any position: what the epoch protocol learns from
-// (docs/scale-out.md). Shard names are the position keys of the source's
-// messages (Position.Source), the String of a shardid.ID that the
-// adapter makes: "kafka:<topic>/<partition>", ...
+// (docs/scale-out.md). A shard is a shardid.ID that the adapter makes
+// from what the broker says (a topic and partition, a stream and
+// partition); its name, the ID's String ("kafka:<topic>/<partition>",
+// ...), is the position key of its messages (Position.Source).
 //
 // Its methods are safe for concurrent use.
 type Shards interface {
@@ -50,16 +51,12 @@ func byName(ends map[shardid.ID]int64) map[string]int64 {
 	return named
 }
 
-// ShardNames returns the shards s has now (Ends), in shard order
+// ShardIDs returns the shards s has now (Ends), in shard order
 // (shardid.Compare).
-func ShardNames(ctx context.Context, s Shards) ([]string, error) {
+func ShardIDs(ctx context.Context, s Shards) ([]shardid.ID, error) {
 	ends, err := s.Ends(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(ends))
-	for _, id := range slices.SortedFunc(maps.Keys(ends), shardid.Compare) {
-		names = append(names, id.String())
-	}
-	return names, nil
+	return slices.SortedFunc(maps.Keys(ends), shardid.Compare), nil
 }
