@@ -28,7 +28,9 @@ type ShardsHarness struct {
 // shard's first message and latest to its end; Open reads a shard from
 // any position, in order, every message once, with Resume rising by
 // Spread at most and the last at the end; a Range bounded at a position
-// stops there; Commit does nothing.
+// stops there; Commit does nothing. Every shard Ends lists is of one kind
+// and has a name Position.Source carries (shardid.ID.String); Start and
+// Open refuse the zero ID, no shard.
 func TestShards(t *testing.T, h ShardsHarness) {
 	const parts, per = 4, 6
 	produce, s := h.Setup(t, parts)
@@ -46,6 +48,20 @@ func TestShards(t *testing.T, h ShardsHarness) {
 	// JetStream stream has no end of its own until it holds one).
 	if len(ends) != parts && len(ends) != parts-1 {
 		t.Fatalf("Ends lists %d shards (%v), want %d, or %d without the empty one", len(ends), ends, parts, parts-1)
+	}
+	if _, err := s.Start(ctx, shardid.ID{}, wire.Start{Kind: wire.StartEarliest}); err == nil {
+		t.Error("Start of the zero ID, no shard: no error")
+	}
+	if src, err := s.Open(ctx, shardid.ID{}, 0); err == nil {
+		src.Close()
+		t.Error("Open of the zero ID, no shard: no error")
+	}
+	var kind shardid.Kind
+	for shard := range ends {
+		if _, err := shard.Segment(); err != nil || (kind != "" && shard.Kind() != kind) {
+			t.Fatalf("Ends lists %v: %v, or a kind other than %q", shard, err, kind)
+		}
+		kind = shard.Kind()
 	}
 	held := map[int]shardid.ID{} // partition: the shard that holds it
 	for shard, end := range ends {
