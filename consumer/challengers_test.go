@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -229,7 +230,7 @@ func TestChallengersInPartitionScope(t *testing.T) {
 	r.cfg = base
 	cfg := r.config(t, "a")
 	open := cfg.Open
-	cfg.Open = func(ctx context.Context, shard string) (consumer.Chain, error) {
+	cfg.Open = func(ctx context.Context, shard shardid.ID) (consumer.Chain, error) {
 		c, err := open(ctx, shard)
 		if err == nil {
 			_, _, err = c.Model.SetChallengers(challengers)

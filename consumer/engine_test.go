@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -28,12 +29,12 @@ type growingShards struct {
 
 func (g *growingShards) grow() { g.grown.Store(true) }
 
-func (g *growingShards) Ends(ctx context.Context) (map[string]int64, error) {
+func (g *growingShards) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
 	ends, err := g.Log.Ends(ctx)
 	if err != nil || g.grown.Load() {
 		return ends, err
 	}
-	return map[string]int64{g.Key(0): ends[g.Key(0)]}, nil
+	return map[shardid.ID]int64{g.Shard(0): ends[g.Shard(0)]}, nil
 }
 
 // TestEngineGoesOnInEpochsWhenTheSourceGrows: a source of one shard is
@@ -73,7 +74,7 @@ func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			src, err := data.Open(ctx, data.Key(0), 0)
+			src, err := data.Open(ctx, data.Shard(0), 0)
 			if err != nil {
 				return nil, err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -45,7 +46,7 @@ type EpochConfig struct {
 	Shards Shards
 	// Owned lists the shards this worker learns; the others' results it
 	// waits for. nil means every shard.
-	Owned func() []string
+	Owned func() []shardid.ID
 	// Changed returns a channel that is closed when what Owned returns
 	// may have changed (kafka.Group.Changed); it is called before Owned.
 	// A range whose shard Owned no longer lists is stopped at once (see

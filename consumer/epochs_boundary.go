@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -137,7 +138,7 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 // and some shard has new data, when a shard joins, or for a new model's
 // first epoch.
 func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
-	var ends map[string]int64
+	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
 		ends, err = x.cfg.Shards.Ends(ctx)
 		return err
@@ -156,11 +157,13 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		BaseStateSHA256: x.digest,
 	}
 	spans := make([]waiting, 0, len(ends))
-	for shard, end := range ends {
+	named := byName(ends)
+	for id, end := range ends {
+		shard := id.String()
 		from, ok := x.from[shard]
 		if !ok {
 			err := x.retry(ctx, NotReadySource, "find where shard "+shard+" begins", func(ctx context.Context) (err error) {
-				from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start)
+				from, err = x.cfg.Shards.Start(ctx, id, x.cfg.Start)
 				return err
 			})
 			if err != nil {
@@ -180,7 +183,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	}
 	shards := len(spans)
 	for shard := range x.from {
-		if _, ok := ends[shard]; !ok {
+		if _, ok := named[shard]; !ok {
 			shards++
 		}
 	}
@@ -213,7 +216,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
-		if _, ok := ends[shard]; !ok {
+		if _, ok := named[shard]; !ok {
 			// A shard never leaves a boundary (I1).
 			rg := epochlog.Range{Shard: shard, From: from, To: from}
 			if x.cfg.Labels != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -76,7 +77,7 @@ func TestEpochsChallengersAreAFunctionOfTheLogs(t *testing.T) {
 	sink := memory.NewSink()
 	threeWorkersAgree(t, three, log, last, want, 3, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := challengedEpochs(log, three, sink, fmt.Sprintf("w%d", i))
-		cfg.Owned = func() []string { return owned }
+		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 		return startChallenged(t, ctx, cfg, three)
 	})
 

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -220,7 +221,7 @@ func TestEpochsRebuildWithTwoWorkers(t *testing.T) {
 			for p := 3 * i; p < 3*i+3; p++ {
 				owned = append(owned, data.Key(p))
 			}
-			cfg.Owned = func() []string { return owned }
+			cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 			x, done := startEpochs(t, ctx, cfg, store)
 			workers, stopped = append(workers, x), append(stopped, done)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // shardHead is the head of an owned shard of a model with labels
@@ -48,11 +49,15 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return nil
 	}
 	l := x.cfg.Labels
-	lshard, err := l.CoShard(r.Shard)
+	id, err := shardid.Parse(r.Shard)
 	if err != nil {
 		return err
 	}
-	src, err := x.cfg.Shards.Open(ctx, r.Shard, r.From)
+	lshard, err := l.CoShard(id)
+	if err != nil {
+		return err
+	}
+	src, err := x.cfg.Shards.Open(ctx, id, r.From)
 	if err != nil {
 		return fmt.Errorf("the head of shard %s: %w", r.Shard, err)
 	}
@@ -78,7 +83,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		State:      st,
 	}
 	if l.Marks != nil {
-		if lc.Marks, err = l.Marks(r.Shard); err != nil {
+		if lc.Marks, err = l.Marks(id); err != nil {
 			src.Close()  //nolint:errcheck // it only read
 			lsrc.Close() //nolint:errcheck // it only read
 			return err
@@ -95,9 +100,9 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	wcfg.head = x.View
 	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
 	metrics := x.headMetricsOf(r.Shard)
-	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard: r.Labels.From}, metrics, log)
+	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard.String(): r.Labels.From}, metrics, log)
 	hctx, cancel := context.WithCancel(ctx)
-	h = &shardHead{w: w, lshard: lshard, cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
+	h = &shardHead{w: w, lshard: lshard.String(), cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
 	go func() {
 		err := w.Run(hctx)
 		metrics.Join.stopped(r.Shard)

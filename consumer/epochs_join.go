@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -26,15 +27,24 @@ type EpochLabels struct {
 	Shards Shards
 	// CoShard names the labels' partition co-partitioned with an
 	// examples' shard; an error when there is none (the counts differ).
-	CoShard func(shard string) (string, error)
+	CoShard func(shard shardid.ID) (shardid.ID, error)
 	// State are the joins of the model the epochs continue from, by
 	// shard (snapshot.Snapshot.Joins); nil for none.
 	State map[string]*JoinState
 	// Marks, if set, is where the head of a shard appends its marks: the
 	// shard's labels' partition (docs/labels.md, section 5). LateLabels
 	// receives the labels that joined no example.
-	Marks      func(shard string) (Destination, error)
+	Marks      func(shard shardid.ID) (Destination, error)
 	LateLabels Destination
+}
+
+// coShard is CoShard of the shard named shard, as a boundary records it.
+func (l *EpochLabels) coShard(shard string) (shardid.ID, error) {
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return shardid.ID{}, err
+	}
+	return l.CoShard(id)
 }
 
 // joinedResult is what a range of a model with labels gives beside its
@@ -54,7 +64,7 @@ func (x *Epochs) labelsFrom(ctx context.Context, shard string) (int64, error) {
 	if ok {
 		return at, nil
 	}
-	lshard, err := x.cfg.Labels.CoShard(shard)
+	lshard, err := x.cfg.Labels.coShard(shard)
 	if err != nil {
 		return 0, err
 	}
@@ -111,7 +121,7 @@ func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]
 // labelsEnds are the ends of the labels' partitions, by the examples'
 // shard each is co-partitioned with.
 func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]int64, error) {
-	var ends map[string]int64
+	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the labels' ends", func(ctx context.Context) (err error) {
 		ends, err = x.cfg.Labels.Shards.Ends(ctx)
 		return err
@@ -121,7 +131,7 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]in
 	}
 	by := make(map[string]int64, len(shards))
 	for _, s := range shards {
-		lshard, err := x.cfg.Labels.CoShard(s)
+		lshard, err := x.cfg.Labels.coShard(s)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +162,7 @@ func (x *Epochs) readLabels(ctx context.Context, shard string, r *epochlog.Label
 	if r.From == r.To {
 		return nil
 	}
-	lshard, err := x.cfg.Labels.CoShard(shard)
+	lshard, err := x.cfg.Labels.coShard(shard)
 	if err != nil {
 		return err
 	}
@@ -165,7 +175,7 @@ func (x *Epochs) readLabels(ctx context.Context, shard string, r *epochlog.Label
 		return fmt.Errorf("labels %s: %w", lshard, err)
 	}
 	defer src.Close() //nolint:errcheck // it only read
-	rg := &Range{Source: src, End: ResumeTo(r.To), Sources: []string{lshard}, Last: r.From}
+	rg := &Range{Source: src, End: ResumeTo(r.To), Sources: []string{lshard.String()}, Last: r.From}
 	dec := wire.NewDecoder(cfg, x.cfg.Worker.Decoder)
 	var scratch learner.Example
 	for !rg.Complete() {

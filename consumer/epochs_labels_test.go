@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,12 +63,12 @@ func (j *joinedEpochs) config(store *snapshot.Store, sink *memory.Sink, writer s
 		Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
 		Format: wire.FormatJSON,
 		Shards: j.labels,
-		CoShard: func(shard string) (string, error) {
-			p, ok := strings.CutPrefix(shard, "memory:examples/")
-			if !ok {
-				return "", fmt.Errorf("no labels' partition for %s", shard)
+		CoShard: func(shard shardid.ID) (shardid.ID, error) {
+			p, ok := shard.Partition()
+			if !ok || shard.Kind() != shardid.KindMemory || shard.Name() != "examples" {
+				return shardid.ID{}, fmt.Errorf("no labels' partition for %s", shard)
 			}
-			return "memory:labels/" + p, nil
+			return j.labels.Shard(p), nil
 		},
 	}
 	return cfg
@@ -217,7 +218,7 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 		for i := range owners {
 			cfg := j.config(store, sink, fmt.Sprint("w", i))
 			owned := owners[i]
-			cfg.Owned = func() []string { return owned }
+			cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 			ctx, cancel := context.WithCancel(context.Background())
 			xs[i], dones[i] = j.start(ctx, cfg, store)
 			cancels[i] = cancel
@@ -302,9 +303,9 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 	sink := memory.NewSink()
 	marks := &partitionMarks{log: j.labels}
 	cfg := j.config(store, sink, "head")
-	cfg.Labels.Marks = func(shard string) (consumer.Destination, error) {
+	cfg.Labels.Marks = func(shard shardid.ID) (consumer.Destination, error) {
 		for p := range joinPartitions {
-			if j.ex.Key(p) == shard {
+			if j.ex.Shard(p) == shard {
 				return consumer.Destination{Sink: marks, Topic: "marks", Partition: int32(p), HasPartition: true}, nil
 			}
 		}

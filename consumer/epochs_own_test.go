@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 
 	"gocloud.dev/blob/memblob"
 
@@ -48,7 +49,7 @@ func TestEpochsDoNotReadBackTheirOwnResults(t *testing.T) {
 		// results the follower reads.
 		cfg.SnapshotEvery = 1 << 40
 		if !owned {
-			cfg.Owned = func() []string { return nil }
+			cfg.Owned = func() []shardid.ID { return nil }
 		}
 		x, done := startEpochs(t, ctx, cfg, store)
 		digest := func() [32]byte {
@@ -88,12 +89,12 @@ type openCountingShards struct {
 	opened map[string]int
 }
 
-func (s *openCountingShards) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (s *openCountingShards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	s.mu.Lock()
 	if s.opened == nil {
 		s.opened = map[string]int{}
 	}
-	s.opened[shard]++
+	s.opened[shard.String()]++
 	s.mu.Unlock()
 	return s.Shards.Open(ctx, shard, from)
 }

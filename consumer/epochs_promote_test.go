@@ -20,6 +20,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -123,7 +124,7 @@ func TestEpochsPromoteAutoIsAFunctionOfTheLogs(t *testing.T) {
 	sink := memory.NewSink()
 	threeWorkersAgree(t, three, log, last, want, 5, 5, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := promotingEpochs(log, three, sink, fmt.Sprintf("w%d", i), true)
-		cfg.Owned = func() []string { return owned }
+		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 		return startPromoting(t, ctx, cfg, three)
 	})
 	// Stopped workers learn ranges again: the event may be repeated, as
@@ -166,7 +167,7 @@ func TestEpochsPromoteOnRequest(t *testing.T) {
 	for i := range 3 {
 		cfg := promotingEpochs(log, store, sink, fmt.Sprintf("w%d", i), false)
 		owned := owners[i]
-		cfg.Owned = func() []string { return owned }
+		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 		ctx, cancel := context.WithCancel(context.Background())
 		x, done := startPromoting(t, ctx, cfg, store)
 		workers = append(workers, running{x, done, cancel})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -64,7 +65,7 @@ func (x *Epochs) shardExists(ctx context.Context, e uint64, shard string) (ok bo
 
 // owns reports whether this worker learns shard now.
 func (x *Epochs) owns(shard string) bool {
-	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
+	return x.cfg.Owned == nil || slices.ContainsFunc(x.cfg.Owned(), func(id shardid.ID) bool { return id.String() == shard })
 }
 
 // changed is the channel that Changed closes at the next change of
@@ -288,12 +289,12 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 		if err := x.awaitHead(ctx, r, reached); err != nil {
 			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 		}
-		lshard, err := x.cfg.Labels.CoShard(r.Shard)
+		lshard, err := x.cfg.Labels.coShard(r.Shard)
 		if err != nil {
 			return err
 		}
 		res.Labels, res.Reached = r.Labels, reached
-		if res.Join, err = rj.state(r.Shard, lshard, reached); err != nil {
+		if res.Join, err = rj.state(r.Shard, lshard.String(), reached); err != nil {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}

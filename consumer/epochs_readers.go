@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // readers keeps each owned shard's reader open from one epoch to the next
@@ -45,7 +47,11 @@ func (rs *readers) open(ctx context.Context, shard string, from int64) (*rangeRe
 		return &rangeReader{Source: p.src, shard: shard, carried: p.carried}, nil
 	}
 	rs.mu.Unlock()
-	src, err := rs.shards.Open(ctx, shard, from)
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return nil, err
+	}
+	src, err := rs.shards.Open(ctx, id, from)
 	if err != nil {
 		return nil, err
 	}

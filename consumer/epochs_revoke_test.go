@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -27,9 +28,9 @@ type heldShards struct {
 	release <-chan struct{}
 }
 
-func (h *heldShards) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (h *heldShards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	src, err := h.Log.Open(ctx, shard, from)
-	if err != nil || shard != h.shard {
+	if err != nil || shard.String() != h.shard {
 		return src, err
 	}
 	return &heldSource{Source: src, release: h.release}, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -38,7 +39,7 @@ func TestEpochsIdleTailOfTwoWorkers(t *testing.T) {
 					cfg := epochConfig(nil, store, memory.NewSink(), name)
 					cfg.Shards = data
 					owned := owners[i]
-					cfg.Owned = func() []string { return owned }
+					cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 					cfg.EpochExamples = examples[i]
 					cfg.Growth = 16
 					cfg.Interval = 5 * time.Second

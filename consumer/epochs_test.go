@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -227,7 +228,7 @@ func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 	sink := memory.NewSink()
 	threeWorkersAgree(t, three, log, last, want, 1, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
 		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
-		cfg.Owned = func() []string { return owned }
+		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
 		return startEpochs(t, ctx, cfg, three)
 	})
 

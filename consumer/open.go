@@ -59,13 +59,13 @@ type Options struct {
 	// Labels, if set, joins labels that come later to the examples of a
 	// source of one shard, or of each shard in partition scope: it builds
 	// the join's configuration, its labels' source opened at the model's
-	// positions (by shard). shard is "" for the source of one shard; in
+	// positions (by shard). shard is the zero ID for the source of one shard; in
 	// partition scope it is the shard whose examples the labels join,
 	// and the labels' source reads the labels' partition co-partitioned
 	// with it, which the marks go to too (docs/labels.md, section 9).
 	// Open sets its State to the join the model's generation recorded.
 	// nil means no labels.
-	Labels func(ctx context.Context, shard string, positions map[string]int64) (*LabelsConfig, error)
+	Labels func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*LabelsConfig, error)
 	// EpochLabels, if set with Labels, joins the labels to the shards of
 	// a source learned in epochs (docs/labels.md, section 11): it builds
 	// the join's configuration, its labels' partitions and outputs. Open
@@ -97,7 +97,7 @@ type Connection struct {
 // change; the funcs are EpochConfig's (kafka.Group has them all). A nil
 // Owned means every shard; a nil func, what EpochConfig says of it.
 type Ownership struct {
-	Owned   func() []string
+	Owned   func() []shardid.ID
 	Commit  func(ctx context.Context, positions map[string]int64) error
 	Changed func() <-chan struct{}
 	Settled func() bool
@@ -286,7 +286,7 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 		if err != nil {
 			return nil, err
 		}
-		if wcfg.Labels, err = p.opts.Labels(ctx, "", p.resumed.Positions); err != nil {
+		if wcfg.Labels, err = p.opts.Labels(ctx, shardid.ID{}, p.resumed.Positions); err != nil {
 			return nil, err
 		}
 		wcfg.Labels.State = st
@@ -533,19 +533,16 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 		Worker: p.conn.Worker,
 		Shards: p.conn.Shards,
 		Start:  p.opts.Mixing.Start,
-		Open: func(ctx context.Context, shard string) (Chain, error) {
-			id, err := shardid.Parse(shard)
-			if err != nil {
-				return Chain{}, err
-			}
+		Open: func(ctx context.Context, shard shardid.ID) (Chain, error) {
 			var chain *snapshot.Store
 			if p.opts.Store != nil {
-				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, id); err != nil {
+				var err error
+				if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
 					return Chain{}, err
 				}
 			}
 			ropts := p.opts.Resume
-			ropts.Log = log.With(zap.String("shard", shard))
+			ropts.Log = log.With(zap.Stringer("shard", shard))
 			ropts.Challengers = p.opts.Challengers
 			r, err := snapshot.Resume(ctx, chain, p.opts.Model, p.opts.Learner, ropts)
 			if err != nil {

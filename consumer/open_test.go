@@ -49,7 +49,7 @@ func TestOpenGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 		},
 		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
 			opened++
-			return data.Open(ctx, data.Key(0), positions[data.Key(0)])
+			return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
 		},
 		Mixing: mixing,
 		Ownership: func() (consumer.Ownership, error) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -26,7 +27,7 @@ type PartitionsConfig struct {
 	Shards Shards
 	// Owned lists the shards this worker learns now; nil means every
 	// shard Shards has when Run starts.
-	Owned func() []string
+	Owned func() []shardid.ID
 	// Changed returns a channel that is closed when what Owned returns
 	// may have changed (kafka.Group.Changed); Run calls it before Owned.
 	// nil means ownership never changes.
@@ -36,7 +37,7 @@ type PartitionsConfig struct {
 	// (docs/scale-out.md, section 6), marking the snapshotter's fatal
 	// errors with ErrFatal. Open is where a chain written under another
 	// configuration is refused: its error stops Run.
-	Open func(ctx context.Context, shard string) (Chain, error)
+	Open func(ctx context.Context, shard shardid.ID) (Chain, error)
 	// Labels, if set, joins labels that come later to each shard's
 	// examples (docs/labels.md, section 9): it builds the join of shard,
 	// with the source of the labels' partition co-partitioned with it,
@@ -44,7 +45,7 @@ type PartitionsConfig struct {
 	// partition. Run sets its State to the chain's join and, when nil,
 	// its OpenTail to Shards.Open of the shard, and closes its Source when
 	// the shard's worker stops. Its error stops Run. nil means no labels.
-	Labels func(ctx context.Context, shard string, positions map[string]int64) (*LabelsConfig, error)
+	Labels func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*LabelsConfig, error)
 	// Start is where a shard whose chain has no position for it begins.
 	Start wire.Start
 	// RestartDelay is how long a shard whose chain another owner wrote
@@ -181,7 +182,7 @@ func (p *Partitions) NotReady() []string {
 
 // shardRun is one worker's run over a shard.
 type shardRun struct {
-	shard  string
+	shard  shardid.ID
 	cancel context.CancelFunc
 	// stopping is set when the run was asked to stop: the shard was lost
 	// (lost is set too), or Run is returning.
@@ -204,10 +205,10 @@ type shardExit struct {
 func (p *Partitions) Run(ctx context.Context) error {
 	p.readiness.ok(NotReadySource)
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
-	var all []string
+	var all []shardid.ID
 	if p.cfg.Owned == nil {
 		var err error
-		if all, err = ShardNames(ctx, p.cfg.Shards); err != nil {
+		if all, err = ShardIDs(ctx, p.cfg.Shards); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -215,8 +216,8 @@ func (p *Partitions) Run(ctx context.Context) error {
 		}
 	}
 	exits := make(chan shardExit)
-	running := map[string]*shardRun{}
-	restarts := map[string]time.Time{} // fenced shards, and when they reload
+	running := map[shardid.ID]*shardRun{}
+	restarts := map[shardid.ID]time.Time{} // fenced shards, and when they reload
 	var failure error
 	for failure == nil && ctx.Err() == nil {
 		var changed <-chan struct{}
@@ -252,7 +253,7 @@ func (p *Partitions) Run(ctx context.Context) error {
 		e := <-exits
 		delete(running, e.run.shard)
 		if e.run.lost {
-			p.forget(e.run.shard)
+			p.forget(e.run.shard.String())
 		}
 		errs = append(errs, stopError(e))
 	}
@@ -277,10 +278,10 @@ func fenced(err error) bool {
 
 // follow stops the shards no longer owned and starts the owned ones that
 // are neither running nor waiting to reload.
-func (p *Partitions) follow(ctx context.Context, owned []string, running map[string]*shardRun, restarts map[string]time.Time, exits chan<- shardExit) {
+func (p *Partitions) follow(ctx context.Context, owned []shardid.ID, running map[shardid.ID]*shardRun, restarts map[shardid.ID]time.Time, exits chan<- shardExit) {
 	for shard, r := range running {
 		if !r.stopping && !slices.Contains(owned, shard) {
-			p.log.Info("shard lost: stopping its worker", zap.String("shard", shard))
+			p.log.Info("shard lost: stopping its worker", zap.Stringer("shard", shard))
 			r.stopping, r.lost = true, true
 			r.cancel()
 		}
@@ -288,7 +289,7 @@ func (p *Partitions) follow(ctx context.Context, owned []string, running map[str
 	for shard := range restarts {
 		if !slices.Contains(owned, shard) {
 			delete(restarts, shard)
-			p.forget(shard)
+			p.forget(shard.String())
 		}
 	}
 	now := time.Now()
@@ -300,7 +301,7 @@ func (p *Partitions) follow(ctx context.Context, owned []string, running map[str
 			continue
 		}
 		if _, ok := restarts[shard]; !ok {
-			p.log.Info("shard owned: opening its chain", zap.String("shard", shard))
+			p.log.Info("shard owned: opening its chain", zap.Stringer("shard", shard))
 		}
 		delete(restarts, shard)
 		shardCtx, cancel := context.WithCancel(ctx)
@@ -317,17 +318,17 @@ func (p *Partitions) follow(ctx context.Context, owned []string, running map[str
 
 // exited handles the end of a shard's run while Run goes on, and returns
 // the error that must stop Run, if any.
-func (p *Partitions) exited(ctx context.Context, e shardExit, running map[string]*shardRun, restarts map[string]time.Time) error {
+func (p *Partitions) exited(ctx context.Context, e shardExit, running map[shardid.ID]*shardRun, restarts map[shardid.ID]time.Time) error {
 	shard, err := e.run.shard, e.err
 	delete(running, shard)
-	log := p.log.With(zap.String("shard", shard))
+	log := p.log.With(zap.Stringer("shard", shard))
 	switch {
 	case e.run.lost:
 		// Whatever it did not flush, the next owner reads again.
 		if err := stopError(e); err != nil {
 			log.Warn("the worker of a lost shard stopped with an error", zap.Error(err))
 		}
-		p.forget(shard)
+		p.forget(shard.String())
 		return nil
 	case ctx.Err() != nil:
 		return stopError(e)
@@ -355,8 +356,9 @@ func (p *Partitions) forget(shard string) {
 // chain's position until ctx is done or the worker fails. With labels,
 // the worker joins the shard's labels' partition to it, its head reading
 // from where the chain's join had read (docs/labels.md, section 6).
-func (p *Partitions) runShard(ctx context.Context, shard string) error {
-	ch, err := p.cfg.Open(ctx, shard)
+func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
+	shard := id.String()
+	ch, err := p.cfg.Open(ctx, id)
 	if err != nil {
 		return fmt.Errorf("open the chain: %w", err)
 	}
@@ -365,7 +367,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 	metrics := p.metrics.forShard(shard, false)
 	from, ok := ch.Positions[shard]
 	if p.cfg.Labels != nil {
-		lc, err := p.cfg.Labels(ctx, shard, ch.Positions)
+		lc, err := p.cfg.Labels(ctx, id, ch.Positions)
 		if err != nil {
 			return err
 		}
@@ -376,7 +378,7 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		lc.State, lc.Shard = ch.Join, shard
 		if lc.OpenTail == nil {
 			lc.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
-				return p.cfg.Shards.Open(ctx, shard, resume[shard])
+				return p.cfg.Shards.Open(ctx, id, resume[shard])
 			}
 		}
 		if st := ch.Join; st != nil && st.Source == shard {
@@ -388,11 +390,11 @@ func (p *Partitions) runShard(ctx context.Context, shard string) error {
 		defer metrics.Join.stopped(shard)
 	}
 	if !ok {
-		if from, err = p.cfg.Shards.Start(ctx, shard, p.cfg.Start); err != nil {
+		if from, err = p.cfg.Shards.Start(ctx, id, p.cfg.Start); err != nil {
 			return fmt.Errorf("where the shard begins: %w", err)
 		}
 	}
-	src, err := p.cfg.Shards.Open(ctx, shard, from)
+	src, err := p.cfg.Shards.Open(ctx, id, from)
 	if err != nil {
 		return fmt.Errorf("open the shard at %d: %w", from, err)
 	}

@@ -120,7 +120,8 @@ func (r *partitionJoinRun) run(stop float64) {
 			Batch:              64,
 		},
 		Shards: r.ex,
-		Open: func(ctx context.Context, shard string) (consumer.Chain, error) {
+		Open: func(ctx context.Context, id shardid.ID) (consumer.Chain, error) {
+			shard := id.String()
 			res, err := snapshot.Resume(ctx, r.chain(shard), "joined", r.cfg, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
 			if err != nil {
 				return consumer.Chain{}, err
@@ -133,11 +134,12 @@ func (r *partitionJoinRun) run(stop float64) {
 			}
 			return c, nil
 		},
-		Labels: func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+		Labels: func(ctx context.Context, id shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
+			shard := id.String()
 			var p int
 			for p = 0; p < joinPartitions && r.ex.Key(p) != shard; p++ {
 			}
-			src, err := r.labels.Open(ctx, r.labels.Key(p), positions[r.labels.Key(p)])
+			src, err := r.labels.Open(ctx, r.labels.Shard(p), positions[r.labels.Key(p)])
 			if err != nil {
 				return nil, err
 			}

@@ -133,7 +133,8 @@ func (r *partitionRig) config(t *testing.T, writer string) consumer.PartitionsCo
 			Views:            true,
 		},
 		Shards: r.log,
-		Open: func(ctx context.Context, shard string) (consumer.Chain, error) {
+		Open: func(ctx context.Context, id shardid.ID) (consumer.Chain, error) {
+			shard := id.String()
 			r.mu.Lock()
 			r.opens[shard]++
 			r.mu.Unlock()
@@ -454,8 +455,8 @@ func (o *ownership) set(owner map[string]string) {
 	o.changed = make(chan struct{})
 }
 
-func (o *ownership) owned(worker string) func() []string {
-	return func() []string {
+func (o *ownership) owned(worker string) func() []shardid.ID {
+	return func() []shardid.ID {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		var shards []string
@@ -465,8 +466,24 @@ func (o *ownership) owned(worker string) func() []string {
 			}
 		}
 		slices.Sort(shards)
-		return shards
+		return shardIDs(shards)
 	}
+}
+
+// shardIDs are the shards named names.
+func shardIDs(names []string) []shardid.ID {
+	if names == nil {
+		return nil
+	}
+	ids := make([]shardid.ID, len(names))
+	for i, name := range names {
+		id, err := shardid.Parse(name)
+		if err != nil {
+			panic(err)
+		}
+		ids[i] = id
+	}
+	return ids
 }
 
 func (o *ownership) changes() <-chan struct{} {
@@ -630,7 +647,10 @@ func TestPartitionsOverlappingOwners(t *testing.T) {
 	// A worker fenced at an earlier position holds that model until it
 	// reloads; once both hold every partition's end, both models are the
 	// references.
-	ends, _ := r.log.Ends(context.Background())
+	ends := map[string]int64{}
+	for p := range partitionShards {
+		ends[r.log.Key(p)] = int64(r.log.Len(p))
+	}
 	waitRunning(t, "both workers at every partition's end", runs, func() bool {
 		return equalPositions(a.Positions(), ends) && equalPositions(b.Positions(), ends)
 	})
@@ -658,9 +678,10 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 	open := cfg.Open
 	broken := errors.New("the chain is broken")
 	var p *consumer.Partitions
-	cfg.Open = func(ctx context.Context, shard string) (consumer.Chain, error) {
+	cfg.Open = func(ctx context.Context, id shardid.ID) (consumer.Chain, error) {
+		shard := id.String()
 		if shard != r.log.Key(2) {
-			return open(ctx, shard)
+			return open(ctx, id)
 		}
 		// Open runs on a goroutine of Run's, where the test cannot fail:
 		// it polls, and the test's own wait for Run bounds it.

@@ -70,18 +70,15 @@ loop:
 // joined with its labels' partition, read from its start (positions
 // nil), and the join's tail reads the shard. The worker's metrics are
 // its own.
-func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m *Message) (in, last bool)) (*Worker, error) {
+func (p *Pipeline) ReplayPartition(ctx context.Context, shard shardid.ID, end func(m *Message) (in, last bool)) (*Worker, error) {
 	if p.conn.Shards == nil {
 		return nil, errors.New("no shards to replay")
 	}
-	log := p.opts.Log.With(zap.String("shard", shard))
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return nil, err
-	}
+	log := p.opts.Log.With(zap.Stringer("shard", shard))
 	var chain *snapshot.Store
+	var err error
 	if p.opts.Store != nil {
-		if chain, err = p.opts.Store.PartitionChain(p.opts.Model, id); err != nil {
+		if chain, err = p.opts.Store.PartitionChain(p.opts.Model, shard); err != nil {
 			return nil, err
 		}
 	}
@@ -126,10 +123,10 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard string, end func(m
 		labels = cfg.Labels.Source
 		defer labels.Close() //nolint:errcheck // it only read
 		cfg.Labels.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
-			return p.conn.Shards.Open(ctx, shard, resume[shard])
+			return p.conn.Shards.Open(ctx, shard, resume[shard.String()])
 		}
 	}
-	if cfg.Replayed, err = p.replayed(ctx, id); err != nil {
+	if cfg.Replayed, err = p.replayed(ctx, shard); err != nil {
 		return nil, err
 	}
 	w := NewWorker(cfg, bounded, r.Model, r.Positions, nil, log)

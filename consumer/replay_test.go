@@ -92,7 +92,7 @@ func TestReplayPartition(t *testing.T) {
 		{data.Key(0), shardid.Memory("ex", 0), consumer.OffsetBefore(100), 100},
 		{data.Key(1), shardid.Memory("ex", 1), consumer.OffsetBefore(int64(len(second))), int64(len(second))},
 	} {
-		w, err := p.ReplayPartition(context.Background(), c.shard, c.end)
+		w, err := p.ReplayPartition(context.Background(), c.id, c.end)
 		if err != nil {
 			t.Fatalf("%s: %v", c.shard, err)
 		}
@@ -111,7 +111,7 @@ func TestReplayPartition(t *testing.T) {
 			t.Errorf("%s: the chain holds positions %v, want the worker's model at %d", c.shard, snap.Positions, c.want)
 		}
 	}
-	if _, err := p.ReplayPartition(context.Background(), data.Key(0), nil); !errors.Is(err, consumer.ErrChainExists) {
+	if _, err := p.ReplayPartition(context.Background(), data.Shard(0), nil); !errors.Is(err, consumer.ErrChainExists) {
 		t.Fatalf("a second replay into the chain: %v, want ErrChainExists", err)
 	}
 }

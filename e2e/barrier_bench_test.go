@@ -21,6 +21,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
@@ -187,10 +188,10 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 			parts[i%epochsBenchPartitions] = append(parts[i%epochsBenchPartitions], m)
 		}
 	}
-	ends := map[string]int64{}
+	ends := map[shardid.ID]int64{}
 	for p, part := range parts {
 		log.Append(p, part...)
-		ends[log.Key(p)] = int64(len(part) / 2)
+		ends[log.Shard(p)] = int64(len(part) / 2)
 	}
 	store, err := open(b)
 	if err != nil {
@@ -259,7 +260,7 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 	// The results' sizes, read back once the op is over.
 	for e := uint64(1); e <= epochs; e++ {
 		for shard := range maps.Keys(ends) {
-			key, err := epochlog.ShardKey(store.Prefix(), "bench", e, shard)
+			key, err := epochlog.ShardKey(store.Prefix(), "bench", e, shard.String())
 			if err != nil {
 				return err
 			}

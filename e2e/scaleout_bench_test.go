@@ -29,6 +29,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -227,9 +228,9 @@ func benchEpochsKafka(b *testing.B, msgs [][]byte, partitions int, epoch int64, 
 		return err
 	}
 	defer shards.Close()
-	ends := map[string]int64{}
+	ends := map[shardid.ID]int64{}
 	for p := range partitions {
-		ends[fmt.Sprintf("kafka:examples/%d", p)] = int64((len(msgs) - p + partitions - 1) / partitions)
+		ends[shardid.Kafka("examples", p)] = int64((len(msgs) - p + partitions - 1) / partitions)
 	}
 	return runBenchEpochs(b, out, shards, ends, epoch, st)
 }
@@ -278,12 +279,12 @@ func benchEpochsMemory(b *testing.B, msgs [][]byte, partitions int, epoch int64,
 // and stops the timer once the mixed model includes every shard up to its
 // end in ends. Shutting down (it writes the last mixed model) is not
 // timed.
-func runBenchEpochs(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[string]int64, epoch int64, st *epochStats) error {
+func runBenchEpochs(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[shardid.ID]int64, epoch int64, st *epochStats) error {
 	return runBenchEpochsOf(b, out, shards, ends, epoch, nil, st)
 }
 
 // runBenchEpochsOf is runBenchEpochs of a model with challengers.
-func runBenchEpochsOf(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[string]int64, epoch int64, challengers []learner.ChallengerConfig, st *epochStats) error {
+func runBenchEpochsOf(b *testing.B, out consumer.Destination, shards consumer.Shards, ends map[shardid.ID]int64, epoch int64, challengers []learner.ChallengerConfig, st *epochStats) error {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	defer store.Close()
 	model, err := learner.New(learner.DefaultConfig())
@@ -355,9 +356,9 @@ func runSingle(b *testing.B, out consumer.Destination, src consumer.Source, key 
 }
 
 // covers reports whether positions reach every shard's end.
-func covers(positions, ends map[string]int64) bool {
+func covers(positions map[string]int64, ends map[shardid.ID]int64) bool {
 	for shard, end := range ends {
-		if positions[shard] < end {
+		if positions[shard.String()] < end {
 			return false
 		}
 	}

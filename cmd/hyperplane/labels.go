@@ -7,18 +7,19 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/brokers"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // labels is the worker's configuration of the join of cfg.Labels, which is
 // enabled: the labels' source and the examples' tail opened at the
 // model's positions, and the marks' destination (none with marks false: a
 // replay reads the logs and writes nothing to them). consumer.Open sets
-// the join the model's generation recorded. shard is "" for a source of
+// the join the model's generation recorded. shard is the zero ID for a source of
 // one partition; in partition scope it is the partition whose examples
 // the labels join, and the labels are those of its co-partition
 // (brokers.PartitionJoin.Labels).
-func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard string, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
-	if shard != "" {
+func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard shardid.ID, positions map[string]int64, marks bool) (*consumer.LabelsConfig, error) {
+	if !shard.IsZero() {
 		return p.partitionJoin.Labels(ctx, shard, positions)
 	}
 	lc, err := brokers.JoinConfig(cfg)

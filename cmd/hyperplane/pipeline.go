@@ -118,7 +118,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		Log:         log,
 	}
 	if cfg.Labels.Enabled() {
-		opts.Labels = func(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+		opts.Labels = func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
 			return p.labels(ctx, cfg, shard, positions, marks)
 		}
 		if (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) && !opts.PartitionScope {

@@ -35,14 +35,14 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64,
 	if p.shards == nil {
 		return fmt.Errorf("replay: source.topics have no partitions to replay")
 	}
-	names, err := consumer.ShardNames(ctx, p.shards)
+	shards, err := consumer.ShardIDs(ctx, p.shards)
 	if err != nil {
 		return fmt.Errorf("replay: the source's partitions: %w", err)
 	}
 	start := time.Now()
 	var b strings.Builder
 	b.WriteString(`{"partitions":{`)
-	for i, shard := range names {
+	for i, shard := range shards {
 		w, err := p.ReplayPartition(ctx, shard, rangeEnd(end))
 		if errors.Is(err, consumer.ErrChainExists) {
 			return fmt.Errorf("replay: partition %s: -out: %s already holds the chain of this partition; replay writes a new model, so give another store or model.name", shard, cfg.Snapshot.URL)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -27,7 +28,9 @@ type ShardsHarness struct {
 // shard's first message and latest to its end; Open reads a shard from
 // any position, in order, every message once, with Resume rising by
 // Spread at most and the last at the end; a Range bounded at a position
-// stops there; Commit does nothing.
+// stops there; Commit does nothing. Every shard Ends lists is of one kind
+// and has a name Position.Source carries (shardid.ID.String); Start and
+// Open refuse the zero ID, no shard.
 func TestShards(t *testing.T, h ShardsHarness) {
 	const parts, per = 4, 6
 	produce, s := h.Setup(t, parts)
@@ -46,9 +49,23 @@ func TestShards(t *testing.T, h ShardsHarness) {
 	if len(ends) != parts && len(ends) != parts-1 {
 		t.Fatalf("Ends lists %d shards (%v), want %d, or %d without the empty one", len(ends), ends, parts, parts-1)
 	}
-	held := map[int]string{} // partition: the shard that holds it
+	if _, err := s.Start(ctx, shardid.ID{}, wire.Start{Kind: wire.StartEarliest}); err == nil {
+		t.Error("Start of the zero ID, no shard: no error")
+	}
+	if src, err := s.Open(ctx, shardid.ID{}, 0); err == nil {
+		src.Close()
+		t.Error("Open of the zero ID, no shard: no error")
+	}
+	var kind shardid.Kind
+	for shard := range ends {
+		if _, err := shard.Segment(); err != nil || (kind != "" && shard.Kind() != kind) {
+			t.Fatalf("Ends lists %v: %v, or a kind other than %q", shard, err, kind)
+		}
+		kind = shard.Kind()
+	}
+	held := map[int]shardid.ID{} // partition: the shard that holds it
 	for shard, end := range ends {
-		t.Run(shard, func(t *testing.T) {
+		t.Run(shard.String(), func(t *testing.T) {
 			start, err := s.Start(ctx, shard, wire.Start{Kind: wire.StartEarliest})
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +85,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 			held[p] = shard
 			last := start
 			for i, m := range msgs {
-				if want := fmt.Sprintf("p%d-m%d", p, i); string(m.Value) != want || m.Position.Source != shard {
+				if want := fmt.Sprintf("p%d-m%d", p, i); string(m.Value) != want || m.Position.Source != shard.String() {
 					t.Fatalf("message %d: %q of %s, want %q of %s", i, m.Value, m.Position.Source, want, shard)
 				}
 				if m.Resume <= last || (s.Spread() == 1 && m.Resume != last+1) {
@@ -90,7 +107,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			r := &consumer.Range{Source: src, End: consumer.ResumeTo(msgs[3].Resume), Sources: []string{shard}, Last: start}
+			r := &consumer.Range{Source: src, End: consumer.ResumeTo(msgs[3].Resume), Sources: []string{shard.String()}, Last: start}
 			var n int
 			for {
 				batch, err := r.Fetch(ctx, 64)
@@ -105,7 +122,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 			if n != 4 || r.Returned() != msgs[3].Resume {
 				t.Fatalf("a range to message 3 delivered %d messages, the last at %d; want 4, at %d", n, r.Returned(), msgs[3].Resume)
 			}
-			if err := src.Commit(ctx, map[string]int64{shard: end}); err != nil {
+			if err := src.Commit(ctx, map[string]int64{shard.String(): end}); err != nil {
 				t.Fatalf("Commit: %v, want nothing done", err)
 			}
 		})
@@ -116,7 +133,7 @@ func TestShards(t *testing.T, h ShardsHarness) {
 }
 
 // readShard opens shard at from and reads n messages from it.
-func readShard(t *testing.T, s consumer.Shards, shard string, from int64, n int) []consumer.Message {
+func readShard(t *testing.T, s consumer.Shards, shard shardid.ID, from int64, n int) []consumer.Message {
 	t.Helper()
 	src, err := s.Open(context.Background(), shard, from)
 	if err != nil {

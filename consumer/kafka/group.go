@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/consumer"
@@ -179,7 +180,7 @@ type Group struct {
 type generation struct {
 	id     int32
 	member membership
-	owned  []string                  // the assigned shards, in shard order
+	owned  []shardid.ID              // the assigned shards, in shard order
 	parts  map[string]topicPartition // the assigned partitions, by shard
 	counts map[string]int            // the topics' partition counts when it began
 	ended  chan struct{}             // closed when the generation has ended
@@ -608,13 +609,13 @@ func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts 
 	cur := &generation{
 		id:     id,
 		member: m,
-		owned:  make([]string, 0, len(tps)),
+		owned:  make([]shardid.ID, 0, len(tps)),
 		parts:  make(map[string]topicPartition, len(tps)),
 		counts: counts,
 		ended:  make(chan struct{}),
 	}
 	for _, tp := range tps {
-		cur.owned = append(cur.owned, tp.key())
+		cur.owned = append(cur.owned, tp.shard())
 		cur.parts[tp.key()] = tp
 	}
 	g.mu.Lock()
@@ -622,7 +623,7 @@ func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts 
 	g.signal()
 	g.mu.Unlock()
 	g.log.Info("kafka consumer group generation",
-		zap.Int32("generation", id), zap.String("member", m.id), zap.Strings("owned", cur.owned))
+		zap.Int32("generation", id), zap.String("member", m.id), zap.Stringers("owned", cur.owned))
 	return cur
 }
 
@@ -687,11 +688,11 @@ func (g *Group) errorf(format string, args ...any) {
 // member in the current generation, in shard order (topic bytewise, then
 // partition numerically). It is empty, and not nil, between generations,
 // before the first and after Close. It fits consumer.EpochConfig.Owned.
-func (g *Group) Owned() []string {
+func (g *Group) Owned() []shardid.ID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cur == nil {
-		return []string{}
+		return []shardid.ID{}
 	}
 	return slices.Clone(g.cur.owned)
 }

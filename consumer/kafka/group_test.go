@@ -21,6 +21,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // groupOptions are short timings, so that rebalances take a fraction of a
@@ -66,10 +67,10 @@ func joinWith(t *testing.T, c *testbroker.KafkaCluster, opts kafka.GroupOptions,
 }
 
 // shardsOf is "kafka:<topic>/<partition>" for the partitions ids.
-func shardsOf(topic string, ids ...int) []string {
-	out := make([]string, len(ids))
+func shardsOf(topic string, ids ...int) []shardid.ID {
+	out := make([]shardid.ID, len(ids))
 	for i, id := range ids {
-		out[i] = fmt.Sprintf("kafka:%s/%d", topic, id)
+		out[i] = shardid.Kafka(topic, id)
 	}
 	return out
 }
@@ -86,10 +87,10 @@ func upTo(n int) []int {
 // settle polls the members' assignments until ok accepts them, and returns
 // them with the time that took. It fails the test, showing the last
 // assignments, if that takes longer than settleWithin.
-func settle(t *testing.T, members []*kafka.Group, ok func(owned [][]string) bool) ([][]string, time.Duration) {
+func settle(t *testing.T, members []*kafka.Group, ok func(owned [][]shardid.ID) bool) ([][]shardid.ID, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	var owned [][]string
+	var owned [][]shardid.ID
 	defer func() {
 		if t.Failed() {
 			t.Logf("the last assignments: %q", owned)
@@ -107,9 +108,9 @@ func settle(t *testing.T, members []*kafka.Group, ok func(owned [][]string) bool
 
 // partitioned accepts assignments that give each member per shards, no
 // shard to two members, and every one of all to someone.
-func partitioned(all []string, per int) func([][]string) bool {
-	return func(owned [][]string) bool {
-		seen := map[string]bool{}
+func partitioned(all []shardid.ID, per int) func([][]shardid.ID) bool {
+	return func(owned [][]shardid.ID) bool {
+		seen := map[shardid.ID]bool{}
 		for _, o := range owned {
 			if len(o) != per {
 				return false
@@ -212,7 +213,7 @@ func TestGroupOneMemberOwnsAll(t *testing.T) {
 		t.Fatal("Settled before the first generation")
 	}
 	want := append(shardsOf("s", upTo(12)...), shardsOf("t", upTo(6)...)...)
-	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], want) })
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], want) })
 	t.Logf("one member owned every partition after %v", took)
 	if !closed(changed) {
 		t.Fatal("Changed not closed when the first generation began")
@@ -221,7 +222,7 @@ func TestGroupOneMemberOwnsAll(t *testing.T) {
 		t.Fatal("not Settled in a generation")
 	}
 	// Owned is a copy.
-	g.Owned()[0] = "changed"
+	g.Owned()[0] = shardid.Kafka("changed", 0)
 	if got := g.Owned(); !slices.Equal(got, want) {
 		t.Fatalf("Owned after changing a returned slice = %q, want %q", got, want)
 	}
@@ -338,15 +339,15 @@ func TestGroupCommit(t *testing.T) {
 	// Positions of every partition, plus shards of other sources.
 	positions := map[string]int64{"kafka:other/0": 7, "jetstream:s#0": 7}
 	for p, s := range all {
-		positions[s] = int64(100 + p)
+		positions[s.String()] = int64(100 + p)
 	}
 	if err := a.Commit(ctx, positions); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	want := map[int32]int64{}
 	for _, s := range owned[0] {
-		var p int32
-		fmt.Sscanf(s, "kafka:t/%d", &p)
+		k, _ := s.Partition()
+		p := int32(k)
 		want[p] = int64(100 + p)
 	}
 	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -357,15 +358,15 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("Commit: %v", err)
 	}
 	for _, s := range owned[1] {
-		var p int32
-		fmt.Sscanf(s, "kafka:t/%d", &p)
+		k, _ := s.Partition()
+		p := int32(k)
 		want[p] = int64(100 + p)
 	}
 	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("committed %v after both members committed, want %v", got, want)
 	}
 	// Nothing owned, nothing sent.
-	if err := a.Commit(ctx, map[string]int64{owned[1][0]: 1, "kafka:other/0": 1}); err != nil {
+	if err := a.Commit(ctx, map[string]int64{owned[1][0].String(): 1, "kafka:other/0": 1}); err != nil {
 		t.Fatalf("Commit of shards not owned: %v", err)
 	}
 	if got := committedOffsets(t, cl, "g", "t", 6); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -389,7 +390,7 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupPartitionsAdded(t *testing.T) {
 	c := groupCluster(t, 2)
 	g := join(t, c, "g", "a", "t")
-	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], shardsOf("t", 0, 1)) })
+	settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], shardsOf("t", 0, 1)) })
 	changed := g.Changed()
 
 	cl := c.Client(t)
@@ -405,7 +406,7 @@ func TestGroupPartitionsAdded(t *testing.T) {
 		t.Fatalf("create partitions: %v", err)
 	}
 
-	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], shardsOf("t", upTo(4)...)) })
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], shardsOf("t", upTo(4)...)) })
 	t.Logf("the member owned the new partitions %v after they were created", took)
 	if !closed(changed) {
 		t.Fatal("Changed not closed when the partitions changed")
@@ -426,13 +427,13 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { g.Close() })
 	all := shardsOf("t", upTo(6)...)
-	settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
+	settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], all) })
 	changed := g.Changed()
 
 	// Without a coordinator the generation ends at the next heartbeat,
 	// and none begins while the broker is down.
 	c.Shutdown()
-	_, took := settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return len(owned[0]) == 0 })
+	_, took := settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return len(owned[0]) == 0 })
 	t.Logf("the member owned nothing %v after the broker went down", took)
 	if !closed(changed) {
 		t.Fatal("Changed not closed when the generation ended")
@@ -444,11 +445,11 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	if got := g.Owned(); len(got) != 0 {
 		t.Fatalf("Owned while the broker is down = %q, want empty", got)
 	}
-	if err := g.Commit(context.Background(), map[string]int64{all[0]: 1}); !errors.Is(err, kafka.ErrGenerationEnded) {
+	if err := g.Commit(context.Background(), map[string]int64{all[0].String(): 1}); !errors.Is(err, kafka.ErrGenerationEnded) {
 		t.Fatalf("Commit between generations = %v, want ErrGenerationEnded", err)
 	}
 
 	c.Start()
-	_, took = settle(t, []*kafka.Group{g}, func(owned [][]string) bool { return slices.Equal(owned[0], all) })
+	_, took = settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], all) })
 	t.Logf("the member owned every partition again %v after the broker came back", took)
 }

@@ -63,7 +63,7 @@ func (s *Shards) Spread() int { return 1 }
 // watermark, from one Metadata and one ListOffsets request. It fails if a
 // topic has no partitions (it does not exist) or the broker lists no
 // offsets for one of them.
-func (s *Shards) Ends(ctx context.Context) (map[string]int64, error) {
+func (s *Shards) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
 	parts, err := s.cluster.partitions(ctx, s.topics)
 	if err != nil {
 		return nil, err
@@ -72,9 +72,9 @@ func (s *Shards) Ends(ctx context.Context) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	ends := make(map[string]int64, len(offsets))
+	ends := make(map[shardid.ID]int64, len(offsets))
 	for _, po := range offsets {
-		ends[po.key()] = po.end
+		ends[po.shard()] = po.end
 	}
 	return ends, nil
 }
@@ -85,7 +85,7 @@ func (s *Shards) Ends(ctx context.Context) (map[string]int64, error) {
 // time (the high watermark if no message is that recent). It fails, naming
 // the shard, if the offset lies below the partition's first offset or
 // beyond its end.
-func (s *Shards) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
+func (s *Shards) Start(ctx context.Context, shard shardid.ID, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("kafka: %s: %w", shard, err)
 	}
@@ -110,7 +110,7 @@ func (s *Shards) Start(ctx context.Context, shard string, start wire.Start) (int
 // the shard, and the source's Fetch fails if retention deletes offsets
 // it has not read yet. Its Commit does nothing, its Close stops its reader
 // (within maxWait), and ctx bounds only the lookups Open makes.
-func (s *Shards) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (s *Shards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	if s.isClosed() {
 		return nil, errShardsClosed
 	}
@@ -143,8 +143,8 @@ func (s *Shards) Open(ctx context.Context, shard string, from int64) (consumer.S
 // lookup finds shard's partition and lists its offsets (for at too, if
 // not zero). It fails, naming shard, if shard is no partition of the
 // topics.
-func (s *Shards) lookup(ctx context.Context, shard string, at time.Time) (partitionOffsets, error) {
-	tp, ok := parseShard(shard)
+func (s *Shards) lookup(ctx context.Context, shard shardid.ID, at time.Time) (partitionOffsets, error) {
+	tp, ok := kafkaPartition(shard)
 	if !ok || !slices.Contains(s.topics, tp.topic) {
 		return partitionOffsets{}, fmt.Errorf("kafka: %q is not a shard of topics %q", shard, s.topics)
 	}
@@ -164,42 +164,42 @@ func (s *Shards) lookup(ctx context.Context, shard string, at time.Time) (partit
 
 // CoPartition is the shard of topic co-partitioned with shard: the
 // partition of topic with shard's number, "kafka:<topic>/<partition>",
-// and that number. ok is false when shard is no Kafka shard's name.
-func CoPartition(shard, topic string) (name string, partition int, ok bool) {
-	tp, ok := parseShard(shard)
+// and that number. ok is false when shard is no Kafka partition.
+func CoPartition(shard shardid.ID, topic string) (co shardid.ID, partition int, ok bool) {
+	tp, ok := kafkaPartition(shard)
 	if !ok {
-		return "", 0, false
+		return shardid.ID{}, 0, false
 	}
-	return sourceKey(topic, tp.id), tp.id, true
+	return shardid.Kafka(topic, tp.id), tp.id, true
 }
 
 // OpenCoPartition opens the partition of topic, one of s's, that is
 // co-partitioned with shard, a partition of another topic (CoPartition):
 // from its position in positions, or from its earliest offset without
 // one. partition is its number.
-func (s *Shards) OpenCoPartition(ctx context.Context, shard, topic string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
-	name, k, ok := CoPartition(shard, topic)
+func (s *Shards) OpenCoPartition(ctx context.Context, shard shardid.ID, topic string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+	co, k, ok := CoPartition(shard, topic)
 	if !ok {
 		return nil, 0, fmt.Errorf("shard %s is no Kafka partition to join the partitions of topic %s to", shard, topic)
 	}
-	from, ok := positions[name]
+	from, ok := positions[co.String()]
 	if !ok {
-		if from, err = s.Start(ctx, name, wire.Start{Kind: wire.StartEarliest}); err != nil {
+		if from, err = s.Start(ctx, co, wire.Start{Kind: wire.StartEarliest}); err != nil {
 			return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, topic, shard, err)
 		}
 	}
-	src, err := s.Open(ctx, name, from)
+	src, err := s.Open(ctx, co, from)
 	if err != nil {
 		return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, topic, shard, err)
 	}
 	return src, k, nil
 }
 
-// parseShard reads a Kafka shard's name, "kafka:<topic>/<partition>".
-func parseShard(shard string) (topicPartition, bool) {
-	id, err := shardid.Parse(shard)
+// kafkaPartition is the topic-partition of a Kafka shard,
+// "kafka:<topic>/<partition>"; false for a shard of another kind.
+func kafkaPartition(id shardid.ID) (topicPartition, bool) {
 	p, partitioned := id.Partition()
-	if err != nil || id.Kind() != shardid.KindKafka || !partitioned {
+	if id.Kind() != shardid.KindKafka || !partitioned {
 		return topicPartition{}, false
 	}
 	return topicPartition{id.Name(), p}, true

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -32,7 +33,7 @@ func newShards(t *testing.T, c *testbroker.KafkaCluster, topics ...string) *kafk
 	return shards
 }
 
-func openShard(t *testing.T, shards *kafka.Shards, shard string, from int64) consumer.Source {
+func openShard(t *testing.T, shards *kafka.Shards, shard shardid.ID, from int64) consumer.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -77,7 +78,7 @@ func TestShardsConformance(t *testing.T) {
 			shards := newShards(t, c, "examples")
 			return func(p int, values ...[]byte) { produce(t, cl, "examples", p, values...) },
 				func(resume map[string]int64) consumer.Source {
-					return openShard(t, shards, "kafka:examples/0", resume["kafka:examples/0"])
+					return openShard(t, shards, shardid.Kafka("examples", 0), resume["kafka:examples/0"])
 				}
 		},
 	})
@@ -95,8 +96,12 @@ func TestShardsEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ends: %v", err)
 		}
-		if !maps.Equal(ends, want) {
-			t.Fatalf("Ends() = %v, want %v", ends, want)
+		named := map[string]int64{}
+		for id, end := range ends {
+			named[id.String()] = end
+		}
+		if !maps.Equal(named, want) {
+			t.Fatalf("Ends() = %v, want %v", named, want)
 		}
 	}
 	check(map[string]int64{"kafka:t/0": 5, "kafka:t/1": 0, "kafka:t/2": 12, "kafka:u/0": 2})
@@ -127,7 +132,7 @@ func TestShardsOpen(t *testing.T) {
 	shards := newShards(t, c, "t")
 	for _, from := range []int{0, 1, 7, 11, 12} {
 		t.Run(fmt.Sprint("from ", from), func(t *testing.T) {
-			src := openShard(t, shards, "kafka:t/2", int64(from))
+			src := openShard(t, shards, shardid.Kafka("t", 2), int64(from))
 			if from < 12 {
 				for i, m := range consumertest.FetchN(t, src, 12-from) {
 					off := int64(from + i)
@@ -143,7 +148,7 @@ func TestShardsOpen(t *testing.T) {
 	}
 
 	t.Run("only its partition", func(t *testing.T) {
-		src := openShard(t, shards, "kafka:t/1", 0)
+		src := openShard(t, shards, shardid.Kafka("t", 1), 0)
 		idle(t, src)
 		produce(t, cl, "t", 0, []byte("p0-m5"))
 		produce(t, cl, "t", 2, []byte("p2-m12"))
@@ -160,8 +165,8 @@ func TestShardsOpen(t *testing.T) {
 	t.Run("two at once", func(t *testing.T) {
 		// Sources of one Shards share its connections, and closing one
 		// leaves the other reading.
-		a := openShard(t, shards, "kafka:t/0", 2)
-		b := openShard(t, shards, "kafka:t/0", 4)
+		a := openShard(t, shards, shardid.Kafka("t", 0), 2)
+		b := openShard(t, shards, shardid.Kafka("t", 0), 4)
 		if m := consumertest.FetchN(t, b, 1)[0]; string(m.Value) != "p0-m4" {
 			t.Fatalf("b's first message %q, want p0-m4", m.Value)
 		}
@@ -175,7 +180,7 @@ func TestShardsOpen(t *testing.T) {
 	})
 
 	t.Run("commit does nothing", func(t *testing.T) {
-		src := openShard(t, shards, "kafka:t/2", 10)
+		src := openShard(t, shards, shardid.Kafka("t", 2), 10)
 		if err := src.Commit(context.Background(), map[string]int64{"kafka:t/2": 12}); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
@@ -192,19 +197,16 @@ func TestShardsOpenErrors(t *testing.T) {
 	shards := newShards(t, c, "t")
 	for _, tc := range []struct {
 		name  string
-		shard string
+		shard shardid.ID
 		from  int64
 		want  string // in the error
 	}{
-		{"below first offset", "kafka:t/0", 1, "kafka:t/0: range start offset 1 is below the partition's first offset 2: 1 messages were deleted"},
-		{"beyond end", "kafka:t/0", 6, "kafka:t/0: range start offset 6 is beyond the partition's end 5"},
-		{"beyond end of empty", "kafka:t/1", 1, "kafka:t/1: range start offset 1 is beyond the partition's end 0"},
-		{"no such partition", "kafka:t/3", 0, "kafka:t/3: no such partition: topic t has 3"},
-		{"other topic", "kafka:u/0", 0, `"kafka:u/0" is not a shard of topics ["t"]`},
-		{"not kafka", "memory:t/0", 0, `"memory:t/0" is not a shard`},
-		{"no partition", "kafka:t", 0, `"kafka:t" is not a shard`},
-		{"bad partition", "kafka:t/01", 0, `"kafka:t/01" is not a shard`},
-		{"negative partition", "kafka:t/-1", 0, `"kafka:t/-1" is not a shard`},
+		{"below first offset", shardid.Kafka("t", 0), 1, "kafka:t/0: range start offset 1 is below the partition's first offset 2: 1 messages were deleted"},
+		{"beyond end", shardid.Kafka("t", 0), 6, "kafka:t/0: range start offset 6 is beyond the partition's end 5"},
+		{"beyond end of empty", shardid.Kafka("t", 1), 1, "kafka:t/1: range start offset 1 is beyond the partition's end 0"},
+		{"no such partition", shardid.Kafka("t", 3), 0, "kafka:t/3: no such partition: topic t has 3"},
+		{"other topic", shardid.Kafka("u", 0), 0, `"kafka:u/0" is not a shard of topics ["t"]`},
+		{"not kafka", shardid.Memory("t", 0), 0, `"memory:t/0" is not a shard`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -222,13 +224,13 @@ func TestShardsOpenErrors(t *testing.T) {
 
 	t.Run("at the bounds", func(t *testing.T) {
 		// The first offset and the end are both valid.
-		src := openShard(t, shards, "kafka:t/0", 2)
+		src := openShard(t, shards, shardid.Kafka("t", 0), 2)
 		for i, m := range consumertest.FetchN(t, src, 3) {
 			if m.Position.Offset != int64(2+i) || string(m.Value) != fmt.Sprintf("p0-m%d", 2+i) {
 				t.Fatalf("message %d is %q at %+v, want p0-m%d at offset %d", i, m.Value, m.Position, 2+i, 2+i)
 			}
 		}
-		end := openShard(t, shards, "kafka:t/0", 5)
+		end := openShard(t, shards, shardid.Kafka("t", 0), 5)
 		produce(t, cl, "t", 0, []byte("p0-m5"))
 		if m := consumertest.FetchN(t, end, 1)[0]; m.Position.Offset != 5 || string(m.Value) != "p0-m5" {
 			t.Fatalf("from the end: %q at %+v, want p0-m5 at offset 5", m.Value, m.Position)
@@ -250,32 +252,32 @@ func TestShardsStart(t *testing.T) {
 	shards := newShards(t, c, "t")
 	for _, tc := range []struct {
 		name  string
-		shard string
+		shard shardid.ID
 		start wire.Start
 		want  int64
 		err   string // in the error, instead of want
 	}{
-		{"default", "kafka:t/1", wire.Start{}, 3, ""},
-		{"earliest", "kafka:t/1", wire.Start{Kind: "earliest"}, 3, ""},
-		{"earliest of empty", "kafka:t/0", wire.Start{Kind: "earliest"}, 0, ""},
-		{"latest", "kafka:t/1", wire.Start{Kind: "latest"}, 10, ""},
-		{"latest of empty", "kafka:t/0", wire.Start{Kind: "latest"}, 0, ""},
-		{"offset", "kafka:t/1", wire.Start{Kind: "offset", Offset: 4}, 4, ""},
-		{"offset at first", "kafka:t/1", wire.Start{Kind: "offset", Offset: 3}, 3, ""},
-		{"offset at end", "kafka:t/1", wire.Start{Kind: "offset", Offset: 10}, 10, ""},
-		{"offset below first", "kafka:t/1", wire.Start{Kind: "offset", Offset: 2}, 0,
+		{"default", shardid.Kafka("t", 1), wire.Start{}, 3, ""},
+		{"earliest", shardid.Kafka("t", 1), wire.Start{Kind: "earliest"}, 3, ""},
+		{"earliest of empty", shardid.Kafka("t", 0), wire.Start{Kind: "earliest"}, 0, ""},
+		{"latest", shardid.Kafka("t", 1), wire.Start{Kind: "latest"}, 10, ""},
+		{"latest of empty", shardid.Kafka("t", 0), wire.Start{Kind: "latest"}, 0, ""},
+		{"offset", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: 4}, 4, ""},
+		{"offset at first", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: 3}, 3, ""},
+		{"offset at end", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: 10}, 10, ""},
+		{"offset below first", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: 2}, 0,
 			"kafka:t/1: start offset:2 offset 2 is below the partition's first offset 3: 1 messages were deleted"},
-		{"offset beyond end", "kafka:t/1", wire.Start{Kind: "offset", Offset: 11}, 0,
+		{"offset beyond end", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: 11}, 0,
 			"kafka:t/1: start offset:11 offset 11 is beyond the partition's end 10"},
-		{"time before all", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(-time.Minute)}, 3, ""},
-		{"time of a message", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6, ""},
-		{"time between messages", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6, ""},
-		{"time after all", "kafka:t/1", wire.Start{Kind: "time", Time: base.Add(time.Minute)}, 10, ""},
-		{"time on empty", "kafka:t/0", wire.Start{Kind: "time", Time: base}, 0, ""},
-		{"bad start", "kafka:t/1", wire.Start{Kind: "newest"}, 0, `kafka:t/1: unknown start "newest"`},
-		{"negative offset", "kafka:t/1", wire.Start{Kind: "offset", Offset: -1}, 0, "negative"},
-		{"no such partition", "kafka:t/2", wire.Start{}, 0, "kafka:t/2: no such partition"},
-		{"other topic", "kafka:u/0", wire.Start{}, 0, `"kafka:u/0" is not a shard`},
+		{"time before all", shardid.Kafka("t", 1), wire.Start{Kind: "time", Time: base.Add(-time.Minute)}, 3, ""},
+		{"time of a message", shardid.Kafka("t", 1), wire.Start{Kind: "time", Time: base.Add(6 * time.Second)}, 6, ""},
+		{"time between messages", shardid.Kafka("t", 1), wire.Start{Kind: "time", Time: base.Add(5500 * time.Millisecond)}, 6, ""},
+		{"time after all", shardid.Kafka("t", 1), wire.Start{Kind: "time", Time: base.Add(time.Minute)}, 10, ""},
+		{"time on empty", shardid.Kafka("t", 0), wire.Start{Kind: "time", Time: base}, 0, ""},
+		{"bad start", shardid.Kafka("t", 1), wire.Start{Kind: "newest"}, 0, `kafka:t/1: unknown start "newest"`},
+		{"negative offset", shardid.Kafka("t", 1), wire.Start{Kind: "offset", Offset: -1}, 0, "negative"},
+		{"no such partition", shardid.Kafka("t", 2), wire.Start{}, 0, "kafka:t/2: no such partition"},
+		{"other topic", shardid.Kafka("u", 0), wire.Start{}, 0, `"kafka:u/0" is not a shard`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -304,7 +306,7 @@ func TestShardsRetentionOvertakes(t *testing.T) {
 		return nil, errors.New("injected fetch failure")
 	})
 	shards := newShards(t, c, "t")
-	src := openShard(t, shards, "kafka:t/2", 1)
+	src := openShard(t, shards, shardid.Kafka("t", 2), 1)
 	wait.For(t, time.Minute, 10*time.Millisecond, "two failed fetches", func() bool { return failures.Load() >= 2 })
 	deleteRecords(t, cl, "t", 2, 6)
 	failing.Store(false)
@@ -328,13 +330,13 @@ func TestShardsClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	closed := openShard(t, shards, "kafka:t/0", 0)
+	closed := openShard(t, shards, shardid.Kafka("t", 0), 0)
 	if err := closed.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	var open []consumer.Source
 	for p := range 3 {
-		open = append(open, openShard(t, shards, fmt.Sprintf("kafka:t/%d", p), 0))
+		open = append(open, openShard(t, shards, shardid.Kafka("t", p), 0))
 	}
 	consumertest.FetchN(t, open[0], 1)
 	fetched := make(chan error, 1)
@@ -368,7 +370,7 @@ func TestShardsClose(t *testing.T) {
 			t.Fatalf("source of partition %d: Close after the Shards closed: %v", p, err)
 		}
 	}
-	if src, err := shards.Open(ctx, "kafka:t/0", 0); err == nil {
+	if src, err := shards.Open(ctx, shardid.Kafka("t", 0), 0); err == nil {
 		src.Close()
 		t.Fatal("Open after Close succeeded")
 	}
@@ -390,19 +392,18 @@ func TestShardsSuite(t *testing.T) {
 
 func TestCoPartition(t *testing.T) {
 	for _, c := range []struct {
-		shard, name string
-		partition   int
-		ok          bool
+		shard     shardid.ID
+		co        shardid.ID
+		partition int
+		ok        bool
 	}{
-		{"kafka:examples/3", "kafka:labels/3", 3, true},
-		{"kafka:a/b/0", "", 0, false}, // no topic has a slash
-		{"kafka:examples", "", 0, false},
-		{"jetstream:S#1", "", 0, false},
-		{"kafka:examples/03", "", 0, false},
+		{shardid.Kafka("examples", 3), shardid.Kafka("labels", 3), 3, true},
+		{shardid.JetStream("S", 1), shardid.ID{}, 0, false},
+		{shardid.Memory("examples", 3), shardid.ID{}, 0, false},
 	} {
-		name, partition, ok := kafka.CoPartition(c.shard, "labels")
-		if name != c.name || partition != c.partition || ok != c.ok {
-			t.Errorf("CoPartition(%q): %q %d %v, want %q %d %v", c.shard, name, partition, ok, c.name, c.partition, c.ok)
+		co, partition, ok := kafka.CoPartition(c.shard, "labels")
+		if co != c.co || partition != c.partition || ok != c.ok {
+			t.Errorf("CoPartition(%q): %q %d %v, want %q %d %v", c.shard, co, partition, ok, c.co, c.partition, c.ok)
 		}
 	}
 }
@@ -421,7 +422,7 @@ func TestShardsOpenCoPartition(t *testing.T) {
 		if from > 0 {
 			positions = map[string]int64{"kafka:labels/1": from}
 		}
-		src, k, err := shards.OpenCoPartition(context.Background(), "kafka:examples/1", "labels", positions)
+		src, k, err := shards.OpenCoPartition(context.Background(), shardid.Kafka("examples", 1), "labels", positions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +437,7 @@ func TestShardsOpenCoPartition(t *testing.T) {
 		idle(t, src)
 		src.Close()
 	}
-	if _, _, err := shards.OpenCoPartition(context.Background(), "jetstream:S#1", "labels", nil); err == nil {
+	if _, _, err := shards.OpenCoPartition(context.Background(), shardid.JetStream("S", 1), "labels", nil); err == nil {
 		t.Error("a JetStream shard's co-partition opened, want an error")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -251,6 +252,9 @@ type topicPartition struct {
 
 func (tp topicPartition) key() string { return sourceKey(tp.topic, tp.id) }
 
+// shard is the partition as a shard, whose name is its key.
+func (tp topicPartition) shard() shardid.ID { return shardid.Kafka(tp.topic, tp.id) }
+
 // partitionOffsets is where a partition's log begins and ends, as the
 // broker lists them.
 type partitionOffsets struct {
@@ -416,8 +420,9 @@ func plan(ctx context.Context, c *cluster, topics []string, resume map[string]in
 
 // inTopic reports whether key names a partition of topic.
 func inTopic(key, topic string) bool {
-	tp, ok := parseShard(key)
-	return ok && tp.topic == topic
+	id, err := shardid.Parse(key)
+	tp, ok := kafkaPartition(id)
+	return err == nil && ok && tp.topic == topic
 }
 
 // read forwards one partition's messages, in order, until Close. kafka-go

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // staticOptions are groupOptions for a static member named instance,
@@ -54,7 +55,7 @@ func TestGroupStaticRestart(t *testing.T) {
 	kafka.Crash(a)
 	start := time.Now()
 	restarted := joinWith(t, c, staticOptions("worker-a"), "g", "a again", "t")
-	after, took := settle(t, []*kafka.Group{restarted}, func(owned [][]string) bool { return slices.Equal(owned[0], before[0]) })
+	after, took := settle(t, []*kafka.Group{restarted}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], before[0]) })
 	t.Logf("the restarted member owned %q %v after it started (session timeout %v)", after[0], took, staticOptions("").SessionTimeout)
 	if limit := staticOptions("").SessionTimeout / 10; time.Since(start) > limit {
 		t.Fatalf("the restarted member took %v to own its partitions back, want at most %v", time.Since(start), limit)
@@ -101,8 +102,8 @@ func TestGroupStaticOrder(t *testing.T) {
 		joinWith(t, c, staticOptions("w1"), "g", "w1", "t"),
 		joinWith(t, c, staticOptions("w0"), "g", "w0", "t"),
 	}
-	want := [][]string{shardsOf("t", 4, 5), shardsOf("t", 2, 3), shardsOf("t", 0, 1)}
-	settle(t, members, func(owned [][]string) bool {
+	want := [][]shardid.ID{shardsOf("t", 4, 5), shardsOf("t", 2, 3), shardsOf("t", 0, 1)}
+	settle(t, members, func(owned [][]shardid.ID) bool {
 		for i := range owned {
 			if !slices.Equal(owned[i], want[i]) {
 				return false

@@ -40,8 +40,11 @@ func NewLog(name string, partitions int) *Log {
 	return &Log{name: name, partitions: make([][][]byte, partitions), grew: make(chan struct{})}
 }
 
-// Key is the source key of partition p.
-func (l *Log) Key(p int) string { return shardid.Memory(l.name, p).String() }
+// Key is the source key of partition p, the name of its Shard.
+func (l *Log) Key(p int) string { return l.Shard(p).String() }
+
+// Shard is partition p as a shard, "memory:<name>/<p>".
+func (l *Log) Shard(p int) shardid.ID { return shardid.Memory(l.name, p) }
 
 // Append adds values to partition p, in order.
 func (l *Log) Append(p int, values ...[]byte) {
@@ -96,14 +99,14 @@ var _ consumer.Shards = (*Log)(nil)
 // Spread is 1: a partition's offsets are its own.
 func (l *Log) Spread() int { return 1 }
 
-// Ends returns the length of every partition, by source key: its end,
-// the next offset to be written.
-func (l *Log) Ends(ctx context.Context) (map[string]int64, error) {
+// Ends returns the length of every partition, by shard: its end, the
+// next offset to be written.
+func (l *Log) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ends := make(map[string]int64, len(l.partitions))
+	ends := make(map[shardid.ID]int64, len(l.partitions))
 	for p, part := range l.partitions {
-		ends[l.Key(p)] = int64(len(part))
+		ends[l.Shard(p)] = int64(len(part))
 	}
 	return ends, nil
 }
@@ -112,7 +115,7 @@ func (l *Log) Ends(ctx context.Context) (map[string]int64, error) {
 // earliest, the partition's length for latest, the offset (at most the
 // length), or for a time the first message at or after it (every message
 // is stored at the Unix epoch).
-func (l *Log) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
+func (l *Log) Start(ctx context.Context, shard shardid.ID, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("memory: %s: %w", shard, err)
 	}
@@ -140,7 +143,7 @@ func (l *Log) Start(ctx context.Context, shard string, start wire.Start) (int64,
 // Open returns a *Source that reads shard's partition alone from offset
 // from, which must lie between 0 and the partition's length. Its Commit
 // moves nothing (Committed records it, as for NewSource's).
-func (l *Log) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (l *Log) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	p, err := l.partition(shard)
 	if err != nil {
 		return nil, err
@@ -153,13 +156,13 @@ func (l *Log) Open(ctx context.Context, shard string, from int64) (consumer.Sour
 	return s, nil
 }
 
-// partition is the partition whose source key is shard.
-func (l *Log) partition(shard string) (int, error) {
+// partition is shard's partition.
+func (l *Log) partition(shard shardid.ID) (int, error) {
 	l.mu.Lock()
 	n := len(l.partitions)
 	l.mu.Unlock()
 	for p := range n {
-		if l.Key(p) == shard {
+		if l.Shard(p) == shard {
 			return p, nil
 		}
 	}

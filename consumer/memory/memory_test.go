@@ -12,6 +12,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -46,13 +47,13 @@ func TestShardConformance(t *testing.T) {
 			n++
 			log := memory.NewLog(fmt.Sprintf("t%d", n), partitions)
 			return log.Append, func(resume map[string]int64) consumer.Source {
-				return openShard(t, log, log.Key(0), resume[log.Key(0)])
+				return openShard(t, log, log.Shard(0), resume[log.Key(0)])
 			}
 		},
 	})
 }
 
-func openShard(t *testing.T, log *memory.Log, shard string, from int64) consumer.Source {
+func openShard(t *testing.T, log *memory.Log, shard shardid.ID, from int64) consumer.Source {
 	t.Helper()
 	src, err := log.Open(context.Background(), shard, from)
 	if err != nil {
@@ -92,8 +93,12 @@ func TestLogEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ends: %v", err)
 		}
-		if !maps.Equal(ends, want) {
-			t.Fatalf("Ends() = %v, want %v", ends, want)
+		named := map[string]int64{}
+		for id, end := range ends {
+			named[id.String()] = end
+		}
+		if !maps.Equal(named, want) {
+			t.Fatalf("Ends() = %v, want %v", named, want)
 		}
 	}
 	check(map[string]int64{"memory:t/0": 5, "memory:t/1": 0, "memory:t/2": 12})
@@ -105,7 +110,7 @@ func TestLogOpen(t *testing.T) {
 	log := shardsLog()
 	for _, from := range []int{0, 1, 7, 11, 12} {
 		t.Run(fmt.Sprint("from ", from), func(t *testing.T) {
-			src := openShard(t, log, "memory:t/2", int64(from))
+			src := openShard(t, log, shardid.Memory("t", 2), int64(from))
 			if from < 12 {
 				for i, m := range consumertest.FetchN(t, src, 12-from) {
 					off := int64(from + i)
@@ -121,7 +126,7 @@ func TestLogOpen(t *testing.T) {
 	}
 
 	t.Run("only its partition", func(t *testing.T) {
-		src := openShard(t, log, "memory:t/1", 0)
+		src := openShard(t, log, shardid.Memory("t", 1), 0)
 		idle(t, src)
 		log.Append(0, []byte("p0-m5"))
 		log.Append(2, []byte("p2-m12"))
@@ -135,7 +140,7 @@ func TestLogOpen(t *testing.T) {
 	})
 
 	t.Run("closed", func(t *testing.T) {
-		src := openShard(t, log, "memory:t/0", 0)
+		src := openShard(t, log, shardid.Memory("t", 0), 0)
 		src.Close()
 		if _, err := src.Fetch(context.Background(), 1); !errors.Is(err, memory.ErrClosed) {
 			t.Fatalf("Fetch after Close: %v, want ErrClosed", err)
@@ -147,16 +152,16 @@ func TestLogOpenErrors(t *testing.T) {
 	log := shardsLog()
 	for _, tc := range []struct {
 		name  string
-		shard string
+		shard shardid.ID
 		from  int64
 		want  string // in the error
 	}{
-		{"beyond end", "memory:t/0", 6, "memory:t/0: range start offset 6 is outside the partition's offsets 0 to 5"},
-		{"beyond end of empty", "memory:t/1", 1, "memory:t/1: range start offset 1 is outside"},
-		{"negative", "memory:t/0", -1, "memory:t/0: range start offset -1 is outside"},
-		{"no such partition", "memory:t/3", 0, `"memory:t/3" is not a partition of log t`},
-		{"other log", "memory:u/0", 0, `"memory:u/0" is not a partition of log t`},
-		{"kafka", "kafka:t/0", 0, `"kafka:t/0" is not a partition of log t`},
+		{"beyond end", shardid.Memory("t", 0), 6, "memory:t/0: range start offset 6 is outside the partition's offsets 0 to 5"},
+		{"beyond end of empty", shardid.Memory("t", 1), 1, "memory:t/1: range start offset 1 is outside"},
+		{"negative", shardid.Memory("t", 0), -1, "memory:t/0: range start offset -1 is outside"},
+		{"no such partition", shardid.Memory("t", 3), 0, `"memory:t/3" is not a partition of log t`},
+		{"other log", shardid.Memory("u", 0), 0, `"memory:u/0" is not a partition of log t`},
+		{"kafka", shardid.Kafka("t", 0), 0, `"kafka:t/0" is not a partition of log t`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := log.Open(context.Background(), tc.shard, tc.from)
@@ -176,22 +181,22 @@ func TestLogStart(t *testing.T) {
 	epoch := time.Unix(0, 0)
 	for _, tc := range []struct {
 		name  string
-		shard string
+		shard shardid.ID
 		start wire.Start
 		want  int64
 		err   string // in the error, instead of want
 	}{
-		{"default", "memory:t/2", wire.Start{}, 0, ""},
-		{"earliest", "memory:t/2", wire.Start{Kind: "earliest"}, 0, ""},
-		{"latest", "memory:t/2", wire.Start{Kind: "latest"}, 12, ""},
-		{"latest of empty", "memory:t/1", wire.Start{Kind: "latest"}, 0, ""},
-		{"offset", "memory:t/2", wire.Start{Kind: "offset", Offset: 4}, 4, ""},
-		{"offset at end", "memory:t/2", wire.Start{Kind: "offset", Offset: 12}, 12, ""},
-		{"offset beyond end", "memory:t/2", wire.Start{Kind: "offset", Offset: 13}, 0, "memory:t/2: start offset:13 is beyond the partition's end 12"},
-		{"time of the messages", "memory:t/2", wire.Start{Kind: "time", Time: epoch}, 0, ""},
-		{"time after them", "memory:t/2", wire.Start{Kind: "time", Time: epoch.Add(time.Nanosecond)}, 12, ""},
-		{"bad start", "memory:t/2", wire.Start{Kind: "newest"}, 0, `memory:t/2: unknown start "newest"`},
-		{"no such partition", "memory:t/3", wire.Start{}, 0, `"memory:t/3" is not a partition`},
+		{"default", shardid.Memory("t", 2), wire.Start{}, 0, ""},
+		{"earliest", shardid.Memory("t", 2), wire.Start{Kind: "earliest"}, 0, ""},
+		{"latest", shardid.Memory("t", 2), wire.Start{Kind: "latest"}, 12, ""},
+		{"latest of empty", shardid.Memory("t", 1), wire.Start{Kind: "latest"}, 0, ""},
+		{"offset", shardid.Memory("t", 2), wire.Start{Kind: "offset", Offset: 4}, 4, ""},
+		{"offset at end", shardid.Memory("t", 2), wire.Start{Kind: "offset", Offset: 12}, 12, ""},
+		{"offset beyond end", shardid.Memory("t", 2), wire.Start{Kind: "offset", Offset: 13}, 0, "memory:t/2: start offset:13 is beyond the partition's end 12"},
+		{"time of the messages", shardid.Memory("t", 2), wire.Start{Kind: "time", Time: epoch}, 0, ""},
+		{"time after them", shardid.Memory("t", 2), wire.Start{Kind: "time", Time: epoch.Add(time.Nanosecond)}, 12, ""},
+		{"bad start", shardid.Memory("t", 2), wire.Start{Kind: "newest"}, 0, `memory:t/2: unknown start "newest"`},
+		{"no such partition", shardid.Memory("t", 3), wire.Start{}, 0, `"memory:t/3" is not a partition`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := log.Start(context.Background(), tc.shard, tc.start)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // TestStaticOwnership: a worker assigned partitions of a stream owns
@@ -12,7 +13,7 @@ import (
 // no change.
 func TestStaticOwnership(t *testing.T) {
 	own := nats.StaticOwnership("EX", []int{2, 0})
-	if got, want := own.Owned(), []string{"jetstream:EX#2", "jetstream:EX#0"}; !slices.Equal(got, want) {
+	if got, want := own.Owned(), []shardid.ID{shardid.JetStream("EX", 2), shardid.JetStream("EX", 0)}; !slices.Equal(got, want) {
 		t.Errorf("Owned() = %q, want %q", got, want)
 	}
 	if own.Changed != nil || own.Commit != nil || own.Settled != nil {

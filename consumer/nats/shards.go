@@ -131,18 +131,18 @@ func (s *JetStreamShards) current(ctx context.Context) (*jetstream.StreamInfo, e
 // Partitions is the number of partitions, N.
 func (s *JetStreamShards) Partitions() int { return s.parts.n }
 
-// Shard is the name of partition k's shard, "jetstream:<stream>#<k>".
-func (s *JetStreamShards) Shard(k int) string { return shardid.JetStream(s.stream, k).String() }
+// Shard is partition k's shard, "jetstream:<stream>#<k>".
+func (s *JetStreamShards) Shard(k int) shardid.ID { return shardid.JetStream(s.stream, k) }
 
 // StaticOwnership is the ownership of a worker that is assigned stream's
-// partitions ks for good: Owned lists their shards, named as
-// JetStreamShards.Shard names them, and never changes.
+// partitions ks for good: Owned lists their shards, as
+// JetStreamShards.Shard makes them, and never changes.
 func StaticOwnership(stream string, ks []int) consumer.Ownership {
-	names := make([]string, len(ks))
+	ids := make([]shardid.ID, len(ks))
 	for i, k := range ks {
-		names[i] = shardid.JetStream(stream, k).String()
+		ids[i] = shardid.JetStream(stream, k)
 	}
-	return consumer.Ownership{Owned: func() []string { return names }}
+	return consumer.Ownership{Owned: func() []shardid.ID { return ids }}
 }
 
 // Filter is the subject filter that selects partition k's messages, such
@@ -163,8 +163,8 @@ func (s *JetStreamShards) Filter(k int) string { return s.parts.filter(k) }
 // the epoch protocol keeps such a shard's position as it is (an empty
 // range). A shard whose last message the stream deletes while older ones
 // remain reports an end below the positions read beyond it.
-func (s *JetStreamShards) Ends(ctx context.Context) (map[string]int64, error) {
-	ends := make(map[string]int64, s.parts.n)
+func (s *JetStreamShards) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
+	ends := make(map[shardid.ID]int64, s.parts.n)
 	for k := range s.parts.n {
 		seq, err := s.lastSeq(ctx, k)
 		if err != nil {
@@ -188,7 +188,7 @@ func (s *JetStreamShards) Ends(ctx context.Context) (map[string]int64, error) {
 // which Ends reports. It fails, naming the shard, if shard is no partition
 // of the stream, if N is 0, or if N − 1 lies beyond the stream's last
 // sequence.
-func (s *JetStreamShards) Start(ctx context.Context, shard string, start wire.Start) (int64, error) {
+func (s *JetStreamShards) Start(ctx context.Context, shard shardid.ID, start wire.Start) (int64, error) {
 	if err := start.Validate(); err != nil {
 		return 0, fmt.Errorf("jetstream: %s: %w", shard, err)
 	}
@@ -240,7 +240,7 @@ func (s *JetStreamShards) Start(ctx context.Context, shard string, start wire.St
 // longer partitions it as it did, or if from is negative or beyond the
 // stream's last sequence (the stream was recreated). ctx bounds only what
 // Open itself asks the server.
-func (s *JetStreamShards) Open(ctx context.Context, shard string, from int64) (consumer.Source, error) {
+func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	k, err := s.partition(shard)
 	if err != nil {
 		return nil, err
@@ -260,21 +260,20 @@ func (s *JetStreamShards) Open(ctx context.Context, shard string, from int64) (c
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    uint64(from) + 1,
 	}
-	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard, cfg, s.log)
+	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, s.log)
 }
 
 // CoShard is the partition of s co-partitioned with shard, a partition of
 // another stream partitioned into as many ("jetstream:<stream>#<k>"): s's
 // shard k, and k. It fails if shard is no such name, or if k is not one
 // of s's partitions.
-func (s *JetStreamShards) CoShard(shard string) (name string, partition int, err error) {
-	id, err := shardid.Parse(shard)
-	k, partitioned := id.Partition()
-	if err != nil || id.Kind() != shardid.KindJetStream || !partitioned {
-		return "", 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
+func (s *JetStreamShards) CoShard(shard shardid.ID) (co shardid.ID, partition int, err error) {
+	k, partitioned := shard.Partition()
+	if shard.Kind() != shardid.KindJetStream || !partitioned {
+		return shardid.ID{}, 0, fmt.Errorf("jetstream %s: %q is no partition of a stream to join the partitions of %s to", s.stream, shard, s.stream)
 	}
 	if k >= s.parts.n {
-		return "", 0, fmt.Errorf("jetstream %s: shard %s has no co-partition: the stream has %d partitions", s.stream, shard, s.parts.n)
+		return shardid.ID{}, 0, fmt.Errorf("jetstream %s: shard %s has no co-partition: the stream has %d partitions", s.stream, shard, s.parts.n)
 	}
 	return s.Shard(k), k, nil
 }
@@ -282,12 +281,12 @@ func (s *JetStreamShards) CoShard(shard string) (name string, partition int, err
 // OpenCoPartition opens the partition of s co-partitioned with shard
 // (CoShard): from its position in positions, or from its first message
 // without one. partition is its number.
-func (s *JetStreamShards) OpenCoPartition(ctx context.Context, shard string, positions map[string]int64) (_ consumer.Source, partition int, err error) {
-	name, k, err := s.CoShard(shard)
+func (s *JetStreamShards) OpenCoPartition(ctx context.Context, shard shardid.ID, positions map[string]int64) (_ consumer.Source, partition int, err error) {
+	co, k, err := s.CoShard(shard)
 	if err != nil {
 		return nil, 0, err
 	}
-	src, err := s.Open(ctx, name, positions[name]) // 0 without one: before the first sequence
+	src, err := s.Open(ctx, co, positions[co.String()]) // 0 without one: before the first sequence
 	if err != nil {
 		return nil, k, fmt.Errorf("partition %d of %s, co-partitioned with %s: %w", k, s.stream, shard, err)
 	}
@@ -347,11 +346,10 @@ func (s *JetStreamShards) MarkSubject(k int) (string, error) {
 	return "", fmt.Errorf("jetstream %s: no token of the subject transform's source %s hashes to partition %d", s.stream, p.source, k)
 }
 
-// partition is the partition whose shard is named shard.
-func (s *JetStreamShards) partition(shard string) (int, error) {
-	id, err := shardid.Parse(shard)
-	k, partitioned := id.Partition()
-	if err != nil || !partitioned || id != shardid.JetStream(s.stream, k) || k >= s.parts.n {
+// partition is shard's partition.
+func (s *JetStreamShards) partition(shard shardid.ID) (int, error) {
+	k, partitioned := shard.Partition()
+	if !partitioned || shard != shardid.JetStream(s.stream, k) || k >= s.parts.n {
 		return 0, fmt.Errorf("jetstream: %q is not a shard of stream %s (jetstream:%s#<k>, 0 ≤ k < %d)", shard, s.stream, s.stream, s.parts.n)
 	}
 	return k, nil

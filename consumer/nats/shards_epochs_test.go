@@ -21,6 +21,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -49,12 +50,15 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 		msgs = append(msgs, sent{seq: int64(ack.Sequence), key: key, part: partitionOf(key, 4)})
 	}
 	s := newShards(t, nc, "learn", 4)
-	end := ends(t, s)
+	end := map[string]int64{} // by the shards' names, as boundaries hold them
+	for shard, e := range ends(t, s) {
+		end[shard.String()] = e
+	}
 
-	one, events, store := learnEpochs(t, s, end, [][]string{nil})
+	one, events, store := learnEpochs(t, s, end, [][]shardid.ID{nil})
 	checkSpread(t, store, msgs)
 	for _, m := range msgs {
-		id := wire.Position{Source: s.Shard(m.part), Offset: m.seq}.EventID()
+		id := wire.Position{Source: s.Shard(m.part).String(), Offset: m.seq}.EventID()
 		if !events[id] {
 			t.Fatalf("message %d (learn.%s) has no event %s", m.seq, m.key, id)
 		}
@@ -62,7 +66,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 	if len(events) != len(msgs) {
 		t.Fatalf("%d events for %d messages", len(events), len(msgs))
 	}
-	two, _, _ := learnEpochs(t, s, end, [][]string{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
+	two, _, _ := learnEpochs(t, s, end, [][]shardid.ID{{s.Shard(0), s.Shard(2)}, {s.Shard(1), s.Shard(3)}})
 	if one != two {
 		t.Fatalf("two workers learned the model %x, one worker %x", two, one)
 	}
@@ -73,7 +77,7 @@ func TestJetStreamShardsEpochs(t *testing.T) {
 // the epoch that ends each shard at end. It returns the digest of the
 // model they hold, the ids of the events published and the store of the
 // epoch log.
-func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]string) ([32]byte, map[string]bool, *snapshot.Store) {
+func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, owners [][]shardid.ID) ([32]byte, map[string]bool, *snapshot.Store) {
 	t.Helper()
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	sink := memory.NewSink()
@@ -103,7 +107,7 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 			Keep:          1000,
 		}
 		if owned != nil {
-			cfg.Owned = func() []string { return owned }
+			cfg.Owned = func() []shardid.ID { return owned }
 		}
 		m, e, prev, pos, err := consumer.Continue(nil, lcfg, cfg.ConfigDigest)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/consumertest"
 	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -99,7 +100,7 @@ func newShards(t *testing.T, nc *natsgo.Conn, stream string, n int) *nats.JetStr
 	return s
 }
 
-func openShard(t *testing.T, s *nats.JetStreamShards, shard string, from int64) consumer.Source {
+func openShard(t *testing.T, s *nats.JetStreamShards, shard shardid.ID, from int64) consumer.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -124,14 +125,14 @@ func after(msgs []sent, k int, from int64) []sent {
 
 // checkDelivered fails unless got are want, in order, each at
 // {shard, its sequence} with its sequence as Resume.
-func checkDelivered(t *testing.T, shard string, got []consumer.Message, want []sent) {
+func checkDelivered(t *testing.T, shard shardid.ID, got []consumer.Message, want []sent) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d messages, want %d", shard, len(got), len(want))
 	}
 	for i, m := range got {
 		w := want[i]
-		if string(m.Value) != w.value || m.Position != (wire.Position{Source: shard, Offset: w.seq}) || m.Resume != w.seq {
+		if string(m.Value) != w.value || m.Position != (wire.Position{Source: shard.String(), Offset: w.seq}) || m.Resume != w.seq {
 			t.Fatalf("%s: message %d is %q at %+v (resume %d), want %q at sequence %d", shard, i, m.Value, m.Position, m.Resume, w.value, w.seq)
 		}
 		if m.Time.IsZero() {
@@ -140,7 +141,7 @@ func checkDelivered(t *testing.T, shard string, got []consumer.Message, want []s
 	}
 }
 
-func ends(t *testing.T, s *nats.JetStreamShards) map[string]int64 {
+func ends(t *testing.T, s *nats.JetStreamShards) map[shardid.ID]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -200,7 +201,7 @@ func TestJetStreamShardsEachMessageOnce(t *testing.T) {
 	partitionedStream(t, js, "ex", "ex.*", 4)
 	msgs := publishKeys(t, js, "ex", 4, numberedKeys(0, 300)...)
 	s := newShards(t, nc, "ex", 4)
-	if s.Partitions() != 4 || s.Shard(3) != "jetstream:ex#3" || s.Filter(3) != "ex.3.*" {
+	if s.Partitions() != 4 || s.Shard(3).String() != "jetstream:ex#3" || s.Filter(3) != "ex.3.*" {
 		t.Fatalf("partitions %d, shard 3 %q filtered by %q", s.Partitions(), s.Shard(3), s.Filter(3))
 	}
 	ctx := context.Background()
@@ -217,7 +218,7 @@ func TestJetStreamShardsEachMessageOnce(t *testing.T) {
 			t.Fatalf("ex.%s is stored on %s, want %s", m.key, raw.Subject, want)
 		}
 	}
-	seen := map[int64]string{}
+	seen := map[int64]shardid.ID{}
 	e := ends(t, s)
 	for k := range 4 {
 		shard := s.Shard(k)
@@ -263,12 +264,12 @@ func TestJetStreamShardsEnds(t *testing.T) {
 			}
 			// Partitions 0 and 2 only.
 			msgs := publishKeys(t, js, name, 4, append(keysIn(0, 4, 5), keysIn(2, 4, 3)...)...)
-			want := map[string]int64{s.Shard(0): msgs[4].seq, s.Shard(2): msgs[7].seq}
+			want := map[shardid.ID]int64{s.Shard(0): msgs[4].seq, s.Shard(2): msgs[7].seq}
 			if e := ends(t, s); fmt.Sprint(e) != fmt.Sprint(want) {
 				t.Fatalf("ends %v, want %v", e, want)
 			}
 			msgs = append(msgs, publishKeys(t, js, name, 4, numberedKeys(0, 200)...)...)
-			last := map[string]int64{}
+			last := map[shardid.ID]int64{}
 			for _, m := range msgs {
 				last[s.Shard(m.part)] = m.seq
 			}
@@ -294,7 +295,7 @@ func TestJetStreamShardsEnds(t *testing.T) {
 // checkRange reads shard from from as the epoch protocol does, until a
 // message at to or beyond it, and checks that it came without waiting for
 // new messages and that the range held what was published in it.
-func checkRange(t *testing.T, s *nats.JetStreamShards, shard string, from, to int64, rest []sent) {
+func checkRange(t *testing.T, s *nats.JetStreamShards, shard shardid.ID, from, to int64, rest []sent) {
 	t.Helper()
 	src, err := s.Open(context.Background(), shard, from)
 	if err != nil {
@@ -371,26 +372,24 @@ func TestJetStreamShardsOpen(t *testing.T) {
 	})
 	last := int64(msgs[len(msgs)-1].seq) + 41
 	for _, c := range []struct {
-		shard string
+		shard shardid.ID
 		from  int64
 		want  string
 	}{
-		{"jetstream:open#4", 0, "not a shard of stream open"},
-		{"jetstream:open#-1", 0, "not a shard"},
-		{"jetstream:open#01", 0, "not a shard"},
-		{"jetstream:open", 0, "not a shard"},
-		{"jetstream:other#1", 0, "not a shard"},
-		{"kafka:open/1", 0, "not a shard"},
-		{"jetstream:open#1", -1, "negative"},
-		{"jetstream:open#1", last + 1, fmt.Sprintf("beyond the stream's last sequence %d", last)},
+		{shardid.JetStream("open", 4), 0, "not a shard of stream open"},
+		{shardid.Stream("open"), 0, "not a shard"},
+		{shardid.JetStream("other", 1), 0, "not a shard"},
+		{shardid.Kafka("open", 1), 0, "not a shard"},
+		{shardid.JetStream("open", 1), -1, "negative"},
+		{shardid.JetStream("open", 1), last + 1, fmt.Sprintf("beyond the stream's last sequence %d", last)},
 	} {
-		t.Run("error/"+c.shard+"@"+strconv.FormatInt(c.from, 10), func(t *testing.T) {
+		t.Run("error/"+c.shard.String()+"@"+strconv.FormatInt(c.from, 10), func(t *testing.T) {
 			src, err := s.Open(context.Background(), c.shard, c.from)
 			if err == nil {
 				src.Close()
 				t.Fatal("no error")
 			}
-			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.shard) {
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.shard.String()) {
 				t.Fatalf("error %q, want one naming %s that says %q", err, c.shard, c.want)
 			}
 		})
@@ -419,7 +418,7 @@ func TestJetStreamShardsConformance(t *testing.T) {
 				}
 			}
 			open := func(resume map[string]int64) consumer.Source {
-				return openShard(t, s, shard, resume[shard])
+				return openShard(t, s, shard, resume[shard.String()])
 			}
 			return produce, open
 		},
@@ -492,7 +491,7 @@ func TestJetStreamShardsStart(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name  string
-		shard string
+		shard shardid.ID
 		start wire.Start
 		want  string
 	}{
@@ -500,11 +499,11 @@ func TestJetStreamShardsStart(t *testing.T) {
 		{"offset beyond", shard, wire.Start{Kind: wire.StartOffset, Offset: q + 2}, fmt.Sprintf("beyond the stream's last sequence %d", q)},
 		{"unknown kind", shard, wire.Start{Kind: "newest"}, "newest"},
 		{"time zero", shard, wire.Start{Kind: wire.StartTime}, "no time"},
-		{"no shard", "jetstream:start#9", wire.Start{}, "not a shard"},
+		{"no shard", shardid.JetStream("start", 9), wire.Start{}, "not a shard"},
 	} {
 		t.Run("error/"+c.name, func(t *testing.T) {
 			_, err := s.Start(context.Background(), c.shard, c.start)
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.shard) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.shard.String()) {
 				t.Fatalf("error %v, want one naming %s that says %q", err, c.shard, c.want)
 			}
 		})
@@ -648,15 +647,15 @@ func TestJetStreamShardsMarkSubject(t *testing.T) {
 				if e := ends(t, s); e[s.Shard(k)] != int64(ack.Sequence) {
 					t.Fatalf("the mark of partition %d, published on %s at %d: ends %v", k, subject, ack.Sequence, e)
 				}
-				name, p, err := s.CoShard(fmt.Sprintf("jetstream:EX#%d", k))
-				if err != nil || name != s.Shard(k) || p != k {
-					t.Fatalf("CoShard of partition %d: %s, %d, %v; want %s", k, name, p, err, s.Shard(k))
+				co, p, err := s.CoShard(shardid.JetStream("EX", k))
+				if err != nil || co != s.Shard(k) || p != k {
+					t.Fatalf("CoShard of partition %d: %s, %d, %v; want %s", k, co, p, err, s.Shard(k))
 				}
 			}
 			if _, err := s.MarkSubject(4); err == nil {
 				t.Error("MarkSubject(4) of 4 partitions: no error")
 			}
-			for _, shard := range []string{"jetstream:EX#4", "kafka:ex/1", "jetstream:EX#01", "jetstream:EX"} {
+			for _, shard := range []shardid.ID{shardid.JetStream("EX", 4), shardid.Kafka("ex", 1), shardid.Stream("EX")} {
 				if _, _, err := s.CoShard(shard); err == nil {
 					t.Errorf("CoShard(%s): no error", shard)
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // JoinConfig is the join's configuration of cfg.Labels, without its
@@ -39,9 +40,9 @@ type coPartitions struct {
 	shards consumer.Shards
 	// open opens the labels' partition co-partitioned with shard, a
 	// source's partition, where positions say (from its start without).
-	open func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error)
+	open func(ctx context.Context, shard shardid.ID, positions map[string]int64) (consumer.Source, int, error)
 	// coShard names the labels' partition co-partitioned with shard.
-	coShard func(shard string) (string, int, error)
+	coShard func(shard shardid.ID) (shardid.ID, int, error)
 	// marks is where the marks of partition k go; nil writes none.
 	marks func(k int) (consumer.Destination, error)
 }
@@ -58,15 +59,15 @@ func (b *Clients) coPartitions(ctx context.Context, cfg config.Config, marks boo
 			return nil, err
 		}
 		c := &coPartitions{key: "labels.topics", shards: lb,
-			open: func(ctx context.Context, shard string, positions map[string]int64) (consumer.Source, int, error) {
+			open: func(ctx context.Context, shard shardid.ID, positions map[string]int64) (consumer.Source, int, error) {
 				return lb.OpenCoPartition(ctx, shard, topic, positions)
 			},
-			coShard: func(shard string) (string, int, error) {
-				name, k, ok := kafkaio.CoPartition(shard, topic)
+			coShard: func(shard shardid.ID) (shardid.ID, int, error) {
+				co, k, ok := kafkaio.CoPartition(shard, topic)
 				if !ok {
-					return "", 0, fmt.Errorf("shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
+					return shardid.ID{}, 0, fmt.Errorf("shard %s is no partition of source.topics %s", shard, cfg.Source.Topics[0])
 				}
-				return name, k, nil
+				return co, k, nil
 			},
 		}
 		if marks {
@@ -110,7 +111,7 @@ func (b *Clients) coPartitions(ctx context.Context, cfg config.Config, marks boo
 type labelPartitions struct{ *natsio.JetStreamShards }
 
 // Ends are the partitions' ends, with 0 for those that hold no message.
-func (l labelPartitions) Ends(ctx context.Context) (map[string]int64, error) {
+func (l labelPartitions) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
 	ends, err := l.JetStreamShards.Ends(ctx)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (b *Clients) OpenPartitionJoin(ctx context.Context, cfg config.Config, mark
 // partition with its number read from where positions say (from the
 // earliest without), and its marks written to that partition. The tail
 // is left to consumer.Partitions.
-func (j *PartitionJoin) Labels(ctx context.Context, shard string, positions map[string]int64) (*consumer.LabelsConfig, error) {
+func (j *PartitionJoin) Labels(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
 	if j == nil {
 		return nil, fmt.Errorf("labels: no join of partitions opened for shard %s", shard)
 	}
@@ -197,16 +198,16 @@ func (b *Clients) EpochLabels(ctx context.Context, cfg config.Config, marks bool
 		Join:   lc.Join,
 		Format: lc.Format,
 		Shards: parts.shards,
-		CoShard: func(shard string) (string, error) {
-			name, _, err := parts.coShard(shard)
+		CoShard: func(shard shardid.ID) (shardid.ID, error) {
+			co, _, err := parts.coShard(shard)
 			if err != nil {
-				return "", fmt.Errorf("%s: %w", parts.key, err)
+				return shardid.ID{}, fmt.Errorf("%s: %w", parts.key, err)
 			}
-			return name, nil
+			return co, nil
 		},
 	}
 	if parts.marks != nil {
-		el.Marks = func(shard string) (consumer.Destination, error) {
+		el.Marks = func(shard shardid.ID) (consumer.Destination, error) {
 			_, k, err := parts.coShard(shard)
 			if err == nil {
 				var d consumer.Destination
