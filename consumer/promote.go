@@ -39,8 +39,9 @@ type promotionRequests interface {
 }
 
 // readRequest reads the model's promotion request, for the reading loop
-// to apply after its next example. It runs in the snapshot loop, when it
-// starts and after every generation, never in the reading loop.
+// to apply after its next example. It runs when the worker starts, before
+// the reading loop, and then in the snapshot loop after every generation,
+// never in the reading loop.
 func (w *Worker) readRequest(ctx context.Context) {
 	rs, ok := w.cfg.Snapshots.(promotionRequests)
 	if !ok || !w.promotion.requests {

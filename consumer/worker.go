@@ -479,6 +479,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		context.AfterFunc(flushCtx, func() { t.Stop() })
 	})
 	defer stopLimit()
+	// A request already in the store applies after the first example,
+	// however quickly the reading loop gets ahead of the snapshots.
+	w.readRequest(consumeCtx)
 	var perr error
 	go func() {
 		left, err := w.publishLoop(flushCtx, queue)
@@ -582,7 +585,6 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 		<-stop
 		return nil
 	}
-	w.readRequest(ctx)
 	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
 	for {
 		stopping := false
