@@ -25,8 +25,12 @@ type linear struct {
 	scale, vnorm2 float64
 
 	// AROW: the diagonal of the weights' covariance, one variance per
-	// weight in the layout of w, and one per bias.
+	// weight in the layout of w, and one per bias. conf is xᵀΣx over the
+	// features of the last predicted example of a binary model, without
+	// the bias: predict reads each feature's variance beside its weight,
+	// so that the two loads from memory go out together.
 	sigma, sigmaB []float64
+	conf          float64
 
 	// Mini-batch: the pending sum of updates, by flat weight index.
 	pw, pb  []float64
@@ -107,7 +111,28 @@ func axpy(w []float64, k, c int, a float64, x *Example) {
 	}
 }
 
+// dotConf is dot(w, x) and xᵀΣx for the variances sigma in the layout of
+// w, each summed in the order dot and a loop of its own would sum it.
+func dotConf(w, sigma []float64, x *Example) (s, conf float64) {
+	for j, i := range x.Index {
+		v := x.Value[j]
+		s += float64(w[i] * v)
+		conf += float64(float64(v*v) * sigma[i])
+	}
+	for i, v := range x.Dense {
+		s += float64(w[i] * v)
+		conf += float64(float64(v*v) * sigma[i])
+	}
+	return s, conf
+}
+
 func (l *linear) predict(x *Example, out []float64, labeled uint64) {
+	if l.k == 1 && l.cfg.Algorithm == AROW {
+		f, conf := dotConf(l.w, l.sigma, x)
+		f += l.b[0]
+		l.raw[0], out[0], l.conf = f, f, conf
+		return
+	}
 	l.score(x, out, l.raw, labeled)
 }
 
@@ -371,14 +396,7 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	if fy*m >= 1 {
 		return false
 	}
-	var conf float64
-	for j, i := range x.Index {
-		v := x.Value[j]
-		conf += float64(float64(v*v) * l.sigma[i])
-	}
-	for i, v := range x.Dense {
-		conf += float64(float64(v*v) * l.sigma[i])
-	}
+	conf := l.conf // predict summed xᵀΣx
 	bias := l.cfg.Bias != BiasNone
 	if bias {
 		conf += l.sigmaB[0]
