@@ -25,8 +25,14 @@ type linear struct {
 	scale, vnorm2 float64
 
 	// AROW: the diagonal of the weights' covariance, one variance per
-	// weight in the layout of w, and one per bias.
+	// weight in the layout of w, and one per bias. For the last predicted
+	// example of a binary model, conf is xᵀΣx without the bias and sg the
+	// variance of each stored feature, sparse then dense, as predict read
+	// them beside the weights, so that the two loads from memory go out
+	// together and the update makes one pass over the features.
 	sigma, sigmaB []float64
+	conf          float64
+	sg            []float64
 
 	// Mini-batch: the pending sum of updates, by flat weight index.
 	pw, pb  []float64
@@ -107,7 +113,39 @@ func axpy(w []float64, k, c int, a float64, x *Example) {
 	}
 }
 
+// arowScore is w·x and xᵀΣx, each summed in the order dot and a loop of
+// its own would sum it; it keeps each feature's variance in l.sg.
+func (l *linear) arowScore(x *Example) (s, conf float64) {
+	n := x.NNZ()
+	if cap(l.sg) < n {
+		l.sg = make([]float64, n)
+	}
+	l.sg = l.sg[:n]
+	w, sigma := l.w, l.sigma
+	prior, value := l.sg[:len(x.Index)], x.Value[:len(x.Index)]
+	for j, i := range x.Index {
+		v, g := value[j], sigma[i]
+		prior[j] = g
+		s += float64(w[i] * v)
+		conf += float64(float64(v*v) * g)
+	}
+	prior = l.sg[len(x.Index):]
+	for i, v := range x.Dense {
+		g := sigma[i]
+		prior[i] = g
+		s += float64(w[i] * v)
+		conf += float64(float64(v*v) * g)
+	}
+	return s, conf
+}
+
 func (l *linear) predict(x *Example, out []float64, labeled uint64) {
+	if l.k == 1 && l.cfg.Algorithm == AROW {
+		f, conf := l.arowScore(x)
+		f += l.b[0]
+		l.raw[0], out[0], l.conf = f, f, conf
+		return
+	}
 	l.score(x, out, l.raw, labeled)
 }
 
@@ -371,14 +409,7 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	if fy*m >= 1 {
 		return false
 	}
-	var conf float64
-	for j, i := range x.Index {
-		v := x.Value[j]
-		conf += float64(float64(v*v) * l.sigma[i])
-	}
-	for i, v := range x.Dense {
-		conf += float64(float64(v*v) * l.sigma[i])
-	}
+	conf := l.conf // predict summed xᵀΣx
 	bias := l.cfg.Bias != BiasNone
 	if bias {
 		conf += l.sigmaB[0]
@@ -391,20 +422,23 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 		// squared length.)
 		return false
 	}
+	// Every weight moves by its variance before the update, the one
+	// predict kept, and every variance shrinks from its current value: a
+	// repeated index shrinks twice but moves its weight by the first.
 	ay := alpha * fy
+	w, sigma := l.w, l.sigma
+	prior, value := l.sg[:len(x.Index)], x.Value[:len(x.Index)]
 	for j, i := range x.Index {
-		l.w[i] += float64(float64(ay*l.sigma[i]) * x.Value[j])
+		v := value[j]
+		w[i] += float64(float64(ay*prior[j]) * v)
+		g := sigma[i]
+		sigma[i] = shrink(g, float64(beta*float64(g*g)*float64(v*v)))
 	}
+	prior = l.sg[len(x.Index):]
 	for i, v := range x.Dense {
-		l.w[i] += float64(float64(ay*l.sigma[i]) * v)
-	}
-	for j, i := range x.Index {
-		v, sg := x.Value[j], l.sigma[i]
-		l.sigma[i] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
-	}
-	for i, v := range x.Dense {
-		sg := l.sigma[i]
-		l.sigma[i] = shrink(sg, float64(beta*float64(sg*sg)*float64(v*v)))
+		w[i] += float64(float64(ay*prior[i]) * v)
+		g := sigma[i]
+		sigma[i] = shrink(g, float64(beta*float64(g*g)*float64(v*v)))
 	}
 	if bias {
 		sg := l.sigmaB[0]

@@ -147,12 +147,12 @@ func (a *ExactAUC) Window() (window, overall float64) {
 	// goroutine.
 	if len(a.newPos)+len(a.newNeg) >= parallelSort {
 		var wg sync.WaitGroup
-		wg.Go(func() { slices.Sort(a.newNeg) })
-		slices.Sort(a.newPos)
+		wg.Go(func() { sortProbabilities(a.newNeg) })
+		sortProbabilities(a.newPos)
 		wg.Wait()
 	} else {
-		slices.Sort(a.newPos)
-		slices.Sort(a.newNeg)
+		sortProbabilities(a.newPos)
+		sortProbabilities(a.newNeg)
 	}
 	window = exactAUC(a.newPos, a.newNeg)
 	a.pos, a.newPos = mergeSorted(a.pos, a.newPos)
