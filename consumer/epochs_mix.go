@@ -43,24 +43,26 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 		// rule for its algorithm (docs/scale-out.md, section 3.11).
 		rule = x.cfg.ChallengerRule
 	}
-	diff := x.changedOf(states)
-	cdiffs := x.challengersChangedOf(base, states)
 	// The model is mixed without its challengers, each of which is mixed
 	// by itself, over what it changed (docs/scale-out.md, section 3.10):
-	// from vectors of their own, so beside the model.
+	// from vectors of their own, so beside the model, and what they
+	// changed is found there too.
 	crule := x.cfg.ChallengerRule
 	if crule == "" {
 		crule = rule
 	}
 	var (
 		challengers []learner.ChallengerState
+		cdiffs      []learner.Coords
 		cerr        error
 		cmixed      = make(chan struct{})
 	)
 	go func() {
 		defer close(cmixed)
+		cdiffs = x.challengersChangedOf(base, states)
 		challengers, cerr = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs)
 	}()
+	diff := x.changedOf(states)
 	mixed, err := learner.MixChanged(rule, withoutChallengers(base)[0], withoutChallengers(states...), weights, diff)
 	<-cmixed
 	if err = cmp.Or(err, cerr); err != nil {

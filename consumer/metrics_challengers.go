@@ -39,6 +39,10 @@ type ChallengerMetrics struct {
 type challengerMeasures struct {
 	name    string
 	metrics learner.Metrics
+	// later holds the measures taken from the model (observeModel) while
+	// pending: metrics is set from it when they are collected.
+	later   learner.LaterMetrics
+	pending bool
 }
 
 func newChallengerMetrics() *ChallengerMetrics {
@@ -83,17 +87,21 @@ func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
 	// model's counters do.
 	var counts []challengerMeasures
 	for shard, ms := range c.models {
-		for _, m := range ms {
+		for i := range ms {
+			m := &ms[i]
+			if m.pending {
+				m.metrics, m.pending = m.later.Metrics(), false
+			}
 			mt := &m.metrics
 			if shard == "" {
 				ch <- prometheus.MustNewConstMetric(c.accuracy, prometheus.GaugeValue, mt.RollingAccuracy, m.name)
-				for i, d := range c.probability {
-					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[i](mt), m.name)
+				for k, d := range c.probability {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[k](mt), m.name)
 				}
 			} else {
 				ch <- prometheus.MustNewConstMetric(c.shardAcc, prometheus.GaugeValue, mt.RollingAccuracy, shard, m.name)
-				for i, d := range c.shardProb {
-					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[i](mt), shard, m.name)
+				for k, d := range c.shardProb {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[k](mt), shard, m.name)
 				}
 			}
 			j := slices.IndexFunc(counts, func(o challengerMeasures) bool { return o.name == m.name })
@@ -122,10 +130,27 @@ func (c *ChallengerMetrics) Observe(shard, model string, mt learner.Metrics) {
 	defer c.mu.Unlock()
 	ms := c.models[shard]
 	if i := slices.IndexFunc(ms, func(m challengerMeasures) bool { return m.name == model }); i >= 0 {
-		ms[i].metrics = mt
+		ms[i].metrics, ms[i].pending = mt, false
 		return
 	}
 	c.models[shard] = append(ms, challengerMeasures{name: model, metrics: mt})
+}
+
+// observeModel is Observe of m's measures as of now, whose rolling AUC,
+// the one that sorts the window, is computed only when they are
+// collected: m is the challenger's model, which the caller owns.
+func (c *ChallengerMetrics) observeModel(shard, name string, m *learner.Model) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.models[shard]
+	i := slices.IndexFunc(ms, func(m challengerMeasures) bool { return m.name == name })
+	if i < 0 {
+		ms = append(ms, challengerMeasures{name: name})
+		c.models[shard] = ms
+		i = len(ms) - 1
+	}
+	m.MetricsLater(&ms[i].later)
+	ms[i].pending = true
 }
 
 // drop removes shard's challengers, once it is no longer learned here.
@@ -142,6 +167,6 @@ func (m *Metrics) challengers(r *rivals) {
 		return
 	}
 	for i := range r.live.Len() {
-		m.Challengers.Observe(m.shard, r.live.Name(i), r.live.Model(i).Metrics())
+		m.Challengers.observeModel(m.shard, r.live.Name(i), r.live.Model(i))
 	}
 }

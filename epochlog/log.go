@@ -421,11 +421,21 @@ func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 // provenance when provenance is false. Two results are compared whole and
 // without provenance.
 func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
+	data, release, err := marshalShardTemporary(r, base, provenance)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return slices.Clone(data), nil
+}
+
+// marshalShardTemporary is marshalShard into a buffer that is reused once
+// release is called (snapshot.SealTemporary): data must not be kept.
+func marshalShardTemporary(r *ShardResult, base *Base, provenance bool) (data []byte, release func(), err error) {
 	var (
 		form    string
 		changes *stateChanges
 		st      snapshot.EncodedState
-		err     error
 	)
 	var cchanges []*stateChanges
 	if base != nil {
@@ -447,7 +457,7 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 		st, err = snapshot.EncodeState(r.State)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := shardBody{
 		Kind:              kindShard,
@@ -474,11 +484,11 @@ func marshalShard(r *ShardResult, base *Base, provenance bool) ([]byte, error) {
 	if provenance {
 		b.Writer, b.Created = r.Writer, r.Created.UTC().Format(time.RFC3339Nano)
 	}
-	data, err := snapshot.Seal(&b)
+	data, release, err = snapshot.SealTemporary(&b)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: encode shard result: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: encode shard result: %w", err)
 	}
-	return data, nil
+	return data, release, nil
 }
 
 // unmarshalShard reads the result stored at key, which must be that of
@@ -623,10 +633,12 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 	if err != nil {
 		return err
 	}
-	data, err := marshalShard(r, base, true)
+	data, release, err := marshalShardTemporary(r, base, true)
 	if err != nil {
 		return fmt.Errorf("epoch log %s: %w", key, err)
 	}
+	// data is written and compared here, and kept nowhere.
+	defer release()
 	exists, err := l.ObjectExists(ctx, key)
 	if err != nil {
 		return fmt.Errorf("epoch log %s: %w", key, err)

@@ -128,4 +128,14 @@ func BenchmarkMetrics(b *testing.B) {
 			m.Metrics()
 		}
 	})
+	// What a worker records of each challenger after a batch: the
+	// measures but for the rolling AUC, computed when collected.
+	b.Run("later-after-an-example", func(b *testing.B) {
+		b.ReportAllocs()
+		var l learner.LaterMetrics
+		for i := 0; b.Loop(); i++ {
+			m.Learn(&xs[16384+i&2047])
+			m.MetricsLater(&l)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 )
 
 // ChallengerConfig names a challenger: a configuration learned beside a
@@ -178,18 +179,37 @@ func (st *State) validateChallengers() error {
 	return nil
 }
 
+// challengerDigests starts computing the Digest of each challenger's
+// state, each on a goroutine of its own, and returns the function that
+// waits for them: they are the challengers' digests, in order.
+func (st *State) challengerDigests() func() [][32]byte {
+	if len(st.Challengers) == 0 {
+		return func() [][32]byte { return nil }
+	}
+	out := make([][32]byte, len(st.Challengers))
+	var wg sync.WaitGroup
+	for i, c := range st.Challengers {
+		wg.Go(func() { out[i] = c.State.Digest() })
+	}
+	return func() [][32]byte {
+		wg.Wait()
+		return out
+	}
+}
+
 // digestChallengers adds the challengers to the digest, when there are
-// any: a model without challengers keeps the digest it had before they
-// existed.
-func (st *State) digestChallengers(e *digestEncoder) {
+// any, digests being what challengerDigests returned: a model without
+// challengers keeps the digest it had before they existed.
+func (st *State) digestChallengers(e *digestEncoder, digests func() [][32]byte) {
+	ds := digests()
 	if len(st.Challengers) == 0 {
 		return
 	}
 	e.str("challengers")
 	e.uint(uint64(len(st.Challengers)))
-	for _, c := range st.Challengers {
+	for i, c := range st.Challengers {
 		e.str(c.Name)
-		d := c.State.Digest()
+		d := ds[i]
 		e.grow(len(d))
 		e.buf = append(e.buf, d[:]...)
 		cs := &c.Comparison

@@ -69,6 +69,8 @@ const digestVersion = "hyperplane/learner.State/v1"
 //
 // An unused part encodes as its zero value or as an empty list.
 func (st *State) Digest() [32]byte {
+	// Each challenger's state digests alone: beside the model's.
+	challengers := st.challengerDigests()
 	e := digestEncoder{h: sha256.New(), buf: make([]byte, 0, 1<<14)}
 	e.str(digestVersion)
 
@@ -141,7 +143,7 @@ func (st *State) Digest() [32]byte {
 	e.float(st.KernelR2)
 	st.digestDrift(&e)
 	st.digestCalibration(&e)
-	st.digestChallengers(&e)
+	st.digestChallengers(&e, challengers)
 	st.digestPromotions(&e)
 
 	e.flush()

@@ -127,21 +127,39 @@ func (q *probabilityMetrics) fill(m *Metrics, next int) {
 	if n == 0 {
 		return
 	}
-	m.LogLoss, m.Brier, m.CalibrationError = q.stream.Means()
-	if q.aucPositive != nil {
-		m.AUC = histogramAUC(q.aucPositive, q.aucNegative)
-	}
 	if !q.cached || q.cachedAt != n {
 		q.rolling = q.window(next)
 		q.cached, q.cachedAt = true, n
 	}
-	m.RollingLogLoss, m.RollingBrier, m.RollingCalibrationError, m.RollingAUC = q.rolling[0], q.rolling[1], q.rolling[2], q.rolling[3]
+	q.set(m, q.rolling)
+}
+
+// set sets m's probability measures over the stream, and over the window
+// to rolling (log-loss, Brier score, calibration error, AUC).
+func (q *probabilityMetrics) set(m *Metrics, rolling [4]float64) {
+	m.LogLoss, m.Brier, m.CalibrationError = q.stream.Means()
+	if q.aucPositive != nil {
+		m.AUC = histogramAUC(q.aucPositive, q.aucNegative)
+	}
+	m.RollingLogLoss, m.RollingBrier, m.RollingCalibrationError, m.RollingAUC = rolling[0], rolling[1], rolling[2], rolling[3]
 }
 
 // window computes the rolling log-loss, Brier score, calibration error
 // and, for a binary model, AUC over the filled slots of the window, the
 // newest being before next.
-func (q *probabilityMetrics) window(next int) (r [4]float64) {
+func (q *probabilityMetrics) window(next int) [4]float64 {
+	r := q.gather(next)
+	if q.aucPositive != nil {
+		slices.Sort(q.pos)
+		slices.Sort(q.neg)
+		r[3] = exactAUC(q.pos, q.neg)
+	}
+	return r
+}
+
+// gather is window but for the AUC, left 0: the window's probabilities of
+// positive and of negative examples are left in q.pos and q.neg, unsorted.
+func (q *probabilityMetrics) gather(next int) (r [4]float64) {
 	w := len(q.wProb)
 	filled := int(min(q.stream.Count(), uint64(w)))
 	var sums ProbabilitySums
@@ -160,11 +178,6 @@ func (q *probabilityMetrics) window(next int) (r [4]float64) {
 		}
 	}
 	r[0], r[1], r[2] = sums.Means()
-	if q.aucPositive != nil {
-		slices.Sort(q.pos)
-		slices.Sort(q.neg)
-		r[3] = exactAUC(q.pos, q.neg)
-	}
 	return r
 }
 
@@ -206,6 +219,13 @@ func (p *prequential) confusion(predicted, label int) {
 }
 
 func (p *prequential) snapshot() Metrics {
+	m := p.counted()
+	p.prob.fill(&m, p.next)
+	return m
+}
+
+// counted is snapshot without the probability measures.
+func (p *prequential) counted() Metrics {
 	m := p.Metrics
 	m.R = math.Sqrt(p.r2)
 	if m.Labeled > 0 {
@@ -213,6 +233,5 @@ func (p *prequential) snapshot() Metrics {
 		filled := min(m.Labeled, uint64(len(p.window)))
 		m.RollingAccuracy = float64(p.correct) / float64(filled)
 	}
-	p.prob.fill(&m, p.next)
 	return m
 }

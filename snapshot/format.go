@@ -20,6 +20,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Format is the version of the snapshot layout this package writes. It
@@ -280,18 +281,30 @@ func (p positions) EncodeMsgpack(enc *msgpack.Encoder) error {
 // ErrInvalidState and naming the field: what Marshal writes, Unmarshal
 // reads.
 func Marshal(s *Snapshot) ([]byte, error) {
-	if s.State == nil {
-		return nil, errors.New("snapshot: no state")
-	}
-	st, err := encodeState(s.State)
+	data, release, err := marshalTemporary(s)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	return slices.Clone(data), nil
+}
+
+// marshalTemporary is Marshal into a buffer that is reused once release
+// is called (SealTemporary): a store that writes the bytes and lets them
+// go spares Marshal's copy.
+func marshalTemporary(s *Snapshot) (data []byte, release func(), err error) {
+	if s.State == nil {
+		return nil, nil, errors.New("snapshot: no state")
+	}
+	st, err := encodeState(s.State)
+	if err != nil {
+		return nil, nil, err
+	}
 	if s.Epoch != 0 && s.Epoch != s.Generation {
-		return nil, fmt.Errorf("snapshot: epoch %d in generation %d (the mixed model of epoch e is generation e)", s.Epoch, s.Generation)
+		return nil, nil, fmt.Errorf("snapshot: epoch %d in generation %d (the mixed model of epoch e is generation e)", s.Epoch, s.Generation)
 	}
 	if err := CheckRanges(s.Boundary); err != nil {
-		return nil, fmt.Errorf("snapshot: boundary: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: boundary: %w", err)
 	}
 	b := body{
 		Model:          s.Model,
@@ -309,11 +322,11 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		Join:           s.Join,
 		Joins:          s.Joins,
 	}
-	out, err := encodeSealed(&b, b.stateBody.size()+bodySlack)
+	data, release, err = sealPooled(&b, b.stateBody.size()+bodySlack)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: encode body: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: encode body: %w", err)
 	}
-	return out, nil
+	return data, release, nil
 }
 
 // bodySlack is room, beyond its state's vectors, for everything else a
@@ -345,45 +358,87 @@ func (b *stateBody) size() int {
 // store keeps, the epoch log's included. An error encoding body is the
 // encoder's.
 func Seal(body any) ([]byte, error) {
-	return encodeSealed(body, 0)
+	data, release, err := sealPooled(body, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return slices.Clone(data), nil
 }
 
-// bodyBuffers holds the buffers that bodies are encoded into before
-// seal copies them into their envelope: a worker seals a shard result
-// per range and a generation per snapshot, and reusing the buffer spares
-// allocating (and growing) one of the body's size each time.
+// bodyBuffers holds the buffers that bodies are sealed in: a worker seals
+// a shard result per range and a generation per snapshot, and reusing
+// the buffer spares allocating (and growing) one of the body's size each
+// time.
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }} //nolint:gochecknoglobals // a pool of scratch buffers
 
 // maxPooledBody is the largest buffer bodyBuffers keeps: a larger one,
 // from an unusually large model, is left to the collector.
 const maxPooledBody = 64 << 20
 
-// encodeSealed encodes body into a buffer of bodyBuffers, grown to size
-// bytes first when it is smaller, and seals it: the envelope is the only
-// buffer of the body's size that it allocates.
-func encodeSealed(body any, size int) ([]byte, error) {
-	buf := bodyBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			bodyBuffers.Put(buf)
-		}
-	}()
-	buf.Reset()
-	buf.Grow(size)
-	if err := encodeInto(buf, body); err != nil {
-		return nil, err
-	}
-	return seal(buf.Bytes())
+// SealTemporary is Seal into a buffer that is reused once release is
+// called: data is valid until then, and must not be kept. A writer that
+// stores the bytes and lets them go (a shard's result) spares the copy
+// Seal makes.
+func SealTemporary(body any) (data []byte, release func(), err error) {
+	return sealPooled(body, 0)
 }
 
-// seal wraps a body in the envelope, with its checksum, in a buffer of
-// its own: raw is not kept.
-func seal(raw []byte) ([]byte, error) {
-	out := bytes.NewBuffer(make([]byte, 0, len(raw)+envelopeHead))
-	if err := encodeInto(out, &envelope{Format: Format, Checksum: crc32.ChecksumIEEE(raw), Body: raw}); err != nil {
+// sealPooled encodes body into a buffer of bodyBuffers, grown to size
+// bytes (and the envelope's room) first when it is smaller, after room
+// for the envelope's head, and writes the head there once the body's
+// length and checksum are known: the body is never copied. The bytes are
+// those of the envelope encoded whole, the body in it. release gives the
+// buffer back.
+func sealPooled(body any, size int) (data []byte, release func(), err error) {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	released := false
+	release = func() {
+		if !released && buf.Cap() <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+		released = true
+	}
+	buf.Reset()
+	buf.Grow(envelopeHead + size)
+	var room [envelopeHead]byte
+	buf.Write(room[:])
+	if err := encodeInto(buf, body); err != nil {
+		release()
+		return nil, nil, err
+	}
+	all := buf.Bytes()
+	raw := all[envelopeHead:]
+	head, err := envelopeHeadOf(crc32.ChecksumIEEE(raw), len(raw))
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	start := envelopeHead - len(head)
+	copy(all[start:], head)
+	return all[start:], release, nil
+}
+
+// envelopeHeadOf is the bytes an envelope of a body of n bytes with
+// checksum takes before the body: the envelope encoded with an empty
+// body, whose length (a bin 8 of 0, two bytes) is replaced by n's.
+func envelopeHeadOf(checksum uint32, n int) ([]byte, error) {
+	var b bytes.Buffer
+	if err := encodeInto(&b, &envelope{Format: Format, Checksum: checksum, Body: []byte{}}); err != nil {
 		return nil, fmt.Errorf("snapshot: encode: %w", err)
 	}
-	return out.Bytes(), nil
+	head := b.Bytes()
+	if len(head) < 2 || head[len(head)-2] != msgpcode.Bin8 || head[len(head)-1] != 0 {
+		return nil, fmt.Errorf("snapshot: encode: an empty body's envelope ends in %x", head)
+	}
+	b.Truncate(len(head) - 2)
+	if err := msgpack.NewEncoder(&b).EncodeBytesLen(n); err != nil {
+		return nil, fmt.Errorf("snapshot: encode: %w", err)
+	}
+	if b.Len() > envelopeHead {
+		return nil, fmt.Errorf("snapshot: encode: an envelope's head of %d bytes", b.Len())
+	}
+	return b.Bytes(), nil
 }
 
 // EncodedState is a learner.State in the wire form a snapshot body holds

@@ -214,10 +214,12 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 		return fmt.Errorf("snapshot: model %s: generation 0 (generations count from 1)", snap.Model)
 	}
 	key := Key(s.prefix, snap.Model, snap.Generation)
-	data, err := Marshal(snap)
+	data, release, err := marshalTemporary(snap)
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
 	}
+	// data is written and compared here, and kept nowhere.
+	defer release()
 	exists, err := s.bucket.Exists(ctx, key)
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", key, err)
