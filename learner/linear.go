@@ -26,12 +26,11 @@ type linear struct {
 
 	// AROW: the diagonal of the weights' covariance, one variance per
 	// weight in the layout of w, and one per bias. For the last predicted
-	// example of a binary model, conf is xᵀΣx without the bias and sg the
-	// variance of each stored feature, sparse then dense, as predict read
-	// them beside the weights, so that the two loads from memory go out
-	// together and the update makes one pass over the features.
+	// example of a binary model, sg is the variance of each stored
+	// feature, sparse then dense, as predict read them beside the
+	// weights, so that the two loads from memory go out together and the
+	// update reads the variances from sg, in one pass over the features.
 	sigma, sigmaB []float64
-	conf          float64
 	sg            []float64
 
 	// Mini-batch: the pending sum of updates, by flat weight index.
@@ -113,9 +112,10 @@ func axpy(w []float64, k, c int, a float64, x *Example) {
 	}
 }
 
-// arowScore is w·x and xᵀΣx, each summed in the order dot and a loop of
-// its own would sum it; it keeps each feature's variance in l.sg.
-func (l *linear) arowScore(x *Example) (s, conf float64) {
+// arowScore is w·x, summed in the order dot sums it; it keeps each
+// feature's variance in l.sg. It does not sum xᵀΣx: only an update needs
+// it, and its chain of additions would lengthen every prediction.
+func (l *linear) arowScore(x *Example) (s float64) {
 	n := x.NNZ()
 	if cap(l.sg) < n {
 		l.sg = make([]float64, n)
@@ -127,23 +127,20 @@ func (l *linear) arowScore(x *Example) (s, conf float64) {
 		v, g := value[j], sigma[i]
 		prior[j] = g
 		s += float64(w[i] * v)
-		conf += float64(float64(v*v) * g)
 	}
 	prior = l.sg[len(x.Index):]
 	for i, v := range x.Dense {
 		g := sigma[i]
 		prior[i] = g
 		s += float64(w[i] * v)
-		conf += float64(float64(v*v) * g)
 	}
-	return s, conf
+	return s
 }
 
 func (l *linear) predict(x *Example, out []float64, labeled uint64) {
 	if l.k == 1 && l.cfg.Algorithm == AROW {
-		f, conf := l.arowScore(x)
-		f += l.b[0]
-		l.raw[0], out[0], l.conf = f, f, conf
+		f := l.arowScore(x) + l.b[0]
+		l.raw[0], out[0] = f, f
 		return
 	}
 	l.score(x, out, l.raw, labeled)
@@ -409,7 +406,17 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	if fy*m >= 1 {
 		return false
 	}
-	conf := l.conf // predict summed xᵀΣx
+	// xᵀΣx from the variances predict kept, in the order of the features.
+	var conf float64
+	sparse, dense := l.sg[:len(x.Index)], l.sg[len(x.Index):]
+	for j, g := range sparse {
+		v := x.Value[j]
+		conf += float64(float64(v*v) * g)
+	}
+	for i, g := range dense {
+		v := x.Dense[i]
+		conf += float64(float64(v*v) * g)
+	}
 	bias := l.cfg.Bias != BiasNone
 	if bias {
 		conf += l.sigmaB[0]
