@@ -295,12 +295,8 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 	if p.store == nil {
 		return nil
 	}
-	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		id, err := shardid.Parse(shard)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", snapshot.ErrNotFound, err)
-		}
-		return servedState(p.store.LoadPartition(ctx, model, id, gen))
+	return func(ctx context.Context, shard shardid.ID, gen uint64) (*learner.State, error) {
+		return servedState(p.store.LoadPartition(ctx, model, shard, gen))
 	}
 }
 
