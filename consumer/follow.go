@@ -113,12 +113,13 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 	return f, nil
 }
 
-// Follow follows the epoch log live from start (Follow, FollowStart's
-// start) into out, as the pipeline's options say: the mixing the log was
-// written with (Options.Written), its worker's configuration and shards,
-// labels over them (Options.EpochLabels), the model's learner and
-// challengers. Like a replay, it writes no generation on a schedule:
-// only those of the epochs that promoted.
+// Follow learns the epochs that the live log records from start
+// (FollowStart's) into out, as the function Follow does, configured by
+// the pipeline's options: the mixing the log was written with
+// (Options.Written), the worker's configuration and the shards, labels
+// over them (Options.EpochLabels), the model's learner and challengers.
+// It writes no generation on a schedule, only those of the epochs that
+// promoted, as a replay does.
 func (p *Pipeline) Follow(ctx context.Context, live, out *epochlog.Log, start *snapshot.Snapshot) (*Followed, error) {
 	cfg, err := p.mixing(ctx, live, start)
 	if err != nil {
