@@ -10,7 +10,7 @@ import (
 // learner.MixPegasos, so an epoch log that a Pegasos model wrote under
 // auto then has the mean's digest; auto now means pegasos, another
 // digest, and LegacyMixing gives back the mean's, under which such a log
-// continues (cmd/hyperplane mixingOfLog).
+// continues (consumer.Options.Written).
 func TestHistoryDigestPegasos(t *testing.T) {
 	auto := validKafka()
 	auto.Model.Learner.Algorithm = learner.Pegasos

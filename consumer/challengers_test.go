@@ -279,7 +279,7 @@ func TestChallengersInPartitionScope(t *testing.T) {
 			}
 			live.Learn(&o, x.Label, xs)
 		}
-		got := p.Model(shard).State()
+		got := p.Model(r.log.Shard(q)).State()
 		if len(got.Challengers) != len(challengers) {
 			t.Fatalf("%s: %d challengers, want %d", shard, len(got.Challengers), len(challengers))
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // EngineConfig configures an Engine: the source and how each way of
@@ -134,7 +135,7 @@ func (e *Engine) View() *learner.View {
 
 // ShardView is the newest read-only copy of shard's model in partition
 // scope, nil otherwise.
-func (e *Engine) ShardView(shard string) *learner.View {
+func (e *Engine) ShardView(shard shardid.ID) *learner.View {
 	if p, ok := e.current().(*Partitions); ok {
 		return p.View(shard)
 	}

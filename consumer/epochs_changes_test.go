@@ -42,7 +42,7 @@ func TestEpochsWriteChanges(t *testing.T) {
 			if r.From == r.To {
 				continue
 			}
-			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, r.Shard)
+			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, shardOf(t, r.Shard))
 			if err != nil {
 				t.Fatal(err)
 			}

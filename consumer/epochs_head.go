@@ -71,7 +71,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	x.mu.Unlock()
 	lc := &LabelsConfig{
 		Join:   l.Join,
-		Shard:  r.Shard,
+		Shard:  id,
 		Source: lsrc,
 		OpenTail: func(context.Context, map[string]int64) (Source, error) {
 			return nil, errors.New("the head of an epochs' shard reads no tail")

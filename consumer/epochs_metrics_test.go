@@ -149,7 +149,7 @@ func TestPartitionsGaugesByShard(t *testing.T) {
 		}
 	}
 	own.set(kept)
-	waitRunning(t, "the lost shard let go", map[string]<-chan error{"a": done}, func() bool { return p.View(lost) == nil })
+	waitRunning(t, "the lost shard let go", map[string]<-chan error{"a": done}, func() bool { return p.View(shardOf(t, lost)) == nil })
 	stopPartitions(t, "a", cancel, done)
 
 	for _, name := range []string{"hyperplane_shard_model_version", "hyperplane_shard_rolling_accuracy", "hyperplane_shard_served_model_version"} {
@@ -161,11 +161,11 @@ func TestPartitionsGaugesByShard(t *testing.T) {
 		t.Errorf("hyperplane_position{source=%q} is still %v after the shard was lost", lost, v)
 	}
 	for shard := range kept {
-		m := p.Model(shard)
+		m := p.Model(shardOf(t, shard))
 		want := map[string]float64{
 			"hyperplane_shard_model_version":        float64(m.Version()),
 			"hyperplane_shard_rolling_accuracy":     m.Metrics().RollingAccuracy,
-			"hyperplane_shard_served_model_version": float64(p.View(shard).Version()),
+			"hyperplane_shard_served_model_version": float64(p.View(shardOf(t, shard)).Version()),
 		}
 		for name, w := range want {
 			if got, ok := gauge(t, reg, name, "shard", shard); !ok || got != w {
@@ -191,7 +191,7 @@ func TestPartitionsGaugesByShard(t *testing.T) {
 		}
 	}
 	for shard := range kept {
-		mt := p.Model(shard).Metrics()
+		mt := p.Model(shardOf(t, shard)).Metrics()
 		if mt.LogLoss == 0 {
 			t.Fatalf("shard %s measured no log-loss: %+v", shard, mt)
 		}

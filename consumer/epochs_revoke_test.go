@@ -144,7 +144,7 @@ func TestEpochsRevokedRangeStops(t *testing.T) {
 		for e := uint64(1); e <= last; e++ {
 			// The writer is read from the stored body: reading the
 			// result's state would need the epoch's base.
-			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, shard1)
+			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, data.Shard(1))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -113,6 +113,29 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 	return f, nil
 }
 
+// Follow learns the epochs that the live log records from start
+// (FollowStart's) into out, as the function Follow does, configured by
+// the pipeline's options: the mixing the log was written with
+// (Options.Written), the worker's configuration and the shards, labels
+// over them (Options.EpochLabels), the model's learner and challengers.
+// It writes no generation on a schedule, only those of the epochs that
+// promoted, as a replay does.
+func (p *Pipeline) Follow(ctx context.Context, live, out *epochlog.Log, start *snapshot.Snapshot) (*Followed, error) {
+	cfg, err := p.mixing(ctx, live, start)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SnapshotEvery, cfg.SnapshotInterval, cfg.Keep = 0, 0, 0
+	cfg.Worker, cfg.Shards = p.conn.Worker, p.conn.Shards
+	cfg.Worker.Snapshots = nil
+	if p.opts.Labels != nil && p.opts.EpochLabels != nil {
+		if cfg.Labels, err = p.opts.EpochLabels(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return Follow(ctx, cfg, live, out, start, p.opts.Learner, p.opts.Challengers, p.opts.Log)
+}
+
 // followedLog is the epoch log Follow follows: the live boundaries, read
 // only, and everything it writes (results, generations) in a store of its
 // own.

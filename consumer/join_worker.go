@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -23,8 +24,9 @@ import (
 type LabelsConfig struct {
 	Join JoinConfig
 	// Shard is the examples' shard this join is of, where a process joins
-	// several (partition scope, epochs): its metrics sum over shards.
-	Shard string
+	// several (partition scope, epochs): its metrics sum over shards. The
+	// zero ID for the join of a source of one shard.
+	Shard shardid.ID
 	// Source reads the labels from the position the model's snapshot
 	// recorded for them (the labels' earliest record without one).
 	Source Source
@@ -747,7 +749,7 @@ func (w *Worker) JoinProgress() (head, tail int64, pending int, ok bool) {
 func (w *Worker) observeJoin() {
 	j := w.joined
 	n := j.join.Pending()
-	w.metrics.Join.observe(j.cfg.Shard, j.join.Counts(), n)
+	w.metrics.Join.observe(j.cfg.Shard.String(), j.join.Counts(), n)
 	j.progress.Lock()
 	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, n
 	j.progress.Unlock()

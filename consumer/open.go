@@ -49,10 +49,13 @@ type Options struct {
 	// cadence. Its Interval is also how often a model learned from one
 	// shard looks for more.
 	Mixing EpochConfig
-	// Written, if set, is Mixing as the model's epoch log was written
-	// (log, continuing snap, nil for none): an older log goes on with the
-	// settings it was written with. nil means the log is Mixing's.
-	Written func(ctx context.Context, log *epochlog.Log, snap *snapshot.Snapshot) (EpochConfig, error)
+	// Written are Mixing as an older epoch log of the model may have been
+	// written, each with its own ConfigDigest: by another rule than
+	// Mixing's (a log written before the rule was configurable mixed by
+	// the mean). A log whose boundaries name the ConfigDigest of one goes
+	// on with it, whatever Mixing says, since its history is that rule's.
+	// nil means every log is Mixing's.
+	Written []EpochConfig
 	// Ownership says which shards this worker learns, called once when
 	// epochs or partition scope start.
 	Ownership func() (Ownership, error)
@@ -450,12 +453,9 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	}
 	elog := epochlog.New(store)
 	snap := p.resumed.Snapshot
-	ecfg := p.opts.Mixing
-	if p.opts.Written != nil {
-		var err error
-		if ecfg, err = p.opts.Written(ctx, elog, snap); err != nil {
-			return nil, err
-		}
+	ecfg, err := p.mixing(ctx, elog, snap)
+	if err != nil {
+		return nil, err
 	}
 	m := p.resumed.Model
 	crule := ecfg.ChallengerRule
@@ -513,6 +513,31 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	}
 	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled = own.Owned, own.Commit, own.Changed, own.Settled
 	return NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
+}
+
+// mixing is Options.Mixing as the model's epoch log elog was written:
+// one of Options.Written when the log's boundaries name its digest.
+// snap is the generation the epochs continue from (nil for none);
+// without one that names its digest, the log's next boundary says
+// (epochlog.Log.WrittenDigest), and without a boundary that says, the
+// epochs begin the log, or a new history, by Mixing.
+func (p *Pipeline) mixing(ctx context.Context, elog *epochlog.Log, snap *snapshot.Snapshot) (EpochConfig, error) {
+	m := p.opts.Mixing
+	if len(p.opts.Written) == 0 {
+		return m, nil
+	}
+	digest, ok, err := elog.WrittenDigest(ctx, p.opts.Model, snap)
+	if err != nil || !ok || digest == m.ConfigDigest {
+		return m, err
+	}
+	for _, w := range p.opts.Written {
+		if digest == w.ConfigDigest {
+			p.opts.Log.Info("the epoch log was written mixing by another rule: it continues so (a new model.name mixes by model.mixing.rule)",
+				zap.Stringer("written", w.Rule), zap.Stringer("rule", m.Rule))
+			return w, nil
+		}
+	}
+	return m, nil
 }
 
 // ownership is Options.Ownership's answer; every shard without one.

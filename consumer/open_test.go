@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"maps"
 	"testing"
@@ -136,5 +137,98 @@ func TestOpenResumesBeforeItConnects(t *testing.T) {
 	})
 	if err == nil || connected {
 		t.Fatalf("Open over an incompatible model: %v, connected %v; want its error before any connection", err, connected)
+	}
+}
+
+// TestOpenContinuesTheMixingOfTheLog: a model whose epoch log was written
+// with one mixing goes on with it when the pipeline is opened with
+// another, if Options.Written lists the one the log names: its next
+// generations keep the log's digest. Without it, the engine refuses the
+// log as another history.
+func TestOpenContinuesTheMixingOfTheLog(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	logger := zaptest.NewLogger(t)
+	written := epochConfig(data, store, memory.NewSink(), "w")
+	wcfg := written.Worker
+	written.Worker, written.Shards, written.Log = consumer.WorkerConfig{}, nil, nil
+	now := written
+	now.Rule, now.ConfigDigest = learner.MixDamped, sha256.Sum256([]byte("damped history"))
+	options := func(mixing consumer.EpochConfig, old ...consumer.EpochConfig) consumer.Options {
+		return consumer.Options{
+			Model:   "mixed",
+			Learner: epochLearner(),
+			Store:   store,
+			Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger},
+			Connect: func(context.Context) (consumer.Connection, error) {
+				return consumer.Connection{Worker: wcfg, Shards: data, ShardCount: 2}, nil
+			},
+			Mixing:  mixing,
+			Written: old,
+			Log:     logger,
+		}
+	}
+	// learn runs the engine of opts until it has read what data holds, and
+	// returns the error Run returned.
+	learn := func(opts consumer.Options) error {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p, err := consumer.Open(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		engine := p.Engine(nil)
+		done := make(chan error, 1)
+		go func() { done <- engine.Run(ctx) }()
+		want := map[string]int64{data.Key(0): int64(data.Len(0)), data.Key(1): int64(data.Len(1))}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		timeout := time.After(time.Minute)
+		for !maps.Equal(engine.Positions(), want) {
+			select {
+			case err := <-done:
+				return err
+			case <-tick.C:
+			case <-timeout:
+				t.Fatalf("the engine did not read the shards: at %v, want %v", engine.Positions(), want)
+			}
+		}
+		cancel()
+		return <-done
+	}
+	first, _ := messages(400)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	if err := learn(options(written)); err != nil {
+		t.Fatalf("the first epochs: %v", err)
+	}
+	before, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Epoch == 0 || before.ConfigDigest != written.ConfigDigest {
+		t.Fatalf("the first epochs wrote epoch %d with digest %x, want an epoch of %x", before.Epoch, before.ConfigDigest, written.ConfigDigest)
+	}
+
+	more, _ := messages(200)
+	data.Append(0, more...)
+	if err := learn(options(now, written)); err != nil {
+		t.Fatalf("the epochs over a log written mixing otherwise: %v", err)
+	}
+	after, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation <= before.Generation || after.ConfigDigest != written.ConfigDigest {
+		t.Fatalf("generation %d with digest %x after %d, want a newer one with the log's digest %x",
+			after.Generation, after.ConfigDigest, before.Generation, written.ConfigDigest)
+	}
+
+	data.Append(1, more...)
+	if err := learn(options(now)); err == nil {
+		t.Fatal("the epochs went on over a log of another history without Written")
 	}
 }

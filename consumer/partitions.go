@@ -99,7 +99,7 @@ type Partitions struct {
 	mu sync.Mutex
 	// workers is the newest worker of each shard, kept after it stops
 	// until the shard is lost, for View, Model and Positions.
-	workers map[string]*Worker
+	workers map[shardid.ID]*Worker
 	// active are the workers whose Run has not returned, for NotReady.
 	active map[*Worker]string
 }
@@ -116,7 +116,7 @@ func NewPartitions(cfg PartitionsConfig, metrics *Metrics, log *zap.Logger) *Par
 	if cfg.RestartDelay <= 0 {
 		cfg.RestartDelay = DefaultRestartDelay
 	}
-	p := &Partitions{cfg: cfg, metrics: metrics, log: log, workers: map[string]*Worker{}, active: map[*Worker]string{}}
+	p := &Partitions{cfg: cfg, metrics: metrics, log: log, workers: map[shardid.ID]*Worker{}, active: map[*Worker]string{}}
 	p.readiness.fail(NotReadySource, "not consuming yet")
 	return p
 }
@@ -124,7 +124,7 @@ func NewPartitions(cfg PartitionsConfig, metrics *Metrics, log *zap.Logger) *Par
 // View is the newest read-only copy of shard's model for prediction
 // requests (WorkerConfig.Views), nil when the shard is not owned, not
 // opened yet, or views are off.
-func (p *Partitions) View(shard string) *learner.View {
+func (p *Partitions) View(shard shardid.ID) *learner.View {
 	p.mu.Lock()
 	w := p.workers[shard]
 	p.mu.Unlock()
@@ -138,7 +138,7 @@ func (p *Partitions) View(shard string) *learner.View {
 // owned. It is only safe to use once Run returned. A shard that was
 // waiting to reload its chain then has the model its worker stopped
 // with, which the chain's newest generation may be ahead of.
-func (p *Partitions) Model(shard string) *learner.Model {
+func (p *Partitions) Model(shard shardid.ID) *learner.Model {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w := p.workers[shard]; w != nil {
@@ -253,7 +253,7 @@ func (p *Partitions) Run(ctx context.Context) error {
 		e := <-exits
 		delete(running, e.run.shard)
 		if e.run.lost {
-			p.forget(e.run.shard.String())
+			p.forget(e.run.shard)
 		}
 		errs = append(errs, stopError(e))
 	}
@@ -289,7 +289,7 @@ func (p *Partitions) follow(ctx context.Context, owned []shardid.ID, running map
 	for shard := range restarts {
 		if !slices.Contains(owned, shard) {
 			delete(restarts, shard)
-			p.forget(shard.String())
+			p.forget(shard)
 		}
 	}
 	now := time.Now()
@@ -328,7 +328,7 @@ func (p *Partitions) exited(ctx context.Context, e shardExit, running map[shardi
 		if err := stopError(e); err != nil {
 			log.Warn("the worker of a lost shard stopped with an error", zap.Error(err))
 		}
-		p.forget(shard.String())
+		p.forget(shard)
 		return nil
 	case ctx.Err() != nil:
 		return stopError(e)
@@ -344,12 +344,12 @@ func (p *Partitions) exited(ctx context.Context, e shardExit, running map[shardi
 }
 
 // forget drops a shard that is no longer owned, with its gauges.
-func (p *Partitions) forget(shard string) {
+func (p *Partitions) forget(shard shardid.ID) {
 	p.mu.Lock()
 	delete(p.workers, shard)
 	p.mu.Unlock()
-	p.metrics.dropShard(shard)
-	p.metrics.Position.DeleteLabelValues(shard)
+	p.metrics.dropShard(shard.String())
+	p.metrics.Position.DeleteLabelValues(shard.String())
 }
 
 // runShard opens shard's chain and runs a worker over the shard from the
@@ -375,7 +375,7 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 			return errors.New("labels: no labels' source")
 		}
 		defer lc.Source.Close() //nolint:errcheck // it only read
-		lc.State, lc.Shard = ch.Join, shard
+		lc.State, lc.Shard = ch.Join, id
 		if lc.OpenTail == nil {
 			lc.OpenTail = func(ctx context.Context, resume map[string]int64) (Source, error) {
 				return p.cfg.Shards.Open(ctx, id, resume[shard])
@@ -401,7 +401,7 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 	defer src.Close()
 	w := NewWorker(cfg, src, ch.Model, ch.Positions, metrics, p.log.With(zap.String("shard", shard)))
 	p.mu.Lock()
-	p.workers[shard] = w
+	p.workers[id] = w
 	p.active[w] = shard
 	p.mu.Unlock()
 	defer func() {

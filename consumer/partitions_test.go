@@ -281,7 +281,7 @@ func TestPartitionsEqualOneWorkerPerPartition(t *testing.T) {
 	for q := range partitionShards {
 		shard := r.log.Key(q)
 		want[shard] = int64(len(r.data[q]))
-		m := p.Model(shard)
+		m := p.Model(r.log.Shard(q))
 		if m == nil {
 			t.Fatalf("%s: no model", shard)
 		}
@@ -290,7 +290,7 @@ func TestPartitionsEqualOneWorkerPerPartition(t *testing.T) {
 			t.Errorf("%s: the model's digest %x differs from one worker's on the partition alone", shard, d)
 		}
 		digests[d] = true
-		if v := p.View(shard); v == nil || v.Version() != m.Version() {
+		if v := p.View(r.log.Shard(q)); v == nil || v.Version() != m.Version() {
 			t.Errorf("%s: view %v, want one of version %d", shard, v, m.Version())
 		}
 	}
@@ -300,7 +300,7 @@ func TestPartitionsEqualOneWorkerPerPartition(t *testing.T) {
 	if got := p.Positions(); !equalPositions(got, want) {
 		t.Errorf("positions %v, want %v", got, want)
 	}
-	if p.View("memory:px/7") != nil || p.Model("memory:px/7") != nil {
+	if p.View(shardid.Memory("px", 7)) != nil || p.Model(shardid.Memory("px", 7)) != nil {
 		t.Error("a model for a shard that does not exist")
 	}
 	if got := p.NotReady(); len(got) != 1 || !strings.HasPrefix(got[0], consumer.NotReadySource+":") {
@@ -429,7 +429,7 @@ func TestPartitionsResumeFromTheirChains(t *testing.T) {
 		}
 	}
 	for q := range partitionShards {
-		if d := p.Model(r.log.Key(q)).State().Digest(); d != r.reference(t, q) {
+		if d := p.Model(r.log.Shard(q)).State().Digest(); d != r.reference(t, q) {
 			t.Errorf("%s: the third run's model differs from the reference", r.log.Key(q))
 		}
 	}
@@ -539,7 +539,7 @@ func TestPartitionsFollowOwnership(t *testing.T) {
 		waitRunning(t, "the shards moved", dones, func() bool {
 			for shard, owner := range a {
 				for w, p := range workers {
-					if (p.View(shard) != nil) != (w == owner) {
+					if (p.View(shardOf(t, shard)) != nil) != (w == owner) {
 						return false
 					}
 				}
@@ -571,13 +571,13 @@ func TestPartitionsFollowOwnership(t *testing.T) {
 	for q := range partitionShards {
 		shard := r.log.Key(q)
 		for w, p := range workers {
-			m := p.Model(shard)
+			m := p.Model(r.log.Shard(q))
 			switch {
 			case w == last[shard] && m == nil:
 				t.Errorf("%s: its owner %s has no model", shard, w)
 			case w == last[shard] && m.State().Digest() != r.reference(t, q):
 				t.Errorf("%s: its owner %s's model differs from the reference", shard, w)
-			case w != last[shard] && (m != nil || p.View(shard) != nil):
+			case w != last[shard] && (m != nil || p.View(r.log.Shard(q)) != nil):
 				t.Errorf("%s: %s, which lost it, still holds its model", shard, w)
 			}
 		}
@@ -620,7 +620,7 @@ func TestPartitionsOverlappingOwners(t *testing.T) {
 	runs := map[string]<-chan error{"a": doneA, "b": doneB}
 	waitRunning(t, "b's workers open", runs, func() bool {
 		for q := range partitionShards {
-			if b.View(r.log.Key(q)) == nil {
+			if b.View(r.log.Shard(q)) == nil {
 				return false
 			}
 		}
@@ -661,7 +661,7 @@ func TestPartitionsOverlappingOwners(t *testing.T) {
 	for q := range partitionShards {
 		shard := r.log.Key(q)
 		for name, p := range map[string]*consumer.Partitions{"a": a, "b": b} {
-			if m := p.Model(shard); m == nil || m.State().Digest() != r.reference(t, q) {
+			if m := p.Model(r.log.Shard(q)); m == nil || m.State().Digest() != r.reference(t, q) {
 				t.Errorf("%s: %s's final model differs from the reference", shard, name)
 			}
 		}
@@ -685,7 +685,7 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 		}
 		// Open runs on a goroutine of Run's, where the test cannot fail:
 		// it polls, and the test's own wait for Run bounds it.
-		for ctx.Err() == nil && (p.View(r.log.Key(0)) == nil || p.View(r.log.Key(1)) == nil) {
+		for ctx.Err() == nil && (p.View(r.log.Shard(0)) == nil || p.View(r.log.Shard(1)) == nil) {
 			time.Sleep(time.Millisecond)
 		}
 		return consumer.Chain{}, broken
@@ -702,4 +702,14 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 	if got := p.NotReady(); len(got) != 1 || !strings.HasPrefix(got[0], consumer.NotReadySource+":") {
 		t.Errorf("after Run: not ready because %q, want the source alone", got)
 	}
+}
+
+// shardOf is the shard named name, which the test made.
+func shardOf(t *testing.T, name string) shardid.ID {
+	t.Helper()
+	id, err := shardid.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

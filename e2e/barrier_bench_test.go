@@ -260,7 +260,7 @@ func benchBarrier(b *testing.B, msgs [][]byte, open func(*testing.B) (*snapshot.
 	// The results' sizes, read back once the op is over.
 	for e := uint64(1); e <= epochs; e++ {
 		for shard := range maps.Keys(ends) {
-			key, err := epochlog.ShardKey(store.Prefix(), "bench", e, shard.String())
+			key, err := epochlog.ShardKey(store.Prefix(), "bench", e, shard)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
@@ -71,7 +72,7 @@ func TestShardChallengersAsChanges(t *testing.T) {
 	if err := s.WriteShard(ctx, res, base); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/0")
+	key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardid.Kafka("clicks", 0))
 	body := storedBody(t, s, key)
 	if cc, _ := body["challenger_changes"].([]any); body["state_form"] != "changes" || len(cc) != 2 {
 		t.Fatalf("state_form %v with %d challenger_changes, want changes and 2", body["state_form"], len(cc))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
@@ -132,7 +133,7 @@ func TestShardChangesEveryAlgorithm(t *testing.T) {
 			if err := s.WriteShard(ctx, resultOf(st, base, "worker-a"), base); err != nil {
 				t.Fatal(err)
 			}
-			key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/0")
+			key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardid.Kafka("clicks", 0))
 			body := storedBody(t, s, key)
 			// Written with the coordinates the range changed, it is the
 			// same object.
@@ -252,7 +253,7 @@ func TestShardDamagedChanges(t *testing.T) {
 			if err := s.WriteShard(ctx, resultOf(st, base, "worker-a"), base); err != nil {
 				t.Fatal(err)
 			}
-			key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/0")
+			key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardid.Kafka("clicks", 0))
 			body := storedBody(t, s, key)
 			spoil(body)
 			data, err := snapshot.Seal(body)
@@ -302,7 +303,7 @@ func TestShardWholeStateStillRead(t *testing.T) {
 	}
 	base := epochlog.NewBase(snap.State)
 	eachBackend(t, func(t *testing.T, s fixture) {
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/2")
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardid.Kafka("clicks", 2))
 		if err := s.raw.WriteAll(ctx, key, read("whole-result.msgpack"), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +349,7 @@ func TestShardChangesSmaller(t *testing.T) {
 	if err := s.WriteShard(context.Background(), resultOf(st, base, "worker-a"), base); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, "kafka:clicks/0")
+	key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardid.Kafka("clicks", 0))
 	stored, err := s.raw.ReadAll(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)

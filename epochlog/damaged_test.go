@@ -24,7 +24,7 @@ func TestWriteShardReplacesADamagedResult(t *testing.T) {
 	if err := s.WriteShard(ctx, r, base); err != nil {
 		t.Fatal(err)
 	}
-	key, err := epochlog.ShardKey("", "clicks", 3, shard)
+	key, err := epochlog.ShardKey("", "clicks", 3, shardOf(t, shard))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func FuzzShardResult(f *testing.F) {
 	if err := s.WriteShard(context.Background(), shardResult(f, b, sha, shard, "worker-a"), base); err != nil {
 		f.Fatal(err)
 	}
-	key, err := epochlog.ShardKey("", "clicks", 3, shard)
+	key, err := epochlog.ShardKey("", "clicks", 3, shardOf(f, shard))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 		if err := got.Verify(b, sha); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, want.Shard))
 		if body := storedBody(t, s, key); body["reached"] == nil || body["labels"] == nil || body["join"] == nil {
 			t.Fatalf("body %v", body)
 		}
@@ -73,7 +73,7 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 		if err := s.WriteShard(ctx, r, baseOf(t, plain)); err != nil {
 			t.Fatal(err)
 		}
-		pkey, _ := epochlog.ShardKey(s.Prefix(), "views", 3, r.Shard)
+		pkey, _ := epochlog.ShardKey(s.Prefix(), "views", 3, shardOf(t, r.Shard))
 		body := storedBody(t, s, pkey)
 		for _, k := range []string{"labels", "reached", "join"} {
 			if _, ok := body[k]; ok {

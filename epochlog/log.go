@@ -74,19 +74,24 @@ func BoundaryKey(prefix, model string, e uint64) string {
 }
 
 // ShardKey is where shard's result for epoch e of model is kept under
-// prefix: "<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack",
-// the segment being that of the shard named shard (a Range's Shard, read
-// by shardid.Parse), whose error it returns.
-func ShardKey(prefix, model string, e uint64, shard string) (string, error) {
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return "", err
-	}
-	seg, err := id.Segment()
+// prefix: "<prefix>/<model>/epochs/<e, 20 digits>/shard/<segment>.msgpack"
+// (shardid.ID.Segment, whose error it returns).
+func ShardKey(prefix, model string, e uint64, shard shardid.ID) (string, error) {
+	seg, err := shard.Segment()
 	if err != nil {
 		return "", err
 	}
 	return epochDir(prefix, model, e) + shardDir + seg + keyExt, nil
+}
+
+// shardKeyOf is ShardKey of the shard a range names (Range.Shard, read
+// back from a boundary).
+func shardKeyOf(prefix, model string, e uint64, shard string) (string, error) {
+	id, err := shardid.Parse(shard)
+	if err != nil {
+		return "", err
+	}
+	return ShardKey(prefix, model, e, id)
 }
 
 // boundaryBody is the wire form of a Boundary.
@@ -389,7 +394,7 @@ func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 	if err := snapshot.CheckModel(r.Model); err != nil {
 		return "", err
 	}
-	key, err := ShardKey(l.Prefix(), r.Model, r.Epoch, r.Shard)
+	key, err := shardKeyOf(l.Prefix(), r.Model, r.Epoch, r.Shard)
 	if err != nil {
 		return "", fmt.Errorf("snapshot: model %s: %w", r.Model, err)
 	}
@@ -739,7 +744,7 @@ func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string, b
 	if err := snapshot.CheckModel(model); err != nil {
 		return nil, err
 	}
-	key, err := ShardKey(l.Prefix(), model, e, shard)
+	key, err := shardKeyOf(l.Prefix(), model, e, shard)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}
@@ -765,7 +770,7 @@ func (l *Log) ShardExists(ctx context.Context, model string, e uint64, shard str
 	if err := snapshot.CheckModel(model); err != nil {
 		return false, err
 	}
-	key, err := ShardKey(l.Prefix(), model, e, shard)
+	key, err := shardKeyOf(l.Prefix(), model, e, shard)
 	if err != nil {
 		return false, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
@@ -78,13 +79,30 @@ func TestEpochLogKeys(t *testing.T) {
 	if got, want := epochlog.BoundaryKey("models", "clicks", 7), "models/clicks/epochs/00000000000000000007/boundary.msgpack"; got != want {
 		t.Errorf("BoundaryKey = %q, want %q", got, want)
 	}
-	got, err := epochlog.ShardKey("", "clicks", 12, "kafka:in.v1/3")
+	got, err := epochlog.ShardKey("", "clicks", 12, shardid.Kafka("in.v1", 3))
 	if want := "clicks/epochs/00000000000000000012/shard/kafka.in.v1.3.msgpack"; err != nil || got != want {
 		t.Errorf("ShardKey = %q, %v; want %q", got, err, want)
 	}
-	if _, err := epochlog.ShardKey("", "clicks", 1, "kafka:in/x"); err == nil {
-		t.Error("ShardKey of a bad shard name succeeded")
+	if _, err := epochlog.ShardKey("", "clicks", 1, shardid.Kafka("in/x", 3)); err == nil {
+		t.Error("ShardKey of a shard whose name has a slash succeeded")
 	}
+	if _, err := epochlog.ShardKey("", "clicks", 1, shardid.ID{}); err == nil {
+		t.Error("ShardKey of no shard succeeded")
+	}
+	l := epochlog.New(storetest.OpenStore(t, "mem://"))
+	if _, err := l.ShardExists(context.Background(), "clicks", 1, "kafka:in/x"); err == nil || !strings.Contains(err.Error(), `"kafka:in/x"`) {
+		t.Errorf("ShardExists of a range named kafka:in/x: %v, want an error that quotes the name", err)
+	}
+}
+
+// shardOf is the shard named name, a range's Shard.
+func shardOf(tb testing.TB, name string) shardid.ID {
+	tb.Helper()
+	id, err := shardid.Parse(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
 }
 
 func TestBoundaryRoundTrip(t *testing.T) {
@@ -332,7 +350,7 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if err := s.WriteShard(ctx, want, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, want.Shard))
 		if ok, err := s.raw.Exists(ctx, key); !ok || err != nil {
 			t.Fatalf("no object at %s (%v)", key, err)
 		}
@@ -415,7 +433,7 @@ func TestWriteShardSame(t *testing.T) {
 		if err := s.WriteShard(ctx, first, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, first.Shard)
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, first.Shard))
 		before, _ := s.raw.ReadAll(ctx, key)
 		second := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
 		second.Created = second.Created.Add(time.Hour)
@@ -544,7 +562,7 @@ func TestDamagedLog(t *testing.T) {
 		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 2, shardid.Kafka("clicks", 0))
 		b1, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.Prefix(), "clicks", 1))
 		b2, _ = s.raw.ReadAll(ctx, epochlog.BoundaryKey(s.Prefix(), "clicks", 2))
 		r2, _ = s.raw.ReadAll(ctx, key)
@@ -598,7 +616,7 @@ func TestDamagedLog(t *testing.T) {
 				key := epochlog.BoundaryKey(s.Prefix(), "clicks", 2)
 				read := func() error { _, _, err := s.Boundary(ctx, "clicks", 2); return err }
 				if c.shard {
-					key, _ = epochlog.ShardKey(s.Prefix(), "clicks", 2, "kafka:clicks/0")
+					key, _ = epochlog.ShardKey(s.Prefix(), "clicks", 2, shardid.Kafka("clicks", 0))
 					read = func() error {
 						_, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0", epochlog.NewBase(baseState(t, "clicks", 2)))
 						return err

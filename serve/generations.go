@@ -33,7 +33,7 @@ import (
 //   - A load is also given timeout, so that a store that does not answer
 //     cannot keep a place while new requests keep joining the load.
 type generations struct {
-	load    LoadShardGeneration
+	load    loadNamed
 	room    int
 	timeout time.Duration
 	decoder wire.DecoderOptions

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -119,39 +120,52 @@ func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metri
 // partition scope: *consumer.Partitions is one. View returns nil for a
 // shard this worker does not learn.
 type ShardViews interface {
-	View(shard string) *learner.View
+	View(shard shardid.ID) *learner.View
 }
 
 // LoadShardGeneration reads the state of a stored generation of a
 // shard's model; an error wrapping ErrNotFound says there is none. ctx
 // is as LoadGeneration's.
-type LoadShardGeneration func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
+type LoadShardGeneration func(ctx context.Context, shard shardid.ID, gen uint64) (*learner.State, error)
+
+// loadNamed reads a stored generation of the model of the shard a
+// request names ("" for none).
+type loadNamed func(ctx context.Context, shard string, gen uint64) (*learner.State, error)
 
 // NewSharded returns a server of partition scope: one model per shard,
 // each of configuration cfg, the newest views of the shards this worker
 // learns in views. A request names its shard (?shard= or the header
-// Hyperplane-Shard, such as kafka:clicks/3); one for a shard this worker
-// does not learn gets 404, as the shard is another replica's. load reads
-// stored generations of a shard; nil means there are none.
+// Hyperplane-Shard, such as kafka:clicks/3), read by shardid.Parse; one
+// for a shard this worker does not learn, or a name no shard has, gets
+// 404, as the shard is another replica's. load reads stored generations
+// of a shard; nil means there are none.
 func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadShardGeneration, metrics *Metrics) *Server {
 	s := newServer(opts, cfg, metrics)
 	s.live = func(shard string) (*learner.View, error) {
 		if shard == "" {
 			return nil, errorf(StatusBadRequest, "shard: the model is learned per partition (model.scope: partition): name the partition with ?shard=, such as kafka:<topic>/<partition>")
 		}
-		if v := views.View(shard); v != nil {
-			return v, nil
+		if id, err := shardid.Parse(shard); err == nil {
+			if v := views.View(id); v != nil {
+				return v, nil
+			}
 		}
 		return nil, errorf(StatusNotFound, "shard %s: this worker does not learn it (another replica does, or it is no partition of the source)", shard)
 	}
 	if load != nil {
-		s.loadFrom(load)
+		s.loadFrom(func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
+			id, err := shardid.Parse(shard)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+			}
+			return load(ctx, id, gen)
+		})
 	}
 	return s
 }
 
 // loadFrom has s answer from the stored generations load reads.
-func (s *Server) loadFrom(load LoadShardGeneration) {
+func (s *Server) loadFrom(load loadNamed) {
 	s.gens = &generations{load: load, room: s.opts.Generations, timeout: s.opts.Timeout, decoder: s.opts.Decoder}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
-	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
@@ -109,13 +108,10 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		},
 		PartitionScope: cfg.Model.Scope == config.ScopePartition,
 		Mixing:         mixing(cfg),
-		Written: func(ctx context.Context, elog *epochlog.Log, snap *snapshot.Snapshot) (consumer.EpochConfig, error) {
-			c, err := mixingOfLog(ctx, elog, cfg, snap, log)
-			return mixing(c), err
-		},
-		Ownership:   func() (consumer.Ownership, error) { return p.ownership(cfg, log) },
-		Challengers: cfg.ChallengerConfigs(),
-		Log:         log,
+		Written:        writtenMixings(cfg),
+		Ownership:      func() (consumer.Ownership, error) { return p.ownership(cfg, log) },
+		Challengers:    cfg.ChallengerConfigs(),
+		Log:            log,
 	}
 	if cfg.Labels.Enabled() {
 		opts.Labels = func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
@@ -246,35 +242,15 @@ func (p *pipeline) close() {
 	}
 }
 
-// mixingOfLog is cfg as the model's epoch log was written: a log written
-// before model.mixing.rule mixed by the mean, and one written before auto
-// chose a rule of the algorithm's own mixed by the rule auto chose then
-// (config.Config.WrittenMixings); such a log continues so, whatever cfg
-// says, since its history is that rule's. snap is the generation the
-// epochs continue from (nil for none); without one that names its
-// digest, the log's next boundary says (epochlog.Log.WrittenDigest).
-func mixingOfLog(ctx context.Context, elog *epochlog.Log, cfg config.Config, snap *snapshot.Snapshot, log *zap.Logger) (config.Config, error) {
-	written := cfg.WrittenMixings()
-	if len(written) == 0 {
-		return cfg, nil
+// writtenMixings are the epochs' configurations of cfg mixing by each
+// rule an older epoch log of its model may have been written with
+// (config.Config.WrittenMixings).
+func writtenMixings(cfg config.Config) []consumer.EpochConfig {
+	var out []consumer.EpochConfig
+	for _, w := range cfg.WrittenMixings() {
+		out = append(out, mixing(w))
 	}
-	digest, ok, err := elog.WrittenDigest(ctx, cfg.Model.Name, snap)
-	if err != nil || !ok {
-		// Without a boundary that says, the epochs begin the log, or a
-		// new history, by cfg.
-		return cfg, err
-	}
-	if digest == cfg.HistoryDigest() {
-		return cfg, nil
-	}
-	for _, w := range written {
-		if digest == w.HistoryDigest() {
-			log.Info("the epoch log was written mixing by another rule: it continues so (a new model.name mixes by model.mixing.rule)",
-				zap.Stringer("written", w.MixRule()), zap.Stringer("rule", cfg.MixRule()))
-			return w, nil
-		}
-	}
-	return cfg, nil
+	return out
 }
 
 // ownership says which shards this worker learns: those the Kafka
@@ -319,12 +295,8 @@ func (p *pipeline) loadShardGeneration(model string) serve.LoadShardGeneration {
 	if p.store == nil {
 		return nil
 	}
-	return func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
-		id, err := shardid.Parse(shard)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", snapshot.ErrNotFound, err)
-		}
-		return servedState(p.store.LoadPartition(ctx, model, id, gen))
+	return func(ctx context.Context, shard shardid.ID, gen uint64) (*learner.State, error) {
+		return servedState(p.store.LoadPartition(ctx, model, shard, gen))
 	}
 }
 

@@ -215,28 +215,8 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if p.shards == nil || p.shardCount < 2 {
 		return fmt.Errorf("replay: the source has one partition, but the store holds an epoch log for %s", model)
 	}
-	if cfg, err = mixingOfLog(ctx, live, cfg, start, log); err != nil {
-		return err
-	}
-	ecfg := consumer.EpochConfig{
-		Worker:         p.config,
-		Shards:         p.shards,
-		ConfigDigest:   cfg.HistoryDigest(),
-		EpochExamples:  int64(cfg.Model.Mixing.EpochExamples),
-		Weights:        cfg.Model.Mixing.Weights,
-		Rule:           cfg.MixRule(),
-		ChallengerRule: cfg.Model.Mixing.Rule,
-		Start:          cfg.Source.Start,
-	}
-	if cfg.Labels.Enabled() {
-		// The ranges read the labels the boundaries record; a replay
-		// writes no mark.
-		if ecfg.Labels, err = p.brokers.EpochLabels(ctx, cfg, false); err != nil {
-			return err
-		}
-	}
 	begin := time.Now()
-	f, err := consumer.Follow(ctx, ecfg, live, epochlog.New(p.store), start, cfg.Model.Learner, cfg.ChallengerConfigs(), log)
+	f, err := p.Follow(ctx, live, epochlog.New(p.store), start)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/actors"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 func runRun(ctx context.Context, e *env, args []string) error {
@@ -157,4 +158,4 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 // shardViews serves the models of partition scope, shard by shard.
 type shardViews struct{ e *consumer.Engine }
 
-func (v shardViews) View(shard string) *learner.View { return v.e.ShardView(shard) }
+func (v shardViews) View(shard shardid.ID) *learner.View { return v.e.ShardView(shard) }

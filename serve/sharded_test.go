@@ -1,0 +1,71 @@
+package serve_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/serve"
+	"github.com/hyperplane-ml/hyperplane/shardid"
+)
+
+// shardViews are the live views of partition scope, by shard.
+type shardViews map[shardid.ID]*learner.Model
+
+func (v shardViews) View(shard shardid.ID) *learner.View {
+	if m := v[shard]; m != nil {
+		return m.View()
+	}
+	return nil
+}
+
+// TestShardedNamesTheShard: a server of partition scope answers a request
+// from the model of the shard it names, live or from a stored generation
+// of that shard's chain, which it is given as a shardid.ID; a request
+// that names no shard is refused with 400, and one that names a shard
+// this worker does not learn, or a name no shard has, with 404.
+func TestShardedNamesTheShard(t *testing.T) {
+	cfg := binaryConfig()
+	a, b := shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 1)
+	views := shardViews{a: trained(t, cfg, 100), b: trained(t, cfg, 300)}
+	raws := encodeJSON(t, probes(cfg))
+	stored := trained(t, cfg, 200)
+	var asked []shardid.ID
+	load := func(_ context.Context, shard shardid.ID, gen uint64) (*learner.State, error) {
+		asked = append(asked, shard)
+		if shard != b || gen != 1 {
+			return nil, fmt.Errorf("%w: shard %s, generation %d", serve.ErrNotFound, shard, gen)
+		}
+		return stored.State(), nil
+	}
+	hs := httpServer(t, serve.NewSharded(serve.Options{Model: modelName}, cfg, views, load, nil))
+	query := func(shard string) string { return hs.URL + "?shard=" + url.QueryEscape(shard) }
+
+	for _, shard := range []shardid.ID{a, b} {
+		m := views[shard]
+		r := post(t, query(shard.String()), "", jsonArray(raws))
+		r.ok(t, "application/json", m.Version())
+		sameItems(t, jsonItems(t, r.body, array), newPredictor(m).wantAll(t, raws))
+		r = post(t, hs.URL, "", jsonArray(raws), serve.ShardHeader, shard.String())
+		r.ok(t, "application/json", m.Version())
+	}
+	r := post(t, query(b.String())+"&generation=1", "", jsonArray(raws))
+	r.ok(t, "application/json", stored.Version())
+	sameItems(t, jsonItems(t, r.body, array), newPredictor(stored).wantAll(t, raws))
+	if len(asked) != 1 || asked[0] != b {
+		t.Errorf("the generation was loaded for shards %v, want [%v]", asked, b)
+	}
+
+	post(t, hs.URL, "", raws[0]).refused(t, http.StatusBadRequest, "?shard=")
+	for _, shard := range []string{"kafka:clicks/2", "kafka:clicks/01", "clicks"} {
+		post(t, query(shard), "", raws[0]).refused(t, http.StatusNotFound, "shard "+shard)
+	}
+	post(t, query("kafka:clicks/01")+"&generation=1", "", raws[0]).refused(t, http.StatusNotFound, "generation 1")
+	if len(asked) != 1 {
+		t.Errorf("a name no shard has was loaded: %v", asked[1:])
+	}
+	post(t, query(a.String())+"&generation=1", "", raws[0]).refused(t, http.StatusNotFound, "generation 1")
+}
