@@ -188,6 +188,10 @@ type chunk struct {
 	also     [][]learner.Example
 	alsoPtrs []*learner.Example
 	ids      []byte // the records' ids, copied out of the decoder's scratch
+	// index and value are the backing of the decoded examples' sparse
+	// features, end to end (see decode).
+	index []uint32
+	value []float64
 }
 
 // span is a record's [start, end) in a chunk's data and its number; for a
@@ -452,10 +456,23 @@ func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 	c.xs, c.recs = c.xs[:n], c.recs[:n]
 	c.prepareAlso(len(also))
 	c.ids = c.ids[:0]
+	// The examples' sparse features go end to end into c.index and
+	// c.value, sized by the chunk's previous use: each example is given
+	// the rest of them to append to, and is cut to its own length after.
+	// An example that overflows them grows on the heap as before, and the
+	// next use of c makes them larger. Without them, every example of a
+	// chunk's first use grew its own slices by doubling, a dozen
+	// allocations an example.
+	if need := len(c.data) / 8; cap(c.index) < need {
+		c.index = make([]uint32, need)
+		c.value = make([]float64, need)
+	}
+	used, overflow := 0, 0
 	for i, s := range c.spans {
 		payload := c.data[s.start:s.end]
 		x := &c.xs[i]
 		r := &c.recs[i]
+		x.Index, x.Value = c.index[used:used:len(c.index)], c.value[used:used:len(c.value)]
 		var meta Meta
 		var err error
 		switch {
@@ -468,8 +485,18 @@ func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 		default:
 			meta, err = d.Decode(payload, x)
 		}
+		// A slice longer than the room left has moved to the heap; one
+		// within it is still at used.
+		room, n := len(c.index)-used, max(len(x.Index), len(x.Value))
+		x.Index, x.Value = x.Index[:len(x.Index):len(x.Index)], x.Value[:len(x.Value):len(x.Value)]
+		used += min(n, room)
+		overflow += max(n-room, 0)
 		c.ids = append(c.ids, meta.ID...)
 		*r = Record{N: s.n, Example: x, Meta: Meta{ID: meta.ID, HasID: meta.HasID}, Err: err, Payload: payload, Also: r.Also}
+	}
+	if overflow > 0 {
+		n := used + overflow + (used+overflow)/4
+		c.index, c.value = make([]uint32, n), make([]float64, n)
 	}
 	off := 0
 	for i := range c.recs {

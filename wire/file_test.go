@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,5 +225,73 @@ func TestReadExamplesAlso(t *testing.T) {
 	var de *wire.DecodeError
 	if err != nil || len(errs) != 2 || !errors.As(errs[0], &de) || errs[1] != nil {
 		t.Errorf("errors %v (%v): want the first record refused by the decoder of 4 dense positions, the second read", errs, err)
+	}
+}
+
+// TestReadRecordsExamplesApart reads records whose feature counts vary
+// from 0 to 300, bad ones among them, in chunks reused many times: every
+// example of a run, looked at once the whole run is decoded, must be what
+// DecodeJSON makes of its line alone, none of them overwritten by the
+// next (their features share one backing per chunk).
+func TestReadRecordsExamplesApart(t *testing.T) {
+	var data []byte
+	rng := uint64(1)
+	next := func(n uint64) uint64 {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return (rng >> 33) % n
+	}
+	for k := range 3000 {
+		data = fmt.Appendf(data, `{"id":"%d","label":%d,"features":{`, k, 2*next(2)-1)
+		// Mostly few features, now and then many: a chunk's later use
+		// meets more than its first did.
+		n := next(8)
+		if next(20) == 0 {
+			n = 50 + next(250)
+		}
+		for j := range n {
+			if j > 0 {
+				data = append(data, ',')
+			}
+			data = fmt.Appendf(data, `"f%d":0.%d`, next(1000), next(10000))
+		}
+		data = append(data, '}')
+		if next(10) == 0 {
+			data = append(data, `,"x":[0.5,-1]`...)
+		}
+		if next(50) == 0 {
+			data = append(data, `,"label":1`...) // a duplicate key: an error
+		}
+		data = append(data, "}\n"...)
+	}
+	ref := decoders()()
+	for _, chunk := range []int{256, 4096, 1 << 16} {
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
+			seen, bad := 0, 0
+			err := wire.ReadRecords(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Format: wire.FormatJSON, Workers: 2, ChunkSize: chunk}, func(recs []wire.Record) error {
+				for i := range recs {
+					r := &recs[i]
+					var want learner.Example
+					_, wantErr := ref.DecodeJSON(r.Payload, &want)
+					if (r.Err == nil) != (wantErr == nil) {
+						return fmt.Errorf("record %d: error %v, alone %v", r.N, r.Err, wantErr)
+					}
+					if r.Err != nil {
+						bad++
+						continue
+					}
+					if !slices.Equal(r.Example.Index, want.Index) || !slices.Equal(r.Example.Value, want.Value) || !slices.Equal(r.Example.Dense, want.Dense) || r.Example.Label != want.Label {
+						return fmt.Errorf("record %d: %+v, alone %+v", r.N, *r.Example, want)
+					}
+				}
+				seen += len(recs)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen != 3000 || bad == 0 {
+				t.Fatalf("%d records, %d bad; want 3000, some bad", seen, bad)
+			}
+		})
 	}
 }

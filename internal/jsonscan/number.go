@@ -51,6 +51,21 @@ func Number(b []byte, i int, bound float64) (float64, int, NumStatus) {
 		sign = b2u(b[i] == '-')
 		i += int(sign)
 	}
+	// The form of most feature values, one digit, a point and one to
+	// seven more, is read in one 8-byte word without a loop: the digits
+	// after the point, and the byte after them, which must not start an
+	// exponent. The value is m/10^k with m < 10^8, Clinger's fast path.
+	if len(b)-i >= 10 {
+		if d := b[i] - '0'; d <= 9 && b[i+1] == '.' {
+			w := binary.LittleEndian.Uint64(b[i+2:])
+			k := digitRun(w)
+			if uint(k-1) < 7 && byte(w>>(8*uint(k)))|0x20 != 'e' {
+				m := uint64(d)*pow10Int[k] + digitsValue(w, k)
+				f := float64(m) / pow10Float[k]
+				return math.Float64frombits(math.Float64bits(f) | sign<<63), i + 2 + k, NumOK
+			}
+		}
+	}
 	neg := sign != 0
 	// Read the digits of the integer and fraction parts into m. Past 19
 	// digits m overflows; nd tells, and then slowMantissa reads them again.

@@ -298,3 +298,44 @@ func TestDigitRunAndValue(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberShortForm checks the path of one digit, a point and one to
+// seven more against strconv, with each byte that may follow such a
+// number (an exponent's among them, which the path must leave to the
+// general one) and with the input ending at every distance after it.
+func TestNumberShortForm(t *testing.T) {
+	rng := newRand(7)
+	tails := []string{"", ",", "}", " ", "e5", "E-2", "e+1", "e", ".5", "x", "0", "9"}
+	for range 20000 {
+		var b strings.Builder
+		if rng.IntN(4) == 0 {
+			b.WriteByte('-')
+		}
+		b.WriteByte(byte('0' + rng.IntN(10)))
+		b.WriteByte('.')
+		for range 1 + rng.IntN(8) {
+			b.WriteByte(byte('0' + rng.IntN(10)))
+		}
+		num := b.String()
+		for _, tail := range tails {
+			s := num + tail
+			want, wantEnd := s, len(s)
+			if e, ok := NumberEnd([]byte(s), 0); ok {
+				want, wantEnd = s[:e], e
+			}
+			f, err := strconv.ParseFloat(want, 64)
+			for pad := range 12 {
+				in := []byte(s + strings.Repeat(",", pad))
+				got, end, st := Number(in, 0, 1e30)
+				switch {
+				case err != nil:
+					if st != NumSyntax {
+						t.Fatalf("Number(%q) = %v, status %d; want a syntax error", in, got, st)
+					}
+				case st != NumOK || end != wantEnd || !sameFloat(got, f):
+					t.Fatalf("Number(%q) = %v, %d, status %d; want %v, %d", in, got, end, st, f, wantEnd)
+				}
+			}
+		}
+	}
+}
