@@ -177,8 +177,8 @@ func TestOutputBudgetShared(t *testing.T) {
 	if preds != ledger.total {
 		t.Errorf("%d predictions published, want %d", preds, ledger.total)
 	}
-	if len(budget) != 0 {
-		t.Errorf("%d slots of the budget still taken once every worker stopped", len(budget))
+	if len(budget.slots) != 0 {
+		t.Errorf("%d slots of the budget still taken once every worker stopped", len(budget.slots))
 	}
 
 	// Shutdown while the sink fails: what was not flushed gives its slot
@@ -208,7 +208,30 @@ func TestOutputBudgetShared(t *testing.T) {
 	if unflushed == 0 {
 		t.Error("no worker had a batch left to flush")
 	}
-	if len(budget) != 0 {
-		t.Errorf("%d slots of the budget still taken after a shutdown that could not flush", len(budget))
+	if len(budget.slots) != 0 {
+		t.Errorf("%d slots of the budget still taken after a shutdown that could not flush", len(budget.slots))
+	}
+}
+
+// TestOutputBudgetSharesBatches: workers that share a budget take their
+// batches from its pool, so that the batches of a worker that stopped (a
+// range of an epoch that ended) serve the next ones rather than staying
+// in a pool of the worker's own; a worker without a budget has its own.
+func TestOutputBudgetSharesBatches(t *testing.T) {
+	budget := newOutputBudget(2)
+	newWorker := func(budget outputBudget) *Worker {
+		model, err := learner.New(learner.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := WorkerConfig{Model: "m", Batch: 1, Publish: wire.PublishAll, budget: budget}
+		return NewWorker(cfg, &budgetSource{ledger: newBudgetLedger(0)}, model, nil, nil, zap.NewNop())
+	}
+	a, b, alone := newWorker(budget), newWorker(budget), newWorker(outputBudget{})
+	if a.batchPool != budget.batches || b.batchPool != budget.batches {
+		t.Error("workers that share a budget do not take their batches from its pool")
+	}
+	if alone.batchPool == nil || alone.batchPool == budget.batches {
+		t.Error("a worker without a budget has no pool of its own")
 	}
 }

@@ -146,20 +146,35 @@ const maxPublish = 16384
 const rangesBatches = queueBatches
 
 // outputBudget is a budget of processed batches, shared by workers: a
-// slot per batch that waits for its outputs or is being published. A
-// nil budget bounds nothing.
-type outputBudget chan struct{}
+// slot per batch that waits for its outputs or is being published. The
+// zero budget bounds nothing.
+//
+// The workers that share a budget also share its pool of batches: the
+// epochs make a worker per range and epoch, and a pool of each worker's
+// own would keep that worker's batches (their arenas of encoded outputs)
+// until two collections after it stopped, as the runtime keeps every
+// pool; shared, the batches of all the ranges at once are pooled, reused
+// by the next epoch's workers.
+type outputBudget struct {
+	slots   chan struct{}
+	batches *sync.Pool // of *outBatch
+}
 
-func newOutputBudget(batches int) outputBudget { return make(outputBudget, batches) }
+func newOutputBudget(batches int) outputBudget {
+	return outputBudget{slots: make(chan struct{}, batches), batches: newBatchPool()}
+}
+
+// newBatchPool is a pool of *outBatch.
+func newBatchPool() *sync.Pool { return &sync.Pool{New: func() any { return new(outBatch) }} }
 
 // take gives b a slot unless it holds one, waiting until one is free;
 // false means ctx ended first. Without a budget it returns true at once.
 func (o outputBudget) take(ctx context.Context, b *outBatch) bool {
-	if o == nil || b.slot {
+	if o.slots == nil || b.slot {
 		return true
 	}
 	select {
-	case o <- struct{}{}:
+	case o.slots <- struct{}{}:
 		b.slot = true
 		return true
 	case <-ctx.Done():
@@ -171,7 +186,7 @@ func (o outputBudget) take(ctx context.Context, b *outBatch) bool {
 func (o outputBudget) give(b *outBatch) {
 	if b.slot {
 		b.slot = false
-		<-o
+		<-o.slots
 	}
 }
 
@@ -243,8 +258,10 @@ type Worker struct {
 	streak *deadStreak
 	// limits are the outputs' size limits for the batch being processed;
 	// only the reading loop uses them.
-	limits    outputLimits
-	batchPool sync.Pool
+	limits outputLimits
+	// batchPool is the budget's pool of batches, or the worker's own
+	// without a budget.
+	batchPool *sync.Pool
 
 	// The snapshot hand-over: the newest snapshot whose outputs are
 	// durable waits in pending; an older one not yet started is replaced.
@@ -315,7 +332,9 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil || cfg.rangeJoin != nil)
 	w.promotion.requests = w.rivals != nil
 	metrics.challengers(w.rivals)
-	w.batchPool.New = func() any { return new(outBatch) }
+	if w.batchPool = cfg.budget.batches; w.batchPool == nil {
+		w.batchPool = newBatchPool()
+	}
 	w.snapSignal = make(chan struct{}, 1)
 	w.fatal = make(chan error, 1)
 	if cfg.Views {

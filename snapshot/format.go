@@ -372,9 +372,15 @@ func Seal(body any) ([]byte, error) {
 // time.
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }} //nolint:gochecknoglobals // a pool of scratch buffers
 
-// maxPooledBody is the largest buffer bodyBuffers keeps: a larger one,
-// from an unusually large model, is left to the collector.
-const maxPooledBody = 64 << 20
+// maxPooledBody is the largest buffer bodyBuffers keeps: a larger one is
+// left to the collector once released. A shard result that holds what a
+// range changed is far smaller than a whole model's state (a generation,
+// a full shard result: 4 MiB over 2^18 weights under AROW). Pooled, a
+// state's buffer stays live for as long as the small results, sealed
+// every epoch, keep reusing it: a model's size of heap held between
+// snapshots, and twice that added to the collector's goal. Released, it
+// costs one allocation per write, of its final size (sealPooled's size).
+const maxPooledBody = 1 << 20
 
 // SealTemporary is Seal into a buffer that is reused once release is
 // called: data is valid until then, and must not be kept. A writer that

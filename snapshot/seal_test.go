@@ -43,3 +43,32 @@ func TestSealInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestSealTemporaryDropsLargeBuffers: the buffer a model's state grew
+// (4 MiB: 2^18 weights under AROW) goes to the collector once released,
+// rather than back to the pool, where the small shard results sealed
+// every epoch would keep it alive.
+func TestSealTemporaryDropsLargeBuffers(t *testing.T) {
+	type body struct {
+		V []byte `msgpack:"v"`
+	}
+	const model = 4 << 20
+	large, release, err := SealTemporary(&body{V: make([]byte, model)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(large) < model {
+		t.Fatalf("a body of %d bytes sealed in %d bytes", model, cap(large))
+	}
+	release()
+	for range 8 {
+		small, release, err := SealTemporary(&body{V: make([]byte, 16)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cap(small) >= model {
+			t.Fatalf("a small body sealed in the pooled buffer of %d bytes that a model's state grew", cap(small))
+		}
+		defer release()
+	}
+}

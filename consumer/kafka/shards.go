@@ -123,7 +123,7 @@ func (s *Shards) Open(ctx context.Context, shard shardid.ID, from int64) (consum
 		return nil, err
 	}
 	var src *Source
-	src, err = newSource(s.cluster, "", []partitionStart{ps}, s.log, func() { s.forget(src) })
+	src, err = newSource(s.cluster, "", []partitionStart{ps}, shardBuffered, s.log, func() { s.forget(src) })
 	if err != nil {
 		return nil, err
 	}

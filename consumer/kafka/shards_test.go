@@ -179,6 +179,34 @@ func TestShardsOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("a batch is let go at the next Fetch", func(t *testing.T) {
+		// Fetch reuses its slice; the messages of the batch before are
+		// cleared, not left holding their values.
+		for try := 0; ; try++ {
+			src := openShard(t, shards, shardid.Kafka("t", 2), 0)
+			first, err := src.Fetch(context.Background(), 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(first) < 2 {
+				if try == 20 {
+					t.Skip("every first Fetch returned one message")
+				}
+				src.Close()
+				continue
+			}
+			if _, err := src.Fetch(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range first[1:] {
+				if m.Value != nil {
+					t.Fatalf("message %d of the batch before still holds %q", i+1, m.Value)
+				}
+			}
+			return
+		}
+	})
+
 	t.Run("commit does nothing", func(t *testing.T) {
 		src := openShard(t, shards, shardid.Kafka("t", 2), 10)
 		if err := src.Commit(context.Background(), map[string]int64{"kafka:t/2": 12}); err != nil {

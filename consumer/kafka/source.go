@@ -49,6 +49,14 @@ const (
 	// they bound the messages read ahead of Fetch.
 	queueCapacity = 128
 	buffered      = 1024
+	// shardBuffered is buffered for the one partition of a source that
+	// Shards.Open returns. The epochs read several such sources at once,
+	// each with a batch being learned and a batch's outputs in flight
+	// besides what it reads ahead, and keep them reading ahead while an
+	// epoch waits at its barrier: a quarter of buffered bounds the values
+	// they hold, and the batches they take at once, to as much in all,
+	// over the 4 partitions of a usual topic, as one source of NewSource.
+	shardBuffered = buffered / 4
 )
 
 // errClosed is what Fetch and Commit return once the source is closed.
@@ -179,13 +187,15 @@ func NewSource(ctx context.Context, cfg Config, topics []string, group string, r
 		c.close()
 		return nil, err
 	}
-	return newSource(c, group, starts, log, c.close)
+	return newSource(c, group, starts, buffered, log, c.close)
 }
 
 // newSource starts a partition reader at each of starts. c serves the
-// source's lookups and commits; release, if not nil, is called once Close
-// has stopped the readers, and also when newSource fails.
-func newSource(c *cluster, group string, starts []partitionStart, log *zap.Logger, release func()) (*Source, error) {
+// source's lookups and commits; buffered is how many messages the source
+// buffers across partitions (besides kafka-go's queueCapacity each);
+// release, if not nil, is called once Close has stopped the readers, and
+// also when newSource fails.
+func newSource(c *cluster, group string, starts []partitionStart, buffered int, log *zap.Logger, release func()) (*Source, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Source{
 		log:     log,
@@ -536,6 +546,9 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 	if s.err != nil {
 		return nil, s.err
 	}
+	// The last batch is done with: its messages go, so that their values
+	// are not kept alive by a slice waiting for the next batch.
+	clear(s.buf)
 	s.buf = s.buf[:0]
 	select {
 	case <-ctx.Done():
