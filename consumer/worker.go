@@ -201,10 +201,18 @@ func newOutputGate() *outputGate {
 }
 
 // opened opens g, unless it was dropped.
-func (g *outputGate) opened() { g.once.Do(func() { close(g.open) }) }
+func (g *outputGate) opened() {
+	if g != nil {
+		g.once.Do(func() { close(g.open) })
+	}
+}
 
 // dropped drops g, unless it was opened.
-func (g *outputGate) dropped() { g.once.Do(func() { close(g.drop) }) }
+func (g *outputGate) dropped() {
+	if g != nil {
+		g.once.Do(func() { close(g.drop) })
+	}
+}
 
 // wait returns nil once g is open, errGateDropped once it is dropped, or
 // ctx's error.
