@@ -121,6 +121,10 @@ type recording struct {
 	// next and nextSHA are the boundary stored for the next epoch, and
 	// adopted whether it has the cut's ranges. err is the first failure.
 	written bool
+	// free are the states the recorder wrote and the W_{e-1} it wrote
+	// them against, once written: they differ from W_e only where the
+	// epoch's mix may have changed it, and are spares for the ranges.
+	free    []*learner.State
 	next    *epochlog.Boundary
 	nextSHA [32]byte
 	adopted bool
@@ -137,6 +141,9 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	gate.opened()
 	cur := x.learnAhead(ctx, b, sha, gate)
 	var rec *recording
+	// free are the states of the epoch recorded last, which differ from
+	// the model held at most at x.baseDiff.
+	var free []*learner.State
 	defer func() {
 		if rec != nil {
 			x.recorded(rec)
@@ -162,6 +169,7 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 			sha = r.nextSHA
 			b = r.next
 			x.cur, x.curSHA = b, sha
+			free = r.free
 		}
 		if results == nil {
 			// A range stopped before its end (revoked, shutdown, an
@@ -181,13 +189,25 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 			states[i] = res.State
 		}
 		// The recorder writes the results against W_{e-1}, which the mix
-		// overwrites.
-		base := x.model.State()
+		// overwrites: a copy, made in a free state where there is one.
+		base, err := x.baseCopy(&free)
+		if err != nil {
+			x.abandon(cur)
+			return err
+		}
 		x.unrecorded = b.Epoch
+		prevDiff := x.baseDiff
 		if err := x.mix(b, states, 0); err != nil {
 			x.abandon(cur)
 			return err
 		}
+		// The states left differ from W_e where either of the last two
+		// mixes may have changed the model.
+		x.mu.Lock()
+		x.spares = append(x.spares[:0], free...)
+		x.mu.Unlock()
+		x.baseDiff = learner.UnionCoords(prevDiff, x.baseDiff)
+		free = nil
 		x.advance(b, sha)
 		x.cur = nil
 		next, err := x.cut(ctx)
@@ -238,6 +258,10 @@ func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, result
 			}
 		}
 		rec.written = true
+		for _, res := range results {
+			rec.free = append(rec.free, res.State)
+		}
+		rec.free = append(rec.free, base)
 		if next != nil {
 			var stored *epochlog.Boundary
 			var ssha [32]byte
@@ -260,6 +284,23 @@ func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, result
 		}
 	}()
 	return rec
+}
+
+// baseCopy is a copy of W_{e-1}, the model held, in one of free's
+// states when there is one (taken from free), which differ from it at
+// most at x.baseDiff.
+func (x *Epochs) baseCopy(free *[]*learner.State) (*learner.State, error) {
+	n := len(*free)
+	if n == 0 {
+		return x.model.State(), nil
+	}
+	spare := (*free)[n-1]
+	*free = (*free)[:n-1]
+	m, err := learner.RestoreInto(x.base.State(), spare, x.baseDiff)
+	if err != nil {
+		return nil, err
+	}
+	return m.Release(), nil
 }
 
 // recorded waits for rec to finish and returns it.
