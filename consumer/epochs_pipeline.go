@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,13 +211,11 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 		free = nil
 		x.advance(b, sha)
 		x.cur = nil
-		next, err := x.cut(ctx)
-		if err != nil {
-			x.abandon(cur)
-			return err
-		}
+		// The epoch is recorded even when no boundary can be cut (the
+		// worker stops, the source fails).
+		next, cerr := x.cut(ctx)
 		var nextGate *outputGate
-		if next != nil && x.pipelines(next) {
+		if cerr == nil && next != nil && x.pipelines(next) {
 			nextGate = newOutputGate()
 		}
 		rec = x.record(ctx, cur, sha, results, base, next, nextGate)
@@ -225,7 +224,7 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 			// synchronous steps go on.
 			r := x.recorded(rec)
 			rec = nil
-			return r.err
+			return cmp.Or(cerr, r.err)
 		}
 		cur = x.learnAhead(ctx, next, [32]byte{}, nextGate)
 	}

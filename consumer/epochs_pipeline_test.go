@@ -485,3 +485,42 @@ func TestEpochsPipelineRebalance(t *testing.T) {
 		t.Error("b published nothing of the shard it was given")
 	}
 }
+
+// TestEpochsPipelineStopped: a worker stopped while it records an epoch
+// and learns the next one ahead returns nil, having written the newest
+// model it recorded as a generation, and published nothing beyond the
+// stored boundaries; a restart ends with the model of a run that was
+// never stopped.
+func TestEpochsPipelineStopped(t *testing.T) {
+	const n = 900
+	want := func() [32]byte {
+		data := epochLog(n)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		return runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "one"), store)
+	}()
+	data := epochLog(n)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lg := &hookedLog{Log: epochlog.New(store), at: 4, hook: cancel}
+	first := memory.NewSink()
+	cfg := pipelineConfig(data, store, first, lg, "w")
+	cfg.SnapshotEvery = 1 << 30
+	x, done := startEpochs(t, ctx, cfg, store)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if g := newestGeneration(t, store); g != x.Mixed() || g < 3 {
+		t.Fatalf("the newest generation is %d, the worker mixed epoch %d", g, x.Mixed())
+	}
+	publishedWithinBoundaries(t, store, first)
+
+	second := memory.NewSink()
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	y, rdone := startEpochs(t, rctx, pipelineConfig(data, store, second, nil, "w"), store)
+	if got := finalDigest(t, y, rdone, rcancel, waitComplete(t, store, data)); got != want {
+		t.Fatalf("after the stop the model is %x, without it %x", got, want)
+	}
+	everyEventOnce(t, data, 6, first, second)
+}
