@@ -469,6 +469,12 @@ func (x *Epochs) complete(ctx context.Context, b *epochlog.Boundary) bool {
 }
 
 func (x *Epochs) run(ctx context.Context) error {
+	if x.unrecorded != 0 {
+		// The model held is one whose results are not all in the log,
+		// and the one before it was mixed over: only a start from the
+		// log goes on from here.
+		return fmt.Errorf("epoch %d was mixed but not recorded: %w", x.unrecorded, x.unrecordedErr)
+	}
 	if err := x.overDamaged(ctx); err != nil {
 		return err
 	}
