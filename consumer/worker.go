@@ -1230,14 +1230,13 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 		if err := w.cfg.gate.wait(ctx); err != nil {
 			left := []*outBatch{b}
 			if errors.Is(err, errGateDropped) {
-				// Nothing is published: the batches are given up as
-				// they come, so that consuming stops without waiting
-				// for the budget.
+				// Nothing is published: each batch gives its slot of
+				// the budget up as it comes, so that consuming, which
+				// may wait for one, goes on to its end.
+				w.cfg.budget.give(b)
 				for b := range queue {
-					left = append(left, b)
-				}
-				for _, b := range left {
 					w.cfg.budget.give(b)
+					left = append(left, b)
 				}
 			}
 			return left, err
