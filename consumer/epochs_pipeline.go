@@ -190,12 +190,14 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 			states[i] = res.State
 		}
 		// The recorder writes the results against W_{e-1}, which the mix
-		// overwrites: a copy, made in a free state where there is one.
-		base, err := x.baseCopy(&free)
+		// overwrites: a copy, made in a free state where there is one,
+		// whose digest is W_{e-1}'s, already known.
+		copied, err := x.baseCopy(&free)
 		if err != nil {
 			x.abandon(cur)
 			return err
 		}
+		base := x.base.Held(copied)
 		x.unrecorded = b.Epoch
 		prevDiff := x.baseDiff
 		if err := x.mix(b, states, 0); err != nil {
@@ -235,7 +237,7 @@ func (x *Epochs) pipeline(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 // base (W_{e-1}), creates next, the boundary cut from W_e, if any, and
 // opens nextGate if the stored one has its ranges, drops it otherwise;
 // then it writes W_e as a generation if one is due.
-func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, results []*epochlog.ShardResult, base *learner.State, next *epochlog.Boundary, nextGate *outputGate) *recording {
+func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, results []*epochlog.ShardResult, base *epochlog.Base, next *epochlog.Boundary, nextGate *outputGate) *recording {
 	rec := &recording{done: make(chan struct{})}
 	b := a.b
 	go func() {
@@ -245,13 +247,12 @@ func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, result
 				nextGate.dropped()
 			}
 		}()
-		eb := epochlog.NewBase(base)
 		for i, r := range a.ranges {
 			if err := <-a.ahead[r.Shard].done; err != nil {
 				rec.err = fmt.Errorf("epoch %d: %w", b.Epoch, err)
 				return
 			}
-			if err := x.writeResult(ctx, b, r, results[i], nil, r.To, eb); err != nil {
+			if err := x.writeResult(ctx, b, r, results[i], nil, r.To, base); err != nil {
 				rec.err = err
 				return
 			}
@@ -260,7 +261,7 @@ func (x *Epochs) record(ctx context.Context, a *aheadEpoch, sha [32]byte, result
 		for _, res := range results {
 			rec.free = append(rec.free, res.State)
 		}
-		rec.free = append(rec.free, base)
+		rec.free = append(rec.free, base.State())
 		if next != nil {
 			var stored *epochlog.Boundary
 			var ssha [32]byte
