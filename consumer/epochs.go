@@ -151,12 +151,6 @@ type Epochs struct {
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
 	written uint64
-	// unrecorded is the epoch mixed in memory by the pipeline whose
-	// results are not all in the log yet, 0 when none is: it is not
-	// written as a generation (docs/scale-out.md, section 3.12).
-	unrecorded uint64
-	// unrecordedErr is why the recorder did not write it.
-	unrecordedErr error
 	// atLogEnd is set once this worker found no epoch of the log at or
 	// above the one it was to cut: from there on it extends the log.
 	atLogEnd bool
@@ -418,11 +412,6 @@ func (x *Epochs) Run(ctx context.Context) error {
 	if x.prev == nil || x.written >= x.prev.Epoch {
 		return nil
 	}
-	if x.unrecorded == x.prev.Epoch {
-		// Its outputs or results are not all durable: no generation may
-		// hold it, and the one before it was mixed over.
-		return fmt.Errorf("the last mixed model (epoch %d) was not written: its results are not all in the log: %w", x.prev.Epoch, x.unrecordedErr)
-	}
 	// Other workers may have gone on while this one stopped: a generation
 	// of a later epoch holds more than its last mixed model, which would
 	// only stand below it until retention.
@@ -469,12 +458,6 @@ func (x *Epochs) complete(ctx context.Context, b *epochlog.Boundary) bool {
 }
 
 func (x *Epochs) run(ctx context.Context) error {
-	if x.unrecorded != 0 {
-		// The model held is one whose results are not all in the log,
-		// and the one before it was mixed over: only a start from the
-		// log goes on from here.
-		return fmt.Errorf("epoch %d was mixed but not recorded: %w", x.unrecorded, x.unrecordedErr)
-	}
 	if err := x.overDamaged(ctx); err != nil {
 		return err
 	}
@@ -484,18 +467,6 @@ func (x *Epochs) run(ctx context.Context) error {
 			return err
 		}
 		x.cur, x.curSHA = b, sha
-		if x.pipelines(b) {
-			fresh, err := x.noResults(ctx, b)
-			if err != nil {
-				return err
-			}
-			if fresh {
-				if err := x.pipeline(ctx, b, sha); err != nil {
-					return err
-				}
-				continue
-			}
-		}
 		if err := x.learnOwned(ctx, b, sha); err != nil {
 			return err
 		}

@@ -51,7 +51,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			// A shard whose owner left is handed to another worker,
 			// maybe this one, while it waits.
 			if x.owns(r.Shard) {
-				if err := x.learnRange(ctx, b, sha, r, nil); err != nil && !errors.Is(err, errRevoked) {
+				if err := x.learnRange(ctx, b, sha, r); err != nil && !errors.Is(err, errRevoked) {
 					return nil, 0, err
 				}
 				continue
@@ -163,7 +163,7 @@ func (x *Epochs) readShard(ctx context.Context, b *epochlog.Boundary, sha [32]by
 		if errors.Is(err, epochlog.ErrDamagedLog) && !relearned {
 			x.log.Warn("a shard's result is damaged: learning its range again from the boundary, and writing it again",
 				zap.Uint64("epoch", b.Epoch), zap.String("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Error(err))
-			if err := x.learnAgain(ctx, b, sha, r, nil); err != nil {
+			if err := x.learnAgain(ctx, b, sha, r); err != nil {
 				return nil, err
 			}
 			continue

@@ -86,12 +86,7 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	} else {
 		x.install(m, mixed, diff, cdiffs)
 	}
-	if x.unrecorded == b.Epoch {
-		// The recorder writes these states yet (epochs_pipeline.go).
-		x.spareStates(nil)
-	} else {
-		x.spareStates(states)
-	}
+	x.spareStates(states)
 	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
 	x.mixes.flushDue(x.log)
 	return nil

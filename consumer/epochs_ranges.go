@@ -23,15 +23,6 @@ import (
 func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	return x.startOwned(ctx, cancel, b, sha, nil)()
-}
-
-// startOwned starts learning every range of b this worker owns, each on
-// its own goroutine, and returns what waits for them all. ahead, if set,
-// is where each range learned ahead of its boundary reports
-// (epochs_pipeline.go). cancel is ctx's: the first range to fail stops
-// the others.
-func (x *Epochs) startOwned(ctx context.Context, cancel context.CancelFunc, b *epochlog.Boundary, sha [32]byte, ahead map[string]*aheadRange) func() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.Shards))
 	owned := 0
@@ -51,17 +42,15 @@ func (x *Epochs) startOwned(ctx context.Context, cancel context.CancelFunc, b *e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := x.learnRange(ctx, b, sha, r, ahead[r.Shard])
+			err := x.learnRange(ctx, b, sha, r)
 			if err != nil && !errors.Is(err, errRevoked) {
 				errs[i] = err
 				cancel()
 			}
 		}()
 	}
-	return func() error {
-		wg.Wait()
-		return errors.Join(errs...)
-	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // shardExists reports whether epoch e's result of shard is in the log,
@@ -156,27 +145,13 @@ func (x *Epochs) dropLost() {
 // of the range before it returns; then it writes the shard's result. If
 // the shard is revoked before the range is complete, it stops at once
 // and returns errRevoked, with the outputs of what it learned published.
-//
-// With ah, the range is learned ahead of its boundary's being durable
-// (docs/scale-out.md, section 3.12): its outputs wait for ah's gate, its
-// result is handed to ah as soon as its last message is learned, and
-// the recorder, not learnRange, writes it once learnRange returned.
-func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range, ah *aheadRange) (err error) {
-	if ah != nil {
-		defer func() { ah.returned(err) }()
-	}
+func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	rctx, stop := x.whileOwned(ctx, r.Shard)
 	defer stop()
 	if err := x.ensureHead(r); err != nil {
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 	}
-	if ah != nil {
-		// A boundary learned ahead is not in the log yet, nor any
-		// result of it.
-		err = x.learnAgain(rctx, b, sha, r, ah)
-	} else {
-		err = x.learn(rctx, b, sha, r)
-	}
+	err := x.learn(rctx, b, sha, r)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRevoked) && !errors.Is(err, ErrFatal) {
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, errRevoked)
 	}
@@ -189,13 +164,12 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	if err != nil || exists {
 		return err
 	}
-	return x.learnAgain(ctx, b, sha, r, nil)
+	return x.learnAgain(ctx, b, sha, r)
 }
 
 // learnAgain is learn whether or not the range's result exists: a result
 // found damaged is replaced by the one learned again (WriteShard).
-// With ah, see learnRange.
-func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range, ah *aheadRange) error {
+func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	model := x.cfg.Worker.Model
 	m, err := x.rangeModel()
 	if err != nil {
@@ -216,7 +190,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 				Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 				BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 				Last: r.From, State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
-			}, rj, r.From, x.base)
+			}, rj, r.From)
 		}
 	}
 	var src *rangeReader
@@ -244,48 +218,9 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	wcfg.Snapshots, wcfg.Views = nil, false
 	wcfg.rangeJoin = rj
 	wcfg.budget = x.outputs
-	var before uint64
-	// finish ends a range learned to its end: its reader parked for the
-	// shard's next range, and its result.
-	var res *epochlog.ShardResult
-	end := r.To
-	finish := func() {
-		// The range read every message up to its end (with labels, up to
-		// where it reached): the shard's next range, which begins there,
-		// reads on with the same reader.
-		if rj != nil {
-			end = rs.Returned()
-		}
-		x.readers.park(src, end)
-		parked = true
-		m.Flush()
-		changed := m.Changed()
-		var cchanged []*learner.Coords
-		for _, c := range m.Challengers() {
-			cc := c.Model.Changed()
-			cchanged = append(cchanged, &cc)
-		}
-		res = &epochlog.ShardResult{
-			Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
-			BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
-			Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-			State: m.Release(), Changed: &changed, ChallengersChanged: cchanged, Writer: x.cfg.Writer, Created: time.Now().UTC(),
-		}
-	}
-	if ah != nil {
-		wcfg.gate = ah.gate
-		wcfg.consumed = func(err error) {
-			if (err == nil || errors.Is(err, ErrRangeDone)) && rs.Complete() {
-				finish()
-				ah.learnedAll(res)
-				return
-			}
-			ah.learnedAll(nil)
-		}
-	}
 	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
 	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
-	before = m.Counts().Examples
+	before := m.Counts().Examples
 	x.mu.Lock()
 	if x.running == nil {
 		x.running = map[*Worker]bool{}
@@ -321,18 +256,34 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if got := w.Published()[r.Shard]; got != rs.Returned() {
 		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
 	}
-	if ah != nil {
-		// Its result is the recorder's to write.
-		return nil
+	// The range read every message up to its end (with labels, up to
+	// where it reached): the shard's next range, which begins there,
+	// reads on with the same reader.
+	end := r.To
+	if rj != nil {
+		end = rs.Returned()
 	}
-	finish()
-	return x.writeResult(ctx, b, r, res, rj, end, x.base)
+	x.readers.park(src, end)
+	parked = true
+	m.Flush()
+	changed := m.Changed()
+	var cchanged []*learner.Coords
+	for _, c := range m.Challengers() {
+		cc := c.Model.Changed()
+		cchanged = append(cchanged, &cc)
+	}
+	res := &epochlog.ShardResult{
+		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
+		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
+		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
+		State: m.Release(), Changed: &changed, ChallengersChanged: cchanged, Writer: x.cfg.Writer, Created: time.Now().UTC(),
+	}
+	return x.writeResult(ctx, b, r, res, rj, end)
 }
 
 // writeResult writes res, the result of range r of b, whose outputs are
-// durable, as changes against base, W_{e-1}; with labels rj is the
-// range's join, which reached reached.
-func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64, base *epochlog.Base) error {
+// durable; with labels rj is the range's join, which reached reached.
+func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64) error {
 	if rj != nil {
 		// Step E3 with labels: the head's outputs are durable too.
 		if err := x.awaitHead(ctx, r, reached); err != nil {
@@ -354,7 +305,7 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 	defer cancel()
 	defer context.AfterFunc(x.grace, cancel)()
 	err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
-		return x.cfg.Log.WriteShard(ctx, res, base)
+		return x.cfg.Log.WriteShard(ctx, res, x.base)
 	})
 	if errors.Is(err, snapshot.ErrNotFound) {
 		// Another worker wrote the result first, and retention deleted

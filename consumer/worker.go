@@ -93,14 +93,6 @@ type WorkerConfig struct {
 	// published or given up. Without it a worker holds up to
 	// queueBatches queued and a publish of up to maxPublish outputs.
 	budget outputBudget
-	// gate, set by the epochs for a range learned ahead of its boundary
-	// (docs/scale-out.md, section 3.12), holds the range's outputs until
-	// it is opened; once dropped they are never published.
-	gate *outputGate
-	// consumed, if set, is called once the worker has stopped consuming,
-	// with consume's error, before the outputs are flushed: the model is
-	// no longer learned from then on.
-	consumed func(error)
 	// head, set by the epochs for the head of a shard of a model with
 	// labels (docs/labels.md, section 11.3), makes a worker with Labels
 	// predict the delayed examples with the newest mixed model it
@@ -195,53 +187,6 @@ func (o outputBudget) give(b *outBatch) {
 	if b.slot {
 		b.slot = false
 		<-o.slots
-	}
-}
-
-// outputGate holds the outputs of a range learned ahead of its boundary
-// until the boundary is durable (docs/scale-out.md, section 3.12): open
-// lets them be published, drop gives them up. The first of the two wins.
-// A nil gate is open.
-type outputGate struct {
-	once       sync.Once
-	open, drop chan struct{}
-}
-
-// errGateDropped is what a range whose gate was dropped stops with: its
-// outputs were never published.
-var errGateDropped = errors.New("outputs dropped: the epoch learned ahead was abandoned")
-
-func newOutputGate() *outputGate {
-	return &outputGate{open: make(chan struct{}), drop: make(chan struct{})}
-}
-
-// opened opens g, unless it was dropped.
-func (g *outputGate) opened() {
-	if g != nil {
-		g.once.Do(func() { close(g.open) })
-	}
-}
-
-// dropped drops g, unless it was opened.
-func (g *outputGate) dropped() {
-	if g != nil {
-		g.once.Do(func() { close(g.drop) })
-	}
-}
-
-// wait returns nil once g is open, errGateDropped once it is dropped, or
-// ctx's error.
-func (g *outputGate) wait(ctx context.Context) error {
-	if g == nil {
-		return nil
-	}
-	select {
-	case <-g.open:
-		return nil
-	case <-g.drop:
-		return errGateDropped
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -573,9 +518,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.readiness.ok(NotReadySource)
 	unsent, err := w.consume(consumeCtx, flushCtx, queue)
 	w.readiness.fail(NotReadySource, "stopped consuming")
-	if w.cfg.consumed != nil {
-		w.cfg.consumed(err)
-	}
 	stopConsuming()
 	close(queue)
 	left := <-pubDone
@@ -1246,20 +1188,6 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 	var group []*outBatch
 	var merged []Output
 	for b := range queue {
-		if err := w.cfg.gate.wait(ctx); err != nil {
-			left := []*outBatch{b}
-			if errors.Is(err, errGateDropped) {
-				// Nothing is published: each batch gives its slot of
-				// the budget up as it comes, so that consuming, which
-				// may wait for one, goes on to its end.
-				w.cfg.budget.give(b)
-				for b := range queue {
-					w.cfg.budget.give(b)
-					left = append(left, b)
-				}
-			}
-			return left, err
-		}
 		group = append(group[:0], b)
 		outputs := b.count()
 	more:

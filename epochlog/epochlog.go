@@ -231,12 +231,6 @@ func NewBase(st *learner.State) *Base {
 	return &Base{state: st, digest: st.Digest()}
 }
 
-// Held is b held in st, a copy of b's state made by the caller: the same
-// base, whose digest is not computed again.
-func (b *Base) Held(st *learner.State) *Base {
-	return &Base{state: st, digest: b.digest}
-}
-
 // State is the base's state, shared: the caller only reads it (a model
 // restored from it, a mix over it).
 func (b *Base) State() *learner.State { return b.state }
