@@ -150,11 +150,17 @@ func (q *probabilityMetrics) set(m *Metrics, rolling [4]float64) {
 func (q *probabilityMetrics) window(next int) [4]float64 {
 	r := q.gather(next)
 	if q.aucPositive != nil {
-		slices.Sort(q.pos)
-		slices.Sort(q.neg)
-		r[3] = exactAUC(q.pos, q.neg)
+		r[3] = windowAUC(q.pos, q.neg)
 	}
 	return r
+}
+
+// windowAUC is the exact AUC of a window's probabilities of positive and
+// of negative examples, which it sorts in place.
+func windowAUC(pos, neg []float64) float64 {
+	slices.Sort(pos)
+	slices.Sort(neg)
+	return exactAUC(pos, neg)
 }
 
 // gather is window but for the AUC, left 0: the window's probabilities of

@@ -1,7 +1,5 @@
 package learner
 
-import "slices"
-
 // LaterMetrics are a model's Metrics as of the moment Model.MetricsLater
 // took them, but for the rolling AUC of a binary model, which sorts the
 // window's probabilities and is computed only when Metrics is called: a
@@ -37,9 +35,7 @@ func (m *Model) MetricsLater(l *LaterMetrics) {
 // first time it is asked for.
 func (l *LaterMetrics) Metrics() Metrics {
 	if l.pending {
-		slices.Sort(l.pos)
-		slices.Sort(l.neg)
-		l.m.RollingAUC = exactAUC(l.pos, l.neg)
+		l.m.RollingAUC = windowAUC(l.pos, l.neg)
 		l.pending = false
 	}
 	return l.m
