@@ -457,10 +457,11 @@ func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 	c.prepareAlso(len(also))
 	c.ids = c.ids[:0]
 	// The examples' sparse features go end to end into c.index and
-	// c.value, sized by the chunk's previous use: each example is given
-	// the rest of them to append to, and is cut to its own length after.
-	// An example that overflows them grows on the heap as before, and the
-	// next use of c makes them larger. Without them, every example of a
+	// c.value, room for a feature per 8 bytes of the chunk's data, or
+	// more after a use that overflowed them: each example is given the
+	// rest of them to append to, and is cut to its own length after. An
+	// example that overflows them grows on the heap as before, and the
+	// next use of c has them larger. Without them, every example of a
 	// chunk's first use grew its own slices by doubling, a dozen
 	// allocations an example.
 	if need := len(c.data) / 8; cap(c.index) < need {
