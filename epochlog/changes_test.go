@@ -359,3 +359,42 @@ func TestShardChangesSmaller(t *testing.T) {
 	}
 	t.Logf("%d bytes, the whole state %d", len(stored), len(wholeBytes))
 }
+
+// TestShardInvalidChangesRefused: a result whose changed coordinates hold
+// a value no state may hold is not written, and the error names the
+// vector and the coordinate. The result's lean state is checked without
+// its vectors, so the changes are what catch it.
+func TestShardInvalidChangesRefused(t *testing.T) {
+	ctx := context.Background()
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 10
+	for _, tc := range []struct {
+		name, want string
+		spoil      func(st *learner.State, i uint32)
+	}{
+		{"nan weight", "weights: value", func(st *learner.State, i uint32) { st.Weights[i] = math.NaN() }},
+		{"infinite weight", "weights: value", func(st *learner.State, i uint32) { st.Weights[i] = math.Inf(-1) }},
+		{"variance above 1", "variance: value", func(st *learner.State, i uint32) { st.Variance[i] = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFixture(storetest.Backends()[0].Open(t, "models"))
+			r := rand.New(rand.NewPCG(7, 8))
+			baseState := learnFrom(t, cfg, nil, r, 100)
+			st, changed := learnTracked(t, cfg, baseState, r, 10)
+			if changed.All || len(changed.Index) == 0 {
+				t.Fatalf("the range changed %+v: want some coordinates", changed)
+			}
+			i := changed.Index[0]
+			tc.spoil(st, i)
+			res := resultOf(st, epochlog.NewBase(baseState), "worker-a")
+			res.Changed = &changed
+			err := s.WriteShard(ctx, res, epochlog.NewBase(baseState))
+			if !errors.Is(err, snapshot.ErrInvalidState) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("WriteShard: %v, want ErrInvalidState naming %q", err, tc.want)
+			}
+			if keys := storetest.ListKeys(t, s.raw, ""); len(keys) != 0 {
+				t.Fatalf("the store holds %v", keys)
+			}
+		})
+	}
+}

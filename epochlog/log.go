@@ -457,6 +457,11 @@ func marshalShardTemporary(r *ShardResult, base *Base, provenance bool) (data []
 		}
 	}
 	if form == formChanges {
+		for _, c := range append([]*stateChanges{changes}, cchanges...) {
+			if err := c.check(); err != nil {
+				return nil, nil, fmt.Errorf("snapshot: %w: %w", snapshot.ErrInvalidState, err)
+			}
+		}
 		st, err = snapshot.EncodeStateLean(r.State)
 	} else {
 		st, err = snapshot.EncodeState(r.State)

@@ -147,7 +147,7 @@ func (m *Model) restoreChallengers(st *State, restore func(i int, st *State) (*M
 // validateChallengers checks the challengers of st: named once each, with
 // the model's classes, no challengers of their own, every state valid and
 // every number of the comparisons finite and in range.
-func (st *State) validateChallengers() error {
+func (st *State) validateChallengers(lean bool) error {
 	names := make([]ChallengerConfig, len(st.Challengers))
 	for i, c := range st.Challengers {
 		if c.State == nil {
@@ -162,7 +162,11 @@ func (st *State) validateChallengers() error {
 		if len(c.State.Challengers) > 0 {
 			return stateErr("challengers", "challenger %s has challengers of its own", c.Name)
 		}
-		if err := c.State.Validate(); err != nil {
+		check := c.State.Validate
+		if lean {
+			check = c.State.ValidateLean
+		}
+		if err := check(); err != nil {
 			return fmt.Errorf("challenger %s: %w", c.Name, err)
 		}
 		cs := &c.Comparison

@@ -1,8 +1,10 @@
 package learner_test
 
 import (
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -95,5 +97,49 @@ func TestChallengersRestore(t *testing.T) {
 	learn(r, 50, 100)
 	if r.State().StateSHA256() != m.State().StateSHA256() {
 		t.Fatal("the restored challengers learned differently")
+	}
+}
+
+// TestValidateLean checks a state without its per-weight vectors, its
+// challengers' left out too: what it keeps is checked as Validate checks
+// it, and a state that still holds its vectors is refused.
+func TestValidateLean(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 8
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg
+	p.Algorithm = learner.Perceptron
+	if _, _, err := m.SetChallengers([]learner.ChallengerConfig{{Name: "p", Config: p}}); err != nil {
+		t.Fatal(err)
+	}
+	lean := func() *learner.State {
+		st := m.State()
+		st.Weights, st.SumWeights, st.Variance = nil, nil, nil
+		c := *st.Challengers[0].State
+		c.Weights, c.SumWeights, c.Variance = nil, nil, nil
+		st.Challengers[0].State = &c
+		return st
+	}
+	if err := lean().ValidateLean(); err != nil {
+		t.Fatalf("a lean state: %v", err)
+	}
+	if err := m.State().ValidateLean(); err == nil || !strings.Contains(err.Error(), "weights") {
+		t.Fatalf("a whole state: %v, want an error naming weights", err)
+	}
+	for field, spoil := range map[string]func(st *learner.State){
+		"counters":      func(st *learner.State) { st.Mistakes = st.Labeled + 1 },
+		"r2":            func(st *learner.State) { st.R2 = math.NaN() },
+		"bias":          func(st *learner.State) { st.Bias[0] = math.Inf(1) },
+		"variance_bias": func(st *learner.State) { st.VarianceBias = 2 },
+		"challenger p":  func(st *learner.State) { st.Challengers[0].State.Bias = nil },
+	} {
+		st := lean()
+		spoil(st)
+		if err := st.ValidateLean(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s spoiled: %v, want an error naming it", field, err)
+		}
 	}
 }

@@ -183,10 +183,27 @@ func restore(st *State, engine func(Config) engine, challengers func(i int, st *
 // load is never written. It reads the state once and builds nothing.
 func (st *State) Validate() error { return st.validate(-1) }
 
+// ValidateLean is Validate for a state whose per-weight vectors
+// (Weights, SumWeights, Variance), and its challengers', are left out:
+// the lean form the epoch log writes beside the coordinates a range
+// changed (snapshot.EncodeStateLean). Its cost does not grow with the
+// model. Those vectors are checked where they are put back, when the
+// reader checks the whole state.
+func (st *State) ValidateLean() error {
+	if len(st.Weights) > 0 || len(st.SumWeights) > 0 || len(st.Variance) > 0 {
+		return stateErr("weights", "a lean state leaves its per-weight vectors out, got %d weights", len(st.Weights))
+	}
+	return st.validateAs(0, true)
+}
+
 // validate is Validate with per-weight vectors (weights, sums,
 // variances) of n values, or of the configuration's length when n < 0:
 // a mix over some coordinates alone checks them alone (MixChanged).
-func (st *State) validate(n int) error {
+func (st *State) validate(n int) error { return st.validateAs(n, false) }
+
+// validateAs is validate, of a lean state (ValidateLean) when lean is
+// set: its challengers' vectors are left out too.
+func (st *State) validateAs(n int, lean bool) error {
 	cfg := st.Config
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -211,7 +228,7 @@ func (st *State) validate(n int) error {
 	if err := st.Calibration.validate(st); err != nil {
 		return err
 	}
-	if err := st.validateChallengers(); err != nil {
+	if err := st.validateChallengers(lean); err != nil {
 		return err
 	}
 	if err := st.validatePromotions(); err != nil {

@@ -470,12 +470,11 @@ func (e *EncodedState) State() (*learner.State, error) { return e.b.state() }
 // weight (weights, sum_weights, variance) left out of the wire form, for
 // a reader that gets them elsewhere and gives them to StateWith: the
 // epoch log's shard results send only their changed coordinates. Each
-// challenger's state leaves them out too. st is checked whole, as
-// EncodeState checks it.
+// challenger's state leaves them out too. What is encoded is checked
+// (learner.State.ValidateLean), at a cost that does not grow with the
+// model; the vectors are the caller's to check, and StateWith checks
+// the whole state again.
 func EncodeStateLean(st *learner.State) (EncodedState, error) {
-	if err := st.Validate(); err != nil {
-		return EncodedState{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
-	}
 	lean := *st
 	lean.Weights, lean.SumWeights, lean.Variance = nil, nil, nil
 	if len(st.Challengers) > 0 {
@@ -485,6 +484,9 @@ func EncodeStateLean(st *learner.State) (EncodedState, error) {
 			c.Weights, c.SumWeights, c.Variance = nil, nil, nil
 			lean.Challengers[i].State = &c
 		}
+	}
+	if err := lean.ValidateLean(); err != nil {
+		return EncodedState{}, fmt.Errorf("snapshot: %w: %w", ErrInvalidState, err)
 	}
 	return EncodedState{stateBodyOf(&lean)}, nil
 }
