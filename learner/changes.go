@@ -1,7 +1,7 @@
 package learner
 
 import (
-	"slices"
+	"math/bits"
 )
 
 // Coords is a set of coordinates of a linear model's per-weight vectors
@@ -29,19 +29,35 @@ func UnionCoords(cs ...Coords) Coords {
 		}
 		n += len(c.Index)
 	}
-	u := make([]uint32, 0, n)
+	var u []uint32
 	for _, c := range cs {
-		u = append(u, c.Index...)
+		u = mergeIndex(u, c.Index, n)
 	}
-	slices.Sort(u)
-	return Coords{Index: slices.Compact(u)}
+	return Coords{Index: u}
+}
+
+// mergeIndex is the union of a and b, both strictly increasing, in a new
+// slice of capacity at least size (a and b are not modified).
+func mergeIndex(a, b []uint32, size int) []uint32 {
+	out := make([]uint32, 0, max(size, len(a)+len(b)))
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // changeSet records the features whose per-weight coordinates a model's
 // learning wrote since TrackChanges.
 type changeSet struct {
 	marked []uint64 // a bit per feature
-	list   []uint32 // the features marked, in the order marked
+	n      int      // how many are marked
 	all    bool
 }
 
@@ -91,7 +107,7 @@ func (cs *changeSet) mark(feature uint32) {
 	w, bit := feature/64, uint64(1)<<(feature%64)
 	if cs.marked[w]&bit == 0 {
 		cs.marked[w] |= bit
-		cs.list = append(cs.list, feature)
+		cs.n++
 	}
 }
 
@@ -105,13 +121,17 @@ func (m *Model) Changed() Coords {
 	if cs == nil || cs.all {
 		return AllCoords
 	}
-	features := slices.Clone(cs.list)
-	slices.Sort(features)
+	// The bitmap, read word by word, gives the features in order: a pass
+	// over a bit per feature, with no sort of what was marked.
 	k := uint32(m.cfg.outputs())
-	idx := make([]uint32, 0, len(features)*int(k))
-	for _, f := range features {
-		for c := range k {
-			idx = append(idx, f*k+c)
+	idx := make([]uint32, 0, cs.n*int(k))
+	for w, word := range cs.marked {
+		for word != 0 {
+			f := uint32(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			for c := range k {
+				idx = append(idx, f*k+c)
+			}
 		}
 	}
 	return Coords{Index: idx}

@@ -153,6 +153,33 @@ func TestUnionCoords(t *testing.T) {
 	}
 }
 
+// TestChangedInOrder: the coordinates Changed returns are in order, once
+// each, whatever order the features were learned in, with a multiclass
+// model's coordinates of each feature together.
+func TestChangedInOrder(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 10
+	cfg.Classes = []string{"a", "b", "c"}
+	m, err := learner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.TrackChanges()
+	features := []uint32{1000, 64, 3, 127, 63, 3, 1023, 0}
+	for i, f := range features {
+		x := learner.Example{Labeled: true, Label: i % 3}
+		x.Add(f, 1)
+		m.Learn(&x)
+	}
+	var want []uint32
+	for _, f := range []uint32{0, 3, 63, 64, 127, 1000, 1023} {
+		want = append(want, 3*f, 3*f+1, 3*f+2)
+	}
+	if c := m.Changed(); c.All || !slices.Equal(c.Index, want) {
+		t.Fatalf("Changed %+v, want %v", c, want)
+	}
+}
+
 func mustRestore(t *testing.T, st *learner.State) *learner.Model {
 	t.Helper()
 	m, err := learner.Restore(st)
