@@ -199,7 +199,7 @@ type Epochs struct {
 	// joins are the shards' joins the mixed model holds (J_{e-1,s}), and
 	// joinedResults where the ranges of the epoch being learned reached,
 	// with their joins, for its mix: with labels only.
-	joins         map[string]*JoinState
+	joins         map[shardid.ID]*JoinState
 	joinedResults map[resultKey]joinedResult
 	// labelsAt is where the mixed model's epoch ended each shard's
 	// labels: where the next epoch reads them from.

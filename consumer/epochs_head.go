@@ -64,7 +64,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return fmt.Errorf("the head of shard %s: labels %s: %w", r.Shard, lshard, err)
 	}
 	x.mu.Lock()
-	st := x.joins[id.String()]
+	st := x.joins[id]
 	x.mu.Unlock()
 	lc := &LabelsConfig{
 		Join:   l.Join,

@@ -29,8 +29,8 @@ type EpochLabels struct {
 	// examples' shard; an error when there is none (the counts differ).
 	CoShard func(shard shardid.ID) (shardid.ID, error)
 	// State are the joins of the model the epochs continue from, by
-	// shard (snapshot.Snapshot.Joins); nil for none.
-	State map[string]*JoinState
+	// shard (snapshot.Snapshot.Joins, DecodeJoins); nil for none.
+	State map[shardid.ID]*JoinState
 	// Marks, if set, is where the head of a shard appends its marks: the
 	// shard's labels' partition (docs/labels.md, section 5). LateLabels
 	// receives the labels that joined no example.
@@ -139,7 +139,7 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []shardid.ID) (map[shard
 // holds it: J_{e-1,s}, a new join for a shard that has none.
 func (x *Epochs) restoreJoin(shard shardid.ID) (*Join, error) {
 	x.mu.Lock()
-	st := x.joins[shard.String()]
+	st := x.joins[shard]
 	x.mu.Unlock()
 	if st == nil {
 		return NewJoin(x.cfg.Labels.Join), nil
@@ -351,9 +351,9 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 		if x.joins == nil {
-			x.joins = map[string]*JoinState{}
+			x.joins = map[shardid.ID]*JoinState{}
 		}
-		x.joins[r.Shard.String()] = st
+		x.joins[r.Shard] = st
 		x.from[r.Shard] = jr.reached
 		delete(x.joinedResults, k)
 	}
@@ -391,19 +391,25 @@ func (x *Epochs) encodedJoins() (map[string]msgpack.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[s] = b
+		out[s.String()] = b
 	}
 	return out, nil
 }
 
 // DecodeJoins decodes the shards' joins a generation of a model learned
-// in epochs recorded (snapshot.Snapshot.Joins); nil for none.
-func DecodeJoins(joins map[string]msgpack.RawMessage) (map[string]*JoinState, error) {
+// in epochs recorded (snapshot.Snapshot.Joins), by shard: each key is a
+// shard's name (shardid.Parse), and one that is not is an error quoting
+// it. nil for none.
+func DecodeJoins(joins map[string]msgpack.RawMessage) (map[shardid.ID]*JoinState, error) {
 	if len(joins) == 0 {
 		return nil, nil
 	}
-	out := make(map[string]*JoinState, len(joins))
-	for s, b := range joins {
+	out := make(map[shardid.ID]*JoinState, len(joins))
+	for name, b := range joins {
+		s, err := shardid.Parse(name)
+		if err != nil {
+			return nil, fmt.Errorf("joins: %w", err)
+		}
 		st, err := DecodeJoinState(b)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", s, err)
@@ -415,7 +421,7 @@ func DecodeJoins(joins map[string]msgpack.RawMessage) (map[string]*JoinState, er
 
 // Joins are the shards' joins the newest mixed model holds, by shard. It
 // is only safe to use once Run returned.
-func (x *Epochs) Joins() map[string]*JoinState { return x.joins }
+func (x *Epochs) Joins() map[shardid.ID]*JoinState { return x.joins }
 
 // JoinCounts are the outcomes of the shards' joins the newest mixed
 // model holds, summed. It is only safe to use once Run returned.
