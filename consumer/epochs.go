@@ -28,8 +28,8 @@ type EpochLog interface {
 	CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error)
 	Boundary(ctx context.Context, model string, e uint64) (*epochlog.Boundary, [32]byte, error)
 	WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error
-	Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error)
-	ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error)
+	Shard(ctx context.Context, model string, e uint64, shard shardid.ID, base *epochlog.Base) (*epochlog.ShardResult, error)
+	ShardExists(ctx context.Context, model string, e uint64, shard shardid.ID) (bool, error)
 	Epochs(ctx context.Context, model string) ([]uint64, error)
 	Write(ctx context.Context, snap *snapshot.Snapshot) error
 	Retain(ctx context.Context, model string, keep int) error
@@ -154,7 +154,8 @@ type Epochs struct {
 	// atLogEnd is set once this worker found no epoch of the log at or
 	// above the one it was to cut: from there on it extends the log.
 	atLogEnd bool
-	from     map[string]int64
+	// from is where the next epoch begins each shard.
+	from     map[shardid.ID]int64
 	mixedAt  time.Time
 	lastSnap struct {
 		labeled uint64
@@ -179,7 +180,7 @@ type Epochs struct {
 	// streaks go on from one range of a shard to the next, so that a
 	// shard whose messages keep failing to decode is warned about once,
 	// not once per epoch.
-	streaks map[string]*deadStreak
+	streaks map[shardid.ID]*deadStreak
 	// failing counts the log operations retrying now, by readiness
 	// reason: the reason is cleared when the last of them succeeds.
 	failing map[string]int
@@ -187,7 +188,7 @@ type Epochs struct {
 	logWarns *retry.LogLimiter
 	// shardMetrics are the metrics of the owned shards' ranges, whose
 	// model gauges are the shard's (Metrics.forShard).
-	shardMetrics map[string]*Metrics
+	shardMetrics map[shardid.ID]*Metrics
 	// readers are the owned shards' readers, kept from one range to
 	// the next.
 	readers readers
@@ -198,14 +199,14 @@ type Epochs struct {
 	// joins are the shards' joins the mixed model holds (J_{e-1,s}), and
 	// joinedResults where the ranges of the epoch being learned reached,
 	// with their joins, for its mix: with labels only.
-	joins         map[string]*JoinState
+	joins         map[shardid.ID]*JoinState
 	joinedResults map[resultKey]joinedResult
 	// labelsAt is where the mixed model's epoch ended each shard's
 	// labels: where the next epoch reads them from.
-	labelsAt map[string]int64
+	labelsAt map[shardid.ID]int64
 	// runningHeads are the heads of the owned shards with labels, which
 	// run on runCtx, Run's.
-	runningHeads map[string]*shardHead
+	runningHeads map[shardid.ID]*shardHead
 	runCtx       context.Context
 	// changedAt, spares and baseDiff keep an epoch's cost in proportion to
 	// what it changed (epochs_changes.go).
@@ -241,7 +242,7 @@ type Epochs struct {
 // The epochs take model over: its per-weight vectors are W_{e-1}'s, into
 // which the first mix writes W_e, so that the model is not held twice.
 // The caller must not learn or predict with model afterwards.
-func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, metrics *Metrics, log *zap.Logger) *Epochs {
+func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.Boundary, positions map[shardid.ID]int64, metrics *Metrics, log *zap.Logger) *Epochs {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -251,7 +252,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions), outputs: newOutputBudget(rangesBatches),
 		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
 	if x.from == nil {
-		x.from = map[string]int64{}
+		x.from = map[shardid.ID]int64{}
 	}
 	if cfg.Labels != nil {
 		x.joins = maps.Clone(cfg.Labels.State)
@@ -279,8 +280,9 @@ func (x *Epochs) setModel(m *learner.Model) {
 // cdiffs[i] (every coordinate when not given; see rangeModel). x.viewMu
 // must be held.
 func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords, cdiffs []learner.Coords) {
+	positions := byName(x.from)
 	x.mu.Lock()
-	x.positions = maps.Clone(x.from)
+	x.positions = positions
 	x.mu.Unlock()
 	x.model = m
 	x.base = epochlog.NewBase(base)
@@ -289,7 +291,7 @@ func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coo
 	x.mixedAt = time.Now()
 	x.view.Store(nil)
 	// The gauges describe the model that serves: the mixed one.
-	x.metrics.restored(m.Metrics(), x.from)
+	x.metrics.restored(m.Metrics(), positions)
 	x.metrics.ServedVersion.Set(float64(m.Version()))
 }
 

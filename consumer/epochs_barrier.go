@@ -13,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -94,7 +95,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 type resultKey struct {
 	epoch    uint64
 	boundary [32]byte
-	shard    string
+	shard    shardid.ID
 }
 
 // keepResult records the state of a range this worker learned and whose
@@ -118,7 +119,7 @@ func (x *Epochs) keepResult(res *epochlog.ShardResult) {
 
 // result is the state of the result of shard's range in epoch e, of the
 // boundary whose digest is sha, if this worker wrote it; nil otherwise.
-func (x *Epochs) result(e uint64, sha [32]byte, shard string) *learner.State {
+func (x *Epochs) result(e uint64, sha [32]byte, shard shardid.ID) *learner.State {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.results[resultKey{e, sha, shard}]
@@ -162,7 +163,7 @@ func (x *Epochs) readShard(ctx context.Context, b *epochlog.Boundary, sha [32]by
 		}
 		if errors.Is(err, epochlog.ErrDamagedLog) && !relearned {
 			x.log.Warn("a shard's result is damaged: learning its range again from the boundary, and writing it again",
-				zap.Uint64("epoch", b.Epoch), zap.String("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Error(err))
+				zap.Uint64("epoch", b.Epoch), zap.Stringer("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Error(err))
 			if err := x.learnAgain(ctx, b, sha, r); err != nil {
 				return nil, err
 			}

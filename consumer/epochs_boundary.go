@@ -157,13 +157,11 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		BaseStateSHA256: x.digest,
 	}
 	spans := make([]waiting, 0, len(ends))
-	named := byName(ends)
-	for id, end := range ends {
-		shard := id.String()
+	for shard, end := range ends {
 		from, ok := x.from[shard]
 		if !ok {
-			err := x.retry(ctx, NotReadySource, "find where shard "+shard+" begins", func(ctx context.Context) (err error) {
-				from, err = x.cfg.Shards.Start(ctx, id, x.cfg.Start)
+			err := x.retry(ctx, NotReadySource, "find where shard "+shard.String()+" begins", func(ctx context.Context) (err error) {
+				from, err = x.cfg.Shards.Start(ctx, shard, x.cfg.Start)
 				return err
 			})
 			if err != nil {
@@ -183,18 +181,18 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	}
 	shards := len(spans)
 	for shard := range x.from {
-		if _, ok := named[shard]; !ok {
+		if _, ok := ends[shard]; !ok {
 			shards++
 		}
 	}
 	limit, limitReason := x.epochLimit(spans, shards)
-	var labelsEnds map[string]int64
+	var labelsEnds map[shardid.ID]int64
 	if x.cfg.Labels != nil {
-		names := make([]string, len(spans))
+		shards := make([]shardid.ID, len(spans))
 		for i, sp := range spans {
-			names[i] = sp.shard
+			shards[i] = sp.shard
 		}
-		if labelsEnds, err = x.labelsEnds(ctx, names); err != nil {
+		if labelsEnds, err = x.labelsEnds(ctx, shards); err != nil {
 			return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
 		}
 	}
@@ -216,7 +214,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
-		if _, ok := named[shard]; !ok {
+		if _, ok := ends[shard]; !ok {
 			// A shard never leaves a boundary (I1).
 			rg := epochlog.Range{Shard: shard, From: from, To: from}
 			if x.cfg.Labels != nil {
@@ -264,7 +262,7 @@ const minSnapshotShare = 1000
 // waiting is a shard's data not learned yet: from where the model is to
 // the shard's end.
 type waiting struct {
-	shard    string
+	shard    shardid.ID
 	from, to int64
 }
 

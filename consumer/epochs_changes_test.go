@@ -13,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -42,7 +43,7 @@ func TestEpochsWriteChanges(t *testing.T) {
 			if r.From == r.To {
 				continue
 			}
-			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, shardOf(t, r.Shard))
+			key, err := epochlog.ShardKey(store.Prefix(), "mixed", e, r.Shard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +83,7 @@ func TestEpochsWriteChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := epochlog.NewBase(fresh.State())
-	res, err := lg.Shard(ctx, "mixed", 1, "memory:ex/0", base)
+	res, err := lg.Shard(ctx, "mixed", 1, shardid.Memory("ex", 0), base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestEpochsWriteChanges(t *testing.T) {
 		t.Fatalf("the first epoch's result learned nothing: %d labeled", res.State.Labeled)
 	}
 	other := epochlog.NewBase(res.State)
-	if _, err := lg.Shard(ctx, "mixed", 1, "memory:ex/0", other); !errors.Is(err, epochlog.ErrOtherHistory) {
+	if _, err := lg.Shard(ctx, "mixed", 1, shardid.Memory("ex", 0), other); !errors.Is(err, epochlog.ErrOtherHistory) {
 		t.Fatalf("a result read against another base: %v, want ErrOtherHistory", err)
 	}
 	cancel()

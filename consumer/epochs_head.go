@@ -49,10 +49,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return nil
 	}
 	l := x.cfg.Labels
-	id, err := shardid.Parse(r.Shard)
-	if err != nil {
-		return err
-	}
+	id := r.Shard
 	lshard, err := l.CoShard(id)
 	if err != nil {
 		return err
@@ -67,7 +64,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 		return fmt.Errorf("the head of shard %s: labels %s: %w", r.Shard, lshard, err)
 	}
 	x.mu.Lock()
-	st := x.joins[r.Shard]
+	st := x.joins[id]
 	x.mu.Unlock()
 	lc := &LabelsConfig{
 		Join:   l.Join,
@@ -98,14 +95,14 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	wcfg.AutoPromote, wcfg.Replayed = false, nil
 	wcfg.Snapshots, wcfg.Views, wcfg.Labels = nil, false, lc
 	wcfg.head = x.View
-	log := x.log.With(zap.String("shard", r.Shard), zap.String("head", "labels"))
-	metrics := x.headMetricsOf(r.Shard)
-	w := NewWorker(wcfg, src, m, map[string]int64{r.Shard: r.From, lshard.String(): r.Labels.From}, metrics, log)
+	log := x.log.With(zap.Stringer("shard", id), zap.String("head", "labels"))
+	metrics := x.headMetricsOf(id)
+	w := NewWorker(wcfg, src, m, map[string]int64{id.String(): r.From, lshard.String(): r.Labels.From}, metrics, log)
 	hctx, cancel := context.WithCancel(ctx)
 	h = &shardHead{w: w, lshard: lshard.String(), cancel: cancel, stopped: make(chan struct{}), closed: []Source{src, lsrc}}
 	go func() {
 		err := w.Run(hctx)
-		metrics.Join.stopped(r.Shard)
+		metrics.Join.stopped(id.String())
 		for _, s := range h.closed {
 			s.Close() //nolint:errcheck // it only read
 		}
@@ -114,7 +111,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	}()
 	x.mu.Lock()
 	if x.runningHeads == nil {
-		x.runningHeads = map[string]*shardHead{}
+		x.runningHeads = map[shardid.ID]*shardHead{}
 	}
 	x.runningHeads[r.Shard] = h
 	x.mu.Unlock()
@@ -123,7 +120,7 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 
 // stopHeads stops the heads of the shards keep rejects (every head for
 // nil), and waits for them.
-func (x *Epochs) stopHeads(keep func(shard string) bool) {
+func (x *Epochs) stopHeads(keep func(shard shardid.ID) bool) {
 	x.mu.Lock()
 	var stopped []*shardHead
 	for s, h := range x.runningHeads {
@@ -167,7 +164,7 @@ func (x *Epochs) awaitHead(ctx context.Context, r epochlog.Range, reached int64)
 	defer t.Stop()
 	for {
 		p := h.w.Published()
-		if p[r.Shard] >= reached && p[h.lshard] >= r.Labels.To {
+		if p[r.Shard.String()] >= reached && p[h.lshard] >= r.Labels.To {
 			return nil
 		}
 		select {

@@ -29,22 +29,13 @@ type EpochLabels struct {
 	// examples' shard; an error when there is none (the counts differ).
 	CoShard func(shard shardid.ID) (shardid.ID, error)
 	// State are the joins of the model the epochs continue from, by
-	// shard (snapshot.Snapshot.Joins); nil for none.
-	State map[string]*JoinState
+	// shard (snapshot.Snapshot.Joins, DecodeJoins); nil for none.
+	State map[shardid.ID]*JoinState
 	// Marks, if set, is where the head of a shard appends its marks: the
 	// shard's labels' partition (docs/labels.md, section 5). LateLabels
 	// receives the labels that joined no example.
 	Marks      func(shard shardid.ID) (Destination, error)
 	LateLabels Destination
-}
-
-// coShard is CoShard of the shard named shard, as a boundary records it.
-func (l *EpochLabels) coShard(shard string) (shardid.ID, error) {
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return shardid.ID{}, err
-	}
-	return l.CoShard(id)
 }
 
 // joinedResult is what a range of a model with labels gives beside its
@@ -57,19 +48,19 @@ type joinedResult struct {
 // labelsFrom is where shard's labels begin in the next epoch: where the
 // mixed model's epoch ended them, or for a shard new to the epochs the
 // labels' partition's start.
-func (x *Epochs) labelsFrom(ctx context.Context, shard string) (int64, error) {
+func (x *Epochs) labelsFrom(ctx context.Context, shard shardid.ID) (int64, error) {
 	x.mu.Lock()
 	at, ok := x.labelsAt[shard]
 	x.mu.Unlock()
 	if ok {
 		return at, nil
 	}
-	lshard, err := x.cfg.Labels.coShard(shard)
+	lshard, err := x.cfg.Labels.CoShard(shard)
 	if err != nil {
 		return 0, err
 	}
 	var from int64
-	err = x.retry(ctx, NotReadySource, "find where the labels of shard "+shard+" begin", func(ctx context.Context) (err error) {
+	err = x.retry(ctx, NotReadySource, "find where the labels of shard "+shard.String()+" begin", func(ctx context.Context) (err error) {
 		from, err = x.cfg.Labels.Shards.Start(ctx, lshard, x.cfg.Start)
 		return err
 	})
@@ -81,7 +72,7 @@ func (x *Epochs) labelsFrom(ctx context.Context, shard string) (int64, error) {
 // epochs. An example offered and not decided is decided only by labels
 // read after it, so examples offered again without new labels are no
 // new data.
-func (x *Epochs) offered(shard string, from int64) int64 {
+func (x *Epochs) offered(shard shardid.ID, from int64) int64 {
 	if x.prev != nil {
 		if r, ok := x.prev.ShardRange(shard); ok {
 			return max(r.To, from)
@@ -98,7 +89,7 @@ func (x *Epochs) offered(shard string, from int64) int64 {
 // held labels as the head's reader is: J_{e-1,s} knows the examples only
 // up to the reached end, and the labels of the examples after it are
 // what moves the reached end on.
-func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]int64) (*epochlog.LabelsRange, error) {
+func (x *Epochs) labelsRange(ctx context.Context, shard shardid.ID, ends map[shardid.ID]int64) (*epochlog.LabelsRange, error) {
 	from, err := x.labelsFrom(ctx, shard)
 	if err != nil {
 		return nil, err
@@ -120,7 +111,7 @@ func (x *Epochs) labelsRange(ctx context.Context, shard string, ends map[string]
 
 // labelsEnds are the ends of the labels' partitions, by the examples'
 // shard each is co-partitioned with.
-func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]int64, error) {
+func (x *Epochs) labelsEnds(ctx context.Context, shards []shardid.ID) (map[shardid.ID]int64, error) {
 	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the labels' ends", func(ctx context.Context) (err error) {
 		ends, err = x.cfg.Labels.Shards.Ends(ctx)
@@ -129,9 +120,9 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]in
 	if err != nil {
 		return nil, err
 	}
-	by := make(map[string]int64, len(shards))
+	by := make(map[shardid.ID]int64, len(shards))
 	for _, s := range shards {
-		lshard, err := x.cfg.Labels.coShard(s)
+		lshard, err := x.cfg.Labels.CoShard(s)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +137,7 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []string) (map[string]in
 
 // restoreJoin is shard's join as the mixed model the epoch learns from
 // holds it: J_{e-1,s}, a new join for a shard that has none.
-func (x *Epochs) restoreJoin(shard string) (*Join, error) {
+func (x *Epochs) restoreJoin(shard shardid.ID) (*Join, error) {
 	x.mu.Lock()
 	st := x.joins[shard]
 	x.mu.Unlock()
@@ -158,11 +149,11 @@ func (x *Epochs) restoreJoin(shard string) (*Join, error) {
 
 // readLabels gives join the labels of shard's range r: L_s from
 // r.Labels.From to r.Labels.To, in order.
-func (x *Epochs) readLabels(ctx context.Context, shard string, r *epochlog.LabelsRange, join *Join, cfg learner.Config) error {
+func (x *Epochs) readLabels(ctx context.Context, shard shardid.ID, r *epochlog.LabelsRange, join *Join, cfg learner.Config) error {
 	if r.From == r.To {
 		return nil
 	}
-	lshard, err := x.cfg.Labels.coShard(shard)
+	lshard, err := x.cfg.Labels.CoShard(shard)
 	if err != nil {
 		return err
 	}
@@ -360,7 +351,7 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 		if x.joins == nil {
-			x.joins = map[string]*JoinState{}
+			x.joins = map[shardid.ID]*JoinState{}
 		}
 		x.joins[r.Shard] = st
 		x.from[r.Shard] = jr.reached
@@ -371,15 +362,15 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 
 // labelsEnds are where b ends each shard's labels, by shard; nil for a
 // boundary without labels, or none.
-func labelsEnds(b *epochlog.Boundary) map[string]int64 {
+func labelsEnds(b *epochlog.Boundary) map[shardid.ID]int64 {
 	if b == nil {
 		return nil
 	}
-	var at map[string]int64
+	var at map[shardid.ID]int64
 	for _, r := range b.Shards {
 		if r.Labels != nil {
 			if at == nil {
-				at = map[string]int64{}
+				at = map[shardid.ID]int64{}
 			}
 			at[r.Shard] = r.Labels.To
 		}
@@ -400,19 +391,25 @@ func (x *Epochs) encodedJoins() (map[string]msgpack.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[s] = b
+		out[s.String()] = b
 	}
 	return out, nil
 }
 
 // DecodeJoins decodes the shards' joins a generation of a model learned
-// in epochs recorded (snapshot.Snapshot.Joins); nil for none.
-func DecodeJoins(joins map[string]msgpack.RawMessage) (map[string]*JoinState, error) {
+// in epochs recorded (snapshot.Snapshot.Joins), by shard: each key is a
+// shard's name (shardid.Parse), and one that is not is an error quoting
+// it. nil for none.
+func DecodeJoins(joins map[string]msgpack.RawMessage) (map[shardid.ID]*JoinState, error) {
 	if len(joins) == 0 {
 		return nil, nil
 	}
-	out := make(map[string]*JoinState, len(joins))
-	for s, b := range joins {
+	out := make(map[shardid.ID]*JoinState, len(joins))
+	for name, b := range joins {
+		s, err := shardid.Parse(name)
+		if err != nil {
+			return nil, fmt.Errorf("joins: %w", err)
+		}
 		st, err := DecodeJoinState(b)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", s, err)
@@ -424,7 +421,7 @@ func DecodeJoins(joins map[string]msgpack.RawMessage) (map[string]*JoinState, er
 
 // Joins are the shards' joins the newest mixed model holds, by shard. It
 // is only safe to use once Run returned.
-func (x *Epochs) Joins() map[string]*JoinState { return x.joins }
+func (x *Epochs) Joins() map[shardid.ID]*JoinState { return x.joins }
 
 // JoinCounts are the outcomes of the shards' joins the newest mixed
 // model holds, summed. It is only safe to use once Run returned.

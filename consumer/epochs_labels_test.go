@@ -124,7 +124,7 @@ func (j *joinedEpochs) last(ctx context.Context, store *snapshot.Store) uint64 {
 		return 0
 	}
 	for p := range joinPartitions {
-		r, ok := b.ShardRange(j.ex.Key(p))
+		r, ok := b.ShardRange(j.ex.Shard(p))
 		if !ok || r.Labels == nil || r.To != int64(j.ex.Len(p)) || r.Labels.To != int64(j.labels.Len(p)) {
 			return 0
 		}

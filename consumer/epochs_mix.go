@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -162,7 +161,7 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 		Generation:     b.Epoch,
 		Created:        time.Now().UTC(),
 		Writer:         x.cfg.Writer,
-		Positions:      maps.Clone(x.from),
+		Positions:      byName(x.from),
 		State:          x.model.Shared(),
 		Epoch:          b.Epoch,
 		ConfigDigest:   x.cfg.ConfigDigest,

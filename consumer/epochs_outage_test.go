@@ -16,6 +16,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -81,14 +82,14 @@ func (l *outageLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, bas
 	return l.Log.WriteShard(ctx, r, base)
 }
 
-func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error) {
+func (l *outageLog) Shard(ctx context.Context, model string, e uint64, shard shardid.ID, base *epochlog.Base) (*epochlog.ShardResult, error) {
 	if err := l.check("Shard", e); err != nil {
 		return nil, err
 	}
 	return l.Log.Shard(ctx, model, e, shard, base)
 }
 
-func (l *outageLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
+func (l *outageLog) ShardExists(ctx context.Context, model string, e uint64, shard shardid.ID) (bool, error) {
 	if err := l.check("ShardExists", e); err != nil {
 		return false, err
 	}

@@ -26,7 +26,7 @@ type readCountingLog struct {
 	reads atomic.Int64
 }
 
-func (l *readCountingLog) Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error) {
+func (l *readCountingLog) Shard(ctx context.Context, model string, e uint64, shard shardid.ID, base *epochlog.Base) (*epochlog.ShardResult, error) {
 	l.reads.Add(1)
 	return l.Log.Shard(ctx, model, e, shard, base)
 }

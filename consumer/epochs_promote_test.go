@@ -460,7 +460,7 @@ func TestEpochsPromotionEventSurvivesAKill(t *testing.T) {
 		}
 		first := b2.Shards[slices.IndexFunc(b2.Shards, func(r epochlog.Range) bool { return !r.Empty() })].Shard
 		moved := maps.Clone(all)
-		moved[first] = "b"
+		moved[first.String()] = "b"
 		own.set(moved)
 		last := waitComplete(t, store, log)
 		for _, w := range []struct {

@@ -55,7 +55,7 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 
 // shardExists reports whether epoch e's result of shard is in the log,
 // retrying while the log fails.
-func (x *Epochs) shardExists(ctx context.Context, e uint64, shard string) (ok bool, err error) {
+func (x *Epochs) shardExists(ctx context.Context, e uint64, shard shardid.ID) (ok bool, err error) {
 	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("look for epoch %d's result of shard %s", e, shard), func(ctx context.Context) (err error) {
 		ok, err = x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, e, shard)
 		return err
@@ -64,8 +64,8 @@ func (x *Epochs) shardExists(ctx context.Context, e uint64, shard string) (ok bo
 }
 
 // owns reports whether this worker learns shard now.
-func (x *Epochs) owns(shard string) bool {
-	return x.cfg.Owned == nil || slices.ContainsFunc(x.cfg.Owned(), func(id shardid.ID) bool { return id.String() == shard })
+func (x *Epochs) owns(shard shardid.ID) bool {
+	return x.cfg.Owned == nil || slices.Contains(x.cfg.Owned(), shard)
 }
 
 // changed is the channel that Changed closes at the next change of
@@ -79,7 +79,7 @@ func (x *Epochs) changed() <-chan struct{} {
 
 // whileOwned is a context for learning shard that is cancelled, with
 // errRevoked as its cause, as soon as this worker no longer owns it.
-func (x *Epochs) whileOwned(ctx context.Context, shard string) (context.Context, context.CancelFunc) {
+func (x *Epochs) whileOwned(ctx context.Context, shard shardid.ID) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if x.cfg.Changed != nil {
 		go func() {
@@ -101,15 +101,15 @@ func (x *Epochs) whileOwned(ctx context.Context, shard string) (context.Context,
 }
 
 // shardMetricsOf is the metrics of shard's ranges, made once.
-func (x *Epochs) shardMetricsOf(shard string) *Metrics {
+func (x *Epochs) shardMetricsOf(shard shardid.ID) *Metrics {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	m := x.shardMetrics[shard]
 	if m == nil {
 		if x.shardMetrics == nil {
-			x.shardMetrics = map[string]*Metrics{}
+			x.shardMetrics = map[shardid.ID]*Metrics{}
 		}
-		m = x.metrics.forShard(shard, true)
+		m = x.metrics.forShard(shard.String(), true)
 		x.shardMetrics[shard] = m
 	}
 	return m
@@ -119,7 +119,7 @@ func (x *Epochs) shardMetricsOf(shard string) *Metrics {
 // the positions, which are where the head predicts and reads labels,
 // not how far the shard's range is learned (hyperplane_shard_position):
 // the head's go to a gauge no registry exports.
-func (x *Epochs) headMetricsOf(shard string) *Metrics {
+func (x *Epochs) headMetricsOf(shard shardid.ID) *Metrics {
 	m := *x.shardMetricsOf(shard)
 	m.Position = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hyperplane_head_position"}, []string{"shard"})
 	return &m
@@ -135,7 +135,7 @@ func (x *Epochs) dropLost() {
 			x.mu.Lock()
 			delete(x.shardMetrics, shard)
 			x.mu.Unlock()
-			x.metrics.dropShard(shard)
+			x.metrics.dropShard(shard.String())
 		}
 	}
 }
@@ -211,15 +211,16 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 			src.Close()
 		}
 	}()
-	rs := &rangeSource{Range{Source: src, End: src.end, Sources: []string{r.Shard}, Last: r.From}}
+	name := r.Shard.String()
+	rs := &rangeSource{Range{Source: src, End: src.end, Sources: []string{name}, Last: r.From}}
 	wcfg := x.cfg.Worker
 	// A range promotes nothing: promotions are made after the mix.
 	wcfg.AutoPromote, wcfg.Replayed = false, nil
 	wcfg.Snapshots, wcfg.Views = nil, false
 	wcfg.rangeJoin = rj
 	wcfg.budget = x.outputs
-	log := x.log.With(zap.String("shard", r.Shard), zap.Uint64("epoch", b.Epoch))
-	w := NewWorker(wcfg, rs, m, map[string]int64{r.Shard: r.From}, x.shardMetricsOf(r.Shard), log)
+	log := x.log.With(zap.String("shard", name), zap.Uint64("epoch", b.Epoch))
+	w := NewWorker(wcfg, rs, m, map[string]int64{name: r.From}, x.shardMetricsOf(r.Shard), log)
 	before := m.Counts().Examples
 	x.mu.Lock()
 	if x.running == nil {
@@ -230,7 +231,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		w.streak = s
 	} else {
 		if x.streaks == nil {
-			x.streaks = map[string]*deadStreak{}
+			x.streaks = map[shardid.ID]*deadStreak{}
 		}
 		x.streaks[r.Shard] = w.streak
 	}
@@ -249,11 +250,11 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		}
 		if errors.Is(context.Cause(ctx), errRevoked) {
 			log.Info("shard revoked: its range stopped; the new owner learns it from its start",
-				zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Int64("published", w.Published()[r.Shard]))
+				zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Int64("published", w.Published()[name]))
 		}
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 	}
-	if got := w.Published()[r.Shard]; got != rs.Returned() {
+	if got := w.Published()[name]; got != rs.Returned() {
 		return fmt.Errorf("epoch %d, shard %s: outputs durable up to %d, the range ends at %d", b.Epoch, r.Shard, got, rs.Returned())
 	}
 	// The range read every message up to its end (with labels, up to
@@ -289,12 +290,12 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 		if err := x.awaitHead(ctx, r, reached); err != nil {
 			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 		}
-		lshard, err := x.cfg.Labels.coShard(r.Shard)
+		lshard, err := x.cfg.Labels.CoShard(r.Shard)
 		if err != nil {
 			return err
 		}
 		res.Labels, res.Reached = r.Labels, reached
-		if res.Join, err = rj.state(r.Shard, lshard.String(), reached); err != nil {
+		if res.Join, err = rj.state(r.Shard.String(), lshard.String(), reached); err != nil {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}

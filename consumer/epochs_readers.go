@@ -23,7 +23,7 @@ type readers struct {
 	shards Shards
 
 	mu     sync.Mutex
-	parked map[string]*parkedReader
+	parked map[shardid.ID]*parkedReader
 	closed bool
 }
 
@@ -38,7 +38,7 @@ type parkedReader struct {
 
 // open returns a reader of shard from position from whose Fetch stops
 // nothing: the range around it bounds it, and done parks it.
-func (rs *readers) open(ctx context.Context, shard string, from int64) (*rangeReader, error) {
+func (rs *readers) open(ctx context.Context, shard shardid.ID, from int64) (*rangeReader, error) {
 	rs.mu.Lock()
 	p := rs.parked[shard]
 	if p != nil && p.end == from {
@@ -47,11 +47,7 @@ func (rs *readers) open(ctx context.Context, shard string, from int64) (*rangeRe
 		return &rangeReader{Source: p.src, shard: shard, carried: p.carried}, nil
 	}
 	rs.mu.Unlock()
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return nil, err
-	}
-	src, err := rs.shards.Open(ctx, id, from)
+	src, err := rs.shards.Open(ctx, shard, from)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +66,7 @@ func (rs *readers) park(r *rangeReader, end int64) {
 		return
 	}
 	if rs.parked == nil {
-		rs.parked = map[string]*parkedReader{}
+		rs.parked = map[shardid.ID]*parkedReader{}
 	}
 	if p := rs.parked[r.shard]; p != nil {
 		if p.end > end {
@@ -83,7 +79,7 @@ func (rs *readers) park(r *rangeReader, end int64) {
 }
 
 // drop closes the parked readers of the shards keep rejects.
-func (rs *readers) drop(keep func(shard string) bool) {
+func (rs *readers) drop(keep func(shard shardid.ID) bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for shard, p := range rs.parked {
@@ -111,7 +107,7 @@ func (rs *readers) close() {
 // range drops) for the next range.
 type rangeReader struct {
 	Source
-	shard string
+	shard shardid.ID
 	// end places a message against the range's end (Range.End).
 	end     func(m *Message) (in, last bool)
 	carried []Message

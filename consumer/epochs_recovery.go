@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -47,7 +48,7 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 		return err
 	}
 	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
-		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", x.from))
+		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)))
 	return nil
 }
 
@@ -117,7 +118,7 @@ func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 		return err
 	}
 	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions",
-		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", x.from), zap.Error(cause))
+		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)), zap.Error(cause))
 	return nil
 }
 
@@ -143,10 +144,12 @@ func (x *Epochs) logEpochs(ctx context.Context) ([]uint64, error) {
 
 // Continue is what NewEpochs continues from, given snap, the newest
 // generation of the model (nil when there is none): its model, the epoch
-// after it, its boundary and positions. A generation from before epochs
-// (no Epoch) is epoch 0 of the log: its positions begin the first
-// boundary, and the log begins at its generation + 1.
-func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
+// after it, its boundary and positions, by shard. A generation from
+// before epochs (no Epoch) is epoch 0 of the log: its positions, whose
+// keys are the shards' names (shardid.Parse), begin the first boundary,
+// and the log begins at its generation + 1. A generation of an epoch has
+// a position for each shard of its boundary, and no other.
+func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *learner.Model, e uint64, prev *epochlog.Boundary, positions map[shardid.ID]int64, err error) {
 	if snap == nil {
 		m, err = learner.New(cfg)
 	} else {
@@ -161,16 +164,33 @@ func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *
 
 // ContinueModel is Continue for m, the model already restored from snap
 // (a new model when snap is nil).
-func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *epochlog.Boundary, positions map[string]int64, err error) {
+func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *epochlog.Boundary, positions map[shardid.ID]int64, err error) {
 	switch {
 	case snap == nil:
 		return 1, nil, nil, nil
 	case snap.Epoch == 0:
-		return snap.Generation + 1, nil, snap.Positions, nil
+		positions = make(map[shardid.ID]int64, len(snap.Positions))
+		for name, p := range snap.Positions {
+			id, err := shardid.Parse(name)
+			if err != nil {
+				return 0, nil, nil, fmt.Errorf("generation %d: positions: %w", snap.Generation, err)
+			}
+			positions[id] = p
+		}
+		return snap.Generation + 1, nil, positions, nil
 	case snap.ConfigDigest != digest:
 		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
 			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest, sameSettings)
 	}
 	prev = &epochlog.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
-	return snap.Epoch + 1, prev, snap.Positions, nil
+	positions = make(map[shardid.ID]int64, len(snap.Boundary))
+	for _, r := range snap.Boundary {
+		if p, ok := snap.Positions[r.Shard.String()]; ok {
+			positions[r.Shard] = p
+		}
+	}
+	if len(positions) != len(snap.Positions) {
+		return 0, nil, nil, fmt.Errorf("generation %d: positions %v name shards its boundary does not list", snap.Generation, snap.Positions)
+	}
+	return snap.Epoch + 1, prev, positions, nil
 }

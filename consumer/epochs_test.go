@@ -118,8 +118,7 @@ func complete(ctx context.Context, store *snapshot.Store, log *memory.Log) (uint
 		return 0, false
 	}
 	for _, r := range b.Shards {
-		var p int
-		fmt.Sscanf(r.Shard, "memory:ex/%d", &p)
+		p, _ := r.Shard.Partition()
 		if r.To != int64(log.Len(p)) {
 			return 0, false
 		}

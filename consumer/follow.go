@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -43,7 +44,7 @@ type Followed struct {
 	Began      uint64
 	Checked    []uint64
 	Unchecked  []uint64
-	Joins      map[string]*JoinState
+	Joins      map[shardid.ID]*JoinState
 	JoinCounts JoinCounts
 }
 

@@ -1,5 +1,7 @@
 package consumer
 
+import "github.com/hyperplane-ml/hyperplane/shardid"
+
 // JoinSummary is what a reader is shown of a recorded join
 // (hyperplane inspect): the outcomes so far, the predictions as served,
 // and what waits.
@@ -45,7 +47,7 @@ func (st *JoinState) Summary() *JoinSummary {
 // (snapshot.Snapshot.Joins, decoded by DecodeJoins) as one: the outcomes,
 // pending examples and held labels of every shard added. Head is 0: each
 // shard's is a position of its own.
-func SummarizeJoins(joins map[string]*JoinState) *JoinSummary {
+func SummarizeJoins(joins map[shardid.ID]*JoinState) *JoinSummary {
 	var all JoinState
 	for _, st := range joins {
 		c, s := &all.Counts, st.Counts

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 func TestJoinSummary(t *testing.T) {
@@ -30,10 +31,10 @@ func TestJoinSummary(t *testing.T) {
 }
 
 func TestSummarizeJoins(t *testing.T) {
-	joins := map[string]*consumer.JoinState{
-		"kafka:ex/0": {Head: 7, Examples: []consumer.JoinedExample{{ID: "a", Learned: true}}, Labels: []consumer.HeldLabelState{{ID: "z"}},
+	joins := map[shardid.ID]*consumer.JoinState{
+		shardid.Kafka("ex", 0): {Head: 7, Examples: []consumer.JoinedExample{{ID: "a", Learned: true}}, Labels: []consumer.HeldLabelState{{ID: "z"}},
 			Counts: consumer.JoinCountsState{Joined: 3, Late: 1, Expired: 2, Served: 2, ServedCorrect: 1, ServedLogLoss: 1}},
-		"kafka:ex/1": {Head: 9, Examples: []consumer.JoinedExample{{ID: "b"}},
+		shardid.Kafka("ex", 1): {Head: 9, Examples: []consumer.JoinedExample{{ID: "b"}},
 			Counts: consumer.JoinCountsState{Joined: 1, Unknown: 2, Duplicate: 1, Marks: 4, Expired: 1, Served: 2, ServedCorrect: 2, ServedLogLoss: 1}},
 	}
 	want := &consumer.JoinSummary{

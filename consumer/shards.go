@@ -41,8 +41,9 @@ type Shards interface {
 	Spread() int
 }
 
-// byName is ends by the shards' names (shardid.ID.String), the position
-// keys of their messages, which boundaries record.
+// byName is ends, or positions, by the shards' names (shardid.ID.String):
+// the position keys of their messages, which generations record and
+// brokers commit.
 func byName(ends map[shardid.ID]int64) map[string]int64 {
 	named := make(map[string]int64, len(ends))
 	for id, end := range ends {

@@ -398,7 +398,7 @@ func (l *timedLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, base
 	return l.Log.WriteShard(ctx, r, base)
 }
 
-func (l *timedLog) Shard(ctx context.Context, model string, e uint64, shard string, base *epochlog.Base) (*epochlog.ShardResult, error) {
+func (l *timedLog) Shard(ctx context.Context, model string, e uint64, shard shardid.ID, base *epochlog.Base) (*epochlog.ShardResult, error) {
 	defer l.observe(opShard, time.Now())
 	return l.Log.Shard(ctx, model, e, shard, base)
 }
@@ -416,7 +416,7 @@ func (l *timedLog) Retain(ctx context.Context, model string, keep int) error {
 // ShardExists is timed as opLearnExists the first time it is called for
 // a shard's result of an epoch (a range looks before it is learned), and
 // as opShardExists after (the barrier's looks).
-func (l *timedLog) ShardExists(ctx context.Context, model string, e uint64, shard string) (bool, error) {
+func (l *timedLog) ShardExists(ctx context.Context, model string, e uint64, shard shardid.ID) (bool, error) {
 	op := opShardExists
 	l.mu.Lock()
 	key := fmt.Sprintf("%d/%s", e, shard)

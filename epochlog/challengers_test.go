@@ -77,7 +77,7 @@ func TestShardChallengersAsChanges(t *testing.T) {
 	if cc, _ := body["challenger_changes"].([]any); body["state_form"] != "changes" || len(cc) != 2 {
 		t.Fatalf("state_form %v with %d challenger_changes, want changes and 2", body["state_form"], len(cc))
 	}
-	got, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/0", base)
+	got, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // synthLearn continues a model of base's state (a new model of cfg when
@@ -60,7 +61,7 @@ func BenchmarkShardResult(b *testing.B) {
 		for _, n := range []int{250, 1_000, 10_000, 100_000} {
 			st := synthLearn(b, cfg, baseState, synth.New(o), n)
 			r := &ShardResult{
-				Model: "clicks", Epoch: 2, Shard: "kafka:clicks/0", From: 0, To: int64(n),
+				Model: "clicks", Epoch: 2, Shard: shardid.Kafka("clicks", 0), From: 0, To: int64(n),
 				BoundarySHA256: base.digest, ConfigDigest: base.digest, BaseStateSHA256: base.digest,
 				Messages: uint64(n), Last: int64(n), State: st, Writer: "worker-a", Created: time.Now(),
 			}

@@ -73,7 +73,7 @@ func learnTracked(t testing.TB, cfg learner.Config, base *learner.State, r *rand
 // whose state is st, learned from base.
 func resultOf(st *learner.State, base *epochlog.Base, writer string) *epochlog.ShardResult {
 	return &epochlog.ShardResult{
-		Model: "clicks", Epoch: 3, Shard: "kafka:clicks/0", From: 200, To: 300,
+		Model: "clicks", Epoch: 3, Shard: shardid.Kafka("clicks", 0), From: 200, To: 300,
 		BoundarySHA256: storetest.Digest("B_3"), ConfigDigest: storetest.Digest("history"), BaseStateSHA256: base.Digest(),
 		Messages: 100, DeadLetters: 1, Last: 300,
 		State: st, Writer: writer, Created: time.Date(2026, 11, 21, 12, 1, 0, 9, time.UTC),
@@ -152,7 +152,7 @@ func TestShardChangesEveryAlgorithm(t *testing.T) {
 			if _, has := body["changes"]; has != (tc.form == "changes") {
 				t.Fatalf("changes present: %v, with state_form %q", has, tc.form)
 			}
-			got, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/0", base)
+			got, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), base)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestShardWrongBase(t *testing.T) {
 	if err := s.WriteShard(ctx, resultOf(st, base, "worker-a"), base); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/0", other)
+	_, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), other)
 	if !errors.Is(err, epochlog.ErrOtherHistory) || !epochlog.Fatal(err) {
 		t.Fatalf("Shard with another base: %v, want a fatal ErrOtherHistory", err)
 	}
@@ -206,7 +206,7 @@ func TestShardWrongBase(t *testing.T) {
 			t.Errorf("the error does not name %s: %v", want, err)
 		}
 	}
-	if _, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/0", nil); err == nil {
+	if _, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), nil); err == nil {
 		t.Fatal("Shard without a base succeeded")
 	}
 }
@@ -263,7 +263,7 @@ func TestShardDamagedChanges(t *testing.T) {
 			if err := s.raw.WriteAll(ctx, key, data, nil); err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.Shard(ctx, "clicks", 3, "kafka:clicks/0", base)
+			_, err = s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), base)
 			if !errors.Is(err, epochlog.ErrDamagedLog) || !strings.Contains(err.Error(), key) {
 				t.Fatalf("Shard: %v, want ErrDamagedLog naming %s", err, key)
 			}
@@ -271,7 +271,7 @@ func TestShardDamagedChanges(t *testing.T) {
 			if err := s.WriteShard(ctx, resultOf(st, base, "worker-b"), base); err != nil {
 				t.Fatalf("WriteShard over it: %v", err)
 			}
-			if _, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/0", base); err != nil {
+			if _, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 0), base); err != nil {
 				t.Fatalf("the result written again does not read: %v", err)
 			}
 		})
@@ -307,7 +307,7 @@ func TestShardWholeStateStillRead(t *testing.T) {
 		if err := s.raw.WriteAll(ctx, key, read("whole-result.msgpack"), nil); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Shard(ctx, "clicks", 3, "kafka:clicks/2", base)
+		got, err := s.Shard(ctx, "clicks", 3, shardid.Kafka("clicks", 2), base)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -19,12 +20,12 @@ func TestWriteShardReplacesADamagedResult(t *testing.T) {
 	s := epochlog.New(snapshot.NewStore(bucket, ""))
 	b, sha := createBoundary(t, s, "clicks", 3)
 	base := baseOf(t, b)
-	shard := "kafka:clicks/2"
+	shard := shardid.Kafka("clicks", 2)
 	r := shardResult(t, b, sha, shard, "worker-a")
 	if err := s.WriteShard(ctx, r, base); err != nil {
 		t.Fatal(err)
 	}
-	key, err := epochlog.ShardKey("", "clicks", 3, shardOf(t, shard))
+	key, err := epochlog.ShardKey("", "clicks", 3, shard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ type Boundary struct {
 	// the model the epoch learns from.
 	BaseStateSHA256 [32]byte
 	// Shards are every shard of the epoch, empty ranges included, in
-	// shard order (shardid.CompareNames).
+	// shard order (shardid.Compare).
 	Shards []Range
 	// Promote, if set, is the promotion request the cutter read: every
 	// worker applies it to the epoch's mixed model unless an automatic
@@ -111,7 +111,7 @@ type Promote struct {
 }
 
 // ShardRange is the range of shard in b.
-func (b *Boundary) ShardRange(shard string) (Range, bool) {
+func (b *Boundary) ShardRange(shard shardid.ID) (Range, bool) {
 	for _, r := range b.Shards {
 		if r.Shard == shard {
 			return r, true
@@ -175,7 +175,7 @@ func (b *Boundary) Follows(prev *Boundary) error {
 type ShardResult struct {
 	Model    string
 	Epoch    uint64
-	Shard    string
+	Shard    shardid.ID
 	From, To int64
 	// BoundarySHA256 is the SHA-256 of the stored boundary of the epoch
 	// (as CreateBoundary and Boundary return it); ConfigDigest and
@@ -296,11 +296,11 @@ func Fatal(err error) bool {
 	return false
 }
 
-// SortRanges sorts rs in shard order (shardid.CompareNames), the order
-// a boundary lists its shards in.
+// SortRanges sorts rs in shard order (shardid.Compare), the order a
+// boundary lists its shards in.
 func SortRanges(rs []Range) {
 	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && shardid.CompareNames(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
+		for j := i; j > 0 && shardid.Compare(rs[j-1].Shard, rs[j].Shard) > 0; j-- {
 			rs[j-1], rs[j] = rs[j], rs[j-1]
 		}
 	}

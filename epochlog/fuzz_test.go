@@ -10,6 +10,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -86,11 +87,11 @@ func FuzzShardResult(f *testing.F) {
 	s := epochlog.New(snapshot.NewStore(bucket, ""))
 	b, sha := createBoundary(f, s, "clicks", 3)
 	base := baseOf(f, b)
-	shard := "kafka:clicks/2"
+	shard := shardid.Kafka("clicks", 2)
 	if err := s.WriteShard(context.Background(), shardResult(f, b, sha, shard, "worker-a"), base); err != nil {
 		f.Fatal(err)
 	}
-	key, err := epochlog.ShardKey("", "clicks", 3, shardOf(f, shard))
+	key, err := epochlog.ShardKey("", "clicks", 3, shard)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
 // joinedBoundary is boundary(t, model, e, writer) of a model that joins
@@ -34,7 +35,7 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 		if !b.Shards[0].Equal(joinedBoundary(t, "clicks", 3, "w").Shards[0]) {
 			t.Fatalf("the stored boundary lost its labels: %+v", b.Shards[0])
 		}
-		want := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
+		want := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a")
 		want.Labels, want.Reached, want.Join = b.Shards[1].Labels, want.From+10, []byte{0x81, 0xa1, 'a', 0x01}
 		if err := s.WriteShard(ctx, want, baseOf(t, b)); err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 		if err := got.Verify(b, sha); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, want.Shard))
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
 		if body := storedBody(t, s, key); body["reached"] == nil || body["labels"] == nil || body["join"] == nil {
 			t.Fatalf("body %v", body)
 		}
@@ -58,7 +59,7 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 			"reached": func(r *epochlog.ShardResult) { r.Reached++ },
 			"join":    func(r *epochlog.ShardResult) { r.Join = []byte{0x80} },
 		} {
-			other := shardResult(t, b, sha, "kafka:clicks/2", "worker-b")
+			other := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-b")
 			other.Labels, other.Reached, other.Join = want.Labels, want.Reached, bytes.Clone(want.Join)
 			spoil(other)
 			err := s.WriteShard(ctx, other, baseOf(t, b))
@@ -69,11 +70,11 @@ func TestJoinedShardResultRoundTrip(t *testing.T) {
 
 		// Without labels: none of the keys.
 		plain, psha := createBoundary(t, s.Log, "views", 3)
-		r := shardResult(t, plain, psha, "kafka:clicks/0", "worker-a")
+		r := shardResult(t, plain, psha, shardid.Kafka("clicks", 0), "worker-a")
 		if err := s.WriteShard(ctx, r, baseOf(t, plain)); err != nil {
 			t.Fatal(err)
 		}
-		pkey, _ := epochlog.ShardKey(s.Prefix(), "views", 3, shardOf(t, r.Shard))
+		pkey, _ := epochlog.ShardKey(s.Prefix(), "views", 3, r.Shard)
 		body := storedBody(t, s, pkey)
 		for _, k := range []string{"labels", "reached", "join"} {
 			if _, ok := body[k]; ok {
@@ -104,20 +105,20 @@ func TestJoinedRefused(t *testing.T) {
 				r.To, r.Reached, r.Labels, r.Messages, r.DeadLetters = r.From, r.From, &epochlog.LabelsRange{From: 3, To: 3}, 0, 0
 			}, "empty range"},
 		} {
-			r := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
+			r := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a")
 			r.Labels, r.Reached, r.Join = b.Shards[1].Labels, r.From, []byte{0x80}
 			tc.spoil(r)
 			if err := s.WriteShard(ctx, r, baseOf(t, b)); err == nil || !strings.Contains(err.Error(), tc.named) {
 				t.Errorf("%s: WriteShard: %v, want a refusal naming %q", name, err, tc.named)
 			}
 		}
-		r := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
+		r := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a")
 		r.Labels, r.Reached, r.Join = &epochlog.LabelsRange{From: 0, To: 1}, r.From, []byte{0x80}
 		if err := r.Verify(b, sha); !errors.Is(err, epochlog.ErrOtherHistory) {
 			t.Errorf("another labels' range: Verify: %v, want ErrOtherHistory", err)
 		}
 		// Labels alone make a range that is not empty.
-		r = shardResult(t, b, sha, "kafka:clicks/10", "worker-a")
+		r = shardResult(t, b, sha, shardid.Kafka("clicks", 10), "worker-a")
 		r.Labels, r.Reached, r.Join = b.Shards[2].Labels, r.From, []byte{0x80}
 		r.DeadLetters = 0
 		if err := s.WriteShard(ctx, r, baseOf(t, b)); err != nil {

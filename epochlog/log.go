@@ -84,16 +84,6 @@ func ShardKey(prefix, model string, e uint64, shard shardid.ID) (string, error) 
 	return epochDir(prefix, model, e) + shardDir + seg + keyExt, nil
 }
 
-// shardKeyOf is ShardKey of the shard a range names (Range.Shard, read
-// back from a boundary).
-func shardKeyOf(prefix, model string, e uint64, shard string) (string, error) {
-	id, err := shardid.Parse(shard)
-	if err != nil {
-		return "", err
-	}
-	return ShardKey(prefix, model, e, id)
-}
-
 // boundaryBody is the wire form of a Boundary.
 type boundaryBody struct {
 	Kind            string  `msgpack:"kind"`
@@ -117,7 +107,8 @@ type cutBody struct {
 	Interval      string `msgpack:"interval"` // as time.Duration writes it: "5s"
 }
 
-// shardBody is the wire form of a ShardResult.
+// shardBody is the wire form of a ShardResult: its shard by name
+// (shardid.ID.String), read back with shardid.Parse.
 type shardBody struct {
 	Kind            string `msgpack:"kind"`
 	Model           string `msgpack:"model"`
@@ -394,7 +385,7 @@ func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 	if err := snapshot.CheckModel(r.Model); err != nil {
 		return "", err
 	}
-	key, err := shardKeyOf(l.Prefix(), r.Model, r.Epoch, r.Shard)
+	key, err := ShardKey(l.Prefix(), r.Model, r.Epoch, r.Shard)
 	if err != nil {
 		return "", fmt.Errorf("snapshot: model %s: %w", r.Model, err)
 	}
@@ -473,7 +464,7 @@ func marshalShardTemporary(r *ShardResult, base *Base, provenance bool) (data []
 		Kind:              kindShard,
 		Model:             r.Model,
 		Epoch:             r.Epoch,
-		Shard:             r.Shard,
+		Shard:             r.Shard.String(),
 		From:              r.From,
 		To:                r.To,
 		BoundarySHA256:    r.BoundarySHA256[:],
@@ -504,7 +495,7 @@ func marshalShardTemporary(r *ShardResult, base *Base, provenance bool) (data []
 // unmarshalShard reads the result stored at key, which must be that of
 // shard for epoch e of model, but for its state: the body it returns
 // holds that, for resolveState.
-func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*ShardResult, *shardBody, error) {
+func unmarshalShard(key, model string, e uint64, shard shardid.ID, data []byte) (*ShardResult, *shardBody, error) {
 	raw, err := openLog(key, kindShard, data)
 	if err != nil {
 		return nil, nil, err
@@ -513,14 +504,18 @@ func unmarshalShard(key, model string, e uint64, shard string, data []byte) (*Sh
 	if err := msgpack.Unmarshal(raw, &b); err != nil {
 		return nil, nil, damaged(key, "body: %v", err)
 	}
-	if b.Model != model || b.Epoch != e || b.Shard != shard {
+	id, err := shardid.Parse(b.Shard)
+	if err != nil {
+		return nil, nil, damaged(key, "%v", err)
+	}
+	if b.Model != model || b.Epoch != e || id != shard {
 		return nil, nil, damaged(key, "it holds the result of shard %s for epoch %d of model %s", b.Shard, b.Epoch, b.Model)
 	}
 	if b.From < 0 || b.To < b.From || (Range{From: b.From, To: b.To, Labels: b.Labels}).Empty() {
 		return nil, nil, damaged(key, "range from %d to %d", b.From, b.To)
 	}
 	r := &ShardResult{
-		Model: b.Model, Epoch: b.Epoch, Shard: b.Shard, From: b.From, To: b.To,
+		Model: b.Model, Epoch: b.Epoch, Shard: id, From: b.From, To: b.To,
 		Messages: b.Messages, DeadLetters: b.DeadLetters, Last: b.Last, Writer: b.Writer,
 	}
 	if (b.Labels == nil) != (b.Reached == nil) || (b.Labels == nil) != (b.Join == nil) {
@@ -744,12 +739,12 @@ func shardDifference(a, b *ShardResult) string {
 // ErrOtherHistory that names both digests. An absent one gives an error
 // wrapping snapshot.ErrNotFound, a damaged one an error wrapping
 // ErrDamagedLog.
-func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string, base *Base) (_ *ShardResult, err error) {
+func (l *Log) Shard(ctx context.Context, model string, e uint64, shard shardid.ID, base *Base) (_ *ShardResult, err error) {
 	defer l.hide(&err)
 	if err := snapshot.CheckModel(model); err != nil {
 		return nil, err
 	}
-	key, err := shardKeyOf(l.Prefix(), model, e, shard)
+	key, err := ShardKey(l.Prefix(), model, e, shard)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}
@@ -770,12 +765,12 @@ func (l *Log) Shard(ctx context.Context, model string, e uint64, shard string, b
 // ShardExists reports whether the result of shard for epoch e of model
 // exists, with one HEAD request and without reading it: the barrier's
 // poll.
-func (l *Log) ShardExists(ctx context.Context, model string, e uint64, shard string) (_ bool, err error) {
+func (l *Log) ShardExists(ctx context.Context, model string, e uint64, shard shardid.ID) (_ bool, err error) {
 	defer l.hide(&err)
 	if err := snapshot.CheckModel(model); err != nil {
 		return false, err
 	}
-	key, err := shardKeyOf(l.Prefix(), model, e, shard)
+	key, err := ShardKey(l.Prefix(), model, e, shard)
 	if err != nil {
 		return false, fmt.Errorf("snapshot: model %s: %w", model, err)
 	}

@@ -35,9 +35,9 @@ func boundary(t testing.TB, model string, e uint64, writer string) *epochlog.Bou
 		ConfigDigest:    storetest.Digest("history"),
 		BaseStateSHA256: baseState(t, model, e).Digest(),
 		Shards: []epochlog.Range{
-			{Shard: "kafka:clicks/0", From: from, To: to},
-			{Shard: "kafka:clicks/2", From: from / 2, To: to / 2},
-			{Shard: "kafka:clicks/10", From: 7, To: 7},
+			{Shard: shardid.Kafka("clicks", 0), From: from, To: to},
+			{Shard: shardid.Kafka("clicks", 2), From: from / 2, To: to / 2},
+			{Shard: shardid.Kafka("clicks", 10), From: 7, To: 7},
 		},
 		Cut: epochlog.Cut{
 			Writer:        writer,
@@ -50,7 +50,7 @@ func boundary(t testing.TB, model string, e uint64, writer string) *epochlog.Bou
 }
 
 // shardResult is the result of shard's range in b, learned by writer.
-func shardResult(t testing.TB, b *epochlog.Boundary, sha [32]byte, shard, writer string) *epochlog.ShardResult {
+func shardResult(t testing.TB, b *epochlog.Boundary, sha [32]byte, shard shardid.ID, writer string) *epochlog.ShardResult {
 	rg, ok := b.ShardRange(shard)
 	if !ok {
 		t.Fatalf("no shard %s in the boundary", shard)
@@ -90,19 +90,9 @@ func TestEpochLogKeys(t *testing.T) {
 		t.Error("ShardKey of no shard succeeded")
 	}
 	l := epochlog.New(storetest.OpenStore(t, "mem://"))
-	if _, err := l.ShardExists(context.Background(), "clicks", 1, "kafka:in/x"); err == nil || !strings.Contains(err.Error(), `"kafka:in/x"`) {
-		t.Errorf("ShardExists of a range named kafka:in/x: %v, want an error that quotes the name", err)
+	if _, err := l.ShardExists(context.Background(), "clicks", 1, shardid.Kafka("in/x", 3)); err == nil || !strings.Contains(err.Error(), `"kafka:in/x/3"`) {
+		t.Errorf("ShardExists of topic in/x: %v, want an error that quotes the name", err)
 	}
-}
-
-// shardOf is the shard named name, a range's Shard.
-func shardOf(tb testing.TB, name string) shardid.ID {
-	tb.Helper()
-	id, err := shardid.Parse(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return id
 }
 
 func TestBoundaryRoundTrip(t *testing.T) {
@@ -292,7 +282,8 @@ func TestCreateBoundaryRefuses(t *testing.T) {
 		"shard twice":         func(b *epochlog.Boundary) { b.Shards[1] = b.Shards[0] },
 		"backwards":           func(b *epochlog.Boundary) { b.Shards[0].From = b.Shards[0].To + 1 },
 		"negative":            func(b *epochlog.Boundary) { b.Shards[2].From = -1 },
-		"bad shard":           func(b *epochlog.Boundary) { b.Shards[2].Shard = "kafka:clicks" },
+		"bad shard":           func(b *epochlog.Boundary) { b.Shards[2].Shard = shardid.Kafka("clicks/x", 10) },
+		"no shard":            func(b *epochlog.Boundary) { b.Shards[2].Shard = shardid.ID{} },
 		"bad model":           func(b *epochlog.Boundary) { b.Model = "a/b" },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -316,7 +307,7 @@ func TestBoundaryFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := boundary(t, "clicks", 5, "worker-b")
-	joined.Shards = append(joined.Shards, epochlog.Range{Shard: "kafka:clicks/11", From: 0, To: 3})
+	joined.Shards = append(joined.Shards, epochlog.Range{Shard: shardid.Kafka("clicks", 11), From: 0, To: 3})
 	if err := joined.Follows(prev); err != nil {
 		t.Fatalf("a shard that joins: %v", err)
 	}
@@ -340,7 +331,7 @@ func TestShardResultRoundTrip(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
 		b, sha := createBoundary(t, s.Log, "clicks", 3)
-		want := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
+		want := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a")
 		if ok, err := s.ShardExists(ctx, "clicks", 3, want.Shard); ok || err != nil {
 			t.Fatalf("ShardExists before the write: %v, %v", ok, err)
 		}
@@ -350,7 +341,7 @@ func TestShardResultRoundTrip(t *testing.T) {
 		if err := s.WriteShard(ctx, want, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, want.Shard))
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, want.Shard)
 		if ok, err := s.raw.Exists(ctx, key); !ok || err != nil {
 			t.Fatalf("no object at %s (%v)", key, err)
 		}
@@ -429,13 +420,13 @@ func TestWriteShardSame(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s fixture) {
 		ctx := context.Background()
 		b, sha := createBoundary(t, s.Log, "clicks", 3)
-		first := shardResult(t, b, sha, "kafka:clicks/0", "worker-a")
+		first := shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-a")
 		if err := s.WriteShard(ctx, first, baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
-		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, shardOf(t, first.Shard))
+		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 3, first.Shard)
 		before, _ := s.raw.ReadAll(ctx, key)
-		second := shardResult(t, b, sha, "kafka:clicks/0", "worker-b")
+		second := shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-b")
 		second.Created = second.Created.Add(time.Hour)
 		if err := s.another().WriteShard(ctx, second, baseOf(t, b)); err != nil {
 			t.Fatalf("the same result from another worker: %v", err)
@@ -467,10 +458,10 @@ func TestWriteShardDiffers(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s fixture) {
 				ctx := context.Background()
 				b, sha := createBoundary(t, s.Log, "clicks", 3)
-				if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
+				if err := s.WriteShard(ctx, shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-a"), baseOf(t, b)); err != nil {
 					t.Fatal(err)
 				}
-				other, base := shardResult(t, b, sha, "kafka:clicks/0", "worker-b"), baseOf(t, b)
+				other, base := shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-b"), baseOf(t, b)
 				if tc.spoil != nil {
 					tc.spoil(other)
 				} else {
@@ -502,7 +493,8 @@ func TestWriteShardRefuses(t *testing.T) {
 		"empty range":     {func(r *epochlog.ShardResult) { r.To = r.From }, nil},
 		"backwards":       {func(r *epochlog.ShardResult) { r.To = r.From - 1 }, nil},
 		"epoch 0":         {func(r *epochlog.ShardResult) { r.Epoch = 0 }, nil},
-		"bad shard":       {func(r *epochlog.ShardResult) { r.Shard = "kafka:clicks" }, nil},
+		"bad shard":       {func(r *epochlog.ShardResult) { r.Shard = shardid.Kafka("clicks/x", 0) }, nil},
+		"no shard":        {func(r *epochlog.ShardResult) { r.Shard = shardid.ID{} }, nil},
 		"no boundary sha": {func(r *epochlog.ShardResult) { r.BoundarySHA256 = [32]byte{} }, nil},
 		"dead letters":    {func(r *epochlog.ShardResult) { r.DeadLetters = r.Messages + 1 }, nil},
 		"no state":        {func(r *epochlog.ShardResult) { r.State = nil }, nil},
@@ -512,7 +504,7 @@ func TestWriteShardRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newFixture(storetest.Backends()[0].Open(t, "models"))
 			b := boundary(t, "clicks", 2, "worker-a")
-			r := shardResult(t, b, storetest.Digest("B_2"), "kafka:clicks/0", "worker-a")
+			r := shardResult(t, b, storetest.Digest("B_2"), shardid.Kafka("clicks", 0), "worker-a")
 			tc.spoil(r)
 			err := s.WriteShard(context.Background(), r, baseOf(t, b))
 			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
@@ -528,20 +520,20 @@ func TestWriteShardRefuses(t *testing.T) {
 func TestShardResultVerify(t *testing.T) {
 	b := boundary(t, "clicks", 5, "worker-a")
 	sha := storetest.Digest("B_5")
-	if err := shardResult(t, b, sha, "kafka:clicks/2", "worker-a").Verify(b, sha); err != nil {
+	if err := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a").Verify(b, sha); err != nil {
 		t.Fatal(err)
 	}
 	for name, spoil := range map[string]func(r *epochlog.ShardResult){
 		"model":        func(r *epochlog.ShardResult) { r.Model = "views" },
 		"epoch":        func(r *epochlog.ShardResult) { r.Epoch = 4 },
-		"no shard":     func(r *epochlog.ShardResult) { r.Shard = "kafka:clicks/1" },
+		"no shard":     func(r *epochlog.ShardResult) { r.Shard = shardid.Kafka("clicks", 1) },
 		"from":         func(r *epochlog.ShardResult) { r.From++ },
 		"to":           func(r *epochlog.ShardResult) { r.To-- },
 		"boundary sha": func(r *epochlog.ShardResult) { r.BoundarySHA256 = storetest.Digest("B_5'") },
 		"config":       func(r *epochlog.ShardResult) { r.ConfigDigest = storetest.Digest("other") },
 		"base state":   func(r *epochlog.ShardResult) { r.BaseStateSHA256 = storetest.Digest("other") },
 	} {
-		r := shardResult(t, b, sha, "kafka:clicks/2", "worker-a")
+		r := shardResult(t, b, sha, shardid.Kafka("clicks", 2), "worker-a")
 		spoil(r)
 		if err := r.Verify(b, sha); !errors.Is(err, epochlog.ErrOtherHistory) {
 			t.Errorf("%s: Verify: %v, want ErrOtherHistory", name, err)
@@ -559,7 +551,7 @@ func TestDamagedLog(t *testing.T) {
 	setUp := func(t *testing.T, s fixture) (b1, b2, r2 []byte) {
 		createBoundary(t, s.Log, "clicks", 1)
 		b, sha := createBoundary(t, s.Log, "clicks", 2)
-		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		key, _ := epochlog.ShardKey(s.Prefix(), "clicks", 2, shardid.Kafka("clicks", 0))
@@ -618,7 +610,7 @@ func TestDamagedLog(t *testing.T) {
 				if c.shard {
 					key, _ = epochlog.ShardKey(s.Prefix(), "clicks", 2, shardid.Kafka("clicks", 0))
 					read = func() error {
-						_, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0", epochlog.NewBase(baseState(t, "clicks", 2)))
+						_, err := s.Shard(ctx, "clicks", 2, shardid.Kafka("clicks", 0), epochlog.NewBase(baseState(t, "clicks", 2)))
 						return err
 					}
 				}
@@ -645,10 +637,10 @@ func TestDamagedLog(t *testing.T) {
 					}
 					return
 				}
-				if err := s.WriteShard(ctx, shardResult(t, bd, sha, "kafka:clicks/0", "worker-b"), baseOf(t, bd)); err != nil {
+				if err := s.WriteShard(ctx, shardResult(t, bd, sha, shardid.Kafka("clicks", 0), "worker-b"), baseOf(t, bd)); err != nil {
 					t.Fatalf("writing over the damaged %s: %v", what, err)
 				}
-				if _, err := s.Shard(ctx, "clicks", 2, "kafka:clicks/0", baseOf(t, bd)); err != nil {
+				if _, err := s.Shard(ctx, "clicks", 2, shardid.Kafka("clicks", 0), baseOf(t, bd)); err != nil {
 					t.Fatalf("the %s written again does not read: %v", what, err)
 				}
 			})
@@ -676,7 +668,7 @@ func TestEpochs(t *testing.T) {
 		}
 		// A result without its boundary lists too: the caller judges it.
 		b := boundary(t, "clicks", 13, "worker-a")
-		if err := s.WriteShard(ctx, shardResult(t, b, storetest.Digest("B_13"), "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, storetest.Digest("B_13"), shardid.Kafka("clicks", 0), "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		// A probe a crash left behind, and a stray object.
@@ -708,7 +700,7 @@ func logFixture(t *testing.T, s fixture, gens []uint64, epochs []uint64) {
 	storetest.Write(t, s.Store, "clicks", gens...)
 	for _, e := range epochs {
 		b, sha := createBoundary(t, s.Log, "clicks", e)
-		for _, shard := range []string{"kafka:clicks/0", "kafka:clicks/2"} {
+		for _, shard := range []shardid.ID{shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 2)} {
 			if err := s.WriteShard(context.Background(), shardResult(t, b, sha, shard, "worker-a"), baseOf(t, b)); err != nil {
 				t.Fatal(err)
 			}
@@ -731,7 +723,7 @@ func logLeft(t *testing.T, s fixture) map[uint64]string {
 		if _, _, err := s.Boundary(ctx, "clicks", e); err == nil {
 			has = append(has, "B")
 		}
-		for _, shard := range []string{"kafka:clicks/0", "kafka:clicks/2"} {
+		for _, shard := range []shardid.ID{shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 2)} {
 			if ok, _ := s.ShardExists(ctx, "clicks", e, shard); ok {
 				has = append(has, "R")
 			}
@@ -805,7 +797,7 @@ func TestRetainDeletesTheLog(t *testing.T) {
 		}
 		// A new epoch, written after the generation, survives retention.
 		b, sha := createBoundary(t, s.Log, "clicks", 7)
-		if err := s.WriteShard(ctx, shardResult(t, b, sha, "kafka:clicks/0", "worker-a"), baseOf(t, b)); err != nil {
+		if err := s.WriteShard(ctx, shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-a"), baseOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Retain(ctx, "clicks", 2); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
@@ -32,14 +33,14 @@ var logOps = map[string]func(t *testing.T, ctx context.Context, l *epochlog.Log)
 	},
 	"WriteShard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
 		b := boundary(t, "clicks", 1, "worker-a")
-		return l.WriteShard(ctx, shardResult(t, b, storetest.Digest("boundary"), "kafka:clicks/0", "worker-a"), baseOf(t, b))
+		return l.WriteShard(ctx, shardResult(t, b, storetest.Digest("boundary"), shardid.Kafka("clicks", 0), "worker-a"), baseOf(t, b))
 	},
 	"Shard": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
-		_, err := l.Shard(ctx, "clicks", 1, "kafka:clicks/0", epochlog.NewBase(baseState(t, "clicks", 1)))
+		_, err := l.Shard(ctx, "clicks", 1, shardid.Kafka("clicks", 0), epochlog.NewBase(baseState(t, "clicks", 1)))
 		return err
 	},
 	"ShardExists": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {
-		_, err := l.ShardExists(ctx, "clicks", 1, "kafka:clicks/0")
+		_, err := l.ShardExists(ctx, "clicks", 1, shardid.Kafka("clicks", 0))
 		return err
 	},
 	"Epochs": func(t *testing.T, ctx context.Context, l *epochlog.Log) error {

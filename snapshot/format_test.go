@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -408,7 +409,7 @@ func epochSnap(t testing.TB) *snapshot.Snapshot {
 	s := snap(train(t, cfg, 60).State())
 	s.Epoch = s.Generation
 	s.ConfigDigest = sha256.Sum256([]byte("history"))
-	s.Boundary = []snapshot.Range{{Shard: "kafka:examples/0", From: 1000, To: 1200}, {Shard: "kafka:examples/1", From: 900, To: 977}}
+	s.Boundary = []snapshot.Range{{Shard: shardid.Kafka("examples", 0), From: 1000, To: 1200}, {Shard: shardid.Kafka("examples", 1), From: 900, To: 977}}
 	s.BoundarySHA256 = sha256.Sum256([]byte("B_7"))
 	s.Scope = "global"
 	return s
@@ -510,7 +511,8 @@ func TestEpochKeysRefused(t *testing.T) {
 		"epoch is not the generation": func(s *snapshot.Snapshot) { s.Epoch = 6 },
 		"boundary out of order":       func(s *snapshot.Snapshot) { s.Boundary[0], s.Boundary[1] = s.Boundary[1], s.Boundary[0] },
 		"boundary backwards":          func(s *snapshot.Snapshot) { s.Boundary[0].To = 10 },
-		"boundary shard":              func(s *snapshot.Snapshot) { s.Boundary[1].Shard = "examples" },
+		"boundary shard":              func(s *snapshot.Snapshot) { s.Boundary[1].Shard = shardid.Kafka("ex/amples", 1) },
+		"boundary without a shard":    func(s *snapshot.Snapshot) { s.Boundary[1].Shard = shardid.ID{} },
 	} {
 		s := epochSnap(t)
 		spoil(s)
@@ -530,11 +532,19 @@ func TestEpochKeysRefused(t *testing.T) {
 			r := b["boundary"].([]any)
 			r[0], r[1] = r[1], r[0]
 		},
+		"boundary shard": func(b map[string]any) {
+			b["boundary"].([]any)[1].(map[string]any)["shard"] = "examples"
+		},
 	} {
 		body := bodyOf(t, valid)
 		spoil(body)
 		if _, err := snapshot.Unmarshal(reseal(t, body)); !errors.Is(err, snapshot.ErrCorrupt) {
 			t.Errorf("%s: Unmarshal: %v, want ErrCorrupt", name, err)
 		}
+	}
+	body := bodyOf(t, valid)
+	body["boundary"].([]any)[1].(map[string]any)["shard"] = "kafka:examples/01"
+	if _, err := snapshot.Unmarshal(reseal(t, body)); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), `"kafka:examples/01"`) {
+		t.Errorf("a boundary naming shard kafka:examples/01: Unmarshal: %v, want ErrCorrupt naming the shard", err)
 	}
 }

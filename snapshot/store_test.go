@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
@@ -526,7 +527,7 @@ func TestStoreEpochGenerationFromAnotherWriter(t *testing.T) {
 			g := storetest.Generation(t, "clicks", 3)
 			g.Writer, g.Epoch, g.Scope = writer, 3, "global"
 			g.ConfigDigest, g.BoundarySHA256 = storetest.Digest("history"), storetest.Digest("B_3")
-			g.Boundary = []snapshot.Range{{Shard: "kafka:examples/0", From: 200, To: 300}}
+			g.Boundary = []snapshot.Range{{Shard: shardid.Kafka("examples", 0), From: 200, To: 300}}
 			return g
 		}
 		first := mixed("worker-a")

@@ -195,7 +195,7 @@ func learnedTo(ctx context.Context, store *snapshot.Store, end map[string]int64,
 		return false
 	}
 	for _, r := range b.Shards {
-		if r.To != end[r.Shard] {
+		if r.To != end[r.Shard.String()] {
 			return false
 		}
 	}
