@@ -195,19 +195,3 @@ func Compare(a, b ID) int {
 	}
 	return cmp.Compare(a.partition, b.partition)
 }
-
-// CompareNames orders shards' names in shard order (Compare). Names that
-// do not parse compare bytewise, after those that do.
-func CompareNames(a, b string) int {
-	ia, errA := Parse(a)
-	ib, errB := Parse(b)
-	switch {
-	case errA != nil && errB != nil:
-		return strings.Compare(a, b)
-	case errA != nil:
-		return 1
-	case errB != nil:
-		return -1
-	}
-	return Compare(ia, ib)
-}
