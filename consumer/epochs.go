@@ -140,9 +140,9 @@ type Epochs struct {
 	// where e begins.
 	model *learner.Model
 	// base is the model's state, against which the epoch's results are
-	// written and read; its digest is computed while the next boundary
-	// is looked for and cut (epochlog.NewBase).
+	// written and read, and digest its digest.
 	base    *epochlog.Base
+	digest  [32]byte
 	epoch   uint64
 	prev    *epochlog.Boundary
 	prevSHA [32]byte
@@ -287,6 +287,7 @@ func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coo
 	x.model = m
 	x.base = epochlog.NewBase(base)
 	x.baseDiff, x.baseChallengersDiff = diff, cdiffs
+	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()
 	x.view.Store(nil)
 	// The gauges describe the model that serves: the mixed one.
@@ -487,7 +488,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		}
 		x.advance(b, sha)
 		if x.cfg.Verify != nil {
-			if err := x.cfg.Verify(ctx, b.Epoch, x.base.Digest()); err != nil {
+			if err := x.cfg.Verify(ctx, b.Epoch, x.digest); err != nil {
 				return err
 			}
 		}

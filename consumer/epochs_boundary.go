@@ -113,9 +113,9 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
 			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest, sameSettings)
 	}
-	if b.BaseStateSHA256 != x.base.Digest() {
+	if b.BaseStateSHA256 != x.digest {
 		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x",
-			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.base.Digest())
+			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
 	}
 	if x.prev != nil {
 		if err := b.Follows(x.prev); err != nil {
@@ -154,7 +154,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		Model:           x.cfg.Worker.Model,
 		Epoch:           x.epoch,
 		ConfigDigest:    x.cfg.ConfigDigest,
-		BaseStateSHA256: x.base.Digest(),
+		BaseStateSHA256: x.digest,
 	}
 	spans := make([]waiting, 0, len(ends))
 	for shard, end := range ends {

@@ -31,9 +31,6 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	// model shares: no view is taken of it meanwhile.
 	x.viewMu.Lock()
 	defer x.viewMu.Unlock()
-	// The digest of W_{e-1}, computed beside the epoch, is done reading
-	// its vectors once Digest returns (the boundary needed it already).
-	x.base.Digest()
 	base := x.base.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	rule := x.cfg.Rule

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -397,26 +396,5 @@ func TestShardInvalidChangesRefused(t *testing.T) {
 				t.Fatalf("the store holds %v", keys)
 			}
 		})
-	}
-}
-
-// TestBaseDigest: a Base's digest, computed beside its caller, is its
-// state's, to every goroutine that asks.
-func TestBaseDigest(t *testing.T) {
-	cfg := learner.DefaultConfig()
-	cfg.HashBits = 12
-	st := learnFrom(t, cfg, nil, rand.New(rand.NewPCG(9, 10)), 200)
-	want := st.Digest()
-	base := epochlog.NewBase(st)
-	got := make([][32]byte, 4)
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Go(func() { got[i] = base.Digest() })
-	}
-	wg.Wait()
-	for i, d := range got {
-		if d != want {
-			t.Fatalf("goroutine %d: digest %x, want the state's %x", i, d, want)
-		}
 	}
 }

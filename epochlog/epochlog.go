@@ -214,30 +214,21 @@ type ShardResult struct {
 }
 
 // Base is W_{e-1}, the state every result of epoch e was learned from,
-// with its digest (learner.State.Digest), computed once. A shard result
-// is written as changes against it and read by applying them to it, so
-// neither is done without it; its digest must be the result's
-// BaseStateSHA256. Its state must not change while it is in use, and
-// it is only read: one Base serves any number of results and
+// with its digest (learner.State.Digest), computed once by NewBase. A
+// shard result is written as changes against it and read by applying
+// them to it, so neither is done without it; its digest must be the
+// result's BaseStateSHA256. Its state must not change while it is in
+// use, and it is only read: one Base serves any number of results and
 // goroutines.
 type Base struct {
 	state  *learner.State
 	digest [32]byte
-	done   chan struct{} // closed once digest is computed
 }
 
 // NewBase is st as the base of an epoch's results: the state is kept,
-// not copied, and its digest computed on a goroutine of its own, which
-// Digest waits for, so that the caller goes on meanwhile (an epoch's
-// SHA-256 of the model while its next boundary is cut). st must not
-// change until Digest has returned, as for as long as the Base is used.
+// not copied, and its digest computed.
 func NewBase(st *learner.State) *Base {
-	b := &Base{state: st, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		b.digest = st.Digest()
-	}()
-	return b
+	return &Base{state: st, digest: st.Digest()}
 }
 
 // State is the base's state, shared: the caller only reads it (a model
@@ -245,11 +236,8 @@ func NewBase(st *learner.State) *Base {
 func (b *Base) State() *learner.State { return b.state }
 
 // Digest is the digest of the base's state: the BaseStateSHA256 of the
-// results learned from it. It waits for NewBase's computation.
-func (b *Base) Digest() [32]byte {
-	<-b.done
-	return b.digest
-}
+// results learned from it.
+func (b *Base) Digest() [32]byte { return b.digest }
 
 // Verify is nil when r was learned from boundary b, whose stored bytes
 // have the SHA-256 boundarySHA256: the same model and epoch, b's range of

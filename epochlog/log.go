@@ -404,8 +404,8 @@ func (l *Log) checkShardResult(r *ShardResult, base *Base) (string, error) {
 		err = errors.New("no state")
 	case base == nil:
 		err = errors.New("no base state")
-	case base.Digest() != r.BaseStateSHA256:
-		err = fmt.Errorf("its base_state_sha256 is %x, the base state given has %x", r.BaseStateSHA256, base.Digest())
+	case base.digest != r.BaseStateSHA256:
+		err = fmt.Errorf("its base_state_sha256 is %x, the base state given has %x", r.BaseStateSHA256, base.digest)
 	default:
 		return key, nil
 	}
@@ -567,9 +567,9 @@ func resolveState(key string, r *ShardResult, b *shardBody, base *Base) error {
 	if base == nil {
 		return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d is read without its base state", key, r.Shard, r.Epoch)
 	}
-	if base.Digest() != r.BaseStateSHA256 {
+	if base.digest != r.BaseStateSHA256 {
 		return fmt.Errorf("epoch log %s: the result of shard %s for epoch %d, written by %s, was learned from the base state %x, the base given has %x: %w",
-			key, r.Shard, r.Epoch, r.Writer, r.BaseStateSHA256, base.Digest(), ErrOtherHistory)
+			key, r.Shard, r.Epoch, r.Writer, r.BaseStateSHA256, base.digest, ErrOtherHistory)
 	}
 	var err error
 	if b.StateForm != formChanges {
