@@ -79,11 +79,10 @@ func changesOf(st, base *learner.State, at *learner.Coords) (*stateChanges, bool
 	return c, 12*changed < 8*whole
 }
 
-// check is nil when every value c holds is one a state may: finite, and
-// a variance within [0, 1], as learner.State.Validate requires.
-// snapshot.EncodeStateLean checks a result's state without these
-// vectors, so the values written are checked here, at a cost in
-// proportion to the changes.
+// check is nil when every value c holds is one a state may hold
+// (learner.VectorValueOK). snapshot.EncodeStateLean checks a result's
+// state without these vectors, so the values written are checked here,
+// at a cost in proportion to the changes.
 func (c *stateChanges) check() error {
 	if c == nil {
 		return nil
@@ -91,14 +90,13 @@ func (c *stateChanges) check() error {
 	for _, v := range []struct {
 		name string
 		vc   *vectorChanges
-		unit bool
-	}{{"weights", c.Weights, false}, {"sum_weights", c.SumWeights, false}, {"variance", c.Variance, true}} {
+	}{{"weights", c.Weights}, {"sum_weights", c.SumWeights}, {"variance", c.Variance}} {
 		if v.vc == nil {
 			continue
 		}
 		for n := range len(v.vc.Value) / 8 {
 			x := math.Float64frombits(binary.LittleEndian.Uint64(v.vc.Value[8*n:]))
-			if math.IsNaN(x) || math.IsInf(x, 0) || (v.unit && !(x >= 0 && x <= 1)) {
+			if !learner.VectorValueOK(v.name, x) {
 				return fmt.Errorf("%s: value %d is %v", v.name, binary.LittleEndian.Uint32(v.vc.Index[4*n:]), x)
 			}
 		}

@@ -196,6 +196,21 @@ func (st *State) ValidateLean() error {
 	return st.validateAs(0, true)
 }
 
+// VectorValueOK reports whether v may be a value of the per-weight
+// vector field ("weights", "sum_weights" or "variance") of a state, as
+// Validate requires: finite, and a variance within [0, 1]. A writer of
+// some of a vector's values (the epoch log's changes) checks them so.
+func VectorValueOK(field string, v float64) bool {
+	if field == "variance" {
+		return varianceOK(v)
+	}
+	return finite(v)
+}
+
+// varianceOK reports whether v may be an AROW variance: they start at 1
+// and only shrink, never below 0.
+func varianceOK(v float64) bool { return v >= 0 && v <= 1 }
+
 // validate is Validate with per-weight vectors (weights, sums,
 // variances) of n values, or of the configuration's length when n < 0:
 // a mix over some coordinates alone checks them alone (MixChanged).
@@ -272,7 +287,7 @@ func (st *State) validateLinear(n int) error {
 		// The variances start at 1 and only shrink, never below 0: the
 		// bound on AROW's steps rests on it.
 		for i, v := range st.Variance {
-			if !(v >= 0 && v <= 1) {
+			if !varianceOK(v) {
 				return stateErr("variance", "[%d] must be in [0, 1], got %v", i, v)
 			}
 		}
@@ -284,7 +299,7 @@ func (st *State) validateLinear(n int) error {
 				return err
 			}
 			for c, v := range st.VarianceBiases {
-				if !(v >= 0 && v <= 1) {
+				if !varianceOK(v) {
 					return stateErr("variance_biases", "[%d] must be in [0, 1], got %v", c, v)
 				}
 			}
