@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"math"
+	"unsafe"
 )
 
 // digestVersion opens the encoding that Digest hashes; a change to the
@@ -199,9 +200,19 @@ func (e *digestEncoder) str(s string) {
 	e.h.Write([]byte(s))
 }
 
-// floats encodes vs as float would each, a buffer's room at a time.
+// floats encodes vs as float would each. On a little-endian machine the
+// encoding is the slice's own memory, which is hashed where it lies;
+// elsewhere it is written into the buffer a room at a time.
 func (e *digestEncoder) floats(vs []float64) {
 	e.uint(uint64(len(vs)))
+	if len(vs) == 0 {
+		return
+	}
+	if littleEndian {
+		e.flush()
+		e.h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&vs[0])), 8*len(vs)))
+		return
+	}
 	for len(vs) > 0 {
 		room := (cap(e.buf) - len(e.buf)) / 8
 		if room == 0 {
@@ -217,6 +228,13 @@ func (e *digestEncoder) floats(vs []float64) {
 		vs = vs[n:]
 	}
 }
+
+// littleEndian is whether this machine stores a float64 as Digest
+// encodes it: its IEEE 754 bits, least significant byte first.
+var littleEndian = func() bool {
+	var one float64 = math.Float64frombits(1)
+	return *(*byte)(unsafe.Pointer(&one)) == 1
+}()
 
 func (e *digestEncoder) indices(vs []uint32) {
 	e.uint(uint64(len(vs)))

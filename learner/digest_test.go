@@ -114,3 +114,17 @@ func TestDigestGolden(t *testing.T) {
 		t.Fatalf("state_sha256 = %s, want %s", got, want)
 	}
 }
+
+// BenchmarkDigest is the digest of a state at the defaults
+// (learner.DefaultConfig: 2^18 weights with their variances), which the
+// epochs take of every new base.
+//
+//	go test -run XXX -bench BenchmarkDigest -benchmem ./learner/
+func BenchmarkDigest(b *testing.B) {
+	st := trained(b, learner.DefaultConfig(), 5, 2000)
+	b.SetBytes(int64(8 * (len(st.Weights) + len(st.SumWeights) + len(st.Variance))))
+	b.ReportAllocs()
+	for b.Loop() {
+		st.Digest()
+	}
+}
