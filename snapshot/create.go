@@ -66,15 +66,16 @@ func (s *Store) link(ctx context.Context, key string, data []byte) error {
 	}
 	var f *os.File
 	for attempt := 0; ; attempt++ {
-		if err := os.MkdirAll(filepath.Dir(path), s.dirMode); err != nil {
-			return err
-		}
 		var random [8]byte
 		rand.Read(random[:])
 		f, err = os.OpenFile(path+"."+hex.EncodeToString(random[:])+tmpSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-		// Retention removes epoch directories it emptied, maybe between
-		// MkdirAll and OpenFile: make it again.
+		// The key's directory is made when it is missing: the first
+		// object under it, or retention removed the epoch directory it
+		// emptied, maybe between MkdirAll and OpenFile.
 		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			if err := os.MkdirAll(filepath.Dir(path), s.dirMode); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
