@@ -22,10 +22,12 @@ const (
 	// batchTimeout is how long kafka-go waits for a partition's batch to
 	// fill before sending it. A synchronous WriteMessages hands over the
 	// whole Publish batch at once and nothing else adds to it, so waiting
-	// only adds latency (kafka-go's default is a full second per Publish).
-	// Whatever one Publish assigns to a partition is added under one lock,
-	// before the timer can send the batch.
-	batchTimeout = time.Millisecond
+	// only adds latency (kafka-go's default is a full second per Publish):
+	// every range of the epochs waits for its last Publish before its
+	// result is written. Whatever one Publish assigns to a partition is
+	// added under one lock, before the timer can send the batch, so the
+	// shortest wait splits nothing. (0 is kafka-go's default.)
+	batchTimeout = 50 * time.Microsecond
 	// batchSize is the most messages per produce request and partition;
 	// the topic's limit bounds its bytes too (see topicWriter). kafka-go
 	// preallocates batchSize messages per partition batch, which keeps it
