@@ -39,9 +39,7 @@ func BenchmarkNewModel(b *testing.B) {
 			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
 			b.ReportMetric(epochs/float64(b.N), "epochs/op")
 			b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
-			if brokerCPU > 0 {
-				b.ReportMetric(brokerCPU/float64(b.N), "broker-cpu-s/op")
-			}
+			b.ReportMetric(brokerCPU/float64(b.N), "broker-cpu-s/op")
 		})
 		b.Run(fmt.Sprintf("partitions=%d/path=kcat", partitions), func(b *testing.B) {
 			if _, err := exec.LookPath("kcat"); err != nil {
@@ -120,12 +118,12 @@ func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int
 // newModelOp is one op of BenchmarkNewModel, with a broker and a store of
 // its own. It returns the epochs the worker mixed, the CPU time (user
 // and system) the worker's process used, from its start until it exited
-// after the op, and the broker's over the op (0 where /proc does not say):
-// the two share the machine's cores.
+// after the op, and the broker's over the op: the two share the machine's
+// cores.
 func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (epochs, cpu, brokerCPU float64) {
 	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
 	defer br.stop(b)
-	brokerBefore, counted := processCPU(br.cmd.Process.Pid)
+	brokerBefore := br.cpu(b)
 	b.StartTimer()
 	w := startDefaultWorker(b, addrs, "new")
 	defer func() {
@@ -144,36 +142,7 @@ func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (
 		return sumOf(m, "hyperplane_position{") == float64(len(msgs))
 	})
 	b.StopTimer()
-	if after, ok := processCPU(br.cmd.Process.Pid); ok && counted {
-		brokerCPU = after - brokerBefore
-	}
-	return last["hyperplane_epoch"], 0, brokerCPU
-}
-
-// processCPU is the CPU time, user and system, process pid has used so
-// far, from /proc/<pid>/stat (Linux, whose clock ticks there are 1/100 s);
-// false where it cannot be read.
-func processCPU(pid int) (float64, bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// The command name, in parentheses, may hold spaces: the fields
-	// counted from the state after it are utime (12th) and stime (13th).
-	end := strings.LastIndexByte(string(raw), ')')
-	if end < 0 || end+2 > len(raw) {
-		return 0, false
-	}
-	f := strings.Fields(string(raw[end+2:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return (utime + stime) / 100, true
+	return last["hyperplane_epoch"], 0, br.cpu(b) - brokerBefore
 }
 
 // startDefaultWorker starts the real binary at the defaults on the topic

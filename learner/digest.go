@@ -231,10 +231,7 @@ func (e *digestEncoder) floats(vs []float64) {
 
 // littleEndian is whether this machine stores a float64 as Digest
 // encodes it: its IEEE 754 bits, least significant byte first.
-var littleEndian = func() bool {
-	var one float64 = math.Float64frombits(1)
-	return *(*byte)(unsafe.Pointer(&one)) == 1
-}()
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 func (e *digestEncoder) indices(vs []uint32) {
 	e.uint(uint64(len(vs)))

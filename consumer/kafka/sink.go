@@ -26,7 +26,7 @@ const (
 	// every range of the epochs waits for its last Publish before its
 	// result is written. Whatever one Publish assigns to a partition is
 	// added under one lock, before the timer can send the batch, so the
-	// shortest wait splits nothing. (0 is kafka-go's default.)
+	// shortest wait splits nothing (a zero setting means kafka-go's second).
 	batchTimeout = 50 * time.Microsecond
 	// batchSize is the most messages per produce request and partition;
 	// the topic's limit bounds its bytes too (see topicWriter). kafka-go
