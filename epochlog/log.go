@@ -291,19 +291,12 @@ func (l *Log) CreateBoundary(ctx context.Context, b *Boundary) (stored *Boundary
 	if err != nil {
 		return nil, sha, err
 	}
-	exists, err := l.ObjectExists(ctx, key)
-	if err != nil {
+	switch err := l.CreateIfAbsent(ctx, key, data); {
+	case err == nil:
+		stored, err := unmarshalBoundary(key, b.Model, b.Epoch, data)
+		return stored, sha256.Sum256(data), err
+	case !errors.Is(err, snapshot.ErrExists):
 		return nil, sha, fmt.Errorf("epoch log %s: %w", key, err)
-	}
-	if !exists {
-		err := l.CreateIfAbsent(ctx, key, data)
-		if err == nil {
-			stored, err := unmarshalBoundary(key, b.Model, b.Epoch, data)
-			return stored, sha256.Sum256(data), err
-		}
-		if !errors.Is(err, snapshot.ErrExists) {
-			return nil, sha, fmt.Errorf("epoch log %s: %w", key, err)
-		}
 	}
 	if stored, sha, err = l.Boundary(ctx, b.Model, b.Epoch); err != nil {
 		return nil, sha, err
@@ -644,18 +637,11 @@ func (l *Log) WriteShard(ctx context.Context, r *ShardResult, base *Base) (err e
 	}
 	// data is written and compared here, and kept nowhere.
 	defer release()
-	exists, err := l.ObjectExists(ctx, key)
-	if err != nil {
+	switch err := l.CreateIfAbsent(ctx, key, data); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, snapshot.ErrExists):
 		return fmt.Errorf("epoch log %s: %w", key, err)
-	}
-	if !exists {
-		err := l.CreateIfAbsent(ctx, key, data)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, snapshot.ErrExists) {
-			return fmt.Errorf("epoch log %s: %w", key, err)
-		}
 	}
 	stored, err := l.readLog(ctx, key)
 	if err != nil {

@@ -220,13 +220,6 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 	}
 	// data is written and compared here, and kept nowhere.
 	defer release()
-	exists, err := s.bucket.Exists(ctx, key)
-	if err != nil {
-		return fmt.Errorf("snapshot %s: %w", key, err)
-	}
-	if exists {
-		return s.fencedUnlessOwn(ctx, snap, key, data)
-	}
 	err = s.create(ctx, key, data)
 	if errors.Is(err, ErrExists) {
 		return s.fencedUnlessOwn(ctx, snap, key, data)
