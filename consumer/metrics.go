@@ -1,8 +1,14 @@
 package consumer
 
 import (
-	"github.com/hyperplane-ml/hyperplane/learner"
+	"maps"
+	"slices"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // Metrics are a worker's Prometheus metrics. Register them on a registry
@@ -186,9 +192,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, g := range m.Probability.all() {
 			reg.MustRegister(g)
 		}
-		for _, g := range m.ShardProbability.all() {
-			reg.MustRegister(g)
-		}
+		reg.MustRegister(m.ShardProbability.collectors()...)
 		reg.MustRegister(m.Join.all()...)
 		reg.MustRegister(m.Challengers)
 	}
@@ -222,15 +226,14 @@ func (m *Metrics) dropShard(shard string) {
 	m.ShardModelVersion.DeleteLabelValues(shard)
 	m.ShardServedVersion.DeleteLabelValues(shard)
 	m.ShardPosition.DeleteLabelValues(shard)
-	for _, g := range m.ShardProbability.all() {
-		g.DeleteLabelValues(shard)
-	}
+	m.ShardProbability.drop(shard)
 	m.Challengers.drop(shard)
 }
 
 // observe records a batch: the model's counts before and after it and
 // the positions it reached.
-func (m *Metrics) observe(before learner.Counts, after learner.Metrics, resume map[string]int64) {
+func (m *Metrics) observe(before learner.Counts, later *learner.LaterMetrics, resume map[string]int64) {
+	after, _ := later.Known()
 	labeled := after.Labeled - before.Labeled
 	mistakes := after.Mistakes - before.Mistakes
 	m.Examples.WithLabelValues("correct").Add(float64(labeled - mistakes))
@@ -238,7 +241,7 @@ func (m *Metrics) observe(before learner.Counts, after learner.Metrics, resume m
 	m.Examples.WithLabelValues("unlabeled").Add(float64(after.Examples - before.Examples - labeled))
 	m.Updates.Add(float64(after.Updates - before.Updates))
 	m.RollingAccuracy.Set(after.RollingAccuracy)
-	m.Probability.set(&after)
+	m.Probability.setLater(later)
 	m.ModelVersion.Set(float64(after.Updates))
 	for src, pos := range resume {
 		m.Position.WithLabelValues(src).Set(float64(pos))
@@ -283,6 +286,9 @@ type ShardProbabilityGauges struct {
 	Brier, RollingBrier                       *prometheus.GaugeVec
 	CalibrationError, RollingCalibrationError *prometheus.GaugeVec
 	AUC, RollingAUC                           *prometheus.GaugeVec
+	// rollingAUC is RollingAUC with its shards' pending values, which it
+	// computes when collected.
+	rollingAUC *laterVec
 }
 
 // probabilityMeasures are the probability gauges' names (without the
@@ -316,6 +322,8 @@ func newProbabilityGauges() (ProbabilityGauges, ShardProbabilityGauges) {
 			Help: d.help + ", of each partition this worker learns: its own model in partition scope, its range's copy of the mixed model in global scope.",
 		}, []string{"shard"})
 	}
+	g.RollingAUC = &laterGauge{Gauge: g.RollingAUC}
+	s.rollingAUC = &laterVec{GaugeVec: s.RollingAUC}
 	return g, s
 }
 
@@ -329,8 +337,28 @@ func (g *ProbabilityGauges) all() []prometheus.Gauge {
 		g.CalibrationError, g.RollingCalibrationError, g.AUC, g.RollingAUC}
 }
 
+// setLater sets the gauges from the model's metrics as l holds them: a
+// pending rolling AUC is computed when its gauge is collected.
+func (g *ProbabilityGauges) setLater(l *learner.LaterMetrics) {
+	mt, pending := l.Known()
+	lg, later := g.RollingAUC.(*laterGauge)
+	if !pending || !later {
+		mt = l.Metrics()
+		g.set(&mt)
+		return
+	}
+	g.setButRollingAUC(&mt)
+	lg.setLater(l)
+}
+
 // set sets the gauges from the model's metrics.
 func (g *ProbabilityGauges) set(mt *learner.Metrics) {
+	g.setButRollingAUC(mt)
+	g.RollingAUC.Set(mt.RollingAUC)
+}
+
+// setButRollingAUC is set but for the rolling AUC.
+func (g *ProbabilityGauges) setButRollingAUC(mt *learner.Metrics) {
 	g.LogLoss.Set(mt.LogLoss)
 	g.RollingLogLoss.Set(mt.RollingLogLoss)
 	g.Brier.Set(mt.Brier)
@@ -338,7 +366,6 @@ func (g *ProbabilityGauges) set(mt *learner.Metrics) {
 	g.CalibrationError.Set(mt.CalibrationError)
 	g.RollingCalibrationError.Set(mt.RollingCalibrationError)
 	g.AUC.Set(mt.AUC)
-	g.RollingAUC.Set(mt.RollingAUC)
 }
 
 func (s *ShardProbabilityGauges) fields() []**prometheus.GaugeVec {
@@ -358,5 +385,120 @@ func (s *ShardProbabilityGauges) of(shard string) ProbabilityGauges {
 	for i, v := range s.all() {
 		*gs[i] = v.WithLabelValues(shard)
 	}
+	g.RollingAUC = s.rollingAUC.of(shard)
 	return g
+}
+
+// collectors are what a registry collects of s: the vectors, RollingAUC
+// through rollingAUC.
+func (s *ShardProbabilityGauges) collectors() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, v := range s.all() {
+		if v == s.RollingAUC {
+			cs = append(cs, s.rollingAUC)
+			continue
+		}
+		cs = append(cs, v)
+	}
+	return cs
+}
+
+// drop removes shard's series.
+func (s *ShardProbabilityGauges) drop(shard string) {
+	s.rollingAUC.drop(shard)
+	for _, v := range s.all() {
+		v.DeleteLabelValues(shard)
+	}
+}
+
+// laterGauge is a gauge whose value may wait until it is collected: the
+// rolling AUC, which sorts the window's probabilities, is computed once a
+// scrape rather than after every batch a worker learns.
+type laterGauge struct {
+	prometheus.Gauge
+
+	mu      sync.Mutex
+	later   learner.LaterMetrics
+	pending bool
+}
+
+// Set sets the gauge to v, dropping a pending value.
+func (g *laterGauge) Set(v float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pending = false
+	g.Gauge.Set(v)
+}
+
+// setLater makes l's rolling AUC the gauge's value, computed when the
+// gauge is collected.
+func (g *laterGauge) setLater(l *learner.LaterMetrics) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.later.Set(l)
+	g.pending = true
+}
+
+// resolve computes a pending value.
+func (g *laterGauge) resolve() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending {
+		g.Gauge.Set(g.later.Metrics().RollingAUC)
+		g.pending = false
+	}
+}
+
+// Collect collects the gauge, its pending value computed first.
+func (g *laterGauge) Collect(ch chan<- prometheus.Metric) {
+	g.resolve()
+	g.Gauge.Collect(ch)
+}
+
+// Write writes the gauge, its pending value computed first.
+func (g *laterGauge) Write(m *dto.Metric) error {
+	g.resolve()
+	return g.Gauge.Write(m)
+}
+
+// laterVec is a gauge vector by shard whose series are laterGauges.
+type laterVec struct {
+	*prometheus.GaugeVec
+
+	mu     sync.Mutex
+	shards map[string]*laterGauge
+}
+
+// of is shard's gauge, made once.
+func (v *laterVec) of(shard string) *laterGauge {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	g := v.shards[shard]
+	if g == nil {
+		if v.shards == nil {
+			v.shards = map[string]*laterGauge{}
+		}
+		g = &laterGauge{Gauge: v.WithLabelValues(shard)}
+		v.shards[shard] = g
+	}
+	return g
+}
+
+// drop forgets shard's gauge.
+func (v *laterVec) drop(shard string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.shards, shard)
+}
+
+// Collect collects the vector, the pending values of its series computed
+// first.
+func (v *laterVec) Collect(ch chan<- prometheus.Metric) {
+	v.mu.Lock()
+	gs := slices.Collect(maps.Values(v.shards))
+	v.mu.Unlock()
+	for _, g := range gs {
+		g.resolve()
+	}
+	v.GaugeVec.Collect(ch)
 }

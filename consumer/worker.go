@@ -247,8 +247,9 @@ type Worker struct {
 	positions map[string]int64
 	// published is how far the outputs are durable, by source key.
 	published map[string]int64
-	// stats are the model's metrics as of the last batch.
-	stats learner.Metrics
+	// stats are the model's metrics as of the last batch, the rolling
+	// AUC computed when asked for.
+	stats learner.LaterMetrics
 
 	readiness readiness
 	deadLogs  *retry.LogLimiter
@@ -387,7 +388,7 @@ func (w *Worker) Published() map[string]int64 {
 func (w *Worker) Metrics() learner.Metrics {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stats
+	return w.stats.Metrics()
 }
 
 // Model is the worker's model. It is only safe to use once Run returned.
@@ -753,12 +754,11 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 	// the counts start: its positions, its metrics, the view.
 	learned := func(b *outBatch, start learner.Counts) {
 		start = w.promotion.shift(start)
-		end := w.model.Metrics()
 		w.mu.Lock()
 		maps.Copy(w.positions, b.resume)
-		w.stats = end
+		w.model.MetricsLater(&w.stats)
+		w.metrics.observe(start, &w.stats, b.resume)
 		w.mu.Unlock()
-		w.metrics.observe(start, end, b.resume)
 		w.metrics.challengers(w.rivals)
 		refreshView()
 	}

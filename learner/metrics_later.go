@@ -40,3 +40,18 @@ func (l *LaterMetrics) Metrics() Metrics {
 	}
 	return l.m
 }
+
+// Known returns the measures l holds without computing a pending rolling
+// AUC, which is then 0: pending says so, and Metrics computes it.
+func (l *LaterMetrics) Known() (m Metrics, pending bool) {
+	return l.m, l.pending
+}
+
+// Set makes l a copy of src, reusing l's space.
+func (l *LaterMetrics) Set(src *LaterMetrics) {
+	l.m, l.pending = src.m, src.pending
+	if src.pending {
+		l.pos = append(l.pos[:0], src.pos...)
+		l.neg = append(l.neg[:0], src.neg...)
+	}
+}
