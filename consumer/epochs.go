@@ -151,6 +151,9 @@ type Epochs struct {
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
 	written uint64
+	// writing is the generation being written while the next epoch is
+	// learned, nil when none is (awaitGeneration).
+	writing *pendingGeneration
 	// atLogEnd is set once this worker found no epoch of the log at or
 	// above the one it was to cut: from there on it extends the log.
 	atLogEnd bool
@@ -387,6 +390,12 @@ func (x *Epochs) Run(ctx context.Context) error {
 	defer stop()
 	x.grace = grace
 	err := x.run(ctx)
+	// A generation being written is waited for: its vectors are the
+	// mixed model's, and what follows may mix into them or write it.
+	// One that failed for the stop is written again below.
+	if gerr := x.awaitGeneration(); gerr != nil && (ctx.Err() == nil || errors.Is(gerr, ErrFatal)) && !errors.Is(err, ErrFatal) {
+		err = gerr
+	}
 	if !errors.Is(err, errLogEnd) && (ctx.Err() == nil || errors.Is(err, ErrFatal)) {
 		return err
 	}
@@ -473,6 +482,11 @@ func (x *Epochs) run(ctx context.Context) error {
 			return err
 		}
 		states, waited, err := x.barrier(ctx, b, sha)
+		// The mix and a jump change the mixed model's vectors, which a
+		// generation being written holds.
+		if gerr := x.awaitGeneration(); gerr != nil {
+			return gerr
+		}
 		var ahead *overtaken
 		if errors.As(err, &ahead) {
 			if err := x.jump(ahead.by); err != nil {

@@ -134,28 +134,71 @@ func (r *mixReport) flush(log *zap.Logger) {
 	*r = mixReport{logged: time.Now()}
 }
 
-// snapshot writes W_e as generation e if a snapshot is due.
+// snapshot writes W_e as generation e if a snapshot is due, after the
+// generation being written, if any, is. A due generation is written
+// while the next epoch is learned (awaitGeneration); one that rewrites a
+// damaged generation, or holds a promotion, is written before snapshot
+// returns.
 func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	if err := x.awaitGeneration(); err != nil {
+		return err
+	}
 	labeled := x.model.Counts().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
 	// A damaged generation the epochs rebuild is written again whether
 	// or not one is due (docs/scale-out.md, section 3.9).
-	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || b.Epoch <= x.cfg.Damaged
+	damaged := b.Epoch <= x.cfg.Damaged
+	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || damaged
 	// A promotion is written at once, for compare, inspect and the next
 	// cutter to see (docs/scale-out.md, section 3.11).
+	promoted := false
 	if ps := x.model.Promotions(); len(ps) > 0 && ps[len(ps)-1].Epoch == b.Epoch {
-		due = true
+		due, promoted = true, true
 	}
 	if !due {
 		return nil
 	}
-	return x.writeGeneration(ctx, b, sha)
+	g, err := x.startGeneration(ctx, b, sha)
+	if err != nil {
+		return err
+	}
+	x.writing = g
+	if damaged || promoted {
+		return x.awaitGeneration()
+	}
+	return nil
 }
 
-// writeGeneration writes the mixed model of b's epoch as its generation.
+// writeGeneration writes the mixed model of b's epoch as its generation,
+// after the generation being written, if any, is.
 func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	if err := x.awaitGeneration(); err != nil {
+		return err
+	}
+	g, err := x.startGeneration(ctx, b, sha)
+	if err != nil {
+		return err
+	}
+	x.writing = g
+	return x.awaitGeneration()
+}
+
+// pendingGeneration is a generation being written on a goroutine of its
+// own (docs/scale-out.md, E7): the epoch loop goes on to learn the next
+// epoch meanwhile, and waits for it (awaitGeneration) before anything
+// changes what it holds.
+type pendingGeneration struct {
+	snap    *snapshot.Snapshot
+	labeled uint64 // the model's labeled examples when it was taken
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+// startGeneration starts writing the mixed model of b's epoch as its
+// generation, with the store's retention after it.
+func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (*pendingGeneration, error) {
 	// The state holds the mixed model's vectors, not a copy: they change
-	// only at the next mix, after the write.
+	// only at the next mix, which waits for the write.
 	snap := &snapshot.Snapshot{
 		Model:          x.cfg.Worker.Model,
 		Generation:     b.Epoch,
@@ -172,31 +215,55 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	if x.cfg.Labels != nil {
 		var err error
 		if snap.Joins, err = x.encodedJoins(); err != nil {
-			return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+			return nil, fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 		}
 	}
-	if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
-		return x.cfg.Log.Write(ctx, snap)
-	}); err != nil {
-		return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+	g := &pendingGeneration{snap: snap, labeled: x.model.Counts().Labeled, done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
+			return x.cfg.Log.Write(ctx, snap)
+		}); err != nil {
+			g.err = fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+			return
+		}
+		if x.cfg.Keep > 0 {
+			if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
+				x.log.Warn("retention failed", zap.Error(err))
+			}
+		}
+	}()
+	return g, nil
+}
+
+// awaitGeneration waits for the generation being written, if any, and
+// records it as written; an error is the write's. After it returns no
+// generation is being written.
+func (x *Epochs) awaitGeneration() error {
+	g := x.writing
+	if g == nil {
+		return nil
 	}
-	x.lastSnap.labeled, x.lastSnap.at = x.model.Counts().Labeled, time.Now()
-	x.written = b.Epoch
+	<-g.done
+	x.writing = nil
+	if g.err != nil {
+		return g.err
+	}
+	snap := g.snap
+	x.lastSnap.labeled, x.lastSnap.at = g.labeled, time.Now()
+	x.written = snap.Generation
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
-	if b.Epoch <= x.cfg.Damaged {
-		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", b.Epoch))
+	if snap.Generation <= x.cfg.Damaged {
+		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))
 	}
 	if x.cfg.Commit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), x.shutdownTimeout())
+		defer cancel()
 		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
 			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
 		}
 	}
 	x.metrics.Snapshots.Inc()
 	x.metrics.LastSnapshot.SetToCurrentTime()
-	if x.cfg.Keep > 0 {
-		if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
-			x.log.Warn("retention failed", zap.Error(err))
-		}
-	}
 	return nil
 }
