@@ -215,7 +215,14 @@ type Epochs struct {
 	// what it changed (epochs_changes.go).
 	changedAt map[*learner.State]learner.Coords
 	spares    []*learner.State
-	baseDiff  learner.Coords
+	// mixSpare is the W_{e-1} that the last early mix installed left
+	// whole (its vectors differ from the new one's at most at baseDiff),
+	// for the next early mix to write into; nil when none is kept.
+	mixSpare *learner.State
+	// early is the early mix of the epoch being learned, nil when this
+	// worker does not learn every range of it.
+	early    *earlyMix
+	baseDiff learner.Coords
 	// baseChallengersDiff are baseDiff for each of the model's challengers.
 	baseChallengersDiff []learner.Coords
 
@@ -283,12 +290,17 @@ func (x *Epochs) setModel(m *learner.Model) {
 // cdiffs[i] (every coordinate when not given; see rangeModel). x.viewMu
 // must be held.
 func (x *Epochs) install(m *learner.Model, base *learner.State, diff learner.Coords, cdiffs []learner.Coords) {
+	x.installBase(m, epochlog.NewBase(base), diff, cdiffs)
+}
+
+// installBase is install with base's digest already taken.
+func (x *Epochs) installBase(m *learner.Model, base *epochlog.Base, diff learner.Coords, cdiffs []learner.Coords) {
 	positions := byName(x.from)
 	x.mu.Lock()
 	x.positions = positions
 	x.mu.Unlock()
 	x.model = m
-	x.base = epochlog.NewBase(base)
+	x.base = base
 	x.baseDiff, x.baseChallengersDiff = diff, cdiffs
 	x.digest = x.base.Digest()
 	x.mixedAt = time.Now()

@@ -15,9 +15,10 @@ import (
 )
 
 // mix makes W_e of the shards' states, and the positions of b's ends;
-// waited is how long the barrier took, for the log.
+// waited is how long the barrier took, for the log. The early mix of the
+// epoch, made while its results were written, is installed if it mixed
+// the same states; otherwise W_e is mixed now, into W_{e-1}'s vectors.
 func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.Duration) error {
-	start := time.Now()
 	// The shards' ends, and with labels their joins, are taken before the
 	// mix writes W_e into W_{e-1}'s vectors: a result without its join
 	// ends the epochs before the model held has changed.
@@ -31,6 +32,61 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	// model shares: no view is taken of it meanwhile.
 	x.viewMu.Lock()
 	defer x.viewMu.Unlock()
+	x.mu.Lock()
+	em := x.early
+	x.early = nil
+	x.mu.Unlock()
+	var out *mixOutcome
+	if em != nil && em.epoch == b.Epoch && em.sha == x.curSHA && em.usable(states) {
+		out = em.mixed
+		// W_{e-1} was left whole: its vectors are the next early mix's,
+		// which brings them up to date where this mix changed them.
+		x.mu.Lock()
+		x.mixSpare = x.base.State()
+		x.mu.Unlock()
+	} else {
+		x.mu.Lock()
+		x.mixSpare = nil
+		x.mu.Unlock()
+		var err error
+		if out, err = x.mixInto(b, x.base.State(), states); err != nil {
+			return err
+		}
+	}
+	m := out.model
+	x.metrics.Mixing.Observe(out.took.Seconds())
+	examples := m.Counts().Examples - x.model.Counts().Examples
+	if x.promoteMixed(b, m) {
+		// The promoted model shares nothing with W_{e-1}'s layout: the
+		// next epoch's results are against all of it.
+		x.install(m, m.Shared(), learner.AllCoords, nil)
+	} else {
+		x.installBase(m, out.base, out.diff, out.cdiffs)
+	}
+	x.spareStates(states)
+	x.mixes.add(b.Epoch, examples, len(states), waited, out.took, m.Metrics().RollingAccuracy)
+	x.mixes.flushDue(x.log)
+	return nil
+}
+
+// mixOutcome is W_e as a mix made it: its state, with its digest, the
+// model that holds it, the coordinates at which it may differ from
+// W_{e-1} (and each challenger's), and how long the mix took.
+type mixOutcome struct {
+	mixed  *learner.State
+	base   *epochlog.Base
+	model  *learner.Model
+	diff   learner.Coords
+	cdiffs []learner.Coords
+	took   time.Duration
+}
+
+// mixInto mixes W_e of states, the results of b's ranges learned from
+// W_{e-1}, and writes it into the vectors of target, a state equal to
+// W_{e-1}: W_{e-1}'s own, or a copy (mixTarget). target must not be used
+// afterwards.
+func (x *Epochs) mixInto(b *epochlog.Boundary, target *learner.State, states []*learner.State) (*mixOutcome, error) {
+	start := time.Now()
 	base := x.base.State()
 	weights := learner.MixWeightsOf(x.cfg.Weights, base, states)
 	rule := x.cfg.Rule
@@ -59,13 +115,13 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	go func() {
 		defer close(cmixed)
 		cdiffs = x.challengersChangedOf(base, states)
-		challengers, cerr = learner.MixChallengers(crule, x.cfg.Weights, base, states, cdiffs)
+		challengers, cerr = learner.MixChallengers(crule, x.cfg.Weights, target, states, cdiffs)
 	}()
 	diff := x.changedOf(states)
-	mixed, err := learner.MixChanged(rule, withoutChallengers(base)[0], withoutChallengers(states...), weights, diff)
+	mixed, err := learner.MixChanged(rule, withoutChallengers(target)[0], withoutChallengers(states...), weights, diff)
 	<-cmixed
 	if err = cmp.Or(err, cerr); err != nil {
-		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+		return nil, fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
 	// Promotions are made after a mix, never in a range: the history is
 	// W_{e-1}'s.
@@ -73,22 +129,12 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	mixed.Challengers = challengers
 	m, err := learner.Adopt(mixed)
 	if err != nil {
-		return fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
+		return nil, fmt.Errorf("%w: epoch %d: %w", ErrFatal, b.Epoch, err)
 	}
-	took := time.Since(start)
-	x.metrics.Mixing.Observe(took.Seconds())
-	examples := m.Counts().Examples - x.model.Counts().Examples
-	if x.promoteMixed(b, m) {
-		// The promoted model shares nothing with W_{e-1}'s layout: the
-		// next epoch's results are against all of it.
-		x.install(m, m.Shared(), learner.AllCoords, nil)
-	} else {
-		x.install(m, mixed, diff, cdiffs)
-	}
-	x.spareStates(states)
-	x.mixes.add(b.Epoch, examples, len(states), waited, took, m.Metrics().RollingAccuracy)
-	x.mixes.flushDue(x.log)
-	return nil
+	// W_e's digest, which the next boundary records, is taken with the
+	// mix: an early mix takes it while the results are written.
+	nb := epochlog.NewBase(mixed)
+	return &mixOutcome{mixed: mixed, base: nb, model: m, diff: diff, cdiffs: cdiffs, took: time.Since(start)}, nil
 }
 
 // mixLogEvery is how often the epochs mixed are logged at most: small

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/epochlog"
-	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +34,14 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	x.dropLost()
 	x.readers.drop(x.owns)
 	x.stopHeads(x.owns)
+	em := x.startEarlyMix(b, sha)
+	x.mu.Lock()
+	x.early = em
+	x.mu.Unlock()
+	finished := make(chan struct{})
+	if em != nil {
+		go em.run(x, b, finished)
+	}
 	for i, r := range b.Shards {
 		if r.Empty() || !x.owns(r.Shard) {
 			continue
@@ -50,6 +57,10 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		}()
 	}
 	wg.Wait()
+	close(finished)
+	if em != nil {
+		<-em.done
+	}
 	return errors.Join(errs...)
 }
 
@@ -220,8 +231,20 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	wcfg.rangeJoin = rj
 	wcfg.budget = x.outputs
 	log := x.log.With(zap.String("shard", name), zap.Uint64("epoch", b.Epoch))
-	w := NewWorker(wcfg, rs, m, map[string]int64{name: r.From}, x.shardMetricsOf(r.Shard), log)
 	before := m.Counts().Examples
+	// The range's state is taken as soon as its last message is learned,
+	// for the epoch's mix to begin while its outputs are published
+	// (docs/scale-out.md, E6).
+	var done *learnedRange
+	if rj == nil {
+		wcfg.learned = func() {
+			if rs.Complete() {
+				done = takeLearned(m)
+				x.noteLearned(b, sha, r.Shard, done)
+			}
+		}
+	}
+	w := NewWorker(wcfg, rs, m, map[string]int64{name: r.From}, x.shardMetricsOf(r.Shard), log)
 	x.mu.Lock()
 	if x.running == nil {
 		x.running = map[*Worker]bool{}
@@ -266,18 +289,14 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	}
 	x.readers.park(src, end)
 	parked = true
-	m.Flush()
-	changed := m.Changed()
-	var cchanged []*learner.Coords
-	for _, c := range m.Challengers() {
-		cc := c.Model.Changed()
-		cchanged = append(cchanged, &cc)
+	if done == nil {
+		done = takeLearned(m)
 	}
 	res := &epochlog.ShardResult{
 		Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
-		Messages: rs.Messages(), DeadLetters: rs.Messages() - (m.Counts().Examples - before), Last: rs.Returned(),
-		State: m.Release(), Changed: &changed, ChallengersChanged: cchanged, Writer: x.cfg.Writer, Created: time.Now().UTC(),
+		Messages: rs.Messages(), DeadLetters: rs.Messages() - (done.examples - before), Last: rs.Returned(),
+		State: done.state, Changed: &done.changed, ChallengersChanged: done.challengers, Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
 	return x.writeResult(ctx, b, r, res, rj, end)
 }

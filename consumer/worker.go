@@ -84,6 +84,12 @@ type WorkerConfig struct {
 	// then come without them (docs/labels.md).
 	Labels *LabelsConfig
 
+	// learned, set by the epochs for a range, is called once the range is
+	// complete and every message of it learned, before the worker waits
+	// for the outputs still being published: the epochs mix the range's
+	// state meanwhile. It runs on the worker's goroutine, which uses the
+	// model no more.
+	learned func()
 	// rangeJoin, set by the epochs for a range of a model with labels,
 	// gives each delayed example of the range the label its join decided.
 	rangeJoin *rangeJoin
@@ -518,6 +524,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.readiness.ok(NotReadySource)
 	unsent, err := w.consume(consumeCtx, flushCtx, queue)
+	if w.cfg.learned != nil && unsent == nil && errors.Is(err, ErrRangeDone) {
+		w.cfg.learned()
+	}
 	w.readiness.fail(NotReadySource, "stopped consuming")
 	stopConsuming()
 	close(queue)

@@ -1,0 +1,108 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// heldResultLog holds the write of epoch at's first result until release
+// is closed, or fails it when its context is done first.
+type heldResultLog struct {
+	consumer.EpochLog
+	at      uint64
+	held    chan struct{} // closed when the held write starts
+	release chan struct{}
+	once    sync.Once
+}
+
+func (l *heldResultLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	hold := false
+	if r.Epoch == l.at {
+		l.once.Do(func() { hold = true })
+	}
+	if hold {
+		close(l.held)
+		select {
+		case <-l.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
+// TestEpochsMixBesideTheResults: a worker that learns every range of an
+// epoch mixes it while the ranges' results are written (docs/scale-out.md,
+// E6), and installs the mix only once every result is in the log: with
+// one result of epoch 3 held, the mix of epoch 3 is made but the worker
+// still holds W_2. Released, the worker ends with the model of a run
+// without the hold; stopped instead, before the result is written, it
+// never held W_3, and a restart ends with that model too.
+func TestEpochsMixBesideTheResults(t *testing.T) {
+	data := epochLog(600)
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	want := runEpochs(t, data, epochConfig(data, one, memory.NewSink(), "one"), one)
+
+	for _, stop := range []bool{false, true} {
+		name := "released"
+		if stop {
+			name = "stopped"
+		}
+		t.Run(name, func(t *testing.T) {
+			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			cfg := epochConfig(data, store, memory.NewSink(), "held")
+			held := &heldResultLog{EpochLog: cfg.Log, at: 3, held: make(chan struct{}), release: make(chan struct{})}
+			cfg.Log = held
+			cfg.Worker.ShutdownTimeout = 50 * time.Millisecond
+			m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- x.Run(ctx) }()
+			select {
+			case <-held.held:
+			case err := <-done:
+				t.Fatalf("the worker stopped (%v) before epoch 3's results", err)
+			case <-time.After(time.Minute):
+				t.Fatal("no result of epoch 3 was written")
+			}
+			wait.For(t, time.Minute, time.Millisecond, "epoch 3 mixed while a result of it is written", func() bool { return x.EarlyMixMade(3) })
+			if got := x.Mixed(); got != 2 {
+				t.Fatalf("the worker holds the mix of epoch %d while a result of epoch 3 is written, want 2", got)
+			}
+			if !stop {
+				close(held.release)
+				if got := finalDigest(t, x, done, cancel, waitComplete(t, store, data)); got != want {
+					t.Fatalf("the model is %x, without the hold %x", got, want)
+				}
+				return
+			}
+			cancel()
+			<-done
+			if got := x.Mixed(); got != 2 {
+				t.Fatalf("stopped before epoch 3's results were written, the worker holds the mix of epoch %d, want 2", got)
+			}
+			ctx, cancel = context.WithCancel(context.Background())
+			defer cancel()
+			again, stopped := startEpochs(t, ctx, epochConfig(data, store, memory.NewSink(), "restarted"), store)
+			if got := finalDigest(t, again, stopped, cancel, waitComplete(t, store, data)); got != want {
+				t.Fatalf("after the stop the model is %x, without it %x", got, want)
+			}
+		})
+	}
+}
