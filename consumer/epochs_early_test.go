@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -65,22 +64,9 @@ func TestEpochsMixBesideTheResults(t *testing.T) {
 			held := &heldResultLog{EpochLog: cfg.Log, at: 3, held: make(chan struct{}), release: make(chan struct{})}
 			cfg.Log = held
 			cfg.Worker.ShutdownTimeout = 50 * time.Millisecond
-			m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- x.Run(ctx) }()
-			select {
-			case <-held.held:
-			case err := <-done:
-				t.Fatalf("the worker stopped (%v) before epoch 3's results", err)
-			case <-time.After(time.Minute):
-				t.Fatal("no result of epoch 3 was written")
-			}
+			x, done := runUntilHeld(t, ctx, cfg, held.held, "a result of epoch 3 was written")
 			wait.For(t, time.Minute, time.Millisecond, "epoch 3 mixed while a result of it is written", func() bool { return x.EarlyMixMade(3) })
 			if got := x.Mixed(); got != 2 {
 				t.Fatalf("the worker holds the mix of epoch %d while a result of epoch 3 is written, want 2", got)

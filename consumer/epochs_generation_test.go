@@ -90,26 +90,9 @@ func TestEpochsGenerationBesideTheNextEpoch(t *testing.T) {
 	held := &heldGenerationLog{EpochLog: cfg.Log, held: make(chan struct{})}
 	cfg.Log = held
 	cfg.Worker.ShutdownTimeout = 50 * time.Millisecond
-	snap, err := store.Latest(context.Background(), "mixed", nil)
-	if snap != nil || err == nil {
-		t.Fatalf("a new store holds generation %v (%v)", snap, err)
-	}
-	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- x.Run(ctx) }()
-	select {
-	case <-held.held:
-	case err := <-done:
-		t.Fatalf("the worker stopped (%v) before a generation was due", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no generation was written")
-	}
+	_, done := runUntilHeld(t, ctx, cfg, held.held, "a generation was written")
 	// Two epochs on, while generation g is still being written: the next
 	// epoch was cut and learned, and the one after it cut.
 	wait.For(t, time.Minute, 5*time.Millisecond, "the next epochs written while the generation is", func() bool {
@@ -133,4 +116,27 @@ func TestEpochsGenerationBesideTheNextEpoch(t *testing.T) {
 	if got := finalDigest(t, again, stopped, cancel, waitComplete(t, store, data)); got != want {
 		t.Fatalf("after the kill the model is %x, without it %x", got, want)
 	}
+}
+
+// runUntilHeld starts the epochs of a new model of cfg and returns once
+// held is closed: the test's log holds a write there, and what names it.
+// done reports the worker's end, which may be an error (a killed
+// worker's).
+func runUntilHeld(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, held <-chan struct{}, what string) (*consumer.Epochs, <-chan error) {
+	t.Helper()
+	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the worker stopped (%v) before %s", err, what)
+	case <-time.After(time.Minute):
+		t.Fatalf("in a minute, never %s", what)
+	}
+	return x, done
 }
