@@ -215,16 +215,16 @@ type Epochs struct {
 	// what it changed (epochs_changes.go).
 	changedAt map[*learner.State]learner.Coords
 	spares    []*learner.State
+	baseDiff  learner.Coords
+	// baseChallengersDiff are baseDiff for each of the model's challengers.
+	baseChallengersDiff []learner.Coords
 	// mixSpare is the W_{e-1} that the last early mix installed left
 	// whole (its vectors differ from the new one's at most at baseDiff),
 	// for the next early mix to write into; nil when none is kept.
 	mixSpare *learner.State
-	// early is the early mix of the epoch being learned, nil when this
-	// worker does not learn every range of it.
-	early    *earlyMix
-	baseDiff learner.Coords
-	// baseChallengersDiff are baseDiff for each of the model's challengers.
-	baseChallengersDiff []learner.Coords
+	// early is the early mix of the epoch being learned (epochs_early.go),
+	// nil when this worker does not learn every range of it.
+	early *earlyMix
 
 	// grace ends shutdown.timeout after Run's context: what must finish
 	// on shutdown (the results of complete ranges, the last mix and
