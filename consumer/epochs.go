@@ -220,7 +220,8 @@ type Epochs struct {
 	baseChallengersDiff []learner.Coords
 	// mixSpare is the W_{e-1} that the last early mix installed left
 	// whole (its vectors differ from the new one's at most at baseDiff),
-	// for the next early mix to write into; nil when none is kept.
+	// for the next early mix to write into; nil when none is kept. The
+	// loop and the early mix, which the loop waits for, use it in turn.
 	mixSpare *learner.State
 	// early is the early mix of the epoch being learned (epochs_early.go),
 	// nil when this worker does not learn every range of it.

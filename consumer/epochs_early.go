@@ -125,10 +125,10 @@ func (em *earlyMix) run(x *Epochs, b *epochlog.Boundary, finished <-chan struct{
 	em.mixed, em.err = x.mixInto(b, target, em.states)
 }
 
-// usable reports whether em mixed exactly states, the epoch's results
-// the barrier gathered.
-func (em *earlyMix) usable(states []*learner.State) bool {
-	if em == nil || em.err != nil || em.mixed == nil || len(states) != len(em.states) {
+// usable reports whether em mixed exactly states, the results of b (whose
+// digest is sha) that the barrier gathered.
+func (em *earlyMix) usable(b *epochlog.Boundary, sha [32]byte, states []*learner.State) bool {
+	if em == nil || em.epoch != b.Epoch || em.sha != sha || em.err != nil || em.mixed == nil || len(states) != len(em.states) {
 		return false
 	}
 	for i, st := range states {
@@ -145,10 +145,8 @@ func (em *earlyMix) usable(states []*learner.State) bool {
 // or else a copy.
 func (x *Epochs) mixTarget() (*learner.State, error) {
 	base := x.base.State()
-	x.mu.Lock()
 	spare := x.mixSpare
 	x.mixSpare = nil
-	x.mu.Unlock()
 	var m *learner.Model
 	var err error
 	if spare != nil {

@@ -37,17 +37,13 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	x.early = nil
 	x.mu.Unlock()
 	var out *mixOutcome
-	if em != nil && em.epoch == b.Epoch && em.sha == x.curSHA && em.usable(states) {
+	if em.usable(b, x.curSHA, states) {
 		out = em.mixed
 		// W_{e-1} was left whole: its vectors are the next early mix's,
 		// which brings them up to date where this mix changed them.
-		x.mu.Lock()
 		x.mixSpare = x.base.State()
-		x.mu.Unlock()
 	} else {
-		x.mu.Lock()
 		x.mixSpare = nil
-		x.mu.Unlock()
 		var err error
 		if out, err = x.mixInto(b, x.base.State(), states); err != nil {
 			return err
@@ -204,11 +200,9 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	if !due {
 		return nil
 	}
-	g, err := x.startGeneration(ctx, b, sha)
-	if err != nil {
+	if err := x.startGeneration(ctx, b, sha); err != nil {
 		return err
 	}
-	x.writing = g
 	if damaged || promoted {
 		return x.awaitGeneration()
 	}
@@ -221,11 +215,9 @@ func (x *Epochs) writeGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	if err := x.awaitGeneration(); err != nil {
 		return err
 	}
-	g, err := x.startGeneration(ctx, b, sha)
-	if err != nil {
+	if err := x.startGeneration(ctx, b, sha); err != nil {
 		return err
 	}
-	x.writing = g
 	return x.awaitGeneration()
 }
 
@@ -241,8 +233,9 @@ type pendingGeneration struct {
 }
 
 // startGeneration starts writing the mixed model of b's epoch as its
-// generation, with the store's retention after it.
-func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (*pendingGeneration, error) {
+// generation, with the store's retention after it: x.writing. None may
+// be being written.
+func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
 	// The state holds the mixed model's vectors, not a copy: they change
 	// only at the next mix, which waits for the write.
 	snap := &snapshot.Snapshot{
@@ -261,7 +254,7 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	if x.cfg.Labels != nil {
 		var err error
 		if snap.Joins, err = x.encodedJoins(); err != nil {
-			return nil, fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
+			return fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 		}
 	}
 	g := &pendingGeneration{snap: snap, labeled: x.model.Counts().Labeled, done: make(chan struct{})}
@@ -279,7 +272,8 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 			}
 		}
 	}()
-	return g, nil
+	x.writing = g
+	return nil
 }
 
 // awaitGeneration waits for the generation being written, if any, and

@@ -340,15 +340,9 @@ func (g *ProbabilityGauges) all() []prometheus.Gauge {
 // setLater sets the gauges from the model's metrics as l holds them: a
 // pending rolling AUC is computed when its gauge is collected.
 func (g *ProbabilityGauges) setLater(l *learner.LaterMetrics) {
-	mt, pending := l.Known()
-	lg, later := g.RollingAUC.(*laterGauge)
-	if !pending || !later {
-		mt = l.Metrics()
-		g.set(&mt)
-		return
-	}
+	mt, _ := l.Known()
 	g.setButRollingAUC(&mt)
-	lg.setLater(l)
+	g.RollingAUC.(*laterGauge).setLater(l)
 }
 
 // set sets the gauges from the model's metrics.
@@ -431,10 +425,15 @@ func (g *laterGauge) Set(v float64) {
 }
 
 // setLater makes l's rolling AUC the gauge's value, computed when the
-// gauge is collected.
+// gauge is collected if l has not computed it.
 func (g *laterGauge) setLater(l *learner.LaterMetrics) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if mt, pending := l.Known(); !pending {
+		g.pending = false
+		g.Gauge.Set(mt.RollingAUC)
+		return
+	}
 	g.later.Set(l)
 	g.pending = true
 }
