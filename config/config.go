@@ -108,11 +108,8 @@ type Mixing struct {
 	Weights learner.MixWeights `yaml:"weights" help:"how each partition's model weighs in the mix: uniform, examples (its labeled examples) or mistakes"`
 	// Rule is how the partitions' models are combined.
 	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it), damped, pegasos (Pegasos only) or arow (AROW only)"`
-	// Growth makes epochs grow with the model: each holds 1/Growth of the
-	// examples a partition learned before it (since the model last
-	// started afresh at a drift), at least 250 and at most EpochExamples.
-	// 0 makes every epoch EpochExamples.
-	Growth int `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it (since a drift restarted the model), from 250 examples up to epoch_examples; 0: every epoch holds epoch_examples"`
+	// Growth makes epochs grow with the model (see Growth).
+	Growth Growth `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it (since a drift restarted the model), from 250 examples up to epoch_examples; 0: every epoch holds epoch_examples; auto: 8 when the model and its challengers learn by AROW, else 16"`
 }
 
 // Kafka is how to reach the Kafka cluster.
@@ -340,7 +337,7 @@ func Default() Config {
 		Model: Model{
 			Name:    "default",
 			Scope:   ScopeGlobal,
-			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: 16},
+			Mixing:  Mixing{EpochExamples: 100000, Interval: 5 * time.Second, Weights: learner.MixExamples, Rule: learner.MixAuto, Growth: GrowthAuto},
 			Learner: learner.DefaultConfig(),
 			Drift:   learner.DefaultDrift(),
 			Compare: Compare{Alpha: 0.05, Promote: PromoteManual},

@@ -216,8 +216,8 @@ func (c Config) validateModel() error {
 		return fieldErr("model.mixing.epoch_examples", "must be at least 1, got %d", m.EpochExamples)
 	case m.Interval <= 0:
 		return fieldErr("model.mixing.interval", "must be more than 0s (such as 5s), got %s", formatDuration(m.Interval))
-	case m.Growth < 0:
-		return fieldErr("model.mixing.growth", "must be 0 (epochs of epoch_examples) or more (such as 8), got %d", m.Growth)
+	case m.Growth < GrowthAuto:
+		return fieldErr("model.mixing.growth", "must be auto, 0 (epochs of epoch_examples) or more (such as 16), got %d", m.Growth)
 	case m.Rule == learner.MixPegasos && c.Model.Learner.Algorithm != learner.Pegasos:
 		return fieldErr("model.mixing.rule", "pegasos mixes Pegasos models only, not %s (auto chooses the rule for the algorithm)", c.Model.Learner.Algorithm)
 	case m.Rule == learner.MixAROW && c.Model.Learner.Algorithm != learner.AROW:

@@ -105,11 +105,11 @@ func BenchmarkEpochBarrier(b *testing.B) {
 		{"E1000", 1000, 0, false},
 		{"E10000", 10000, 0, false},
 		{"E100000", 100000, 0, false},
-		{"defaults", int64(defaults.Model.Mixing.EpochExamples), defaults.Model.Mixing.Growth, false},
-		{"defaults+snapshots", int64(defaults.Model.Mixing.EpochExamples), defaults.Model.Mixing.Growth, true},
+		{"defaults", int64(defaults.Model.Mixing.EpochExamples), defaults.EpochGrowth(), false},
+		{"defaults+snapshots", int64(defaults.Model.Mixing.EpochExamples), defaults.EpochGrowth(), true},
 	}
 	b.Logf("defaults: model.mixing.epoch_examples %d, growth %d, rule %s, weights %s; snapshot.every %d, interval %s, keep %d",
-		defaults.Model.Mixing.EpochExamples, defaults.Model.Mixing.Growth, defaults.MixRule(), defaults.Model.Mixing.Weights,
+		defaults.Model.Mixing.EpochExamples, defaults.EpochGrowth(), defaults.MixRule(), defaults.Model.Mixing.Weights,
 		defaults.Snapshot.Every, defaults.Snapshot.Interval, defaults.Snapshot.Keep)
 	for _, store := range []string{"memblob", "file", "s3", "minio"} {
 		for _, es := range sizes {

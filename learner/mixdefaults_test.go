@@ -19,6 +19,15 @@ const (
 	restartShrink    = 4
 )
 
+// autoGrowth is the growth model.mixing.growth auto gives a model of
+// algorithm a without challengers (config.Config.EpochGrowth).
+func autoGrowth(a learner.Algorithm) int {
+	if a == learner.AROW {
+		return 8
+	}
+	return 16
+}
+
 // defaultEpochs is the worker's epoch schedule at the defaults
 // (consumer/epochs.go epochLimit), a function of the mixed model W_{e-1}
 // and of the shards' data left, as the worker's is: each epoch holds
@@ -83,7 +92,7 @@ func countsOf(w *learner.State) modelCounts {
 	return c
 }
 
-// BenchmarkMixingDefaults simulates the worker at the defaults (growth 16,
+// BenchmarkMixingDefaults simulates the worker at the defaults (growth,
 // epoch_examples 100,000, rule auto: learner.MixRule.For, weights
 // examples) over the first 400,000 examples of `hyperplane gen -vocab
 // 100000` split as a Kafka topic of S partitions (the same examples in the
@@ -91,7 +100,9 @@ func countsOf(w *learner.State) modelCounts {
 // mixable linear algorithm: E=grow16 cuts by growth alone (1/16 of the
 // model's examples per shard, 250 at least), E=grow16+every100k also
 // where snapshot.every (100,000 labeled examples) falls due, each shard's
-// share 1,000 at least, as epochLimit does; both grow from the mixed model's
+// share 1,000 at least, as epochLimit does; E=auto+every100k is the
+// latter at the growth model.mixing.growth auto gives the algorithm
+// (autoGrowth), run where it is not 16. All grow from the mixed model's
 // examples, or from its labeled examples since a drift last restarted it
 // (defaultEpochs). The time-based cuts (model.mixing.interval,
 // snapshot.interval) are not simulated. S=1 is sequential learning, which
@@ -159,11 +170,17 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int, drift strin
 	for _, shards := range []int{1, 2, 4, 6} {
 		split := s.kafkaShards(shards)
 		alone := map[learner.Algorithm]prequential{}
-		for _, sched := range []string{"grow16", "grow16+every100k"} {
+		for _, sched := range []string{"grow16", "grow16+every100k", "auto+every100k"} {
 			if shards == 1 && sched != "grow16" {
 				continue
 			}
 			for _, alg := range algs {
+				growth := 16
+				if sched == "auto+every100k" {
+					if growth = autoGrowth(alg); growth == 16 {
+						continue
+					}
+				}
 				rule := learner.MixAuto.For(alg)
 				b.Run(fmt.Sprintf("S=%d/E=%s/alg=%s", shards, sched, alg), func(b *testing.B) {
 					cfg := cfg
@@ -182,10 +199,10 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int, drift strin
 					var r mixResult
 					for b.Loop() {
 						every := 0
-						if sched == "grow16+every100k" {
+						if sched != "grow16" {
 							every = 100_000
 						}
-						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(16, 100_000, every), mix, cutBacklog)
+						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(growth, 100_000, every), mix, cutBacklog)
 					}
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")

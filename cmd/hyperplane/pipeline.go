@@ -215,7 +215,7 @@ func mixing(cfg config.Config) consumer.EpochConfig {
 		ConfigDigest:     cfg.HistoryDigest(),
 		EpochExamples:    int64(cfg.Model.Mixing.EpochExamples),
 		Interval:         cfg.Model.Mixing.Interval,
-		Growth:           cfg.Model.Mixing.Growth,
+		Growth:           cfg.EpochGrowth(),
 		Weights:          cfg.Model.Mixing.Weights,
 		Rule:             cfg.MixRule(),
 		ChallengerRule:   cfg.Model.Mixing.Rule,
