@@ -60,15 +60,16 @@ func NewShards(cfg Config, topics []string, log *zap.Logger) (*Shards, error) {
 func (s *Shards) Spread() int { return 1 }
 
 // Ends returns every partition the topics have now, with its high
-// watermark, from one Metadata and one ListOffsets request. It fails if a
-// topic has no partitions (it does not exist) or the broker lists no
-// offsets for one of them.
+// watermark, from one Metadata request and the partitions' ends alone
+// (kafka-go asks each offset in a ListOffsets request of its own). It
+// fails if a topic has no partitions (it does not exist) or the broker
+// lists no offsets for one of them.
 func (s *Shards) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
 	parts, err := s.cluster.partitions(ctx, s.topics)
 	if err != nil {
 		return nil, err
 	}
-	offsets, err := s.cluster.offsets(ctx, parts, time.Time{})
+	offsets, err := s.cluster.ends(ctx, parts)
 	if err != nil {
 		return nil, err
 	}

@@ -348,16 +348,33 @@ func (c *cluster) partitions(ctx context.Context, topics []string) ([]topicParti
 // same order; with at not zero, also the first offset at or after at. It
 // fails naming the first partition the broker gives no offsets for.
 func (c *cluster) offsets(ctx context.Context, parts []topicPartition, at time.Time) ([]partitionOffsets, error) {
+	return c.listOffsets(ctx, parts, func(id int) []kafkago.OffsetRequest {
+		reqs := []kafkago.OffsetRequest{kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id)}
+		if !at.IsZero() {
+			reqs = append(reqs, kafkago.TimeOffsetOf(id, at))
+		}
+		return reqs
+	})
+}
+
+// ends is offsets with the end of each partition alone (first is -1): a
+// request a partition, where offsets makes one for each offset it asks.
+func (c *cluster) ends(ctx context.Context, parts []topicPartition) ([]partitionOffsets, error) {
+	return c.listOffsets(ctx, parts, func(id int) []kafkago.OffsetRequest {
+		return []kafkago.OffsetRequest{kafkago.LastOffsetOf(id)}
+	})
+}
+
+// listOffsets asks the offsets of each of parts that ask gives for its
+// partition, and lists them in the order of parts.
+func (c *cluster) listOffsets(ctx context.Context, parts []topicPartition, ask func(id int) []kafkago.OffsetRequest) ([]partitionOffsets, error) {
 	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
 	var topics []string
 	for _, tp := range parts {
 		if !slices.Contains(topics, tp.topic) {
 			topics = append(topics, tp.topic)
 		}
-		req.Topics[tp.topic] = append(req.Topics[tp.topic], kafkago.FirstOffsetOf(tp.id), kafkago.LastOffsetOf(tp.id))
-		if !at.IsZero() {
-			req.Topics[tp.topic] = append(req.Topics[tp.topic], kafkago.TimeOffsetOf(tp.id, at))
-		}
+		req.Topics[tp.topic] = append(req.Topics[tp.topic], ask(tp.id)...)
 	}
 	res, err := c.client.ListOffsets(ctx, req)
 	if err != nil {
