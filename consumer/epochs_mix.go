@@ -65,11 +65,10 @@ func (x *Epochs) mix(b *epochlog.Boundary, states []*learner.State, waited time.
 	return nil
 }
 
-// mixOutcome is W_e as a mix made it: its state, with its digest, the
+// mixOutcome is W_e as a mix made it: its state with its digest, the
 // model that holds it, the coordinates at which it may differ from
 // W_{e-1} (and each challenger's), and how long the mix took.
 type mixOutcome struct {
-	mixed  *learner.State
 	base   *epochlog.Base
 	model  *learner.Model
 	diff   learner.Coords
@@ -129,8 +128,7 @@ func (x *Epochs) mixInto(b *epochlog.Boundary, target *learner.State, states []*
 	}
 	// W_e's digest, which the next boundary records, is taken with the
 	// mix: an early mix takes it while the results are written.
-	nb := epochlog.NewBase(mixed)
-	return &mixOutcome{mixed: mixed, base: nb, model: m, diff: diff, cdiffs: cdiffs, took: time.Since(start)}, nil
+	return &mixOutcome{base: epochlog.NewBase(mixed), model: m, diff: diff, cdiffs: cdiffs, took: time.Since(start)}, nil
 }
 
 // mixLogEvery is how often the epochs mixed are logged at most: small
