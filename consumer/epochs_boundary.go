@@ -134,9 +134,9 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 // cut returns the boundary of the next epoch if one is due now, nil if
 // not (section 3.4): for each shard at most EpochExamples beyond where it
 // begins and no further than the broker's end. One is due when a shard
-// has EpochExamples waiting, when Interval passed since the mixed model
-// and some shard has new data, when a shard joins, or for a new model's
-// first epoch.
+// has EpochExamples waiting, when some shard has new data and either
+// Interval passed since the mixed model or the previous boundary was full,
+// when a shard joins, or for a new model's first epoch.
 func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
@@ -228,6 +228,9 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
 		reason = epochlog.CutInterval
 	}
+	if reason == "" && newData && full(x.prev) {
+		reason = epochlog.CutBacklog
+	}
 	if reason == "" {
 		return nil, nil
 	}
@@ -235,6 +238,24 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	b.Promote = x.requestToRecord(ctx)
 	b.Cut = epochlog.Cut{Writer: x.cfg.Writer, Created: time.Now().UTC(), Reason: reason, EpochExamples: int(limit), Interval: x.cfg.Interval}
 	return b, nil
+}
+
+// full says whether a range of b held as many positions as b's cut
+// allowed (Cut.EpochExamples): its shard may have had more waiting, which
+// the next cut takes at once rather than after the interval, so that the
+// end of a backlog is learned as fast as the rest of it (docs/scale-out.md,
+// section 3.4).
+func full(b *epochlog.Boundary) bool {
+	if b == nil || b.Cut.EpochExamples <= 0 {
+		return false
+	}
+	limit := int64(b.Cut.EpochExamples)
+	for _, r := range b.Shards {
+		if r.To-r.From >= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // minEpochExamples is the least examples of a shard in an epoch that

@@ -58,6 +58,10 @@ const (
 	// CutSnapshot: a shard had as many new positions as a snapshot due by
 	// snapshot.every allowed, fewer than epoch_examples.
 	CutSnapshot = "snapshot"
+	// CutBacklog: a range of the previous boundary held as many positions
+	// as its cut allowed, and some shard has new data: what a full epoch
+	// left waiting is learned at once, not after the interval.
+	CutBacklog = "backlog"
 )
 
 // Range is a shard's part of an epoch: for Kafka the offsets o with
@@ -96,7 +100,8 @@ type Boundary struct {
 type Cut struct {
 	Writer  string
 	Created time.Time
-	// Reason is one of CutExamples, CutInterval, CutStart, CutShards.
+	// Reason is one of CutExamples, CutSnapshot, CutInterval, CutBacklog,
+	// CutStart, CutShards.
 	Reason string
 	// EpochExamples and Interval are the cut rule's settings.
 	EpochExamples int
