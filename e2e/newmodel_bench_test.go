@@ -30,16 +30,7 @@ func BenchmarkNewModel(b *testing.B) {
 	b.Logf("%d messages of %d bytes on average", len(msgs), size)
 	for _, partitions := range []int{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
-			var epochs, cpu, brokerCPU float64
-			for range b.N {
-				b.StopTimer()
-				e, c, bc := newModelOp(b, broker, msgs, partitions)
-				epochs, cpu, brokerCPU = epochs+e, cpu+c, brokerCPU+bc
-			}
-			b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
-			b.ReportMetric(epochs/float64(b.N), "epochs/op")
-			b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
-			b.ReportMetric(brokerCPU/float64(b.N), "broker-cpu-s/op")
+			newModelRuns(b, broker, msgs, partitions, roundRobin)
 		})
 		b.Run(fmt.Sprintf("partitions=%d/path=kcat", partitions), func(b *testing.B) {
 			if _, err := exec.LookPath("kcat"); err != nil {
@@ -54,22 +45,77 @@ func BenchmarkNewModel(b *testing.B) {
 	}
 }
 
+// BenchmarkNewModelKeyed is BenchmarkNewModel over a topic whose
+// producer keys its messages, as most do (and `hyperplane gen -to kafka:`
+// does): each example has a key of its own, and the producer's default
+// partitioner (murmur2, as Kafka's Java client) puts it in a partition.
+// The partitions then differ by a few hundred messages, and the last
+// epochs of a new model are not the round-robin topic's.
+//
+//	go test -run XXX -bench BenchmarkNewModelKeyed -benchtime 1x -count 6 ./e2e/
+func BenchmarkNewModelKeyed(b *testing.B) {
+	broker := buildBenchBroker(b)
+	msgs, size := epochsBenchMessages(epochsBenchN)
+	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	for _, partitions := range []int{1, 4} {
+		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
+			newModelRuns(b, broker, msgs, partitions, byKey)
+		})
+	}
+}
+
+// newModelRuns runs b.N ops of newModelOp and reports their rate and
+// costs.
+func newModelRuns(b *testing.B, broker string, msgs [][]byte, partitions int, spread spread) {
+	var epochs, cpu, brokerCPU float64
+	for range b.N {
+		b.StopTimer()
+		e, c, bc := newModelOp(b, broker, msgs, partitions, spread)
+		epochs, cpu, brokerCPU = epochs+e, cpu+c, brokerCPU+bc
+	}
+	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "examples/s")
+	b.ReportMetric(epochs/float64(b.N), "epochs/op")
+	b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
+	b.ReportMetric(brokerCPU/float64(b.N), "broker-cpu-s/op")
+}
+
+// spread is how loadedBroker spreads the examples over the partitions.
+type spread int
+
+const (
+	// roundRobin puts example i, without a key, in partition i mod n:
+	// every partition holds the same number.
+	roundRobin spread = iota
+	// byKey gives example i the key k<i> and lets the producer's default
+	// partitioner hash it.
+	byKey
+)
+
 // loadedBroker starts a broker of its own with the topic examples of
-// partitions partitions holding msgs, spread round-robin, and returns it
-// with its addresses.
-func loadedBroker(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (*benchProc, string) {
+// partitions partitions holding msgs, spread as spread says, and returns
+// it with its addresses.
+func loadedBroker(b *testing.B, brokerBin string, msgs [][]byte, partitions int, spread spread) (*benchProc, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions"}, true)
 	addrs := br.firstLine(b)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	partitioner := kgo.ManualPartitioner()
+	if spread == byKey {
+		partitioner = kgo.StickyKeyPartitioner(nil)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.RecordPartitioner(partitioner))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
-		recs[i] = &kgo.Record{Topic: "examples", Partition: int32(i % partitions), Value: m}
+		recs[i] = &kgo.Record{Topic: "examples", Value: m}
+		if spread == byKey {
+			recs[i].Key = []byte("k" + strconv.Itoa(i))
+		} else {
+			recs[i].Partition = int32(i % partitions)
+		}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		b.Fatal(err)
@@ -83,7 +129,7 @@ func loadedBroker(b *testing.B, brokerBin string, msgs [][]byte, partitions int)
 // (kcat -C … | kcat -P …), timed from their start until both exit. The
 // count of records produced is checked after.
 func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) {
-	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions, roundRobin)
 	defer br.stop(b)
 	b.StartTimer()
 	consume := exec.Command("kcat", "-C", "-b", addrs, "-t", "examples", "-o", "beginning", "-e", "-q")
@@ -120,8 +166,8 @@ func passThroughOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int
 // and system) the worker's process used, from its start until it exited
 // after the op, and the broker's over the op: the two share the machine's
 // cores.
-func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int) (epochs, cpu, brokerCPU float64) {
-	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
+func newModelOp(b *testing.B, brokerBin string, msgs [][]byte, partitions int, spread spread) (epochs, cpu, brokerCPU float64) {
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions, spread)
 	defer br.stop(b)
 	brokerBefore := br.cpu(b)
 	b.StartTimer()

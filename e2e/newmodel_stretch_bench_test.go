@@ -76,7 +76,7 @@ func BenchmarkNewModelStretches(b *testing.B) {
 // polls of /metrics that straddle it. It also returns the newest mixed
 // epoch (hyperplane_epoch) at the poll that passed each of those counts.
 func stretchTimes(b *testing.B, brokerBin string, msgs [][]byte, partitions int) ([]time.Duration, []float64) {
-	br, addrs := loadedBroker(b, brokerBin, msgs, partitions)
+	br, addrs := loadedBroker(b, brokerBin, msgs, partitions, roundRobin)
 	defer br.stop(b)
 	learned := "hyperplane_position{"
 	if partitions > 1 {
