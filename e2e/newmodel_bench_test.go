@@ -25,9 +25,7 @@ import (
 //
 //	go test -run XXX -bench BenchmarkNewModel -benchtime 1x -count 6 ./e2e/
 func BenchmarkNewModel(b *testing.B) {
-	broker := buildBenchBroker(b)
-	msgs, size := epochsBenchMessages(epochsBenchN)
-	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	broker, msgs := newModelInput(b)
 	for _, partitions := range []int{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
 			newModelRuns(b, broker, msgs, partitions, roundRobin)
@@ -54,14 +52,21 @@ func BenchmarkNewModel(b *testing.B) {
 //
 //	go test -run XXX -bench BenchmarkNewModelKeyed -benchtime 1x -count 6 ./e2e/
 func BenchmarkNewModelKeyed(b *testing.B) {
-	broker := buildBenchBroker(b)
-	msgs, size := epochsBenchMessages(epochsBenchN)
-	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	broker, msgs := newModelInput(b)
 	for _, partitions := range []int{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d/path=worker", partitions), func(b *testing.B) {
 			newModelRuns(b, broker, msgs, partitions, byKey)
 		})
 	}
+}
+
+// newModelInput builds the benchmarks' broker and returns its path with
+// the epochsBenchN examples a new model learns.
+func newModelInput(b *testing.B) (broker string, msgs [][]byte) {
+	broker = buildBenchBroker(b)
+	msgs, size := epochsBenchMessages(epochsBenchN)
+	b.Logf("%d messages of %d bytes on average", len(msgs), size)
+	return broker, msgs
 }
 
 // newModelRuns runs b.N ops of newModelOp and reports their rate and
