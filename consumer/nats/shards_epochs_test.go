@@ -169,7 +169,7 @@ func checkSpread(t *testing.T, store *snapshot.Store, msgs []sent) {
 			t.Fatalf("boundary %d: %v", e, err)
 		}
 		switch b.Cut.Reason {
-		case epochlog.CutExamples, epochlog.CutInterval:
+		case epochlog.CutExamples, epochlog.CutInterval, epochlog.CutBacklog:
 			if b.Cut.EpochExamples != 4*60 {
 				t.Errorf("epoch %d (%s): the cut's limit is %d sequences, want 4·60", e, b.Cut.Reason, b.Cut.EpochExamples)
 			}
