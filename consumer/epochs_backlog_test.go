@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"gocloud.dev/blob/memblob"
-
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
-	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
 // TestEpochsLearnTheEndOfABacklogAtOnce: a backlog whose shards are not
@@ -29,14 +27,9 @@ func TestEpochsLearnTheEndOfABacklogAtOnce(t *testing.T) {
 		msgs, _ := messages(n)
 		log.Append(p, msgs...)
 	}
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	cfg := epochConfig(log, store, memory.NewSink(), "w1")
-	cfg.EpochExamples, cfg.Interval, cfg.SnapshotEvery, cfg.Keep = limit, time.Hour, 0, 0
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	x, done := startEpochs(t, ctx, cfg, store)
-	last := waitComplete(t, store, log)
-	finalDigest(t, x, done, cancel, last)
+	store, last, _ := learnAll(t, log, func(cfg *consumer.EpochConfig) {
+		cfg.EpochExamples, cfg.Interval, cfg.SnapshotEvery, cfg.Keep = limit, time.Hour, 0, 0
+	})
 
 	lg := epochlog.New(store)
 	for e := uint64(1); e <= last; e++ {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"gocloud.dev/blob/memblob"
-
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
-	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
 // TestEpochsGrowAgainAfterADrift: epochs that have grown with the model
@@ -32,15 +30,9 @@ func TestEpochsGrowAgainAfterADrift(t *testing.T) {
 		b := synth.AppendJSON(nil, s.Next())
 		log.Append(i%shards, b[:len(b)-1])
 	}
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sink := memory.NewSink()
-	cfg := epochConfig(log, store, sink, "w1")
-	cfg.EpochExamples, cfg.Growth, cfg.SnapshotEvery, cfg.Keep = 100000, growth, 0, 0
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	x, done := startEpochs(t, ctx, cfg, store)
-	last := waitComplete(t, store, log)
-	finalDigest(t, x, done, cancel, last)
+	store, last, x := learnAll(t, log, func(cfg *consumer.EpochConfig) {
+		cfg.EpochExamples, cfg.Growth, cfg.SnapshotEvery, cfg.Keep = 100000, growth, 0, 0
+	})
 
 	lg := epochlog.New(store)
 	const floor = 250

@@ -149,6 +149,23 @@ func waitComplete(t *testing.T, store *snapshot.Store, log *memory.Log) uint64 {
 	return e
 }
 
+// learnAll learns every message of log, written before it starts, with
+// one worker configured as epochConfig as set changes it, on a store of
+// its own. It returns the store, the last epoch and the worker, stopped
+// once it has mixed that epoch.
+func learnAll(t *testing.T, log *memory.Log, set func(*consumer.EpochConfig)) (*snapshot.Store, uint64, *consumer.Epochs) {
+	t.Helper()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	cfg := epochConfig(log, store, memory.NewSink(), "w1")
+	set(&cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x, done := startEpochs(t, ctx, cfg, store)
+	last := waitComplete(t, store, log)
+	finalDigest(t, x, done, cancel, last)
+	return store, last, x
+}
+
 // finalDigest stops x once it has mixed epoch e and returns its model's
 // state digest.
 func finalDigest(t *testing.T, x *consumer.Epochs, done <-chan error, cancel context.CancelFunc, e uint64) [32]byte {
