@@ -134,9 +134,10 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 // cut returns the boundary of the next epoch if one is due now, nil if
 // not (section 3.4): for each shard at most EpochExamples beyond where it
 // begins and no further than the broker's end. One is due when a shard
-// has EpochExamples waiting, when some shard has new data and either
-// Interval passed since the mixed model or the previous boundary was full,
-// when a shard joins, or for a new model's first epoch.
+// has EpochExamples waiting, when some shard has new data and Interval
+// passed since the mixed model, when a shard whose range the previous
+// boundary clipped at its limit has new data (without labels), when a
+// shard joins, or for a new model's first epoch.
 func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	var ends map[shardid.ID]int64
 	err := x.retry(ctx, NotReadySource, "read the shards' ends", func(ctx context.Context) (err error) {
@@ -196,7 +197,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
 		}
 	}
-	newData := false
+	newData, backlog := false, false
 	for _, sp := range spans {
 		to := min(sp.from+limit, sp.to)
 		rg := epochlog.Range{Shard: sp.shard, From: sp.from, To: to}
@@ -211,6 +212,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			reason = limitReason
 		}
 		newData = newData || fresh
+		backlog = backlog || (fresh && x.cfg.Labels == nil && clipped(x.prev, sp.shard))
 		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
@@ -228,7 +230,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
 		reason = epochlog.CutInterval
 	}
-	if reason == "" && newData && full(x.prev) {
+	if reason == "" && backlog {
 		reason = epochlog.CutBacklog
 	}
 	if reason == "" {
@@ -240,22 +242,18 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	return b, nil
 }
 
-// full says whether a range of b held as many positions as b's cut
-// allowed (Cut.EpochExamples): its shard may have had more waiting, which
-// the next cut takes at once rather than after the interval, so that the
-// end of a backlog is learned as fast as the rest of it (docs/scale-out.md,
-// section 3.4).
-func full(b *epochlog.Boundary) bool {
+// clipped says whether shard's range in b held as many positions as b's
+// cut allowed (Cut.EpochExamples): the shard may have had more waiting,
+// which the next cut takes at once rather than after the interval, so that
+// the end of a backlog is learned as fast as the rest of it
+// (docs/scale-out.md, section 3.4). A b rebuilt from a generation records
+// no limit: then no range was clipped.
+func clipped(b *epochlog.Boundary, shard shardid.ID) bool {
 	if b == nil || b.Cut.EpochExamples <= 0 {
 		return false
 	}
-	limit := int64(b.Cut.EpochExamples)
-	for _, r := range b.Shards {
-		if r.To-r.From >= limit {
-			return true
-		}
-	}
-	return false
+	r, ok := b.ShardRange(shard)
+	return ok && r.To-r.From >= int64(b.Cut.EpochExamples)
 }
 
 // minEpochExamples is the least examples of a shard in an epoch that

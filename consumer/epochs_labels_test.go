@@ -206,6 +206,23 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 			t.Fatalf("shard %d reached %d, want %d: before the five examples whose windows never close", p, got, end-5)
 		}
 	}
+	// With labels a range's end bounds what is offered, not what is
+	// learned: a clipped range says nothing of a backlog, and no cut is
+	// made for one (docs/scale-out.md, section 3.4, rule (e)).
+	lg := epochlog.New(one)
+	epochs, err := lg.Epochs(context.Background(), "mixed")
+	if err != nil || len(epochs) == 0 {
+		t.Fatalf("the epoch log lists %v: %v", epochs, err)
+	}
+	for _, e := range epochs {
+		b, _, err := lg.Boundary(context.Background(), "mixed", e)
+		if err != nil {
+			t.Fatalf("boundary %d: %v", e, err)
+		}
+		if b.Cut.Reason == epochlog.CutBacklog {
+			t.Errorf("epoch %d was cut for %q with labels", e, b.Cut.Reason)
+		}
+	}
 
 	t.Run("two workers", func(t *testing.T) {
 		store := snapshot.NewStore(memblob.OpenBucket(nil), "")

@@ -58,8 +58,8 @@ const (
 	// CutSnapshot: a shard had as many new positions as a snapshot due by
 	// snapshot.every allowed, fewer than epoch_examples.
 	CutSnapshot = "snapshot"
-	// CutBacklog: a range of the previous boundary held as many positions
-	// as its cut allowed, and some shard has new data: what a full epoch
+	// CutBacklog: a shard whose range in the previous boundary held as
+	// many positions as its cut allowed has new data: what a full epoch
 	// left waiting is learned at once, not after the interval.
 	CutBacklog = "backlog"
 )
