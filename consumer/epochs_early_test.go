@@ -63,7 +63,7 @@ func TestEpochsMixBesideTheResults(t *testing.T) {
 			cfg := epochConfig(data, store, memory.NewSink(), "held")
 			held := &heldResultLog{EpochLog: cfg.Log, at: 3, held: make(chan struct{}), release: make(chan struct{})}
 			cfg.Log = held
-			cfg.Worker.ShutdownTimeout = 50 * time.Millisecond
+			cfg.Worker.ShutdownTimeout = 2 * time.Second
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			x, done := runUntilHeld(t, ctx, cfg, held.held, "a result of epoch 3 was written")

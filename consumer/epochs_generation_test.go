@@ -89,7 +89,7 @@ func TestEpochsGenerationBesideTheNextEpoch(t *testing.T) {
 	cfg := epochConfig(data, store, sink, "killed")
 	held := &heldGenerationLog{EpochLog: cfg.Log, held: make(chan struct{})}
 	cfg.Log = held
-	cfg.Worker.ShutdownTimeout = 50 * time.Millisecond
+	cfg.Worker.ShutdownTimeout = 2 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, done := runUntilHeld(t, ctx, cfg, held.held, "a generation was written")
