@@ -212,7 +212,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			reason = limitReason
 		}
 		newData = newData || fresh
-		backlog = backlog || (fresh && x.cfg.Labels == nil && clipped(x.prev, sp.shard))
+		backlog = backlog || (fresh && clipped(x.prev, sp.shard))
 		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
@@ -230,7 +230,9 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
 		reason = epochlog.CutInterval
 	}
-	if reason == "" && backlog {
+	// With labels a range's end bounds what is offered, not what is
+	// learned, so a clipped range there says nothing of a backlog.
+	if reason == "" && backlog && x.cfg.Labels == nil {
 		reason = epochlog.CutBacklog
 	}
 	if reason == "" {
