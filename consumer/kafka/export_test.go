@@ -1,6 +1,11 @@
 package kafka
 
-import "time"
+import (
+	"context"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
 
 // Crash ends g's membership without leaving the group, as a process
 // killed with SIGKILL does.
@@ -28,4 +33,12 @@ func FetchErrors(s *Source, key string) int64 {
 		return p.fetchErrs.Load()
 	}
 	return 0
+}
+
+// MemoTransport is the sink writers' transport over t.
+func MemoTransport(t kafkago.RoundTripper) kafkago.RoundTripper { return memoTransport{t} }
+
+// WithMetadataMemo is ctx as one WriteMessages of the sink gets it.
+func WithMetadataMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, metadataMemoKey{}, &metadataMemo{})
 }
