@@ -71,3 +71,21 @@ type Sink interface {
 	Publish(ctx context.Context, batch []Output) error
 	Close() error
 }
+
+// A SendSink is a Sink that hands a batch to the broker without waiting
+// for the broker to hold it, so that a worker sends its next batch while
+// the broker stores this one: a Worker keeps at most two batches in
+// flight to a SendSink, and takes a batch's positions only once its
+// outputs are held.
+//
+// Send sends every output of batch, in order, behind those of the batches
+// sent before it, and returns at once. The wait it returns, called once,
+// returns nil once the broker holds every output of batch durably, as
+// Publish does, and an error otherwise (a send that failed too), after
+// which the caller publishes the whole batch again; the outputs of the
+// batch sent after it may then be stored before the repeats. batch must
+// not change until wait has returned.
+type SendSink interface {
+	Sink
+	Send(ctx context.Context, batch []Output) (wait func(context.Context) error)
+}

@@ -1190,14 +1190,39 @@ func decodeExample(dec *wire.Decoder, format wire.Format, value []byte, x *learn
 // then commits the positions they cover to the source. Batches that queue
 // up while a publish is in flight go out together in the next one, so a
 // slow broker round trip makes publishes larger rather than the worker
-// slower. It returns when queue is closed and empty, or when ctx ends
-// with the batches it was publishing then, and the last publish error.
+// slower. To a SendSink the next group is sent while the broker stores
+// the one before it: at most two groups are in flight, and a group's
+// positions are taken only once it and every group before it are held.
+// It returns when queue is closed and empty, or when ctx ends with the
+// batches it was publishing then, and the last publish error.
 func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*outBatch, error) {
 	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
-	var group []*outBatch
-	var merged []Output
-	for b := range queue {
-		group = append(group[:0], b)
+	// Two groups take turns: one in flight, one being sent.
+	var groups [2]inFlight
+	var prev *inFlight
+	turn := 0
+	for {
+		var b *outBatch
+		ok := true
+		select {
+		case b, ok = <-queue:
+		default:
+			// Nothing to send beside the group in flight: it is waited
+			// for now, so that an idle worker's positions are taken.
+			if prev != nil {
+				if err := w.complete(ctx, &bo, prev); err != nil {
+					return prev.group, err
+				}
+				prev = nil
+			}
+			b, ok = <-queue
+		}
+		if !ok {
+			break
+		}
+		cur := &groups[turn]
+		turn = 1 - turn
+		cur.reset(b)
 		outputs := b.count()
 	more:
 		for outputs < maxPublish {
@@ -1206,65 +1231,156 @@ func (w *Worker) publishLoop(ctx context.Context, queue <-chan *outBatch) ([]*ou
 				if !ok {
 					break more
 				}
-				group = append(group, next)
+				cur.group = append(cur.group, next)
 				outputs += next.count()
 			default:
 				break more
 			}
 		}
-		for _, sink := range sinksOf(group) {
-			merged = merged[:0]
-			for _, g := range group {
-				merged = append(merged, g.outputsFor(sink)...)
-			}
-			if len(merged) == 0 {
+		for _, sink := range sinksOf(cur.group) {
+			out := cur.outputs(sink)
+			if len(out) == 0 {
 				continue
 			}
-			// Every failure is counted and makes the worker not ready,
-			// the last one too (ctx ended); none is final.
-			err := retry.Do(ctx, &bo, func(ctx context.Context) error {
-				err := sink.Publish(ctx, merged)
-				if err != nil {
-					w.metrics.PublishErrors.Inc()
-					w.readiness.fail(NotReadyOutputs, err.Error())
-				}
-				return err
-			}, func(err error) {
-				w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(merged)))
-			})
-			if err != nil {
-				return group, err
+			if ss, ok := sink.(SendSink); ok {
+				cur.sent = append(cur.sent, sent{sink: sink, outputs: out, wait: ss.Send(ctx, out)})
+				continue
+			}
+			if err := w.publish(ctx, &bo, sink, out); err != nil {
+				return prev.append(cur.group), err
 			}
 		}
-		w.readiness.ok(NotReadyOutputs)
-		w.mu.Lock()
-		for _, g := range group {
-			maps.Copy(w.published, g.resume)
-		}
-		done := maps.Clone(w.published)
-		w.mu.Unlock()
-		if w.cfg.Snapshots == nil {
-			if err := w.commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
-				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
+		if prev != nil {
+			if err := w.complete(ctx, &bo, prev); err != nil {
+				return prev.append(cur.group), err
 			}
+			prev = nil
 		}
-		// The outputs of every message a snapshot includes are durable
-		// now: it may be written.
-		for i := len(group) - 1; i >= 0; i-- {
-			if snap := group[i].snap; snap != nil {
-				w.handOver(snap)
-				break
-			}
+		if len(cur.sent) > 0 {
+			prev = cur
+			continue
 		}
-		for _, g := range group {
-			if g.messages > 0 {
-				w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
-			}
-			w.cfg.budget.give(g)
-			w.batchPool.Put(g)
+		if err := w.complete(ctx, &bo, cur); err != nil {
+			return cur.group, err
+		}
+	}
+	if prev != nil {
+		if err := w.complete(ctx, &bo, prev); err != nil {
+			return prev.group, err
 		}
 	}
 	return nil, nil
+}
+
+// inFlight is a group of batches being published: its outputs by sink,
+// and those sent to a SendSink, whose wait is outstanding.
+type inFlight struct {
+	group  []*outBatch
+	merged map[Sink][]Output
+	sent   []sent
+}
+
+// sent is the outputs of a group sent to a SendSink.
+type sent struct {
+	sink    Sink
+	outputs []Output
+	wait    func(context.Context) error
+}
+
+// reset makes f the group of b alone, keeping its slices.
+func (f *inFlight) reset(b *outBatch) {
+	f.group = append(f.group[:0], b)
+	for sink, out := range f.merged {
+		f.merged[sink] = out[:0]
+	}
+	clear(f.sent)
+	f.sent = f.sent[:0]
+}
+
+// outputs gathers the outputs of f's group for sink, in batch order.
+func (f *inFlight) outputs(sink Sink) []Output {
+	if f.merged == nil {
+		f.merged = map[Sink][]Output{}
+	}
+	out := f.merged[sink][:0]
+	for _, g := range f.group {
+		out = append(out, g.outputsFor(sink)...)
+	}
+	f.merged[sink] = out
+	return out
+}
+
+// append is f's group followed by group; group alone when f is nil.
+func (f *inFlight) append(group []*outBatch) []*outBatch {
+	if f == nil {
+		return group
+	}
+	return append(slices.Clone(f.group), group...)
+}
+
+// publish publishes outputs to sink until it succeeds or ctx ends.
+func (w *Worker) publish(ctx context.Context, bo *retry.Backoff, sink Sink, outputs []Output) error {
+	// Every failure is counted and makes the worker not ready, the last
+	// one too (ctx ended); none is final.
+	return retry.Do(ctx, bo, func(ctx context.Context) error {
+		err := sink.Publish(ctx, outputs)
+		if err != nil {
+			w.publishFailed(err)
+		}
+		return err
+	}, func(err error) {
+		w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(outputs)))
+	})
+}
+
+// publishFailed counts a failed publish and makes the worker not ready.
+func (w *Worker) publishFailed(err error) {
+	w.metrics.PublishErrors.Inc()
+	w.readiness.fail(NotReadyOutputs, err.Error())
+}
+
+// complete waits until the broker holds every output f sent, publishing
+// again those whose wait failed, and then takes the positions of f's
+// group: they are published.
+func (w *Worker) complete(ctx context.Context, bo *retry.Backoff, f *inFlight) error {
+	for i := range f.sent {
+		s := &f.sent[i]
+		if err := s.wait(ctx); err != nil {
+			w.publishFailed(err)
+			w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(s.outputs)))
+			if err := w.publish(ctx, bo, s.sink, s.outputs); err != nil {
+				return err
+			}
+		}
+	}
+	w.readiness.ok(NotReadyOutputs)
+	w.mu.Lock()
+	for _, g := range f.group {
+		maps.Copy(w.published, g.resume)
+	}
+	done := maps.Clone(w.published)
+	w.mu.Unlock()
+	if w.cfg.Snapshots == nil {
+		if err := w.commit(ctx, done); err != nil && !errors.Is(err, context.Canceled) {
+			w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
+		}
+	}
+	// The outputs of every message a snapshot includes are durable
+	// now: it may be written.
+	for i := len(f.group) - 1; i >= 0; i-- {
+		if snap := f.group[i].snap; snap != nil {
+			w.handOver(snap)
+			break
+		}
+	}
+	for _, g := range f.group {
+		if g.messages > 0 {
+			w.metrics.BatchLatency.Observe(time.Since(g.fetched).Seconds())
+		}
+		w.cfg.budget.give(g)
+		w.batchPool.Put(g)
+	}
+	return nil
 }
 
 func (b *outBatch) count() int {

@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -57,6 +58,10 @@ const (
 // To core NATS, Publish returns nil once the server has received every
 // message (a flush), which says nothing about subscribers: core NATS
 // delivers at most once, to whoever is subscribed at that moment.
+//
+// Sink is a consumer.SendSink too: Send hands a batch to the server and
+// returns at once, and its wait is Publish's. Publish and Send may be
+// called from several goroutines.
 type Sink struct {
 	nc  *natsgo.Conn
 	js  jetstream.JetStream // nil for core NATS
@@ -206,6 +211,72 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	return nil
 }
 
+// Send sends batch, in order, and returns at once; its wait returns nil once
+// every message is held (see consumer.SendSink). To JetStream the wait
+// follows each message's acknowledgement, so that it is this batch's
+// alone while other batches are in flight; it fails when ctx is done or,
+// at the latest, ackTimeout after the last message was sent, abandoning
+// the acknowledgements still missing (and those of every batch in flight
+// beside it). To core NATS, Send is Publish.
+//
+// Sending stalls while maxPending messages of this sink are in flight,
+// until the oldest are acknowledged, for at most stallWait.
+func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.Context) error {
+	done := func(err error) func(context.Context) error {
+		return func(context.Context) error { return err }
+	}
+	switch {
+	case len(batch) == 0:
+		return done(nil)
+	case ctx.Err() != nil:
+		return done(fmt.Errorf("nats publish: %w", ctx.Err()))
+	case !s.nc.IsConnected():
+		return done(fmt.Errorf("nats publish: %w (%s)", natsgo.ErrDisconnected, s.nc.Status()))
+	case s.js == nil:
+		return done(s.publishCore(ctx, batch))
+	}
+	msgs := make([]natsgo.Msg, len(batch))
+	ids := keyStrings(batch)
+	acks := make([]jetstream.PubAckFuture, 0, len(batch))
+	var sendErr error
+	for i, o := range batch {
+		m := &msgs[i]
+		m.Subject, m.Data = o.Topic, o.Value
+		if len(o.Key) > 0 {
+			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
+		}
+		ack, err := s.js.PublishMsgAsync(m, s.pubOpts...)
+		if err != nil {
+			sendErr = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
+			break
+		}
+		acks = append(acks, ack)
+	}
+	sent := time.Now()
+	return func(ctx context.Context) error {
+		wait, cancel := context.WithDeadline(ctx, sent.Add(ackTimeout))
+		defer cancel()
+		var failed error
+		for i, ack := range acks {
+			select {
+			case <-ack.Ok():
+			case err := <-ack.Err():
+				if failed == nil {
+					m := ack.Msg()
+					failed = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
+				}
+			case <-wait.Done():
+				// Those missing are abandoned, so that none holds a place
+				// among the maxPending; a batch in flight beside this one
+				// fails with them, and is published again.
+				s.js.CleanupPublisher()
+				return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", len(acks)-i, len(batch), wait.Err())
+			}
+		}
+		return cmp.Or(sendErr, failed)
+	}
+}
+
 // publishJetStream sends at most maxPending messages and waits for every
 // acknowledgement (or ctx, or ackTimeout from the last send), returning
 // the first error: the missing acknowledgements when the wait ends, else
@@ -253,7 +324,9 @@ func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) er
 
 // ackFailed is the client's handler of a failed acknowledgement (an error
 // from the stream, a lost connection, the publisher cleaned up). It runs
-// before the client reports the window complete.
+// before the client reports the window complete. A failure of a batch
+// that Send sent fails a Publish in flight beside it too, which its caller
+// publishes again.
 func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
 	err = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
 	s.ackMu.Lock()
@@ -265,7 +338,8 @@ func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
 
 // acked is the client's handler of an acknowledgement. Like ackFailed, it
 // runs before the client reports the window complete, so Acks counts a
-// batch once Publish has returned nil.
+// batch once Publish has returned nil (but not always once Send's wait
+// has: the client signals each message before this handler runs).
 func (s *Sink) acked(_ jetstream.JetStream, _ *natsgo.Msg, ack *jetstream.PubAck) {
 	if ack.Duplicate {
 		s.duplicates.Add(1)

@@ -2,12 +2,15 @@ package nats_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
 
@@ -46,5 +49,55 @@ func TestJetStreamSinkAcks(t *testing.T) {
 	}
 	if stored, duplicates := core.Acks(); stored != 0 || duplicates != 0 {
 		t.Errorf("core NATS: %d stored, %d duplicates; want none", stored, duplicates)
+	}
+}
+
+// TestJetStreamSinkSend: batches sent one behind the other, before either
+// is waited for, are each held when their wait returns, in the order they
+// were sent; a batch to a subject no stream captures fails its wait,
+// naming the subject, and not the wait of the batch beside it.
+func TestJetStreamSinkSend(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ss consumer.SendSink = sink
+	// Larger than the messages in flight at once: the second batch is
+	// sent while the first is being stored.
+	first := ss.Send(ctx, outputs(0, 3000))
+	lost := outputs(0, 1)
+	lost[0].Topic = "nowhere.events"
+	stray := ss.Send(ctx, lost)
+	second := ss.Send(ctx, outputs(3000, 3100))
+	if err := first(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := stray(ctx); err == nil || !strings.Contains(err.Error(), "nowhere.events") {
+		t.Fatalf("the batch no stream captures: %v, want an error naming its subject", err)
+	}
+	if err := second(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamMsgs(t, js, "out"); n != 3100 {
+		t.Fatalf("the stream holds %d messages, want 3100", n)
+	}
+	cons, err := js.OrderedConsumer(ctx, "out", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(3100, jetstream.FetchMaxWait(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for m := range batch.Messages() {
+		if want := fmt.Sprintf("m%d", i); string(m.Data()) != want {
+			t.Fatalf("message %d of the stream is %q, want %q", i, m.Data(), want)
+		}
+		i++
+	}
+	if i != 3100 {
+		t.Fatalf("read %d messages back, want 3100", i)
 	}
 }
