@@ -97,13 +97,12 @@ func sendTest(t *testing.T) (*Worker, *sendSink, committed, func(g string, n int
 	return w, sink, src, batch
 }
 
-// TestPublishLoopSendsWhileTheGroupBeforeIsStored: to a SendSink the
-// next group is sent before the one before it is waited for, and each
-// group's positions are taken only once it is held, in order.
-func TestPublishLoopSendsWhileTheGroupBeforeIsStored(t *testing.T) {
-	w, sink, _, batch := sendTest(t)
+// publishTwoGroups runs w's publish loop over two groups: a, which fills a
+// publish, and b, so that b is a group of its own; a covers position 1,
+// b position 2.
+func publishTwoGroups(t *testing.T, w *Worker, batch func(g string, n int, pos int64) *outBatch) {
+	t.Helper()
 	queue := make(chan *outBatch, 2)
-	// The first batch fills a publish, so the second is a group of its own.
 	queue <- batch("a", maxPublish, 1)
 	queue <- batch("b", 1, 2)
 	close(queue)
@@ -111,6 +110,14 @@ func TestPublishLoopSendsWhileTheGroupBeforeIsStored(t *testing.T) {
 	if err != nil || len(left) > 0 {
 		t.Fatalf("publishLoop: %d batches left, %v", len(left), err)
 	}
+}
+
+// TestPublishLoopSendsWhileTheGroupBeforeIsStored: to a SendSink the
+// next group is sent before the one before it is waited for, and each
+// group's positions are taken only once it is held, in order.
+func TestPublishLoopSendsWhileTheGroupBeforeIsStored(t *testing.T) {
+	w, sink, _, batch := sendTest(t)
+	publishTwoGroups(t, w, batch)
 	if want := []string{"send a", "send b", "wait a", "wait b"}; !slices.Equal(sink.events, want) {
 		t.Fatalf("events %q, want %q", sink.events, want)
 	}
@@ -131,14 +138,7 @@ func TestPublishLoopSendsWhileTheGroupBeforeIsStored(t *testing.T) {
 func TestPublishLoopPublishesAgainWhatAWaitFailed(t *testing.T) {
 	w, sink, _, batch := sendTest(t)
 	sink.failWait = "a"
-	queue := make(chan *outBatch, 2)
-	queue <- batch("a", maxPublish, 1)
-	queue <- batch("b", 1, 2)
-	close(queue)
-	left, err := w.publishLoop(t.Context(), queue)
-	if err != nil || len(left) > 0 {
-		t.Fatalf("publishLoop: %d batches left, %v", len(left), err)
-	}
+	publishTwoGroups(t, w, batch)
 	if want := []string{"send a", "send b", "wait a", "publish a", "wait b"}; !slices.Equal(sink.events, want) {
 		t.Fatalf("events %q, want %q", sink.events, want)
 	}

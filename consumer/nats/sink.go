@@ -235,23 +235,7 @@ func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.C
 	case s.js == nil:
 		return done(s.publishCore(ctx, batch))
 	}
-	msgs := make([]natsgo.Msg, len(batch))
-	ids := keyStrings(batch)
-	acks := make([]jetstream.PubAckFuture, 0, len(batch))
-	var sendErr error
-	for i, o := range batch {
-		m := &msgs[i]
-		m.Subject, m.Data = o.Topic, o.Value
-		if len(o.Key) > 0 {
-			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
-		}
-		ack, err := s.js.PublishMsgAsync(m, s.pubOpts...)
-		if err != nil {
-			sendErr = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
-			break
-		}
-		acks = append(acks, ack)
-	}
+	acks, sendErr := s.sendJetStream(batch, true)
 	sent := time.Now()
 	return func(ctx context.Context) error {
 		wait, cancel := context.WithDeadline(ctx, sent.Add(ackTimeout))
@@ -290,23 +274,7 @@ func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.C
 // not overlap, so nothing else is pending.
 func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) error {
 	s.setAckErr(nil)
-	// One allocation each for the window's messages, their header values
-	// and the keys' bytes; the client keeps a message until its
-	// acknowledgement.
-	msgs := make([]natsgo.Msg, len(batch))
-	ids := keyStrings(batch)
-	var sendErr error
-	for i, o := range batch {
-		m := &msgs[i]
-		m.Subject, m.Data = o.Topic, o.Value
-		if len(o.Key) > 0 {
-			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
-		}
-		if _, err := s.js.PublishMsgAsync(m, s.pubOpts...); err != nil {
-			sendErr = fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
-			break
-		}
-	}
+	_, sendErr := s.sendJetStream(batch, false)
 	wait, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	select {
@@ -320,6 +288,35 @@ func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) er
 		return sendErr
 	}
 	return s.takeAckErr()
+}
+
+// sendJetStream hands batch to the client, in order, until a send fails,
+// and returns that send's error, with the messages' acknowledgement
+// futures if keep is set. One allocation each for the messages, their
+// header values and the keys' bytes; the client keeps a message until its
+// acknowledgement.
+func (s *Sink) sendJetStream(batch []consumer.Output, keep bool) ([]jetstream.PubAckFuture, error) {
+	msgs := make([]natsgo.Msg, len(batch))
+	ids := keyStrings(batch)
+	var acks []jetstream.PubAckFuture
+	if keep {
+		acks = make([]jetstream.PubAckFuture, 0, len(batch))
+	}
+	for i, o := range batch {
+		m := &msgs[i]
+		m.Subject, m.Data = o.Topic, o.Value
+		if len(o.Key) > 0 {
+			m.Header = natsgo.Header{jetstream.MsgIDHeader: ids[i : i+1 : i+1]}
+		}
+		ack, err := s.js.PublishMsgAsync(m, s.pubOpts...)
+		if err != nil {
+			return acks, fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
+		}
+		if keep {
+			acks = append(acks, ack)
+		}
+	}
+	return acks, nil
 }
 
 // ackFailed is the client's handler of a failed acknowledgement (an error
