@@ -79,12 +79,13 @@ type Sink interface {
 // outputs are held.
 //
 // Send sends every output of batch, in order, behind those of the batches
-// sent before it, and returns at once. The wait it returns, called once,
-// returns nil once the broker holds every output of batch durably, as
-// Publish does, and an error otherwise (a send that failed too), after
-// which the caller publishes the whole batch again; the outputs of the
-// batch sent after it may then be stored before the repeats. batch must
-// not change until wait has returned.
+// sent before it, and returns at once. The wait it returns, called at
+// most once, returns nil once the broker holds every output of batch
+// durably, as Publish does, and an error otherwise (a send that failed
+// too), after which the caller publishes the whole batch again; the
+// outputs of the batch sent after it may then be stored before those.
+// batch must not change until wait has returned, or, if wait is never
+// called, ever. Send and the waits may be called from several goroutines.
 type SendSink interface {
 	Sink
 	Send(ctx context.Context, batch []Output) (wait func(context.Context) error)

@@ -61,7 +61,8 @@ const (
 //
 // Sink is a consumer.SendSink too: Send hands a batch to the server and
 // returns at once, and its wait is Publish's. Publish and Send may be
-// called from several goroutines.
+// called from several goroutines: each waits for its own messages'
+// acknowledgements alone.
 type Sink struct {
 	nc  *natsgo.Conn
 	js  jetstream.JetStream // nil for core NATS
@@ -69,11 +70,6 @@ type Sink struct {
 	// pubOpts are the options of every JetStream publish, built once
 	// rather than per message.
 	pubOpts []jetstream.PublishOpt
-
-	// ackMu guards ackErr, the first acknowledgement that failed in the
-	// window in flight, as the client's error handler reports it.
-	ackMu  sync.Mutex
-	ackErr error
 
 	// stored and duplicates count the acknowledgements (see Acks).
 	stored, duplicates atomic.Int64
@@ -93,12 +89,9 @@ func NewSink(nc *natsgo.Conn, jetStream bool, log *zap.Logger) (*Sink, error) {
 	}
 	s := &Sink{nc: nc, log: log, streamLimits: map[string]streamLimit{}}
 	if jetStream {
-		// No per-message acknowledgement timeout (one timer each):
-		// publishJetStream bounds a whole window's wait instead.
-		js, err := jetstream.New(nc,
-			jetstream.WithPublishAsyncMaxPending(maxPending),
-			jetstream.WithPublishAsyncErrHandler(s.ackFailed),
-			jetstream.WithPublishAsyncAckHandler(s.acked))
+		// No per-message acknowledgement timeout (one timer each): a
+		// batch's wait bounds the whole batch's instead.
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream sink: %w", err)
 		}
@@ -177,11 +170,12 @@ func (s *Sink) lookupStreamLimit(subject string) (int, error) {
 	return max(0, int(st.CachedInfo().Config.MaxMsgSize)), nil // -1: no limit
 }
 
-// Publish sends batch, in order, and waits until it is held (see Sink). It
-// fails at once while the connection is down, and otherwise when ctx is
-// done or, at the latest, ackTimeout after the last message was sent (the
-// connection dropped while the batch was in flight). Once the connection is
-// back it succeeds again. The stream keeps the batch's order unless a
+// Publish sends batch, in order, and waits until it is held (see Sink):
+// to JetStream in windows of maxPending messages, each sent and waited
+// for as Send does. It fails at once while the connection is down, and
+// otherwise when ctx is done or, at the latest, ackTimeout after a
+// window's wait began (the connection dropped while the batch was in
+// flight). Once the connection is back it succeeds again. The stream keeps the batch's order unless a
 // failure interrupts it: then messages of the failed attempt may be stored
 // after some of the retry's. An output larger than MaxOutputBytes of its
 // subject fails on every attempt.
@@ -203,7 +197,8 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	}
 	for len(batch) > 0 {
 		n := min(len(batch), maxPending)
-		if err := s.publishJetStream(ctx, batch[:n]); err != nil {
+		acks, err := s.sendJetStream(batch[:n])
+		if err := s.awaitJetStream(ctx, acks, n, err); err != nil {
 			return err
 		}
 		batch = batch[n:]
@@ -215,9 +210,9 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 // every message is held (see consumer.SendSink). To JetStream the wait
 // follows each message's acknowledgement, so that it is this batch's
 // alone while other batches are in flight; it fails when ctx is done or,
-// at the latest, ackTimeout after the last message was sent, abandoning
-// the acknowledgements still missing (and those of every batch in flight
-// beside it). To core NATS, Send is Publish.
+// at the latest, ackTimeout after it began with acknowledgements still
+// missing, and abandons those (and those of every batch in flight beside
+// it). To core NATS, Send is Publish.
 //
 // Sending stalls while maxPending messages of this sink are in flight,
 // until the oldest are acknowledged, for at most stallWait.
@@ -235,73 +230,65 @@ func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.C
 	case s.js == nil:
 		return done(s.publishCore(ctx, batch))
 	}
-	acks, sendErr := s.sendJetStream(batch, true)
-	sent := time.Now()
-	return func(ctx context.Context) error {
-		wait, cancel := context.WithDeadline(ctx, sent.Add(ackTimeout))
-		defer cancel()
-		var failed error
-		for i, ack := range acks {
-			select {
-			case <-ack.Ok():
-			case err := <-ack.Err():
-				if failed == nil {
-					m := ack.Msg()
-					failed = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
-				}
-			case <-wait.Done():
-				// Those missing are abandoned, so that none holds a place
-				// among the maxPending; a batch in flight beside this one
-				// fails with them, and is published again.
-				s.js.CleanupPublisher()
-				return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", len(acks)-i, len(batch), wait.Err())
-			}
-		}
-		return cmp.Or(sendErr, failed)
-	}
+	acks, err := s.sendJetStream(batch)
+	return func(ctx context.Context) error { return s.awaitJetStream(ctx, acks, len(batch), err) }
 }
 
-// publishJetStream sends at most maxPending messages and waits for every
-// acknowledgement (or ctx, or ackTimeout from the last send), returning
-// the first error: the missing acknowledgements when the wait ends, else
-// a send that failed, else the first failed acknowledgement the client
-// reported. Acknowledgements still missing when the wait ends are
-// abandoned, so that none holds a place among the maxPending for the next
-// attempt.
-//
-// The wait is one channel for the window (the client's "all acknowledged"),
-// not one per message: the publisher is this sink's alone and windows do
-// not overlap, so nothing else is pending.
-func (s *Sink) publishJetStream(ctx context.Context, batch []consumer.Output) error {
-	s.setAckErr(nil)
-	_, sendErr := s.sendJetStream(batch, false)
-	wait, cancel := context.WithTimeout(ctx, ackTimeout)
-	defer cancel()
-	select {
-	case <-s.js.PublishAsyncComplete():
-	case <-wait.Done():
-		missing := s.js.PublishAsyncPending()
-		s.js.CleanupPublisher()
-		return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", missing, len(batch), wait.Err())
+// awaitJetStream waits for the acknowledgements acks of the first
+// len(acks) of n messages sent (sendErr: why the rest were not), counts
+// them (Acks), and returns the first error: the acknowledgements missing
+// when ctx is done or ackTimeout has passed, else the send that failed,
+// else the first acknowledgement that failed. An acknowledgement already
+// in counts, however late the wait. Those missing are abandoned, so that
+// none holds a place among the maxPending: a batch in flight beside this
+// one fails with them, and is published again.
+func (s *Sink) awaitJetStream(ctx context.Context, acks []jetstream.PubAckFuture, n int, sendErr error) error {
+	var wait context.Context
+	var failed error
+	for i, ack := range acks {
+		var pa *jetstream.PubAck
+		var err error
+		select {
+		case pa = <-ack.Ok():
+		case err = <-ack.Err():
+		default:
+			if wait == nil {
+				var cancel context.CancelFunc
+				wait, cancel = context.WithTimeout(ctx, ackTimeout)
+				defer cancel()
+			}
+			select {
+			case pa = <-ack.Ok():
+			case err = <-ack.Err():
+			case <-wait.Done():
+				s.js.CleanupPublisher()
+				return fmt.Errorf("jetstream publish: %d of %d acknowledgements missing: %w", len(acks)-i, n, wait.Err())
+			}
+		}
+		switch {
+		case err != nil:
+			if failed == nil {
+				m := ack.Msg()
+				failed = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
+			}
+		case pa.Duplicate:
+			s.duplicates.Add(1)
+		default:
+			s.stored.Add(1)
+		}
 	}
-	if sendErr != nil {
-		return sendErr
-	}
-	return s.takeAckErr()
+	return cmp.Or(sendErr, failed)
 }
 
 // sendJetStream hands batch to the client, in order, until a send fails,
-// and returns that send's error, with the messages' acknowledgement
-// futures if keep is set. One allocation each for the messages, their
+// and returns the messages' acknowledgement futures, with the error of
+// the send that failed. One allocation each for the messages, their
 // header values and the keys' bytes; the client keeps a message until its
 // acknowledgement.
-func (s *Sink) sendJetStream(batch []consumer.Output, keep bool) ([]jetstream.PubAckFuture, error) {
+func (s *Sink) sendJetStream(batch []consumer.Output) ([]jetstream.PubAckFuture, error) {
 	msgs := make([]natsgo.Msg, len(batch))
 	ids := keyStrings(batch)
-	var acks []jetstream.PubAckFuture
-	if keep {
-		acks = make([]jetstream.PubAckFuture, 0, len(batch))
-	}
+	acks := make([]jetstream.PubAckFuture, 0, len(batch))
 	for i, o := range batch {
 		m := &msgs[i]
 		m.Subject, m.Data = o.Topic, o.Value
@@ -312,61 +299,20 @@ func (s *Sink) sendJetStream(batch []consumer.Output, keep bool) ([]jetstream.Pu
 		if err != nil {
 			return acks, fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
 		}
-		if keep {
-			acks = append(acks, ack)
-		}
+		acks = append(acks, ack)
 	}
 	return acks, nil
-}
-
-// ackFailed is the client's handler of a failed acknowledgement (an error
-// from the stream, a lost connection, the publisher cleaned up). It runs
-// before the client reports the window complete. A failure of a batch
-// that Send sent fails a Publish in flight beside it too, which its caller
-// publishes again.
-func (s *Sink) ackFailed(_ jetstream.JetStream, m *natsgo.Msg, err error) {
-	err = fmt.Errorf("jetstream publish %s (%s): %w", m.Subject, m.Header.Get(jetstream.MsgIDHeader), err)
-	s.ackMu.Lock()
-	defer s.ackMu.Unlock()
-	if s.ackErr == nil {
-		s.ackErr = err
-	}
-}
-
-// acked is the client's handler of an acknowledgement. Like ackFailed, it
-// runs before the client reports the window complete, so Acks counts a
-// batch once Publish has returned nil (but not always once Send's wait
-// has: the client signals each message before this handler runs).
-func (s *Sink) acked(_ jetstream.JetStream, _ *natsgo.Msg, ack *jetstream.PubAck) {
-	if ack.Duplicate {
-		s.duplicates.Add(1)
-	} else {
-		s.stored.Add(1)
-	}
 }
 
 // Acks counts the JetStream acknowledgements since the sink was made: the
 // messages a stream stored, and those it dropped as duplicates, having
 // stored a message with the same Nats-Msg-Id within its duplicate window.
+// A batch counts once Publish, or Send's wait, has returned nil.
 // A batch published again after an error counts again: its messages that
 // were stored the first time count as duplicates. Core NATS acknowledges
 // nothing, so both are 0 there.
 func (s *Sink) Acks() (stored, duplicates int64) {
 	return s.stored.Load(), s.duplicates.Load()
-}
-
-func (s *Sink) setAckErr(err error) {
-	s.ackMu.Lock()
-	s.ackErr = err
-	s.ackMu.Unlock()
-}
-
-func (s *Sink) takeAckErr() error {
-	s.ackMu.Lock()
-	defer s.ackMu.Unlock()
-	err := s.ackErr
-	s.ackErr = nil
-	return err
 }
 
 func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {

@@ -101,3 +101,50 @@ func TestJetStreamSinkSend(t *testing.T) {
 		t.Fatalf("read %d messages back, want 3100", i)
 	}
 }
+
+// TestJetStreamSinkConcurrentPublishes: each of two Publishes in flight
+// at once waits for its own messages: one to a subject no stream captures
+// fails, whatever the other does meanwhile, and the other succeeds.
+func TestJetStreamSinkConcurrentPublishes(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lost := outputs(0, 10)
+	lost[0].Topic = "nowhere.events"
+	errs := make(chan error, 1)
+	go func() { errs <- sink.Publish(ctx, lost) }()
+	for i := range 20 {
+		if err := sink.Publish(ctx, outputs(100+10*i, 110+10*i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errs; err == nil || !strings.Contains(err.Error(), "nowhere.events") {
+		t.Fatalf("the batch with a message no stream captures: %v, want an error naming its subject", err)
+	}
+}
+
+// TestJetStreamSinkLateWait: a wait called after its batch's
+// acknowledgements are in succeeds, though its context is done.
+func TestJetStreamSinkLateWait(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wait := sink.Send(ctx, outputs(0, 50))
+	// One stream acknowledges a connection's messages in order: once a
+	// later batch is held, so is the first.
+	if err := sink.Publish(ctx, outputs(50, 51)); err != nil {
+		t.Fatal(err)
+	}
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if err := wait(done); err != nil {
+		t.Fatalf("a late wait with every acknowledgement in: %v", err)
+	}
+	if stored, _ := sink.Acks(); stored != 51 {
+		t.Fatalf("%d stored, want 51", stored)
+	}
+}
