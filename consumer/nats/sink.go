@@ -3,6 +3,7 @@ package nats
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -241,7 +242,9 @@ func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.C
 // else the first acknowledgement that failed. An acknowledgement already
 // in counts, however late the wait. Those missing are abandoned, so that
 // none holds a place among the maxPending: a batch in flight beside this
-// one fails with them, and is published again.
+// one fails with them, and is published again. So are all in flight when a
+// send stalled for stallWait with maxPending in flight (their waits may
+// never be called, or come long after), once this batch's are in.
 func (s *Sink) awaitJetStream(ctx context.Context, acks []jetstream.PubAckFuture, n int, sendErr error) error {
 	var wait context.Context
 	var failed error
@@ -276,6 +279,9 @@ func (s *Sink) awaitJetStream(ctx context.Context, acks []jetstream.PubAckFuture
 		default:
 			s.stored.Add(1)
 		}
+	}
+	if errors.Is(sendErr, jetstream.ErrTooManyStalledMsgs) {
+		s.js.CleanupPublisher()
 	}
 	return cmp.Or(sendErr, failed)
 }

@@ -148,3 +148,41 @@ func TestJetStreamSinkLateWait(t *testing.T) {
 		t.Fatalf("%d stored, want 51", stored)
 	}
 }
+
+// TestJetStreamSinkRecoversFromAbandonedBatches: messages in flight whose
+// acknowledgements never come, and whose wait nobody calls, fill the
+// messages the client keeps in flight; the next publish stalls, fails
+// and abandons them, and the one after succeeds.
+func TestJetStreamSinkRecoversFromAbandonedBatches(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	// A subscriber that never replies: the publishes to it are neither
+	// acknowledged nor refused.
+	silent, err := nc.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Unsubscribe()
+	sink := newSink(t, nc, true, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lost := outputs(0, 1100)
+	for i := range lost {
+		lost[i].Topic = "silent.events"
+	}
+	_ = sink.Send(ctx, lost) // its wait is never called
+	var errs []error
+	for range 2 {
+		err := sink.Publish(ctx, outputs(0, 10))
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 2 {
+		t.Fatalf("two publishes after the abandoned batch failed: %v", errs)
+	}
+	if n := streamMsgs(t, js, "out"); n != 10 {
+		t.Fatalf("the stream holds %d messages, want 10", n)
+	}
+}
