@@ -7,23 +7,33 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
+
+// outStream starts a JetStream server with a stream "out" of the subjects
+// out.>, and returns a connection, the JetStream API, a JetStream sink on
+// the connection and a context for the test.
+func outStream(t *testing.T) (*natsgo.Conn, jetstream.JetStream, *nats.Sink, context.Context) {
+	t.Helper()
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return nc, js, newSink(t, nc, true, zaptest.NewLogger(t)), ctx
+}
 
 // TestJetStreamSinkAcks: the sink counts what the stream did with each
 // message, once Publish has returned: stored, or dropped as a duplicate of
 // a message with the same id; a batch larger than the window of messages
 // in flight counts in full.
 func TestJetStreamSinkAcks(t *testing.T) {
-	_, nc, js := startJetStream(t)
-	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink := newSink(t, nc, true, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	nc, js, sink, ctx := outStream(t)
 	for _, step := range []struct {
 		from, to           int
 		stored, duplicates int64 // in all, after the step
@@ -57,11 +67,7 @@ func TestJetStreamSinkAcks(t *testing.T) {
 // were sent; a batch to a subject no stream captures fails its wait,
 // naming the subject, and not the wait of the batch beside it.
 func TestJetStreamSinkSend(t *testing.T) {
-	_, nc, js := startJetStream(t)
-	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink := newSink(t, nc, true, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	_, js, sink, ctx := outStream(t)
 	var ss consumer.SendSink = sink
 	// Larger than the messages in flight at once: the second batch is
 	// sent while the first is being stored.
@@ -106,11 +112,7 @@ func TestJetStreamSinkSend(t *testing.T) {
 // at once waits for its own messages: one to a subject no stream captures
 // fails, whatever the other does meanwhile, and the other succeeds.
 func TestJetStreamSinkConcurrentPublishes(t *testing.T) {
-	_, nc, js := startJetStream(t)
-	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink := newSink(t, nc, true, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	_, _, sink, ctx := outStream(t)
 	lost := outputs(0, 10)
 	lost[0].Topic = "nowhere.events"
 	errs := make(chan error, 1)
@@ -128,11 +130,7 @@ func TestJetStreamSinkConcurrentPublishes(t *testing.T) {
 // TestJetStreamSinkLateWait: a wait called after its batch's
 // acknowledgements are in succeeds, though its context is done.
 func TestJetStreamSinkLateWait(t *testing.T) {
-	_, nc, js := startJetStream(t)
-	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
-	sink := newSink(t, nc, true, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	_, _, sink, ctx := outStream(t)
 	wait := sink.Send(ctx, outputs(0, 50))
 	// One stream acknowledges a connection's messages in order: once a
 	// later batch is held, so is the first.
@@ -154,8 +152,7 @@ func TestJetStreamSinkLateWait(t *testing.T) {
 // messages the client keeps in flight; the next publish stalls, fails
 // and abandons them, and the one after succeeds.
 func TestJetStreamSinkRecoversFromAbandonedBatches(t *testing.T) {
-	_, nc, js := startJetStream(t)
-	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "out", Subjects: []string{"out.>"}})
+	nc, js, sink, ctx := outStream(t)
 	// A subscriber that never replies: the publishes to it are neither
 	// acknowledged nor refused.
 	silent, err := nc.SubscribeSync("silent.>")
@@ -163,9 +160,6 @@ func TestJetStreamSinkRecoversFromAbandonedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Unsubscribe()
-	sink := newSink(t, nc, true, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	lost := outputs(0, 1100)
 	for i := range lost {
 		lost[i].Topic = "silent.events"
