@@ -1328,15 +1328,19 @@ func (w *Worker) publish(ctx context.Context, bo *retry.Backoff, sink Sink, outp
 			w.publishFailed(err)
 		}
 		return err
-	}, func(err error) {
-		w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(outputs)))
-	})
+	}, func(err error) { w.publishRetrying(err, len(outputs)) })
 }
 
 // publishFailed counts a failed publish and makes the worker not ready.
 func (w *Worker) publishFailed(err error) {
 	w.metrics.PublishErrors.Inc()
 	w.readiness.fail(NotReadyOutputs, err.Error())
+}
+
+// publishRetrying logs that a publish of n outputs failed and is tried
+// again.
+func (w *Worker) publishRetrying(err error, n int) {
+	w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", n))
 }
 
 // complete waits until the broker holds every output f sent, publishing
@@ -1347,7 +1351,7 @@ func (w *Worker) complete(ctx context.Context, bo *retry.Backoff, f *inFlight) e
 		s := &f.sent[i]
 		if err := s.wait(ctx); err != nil {
 			w.publishFailed(err)
-			w.log.Warn("publishing outputs failed; consumption paused, retrying", zap.Error(err), zap.Int("outputs", len(s.outputs)))
+			w.publishRetrying(err, len(s.outputs))
 			if err := w.publish(ctx, bo, s.sink, s.outputs); err != nil {
 				return err
 			}

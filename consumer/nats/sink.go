@@ -172,34 +172,22 @@ func (s *Sink) lookupStreamLimit(subject string) (int, error) {
 }
 
 // Publish sends batch, in order, and waits until it is held (see Sink):
-// to JetStream in windows of maxPending messages, each sent and waited
-// for as Send does. It fails at once while the connection is down, and
+// it is Send and its wait, to JetStream window by window, maxPending
+// messages each. It fails at once while the connection is down, and
 // otherwise when ctx is done or, at the latest, ackTimeout after a
 // window's wait began (the connection dropped while the batch was in
-// flight). Once the connection is back it succeeds again. The stream keeps the batch's order unless a
-// failure interrupts it: then messages of the failed attempt may be stored
-// after some of the retry's. An output larger than MaxOutputBytes of its
-// subject fails on every attempt.
+// flight). Once the connection is back it succeeds again. The stream
+// keeps the batch's order unless a failure interrupts it: then messages
+// of the failed attempt may be stored after some of the retry's. An
+// output larger than MaxOutputBytes of its subject fails on every
+// attempt.
 func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("nats publish: %w", err)
-	}
-	if !s.nc.IsConnected() {
-		// Fail now rather than fill the client's reconnect buffer: its
-		// contents would reach the server after the reconnect, behind
-		// the caller's retry of the same batch and out of order.
-		return fmt.Errorf("nats publish: %w (%s)", natsgo.ErrDisconnected, s.nc.Status())
-	}
-	if s.js == nil {
-		return s.publishCore(ctx, batch)
-	}
 	for len(batch) > 0 {
-		n := min(len(batch), maxPending)
-		acks, err := s.sendJetStream(batch[:n])
-		if err := s.awaitJetStream(ctx, acks, n, err); err != nil {
+		n := len(batch)
+		if s.js != nil {
+			n = min(n, maxPending)
+		}
+		if err := s.Send(ctx, batch[:n])(ctx); err != nil {
 			return err
 		}
 		batch = batch[n:]
@@ -227,6 +215,9 @@ func (s *Sink) Send(ctx context.Context, batch []consumer.Output) func(context.C
 	case ctx.Err() != nil:
 		return done(fmt.Errorf("nats publish: %w", ctx.Err()))
 	case !s.nc.IsConnected():
+		// Fail now rather than fill the client's reconnect buffer: its
+		// contents would reach the server after the reconnect, behind
+		// the caller's retry of the same batch and out of order.
 		return done(fmt.Errorf("nats publish: %w (%s)", natsgo.ErrDisconnected, s.nc.Status()))
 	case s.js == nil:
 		return done(s.publishCore(ctx, batch))
