@@ -165,14 +165,14 @@ func wholeChanges(state, base []float64) *vectorChanges {
 			n++
 		}
 	}
-	vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
+	idx, val := make([]byte, 0, 4*n), make([]byte, 0, 8*n)
 	for i := range state {
 		if bits := math.Float64bits(state[i]); bits != math.Float64bits(base[i]) {
-			vc.Index = binary.LittleEndian.AppendUint32(vc.Index, uint32(i))
-			vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
+			idx = binary.LittleEndian.AppendUint32(idx, uint32(i))
+			val = binary.LittleEndian.AppendUint64(val, bits)
 		}
 	}
-	return vc
+	return &vectorChanges{Index: idx, Value: val}
 }
 
 // indexedChanges is the changes of state against base at the
@@ -181,17 +181,20 @@ func wholeChanges(state, base []float64) *vectorChanges {
 // allocated for all of them.
 func indexedChanges(state, base []float64, index []uint32) *vectorChanges {
 	n := min(len(index), len(state))
-	vc := &vectorChanges{Index: make([]byte, 0, 4*n), Value: make([]byte, 0, 8*n)}
+	// Appended to locals, not to a heap value's fields: a slice header
+	// stored into the heap on every append costs a write barrier while
+	// the collector runs.
+	idx, val := make([]byte, 0, 4*n), make([]byte, 0, 8*n)
 	for _, i := range index {
 		if int(i) >= len(state) {
 			continue
 		}
 		if bits := math.Float64bits(state[i]); bits != math.Float64bits(base[i]) {
-			vc.Index = binary.LittleEndian.AppendUint32(vc.Index, i)
-			vc.Value = binary.LittleEndian.AppendUint64(vc.Value, bits)
+			idx = binary.LittleEndian.AppendUint32(idx, i)
+			val = binary.LittleEndian.AppendUint64(val, bits)
 		}
 	}
-	return vc
+	return &vectorChanges{Index: idx, Value: val}
 }
 
 // challengerChangesOf is the changes of each challenger of r's state

@@ -20,20 +20,50 @@ type Coords struct {
 // AllCoords is every coordinate.
 var AllCoords = Coords{All: true}
 
-// UnionCoords is the union of cs, every coordinate when one of them is.
+// UnionCoords is the union of cs, every coordinate when one of them is,
+// in a new slice.
 func UnionCoords(cs ...Coords) Coords {
 	var n int
+	var top uint32
 	for _, c := range cs {
 		if c.All {
 			return AllCoords
 		}
 		n += len(c.Index)
+		if len(c.Index) > 0 {
+			top = max(top, c.Index[len(c.Index)-1])
+		}
+	}
+	// A bit per coordinate up to the largest, read word by word, when
+	// that is no more words than the coordinates given: the sets of an
+	// epoch's ranges mostly overlap, and merging them two at a time
+	// would allocate and compare the whole of every set again.
+	if words := int(top/64) + 1; words <= n {
+		set := make([]uint64, words)
+		for _, c := range cs {
+			for _, i := range c.Index {
+				set[i/64] |= 1 << (i % 64)
+			}
+		}
+		return Coords{Index: appendBits(make([]uint32, 0, min(n, 64*words)), set)}
 	}
 	var u []uint32
 	for _, c := range cs {
 		u = mergeIndex(u, c.Index, n)
 	}
 	return Coords{Index: u}
+}
+
+// appendBits appends to dst the positions of the bits set in set, in
+// increasing order.
+func appendBits(dst []uint32, set []uint64) []uint32 {
+	for w, word := range set {
+		for word != 0 {
+			dst = append(dst, uint32(w*64+bits.TrailingZeros64(word)))
+			word &= word - 1
+		}
+	}
+	return dst
 }
 
 // mergeIndex is the union of a and b, both strictly increasing, in a new
@@ -125,6 +155,9 @@ func (m *Model) Changed() Coords {
 	// over a bit per feature, with no sort of what was marked.
 	k := uint32(m.cfg.outputs())
 	idx := make([]uint32, 0, cs.n*int(k))
+	if k == 1 {
+		return Coords{Index: appendBits(idx, cs.marked)}
+	}
 	for w, word := range cs.marked {
 		for word != 0 {
 			f := uint32(w*64 + bits.TrailingZeros64(word))

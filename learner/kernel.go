@@ -109,7 +109,7 @@ func (k *kernelPerceptron) kernel(d, n2a, n2b float64) float64 {
 		}
 		return p
 	case RBFKernel:
-		return math.Exp(-k.cfg.Gamma * math.Max(0, n2a+n2b-2*d))
+		return math.Exp(-k.cfg.Gamma * max(0, n2a+n2b-2*d))
 	}
 	return d
 }

@@ -256,7 +256,7 @@ func (l *linear) passiveAggressive(x *Example, y int, s step) bool {
 	case PA:
 		tau = s.importance * loss / n2
 	case PA1:
-		tau = math.Min(l.cfg.C*s.importance, loss/n2)
+		tau = min(l.cfg.C*s.importance, loss/n2)
 	case PA2:
 		tau = loss / (n2 + 1/(2*l.cfg.C*s.importance))
 	}

@@ -472,7 +472,7 @@ func mixCounters(out, base *State, states []*State) error {
 			}
 			*oc[k].value = s
 		}
-		out.R2 = math.Max(out.R2, st.R2)
+		out.R2 = max(out.R2, st.R2)
 	}
 	mixWindow(out, base, states)
 	return nil

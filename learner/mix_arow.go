@@ -45,7 +45,7 @@ func dampedPrecision(v0 []float64, vs [][]float64, a []float64) []float64 {
 		}
 		m := v0[i]
 		for _, v := range vs {
-			m = math.Min(m, v[i])
+			m = min(m, v[i])
 		}
 		if m == 0 {
 			continue // infinite precision
@@ -53,9 +53,9 @@ func dampedPrecision(v0 []float64, vs [][]float64, a []float64) []float64 {
 		p0 := m / v0[i]
 		p := p0
 		for k, v := range vs {
-			p += float64(a[k] * math.Max(0, m/v[i]-p0))
+			p += float64(a[k] * max(0, m/v[i]-p0))
 		}
-		out[i] = math.Min(1, m/p)
+		out[i] = min(1, m/p)
 	}
 	return out
 }

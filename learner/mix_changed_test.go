@@ -2,6 +2,7 @@ package learner_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -148,8 +149,37 @@ func TestUnionCoords(t *testing.T) {
 	if u.All || !slices.Equal(u.Index, []uint32{0, 1, 5, 9, 10}) {
 		t.Fatalf("union %+v, want 0 1 5 9 10", u)
 	}
+	// Sets far apart, for which a bit per coordinate would be more words
+	// than the coordinates given.
+	sparse := learner.UnionCoords(learner.Coords{Index: []uint32{1, 1 << 20}}, learner.Coords{Index: []uint32{3, 1 << 20}})
+	if !slices.Equal(sparse.Index, []uint32{1, 3, 1 << 20}) {
+		t.Fatalf("union %+v, want 1 3 %d", sparse, 1<<20)
+	}
 	if !learner.UnionCoords(learner.Coords{Index: []uint32{1}}, learner.AllCoords).All {
 		t.Fatal("a union with every coordinate is not every coordinate")
+	}
+	// Random sets, dense and sparse, against their union sorted.
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, span := range []uint32{100, 1 << 12, 1 << 24} {
+		for range 50 {
+			var sets []learner.Coords
+			var want []uint32
+			for range r.IntN(5) {
+				var c []uint32
+				for range r.IntN(200) {
+					c = append(c, r.Uint32N(span))
+				}
+				slices.Sort(c)
+				c = slices.Compact(c)
+				sets = append(sets, learner.Coords{Index: c})
+				want = append(want, c...)
+			}
+			slices.Sort(want)
+			want = slices.Compact(want)
+			if got := learner.UnionCoords(sets...); got.All || !slices.Equal(got.Index, want) {
+				t.Fatalf("span %d: union of %v is %v, want %v", span, sets, got.Index, want)
+			}
+		}
 	}
 }
 

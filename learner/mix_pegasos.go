@@ -39,7 +39,7 @@ func mixPegasos(out, base *State, parts []*State, mu []float64) {
 	for _, m := range mu {
 		n2 += float64(m * m)
 	}
-	g := math.Min(pegasosGain, 1/math.Sqrt(n2))
+	g := min(pegasosGain, 1/math.Sqrt(n2))
 	out.Weights = pegasosMix(g, base.Scale, base.Weights, column(parts, weightsOf), parts, whole, mu)
 	out.Bias = pegasosMix(g, base.Scale, base.Bias, column(parts, biasOf), parts, whole, mu)
 	out.Scale, out.VNorm2 = 1, projectBall(out.Weights, out.Bias, out.Config.Lambda)

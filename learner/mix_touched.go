@@ -63,7 +63,7 @@ func touchedPrecisionMean(w0, v0 []float64, ws, vs [][]float64, mu []float64) []
 		m := math.Inf(1)
 		for k, v := range vs {
 			if math.Float64bits(ws[k][i]) != bw || math.Float64bits(v[i]) != bv {
-				m = math.Min(m, v[i])
+				m = min(m, v[i])
 			}
 		}
 		if math.IsInf(m, 1) {

@@ -108,7 +108,7 @@ func precisionMean(ws, vs [][]float64, mu []float64) (weights, variances []float
 		}
 		m := vs[0][i]
 		for _, v := range vs[1:] {
-			m = math.Min(m, v[i])
+			m = min(m, v[i])
 		}
 		var p, pw float64
 		if m == 0 {
@@ -127,7 +127,7 @@ func precisionMean(ws, vs [][]float64, mu []float64) (weights, variances []float
 			p += pk
 			pw += float64(pk * ws[k][i])
 		}
-		weights[i], variances[i] = pw/p, math.Min(1, m/p)
+		weights[i], variances[i] = pw/p, min(1, m/p)
 	}
 	return weights, variances
 }

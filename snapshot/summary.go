@@ -111,8 +111,8 @@ func Summarize(s *Snapshot, top int) Summary {
 		if w != 0 {
 			ws.NonZero++
 		}
-		ws.Min = math.Min(ws.Min, w)
-		ws.Max = math.Max(ws.Max, w)
+		ws.Min = min(ws.Min, w)
+		ws.Max = max(ws.Max, w)
 		abs += math.Abs(w)
 		sq += w * w
 	}
