@@ -100,11 +100,12 @@ type EpochConfig struct {
 	// Verify, if set, is given the digest of every epoch's mixed model;
 	// an error stops Run.
 	Verify func(ctx context.Context, epoch uint64, digest [32]byte) error
-	// Damaged is the newest generation of the model when it and every
-	// one after the model the epochs continue from are damaged, 0 when
-	// none is: Run rebuilds them from the log, or begins a new history
-	// above them (docs/scale-out.md, section 3.9).
-	Damaged uint64
+	// Damaged is the generations of the model after the one the epochs
+	// continue from, in order, when every one of them is damaged; empty
+	// when there is none: Run rebuilds them from the log and writes each
+	// again, or begins a new history above them (docs/scale-out.md,
+	// section 3.9).
+	Damaged []uint64
 	// Labels, if set, joins labels that come later to the shards'
 	// examples (docs/labels.md, section 11); nil means no labels.
 	Labels *EpochLabels
@@ -271,6 +272,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	}
 	x.setModel(model)
 	x.mixed.Store(e - 1)
+	x.metrics.Epoch.Set(float64(e - 1))
 	x.written = e - 1
 	x.readiness.fail(NotReadySource, "not consuming yet")
 	x.lastSnap.labeled, x.lastSnap.at = model.Counts().Labeled, time.Now()

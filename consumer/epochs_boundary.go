@@ -147,6 +147,15 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: the shards' ends: %w", x.epoch, err)
 	}
+	// Ownership is shown while no epoch is cut too: an idle worker
+	// owns its shards as much as a busy one.
+	owned := 0
+	for shard := range ends {
+		if x.owns(shard) {
+			owned++
+		}
+	}
+	x.metrics.ShardsOwned.Set(float64(owned))
 	reason := ""
 	if x.prev == nil && len(x.from) == 0 {
 		reason = epochlog.CutStart

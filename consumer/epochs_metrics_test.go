@@ -2,9 +2,11 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -116,6 +119,42 @@ func TestEpochsGaugesAfterAMix(t *testing.T) {
 	}
 	if v, _ := gauge(t, reg, "hyperplane_log_loss"); !(v > 0) || math.IsInf(v, 0) {
 		t.Errorf("hyperplane_log_loss %v after the last mix", v)
+	}
+}
+
+// TestEpochsGaugesWhenIdleAfterARestart: a worker restarted over an
+// idle log shows the epoch it holds and the shards it owns before any
+// new data comes, not zeros.
+func TestEpochsGaugesWhenIdleAfterARestart(t *testing.T) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	runEpochs(t, data, cfg, store)
+	snap, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	wait.For(t, time.Minute, 5*time.Millisecond, "the shards owned while idle", func() bool {
+		v, ok := gauge(t, reg, "hyperplane_epoch_shards_owned")
+		return ok && v == 6
+	})
+	if v, ok := gauge(t, reg, "hyperplane_epoch"); !ok || v != float64(snap.Epoch) {
+		t.Errorf("hyperplane_epoch is %v (%v) while idle, want %d, the epoch of the generation continued", v, ok, snap.Epoch)
 	}
 }
 
