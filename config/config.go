@@ -57,7 +57,7 @@ type Snapshot struct {
 	Keep     int           `yaml:"keep" help:"how many of the newest snapshots to keep"`
 	// Reset starts a new model when the newest snapshot was trained under
 	// other settings, instead of refusing to start.
-	Reset bool `yaml:"reset" help:"start a new model if the stored one is incompatible with model.learner"`
+	Reset bool `yaml:"reset" help:"start a new model if the stored one is incompatible with model.learner (over one partition; over several, give the new model its own model.name)"`
 	// Writer identifies this worker in the snapshots it writes.
 	Writer string `yaml:"writer" help:"this worker's name in its snapshots (default: the host name)"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,7 +72,7 @@ func TestEpochsRebuildADamagedGeneration(t *testing.T) {
 	}
 	damage(t, bucket, newest)
 
-	cfg.Damaged = newest
+	cfg.Damaged = []uint64{newest}
 	if got := runEpochs(t, data, cfg, store); got != want {
 		t.Fatalf("rebuilt over a damaged generation: model %x, want %x", got, want)
 	}
@@ -82,6 +83,38 @@ func TestEpochsRebuildADamagedGeneration(t *testing.T) {
 	if again.State.Digest() != held.State.Digest() || again.Epoch != held.Epoch {
 		t.Fatalf("generation %d written again holds epoch %d, %x; it held epoch %d, %x",
 			newest, again.Epoch, again.State.Digest(), held.Epoch, held.State.Digest())
+	}
+}
+
+// TestEpochsRebuildWritesOnlyTheDamaged: the epochs rebuilt between the
+// generation held and a damaged one above it, which had no generation,
+// get none; the damaged one is written again.
+func TestEpochsRebuildWritesOnlyTheDamaged(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.SnapshotEvery = 1500
+	want := runEpochs(t, data, cfg, store)
+	before, err := store.Generations(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := before[len(before)-1]
+	if len(before) < 2 || before[len(before)-2] >= newest-1 {
+		t.Fatalf("generations %v: want epochs without a generation below the newest", before)
+	}
+	damage(t, bucket, newest)
+
+	cfg.Damaged = []uint64{newest}
+	if got := runEpochs(t, data, cfg, store); got != want {
+		t.Fatalf("rebuilt over a damaged generation: model %x, want %x", got, want)
+	}
+	if after, err := store.Generations(context.Background(), "mixed"); err != nil || !slices.Equal(after, before) {
+		t.Fatalf("generations %v after the rebuild (%v), want %v as before", after, err, before)
+	}
+	if _, err := store.Load(context.Background(), "mixed", newest); err != nil {
+		t.Fatalf("the damaged generation %d was not written again: %v", newest, err)
 	}
 }
 
@@ -113,7 +146,7 @@ func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
 	var stopped []<-chan error
 	for _, writer := range []string{"a", "b"} {
 		c := epochConfig(data, store, memory.NewSink(), writer)
-		c.Keep, c.Damaged = 1, newest
+		c.Keep, c.Damaged = 1, []uint64{newest}
 		x, done := startEpochs(t, ctx, c, store)
 		workers, stopped = append(workers, x), append(stopped, done)
 	}
@@ -216,7 +249,7 @@ func TestEpochsRebuildWithTwoWorkers(t *testing.T) {
 				synctest.Wait()
 			}
 			cfg := epochConfig(data, store, memory.NewSink(), writer)
-			cfg.Damaged = damaged[1]
+			cfg.Damaged = damaged
 			var owned []string
 			for p := 3 * i; p < 3*i+3; p++ {
 				owned = append(owned, data.Key(p))
@@ -276,7 +309,7 @@ func TestEpochsRelearnADamagedShardResult(t *testing.T) {
 	// again from its results.
 	damage(t, bucket, newest)
 
-	cfg.Damaged = newest
+	cfg.Damaged = []uint64{newest}
 	if got := runEpochs(t, data, cfg, store); got != want {
 		t.Fatalf("over a damaged shard result: model %x, want %x", got, want)
 	}

@@ -186,8 +186,9 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	labeled := x.model.Counts().Labeled
 	every := uint64(x.cfg.SnapshotEvery)
 	// A damaged generation the epochs rebuild is written again whether
-	// or not one is due (docs/scale-out.md, section 3.9).
-	damaged := b.Epoch <= x.cfg.Damaged
+	// or not one is due (docs/scale-out.md, section 3.9); an epoch
+	// between two generations gets none.
+	damaged := slices.Contains(x.cfg.Damaged, b.Epoch)
 	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || damaged
 	// A promotion is written at once, for compare, inspect and the next
 	// cutter to see (docs/scale-out.md, section 3.11).
@@ -291,7 +292,7 @@ func (x *Epochs) awaitGeneration() error {
 	x.lastSnap.labeled, x.lastSnap.at = g.labeled, time.Now()
 	x.written = snap.Generation
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
-	if snap.Generation <= x.cfg.Damaged {
+	if slices.Contains(x.cfg.Damaged, snap.Generation) {
 		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))
 	}
 	if x.cfg.Commit != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // overDamaged decides where the epochs continue when the generations
-// after the model they hold, up to cfg.Damaged, are damaged
+// after the model they hold (cfg.Damaged) are damaged
 // (docs/scale-out.md, section 3.9). If the log holds the next epoch's
 // boundary it rebuilds them, and each is written again when its epoch is
 // mixed. If it does not, the history above the model cannot be rebuilt,
@@ -22,8 +22,11 @@ import (
 // epoch above the damaged ones whose boundary another worker began that
 // way, or else above every epoch in the log.
 func (x *Epochs) overDamaged(ctx context.Context) error {
-	damaged := x.cfg.Damaged
-	if damaged < x.epoch || x.cfg.Follow {
+	if len(x.cfg.Damaged) == 0 || x.cfg.Follow {
+		return nil
+	}
+	damaged := x.cfg.Damaged[len(x.cfg.Damaged)-1]
+	if damaged < x.epoch {
 		return nil
 	}
 	model := x.cfg.Worker.Model
@@ -37,7 +40,7 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	})
 	if err == nil {
 		x.log.Warn("damaged generations: learning their epochs again from the epoch log, and writing them again",
-			zap.Uint64("from_epoch", x.epoch), zap.Uint64("to_epoch", damaged), held)
+			zap.Uint64("from_epoch", x.epoch), zap.Uint64("to_epoch", damaged), zap.Uint64s("generations", x.cfg.Damaged), held)
 		return nil
 	}
 	if !errors.Is(err, snapshot.ErrNotFound) && !errors.Is(err, epochlog.ErrDamagedLog) {
@@ -47,7 +50,7 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions",
+	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions; "+newHistoryRepeats,
 		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)))
 	return nil
 }
@@ -117,10 +120,15 @@ func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 	if err != nil {
 		return err
 	}
-	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions",
+	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions; "+newHistoryRepeats,
 		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)), zap.Error(cause))
 	return nil
 }
+
+// newHistoryRepeats is what a new history means for the events
+// (docs/events.md): the examples after the model held are learned
+// again, and their events published again may differ from the first.
+const newHistoryRepeats = "the events of the examples after them are published again, with the same event_id, and may differ from those published before (docs/events.md)"
 
 // logBeyond reports whether the log holds an epoch at or above e: when
 // e's boundary is absent, a boundary the log had there was deleted.

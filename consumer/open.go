@@ -434,7 +434,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		store = snapshot.NewStore(memblob.OpenBucket(nil), "")
 		p.memStore = store
 	}
-	var damaged uint64
+	var damaged []uint64
 	for tries := 0; ; tries++ {
 		var newer bool
 		var err error

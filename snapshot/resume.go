@@ -180,13 +180,13 @@ func promoted(snap *Snapshot, model string, cfg learner.Config, cs []learner.Cha
 func continueHint(err error) string {
 	var ie *IncompatibleError
 	if !errors.As(err, &ie) {
-		return "set snapshot.reset to start a new model"
+		return "set snapshot.reset to start a new model (over one partition; over several, give it its own model.name)"
 	}
 	key := "model.learner." + ie.Field
 	if ie.Field == "drift" {
 		key = "model.drift"
 	}
-	return fmt.Sprintf("to continue it, set %s explicitly to its value in the snapshot, %s; or set snapshot.reset to start a new model", key, ie.Snapshot)
+	return fmt.Sprintf("to continue it, set %s explicitly to its value in the snapshot, %s; or set snapshot.reset to start a new model (over one partition; over several, give it its own model.name)", key, ie.Snapshot)
 }
 
 func newModel(cfg learner.Config, s *Snapshotter, challengers []learner.ChallengerConfig) (Resumed, error) {
@@ -197,20 +197,21 @@ func newModel(cfg learner.Config, s *Snapshotter, challengers []learner.Challeng
 	return Resumed{Model: m, Snapshotter: s, Challengers: challengers}, nil
 }
 
-// DamagedAbove is the newest generation of model in store when every one
-// above gen, the generation Resume continued (0: none), is damaged, and 0
-// when there is none above it: epochs rebuild damaged generations or
-// begin a new history above them (docs/scale-out.md, section 3.9). newer
+// DamagedAbove is the generations of model in store above gen, the
+// generation Resume continued (0: none), in order, when every one of them
+// is damaged, and none when there is none above it: epochs rebuild
+// damaged generations or begin a new history above them
+// (docs/scale-out.md, section 3.9). newer
 // reports a generation above gen that reads and fits cfg: another worker
 // wrote it since Resume read the store, and the model should be resumed
 // again. One above 0 that reads but does not fit is one Resume passed over
 // (ResumeOptions.Reset): a new model must not write its epochs into that
 // model's log, and DamagedAbove says so. One whose first generation is
 // not written yet is joined.
-func DamagedAbove(ctx context.Context, store *Store, model string, cfg learner.Config, gen uint64) (damaged uint64, newer bool, err error) {
+func DamagedAbove(ctx context.Context, store *Store, model string, cfg learner.Config, gen uint64) (damaged []uint64, newer bool, err error) {
 	gens, err := store.Generations(ctx, model)
 	if err != nil {
-		return 0, false, err
+		return nil, false, err
 	}
 	for _, g := range gens {
 		if g <= gen {
@@ -219,14 +220,14 @@ func DamagedAbove(ctx context.Context, store *Store, model string, cfg learner.C
 		snap, err := store.Load(ctx, model, g)
 		switch {
 		case errors.Is(err, ErrCorrupt):
-			damaged = g
+			damaged = append(damaged, g)
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
-			return 0, false, err
+			return nil, false, err
 		case gen == 0 && snap.Compatible(cfg) != nil:
-			return 0, false, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue: give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
+			return nil, false, fmt.Errorf("snapshot.url: the store holds generations %d to %d of another model named %s, which this worker did not continue (snapshot.reset starts a new model over one partition only: over several, the stored model's epoch log is under the same name): give this model its own model.name or store", gens[0], gens[len(gens)-1], model)
 		default:
-			return 0, true, nil
+			return nil, true, nil
 		}
 	}
 	return damaged, false, nil

@@ -45,7 +45,7 @@ func TestResume(t *testing.T) {
 		{name: "only corrupt keys", corrupt: []uint64{1, 2}, cfg: storetest.GenerationConfig, next: 3, logged: "no snapshot: a new model"},
 		{name: "incompatible refused", gens: []uint64{1, 2}, cfg: learner.DefaultConfig, field: "hash_bits",
 			err: "model clicks generation 2: snapshot is incompatible with the configuration: hash_bits is 6 in the snapshot but 18 in the configuration " +
-				"(to continue it, set model.learner.hash_bits explicitly to its value in the snapshot, 6; or set snapshot.reset to start a new model)"},
+				"(to continue it, set model.learner.hash_bits explicitly to its value in the snapshot, 6; or set snapshot.reset to start a new model (over one partition; over several, give it its own model.name))"},
 		{name: "another algorithm refused", gens: []uint64{1, 2}, cfg: perceptronGenerationConfig, field: "algorithm",
 			err: "algorithm is arow in the snapshot but perceptron in the configuration (to continue it, set model.learner.algorithm explicitly to its value in the snapshot, arow;"},
 		{name: "incompatible reset", gens: []uint64{1, 2}, corrupt: []uint64{3}, cfg: learner.DefaultConfig, reset: true, next: 4, logged: "starting a new model (snapshot.reset)"},
