@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,5 +194,55 @@ func TestOpenStoreFileDirectory(t *testing.T) {
 		if plainFileKey(key) {
 			t.Errorf("key %q accepted", key)
 		}
+	}
+}
+
+// TestFileDeleteRemovesStrandedFiles: the temporary files a writer killed
+// before its link left go with their key when it is deleted, and with
+// every key under a prefix deleted, so that retention leaves no file and
+// no directory of what it retired behind.
+func TestFileDeleteRemovesStrandedFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenStore(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	strand := func(key string) string {
+		t.Helper()
+		path := filepath.Join(dir, filepath.FromSlash(key)) + ".0123456789abcdef" + tmpSuffix
+		if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("half"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	gen1, gen2 := Key("", "clicks", 1), Key("", "clicks", 2)
+	for _, key := range []string{gen1, gen2} {
+		if err := s.create(ctx, key, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beside1, beside2 := strand(gen1), strand(gen2)
+	if err := s.Delete(ctx, gen1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(beside1); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is still there after its key was deleted (%v)", beside1, err)
+	}
+	if _, err := os.Stat(beside2); err != nil {
+		t.Errorf("%s, of a key not deleted, is gone: %v", beside2, err)
+	}
+
+	result := "clicks/epochs/00000000000000000007/shard/kafka.examples.1.msgpack"
+	strand(result)
+	if err := s.DeleteAll(ctx, "clicks/epochs/00000000000000000007/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "clicks", "epochs", "00000000000000000007")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the retired epoch's directory is still there (%v)", err)
 	}
 }

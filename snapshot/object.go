@@ -112,11 +112,34 @@ func (s *Store) Delete(ctx context.Context, key string) (err error) {
 	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return err
 	}
+	s.removeStranded(key)
 	return nil
 }
 
+// removeStranded removes, in a file:// store, the temporary files of key
+// that a writer killed before it linked them left beside its file (see
+// link). A writer of key still at work finds its file gone and fails,
+// and its caller tries again.
+func (s *Store) removeStranded(key string) {
+	if s.dir == "" {
+		return
+	}
+	path, err := s.filePath(key)
+	if err != nil {
+		return
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	base := filepath.Base(path) + "."
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, base) && strings.HasSuffix(name, tmpSuffix) {
+			os.Remove(filepath.Join(filepath.Dir(path), name))
+		}
+	}
+}
+
 // DeleteAll deletes every object whose key begins with prefix, and in a
-// file:// store the directories under prefix that it leaves empty
+// file:// store the temporary files a killed writer left under prefix
+// (see link) and the directories under prefix that are then empty
 // (fileblob leaves them behind). An object already gone is not an error,
 // and a pass cut short is finished by the next. The error names the key
 // it failed on.
@@ -135,14 +158,15 @@ func (s *Store) DeleteAll(ctx context.Context, prefix string) (err error) {
 			return fmt.Errorf("snapshot %s: delete: %w", obj.Key, err)
 		}
 	}
-	s.removeEmptyDirs(prefix)
+	s.removeLeftovers(prefix)
 	return nil
 }
 
-// removeEmptyDirs removes, deepest first, the empty directories of a
-// file:// store under the directory that holds the keys under prefix, and
-// that directory if it is empty. Anything else is left as it is.
-func (s *Store) removeEmptyDirs(prefix string) {
+// removeLeftovers removes, in a file:// store, the temporary files a
+// killed writer left under the directory that holds the keys under
+// prefix, then, deepest first, the directories there that are empty, and
+// that directory if it is. Anything else is left as it is.
+func (s *Store) removeLeftovers(prefix string) {
 	if s.dir == "" || !strings.HasSuffix(prefix, "/") {
 		return
 	}
@@ -152,8 +176,12 @@ func (s *Store) removeEmptyDirs(prefix string) {
 	}
 	var dirs []string
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error { //nolint:errcheck // best effort
-		if err == nil && d.IsDir() {
+		switch {
+		case err != nil:
+		case d.IsDir():
 			dirs = append(dirs, path)
+		case strings.HasSuffix(d.Name(), tmpSuffix):
+			os.Remove(path)
 		}
 		return nil
 	})
