@@ -204,6 +204,27 @@ func damaged(key, format string, args ...any) error {
 	return fmt.Errorf("epoch log %s: %w: %s", key, ErrDamagedLog, fmt.Sprintf(format, args...))
 }
 
+// Kind is what data, a stored object, holds when it is an object of an
+// epoch log: "boundary" or "shard" (a shard's result); "" when it is
+// not one (a generation, or no object of hyperplane's).
+func Kind(data []byte) string {
+	raw, err := snapshot.Unseal(data)
+	if err != nil {
+		return ""
+	}
+	var head struct {
+		Kind string `msgpack:"kind"`
+	}
+	if msgpack.Unmarshal(raw, &head) != nil {
+		return ""
+	}
+	switch head.Kind {
+	case kindBoundary, kindShard:
+		return head.Kind
+	}
+	return ""
+}
+
 // openLog returns the body of the log object data stored at key, of the
 // kind the key holds: the envelope's format and checksum checked, and the
 // kind.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/blob/memblob"
+
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -861,4 +863,41 @@ func TestWrittenDigest(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestKind: a boundary and a shard's result as stored are known as what
+// they are; a generation and bytes of no object are neither.
+func TestKind(t *testing.T) {
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	defer store.Close()
+	lg := epochlog.New(store)
+	b, sha := createBoundary(t, lg, "clicks", 1)
+	r := shardResult(t, b, sha, shardid.Kafka("clicks", 0), "worker-a")
+	if err := lg.WriteShard(ctx, r, baseOf(t, b)); err != nil {
+		t.Fatal(err)
+	}
+	shardKey, err := epochlog.ShardKey("", "clicks", 1, shardid.Kafka("clicks", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := snapshot.Marshal(storetest.Generation(t, "clicks", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{epochlog.BoundaryKey("", "clicks", 1): "boundary", shardKey: "shard"} {
+		data, err := bucket.ReadAll(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := epochlog.Kind(data); got != want {
+			t.Errorf("Kind of %s = %q, want %q", key, got, want)
+		}
+	}
+	for name, data := range map[string][]byte{"a generation": gen, "no object": []byte("not msgpack")} {
+		if got := epochlog.Kind(data); got != "" {
+			t.Errorf("Kind of %s = %q, want none", name, got)
+		}
+	}
 }

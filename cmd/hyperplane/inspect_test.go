@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -121,5 +125,33 @@ func TestInspectStateSHA256(t *testing.T) {
 	mustRun(t, "", "train", "-input", other, "-name", "clicks", "-hash-bits", "10", "-out", third)
 	if c := inspect(third); c.StateSHA256 == a.StateSHA256 {
 		t.Fatal("training on other examples gave the same state_sha256")
+	}
+}
+
+// TestInspectNamesAnEpochLogObject: inspect given a boundary of an epoch
+// log says what the file is and what inspect reads, not that it is
+// damaged.
+func TestInspectNamesAnEpochLogObject(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := snapshot.OpenStore(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b := &epochlog.Boundary{
+		Model: "clicks", Epoch: 1,
+		ConfigDigest:    sha256.Sum256([]byte("history")),
+		BaseStateSHA256: sha256.Sum256([]byte("base")),
+		Shards:          []epochlog.Range{{Shard: shardid.Kafka("clicks", 0), From: 0, To: 100}},
+		Cut:             epochlog.Cut{Writer: "w", Created: time.Now().UTC(), Reason: epochlog.CutExamples, EpochExamples: 100, Interval: time.Second},
+	}
+	if _, _, err := epochlog.New(store).CreateBoundary(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(epochlog.BoundaryKey("", "clicks", 1)))
+	_, _, err = runCmd(t, "", "inspect", path)
+	if err == nil || !strings.Contains(err.Error(), "is a boundary of an epoch log, not a generation") {
+		t.Fatalf("inspect of a boundary: %v, want an error that names it a boundary", err)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -93,7 +95,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	}
 	s, err := snapshot.Load(ctx, fs.Arg(0))
 	if err != nil {
-		return err
+		return logObject(fs.Arg(0), err)
 	}
 	out := struct {
 		snapshot.Summary
@@ -127,4 +129,22 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// logObject is err, which loading path as a generation gave, or, when
+// path is a file that holds an object of an epoch log, an error that says
+// so: inspect reads generations, and a boundary or a shard's result read
+// as one would look damaged.
+func logObject(path string, err error) error {
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return err
+	}
+	switch epochlog.Kind(data) {
+	case "boundary":
+		return fmt.Errorf("%s is a boundary of an epoch log, not a generation: inspect reads a model's generations (a <generation>.msgpack in the model's directory, or the directory itself; docs/scale-out.md, section 2)", path)
+	case "shard":
+		return fmt.Errorf("%s is a shard's result in an epoch log, not a generation: inspect reads a model's generations (a <generation>.msgpack in the model's directory, or the directory itself; docs/scale-out.md, section 2)", path)
+	}
+	return err
 }
