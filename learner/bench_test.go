@@ -1,6 +1,7 @@
 package learner_test
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +37,39 @@ func BenchmarkLearn(b *testing.B) {
 // they do in train over a long stream.
 func BenchmarkLearnLarge(b *testing.B) {
 	benchmarkLearnN(b, learner.DefaultConfig(), 0, 1<<16)
+}
+
+// BenchmarkLearnInTurn is BenchmarkLearnLarge with the examples shared
+// among models of their own, each learning run examples in turn, as the
+// ranges of an epoch over four partitions share a worker's cores: each
+// model's 4 MiB is another working set for the caches and the TLB.
+//
+//	go test ./learner/ -run '^$' -bench 'BenchmarkLearnInTurn|BenchmarkLearnLarge' -count 6
+func BenchmarkLearnInTurn(b *testing.B) {
+	const n = 1 << 16
+	xs := sparseStream(1, n, learner.DefaultConfig().HashBits, 40, 0)
+	for i := range xs {
+		xs[i].Labeled, xs[i].Dense = true, nil
+		if xs[i].Label == 0 {
+			xs[i].Label = 1
+		}
+	}
+	for _, tc := range []struct{ models, run int }{{1, n}, {4, 256}, {4, 1}} {
+		b.Run(fmt.Sprintf("models=%d/run=%d", tc.models, tc.run), func(b *testing.B) {
+			ms := make([]*learner.Model, tc.models)
+			for k := range ms {
+				ms[k] = mustNew(b, learner.DefaultConfig())
+			}
+			for i := range xs {
+				ms[(i/tc.run)%tc.models].Learn(&xs[i])
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				ms[(i/tc.run)%tc.models].Learn(&xs[i%n])
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "examples/s")
+		})
+	}
 }
 
 func benchmarkLearn(b *testing.B, cfg learner.Config, classes int) {
