@@ -64,7 +64,7 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 				if _, _, err := x.cfg.Log.Boundary(ctx, model, x.epoch); !errors.Is(err, snapshot.ErrNotFound) {
 					continue
 				}
-				if err := x.damagedBoundary(ctx, fmt.Errorf("epoch %d's boundary is missing below later epochs", x.epoch)); err != nil {
+				if err := x.damagedBoundary(ctx, fmt.Errorf("epoch %d's boundary is missing, and the log holds objects of that epoch or later ones", x.epoch)); err != nil {
 					return nil, sha, err
 				}
 				continue
@@ -114,7 +114,8 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest, sameSettings)
 	}
 	if b.BaseStateSHA256 != x.digest {
-		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x",
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x: "+
+			"another worker began a new history, as after a damaged or missing boundary (docs/scale-out.md, section 3.9); started again, this worker continues the newest",
 			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
 	}
 	if x.prev != nil {
