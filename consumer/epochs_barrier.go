@@ -266,6 +266,7 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	x.atLogEnd = false
 	x.setModel(m)
 	x.mixed.Store(e - 1)
+	x.metrics.Epoch.Set(float64(e - 1))
 	x.written = e - 1
 	return nil
 }

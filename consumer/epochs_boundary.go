@@ -150,9 +150,16 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	}
 	// Ownership is shown while no epoch is cut too: an idle worker
 	// owns its shards as much as a busy one.
+	// A shard known from the model's positions counts though Ends may
+	// leave it out while it holds no message.
 	owned := 0
 	for shard := range ends {
 		if x.owns(shard) {
+			owned++
+		}
+	}
+	for shard := range x.from {
+		if _, ok := ends[shard]; !ok && x.owns(shard) {
 			owned++
 		}
 	}

@@ -118,6 +118,37 @@ func TestEpochsRebuildWritesOnlyTheDamaged(t *testing.T) {
 	}
 }
 
+// TestEpochsRebuildUnderRetention: with more generations damaged above
+// the one held than snapshot.keep, retention waits until the last of
+// them is written again: counting the damaged ones among those it keeps,
+// it would delete the generations and the log the rebuild still needs.
+// The rebuild ends with the model of the run that wrote them, in
+// readable generations.
+func TestEpochsRebuildUnderRetention(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	want := runEpochs(t, data, cfg, store)
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) < 4 {
+		t.Fatalf("generations %v (%v): want four at least", gens, err)
+	}
+	damaged := gens[len(gens)-3:]
+	for _, g := range damaged {
+		damage(t, bucket, g)
+	}
+	cfg.Damaged, cfg.Keep = damaged, 2
+	if got := runEpochs(t, data, cfg, store); got != want {
+		t.Fatalf("rebuilt under retention: model %x, want %x", got, want)
+	}
+	for _, g := range damaged[1:] {
+		if _, err := store.Load(context.Background(), "mixed", g); err != nil {
+			t.Errorf("generation %d does not read after the rebuild: %v", g, err)
+		}
+	}
+}
+
 // TestEpochsNewHistoryOverTheOnlyGenerationDamaged: with the only
 // generation damaged and the log below it deleted by retention, nothing
 // rebuilds the model: a new history learns every example again from the

@@ -265,7 +265,10 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 			g.err = fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 			return
 		}
-		if x.cfg.Keep > 0 {
+		// While generations above this one are still damaged, retention
+		// would count them among those it keeps, and delete the
+		// generations and the log the rebuild still needs.
+		if x.cfg.Keep > 0 && !x.damagedAbove(b.Epoch) {
 			if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
 				x.log.Warn("retention failed", zap.Error(err))
 			}
@@ -273,6 +276,13 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	}()
 	x.writing = g
 	return nil
+}
+
+// damagedAbove reports whether a generation above epoch e is among the
+// damaged ones the epochs write again (EpochConfig.Damaged).
+func (x *Epochs) damagedAbove(e uint64) bool {
+	d := x.cfg.Damaged
+	return len(d) > 0 && d[len(d)-1] > e
 }
 
 // awaitGeneration waits for the generation being written, if any, and

@@ -95,6 +95,7 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	}
 	x.epoch, x.written = start, start-1
 	x.mixed.Store(start - 1)
+	x.metrics.Epoch.Set(float64(start - 1))
 	x.atLogEnd = false
 	return start, nil
 }

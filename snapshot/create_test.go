@@ -237,6 +237,24 @@ func TestFileDeleteRemovesStrandedFiles(t *testing.T) {
 		t.Errorf("%s, of a key not deleted, is gone: %v", beside2, err)
 	}
 
+	// A file that only begins like gen2's stranded ones is another key's.
+	other := filepath.Join(dir, "clicks", "00000000000000000002.msgpack.x.0123456789abcdef"+tmpSuffix)
+	if err := os.WriteFile(other, []byte("half"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.create(ctx, Key("", "clicks", 3), []byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Retain(ctx, "clicks", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(beside2); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is still there after retention deleted its generation (%v)", beside2, err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("%s, of another key, is gone: %v", other, err)
+	}
+
 	result := "clicks/epochs/00000000000000000007/shard/kafka.examples.1.msgpack"
 	strand(result)
 	if err := s.DeleteAll(ctx, "clicks/epochs/00000000000000000007/"); err != nil {

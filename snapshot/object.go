@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -131,10 +132,26 @@ func (s *Store) removeStranded(key string) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	base := filepath.Base(path) + "."
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, base) && strings.HasSuffix(name, tmpSuffix) {
+		if name := e.Name(); strandedOf(name, base) {
 			os.Remove(filepath.Join(filepath.Dir(path), name))
 		}
 	}
+}
+
+// strandedOf reports whether name is a temporary file link wrote for
+// the key whose file name is base without its final ".": base, 16
+// hexadecimal digits, tmpSuffix.
+func strandedOf(name, base string) bool {
+	mid, ok := strings.CutPrefix(name, base)
+	if !ok {
+		return false
+	}
+	mid, ok = strings.CutSuffix(mid, tmpSuffix)
+	if !ok || len(mid) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(mid)
+	return err == nil
 }
 
 // DeleteAll deletes every object whose key begins with prefix, and in a

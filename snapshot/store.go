@@ -447,6 +447,7 @@ func (s *Store) Retain(ctx context.Context, model string, keep int) (err error) 
 		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("snapshot %s: delete: %w", key, err)
 		}
+		s.removeStranded(key)
 	}
 	return nil
 }
