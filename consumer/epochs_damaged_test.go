@@ -55,16 +55,27 @@ func newestGeneration(t *testing.T, store *snapshot.Store) uint64 {
 	return gens[len(gens)-1]
 }
 
+// ranStore is a store in which a worker learned every epoch of
+// epochLog(600) with epochConfig, changed by edit if set: the log, the
+// store's bucket, the store, the configuration and the model it ended at.
+func ranStore(t *testing.T, edit func(*consumer.EpochConfig)) (*memory.Log, *blob.Bucket, *snapshot.Store, consumer.EpochConfig, [32]byte) {
+	t.Helper()
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	if edit != nil {
+		edit(&cfg)
+	}
+	return data, bucket, store, cfg, runEpochs(t, data, cfg, store)
+}
+
 // TestEpochsRebuildADamagedGeneration: when the newest generation is
 // damaged and an older one reads, the epochs after the older one are
 // learned again from their boundaries, which retention kept, and the
 // damaged generation is written again, holding the model it held.
 func TestEpochsRebuildADamagedGeneration(t *testing.T) {
-	data := epochLog(600)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	want := runEpochs(t, data, cfg, store)
+	data, bucket, store, cfg, want := ranStore(t, nil)
 	newest := newestGeneration(t, store)
 	held, err := store.Load(context.Background(), "mixed", newest)
 	if err != nil {
@@ -90,12 +101,7 @@ func TestEpochsRebuildADamagedGeneration(t *testing.T) {
 // generation held and a damaged one above it, which had no generation,
 // get none; the damaged one is written again.
 func TestEpochsRebuildWritesOnlyTheDamaged(t *testing.T) {
-	data := epochLog(600)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	cfg.SnapshotEvery = 1500
-	want := runEpochs(t, data, cfg, store)
+	data, bucket, store, cfg, want := ranStore(t, func(c *consumer.EpochConfig) { c.SnapshotEvery = 1500 })
 	before, err := store.Generations(context.Background(), "mixed")
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +131,7 @@ func TestEpochsRebuildWritesOnlyTheDamaged(t *testing.T) {
 // The rebuild ends with the model of the run that wrote them, in
 // readable generations.
 func TestEpochsRebuildUnderRetention(t *testing.T) {
-	data := epochLog(600)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	want := runEpochs(t, data, cfg, store)
+	data, bucket, store, cfg, want := ranStore(t, nil)
 	gens, err := store.Generations(context.Background(), "mixed")
 	if err != nil || len(gens) < 4 {
 		t.Fatalf("generations %v (%v): want four at least", gens, err)
@@ -156,12 +158,7 @@ func TestEpochsRebuildUnderRetention(t *testing.T) {
 // had no damage (the same state: every example learned once). Two workers that start over the damaged store at once
 // begin one history, not two.
 func TestEpochsNewHistoryOverTheOnlyGenerationDamaged(t *testing.T) {
-	data := epochLog(600)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	cfg.Keep = 1
-	want := runEpochs(t, data, cfg, store)
+	data, bucket, store, _, want := ranStore(t, func(c *consumer.EpochConfig) { c.Keep = 1 })
 	newest := newestGeneration(t, store)
 	if _, _, err := epochlog.New(store).Boundary(context.Background(), "mixed", 1); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Fatalf("the first boundary is still in the log (%v): retention was to delete it", err)
