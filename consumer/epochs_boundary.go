@@ -94,10 +94,25 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 				return nil, sha, err
 			}
 		}
-		if err := bo.Wait(ctx); err != nil {
+		if err := bo.WaitAtMost(ctx, x.untilDue()); err != nil {
 			return nil, sha, err
 		}
 	}
+}
+
+// untilDue is how long until the next time an epoch or a generation may
+// fall due by the clock alone (model.mixing.interval since the last mix,
+// snapshot.interval since the last generation), when that is ahead; 0
+// when neither is. The idle poll looks then, so that an idle tail is cut
+// and written when its interval ends, not up to a poll later.
+func (x *Epochs) untilDue() time.Duration {
+	var d time.Duration
+	for _, at := range []time.Time{x.mixedAt.Add(x.cfg.Interval), x.lastSnap.at.Add(x.cfg.SnapshotInterval)} {
+		if u := time.Until(at); u > 0 && (d == 0 || u < d) {
+			d = u
+		}
+	}
+	return d
 }
 
 // sameSettings is what an error about another configuration in a model's

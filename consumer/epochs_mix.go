@@ -228,7 +228,8 @@ type pendingGeneration struct {
 	snap    *snapshot.Snapshot
 	labeled uint64 // the model's labeled examples when it was taken
 	done    chan struct{}
-	err     error // set before done is closed
+	err     error     // set before done is closed
+	stored  time.Time // when the store held it; set before done is closed
 }
 
 // startGeneration starts writing the mixed model of b's epoch as its
@@ -265,6 +266,7 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 			g.err = fatal(fmt.Errorf("epoch %d: write generation: %w", b.Epoch, err))
 			return
 		}
+		g.stored = time.Now()
 		// While generations above this one are still damaged, retention
 		// would count them among those it keeps, and delete the
 		// generations and the log the rebuild still needs.
@@ -299,7 +301,9 @@ func (x *Epochs) awaitGeneration() error {
 		return g.err
 	}
 	snap := g.snap
-	x.lastSnap.labeled, x.lastSnap.at = g.labeled, time.Now()
+	// snapshot.interval runs from when the store held the generation,
+	// not from when this loop came to look.
+	x.lastSnap.labeled, x.lastSnap.at = g.labeled, g.stored
 	x.written = snap.Generation
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
 	if slices.Contains(x.cfg.Damaged, snap.Generation) {

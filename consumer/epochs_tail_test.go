@@ -81,6 +81,64 @@ func TestEpochsIdleTailOfTwoWorkers(t *testing.T) {
 	}
 }
 
+// TestEpochsIdleTailOnTime: data that comes after a generation, and then
+// stops, is cut and written when snapshot.interval since that generation
+// ends, not at the idle poll after it (which backs off to 500 ms).
+func TestEpochsIdleTailOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const partitions, perPart = 4, 300
+		data := memory.NewLog("ex", partitions)
+		msgs, _ := messages(2 * partitions * perPart)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cfg := epochConfig(nil, store, memory.NewSink(), "w")
+		cfg.Shards = data
+		cfg.EpochExamples = 100000
+		cfg.Interval = 5 * time.Second
+		cfg.SnapshotEvery = 100000
+		cfg.SnapshotInterval = time.Second
+		_, done := startEpochs(t, ctx, cfg, store)
+		// newest is the newest generation, once one holds every message
+		// appended so far.
+		newest := func() *snapshot.Snapshot {
+			snap, err := store.Latest(context.Background(), "mixed", nil)
+			if err != nil {
+				return nil
+			}
+			for p := range partitions {
+				if snap.Positions[data.Key(p)] != int64(data.Len(p)) {
+					return nil
+				}
+			}
+			return snap
+		}
+		appendHalf := func(half int) {
+			for p := range partitions {
+				at := (half*partitions + p) * perPart
+				data.Append(p, msgs[at:at+perPart]...)
+			}
+		}
+		appendHalf(0)
+		var first *snapshot.Snapshot
+		for first = newest(); first == nil; first = newest() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The rest comes soon after the generation, and then nothing.
+		time.Sleep(300 * time.Millisecond)
+		appendHalf(1)
+		var tail *snapshot.Snapshot
+		for tail = newest(); tail == nil; tail = newest() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if late := tail.Created.Sub(first.Created); late > cfg.SnapshotInterval+100*time.Millisecond {
+			t.Errorf("the tail's generation %d was written %v after generation %d; snapshot.interval is %v", tail.Generation, late, first.Generation, cfg.SnapshotInterval)
+		}
+		cancel()
+		<-done
+	})
+}
+
 // staleFirstRead is a log whose first read of a boundary answers "not
 // found", as a read that raced the boundary's creation by another worker
 // does.

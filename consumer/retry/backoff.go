@@ -70,6 +70,20 @@ func (b *Backoff) Wait(ctx context.Context) error {
 	return sleep(ctx, d)
 }
 
+// WaitAtMost is Wait for at most d: a poll that knows when what it waits
+// for falls due looks then, not after a longer delay. A d of 0 or less
+// is no bound.
+func (b *Backoff) WaitAtMost(ctx context.Context, d time.Duration) error {
+	next := b.Next()
+	if d > 0 {
+		next = min(next, d)
+	}
+	if b.sleep != nil {
+		return b.sleep(ctx, next)
+	}
+	return sleep(ctx, next)
+}
+
 // Reset makes the next delay Min again: the operation succeeded.
 func (b *Backoff) Reset() { b.retries = 0 }
 

@@ -87,6 +87,25 @@ func TestBackoffWait(t *testing.T) {
 	}
 }
 
+// TestBackoffWaitAtMost: the bound shortens a wait longer than it and
+// leaves a shorter one, and 0 is no bound; each counts as a retry.
+func TestBackoffWaitAtMost(t *testing.T) {
+	var slept []time.Duration
+	b := Backoff{Min: 10 * ms, Max: 40 * ms, sleep: func(ctx context.Context, d time.Duration) error {
+		slept = append(slept, d)
+		return ctx.Err()
+	}}
+	ctx := context.Background()
+	for _, bound := range []time.Duration{15 * ms, 15 * ms, 0, 100 * ms} {
+		if err := b.WaitAtMost(ctx, bound); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []time.Duration{10 * ms, 15 * ms, 40 * ms, 40 * ms}; !slices.Equal(slept, want) {
+		t.Fatalf("waited %v, want %v", slept, want)
+	}
+}
+
 // TestSleep checks the real wait without depending on how long anything
 // takes: a done context wins over any delay, and a zero delay on a live
 // context returns nil.
