@@ -258,6 +258,10 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 		}
 	}
 	g := &pendingGeneration{snap: snap, labeled: x.model.Counts().Labeled, done: make(chan struct{})}
+	// While generations above this one are still damaged, retention
+	// would count them among those it keeps, and delete the generations
+	// and the log the rebuild still needs.
+	retain := x.cfg.Keep > 0 && !x.damagedAbove(b.Epoch)
 	go func() {
 		defer close(g.done)
 		if err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write generation %d", b.Epoch), func(ctx context.Context) error {
@@ -267,10 +271,7 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 			return
 		}
 		g.stored = time.Now()
-		// While generations above this one are still damaged, retention
-		// would count them among those it keeps, and delete the
-		// generations and the log the rebuild still needs.
-		if x.cfg.Keep > 0 && !x.damagedAbove(b.Epoch) {
+		if retain {
 			if err := x.cfg.Log.Retain(ctx, x.cfg.Worker.Model, x.cfg.Keep); err != nil {
 				x.log.Warn("retention failed", zap.Error(err))
 			}
@@ -317,6 +318,6 @@ func (x *Epochs) awaitGeneration() error {
 		}
 	}
 	x.metrics.Snapshots.Inc()
-	x.metrics.LastSnapshot.SetToCurrentTime()
+	x.metrics.LastSnapshot.Set(float64(g.stored.UnixNano()) / 1e9)
 	return nil
 }

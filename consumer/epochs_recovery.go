@@ -97,6 +97,9 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	x.mixed.Store(start - 1)
 	x.metrics.Epoch.Set(float64(start - 1))
 	x.atLogEnd = false
+	// The damaged generations belong to the history abandoned: none of
+	// the new one's is written again over them, nor holds retention.
+	x.cfg.Damaged = nil
 	return start, nil
 }
 
