@@ -119,6 +119,11 @@ func TestEpochsIdleTailOnTime(t *testing.T) {
 				data.Append(p, msgs[at:at+perPart]...)
 			}
 		}
+		// Time in the bubble is the fake clock: each sleep below returns
+		// only once every goroutine of the worker is blocked, so the
+		// loops wait for the generation itself, and the 300 ms is part
+		// of the scenario (data 300 ms after a generation), however
+		// busy the machine.
 		appendHalf(0)
 		var first *snapshot.Snapshot
 		for first = newest(); first == nil; first = newest() {

@@ -208,44 +208,43 @@ func damaged(key, format string, args ...any) error {
 // epoch log: "boundary" or "shard" (a shard's result); "" when it is
 // not one (a generation, or no object of hyperplane's).
 func Kind(data []byte) string {
-	raw, err := snapshot.Unseal(data)
-	if err != nil {
+	_, kind, err := unsealLog(data)
+	if err != nil || (kind != kindBoundary && kind != kindShard) {
 		return ""
 	}
-	var head struct {
-		Kind string `msgpack:"kind"`
-	}
-	if msgpack.Unmarshal(raw, &head) != nil {
-		return ""
-	}
-	switch head.Kind {
-	case kindBoundary, kindShard:
-		return head.Kind
-	}
-	return ""
+	return kind
 }
 
 // openLog returns the body of the log object data stored at key, of the
 // kind the key holds: the envelope's format and checksum checked, and the
 // kind.
 func openLog(key, kind string, data []byte) ([]byte, error) {
-	raw, err := snapshot.Unseal(data)
+	raw, got, err := unsealLog(data)
 	if err != nil {
 		return nil, damaged(key, "%v", err)
+	}
+	switch got {
+	case kind:
+		return raw, nil
+	case kindBoundary, kindShard:
+		return nil, damaged(key, "a %s where a %s belongs", got, kind)
+	}
+	return nil, damaged(key, "unknown kind %q (a newer hyperplane wrote it?)", got)
+}
+
+// unsealLog is the body of the stored object data, its envelope checked,
+// and the kind the body names.
+func unsealLog(data []byte) (raw []byte, kind string, err error) {
+	if raw, err = snapshot.Unseal(data); err != nil {
+		return nil, "", err
 	}
 	var head struct {
 		Kind string `msgpack:"kind"`
 	}
 	if err := msgpack.Unmarshal(raw, &head); err != nil {
-		return nil, damaged(key, "body: %v", err)
+		return nil, "", fmt.Errorf("body: %w", err)
 	}
-	switch head.Kind {
-	case kind:
-		return raw, nil
-	case kindBoundary, kindShard:
-		return nil, damaged(key, "a %s where a %s belongs", head.Kind, kind)
-	}
-	return nil, damaged(key, "unknown kind %q (a newer hyperplane wrote it?)", head.Kind)
+	return raw, head.Kind, nil
 }
 
 // unmarshalBoundary reads the boundary stored at key, which must be that

@@ -155,9 +155,6 @@ func (m *Model) Changed() Coords {
 	// over a bit per feature, with no sort of what was marked.
 	k := uint32(m.cfg.outputs())
 	idx := make([]uint32, 0, cs.n*int(k))
-	if k == 1 {
-		return Coords{Index: appendBits(idx, cs.marked)}
-	}
 	for w, word := range cs.marked {
 		for word != 0 {
 			f := uint32(w*64 + bits.TrailingZeros64(word))

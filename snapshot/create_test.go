@@ -101,25 +101,44 @@ func TestCreateOneWinsARace(t *testing.T) {
 	}
 }
 
+// fileStore is a file:// store in a directory of its own, with the
+// directory; the test closes it.
+func fileStore(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := OpenStore(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dir
+}
+
+// strand writes, in the file:// store in dir, a temporary file of key as
+// a writer killed before its link leaves it, and returns its path.
+func strand(t *testing.T, dir, key string) string {
+	t.Helper()
+	path := filepath.Join(dir, filepath.FromSlash(key)) + ".0123456789abcdef" + tmpSuffix
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("half"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestFileCreateLeavesNothingVisible: a file:// create lists as its key
 // alone, and a temporary file stranded by a crash is invisible to
 // listings and generations.
 func TestFileCreateLeavesNothingVisible(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := OpenStore(ctx, "file://"+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := fileStore(t)
 	key := Key("", "clicks", 1)
 	if err := s.create(ctx, key, []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	stranded := filepath.Join(dir, "clicks", "00000000000000000002.msgpack.0123456789abcdef"+tmpSuffix)
-	if err := os.WriteFile(stranded, []byte("half"), 0o666); err != nil {
-		t.Fatal(err)
-	}
+	strand(t, dir, Key("", "clicks", 2))
 	var keys []string
 	it := s.bucket.List(&blob.ListOptions{})
 	for {
@@ -203,30 +222,14 @@ func TestOpenStoreFileDirectory(t *testing.T) {
 // no directory of what it retired behind.
 func TestFileDeleteRemovesStrandedFiles(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := OpenStore(ctx, "file://"+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	strand := func(key string) string {
-		t.Helper()
-		path := filepath.Join(dir, filepath.FromSlash(key)) + ".0123456789abcdef" + tmpSuffix
-		if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte("half"), 0o666); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	s, dir := fileStore(t)
 	gen1, gen2 := Key("", "clicks", 1), Key("", "clicks", 2)
 	for _, key := range []string{gen1, gen2} {
 		if err := s.create(ctx, key, []byte("one")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	beside1, beside2 := strand(gen1), strand(gen2)
+	beside1, beside2 := strand(t, dir, gen1), strand(t, dir, gen2)
 	if err := s.Delete(ctx, gen1); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +259,7 @@ func TestFileDeleteRemovesStrandedFiles(t *testing.T) {
 	}
 
 	result := "clicks/epochs/00000000000000000007/shard/kafka.examples.1.msgpack"
-	strand(result)
+	strand(t, dir, result)
 	if err := s.DeleteAll(ctx, "clicks/epochs/00000000000000000007/"); err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,12 @@ func (s *Store) ReplaceDamaged(ctx context.Context, key string, damaged, own []b
 // error.
 func (s *Store) Delete(ctx context.Context, key string) (err error) {
 	defer s.hide(&err)
+	return s.deleteKey(ctx, key)
+}
+
+// deleteKey deletes the object at key, already gone or not, and in a
+// file:// store its stranded temporary files.
+func (s *Store) deleteKey(ctx context.Context, key string) error {
 	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return err
 	}

@@ -444,10 +444,9 @@ func (s *Store) Retain(ctx context.Context, model string, keep int) (err error) 
 	kept := max(len(gens)-keep, 0)
 	for _, gen := range gens[:kept] {
 		key := Key(s.prefix, model, gen)
-		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := s.deleteKey(ctx, key); err != nil {
 			return fmt.Errorf("snapshot %s: delete: %w", key, err)
 		}
-		s.removeStranded(key)
 	}
 	return nil
 }
