@@ -184,16 +184,23 @@ func (st *State) validateChallengers(lean bool) error {
 }
 
 // challengerDigests starts computing the Digest of each challenger's
-// state, each on a goroutine of its own, and returns the function that
-// waits for them: they are the challengers' digests, in order.
-func (st *State) challengerDigests() func() [][32]byte {
+// state (with since, its step digest where it can), each on a goroutine
+// of its own, and returns the function that waits for them: they are the
+// challengers' digests, in order.
+func (st *State) challengerDigests(since *Since) func() [][32]byte {
 	if len(st.Challengers) == 0 {
 		return func() [][32]byte { return nil }
 	}
 	out := make([][32]byte, len(st.Challengers))
 	var wg sync.WaitGroup
 	for i, c := range st.Challengers {
-		wg.Go(func() { out[i] = c.State.Digest() })
+		// With since, a challenger that was one of the state stepped
+		// from, at the same place, digests as its own step.
+		var cs *Since
+		if since != nil && i < len(since.challengers) && since.challengerNames[i] == c.Name {
+			cs = since.challengers[i]
+		}
+		wg.Go(func() { out[i] = c.State.digest(cs) })
 	}
 	return func() [][32]byte {
 		wg.Wait()

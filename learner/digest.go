@@ -71,9 +71,20 @@ const digestVersion = "hyperplane/learner.State/v1"
 // An unused part encodes as its zero value or as an empty list.
 func (st *State) Digest() [32]byte {
 	// Each challenger's state digests alone: beside the model's.
-	challengers := st.challengerDigests()
-	e := digestEncoder{h: sha256.New(), buf: make([]byte, 0, 1<<14)}
-	e.str(digestVersion)
+	return st.digest(nil)
+}
+
+// digest is Digest, or with since the step digest of DigestSince.
+func (st *State) digest(since *Since) [32]byte {
+	challengers := st.challengerDigests(since)
+	e := digestEncoder{h: sha256.New(), buf: make([]byte, 0, 1<<14), since: since}
+	if since == nil {
+		e.str(digestVersion)
+	} else {
+		e.str(sinceVersion)
+		e.grow(len(since.prev))
+		e.buf = append(e.buf, since.prev[:]...)
+	}
 
 	canonical := st.Config.Canonical()
 	c := &canonical
@@ -115,13 +126,13 @@ func (st *State) Digest() [32]byte {
 	}
 	e.uint(uint64(st.WindowNext))
 
-	e.floats(st.Weights)
+	e.perWeight(st.Weights, 0)
 	e.floats(st.Bias)
 	e.float(st.Scale)
 	e.float(st.VNorm2)
-	e.floats(st.SumWeights)
+	e.perWeight(st.SumWeights, 1)
 	e.floats(st.SumBias)
-	e.floats(st.Variance)
+	e.perWeight(st.Variance, 2)
 	e.float(st.VarianceBias)
 	if len(st.VarianceBiases) > 0 {
 		// Only a multiclass AROW model has them: a binary model's
@@ -165,6 +176,9 @@ func (st *State) StateSHA256() string {
 type digestEncoder struct {
 	h   hash.Hash
 	buf []byte
+	// since, when set, makes perWeight encode a vector's differences from
+	// the state stepped from (DigestSince).
+	since *Since
 }
 
 func (e *digestEncoder) grow(n int) {

@@ -108,6 +108,12 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 					drifts = drifts || !mixedWithoutDrift(got, gotStates)
 					inPlace := !diff.All && len(got.Weights) > 0 && mixedWithoutDrift(got, gotStates)
 					baseWeights, prev := got.Weights, mustRestore(t, got).State()
+					// The step digest from one base is the same whatever
+					// superset of the changes it was taken over, and
+					// whether the mix wrote over the base or not.
+					from := [32]byte{byte(e), 1}
+					sinceChanged := learner.SinceOf(from, got, diff, nil)
+					sinceAll := learner.SinceOf(from, want, learner.AllCoords, nil)
 					mixed, err := learner.MixChanged(rule, got, gotStates, learner.MixWeightsOf(learner.MixExamples, got, gotStates), diff)
 					if err != nil {
 						t.Fatalf("epoch %d: MixChanged: %v", e, err)
@@ -117,6 +123,9 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 					}
 					if next.Digest() != mixed.Digest() {
 						t.Fatalf("epoch %d: MixChanged's state differs from MixWithRule's", e)
+					}
+					if a, b := mixed.DigestSince(sinceChanged), next.DigestSince(sinceAll); a != b {
+						t.Fatalf("epoch %d: the step digest over the changes is %x, over every coordinate %x", e, a, b)
 					}
 					checkCovers(t, "mix", prev, mixed, diff)
 					if inPlace && &mixed.Weights[0] != &baseWeights[0] {
