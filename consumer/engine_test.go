@@ -97,6 +97,7 @@ func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
+			ecfg.BaseDigest = consumer.BaseDigestOf(r.Snapshot, r.Model)
 			return consumer.NewEpochs(ecfg, r.Model, e, prev, pos, nil, logger), nil
 		},
 	}, logger)

@@ -97,8 +97,8 @@ type EpochConfig struct {
 	// does: they never cut a boundary, and Run returns once the next one
 	// is not in the log.
 	Follow bool
-	// Verify, if set, is given the digest of every epoch's mixed model;
-	// an error stops Run.
+	// Verify, if set, is given the learner.State.Digest of every epoch's
+	// mixed model, computed for it; an error stops Run.
 	Verify func(ctx context.Context, epoch uint64, digest [32]byte) error
 	// Damaged is the generations of the model after the one the epochs
 	// continue from, in order, when every one of them is damaged; empty
@@ -106,6 +106,10 @@ type EpochConfig struct {
 	// again, or begins a new history above them (docs/scale-out.md,
 	// section 3.9).
 	Damaged []uint64
+	// BaseDigest is the base digest of the model the epochs begin from
+	// (snapshot.Snapshot.BaseDigest of its generation; docs/scale-out.md,
+	// section 2.2): zero for its learner.State.Digest, as for a new model.
+	BaseDigest [32]byte
 	// Labels, if set, joins labels that come later to the shards'
 	// examples (docs/labels.md, section 11); nil means no labels.
 	Labels *EpochLabels
@@ -270,7 +274,7 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 		x.joins = maps.Clone(cfg.Labels.State)
 		x.labelsAt = labelsEnds(prev)
 	}
-	x.setModel(model)
+	x.setModel(model, cfg.BaseDigest)
 	x.mixed.Store(e - 1)
 	x.metrics.Epoch.Set(float64(e - 1))
 	x.written = e - 1
@@ -280,11 +284,16 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 }
 
 // setModel makes m, which the epochs take over, the mixed model: W_{e-1}
-// shares its per-weight vectors.
-func (x *Epochs) setModel(m *learner.Model) {
+// shares its per-weight vectors. digest is its base digest, as its
+// generation records it; zero for its learner.State.Digest.
+func (x *Epochs) setModel(m *learner.Model, digest [32]byte) {
 	x.viewMu.Lock()
 	defer x.viewMu.Unlock()
-	x.install(m, m.Shared(), learner.AllCoords, nil)
+	if digest == ([32]byte{}) {
+		x.install(m, m.Shared(), learner.AllCoords, nil)
+		return
+	}
+	x.installBase(m, epochlog.BaseOf(m.Shared(), digest), learner.AllCoords, nil)
 }
 
 // install makes m the mixed model, with base, its state, as W_{e-1} for
@@ -517,7 +526,7 @@ func (x *Epochs) run(ctx context.Context) error {
 		}
 		x.advance(b, sha)
 		if x.cfg.Verify != nil {
-			if err := x.cfg.Verify(ctx, b.Epoch, x.digest); err != nil {
+			if err := x.cfg.Verify(ctx, b.Epoch, x.base.State().Digest()); err != nil {
 				return err
 			}
 		}

@@ -129,10 +129,22 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 			ErrFatal, b.Epoch, b.Cut.Writer, b.ConfigDigest, x.cfg.ConfigDigest, sameSettings)
 	}
 	if b.BaseStateSHA256 != x.digest {
-		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with state_sha256 %x, this worker holds %x: "+
+		// A boundary cut before base digests were chained records
+		// W_{e-1}'s state_sha256: the chain begins again there, for every
+		// worker that reads it (docs/scale-out.md, section 2.2).
+		if full := x.base.State().Digest(); b.BaseStateSHA256 == full {
+			x.base, x.digest = epochlog.BaseOf(x.base.State(), full), full
+			return x.checkFollows(b)
+		}
+		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with base digest %x, this worker holds %x: "+
 			"another worker began a new history, as after a damaged or missing boundary (docs/scale-out.md, section 3.9); started again, this worker continues the newest",
 			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
 	}
+	return x.checkFollows(b)
+}
+
+// checkFollows verifies that b follows the previous boundary, if any.
+func (x *Epochs) checkFollows(b *epochlog.Boundary) error {
 	if x.prev != nil {
 		if err := b.Follows(x.prev); err != nil {
 			return fmt.Errorf("%w: %w", ErrFatal, err)

@@ -97,6 +97,7 @@ func (j *joinedEpochs) start(ctx context.Context, cfg consumer.EpochConfig, stor
 		}
 		cfg.Labels = &l
 	}
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
 	x := consumer.NewEpochs(cfg, m, e, prev, pos, j.metrics, zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() {

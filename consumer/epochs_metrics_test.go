@@ -139,6 +139,7 @@ func TestEpochsGaugesWhenIdleAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
 	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -107,12 +107,16 @@ func (x *Epochs) mixInto(b *epochlog.Boundary, target *learner.State, states []*
 		cerr        error
 		cmixed      = make(chan struct{})
 	)
+	cdiffs = x.challengersChangedOf(base, states)
+	diff := x.changedOf(states)
+	// W_e's base digest is a step from W_{e-1}'s over what the mix may
+	// change (docs/scale-out.md, section 2.2), whose old values are taken
+	// before the mix writes over them.
+	since := learner.SinceOf(x.base.Digest(), base, diff, cdiffs)
 	go func() {
 		defer close(cmixed)
-		cdiffs = x.challengersChangedOf(base, states)
 		challengers, cerr = learner.MixChallengers(crule, x.cfg.Weights, target, states, cdiffs)
 	}()
-	diff := x.changedOf(states)
 	mixed, err := learner.MixChanged(rule, withoutChallengers(target)[0], withoutChallengers(states...), weights, diff)
 	<-cmixed
 	if err = cmp.Or(err, cerr); err != nil {
@@ -128,7 +132,7 @@ func (x *Epochs) mixInto(b *epochlog.Boundary, target *learner.State, states []*
 	}
 	// W_e's digest, which the next boundary records, is taken with the
 	// mix: an early mix takes it while the results are written.
-	return &mixOutcome{base: epochlog.NewBase(mixed), model: m, diff: diff, cdiffs: cdiffs, took: time.Since(start)}, nil
+	return &mixOutcome{base: epochlog.BaseOf(mixed, mixed.DigestSince(since)), model: m, diff: diff, cdiffs: cdiffs, took: time.Since(start)}, nil
 }
 
 // mixLogEvery is how often the epochs mixed are logged at most: small
@@ -249,6 +253,7 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 		ConfigDigest:   x.cfg.ConfigDigest,
 		Boundary:       b.Shards,
 		BoundarySHA256: sha,
+		BaseDigest:     x.digest,
 		Scope:          "global",
 	}
 	if x.cfg.Labels != nil {

@@ -174,6 +174,17 @@ func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *
 	return m, e, prev, positions, err
 }
 
+// BaseDigestOf is the base digest (EpochConfig.BaseDigest) of m, the
+// model restored from snap: the one snap records while m holds snap's
+// state, and zero, m's learner.State.Digest, when snap records none or m
+// was changed since (challengers started or dropped).
+func BaseDigestOf(snap *snapshot.Snapshot, m *learner.Model) [32]byte {
+	if snap == nil || snap.BaseDigest == ([32]byte{}) || m.Shared().Digest() != snap.State.Digest() {
+		return [32]byte{}
+	}
+	return snap.BaseDigest
+}
+
 // ContinueModel is Continue for m, the model already restored from snap
 // (a new model when snap is nil).
 func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (e uint64, prev *epochlog.Boundary, positions map[shardid.ID]int64, err error) {

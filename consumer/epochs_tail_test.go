@@ -189,6 +189,7 @@ func TestEpochsBoundaryCutMeanwhileIsNoGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
 	late := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
 	ctx, cancel = context.WithCancel(context.Background())
 	lateDone := make(chan error, 1)

@@ -92,6 +92,7 @@ func startEpochsOf(t *testing.T, ctx context.Context, cfg consumer.EpochConfig, 
 			t.Fatal(err)
 		}
 	}
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
 	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() {

@@ -72,6 +72,7 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 			return nil, fmt.Errorf("model.challengers: %w", err)
 		}
 	}
+	cfg.BaseDigest = BaseDigestOf(start, m)
 	f := &Followed{}
 	if start != nil {
 		f.Began = start.Generation

@@ -506,6 +506,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		ecfg.Labels = l
 	}
 	ecfg.Damaged = damaged
+	ecfg.BaseDigest = BaseDigestOf(snap, m)
 	ecfg.Requests = storeRequests(store, p.opts.Model)
 	own, err := p.ownership()
 	if err != nil {

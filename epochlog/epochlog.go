@@ -82,8 +82,10 @@ type Boundary struct {
 	Epoch uint64
 	// ConfigDigest is the SHA-256 of the history configuration.
 	ConfigDigest [32]byte
-	// BaseStateSHA256 is the digest (learner.State.Digest) of W_{e-1},
-	// the model the epoch learns from.
+	// BaseStateSHA256 is the base digest of W_{e-1}, the model the
+	// epoch learns from (docs/scale-out.md, section 2.2): its
+	// learner.State.Digest where the chain of base digests begins, a
+	// step digest from the base before it after a mix.
 	BaseStateSHA256 [32]byte
 	// Shards are every shard of the epoch, empty ranges included, in
 	// shard order (shardid.Compare).
@@ -219,29 +221,36 @@ type ShardResult struct {
 }
 
 // Base is W_{e-1}, the state every result of epoch e was learned from,
-// with its digest (learner.State.Digest), computed once by NewBase. A
-// shard result is written as changes against it and read by applying
-// them to it, so neither is done without it; its digest must be the
-// result's BaseStateSHA256. Its state must not change while it is in
-// use, and it is only read: one Base serves any number of results and
-// goroutines.
+// with its base digest (docs/scale-out.md, section 2.2). A shard result
+// is written as changes against it and read by applying them to it, so
+// neither is done without it; its digest must be the result's
+// BaseStateSHA256. Its state must not change while it is in use, and it
+// is only read: one Base serves any number of results and goroutines.
 type Base struct {
 	state  *learner.State
 	digest [32]byte
 }
 
-// NewBase is st as the base of an epoch's results: the state is kept,
-// not copied, and its digest computed.
+// NewBase is st as the base of an epoch's results where a chain of base
+// digests begins: the state is kept, not copied, and its digest is its
+// learner.State.Digest, computed here.
 func NewBase(st *learner.State) *Base {
 	return &Base{state: st, digest: st.Digest()}
+}
+
+// BaseOf is st as a base whose digest is known: a mix's step digest
+// (learner.State.DigestSince from the base before it), or the one a
+// generation records. The state is kept, not copied.
+func BaseOf(st *learner.State, digest [32]byte) *Base {
+	return &Base{state: st, digest: digest}
 }
 
 // State is the base's state, shared: the caller only reads it (a model
 // restored from it, a mix over it).
 func (b *Base) State() *learner.State { return b.state }
 
-// Digest is the digest of the base's state: the BaseStateSHA256 of the
-// results learned from it.
+// Digest is the base digest: the BaseStateSHA256 of the results learned
+// from it.
 func (b *Base) Digest() [32]byte { return b.digest }
 
 // Verify is nil when r was learned from boundary b, whose stored bytes

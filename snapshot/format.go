@@ -67,6 +67,11 @@ type Snapshot struct {
 	// BoundarySHA256 is the SHA-256 of the stored boundary object; zero on
 	// the one-shard path, which writes no boundary.
 	BoundarySHA256 [32]byte
+	// BaseDigest is the base digest of the state (docs/scale-out.md,
+	// section 2.2), which the next epoch's boundary records: zero where it
+	// is the state's learner.State.Digest, as on a generation written
+	// before base digests were chained.
+	BaseDigest [32]byte
 	// Scope is "global" or "partition"; Shard names the shard of a
 	// partition-scope model.
 	Scope string
@@ -123,6 +128,7 @@ type body struct {
 	ConfigDigest   []byte  `msgpack:"config_digest,omitempty"`
 	Boundary       []Range `msgpack:"boundary,omitempty"`
 	BoundarySHA256 []byte  `msgpack:"boundary_sha256,omitempty"`
+	BaseSHA256     []byte  `msgpack:"base_sha256,omitempty"`
 	Scope          string  `msgpack:"scope,omitempty"`
 	Shard          string  `msgpack:"shard,omitempty"`
 
@@ -317,6 +323,7 @@ func marshalTemporary(s *Snapshot) (data []byte, release func(), err error) {
 		ConfigDigest:   digestBytes(s.ConfigDigest),
 		Boundary:       s.Boundary,
 		BoundarySHA256: digestBytes(s.BoundarySHA256),
+		BaseSHA256:     digestBytes(s.BaseDigest),
 		Scope:          s.Scope,
 		Shard:          s.Shard,
 		Join:           s.Join,
@@ -656,6 +663,9 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if s.BoundarySHA256, err = digestArray("boundary_sha256", b.BoundarySHA256, true); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if s.BaseDigest, err = digestArray("base_sha256", b.BaseSHA256, true); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if s.Epoch != 0 && s.Epoch != s.Generation {
