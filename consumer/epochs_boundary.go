@@ -133,8 +133,11 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 		// W_{e-1}'s state_sha256: the chain begins again there, for every
 		// worker that reads it (docs/scale-out.md, section 2.2).
 		if full := x.base.State().Digest(); b.BaseStateSHA256 == full {
+			if err := x.checkFollows(b); err != nil {
+				return err
+			}
 			x.base, x.digest = epochlog.BaseOf(x.base.State(), full), full
-			return x.checkFollows(b)
+			return nil
 		}
 		return fmt.Errorf("%w: epoch %d's boundary, cut by %s, learns from the model with base digest %x, this worker holds %x: "+
 			"another worker began a new history, as after a damaged or missing boundary (docs/scale-out.md, section 3.9); started again, this worker continues the newest",

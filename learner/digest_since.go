@@ -43,8 +43,12 @@ func SinceOf(prev [32]byte, base *State, at Coords, challengersAt []Coords) *Sin
 	return s
 }
 
-// sinceOf is SinceOf for one state, without its challengers.
+// sinceOf is SinceOf for one state, without its challengers. Coordinates
+// beyond a vector are taken as every coordinate.
 func sinceOf(base *State, at Coords) *Since {
+	if n := len(at.Index); n > 0 && int(at.Index[n-1]) >= max(len(base.Weights), len(base.SumWeights), len(base.Variance)) {
+		at = AllCoords
+	}
 	s := &Since{at: at}
 	for n, v := range [3][]float64{base.Weights, base.SumWeights, base.Variance} {
 		s.lens[n] = len(v)

@@ -45,6 +45,19 @@ func MixChanged(rule MixRule, base *State, states []*State, weights []float64, c
 	return out, nil
 }
 
+// MixChangesAt is the coordinates of base's per-weight vectors that
+// MixChanged(rule, base, states, weights, changed) may change: changed
+// where it mixes over those alone, every coordinate where it mixes the
+// whole state (Pegasos, whose mix rescales every weight, a kernel model,
+// an epoch in which a state found a drift). base and states are as
+// MixChanged is given them, before it writes the mix over base.
+func MixChangesAt(base *State, states []*State, changed Coords) Coords {
+	if base == nil || changed.All || !mixableAt(base, states, changed.Index) {
+		return AllCoords
+	}
+	return changed
+}
+
 // mixableAt reports whether MixChanged may mix states over base at idx
 // alone: a linear model other than Pegasos, every per-weight vector of
 // the configuration's length, idx within it, and no state that found a

@@ -20,6 +20,11 @@ func changedConfigs() map[string]learner.Config {
 	c := out["arow"]
 	c.Classes = []string{"a", "b", "c"}
 	out["multiclass/arow"] = c
+	// A Pegasos mix rewrites every weight: over more weights than its
+	// ranges touch, it changes coordinates no result did.
+	wide := out["pegasos"]
+	wide.HashBits = 12
+	out["pegasos/wide"] = wide
 	for _, a := range []string{"arow", "averaged", "perceptron"} {
 		c := out[a]
 		c.Drift = learner.DriftConfig{Enabled: true, Delta: 0, Threshold: driftThreshold, MinExamples: 20}
@@ -113,6 +118,14 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 					// whether the mix wrote over the base or not.
 					from := [32]byte{byte(e), 1}
 					sinceChanged := learner.SinceOf(from, got, diff, nil)
+					// A worker that read the results from the log knows
+					// only the coordinates whose bits they changed: the mix
+					// may change more (MixChangesAt).
+					stored := make([]learner.Coords, len(gotStates))
+					for s, st := range gotStates {
+						stored[s] = bitsChanged(got, st)
+					}
+					readAt := learner.MixChangesAt(got, gotStates, learner.UnionCoords(stored...))
 					sinceAll := learner.SinceOf(from, want, learner.AllCoords, nil)
 					mixed, err := learner.MixChanged(rule, got, gotStates, learner.MixWeightsOf(learner.MixExamples, got, gotStates), diff)
 					if err != nil {
@@ -128,6 +141,7 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 						t.Fatalf("epoch %d: the step digest over the changes is %x, over every coordinate %x", e, a, b)
 					}
 					checkCovers(t, "mix", prev, mixed, diff)
+					checkCovers(t, "mix, from the results' changes", prev, mixed, readAt)
 					if inPlace && &mixed.Weights[0] != &baseWeights[0] {
 						t.Fatalf("epoch %d: MixChanged did not mix over the changes alone, in the base's vectors", e)
 					}
@@ -139,6 +153,21 @@ func TestMixChangedIsMixWithRule(t *testing.T) {
 			})
 		}
 	}
+}
+
+// bitsChanged is the coordinates at which st's per-weight vectors have
+// other bits than base's, as a stored result names them.
+func bitsChanged(base, st *learner.State) learner.Coords {
+	var idx []uint32
+	for i := range base.Weights {
+		for _, v := range [][2][]float64{{base.Weights, st.Weights}, {base.SumWeights, st.SumWeights}, {base.Variance, st.Variance}} {
+			if len(v[0]) > i && len(v[1]) > i && math.Float64bits(v[0][i]) != math.Float64bits(v[1][i]) {
+				idx = append(idx, uint32(i))
+				break
+			}
+		}
+	}
+	return learner.Coords{Index: idx}
 }
 
 // mixedWithoutDrift reports whether no state found a drift beyond base.

@@ -68,9 +68,9 @@ type Snapshot struct {
 	// the one-shard path, which writes no boundary.
 	BoundarySHA256 [32]byte
 	// BaseDigest is the base digest of the state (docs/scale-out.md,
-	// section 2.2), which the next epoch's boundary records: zero where it
-	// is the state's learner.State.Digest, as on a generation written
-	// before base digests were chained.
+	// section 2.2), which the next epoch's boundary records: zero on the
+	// one-shard path and on a generation written before base digests were
+	// chained, whose base digest is the state's learner.State.Digest.
 	BaseDigest [32]byte
 	// Scope is "global" or "partition"; Shard names the shard of a
 	// partition-scope model.
