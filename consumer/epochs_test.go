@@ -179,6 +179,31 @@ func finalDigest(t *testing.T, x *consumer.Epochs, done <-chan error, cancel con
 	return x.Model().State().Digest()
 }
 
+// oneAndThreeAgree learns log with one worker, then with three that
+// threeWorkersAgree stops and starts again, each learning a model of lc
+// under epochConfig changed by set, and requires that they end at the
+// model of the one. It returns the three workers' sink.
+func oneAndThreeAgree(t *testing.T, log *memory.Log, lc learner.Config, set func(*consumer.EpochConfig)) *memory.Sink {
+	t.Helper()
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	cfg := epochConfig(log, one, memory.NewSink(), "one")
+	set(&cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := startEpochsOf(t, ctx, cfg, one, lc, nil)
+	last := waitComplete(t, one, log)
+	want := finalDigest(t, x, done, cancel, last)
+
+	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	threeWorkersAgree(t, three, log, last, want, 1, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
+		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
+		set(&cfg)
+		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
+		return startEpochsOf(t, ctx, cfg, three, lc, nil)
+	})
+	return sink
+}
+
 // threeWorkersAgree learns log's six shards with three workers into
 // store, each owning two shards, stops one at random moments (stops
 // times, drawn from seed) and starts it again, and requires that every
@@ -233,21 +258,7 @@ func threeWorkersAgree(t *testing.T, store *snapshot.Store, log *memory.Log, las
 // of the first.
 func TestEpochsDoNotDependOnTheWorkers(t *testing.T) {
 	log := epochLog(600)
-
-	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sinkOne := memory.NewSink()
-	ctx, cancel := context.WithCancel(context.Background())
-	x, done := startEpochs(t, ctx, epochConfig(log, one, sinkOne, "one"), one)
-	last := waitComplete(t, one, log)
-	want := finalDigest(t, x, done, cancel, last)
-
-	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sink := memory.NewSink()
-	threeWorkersAgree(t, three, log, last, want, 1, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
-		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
-		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
-		return startEpochs(t, ctx, cfg, three)
-	})
+	sink := oneAndThreeAgree(t, log, epochLearner(), func(*consumer.EpochConfig) {})
 
 	// Every position has a prediction; repeats are identical.
 	seen := map[string][]byte{}

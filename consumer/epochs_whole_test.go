@@ -2,7 +2,6 @@ package consumer_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,23 +31,7 @@ func pegasosLearner() learner.Config {
 // the others' results from the log, end with the model of one worker,
 // and agree on every base digest on the way.
 func TestEpochsOfAWholeMixDoNotDependOnTheWorkers(t *testing.T) {
-	log := epochLog(600)
-	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	cfg := epochConfig(log, one, memory.NewSink(), "one")
-	cfg.Rule = learner.MixAuto
-	ctx, cancel := context.WithCancel(context.Background())
-	x, done := startEpochsOf(t, ctx, cfg, one, pegasosLearner(), nil)
-	last := waitComplete(t, one, log)
-	want := finalDigest(t, x, done, cancel, last)
-
-	three := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sink := memory.NewSink()
-	threeWorkersAgree(t, three, log, last, want, 1, 4, func(ctx context.Context, i int, owned []string) (*consumer.Epochs, <-chan error) {
-		cfg := epochConfig(log, three, sink, fmt.Sprintf("w%d", i))
-		cfg.Rule = learner.MixAuto
-		cfg.Owned = func() []shardid.ID { return shardIDs(owned) }
-		return startEpochsOf(t, ctx, cfg, three, pegasosLearner(), nil)
-	})
+	oneAndThreeAgree(t, epochLog(600), pegasosLearner(), func(cfg *consumer.EpochConfig) { cfg.Rule = learner.MixAuto })
 }
 
 // TestEpochsOfAWholeMixWithAWorkerOwningNothing: a worker that owns no
