@@ -59,8 +59,9 @@ func (x *Epochs) noteChangedLocked(res *epochlog.ShardResult) {
 	}
 }
 
-// challengersChangedOf is mixChangesAt for each challenger of base, over
-// its states in states.
+// challengersChangedOf is, for each challenger of base, the coordinates
+// at which its mix over its states in states may change it
+// (learner.MixChangesAt).
 func (x *Epochs) challengersChangedOf(base *learner.State, states []*learner.State) []learner.Coords {
 	if len(base.Challengers) == 0 {
 		return nil
@@ -92,14 +93,6 @@ func withoutChallengers(states ...*learner.State) []*learner.State {
 		out[i] = &c
 	}
 	return out
-}
-
-// mixChangesAt is the coordinates at which the mix of states over base,
-// W_{e-1} (its challengers left out), may differ from it: where the
-// states may, unless the mix rewrites every coordinate
-// (learner.MixChangesAt).
-func (x *Epochs) mixChangesAt(base *learner.State, states []*learner.State) learner.Coords {
-	return learner.MixChangesAt(withoutChallengers(base)[0], withoutChallengers(states...), x.changedOf(states))
 }
 
 // changedOf is the union of the coordinates at which states may differ

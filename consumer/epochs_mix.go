@@ -108,7 +108,7 @@ func (x *Epochs) mixInto(b *epochlog.Boundary, target *learner.State, states []*
 		cmixed      = make(chan struct{})
 	)
 	cdiffs = x.challengersChangedOf(base, states)
-	diff := x.mixChangesAt(base, states)
+	diff := learner.MixChangesAt(base, states, x.changedOf(states))
 	// W_e's base digest is a step from W_{e-1}'s over what the mix may
 	// change (docs/scale-out.md, section 2.2), whose old values are taken
 	// before the mix writes over them.

@@ -197,8 +197,8 @@ func (st *State) challengerDigests(since *Since) func() [][32]byte {
 		// With since, a challenger that was one of the state stepped
 		// from, at the same place, digests as its own step.
 		var cs *Since
-		if since != nil && i < len(since.challengers) && since.challengerNames[i] == c.Name {
-			cs = since.challengers[i]
+		if since != nil && i < len(since.challengers) && since.challengers[i].name == c.Name {
+			cs = since.challengers[i].since
 		}
 		wg.Go(func() { out[i] = c.State.digest(cs) })
 	}

@@ -21,8 +21,15 @@ type Since struct {
 	was  [3][]float64
 	lens [3]int
 
-	challengerNames []string
-	challengers     []*Since
+	// challengers are what each challenger's step digest needs, with
+	// the challenger's name (a Since of its own, with no prev).
+	challengers []namedSince
+}
+
+// namedSince is a challenger's Since, with its name.
+type namedSince struct {
+	name  string
+	since *Since
 }
 
 // SinceOf takes what DigestSince needs of base, whose digest is prev, for
@@ -37,8 +44,7 @@ func SinceOf(prev [32]byte, base *State, at Coords, challengersAt []Coords) *Sin
 		if i < len(challengersAt) {
 			cat = challengersAt[i]
 		}
-		s.challengerNames = append(s.challengerNames, c.Name)
-		s.challengers = append(s.challengers, sinceOf(c.State, cat))
+		s.challengers = append(s.challengers, namedSince{c.Name, sinceOf(c.State, cat)})
 	}
 	return s
 }

@@ -50,7 +50,8 @@ func MixChanged(rule MixRule, base *State, states []*State, weights []float64, c
 // where it mixes over those alone, every coordinate where it mixes the
 // whole state (Pegasos, whose mix rescales every weight, a kernel model,
 // an epoch in which a state found a drift). base and states are as
-// MixChanged is given them, before it writes the mix over base.
+// MixChanged is given them (with or without their challengers, which it
+// does not look at), before it writes the mix over base.
 func MixChangesAt(base *State, states []*State, changed Coords) Coords {
 	if base == nil || changed.All || !mixableAt(base, states, changed.Index) {
 		return AllCoords
