@@ -147,9 +147,12 @@ const queueBatches = 8
 const maxPublish = 16384
 
 // rangesBatches is the budget of batches the epochs' ranges hold queued
-// or being published, together: as many as one worker's queue, so that
-// the ranges learned at once do not each hold as much.
-const rangesBatches = queueBatches
+// or being published, together: four workers' queues. Up to four ranges
+// learned at once (a topic of four partitions) each run as far ahead of
+// their outputs as one partition's worker does, rather than waiting for
+// a slot at every few batches; a worker learning more ranges at once
+// holds no more than four workers would.
+const rangesBatches = 4 * queueBatches
 
 // outputBudget is a budget of processed batches, shared by workers: a
 // slot per batch that waits for its outputs or is being published. The
