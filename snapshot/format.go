@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/internal/msgpackscan"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -311,6 +312,9 @@ func marshalTemporary(s *Snapshot) (data []byte, release func(), err error) {
 	}
 	if err := CheckRanges(s.Boundary); err != nil {
 		return nil, nil, fmt.Errorf("snapshot: boundary: %w", err)
+	}
+	if err := checkPositions(s.Positions); err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	b := body{
 		Model:          s.Model,
@@ -674,13 +678,30 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	if err := CheckRanges(s.Boundary); err != nil {
 		return nil, fmt.Errorf("%w: boundary: %v", ErrCorrupt, err)
 	}
+	if err := checkPositions(s.Positions); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
 	return s, nil
+}
+
+// checkPositions refuses a negative position: offsets and sequences
+// count from 0, and a worker would resume from one.
+func checkPositions(p map[string]int64) error {
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if p[k] < 0 {
+			return fmt.Errorf("positions: %s at %d (want 0 or more)", k, p[k])
+		}
+	}
+	return nil
 }
 
 // Unseal returns the encoded body of an envelope (see Seal) after
 // checking its format and checksum. Damage gives an error wrapping
 // ErrCorrupt; a newer format one wrapping ErrNewerFormat.
 func Unseal(data []byte) ([]byte, error) {
+	if err := checkDepth("the envelope", data); err != nil {
+		return nil, err
+	}
 	var env envelope
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return nil, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)
@@ -697,7 +718,27 @@ func Unseal(data []byte) ([]byte, error) {
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
 		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
 	}
+	if err := checkDepth("the body", env.Body); err != nil {
+		return nil, err
+	}
 	return env.Body, nil
+}
+
+// maxDepth bounds the arrays and maps open at once in a stored object's
+// envelope, and in its body. The formats nest a few; the decoder recurses
+// into each, so an object crafted to nest millions would exhaust its
+// stack, which no recover catches.
+const maxDepth = 64
+
+// checkDepth refuses data, what of a stored object, if its first value
+// nests deeper than maxDepth. Other damage is left to the decoder, which
+// then recurses no deeper than that.
+func checkDepth(what string, data []byte) error {
+	s := msgpackscan.Skipper{MaxDepth: maxDepth}
+	if i, st := s.Skip(data, 0); st == msgpackscan.TooDeep {
+		return fmt.Errorf("%w: %s nests more than %d arrays and maps at byte %d", ErrCorrupt, what, maxDepth, i)
+	}
+	return nil
 }
 
 // state decodes b and checks it as Restore does. The error names the

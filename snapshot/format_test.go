@@ -548,3 +548,64 @@ func TestEpochKeysRefused(t *testing.T) {
 		t.Errorf("a boundary naming shard kafka:examples/01: Unmarshal: %v, want ErrCorrupt naming the shard", err)
 	}
 }
+
+// nested is a msgpack value of depth arrays, one inside the next, around
+// a nil.
+func nested(depth int) []byte {
+	return append(bytes.Repeat([]byte{0x91}, depth), 0xc0)
+}
+
+// TestDeepNestingIsCorrupt: a stored object that nests arrays millions
+// deep, in its envelope or in a body with a valid checksum, is refused
+// as corrupt before the decoder, which recurses into each, runs out of
+// stack (a fatal error, not a panic). The depth of a real snapshot is
+// far below the bound.
+func TestDeepNestingIsCorrupt(t *testing.T) {
+	const depth = 8_000_000
+	// An envelope with an unknown key holding the nesting: the decoder
+	// skips an unknown key's value by recursing into it.
+	envelope := append([]byte("\x84\xa6format\x02\xa8checksum\x00\xa4body\xc4\x00\xa1x"), nested(depth)...)
+	body := append([]byte("\x81\xa1x"), nested(depth)...)
+	inBody, err := msgpack.Marshal(map[string]any{"format": snapshot.Format, "checksum": crc32.ChecksumIEEE(body), "body": body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"envelope": envelope, "body": inBody} {
+		_, err := snapshot.Unmarshal(data)
+		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "nests more than 64") || !strings.Contains(err.Error(), name) {
+			t.Errorf("nested %d deep in the %s: got %v, want ErrCorrupt naming the %s's depth", depth, name, err, name)
+		}
+	}
+	// Within the bound, nesting is left to the decoder.
+	shallow := reseal(t, map[string]any{"x": msgpack.RawMessage(nested(63))})
+	if _, err := snapshot.Unmarshal(shallow); err == nil || strings.Contains(err.Error(), "nests") {
+		t.Errorf("nested 63 deep: got %v, want the decoder's own error", err)
+	}
+	valid, err := snapshot.Marshal(epochSnap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Unmarshal(valid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNegativePositionIsRefused: positions count from 0. Marshal refuses
+// a negative one, and a snapshot that holds one is corrupt, so that a
+// worker loads the generation before it rather than resuming from it.
+func TestNegativePositionIsRefused(t *testing.T) {
+	s := epochSnap(t)
+	s.Positions = map[string]int64{"kafka:examples/0": 1200, "kafka:examples/1": -100}
+	if _, err := snapshot.Marshal(s); err == nil || !strings.Contains(err.Error(), "kafka:examples/1 at -100") {
+		t.Errorf("Marshal: got %v, want an error naming the negative position", err)
+	}
+	valid, err := snapshot.Marshal(epochSnap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bodyOf(t, valid)
+	body["positions"] = map[string]any{"kafka:examples/0": 1200, "kafka:examples/1": -100}
+	if _, err := snapshot.Unmarshal(reseal(t, body)); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "kafka:examples/1 at -100") {
+		t.Errorf("Unmarshal: got %v, want ErrCorrupt naming the negative position", err)
+	}
+}
