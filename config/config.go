@@ -280,6 +280,7 @@ type Serve struct {
 	// MaxBytes bounds a request's body; MaxInFlight the requests answered
 	// at once, over both interfaces.
 	MaxBytes    int `yaml:"max_bytes" help:"largest request body in bytes; a larger one is refused (HTTP 413)"`
+	MaxExamples int `yaml:"max_examples" help:"most examples in a request, which bounds its reply; more are refused (HTTP 413)"`
 	MaxInFlight int `yaml:"max_in_flight" help:"most requests answered at once; more are refused (HTTP 503 with Retry-After)"`
 	// Timeout bounds reading a request and answering it.
 	Timeout time.Duration `yaml:"timeout" help:"most time to read a request's body, and again to answer it once read (a duration: 5s)"`
@@ -362,6 +363,7 @@ func Default() Config {
 			HTTP:        true,
 			QueueGroup:  "hyperplane",
 			MaxBytes:    1 << 20,
+			MaxExamples: 10000,
 			MaxInFlight: 64,
 			Timeout:     5 * time.Second,
 			Refresh:     100 * time.Millisecond,

@@ -109,6 +109,8 @@ func (c Config) validateServe() error {
 		return fieldErr("serve.queue_group", "%q is not a queue group name (no spaces or wildcards)", s.QueueGroup)
 	case s.MaxBytes < 1:
 		return fieldErr("serve.max_bytes", "must be at least 1, got %d", s.MaxBytes)
+	case s.MaxExamples < 1:
+		return fieldErr("serve.max_examples", "must be at least 1, got %d", s.MaxExamples)
 	case s.MaxInFlight < 1:
 		return fieldErr("serve.max_in_flight", "must be at least 1, got %d", s.MaxInFlight)
 	case s.Timeout <= 0:

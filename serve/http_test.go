@@ -274,6 +274,47 @@ func TestHTTPTooLarge(t *testing.T) {
 	send(pad(max), true).ok(t, "application/json", m.Version())
 }
 
+// TestHTTPTooManyExamples: a body within serve.max_bytes that holds more
+// examples than serve.max_examples is refused with 413, as JSON lines, a
+// JSON array or a msgpack array, before any is predicted; at the limit it
+// is answered. At the defaults, a megabyte of empty examples (about
+// 350,000, whose replies would take some 40 MB) is refused.
+func TestHTTPTooManyExamples(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const max = 3
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName, MaxExamples: max}, cfg, liveOf(m), nil, nil))
+	example := `{"id":"a","features":{"f1":1}}`
+	lines := func(n int) []byte { return []byte(strings.Repeat(example+"\n", n)) }
+	array := func(n int) []byte { return []byte("[" + strings.TrimSuffix(strings.Repeat(example+",", n), ",") + "]") }
+	msgpackArray := func(n int) []byte {
+		one := []byte("\x82\xa2id\xa1a\xa8features\x81\xa2f1\x01")
+		return append([]byte{0x90 | byte(n)}, bytes.Repeat(one, n)...)
+	}
+	for _, tc := range []struct {
+		name        string
+		contentType string
+		body        func(int) []byte
+		answered    string
+	}{
+		{"JSON lines", "application/json", lines, "application/x-ndjson"},
+		{"a JSON array", "application/json", array, "application/json"},
+		{"a msgpack array", "application/msgpack", msgpackArray, "application/msgpack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			post(t, hs.URL, tc.contentType, tc.body(max)).ok(t, tc.answered, m.Version())
+			post(t, hs.URL, tc.contentType, tc.body(max+1)).refused(t, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("the body's %d examples exceed serve.max_examples, %d", max+1, max))
+		})
+	}
+
+	defaults := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), nil, nil))
+	empties := bytes.Repeat([]byte("{}\n"), (serve.DefaultMaxBytes-1)/3)
+	post(t, defaults.URL, "application/json", empties).refused(t, http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("the body's %d examples exceed serve.max_examples, %d", len(empties)/3, serve.DefaultMaxExamples))
+	post(t, defaults.URL, "application/json", empties[:3*serve.DefaultMaxExamples]).ok(t, "application/x-ndjson", m.Version())
+}
+
 // slowRequest starts a request on its own connection to hs and sends its
 // headers and the first bytes of its body, keeping the rest back.
 type slowRequest struct {

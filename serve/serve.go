@@ -33,6 +33,11 @@ type Options struct {
 	Model string
 	// MaxBytes bounds a request's body (DefaultMaxBytes).
 	MaxBytes int
+	// MaxExamples bounds the examples of a request (DefaultMaxExamples),
+	// and with them its reply: a body of small examples holds many more
+	// than the worker's replies, each of the model's name, version and
+	// prediction, are large.
+	MaxExamples int
 	// MaxInFlight bounds the requests answered at once, over every
 	// interface (DefaultMaxInFlight).
 	MaxInFlight int
@@ -51,6 +56,7 @@ type Options struct {
 // The defaults of Options.
 const (
 	DefaultMaxBytes    = 1 << 20
+	DefaultMaxExamples = 10000
 	DefaultMaxInFlight = 64
 	DefaultTimeout     = 5 * time.Second
 	DefaultGenerations = 4
@@ -172,6 +178,9 @@ func (s *Server) loadFrom(load loadNamed) {
 func newServer(opts Options, cfg learner.Config, metrics *Metrics) *Server {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxExamples <= 0 {
+		opts.MaxExamples = DefaultMaxExamples
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
@@ -316,6 +325,9 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	shp, spans, err := st.split.split(req.body, req.msgpack)
 	if err != nil {
 		return answer{}, errorf(StatusBadRequest, "%v", err)
+	}
+	if len(spans) > s.opts.MaxExamples {
+		return answer{}, errorf(StatusTooLarge, "the body's %d examples exceed serve.max_examples, %d", len(spans), s.opts.MaxExamples)
 	}
 	dec := decs.get()
 	defer decs.put(dec)

@@ -43,6 +43,7 @@ func TestConfigAgreesWithServe(t *testing.T) {
 		got, want any
 	}{
 		{"serve.max_bytes", s.MaxBytes, serve.DefaultMaxBytes},
+		{"serve.max_examples", s.MaxExamples, serve.DefaultMaxExamples},
 		{"serve.max_in_flight", s.MaxInFlight, serve.DefaultMaxInFlight},
 		{"serve.timeout", s.Timeout, serve.DefaultTimeout},
 		{"serve.generations", s.Generations, serve.DefaultGenerations},

@@ -81,6 +81,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	opts := serve.Options{
 		Model:       cfg.Model.Name,
 		MaxBytes:    cfg.Serve.MaxBytes,
+		MaxExamples: cfg.Serve.MaxExamples,
 		MaxInFlight: cfg.Serve.MaxInFlight,
 		Timeout:     cfg.Serve.Timeout,
 		Generations: cfg.Serve.Generations,
