@@ -80,6 +80,11 @@ const (
 // MaxHashBits bounds HashBits: 2^30 weights are 8 GiB per class.
 const MaxHashBits = 30
 
+// MaxWindow bounds Window. The model keeps about 50 bytes for each
+// example of the window (the rolling accuracy, log-loss, Brier score and
+// calibration), allocated at once: 50 MB at the bound.
+const MaxWindow = 1_000_000
+
 // Config is everything that defines a model. Start from DefaultConfig: the
 // zero value is not valid.
 type Config struct {
@@ -307,8 +312,8 @@ func (c Config) Validate() error {
 	if c.Budget < 1 {
 		return fieldErr("budget", "must be at least 1, got %d", c.Budget)
 	}
-	if c.Window < 1 {
-		return fieldErr("window", "must be at least 1, got %d", c.Window)
+	if c.Window < 1 || c.Window > MaxWindow {
+		return fieldErr("window", "must be between 1 and %d, got %d", MaxWindow, c.Window)
 	}
 	if err := c.Drift.validate(); err != nil {
 		return err

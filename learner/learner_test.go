@@ -491,6 +491,7 @@ func TestValidate(t *testing.T) {
 		{"coef0", func(c *learner.Config) { c.Coef0 = -1 }},
 		{"budget", func(c *learner.Config) { c.Budget = 0 }},
 		{"window", func(c *learner.Config) { c.Window = 0 }},
+		{"window", func(c *learner.Config) { c.Window = learner.MaxWindow + 1 }},
 	}
 	for _, tc := range cases {
 		cfg := perceptronConfig()
