@@ -55,6 +55,9 @@ Snapshot URLs (` + "`snapshot.url`" + `): ` + "`file:///dir`" + `,
 ` + "`s3://bucket/prefix?endpoint=...&region=...&use_path_style=true`" + ` (S3 or MinIO; credentials
 from the standard AWS environment and files), ` + "`gs://`" + `, ` + "`azblob://`" + `, ` + "`mem://`" + `.
 Destinations (` + "`outputs.*`" + `): ` + "`kafka:<topic>`" + `, ` + "`jetstream:<subject>`" + ` or ` + "`nats:<subject>`" + `.
+An output the worker would read back is refused, naming its key: a topic of ` + "`source.topics`" + ` or
+` + "`labels.topics`" + `, or a subject that ` + "`source.subject`" + ` or ` + "`labels.subject`" + ` takes in (wildcards
+included, JetStream and core NATS alike), whose events would be learned or joined and give more.
 `
 
 // writePage writes the configuration page: pageIntro, then a table of

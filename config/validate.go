@@ -41,6 +41,7 @@ func (c Config) Validate() error {
 		c.validateSource,
 		c.validateOutputs,
 		c.validateLabels,
+		c.validateReadBack,
 		c.validateKafka,
 		c.validateNATS,
 		c.validateSnapshot,
@@ -605,6 +606,57 @@ func checkSubject(s string, wildcards bool) error {
 		}
 	}
 	return nil
+}
+
+// validateReadBack refuses an output that the worker would read back as
+// input: a Kafka topic of source.topics or labels.topics, or a subject
+// that source.subject or labels.subject takes in. A JetStream publish is
+// a NATS message too, so a core NATS source takes in a jetstream: output
+// as it does a nats: one, and a stream stores both. Each event read back
+// would be learned or joined, and give another event: the stream would
+// feed itself. (A JetStream source without source.subject reads its whole
+// stream, whose subjects only the server knows: setup checks that case.)
+func (c Config) validateReadBack() error {
+	for _, d := range c.Outputs.Destinations() {
+		dest := d.Dest
+		if dest.IsZero() {
+			continue
+		}
+		if dest.Kind == KindKafka {
+			if c.Source.Kind == KindKafka && slices.Contains(c.Source.Topics, dest.Topic) {
+				return fieldErr(d.Key, "%s is a topic of source.topics: the worker would read its own events as examples; choose another topic", dest)
+			}
+			if c.Labels.Kind == KindKafka && slices.Contains(c.Labels.Topics, dest.Topic) {
+				return fieldErr(d.Key, "%s is a topic of labels.topics: the worker would read its own events as labels; choose another topic", dest)
+			}
+			continue
+		}
+		if s := c.Source.Subject; (c.Source.Kind == KindJetStream || c.Source.Kind == KindNATS) && s != "" && subjectTakes(s, dest.Topic) {
+			return fieldErr(d.Key, "%s is taken in by source.subject %s: the worker would read its own events as examples; choose a subject outside it", dest, s)
+		}
+		if s := c.Labels.Subject; c.Labels.Kind == KindJetStream && s != "" && subjectTakes(s, dest.Topic) {
+			return fieldErr(d.Key, "%s is taken in by labels.subject %s: the worker would read its own events as labels; choose a subject outside it", dest, s)
+		}
+	}
+	return nil
+}
+
+// subjectTakes reports whether the subject filter, which may hold the
+// wildcards '*' (one token) and '>' (the rest, one token or more), takes
+// in subject, which holds none.
+func subjectTakes(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
 
 // OwnedPartitions are the partitions of a partitioned stream that this

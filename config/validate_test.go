@@ -345,3 +345,58 @@ func TestDestinationUnmarshalText(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateReadBack: an output the worker would read back as input,
+// its events learned or joined and giving more events, stops start-up
+// naming the output's key; an output beside the input does not.
+func TestValidateReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		base   func() Config
+		mutate func(*Config)
+		field  string // "" for valid
+		says   string
+	}{
+		{"a source topic", validKafka, func(c *Config) { c.Outputs.Predictions = dest("kafka:examples") }, "outputs.predictions", "source.topics"},
+		{"a second source topic", validKafka, func(c *Config) {
+			c.Source.Topics = []string{"examples", "more"}
+			c.Outputs.DeadLetter = dest("kafka:more")
+		}, "outputs.dead_letter", "as examples"},
+		{"the labels' topic", func() Config { return kafkaLabels() }, func(c *Config) { c.Outputs.LateLabels = dest("kafka:clicks") }, "outputs.late_labels", "labels.topics"},
+		{"another topic", validKafka, func(c *Config) { c.Outputs.Predictions = dest("kafka:examples-predictions") }, "", ""},
+		{"a source subject's wildcard", validJetStream, func(c *Config) {
+			c.Source.Subject = "loop.>"
+			c.Outputs.Predictions = dest("jetstream:loop.predictions")
+		}, "outputs.predictions", "source.subject loop.>"},
+		{"a source subject's token wildcard", validJetStream, func(c *Config) {
+			c.Source.Subject = "loop.*.in"
+			c.Outputs.Misclassifications = dest("nats:loop.x.in")
+		}, "outputs.misclassifications", "source.subject"},
+		{"outside a source subject", validJetStream, func(c *Config) {
+			c.Source.Subject = "loop.*.in"
+			c.Outputs.Predictions = dest("jetstream:loop.x.out")
+			c.Outputs.DeadLetter = dest("jetstream:loop")
+		}, "", ""},
+		{"a core NATS source", validNATS, func(c *Config) { c.Outputs.Predictions = dest("jetstream:examples.predictions") }, "outputs.predictions", "as examples"},
+		{"the labels' subject", validJetStream, func(c *Config) {
+			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+			c.Outputs.LateLabels = dest("jetstream:clicks")
+		}, "outputs.late_labels", "labels.subject clicks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.base()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "read its own events") {
+				t.Fatalf("got %v, want an error on %s saying %q and that the worker would read its own events", err, tc.field, tc.says)
+			}
+		})
+	}
+}
