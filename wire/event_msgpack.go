@@ -17,17 +17,27 @@ func (p *Prediction) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
 	if p.Outcome.Labeled {
 		n += 2
 	}
-	return p.appendMsgpackFields(msgpackMap(dst, n), labels)
+	return p.appendMsgpackFields(msgpackMap(dst, n), labels, false)
 }
 
-func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []byte {
+// appendMsgpackFields appends the keys and values of the prediction
+// event; served, those kept of a prediction as served while its label
+// waits (appendJSONServed).
+func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels, served bool) []byte {
 	dst = msgpackStr(dst, "event_id")
 	dst = msgpackEventID(dst, p.Position)
 	if p.Meta.HasID {
 		dst = msgpackStr(dst, "id")
 		dst = msgpackStr(dst, p.Meta.ID)
 	}
-	dst = msgpackPrediction(dst, labels, &p.Outcome.Prediction)
+	if served {
+		dst = msgpackStr(dst, "predicted")
+		dst = msgpackLabel(dst, labels, p.Outcome.Label)
+		dst = msgpackStr(dst, "probability")
+		dst = msgpackFloat(dst, p.Outcome.Probability)
+	} else {
+		dst = msgpackPrediction(dst, labels, &p.Outcome.Prediction)
+	}
 	if p.Outcome.Labeled {
 		dst = msgpackStr(dst, "label")
 		dst = msgpackLabel(dst, labels, p.Label)
@@ -98,11 +108,15 @@ func (m *Misclassification) AppendMsgpack(dst []byte, labels learner.Labels) []b
 		n += 2
 	}
 	if m.Joined {
-		n++
+		// label_delay_ms; predicted and probability but no scores, and
+		// no margin.
+		n += 1 + 2 - msgpackPredictionKeys(labels) - 1
 	}
-	dst = m.appendMsgpackFields(msgpackMap(dst, n), labels)
-	dst = msgpackStr(dst, "margin")
-	dst = msgpackFloat(dst, m.Outcome.Margin)
+	dst = m.appendMsgpackFields(msgpackMap(dst, n), labels, m.Joined)
+	if !m.Joined {
+		dst = msgpackStr(dst, "margin")
+		dst = msgpackFloat(dst, m.Outcome.Margin)
+	}
 	dst = msgpackStr(dst, "mistakes")
 	dst = msgpackUint(dst, m.Mistakes)
 	dst = msgpackStr(dst, "examples")
