@@ -14,12 +14,15 @@ type JoinMetrics struct {
 	Pending               prometheus.Gauge
 	Delay                 prometheus.Histogram
 	Marks                 prometheus.Counter
+	Future                *prometheus.CounterVec // by input: examples, labels
 	ServedAccuracy        prometheus.Gauge
 	ServedLogLoss         prometheus.Gauge
 	RollingServedAccuracy prometheus.Gauge
 	RollingServedLogLoss  prometheus.Gauge
 
 	outcomes [labelOutcomes]prometheus.Counter
+	// futureExamples and futureLabels are Future's two series.
+	futureExamples, futureLabels prometheus.Counter
 	// totals is shared by the copies of the metrics that the joins of one
 	// process use (one a partition in partition scope, one a head in
 	// epochs).
@@ -68,6 +71,10 @@ func newJoinMetrics() JoinMetrics {
 			Name: "hyperplane_label_marks_written_total",
 			Help: "Marks this worker appended to the labels' input to close the windows of a quiet one (docs/labels.md, section 5).",
 		}),
+		Future: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperplane_join_future_records_total",
+			Help: "Records of the join's inputs stamped more than labels.window ahead of this worker's clock, by input (examples, labels): each moves its input's watermark there, closing windows early (docs/labels.md, section 8).",
+		}, []string{"input"}),
 		ServedAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_served_accuracy",
 			Help: "Accuracy of the predictions as they were published, scored when their labels joined: the accuracy users experienced (see hyperplane_rolling_accuracy for the prequential one).",
@@ -88,12 +95,13 @@ func newJoinMetrics() JoinMetrics {
 	for o := range labelOutcomes {
 		m.outcomes[o] = m.Labels.WithLabelValues(o.String())
 	}
+	m.futureExamples, m.futureLabels = m.Future.WithLabelValues("examples"), m.Future.WithLabelValues("labels")
 	m.totals = &joinTotals{shards: map[string]*joinShard{}}
 	return m
 }
 
 func (m *JoinMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Delay, m.Marks,
+	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Delay, m.Marks, m.Future,
 		m.ServedAccuracy, m.ServedLogLoss, m.RollingServedAccuracy, m.RollingServedLogLoss}
 }
 

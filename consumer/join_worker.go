@@ -110,6 +110,9 @@ type joined struct {
 	}
 
 	lastMark time.Time
+	// futureWarned is when the last warning of a record stamped ahead
+	// of this worker's clock was logged (checkFuture).
+	futureWarned time.Time
 	// scratch is the head's, predicting with a view (WorkerConfig.head).
 	scratch learner.Scratch
 
@@ -434,6 +437,7 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		b.resume[m.Position.Source] = m.Resume
 	}
 	t := Millis(m.Time)
+	w.checkFuture(m, t, false)
 	meta, err := w.decode(m.Value, x)
 	j.keep(m, x, err == nil)
 	key := m.Position.AppendEventID(scratch[:0])
@@ -473,6 +477,35 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 	return key
 }
 
+// checkFuture counts a record of the join's inputs (of the labels' if
+// label) stamped more than a window ahead of this worker's clock, and
+// warns of it at most once a minute. The join follows the records' own
+// times whatever the clock says, so that every replay decides as the live
+// worker did: such a record moves its input's watermark to its time, and
+// until the clock gets there windows close as soon as they open (a label)
+// or no label is related to a later example (an example). A producer's
+// clock far ahead, or a time in micro- rather than milliseconds, is the
+// usual cause; docs/labels.md, section 8, says how to keep it out.
+func (w *Worker) checkFuture(m *Message, t int64, label bool) {
+	j := w.joined
+	now := time.Now()
+	if t <= now.UnixMilli()+j.join.window {
+		return
+	}
+	input, c := "examples", w.metrics.Join.futureExamples
+	if label {
+		input, c = "labels", w.metrics.Join.futureLabels
+	}
+	c.Inc()
+	if now.Sub(j.futureWarned) < time.Minute {
+		return
+	}
+	j.futureWarned = now
+	w.log.Warn("a record of the join's input is stamped more than labels.window ahead of this worker's clock: the join follows record times, so its windows follow this one (fix the producer's clock, or have the broker stamp records: docs/labels.md, section 8)",
+		zap.String("input", input), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset),
+		zap.Time("stamped", time.UnixMilli(t)), zap.Duration("ahead", time.UnixMilli(t).Sub(now).Round(time.Second)))
+}
+
 // margin is y·f(x) of a binary prediction, the label's score minus the
 // best other of a multiclass one.
 func margin(p *learner.Prediction, y int, multiclass bool) float64 {
@@ -496,6 +529,7 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 	j.lbSource = m.Position.Source
 	key := m.Position.AppendEventID(scratch[:0])
 	t := Millis(m.Time)
+	w.checkFuture(m, t, true)
 	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)
 	if err != nil {
 		w.metrics.DecodeErrors.Inc()

@@ -1,0 +1,92 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// TestJoinedWorkerReportsRecordsFromTheFuture: a record of either input
+// stamped more than a window ahead of the worker's clock (a producer's
+// clock far ahead, a time in microseconds) moves its input's watermark
+// there, as the rule says. The worker counts each such record, by input,
+// in hyperplane_join_future_records_total and warns of it, naming where
+// it is; records stamped now are not counted.
+func TestJoinedWorkerReportsRecordsFromTheFuture(t *testing.T) {
+	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	now := time.Now()
+	far := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		ex.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%3))
+		labels.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","label":1}`, i))
+	}
+	labels.AppendAt(0, far, []byte(`not a label`))
+	labels.AppendAt(0, now.Add(joinWindow/2), []byte(`{"id":"e0","label":1}`))
+	ex.AppendAt(0, far.Add(time.Hour), []byte(`{"id":"late","features":{"a":1}}`))
+
+	core, logs := observer.New(zapcore.WarnLevel)
+	log := zap.New(core)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 10
+	res, err := snapshot.Resume(context.Background(), store, "joined", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: joinWindow},
+		Source: memory.NewSource(labels, res.Positions),
+		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+			return memory.NewSource(ex, resume), nil
+		},
+		CacheBytes: 4096,
+		Format:     wire.FormatJSON, Writer: "w",
+	}
+	metrics := consumer.NewMetrics(nil)
+	cfg := consumer.WorkerConfig{Model: "joined", Snapshots: res.Snapshotter, Batch: 8, Labels: lc}
+	w := consumer.NewWorker(cfg, memory.NewSource(ex, nil), res.Model, res.Positions, metrics, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	future := func(input string) float64 { return testutil.ToFloat64(metrics.Join.Future.WithLabelValues(input)) }
+	wait.For(t, time.Minute, 5*time.Millisecond, "both inputs read to their ends", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("Run stopped: %v", err)
+		default:
+		}
+		head, _, _, _ := w.JoinProgress()
+		return head == int64(ex.Len(0)) && future("labels") == 1 && future("examples") == 1
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if c := w.JoinCounts(); c.Labels[consumer.LabelJoined] != 20 {
+		t.Errorf("%d labels joined, want the 20 stamped now (the record from the future came after them)", c.Labels[consumer.LabelJoined])
+	}
+	warned := logs.FilterMessageSnippet("ahead of this worker's clock").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of a record from the future, want 1 (at most one a minute): %v", len(warned), logs.All())
+	}
+	// The two inputs are read side by side: the warning names whichever
+	// record came first.
+	fields := warned[0].ContextMap()
+	if named := fmt.Sprint(fields["input"], " ", fields["source"], " ", fields["offset"]); named != "labels "+labels.Key(0)+" 20" && named != "examples "+ex.Key(0)+" 20" {
+		t.Errorf("the warning names %q, want offset 20 of %s or of %s", named, labels.Key(0), ex.Key(0))
+	}
+}
