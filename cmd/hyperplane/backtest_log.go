@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -59,7 +63,11 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 		return nil, &usageError{msg: "config: " + err.Error()}
 	}
 	opts.Decoder = wire.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes}
-	p, err := openPipeline(ctx, cfg, newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr), false, false)
+	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
+	if err := onePartition(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	p, err := openPipeline(ctx, cfg, log, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -69,4 +77,27 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	}
 	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end)}
 	return backtest.RunSource(ctx, bounded, opts)
+}
+
+// onePartition refuses, before anything is read, a source of several
+// partitions: the source of one reads them merged in an order that
+// changes from run to run, and so would the verdicts.
+func onePartition(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	const why = "backtest reads the log of a source of one partition or stream, in its order, or a file (-input)"
+	switch {
+	case cfg.Source.Kind == config.KindJetStream && cfg.Source.StreamPartitions > 0:
+		return usagef("source.stream_partitions: %d: %s", cfg.Source.StreamPartitions, why)
+	case cfg.Source.Kind != config.KindKafka:
+		return nil
+	}
+	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
+	defer b.Close()
+	n, err := b.KafkaPartitions(ctx, cfg.Source)
+	if err != nil {
+		return err
+	}
+	if n > 1 {
+		return usagef("source.topics: %s: %d partitions, merged in no fixed order; %s", strings.Join(cfg.Source.Topics, ", "), n, why)
+	}
+	return nil
 }

@@ -91,6 +91,32 @@ func TestBacktestFromTheLog(t *testing.T) {
 	}
 }
 
+// TestBacktestFromKafka reads the examples from a topic of one
+// partition, and refuses a topic of two, whose partitions would be read
+// merged in an order that changes from run to run, before reading it.
+func TestBacktestFromKafka(t *testing.T) {
+	c := testbroker.Kafka(t)
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	args := []string{"backtest", "--kafka.brokers", brokers, "--source.kind", "kafka", "--json", "--model.challengers", "perceptron:algorithm=perceptron"}
+	for _, topic := range []struct {
+		name       string
+		partitions int
+	}{{"one", 1}, {"two", 2}} {
+		c.CreateTopic(t, topic.name, topic.partitions)
+		mustRun(t, "", "gen", "-examples", "300", "-seed", "2", "-to", "kafka:"+topic.name, "-kafka-brokers", brokers)
+	}
+	out := mustRun(t, "", append(args, "--source.topics", "one")...)
+	var m struct{ Examples float64 }
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Examples != 300 {
+		t.Errorf("backtest of topic one: %s (%v), want 300 examples", out, err)
+	}
+	_, _, err := runCmd(t, "", append(args, "--source.topics", "two")...)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.topics: two: 2 partitions") {
+		t.Errorf("backtest of topic two: error %v, want a usage error naming source.topics and its 2 partitions", err)
+	}
+}
+
 func TestBacktestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -107,6 +133,8 @@ func TestBacktestRefusals(t *testing.T) {
 		{"a range of a file", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--from", "offset:3"}, "with -input the whole file is read"},
 		{"bad challenger", []string{"--input", in, "--model.challengers", "s:hash_bits=40"}, "model.challengers[0].hash_bits"},
 		{"bad alpha", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--model.compare.alpha", "2"}, "model.compare.alpha"},
+		{"a partitioned stream", []string{"--model.challengers", "s:hash_seed=2", "--nats.url", "nats://127.0.0.1:1", "--source.kind", "jetstream",
+			"--source.stream", "EXAMPLES", "--source.subject", "examples.*", "--source.stream_partitions", "2"}, "source.stream_partitions: 2: backtest reads"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := runCmd(t, "", append([]string{"backtest"}, c.args...)...)
