@@ -56,8 +56,10 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	}
 	cfg.Source.Start = from
 	cfg.Outputs = config.Outputs{Publish: wire.PublishNone, Format: cfg.Outputs.Format}
+	// The model is meant to go when the backtest ends: a store in memory
+	// keeps the worker from warning that it will.
 	cfg.Snapshot = config.Default().Snapshot
-	cfg.Snapshot.URL, cfg.HTTP.Addr = "", ""
+	cfg.Snapshot.URL, cfg.HTTP.Addr = "mem://", ""
 	cfg.Model.Challengers = nil // learned here, not by a worker
 	if err := cfg.Validate(); err != nil {
 		return nil, &usageError{msg: "config: " + err.Error()}

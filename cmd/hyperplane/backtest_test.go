@@ -105,12 +105,18 @@ func TestBacktestFromKafka(t *testing.T) {
 		c.CreateTopic(t, topic.name, topic.partitions)
 		mustRun(t, "", "gen", "-examples", "300", "-seed", "2", "-to", "kafka:"+topic.name, "-kafka-brokers", brokers)
 	}
-	out := mustRun(t, "", append(args, "--source.topics", "one")...)
+	// The live model's store is not the backtest's: nothing is stored,
+	// and nothing warns that it is not.
+	store := "file://" + t.TempDir()
+	out, stderr, err := runCmd(t, "", append(args, "--source.topics", "one", "--snapshot.url", store)...)
 	var m struct{ Examples float64 }
-	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Examples != 300 {
-		t.Errorf("backtest of topic one: %s (%v), want 300 examples", out, err)
+	if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Examples != 300 {
+		t.Errorf("backtest of topic one: %s (%v), want 300 examples\n%s", out, err, stderr)
 	}
-	_, _, err := runCmd(t, "", append(args, "--source.topics", "two")...)
+	if strings.Contains(stderr, "snapshot.url") {
+		t.Errorf("backtest of topic one warned about the store it does not use:\n%s", stderr)
+	}
+	_, _, err = runCmd(t, "", append(args, "--source.topics", "two")...)
 	var u *usageError
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.topics: two: 2 partitions") {
 		t.Errorf("backtest of topic two: error %v, want a usage error naming source.topics and its 2 partitions", err)
