@@ -13,8 +13,8 @@
 // and one segment, its Segment, the form it takes inside an object key
 // ("kafka.<topic>.<partition>", ...). The adapters make an ID with
 // Kafka, JetStream, Stream or Memory; a name read back from stored bytes
-// is read with Parse, the one reader of these names. Nothing else takes
-// a name apart.
+// is read with Parse, the one reader of these names, and a segment read
+// back from a key with ParseSegment. Nothing else takes a name apart.
 package shardid
 
 import (
@@ -163,6 +163,32 @@ func Parse(s string) (ID, error) {
 	}
 	if err := id.check(); err != nil {
 		return ID{}, fmt.Errorf("shard %q: %w", s, err)
+	}
+	return id, nil
+}
+
+// ParseSegment reads a shard's segment back, as an object key holds it
+// (Segment): ParseSegment(seg).Segment() is seg whenever ParseSegment
+// succeeds. Any other segment is an error that quotes it.
+func ParseSegment(seg string) (ID, error) {
+	kind, rest, _ := strings.Cut(seg, ".")
+	name := kind + ":" + rest
+	switch Kind(kind) {
+	case KindKafka, KindMemory:
+		// The partition is the last part: a topic may hold dots.
+		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+			name = kind + ":" + rest[:i] + "/" + rest[i+1:]
+		}
+	case KindJetStream:
+		// A stream has no dot: one is the partition's.
+		name = kind + ":" + strings.Replace(rest, ".", "#", 1)
+	}
+	id, err := Parse(name)
+	if err != nil {
+		return ID{}, fmt.Errorf("segment %q: not a shard's", seg)
+	}
+	if again, err := id.Segment(); err != nil || again != seg {
+		return ID{}, fmt.Errorf("segment %q: not a shard's", seg)
 	}
 	return id, nil
 }

@@ -35,6 +35,9 @@ func TestNamesAndSegments(t *testing.T) {
 		if err != nil || parsed != tc.id {
 			t.Errorf("Parse(%q) = %#v, %v; want %#v", tc.name, parsed, err, tc.id)
 		}
+		if back, err := shardid.ParseSegment(tc.seg); err != nil || back != tc.id {
+			t.Errorf("ParseSegment(%q) = %#v, %v; want %#v", tc.seg, back, err, tc.id)
+		}
 		if p, ok := parsed.Partition(); parsed.Kind() != tc.kind || ok != tc.partitioned || (ok && p != tc.partition) {
 			t.Errorf("Parse(%q): kind %q, partition %d, %v", tc.name, parsed.Kind(), p, ok)
 		}
@@ -54,6 +57,22 @@ func TestParseRefuses(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), strconv.Quote(name)) {
 			t.Errorf("Parse(%q): %v does not quote the name", name, err)
+		}
+	}
+}
+
+func TestParseSegmentRefuses(t *testing.T) {
+	for _, seg := range []string{
+		"", "clicks.0", "kafka.clicks", "kafka..0", "kafka.clicks.01", "kafka.clicks.x", "kafka.clicks.", "kafka:clicks/0",
+		"jetstream.", "jetstream.A.B.1", "jetstream.EVENTS.", "jetstream.EVENTS.01", "nats.events", "memory.log",
+	} {
+		id, err := shardid.ParseSegment(seg)
+		if err == nil {
+			t.Errorf("ParseSegment(%q) = %#v, want an error", seg, id)
+			continue
+		}
+		if !strings.Contains(err.Error(), strconv.Quote(seg)) {
+			t.Errorf("ParseSegment(%q): %v does not quote the segment", seg, err)
 		}
 	}
 }
@@ -116,6 +135,26 @@ func FuzzParse(f *testing.F) {
 		}
 		if (sa == sb) != (a == b) || (shardid.Compare(ia, ib) == 0) != (a == b) {
 			t.Fatalf("%q and %q: segments %q and %q, order %d", a, b, sa, sb, shardid.Compare(ia, ib))
+		}
+	})
+}
+
+// FuzzParseSegment: a segment ParseSegment reads is the segment of the ID
+// it returns.
+func FuzzParseSegment(f *testing.F) {
+	for _, s := range []string{"kafka.clicks.0", "kafka.a.b.1", "jetstream.EVENTS.3", "jetstream.EVENTS", "memory.log.2", "jetstream.A.B"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seg string) {
+		id, err := shardid.ParseSegment(seg)
+		if err != nil {
+			return
+		}
+		if again, err := id.Segment(); err != nil || again != seg {
+			t.Fatalf("ParseSegment(%q).Segment() = %q, %v", seg, again, err)
+		}
+		if named, err := shardid.Parse(id.String()); err != nil || named != id {
+			t.Fatalf("ParseSegment(%q) = %#v, whose name %q reads back as %#v, %v", seg, id, id.String(), named, err)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/shardid"
@@ -61,4 +62,27 @@ func (s *Store) LoadPartition(ctx context.Context, model string, shard shardid.I
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return chain.Load(ctx, model, gen)
+}
+
+// PartitionShards lists, in shard order, the shards that have a chain of
+// model in partition scope (PartitionChain) in s: those whose segment
+// names a directory under <model>/partition/. A directory that is no
+// shard's segment is left out.
+func (s *Store) PartitionShards(ctx context.Context, model string) ([]shardid.ID, error) {
+	if err := CheckModel(model); err != nil {
+		return nil, err
+	}
+	dir := ModelDir(s.prefix, model) + "partition/"
+	dirs, err := s.ListDirs(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	var shards []shardid.ID
+	for _, d := range dirs {
+		if id, err := shardid.ParseSegment(strings.TrimSuffix(strings.TrimPrefix(d, dir), "/")); err == nil {
+			shards = append(shards, id)
+		}
+	}
+	slices.SortFunc(shards, shardid.Compare)
+	return shards, nil
 }

@@ -64,6 +64,36 @@ func TestSubLayout(t *testing.T) {
 	})
 }
 
+// TestPartitionShards: the shards that have a chain of the model, in
+// shard order, and none of another model's or of a directory that names
+// no shard.
+func TestPartitionShards(t *testing.T) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
+		ctx := context.Background()
+		if shards, err := s.PartitionShards(ctx, "clicks"); err != nil || len(shards) != 0 {
+			t.Fatalf("an empty store: shards %v (%v), want none", shards, err)
+		}
+		want := []shardid.ID{shardid.Kafka("clicks", 2), shardid.Kafka("clicks", 10), shardid.Kafka("clicks.v2", 0)}
+		for _, shard := range slices.Backward(want) {
+			chain, err := s.PartitionChain("clicks", shard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			storetest.Write(t, chain, "clicks", 1)
+		}
+		other, err := s.PartitionChain("views", shardid.Kafka("views", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.Write(t, other, "views", 1)
+		storetest.Write(t, s.Sub("clicks/partition/no-shard"), "clicks", 1)
+		storetest.Write(t, s.Store, "clicks", 1)
+		if shards, err := s.PartitionShards(ctx, "clicks"); err != nil || !slices.Equal(shards, want) {
+			t.Fatalf("shards %v (%v), want %v", shards, err, want)
+		}
+	})
+}
+
 // TestSubFences: a Sub creates keys only if absent, as its parent does:
 // a second writer of a chain's generation, through another store's Sub,
 // is fenced; and of writers racing for one generation exactly one wins.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -63,21 +64,50 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 }
 
 // liveStore opens the live model's store (snapshot.url) for a command
-// that does there what does says, or shard's chain in it.
+// that does there what does says, or, in model.scope partition, shard's
+// chain in it. A shard is required in partition scope, where each
+// partition has a model of its own, and refused in global scope, where
+// one model learns every partition.
 func liveStore(ctx context.Context, cfg config.Config, shard shardid.ID, does string) (store *snapshot.Store, closeStore func(), err error) {
 	if cfg.Snapshot.URL == "" {
 		return nil, nil, usagef("config: snapshot.url: %s the live model's store; none is set", does)
+	}
+	partition := cfg.Model.Scope == config.ScopePartition
+	if !partition && !shard.IsZero() {
+		return nil, nil, usagef("-shard: model.scope is %s: one model learns every partition; leave -shard out (it names a partition's model in model.scope partition)", cfg.Model.Scope)
 	}
 	base, err := snapshot.OpenStore(ctx, cfg.Snapshot.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot.url: %w", err)
 	}
-	store = base
-	if !shard.IsZero() {
-		if store, err = base.PartitionChain(cfg.Model.Name, shard); err != nil {
-			base.Close() //nolint:errcheck // the error is the partition's
-			return nil, nil, fmt.Errorf("-shard: %w", err)
-		}
+	if !partition {
+		return base, func() { base.Close() }, nil //nolint:errcheck // it only read or wrote one object
+	}
+	if shard.IsZero() {
+		err := missingShard(ctx, base, cfg.Model.Name)
+		base.Close() //nolint:errcheck // it only listed
+		return nil, nil, err
+	}
+	if store, err = base.PartitionChain(cfg.Model.Name, shard); err != nil {
+		base.Close() //nolint:errcheck // the error is the partition's
+		return nil, nil, fmt.Errorf("-shard: %w", err)
 	}
 	return store, func() { base.Close() }, nil //nolint:errcheck // it only read or wrote one object
+}
+
+// missingShard is the error of a command on a model of partition scope
+// given no -shard: it names the shards whose models store holds.
+func missingShard(ctx context.Context, store *snapshot.Store, model string) error {
+	shards, err := store.PartitionShards(ctx, model)
+	if err != nil {
+		return fmt.Errorf("snapshot.url: %w", err)
+	}
+	if len(shards) == 0 {
+		return usagef("-shard: required in model.scope partition, where each partition has a model of its own; snapshot.url holds none of %s yet", model)
+	}
+	names := make([]string, len(shards))
+	for i, s := range shards {
+		names[i] = s.String()
+	}
+	return usagef("-shard: required in model.scope partition, where each partition has a model of its own; snapshot.url holds those of %s", strings.Join(names, ", "))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -351,5 +353,52 @@ func TestPromotePartition(t *testing.T) {
 		if got, want := sum.Partitions[fmt.Sprintf("kafka:keyed/%d", p)].StateSHA256, chain(p).State.StateSHA256(); got != want {
 			t.Errorf("partition %d: replay state_sha256 %s, the live model %s", p, got, want)
 		}
+	}
+}
+
+// TestShardAndScope: in model.scope partition, compare and promote
+// without --shard name the shards whose models the store holds; in global
+// scope they refuse --shard.
+func TestShardAndScope(t *testing.T) {
+	dir := t.TempDir()
+	store := openStore(t, dir)
+	m, err := learner.New(learner.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		chain, err := store.PartitionChain("per", shardid.Kafka("keyed", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chain.Write(context.Background(), &snapshot.Snapshot{Model: "per", Generation: 1, Writer: "test", State: m.State()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"--model.name", "per", "--kafka.brokers", "127.0.0.1:1", "--source.kind", "kafka", "--source.topics", "keyed",
+		"--snapshot.url", "file://" + dir}
+	partition := append([]string{"--model.scope", "partition"}, common...)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"compare without --shard", append([]string{"compare"}, partition...), "-shard: required in model.scope partition, where each partition has a model of its own; snapshot.url holds those of kafka:keyed/0, kafka:keyed/1"},
+		{"promote without --shard", append([]string{"promote", "--challenger", "perceptron"}, partition...), "snapshot.url holds those of kafka:keyed/0, kafka:keyed/1"},
+		{"a model without partitions", append(append([]string{"compare"}, partition...), "--model.name", "other"), "snapshot.url holds none of other yet"},
+		{"compare --shard in global scope", append([]string{"compare", "--shard", "kafka:keyed/0"}, common...), "-shard: model.scope is global"},
+		{"promote --shard in global scope", append([]string{"promote", "--challenger", "perceptron", "--shard", "kafka:keyed/0"}, common...), "-shard: model.scope is global"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCmd(t, "", c.args...)
+			var u *usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want a usage error saying %q", err, c.want)
+			}
+		})
+	}
+	// With --shard, the partition's model is read.
+	if _, _, err := runCmd(t, "", append([]string{"compare", "--shard", "kafka:keyed/1"}, partition...)...); err == nil || !strings.Contains(err.Error(), "generation 1 of per has no challengers") {
+		t.Errorf("compare --shard kafka:keyed/1: %v, want the partition's generation read", err)
 	}
 }
