@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 func kafkaLabels() Config {
@@ -36,6 +38,15 @@ func TestValidateLabels(t *testing.T) {
 		{"a default that is no label", func(c *Config) { c.Labels.Default = "2" }, "labels.default"},
 		{"a default that is no class", func(c *Config) { c.Labels.Default = "maybe" }, "labels.default"},
 		{"no bound", func(c *Config) { c.Labels.MaxPending = 0 }, "labels.max_pending"},
+		{"a challenger of the model's hashing", func(c *Config) {
+			c.Model.Challengers = Challengers{{Name: "p", Changes: []Change{{Key: "algorithm", Value: learner.Perceptron}}}}
+		}, ""},
+		{"a challenger of another hash_seed", func(c *Config) {
+			c.Model.Challengers = Challengers{{Name: "p"}, {Name: "s7", Changes: []Change{{Key: "hash_seed", Value: uint64(7)}}}}
+		}, "model.challengers[1].hash_seed"},
+		{"a challenger of other hash_bits", func(c *Config) {
+			c.Model.Challengers = Challengers{{Name: "b12", Changes: []Change{{Key: "hash_bits", Value: 12}}}}
+		}, "model.challengers[0].hash_bits"},
 		{"partition scope", func(c *Config) { c.Model.Scope = ScopePartition }, ""},
 		{"partition scope of a partitioned stream", func(c *Config) {
 			*c = validJetStream()

@@ -772,6 +772,22 @@ func (c Config) validateLabels() error {
 	if l.MaxPending < 1 {
 		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
 	}
+	// The join keeps an example as the model decoded it, not its
+	// message, until its label is decided: every challenger must hash as
+	// the model does (the worker checks the model it resumes again).
+	mc := c.Model.Learner
+	for i, ch := range c.Model.Challengers {
+		cc := ch.Learner(mc)
+		if cc.HashBits == mc.HashBits && cc.HashSeed == mc.HashSeed {
+			continue
+		}
+		key := "hash_seed"
+		if cc.HashBits != mc.HashBits {
+			key = "hash_bits"
+		}
+		return fieldErr(fmt.Sprintf("model.challengers[%d].%s", i, key), "%s hashes otherwise than the model (hash_bits %d, hash_seed %d against %d, %d), and with labels that come later the join keeps each example as the model decoded it; give it the model's hashing, or compare it with hyperplane backtest",
+			ch.Name, cc.HashBits, cc.HashSeed, mc.HashBits, mc.HashSeed)
+	}
 	return nil
 }
 
