@@ -171,6 +171,13 @@ func (d yamlDecoder) decodeChallengers(n *yaml.Node, v reflect.Value, path strin
 				return d.errorf(kn, "key %s.%s is given twice (first at line %d)", at, kn.Value, first)
 			}
 			seen[kn.Value] = kn.Line
+			// A key a challenger cannot set is refused for what it is,
+			// whatever its value's form.
+			if kn.Value != "name" {
+				if _, err := learnerKey(kn.Value); err != nil {
+					return d.errorf(kn, "%s.%s: %v", at, kn.Value, err)
+				}
+			}
 			if vn.Kind != yaml.ScalarNode || isNull(vn) {
 				return d.errorf(vn, "%s.%s: want a single value, not %s", at, kn.Value, nodeKind(vn))
 			}

@@ -66,6 +66,9 @@ func TestChallengersRefusedByLoad(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, env, want string }{
 		{"unknown key", "model:\n  challengers:\n    - name: a\n      colour: red\n", "", "line 4: model.challengers[0].colour: unknown key"},
 		{"classes", "model:\n  challengers:\n    - name: a\n    - name: b\n      classes: x\n", "", "model.challengers[1].classes: a challenger learns the model's classes"},
+		{"classes as a list", "model:\n  challengers:\n    - name: a\n      classes: [x, y]\n", "", "line 4: model.challengers[0].classes: a challenger learns the model's classes"},
+		{"an unknown key as a list", "model:\n  challengers:\n    - name: a\n      colours: [red]\n", "", "line 4: model.challengers[0].colours: unknown key"},
+		{"a list of a known key", "model:\n  challengers:\n    - name: a\n      eta: [1, 2]\n", "", "model.challengers[0].eta: want a single value, not a list"},
 		{"bad value", "model:\n  challengers:\n    - name: a\n      eta: fast\n", "", `model.challengers[0].eta: "fast" is not a number`},
 		{"not a list", "model:\n  challengers:\n    name: a\n", "", "model.challengers: want a list of challengers"},
 		{"repeated key", "model:\n  challengers:\n    - name: a\n      eta: 1\n      eta: 2\n", "", "model.challengers[0].eta is given twice"},
