@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -70,6 +72,72 @@ func TestResumePromoted(t *testing.T) {
 	_, err = snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured[1:]})
 	if err == nil || !strings.Contains(err.Error(), "algorithm") {
 		t.Fatalf("Resume without the promoted challenger: %v, want the incompatible setting named", err)
+	}
+}
+
+// TestResumePromotedLogsWhere: the log line of a resumed promoted model
+// names its algorithm and where the promotion took effect: the
+// example's position, or for a model learned in epochs the epoch, which
+// has no single position.
+func TestResumePromotedLogsWhere(t *testing.T) {
+	arow := learner.DefaultConfig()
+	arow.HashBits = 8
+	perceptron := arow
+	perceptron.Algorithm = learner.Perceptron
+	configured := []learner.ChallengerConfig{{Name: "perceptron", Config: perceptron}}
+	for _, tc := range []struct {
+		name      string
+		promotion learner.Promotion
+		want      map[string]any
+	}{
+		{"after an example", learner.Promotion{Source: "kafka:clicks/0", Offset: 41},
+			map[string]any{"algorithm": "perceptron", "source": "kafka:clicks/0", "offset": int64(41)}},
+		{"after an epoch", learner.Promotion{Epoch: 7}, map[string]any{"algorithm": "perceptron", "epoch": uint64(7)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			defer store.Close()
+			m, err := learner.New(arow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := m.SetChallengers(configured); err != nil {
+				t.Fatal(err)
+			}
+			x := learner.Example{Labeled: true, Label: 1}
+			x.Add(3, 1)
+			m.Learn(&x)
+			p := tc.promotion
+			p.Challenger, p.Replaced, p.Auto, p.Examples = "perceptron", "champ", true, 1
+			if err := m.Promote(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := snapshot.NewSnapshotter(store, "champ", "test", 1, 3, zap.NewNop()).Snapshot(ctx, m.State(), map[string]int64{"s": 1}, nil); err != nil {
+				t.Fatal(err)
+			}
+			core, logs := observer.New(zapcore.InfoLevel)
+			if _, err := snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured, Log: zap.New(core)}); err != nil {
+				t.Fatal(err)
+			}
+			lines := logs.FilterMessageSnippet("serves a promoted challenger's configuration").All()
+			if len(lines) != 1 {
+				t.Fatalf("want one line saying the model is promoted, got %v", logs.All())
+			}
+			got := lines[0].ContextMap()
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s: %v, want %v (line %v)", k, got[k], v, got)
+				}
+			}
+			for _, k := range []string{"source", "offset", "epoch"} {
+				if _, ok := tc.want[k]; !ok {
+					if v, logged := got[k]; logged {
+						t.Errorf("%s logged as %v, want it left out (line %v)", k, v, got)
+					}
+				}
+			}
+		})
 	}
 }
 

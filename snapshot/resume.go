@@ -118,9 +118,15 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 		case ok:
 			challengers = cs
 			p := latest.State.Promotions[len(latest.State.Promotions)-1]
+			// A promotion between two epochs has no example's position:
+			// the epoch says where it took effect.
+			where := []zap.Field{zap.String("source", p.Source), zap.Int64("offset", p.Offset)}
+			if p.Epoch > 0 {
+				where = []zap.Field{zap.Uint64("epoch", p.Epoch)}
+			}
 			log.Info("the model serves a promoted challenger's configuration; model.learner goes on as a challenger (the file may be updated to say so: docs/compare.md, Promotion)",
-				zap.String("model", model), zap.String("promoted", p.Challenger), zap.String("replaced", p.Replaced),
-				zap.Uint64("examples", p.Examples), zap.String("source", p.Source), zap.Int64("offset", p.Offset))
+				append([]zap.Field{zap.String("model", model), zap.String("promoted", p.Challenger), zap.String("replaced", p.Replaced),
+					zap.String("algorithm", string(latest.State.Config.Algorithm)), zap.Uint64("examples", p.Examples)}, where...)...)
 		case !opts.Reset:
 			return Resumed{}, fmt.Errorf("model %s generation %d: %w (%s)", model, latest.Generation, err, continueHint(err))
 		default:

@@ -174,6 +174,19 @@ func TestPromoteManual(t *testing.T) {
 	if !strings.Contains(log.String(), "serves a promoted challenger") {
 		t.Errorf("the restart did not log that the model serves a promoted challenger:\n%s", log)
 	}
+	if line := logLine(log.String(), "worker starting"); !strings.Contains(line, `"algorithm":"perceptron"`) {
+		t.Errorf("the restart logged %q, want the promoted model's algorithm", line)
+	}
+}
+
+// logLine is the first line of log that holds msg, "" for none.
+func logLine(log, msg string) string {
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, msg) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
 
 // TestPromoteAutoKilled: model.compare.promote auto replaces a perceptron

@@ -243,7 +243,11 @@ func TestPromoteInEpochs(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("run again: %v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "the model serves a promoted challenger's configuration") {
-		t.Errorf("the worker did not go on with the promoted model:\n%s", stderr.String())
+	promoted := logLine(stderr.String(), "the model serves a promoted challenger's configuration")
+	if !strings.Contains(promoted, fmt.Sprintf(`"epoch":%d`, ps[len(ps)-1].Epoch)) || strings.Contains(promoted, `"source"`) {
+		t.Errorf("the worker did not go on with the promoted model, after its epoch:\n%s", stderr.String())
+	}
+	if line := logLine(stderr.String(), "worker starting"); !strings.Contains(line, `"algorithm":"arow"`) {
+		t.Errorf("the worker started again logged %q, want the promoted model's algorithm", line)
 	}
 }

@@ -108,8 +108,11 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		defer svc.Stop() //nolint:errcheck // the connection closes next
 		log.Info("nats service answering", zap.String("subject", cfg.ServeSubject()), zap.String("queue_group", cfg.Serve.QueueGroup))
 	}
+	// The model resumed, not model.learner: a promotion may have made a
+	// challenger's configuration the model's (in partition scope, each
+	// partition's model is resumed and logged when its shard opens).
 	log.Info("worker starting", zap.String("model", cfg.Model.Name), zap.String("source", string(cfg.Source.Kind)),
-		zap.String("algorithm", string(cfg.Model.Learner.Algorithm)))
+		zap.String("algorithm", string(p.Resumed().Model.Config().Algorithm)))
 
 	var g actors.Group
 	{ // Signals: ctx ends on SIGTERM or SIGINT.
