@@ -6,9 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -76,6 +79,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	if cfg.Model.Scope == config.ScopePartition && (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) {
 		return replayPartitions(ctx, e, cfg, end, live)
+	}
+	if err := notInEpochs(ctx, cfg, log); err != nil {
+		return err
 	}
 	// Only the final snapshot: nothing periodic.
 	once := cfg
@@ -229,5 +235,25 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
 		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(f.Positions), f.Mixed,
 		f.Began, len(f.Checked)+len(f.Unchecked), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
+	return nil
+}
+
+// notInEpochs refuses a Kafka source of several partitions in global
+// scope: the live worker learns it in epochs, which replay follows in the
+// epoch log, and snapshot.url holds none. Read as one source, its
+// partitions would merge in an order of the moment, not the model's.
+func notInEpochs(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	if cfg.Source.Kind != config.KindKafka {
+		return nil
+	}
+	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
+	defer b.Close()
+	n, err := b.KafkaPartitions(ctx, cfg.Source)
+	if err != nil {
+		return err
+	}
+	if n > 1 {
+		return fmt.Errorf("replay: source.topics %s: %d partitions, learned in epochs: replay follows their epoch log, in snapshot.url, which holds none for model %s", strings.Join(cfg.Source.Topics, ", "), n, cfg.Model.Name)
+	}
 	return nil
 }

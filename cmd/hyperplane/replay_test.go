@@ -43,3 +43,31 @@ func TestReplayRange(t *testing.T) {
 		t.Errorf("replay -h does not say that --to offset:N is exclusive:\n%s", help)
 	}
 }
+
+// TestReplayKafkaWithoutEpochLog: a Kafka topic of one partition is
+// replayed from the log; one of several in global scope is learned in
+// epochs, and without an epoch log in snapshot.url replay refuses it,
+// saying so, rather than merge the partitions in an order of the moment
+// (or, with labels, blame the topics' layout).
+func TestReplayKafkaWithoutEpochLog(t *testing.T) {
+	c := testbroker.Kafka(t)
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	for _, topic := range []struct {
+		name       string
+		partitions int
+	}{{"one", 1}, {"four", 4}} {
+		c.CreateTopic(t, topic.name, topic.partitions)
+		mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:"+topic.name, "-kafka-brokers", brokers)
+	}
+	store := "file://" + t.TempDir()
+	args := []string{"replay", "--kafka.brokers", brokers, "--source.kind", "kafka", "--snapshot.url", store, "--from", "earliest"}
+	out, stderr, err := runCmd(t, "", append(args, "--source.topics", "one")...)
+	var sum struct{ Examples int }
+	if err != nil || json.Unmarshal([]byte(out), &sum) != nil || sum.Examples != 200 {
+		t.Errorf("replay of topic one: %s (%v), want 200 examples\n%s", out, err, stderr)
+	}
+	_, _, err = runCmd(t, "", append(args, "--source.topics", "four")...)
+	if err == nil || !strings.Contains(err.Error(), "source.topics four: 4 partitions, learned in epochs") || !strings.Contains(err.Error(), "holds none") {
+		t.Errorf("replay of topic four: error %v, want one saying its 4 partitions are learned in epochs and snapshot.url holds no epoch log", err)
+	}
+}
