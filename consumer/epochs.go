@@ -183,8 +183,9 @@ type Epochs struct {
 	outputs outputBudget
 
 	mu        sync.Mutex
-	positions map[string]int64 // the mixed model's, for Positions
-	running   map[*Worker]bool // the ranges being learned, for NotReady
+	positions map[string]int64       // the mixed model's, for Positions
+	running   map[*Worker]shardid.ID // the ranges being learned, for NotReady and the lag
+	reached   map[shardid.ID]int64   // how far each shard is learned here or mixed, for the lag
 	// streaks go on from one range of a shard to the next, so that a
 	// shard whose messages keep failing to decode is warned about once,
 	// not once per epoch.
@@ -311,6 +312,9 @@ func (x *Epochs) installBase(m *learner.Model, base *epochlog.Base, diff learner
 	x.mu.Lock()
 	x.positions = positions
 	x.mu.Unlock()
+	for shard, at := range x.from {
+		x.reach(shard, at)
+	}
 	x.model = m
 	x.base = base
 	x.baseDiff, x.baseChallengersDiff = diff, cdiffs
@@ -376,6 +380,42 @@ func (x *Epochs) NotReady() []string {
 	return reasons
 }
 
+// reach records that shard is learned up to at, here or in the mixed
+// model, unless it was further already.
+func (x *Epochs) reach(shard shardid.ID, at int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.reached == nil {
+		x.reached = map[shardid.ID]int64{}
+	}
+	if have, ok := x.reached[shard]; !ok || at > have {
+		x.reached[shard] = at
+	}
+}
+
+// learned is how far this worker has learned each shard it owns, for
+// the lag: the furthest of the mixed model's position, the end of the
+// shard's last range complete here, and where its range being learned
+// is. A shard with none of them yet is left out.
+func (x *Epochs) learned() map[shardid.ID]int64 {
+	x.mu.Lock()
+	at := maps.Clone(x.reached)
+	running := maps.Clone(x.running)
+	x.mu.Unlock()
+	if at == nil {
+		at = map[shardid.ID]int64{}
+	}
+	for w, shard := range running {
+		if p, ok := w.Positions()[shard.String()]; ok {
+			if have, ok := at[shard]; !ok || p > have {
+				at[shard] = p
+			}
+		}
+	}
+	maps.DeleteFunc(at, func(shard shardid.ID, _ int64) bool { return !x.owns(shard) })
+	return at
+}
+
 // Model is the newest mixed model. It is only safe to use once Run
 // returned, and until Run is called again.
 func (x *Epochs) Model() *learner.Model { return x.model }
@@ -404,6 +444,21 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 func (x *Epochs) Run(ctx context.Context) error {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
+	if !x.cfg.Follow {
+		// The lag of the shards this worker learns, as a worker of one
+		// shard reports its source's; epochs that follow a log others
+		// cut learn no live source.
+		lctx, stopLag := context.WithCancel(ctx)
+		lagged := make(chan struct{})
+		go func() {
+			defer close(lagged)
+			reportShardLag(lctx, x.cfg.Shards, x.learned, x.metrics, x.log)
+		}()
+		defer func() {
+			stopLag()
+			<-lagged
+		}()
+	}
 	defer x.readers.close()
 	x.mu.Lock()
 	x.runCtx = ctx

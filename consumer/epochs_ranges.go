@@ -247,9 +247,9 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	w := NewWorker(wcfg, rs, m, map[string]int64{name: r.From}, x.shardMetricsOf(r.Shard), log)
 	x.mu.Lock()
 	if x.running == nil {
-		x.running = map[*Worker]bool{}
+		x.running = map[*Worker]shardid.ID{}
 	}
-	x.running[w] = true
+	x.running[w] = r.Shard
 	if s := x.streaks[r.Shard]; s != nil {
 		w.streak = s
 	} else {
@@ -289,6 +289,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	}
 	x.readers.park(src, end)
 	parked = true
+	x.reach(r.Shard, end)
 	if done == nil {
 		done = takeLearned(m)
 	}

@@ -111,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hyperplane_lag",
-			Help: "Messages not yet read in each source partition or stream, as the broker reports it.",
+			Help: "Messages not yet read in each source partition or stream, as the broker reports it. With several partitions, each one this worker learns: its end less the position learned (for a partitioned JetStream stream, the sequences between divided by the partitions, an estimate).",
 		}, []string{"source"}),
 		BatchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hyperplane_batch_latency_seconds",

@@ -370,26 +370,6 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 	}, log)
 }
 
-// lagEvery is how often reportLag asks the source.
-const lagEvery = 5 * time.Second
-
-// reportLag copies the source's lag into metrics until ctx is done, and
-// then removes it.
-func reportLag(ctx context.Context, lr LagReporter, metrics *Metrics) {
-	t := time.NewTicker(lagEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// A lag no longer reported is no lag to alert on.
-			metrics.Lag.Reset()
-			return
-		case <-t.C:
-			metrics.SetLag(lr.Lag())
-		}
-	}
-}
-
 // resumeAfter makes what the epochs continue the model that after, the
 // worker of a source of one shard, stopped with: the store's newest
 // generation, which it wrote last, or without a store its model, as

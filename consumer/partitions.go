@@ -102,6 +102,9 @@ type Partitions struct {
 	workers map[shardid.ID]*Worker
 	// active are the workers whose Run has not returned, for NotReady.
 	active map[*Worker]string
+	// from is where each shard's newest worker began, kept as workers
+	// is, for the lag before the worker has learned a batch.
+	from map[shardid.ID]int64
 }
 
 // NewPartitions returns the runner of cfg's shards. metrics may be nil.
@@ -116,7 +119,7 @@ func NewPartitions(cfg PartitionsConfig, metrics *Metrics, log *zap.Logger) *Par
 	if cfg.RestartDelay <= 0 {
 		cfg.RestartDelay = DefaultRestartDelay
 	}
-	p := &Partitions{cfg: cfg, metrics: metrics, log: log, workers: map[shardid.ID]*Worker{}, active: map[*Worker]string{}}
+	p := &Partitions{cfg: cfg, metrics: metrics, log: log, workers: map[shardid.ID]*Worker{}, active: map[*Worker]string{}, from: map[shardid.ID]int64{}}
 	p.readiness.fail(NotReadySource, "not consuming yet")
 	return p
 }
@@ -157,6 +160,22 @@ func (p *Partitions) Positions() map[string]int64 {
 		maps.Copy(positions, w.Positions())
 	}
 	return positions
+}
+
+// learned is how far each owned shard's model has learned it, for the
+// lag: its worker's position, or where the worker began before it has
+// learned a batch.
+func (p *Partitions) learned() map[shardid.ID]int64 {
+	p.mu.Lock()
+	workers := maps.Clone(p.workers)
+	at := maps.Clone(p.from)
+	p.mu.Unlock()
+	for shard, w := range workers {
+		if pos, ok := w.Positions()[shard.String()]; ok && pos > at[shard] {
+			at[shard] = pos
+		}
+	}
+	return at
 }
 
 // NotReady lists why the partitions are not learning, as Worker.NotReady
@@ -205,6 +224,18 @@ type shardExit struct {
 func (p *Partitions) Run(ctx context.Context) error {
 	p.readiness.ok(NotReadySource)
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
+	// The lag of the shards this worker learns, as a worker of one
+	// shard reports its source's.
+	lctx, stopLag := context.WithCancel(ctx)
+	lagged := make(chan struct{})
+	go func() {
+		defer close(lagged)
+		reportShardLag(lctx, p.cfg.Shards, p.learned, p.metrics, p.log)
+	}()
+	defer func() {
+		stopLag()
+		<-lagged
+	}()
 	var all []shardid.ID
 	if p.cfg.Owned == nil {
 		var err error
@@ -347,6 +378,7 @@ func (p *Partitions) exited(ctx context.Context, e shardExit, running map[shardi
 func (p *Partitions) forget(shard shardid.ID) {
 	p.mu.Lock()
 	delete(p.workers, shard)
+	delete(p.from, shard)
 	p.mu.Unlock()
 	p.metrics.dropShard(shard.String())
 	p.metrics.Position.DeleteLabelValues(shard.String())
@@ -403,6 +435,7 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 	p.mu.Lock()
 	p.workers[id] = w
 	p.active[w] = shard
+	p.from[id] = from
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
