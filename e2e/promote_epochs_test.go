@@ -22,7 +22,8 @@ import (
 // epochs; the worker makes the challenger the model between two epochs,
 // and is killed with SIGKILL once it has cut the next epoch's boundary,
 // while the promotion's event cannot be published (outputs.promotions
-// names a topic that does not exist yet).
+// names a topic deleted once the worker has started: run refuses to start
+// without it).
 // Once the topic is made, the worker started in its place publishes the
 // event: outputs.promotions holds one event id, every copy of it the same
 // bytes, and `hyperplane replay` of the epoch log gives the worker's
@@ -31,7 +32,7 @@ func TestPromotionInEpochsAfterKill(t *testing.T) {
 	ctx := testContext(t)
 	c := testbroker.Kafka(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.SeedTopics(scaleOutPartitions, "examples"),
-		kfake.SeedTopics(1, "predictions-pe", "misclassifications-pe", "dead-pe"))
+		kfake.SeedTopics(1, "predictions-pe", "misclassifications-pe", "dead-pe", "promotions-pe"))
 	in := makeInput(scaleOutPartitions*scaleOutPerPartition, 23, 89)
 	// Half of each partition now, the rest once the request is written,
 	// so that epochs follow it.
@@ -53,6 +54,7 @@ func TestPromotionInEpochsAfterKill(t *testing.T) {
 		gens, err := s.Generations(ctx, "e2e")
 		return err == nil && len(gens) > 0
 	})
+	c.DeleteTopic(t, "promotions-pe")
 	if out, err := exec.CommandContext(ctx, hyperplane.path, append([]string{"promote", "--challenger", "perceptron"}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("promote: %v\n%s", err, out)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 )
 
@@ -23,17 +25,21 @@ func (p *proc) readyz() (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// TestSIGTERMDuringOutputOutage: the predictions go to a subject no stream
-// captures, so every publish fails. /readyz says so, and SIGTERM ends the
-// process within shutdown.timeout, with an error that says what was not
-// flushed, instead of waiting for outputs that never come back.
+// TestSIGTERMDuringOutputOutage: the predictions go to a subject whose
+// stream is deleted once the worker has started (run refuses to start
+// without it), so every publish fails. /readyz says so, and SIGTERM ends
+// the process within shutdown.timeout, with an error that says what was
+// not flushed, instead of waiting for outputs that never come back.
 func TestSIGTERMDuringOutputOutage(t *testing.T) {
 	ctx := testContext(t)
 	ns := startNATS(t)
 	prefix := uniquePrefix("TERM")
 	js, _ := ns.streams(ctx, prefix)
+	nowhere := prefix + "_NOWHERE"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: nowhere, Subjects: []string{prefix + ".NOWHERE"}}); err != nil {
+		t.Fatalf("create %s: %v", nowhere, err)
+	}
 	in := makeInput(3000, 5, 0)
-	publishAll(t, ctx, js, prefix+".IN", in.messages)
 
 	cfg := jetStreamConfig(ns.url, prefix) + `
 shutdown:
@@ -44,6 +50,14 @@ snapshot:
 `
 	cfg = strings.Replace(cfg, "predictions: jetstream:"+prefix+".PRED", "predictions: jetstream:"+prefix+".NOWHERE", 1)
 	p := start(t, "run", "--config", writeConfig(t, cfg))
+	wait.For(t, time.Minute, 50*time.Millisecond, "/readyz ready", func() bool {
+		code, _ := p.readyz()
+		return code == http.StatusOK
+	})
+	if err := js.DeleteStream(ctx, nowhere); err != nil {
+		t.Fatal(err)
+	}
+	publishAll(t, ctx, js, prefix+".IN", in.messages)
 	wait.For(t, time.Minute, 50*time.Millisecond, "/readyz naming the outputs", func() bool {
 		code, body := p.readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "outputs: ")

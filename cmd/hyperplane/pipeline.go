@@ -200,6 +200,11 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 			return consumer.Connection{}, err
 		}
 	}
+	// An output that cannot be written to stops the start, as a missing
+	// source does.
+	if err := p.brokers.CheckOutputs(ctx, cfg.Outputs); err != nil {
+		return consumer.Connection{}, err
+	}
 	conn := consumer.Connection{Worker: p.config, ShardCount: p.shardCount}
 	if p.shards != nil {
 		conn.Shards = p.shards

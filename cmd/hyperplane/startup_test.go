@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -36,6 +38,9 @@ func TestStartupErrors(t *testing.T) {
 	// the stream, a Kafka cluster without the topic.
 	ns := testbroker.NATS(t)
 	kc := testbroker.Kafka(t)
+	// A source that exists, for the errors of the outputs.
+	kc.CreateTopic(t, "present", 1)
+	testbroker.CreateStream(t, ns.JetStream(t), jetstream.StreamConfig{Name: "PRESENT", Subjects: []string{"present"}})
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +93,10 @@ func TestStartupErrors(t *testing.T) {
 			"connection refused", "check kafka.brokers, that the brokers are up"},
 		{"kafka topic missing", append(slices.Clone(kafka), "--kafka.brokers", kc.ListenAddrs()[0]), false,
 			"topic examples", "every topic of source.topics exists"},
+		{"kafka output topic missing", []string{"--source.kind", "kafka", "--source.topics", "present", "--http.addr", "127.0.0.1:0", "--kafka.brokers", kc.ListenAddrs()[0], "--outputs.predictions", "kafka:nosuchtopic"}, false,
+			"outputs.predictions: kafka topic nosuchtopic does not exist", "create them with hyperplane setup"},
+		{"jetstream output stream missing", append(slices.Clone(jetstream), "--source.stream", "PRESENT", "--outputs.dead_letter", "jetstream:nosuch.subject"), false,
+			"outputs.dead_letter: no JetStream stream stores subject nosuch.subject", "create them with hyperplane setup"},
 		{"nats unreachable", append(slices.Clone(jetstream), "--nats.url", "nats://"+closed), false,
 			"no servers available", "check nats.url"},
 		{"stream missing", jetstream, false,

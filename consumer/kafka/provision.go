@@ -167,3 +167,40 @@ func topicRetention(ctx context.Context, client *kafkago.Client, topics []string
 	}
 	return out
 }
+
+// ErrNoTopic is what TopicErrors reports of a topic the brokers do not
+// have.
+var ErrNoTopic = errors.New("the topic does not exist")
+
+// TopicErrors asks the brokers about topics, without creating any, and
+// returns what is wrong with each one that cannot be written to, by
+// topic: ErrNoTopic for one that does not exist (or has no partitions),
+// the brokers' error for any other. A topic that is fine is not in it.
+// The error is for a cluster that could not be asked at all.
+func TopicErrors(ctx context.Context, cfg Config, topics []string) (map[string]error, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	transport := &kafkago.Transport{ClientID: cfg.ClientID, TLS: cfg.TLS, SASL: cfg.SASL}
+	defer transport.CloseIdleConnections()
+	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: createTimeout, Transport: transport}
+	meta, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metadata for %q: %w", topics, err)
+	}
+	found := map[string]kafkago.Topic{}
+	for _, t := range meta.Topics {
+		found[t.Name] = t
+	}
+	errs := map[string]error{}
+	for _, t := range topics {
+		mt, ok := found[t]
+		switch {
+		case !ok || errors.Is(mt.Error, kafkago.UnknownTopicOrPartition) || (mt.Error == nil && len(mt.Partitions) == 0):
+			errs[t] = ErrNoTopic
+		case mt.Error != nil:
+			errs[t] = mt.Error
+		}
+	}
+	return errs, nil
+}

@@ -275,3 +275,19 @@ func subjectWithin(sub, of string) bool {
 	}
 	return len(st) == len(ot)
 }
+
+// StoringStream returns the name of the stream that stores subject,
+// without creating one. When none does, the error wraps
+// jetstream.ErrStreamNotFound; any other error is the lookup's (a
+// connection without permission for the JetStream API, say).
+func StoringStream(ctx context.Context, nc *natsgo.Conn, subject string) (string, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return "", fmt.Errorf("jetstream: the stream of %s: %w", subject, err)
+	}
+	return name, nil
+}

@@ -119,6 +119,26 @@ func (c *KafkaCluster) CreateTopic(t testing.TB, topic string, partitions int, c
 	}
 }
 
+// DeleteTopic deletes topic, as an operator would while a worker writes
+// to it.
+func (c *KafkaCluster) DeleteTopic(t testing.TB, topic string) {
+	t.Helper()
+	cl := c.client(t)
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	rt := kmsg.NewDeleteTopicsRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.TopicNames = append(req.TopicNames, topic)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
+	}
+}
+
 // ReadTopic returns the values of every record topic holds when it is
 // called, partition by partition, each in offset order. It reads each
 // partition up to the end offset it asks for first, so it returns as soon
