@@ -80,6 +80,10 @@ func (c Config) validateSnapshot() error {
 			if err := checkFileURL(s.URL); err != nil {
 				return fieldErr("snapshot.url", "%v", err)
 			}
+		case scheme != "mem":
+			if err := checkBucketURL(s.URL); err != nil {
+				return fieldErr("snapshot.url", "%v", err)
+			}
 		}
 	}
 	if s.Every < 0 {
@@ -528,6 +532,32 @@ func checkFileURL(s string) error {
 		redact.URLs(s), u.Host, rel, rel, rel)
 }
 
+// checkBucketURL checks the URL of a store in the cloud (s3, gs,
+// azblob), which names its bucket, or container, as its host.
+func checkBucketURL(s string) error {
+	shown := redact.URLs(s) // what an error may quote: s may carry credentials
+	u, err := url.Parse(s)
+	if err != nil {
+		if shown != s {
+			// The parser's message may quote part of the credentials.
+			return fmt.Errorf("%q is not a URL", shown)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%q is not a URL: %w", s, err)
+	}
+	if u.Host == "" {
+		bucket := "bucket"
+		if u.Scheme == "azblob" {
+			bucket = "container"
+		}
+		return fmt.Errorf("%q names no %s: want %s://%s/prefix", shown, bucket, u.Scheme, bucket)
+	}
+	return nil
+}
+
 // checkNATSURL checks one server URL the way nats.go reads it: a bare
 // host[:port] means nats://host[:port].
 func checkNATSURL(s string) error {
@@ -558,6 +588,11 @@ func checkNATSURL(s string) error {
 	}
 	if u.Hostname() == "" {
 		return fmt.Errorf("%q has no host", shown)
+	}
+	if strings.Contains(u.Hostname(), ":") && !strings.HasPrefix(u.Host, "[") {
+		// url.Parse takes the text after the last colon for the port;
+		// the client could dial no such host.
+		return fmt.Errorf("%q is not a URL: its host holds a colon (an IPv6 address goes in brackets: nats://[::1]:4222)", shown)
 	}
 	return nil
 }

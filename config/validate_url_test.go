@@ -26,6 +26,18 @@ func TestValidateURLs(t *testing.T) {
 			[]string{`"nats://[redacted]/[redacted]" is not a URL`}},
 		{"NATS URL without credentials", "nats.url", func(c *Config) { c.NATS.URL = "nats://n:port" },
 			[]string{`"nats://n:port" is not a URL: invalid port ":port" after host`}},
+		{"NATS URL of colons", "nats.url", func(c *Config) { c.NATS.URL = "::::" },
+			[]string{`"::::" is not a URL`, "nats://[::1]:4222"}},
+		{"NATS URL of colons among others", "nats.url", func(c *Config) { c.NATS.URL = "nats://n:4222, nats://alice:hunter2@::::" },
+			[]string{`"nats://alice:[redacted]@::::" is not a URL: its host holds a colon`}},
+		{"S3 URL without a bucket", "snapshot.url", func(c *Config) { c.Snapshot.URL = "s3://" },
+			[]string{`"s3://" names no bucket: want s3://bucket/prefix`}},
+		{"GCS URL without a bucket", "snapshot.url", func(c *Config) { c.Snapshot.URL = "gs:///prefix?x=1" },
+			[]string{`names no bucket: want gs://bucket/prefix`}},
+		{"Azure URL without a container", "snapshot.url", func(c *Config) { c.Snapshot.URL = "azblob://" },
+			[]string{`"azblob://" names no container: want azblob://container/prefix`}},
+		{"S3 URL split in its password", "snapshot.url", func(c *Config) { c.Snapshot.URL = "s3://alice:hun/ter2@bucket" },
+			[]string{`is not a URL`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,9 +58,17 @@ func TestValidateURLs(t *testing.T) {
 			}
 		})
 	}
-	for _, ok := range []string{"file:///var/lib/hyperplane", "file://localhost/var/lib/hyperplane", "file://./data", "file:///tmp/x?create_dir=1"} {
+	for _, ok := range []string{"file:///var/lib/hyperplane", "file://localhost/var/lib/hyperplane", "file://./data", "file:///tmp/x?create_dir=1",
+		"s3://bucket", "s3://bucket/prefix?region=eu-west-1", "gs://bucket/prefix", "azblob://container", "mem://"} {
 		cfg := validJetStream()
 		cfg.Snapshot.URL = ok
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, ok := range []string{"nats://[::1]:4222", "[::1]:4222", "localhost", "nats://a:4222,tls://b:4443", "nats://alice:hunter2@n:4222"} {
+		cfg := validJetStream()
+		cfg.NATS.URL = ok
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
