@@ -125,6 +125,10 @@ var storeOps = map[string]func(t *testing.T, ctx context.Context, s *snapshot.St
 		_, err := s.LoadPartition(ctx, "clicks", shardid.Kafka("clicks", 0), 1)
 		return err
 	},
+	"PartitionShards": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
+		_, err := s.PartitionShards(ctx, "clicks")
+		return err
+	},
 	"PartitionChain": func(t *testing.T, ctx context.Context, s *snapshot.Store) error {
 		chain, err := s.PartitionChain("clicks", shardid.Kafka("clicks", 0))
 		if err != nil {
