@@ -22,20 +22,30 @@ import (
 // how long that took.
 func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte) (states []*learner.State, waited time.Duration, err error) {
 	start := time.Now()
-	missing := 0
+	// The results this worker holds are not waited for; those of others
+	// are, until found in the log. Once the barrier returns, overtaken or
+	// stopped too, it waits for none.
+	waiting := map[shardid.ID]bool{}
 	for _, r := range b.Shards {
-		if !r.Empty() {
-			missing++
+		if !r.Empty() && x.result(b.Epoch, sha, r.Shard) == nil {
+			waiting[r.Shard] = true
 		}
 	}
-	x.metrics.MissingShards.Set(float64(missing))
-	for _, r := range b.Shards {
+	x.metrics.MissingShards.Set(float64(len(waiting)))
+	defer x.metrics.MissingShards.Set(0)
+	found := func(shard shardid.ID) {
+		delete(waiting, shard)
+		x.metrics.MissingShards.Set(float64(len(waiting)))
+	}
+	logged := false
+	for i, r := range b.Shards {
 		if r.Empty() {
 			continue
 		}
 		if st := x.result(b.Epoch, sha, r.Shard); st != nil {
-			missing--
-			x.metrics.MissingShards.Set(float64(missing))
+			// Held from the start, or learned here while the barrier
+			// waited for an owner that left.
+			found(r.Shard)
 			states = append(states, st)
 			continue
 		}
@@ -68,12 +78,15 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 					return nil, 0, overtakenOr(by, err)
 				}
 			}
+			if !logged && time.Since(start) > barrierWarnAfter*x.cfg.Interval {
+				logged = true
+				x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start))
+			}
 			if err := pause(ctx, &bo, changed); err != nil {
 				return nil, 0, err
 			}
 		}
-		missing--
-		x.metrics.MissingShards.Set(float64(missing))
+		found(r.Shard)
 		res, err := x.readShard(ctx, b, sha, r)
 		if err != nil {
 			return nil, 0, err
@@ -88,6 +101,29 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	waited = time.Since(start)
 	x.metrics.Barrier.Observe(waited.Seconds())
 	return states, waited, nil
+}
+
+// barrierWarnAfter is how many times model.mixing.interval a barrier
+// waits before the worker logs the shards it waits for (docs/scale-out.md,
+// section 3.3).
+const barrierWarnAfter = 10
+
+// logMissing warns, naming them, of the shards among rest, the ranges of
+// b from the one the barrier polls on, whose results are neither held
+// here nor in the log: an owner that is slow, stuck or gone.
+func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration) {
+	var missing []string
+	for _, r := range rest {
+		if r.Empty() || x.result(b.Epoch, sha, r.Shard) != nil {
+			continue
+		}
+		if ok, err := x.shardExists(ctx, b.Epoch, r.Shard); err == nil && ok {
+			continue
+		}
+		missing = append(missing, r.Shard.String())
+	}
+	x.log.Warn("the epoch's barrier waits for the results of shards that other workers own: a slow, stuck or lost owner holds the epoch for every worker",
+		zap.Uint64("epoch", b.Epoch), zap.Strings("missing", missing), zap.Duration("waited", waited.Round(time.Second)))
 }
 
 // resultKey names a range's result: its epoch, the digest of its
