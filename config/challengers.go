@@ -269,7 +269,7 @@ func (c Config) validateChallengers() error {
 				return fieldErr(at+"."+change.Key, "%v", err)
 			}
 		}
-		if err := ch.Learner(c.Model.Learner).Validate(); err != nil {
+		if err := ch.Learner(c.Model.Learner).ValidateNew(); err != nil {
 			var fe *learner.FieldError
 			if errors.As(err, &fe) {
 				return &FieldError{Field: at + "." + fe.Field, Problem: fe.Problem}

@@ -234,7 +234,7 @@ func (c Config) validateModel() error {
 	// the learner's: a Config built otherwise is checked as it will run.
 	lc := c.Model.Learner
 	lc.Drift = c.Model.Drift
-	if err := lc.Validate(); err != nil {
+	if err := lc.ValidateNew(); err != nil {
 		var fe *learner.FieldError
 		switch {
 		case errors.As(err, &fe) && strings.HasPrefix(fe.Field, "drift."):

@@ -80,10 +80,11 @@ const (
 // MaxHashBits bounds HashBits: 2^30 weights are 8 GiB per class.
 const MaxHashBits = 30
 
-// MaxWindow bounds Window. The model keeps about 50 bytes for each
-// example of the window (the rolling accuracy, log-loss, Brier score and
-// calibration), allocated at once: 50 MB at the bound.
-const MaxWindow = 1_000_000
+// MaxWindow bounds the Window of a configuration a user writes
+// (ValidateNew). The model keeps about 50 bytes for each example of the
+// window (the rolling accuracy, log-loss, Brier score and calibration),
+// allocated at once: 500 MB at the bound.
+const MaxWindow = 10_000_000
 
 // Config is everything that defines a model. Start from DefaultConfig: the
 // zero value is not valid.
@@ -131,7 +132,7 @@ type Config struct {
 	Coef0  float64    `json:"coef0" yaml:"coef0" msgpack:"coef0" help:"constant term of the poly kernel"`
 	Budget int        `json:"budget" yaml:"budget" msgpack:"budget" help:"most support vectors the kernel model keeps (the oldest goes first)"`
 	// Window is the number of labeled examples behind the rolling accuracy.
-	Window int `json:"window" yaml:"window" msgpack:"window" help:"labeled examples behind the rolling accuracy"`
+	Window int `json:"window" yaml:"window" msgpack:"window" help:"labeled examples behind the rolling accuracy (at most 10,000,000)"`
 	// Drift is the change detector. The configuration surface exposes
 	// it as model.drift, beside model.learner, hence no YAML key here;
 	// the history digest leaves it out at its defaults (omitzero there).
@@ -245,6 +246,20 @@ func (a Algorithm) perceptronFamily() bool {
 	return a == Perceptron || a == Averaged || a == Margin
 }
 
+// ValidateNew is Validate for a configuration a user writes: it also
+// bounds Window at MaxWindow, so that a mistyped one cannot take all of
+// memory. A stored model's configuration is checked by Validate alone: a
+// window it was learned with is never refused.
+func (c Config) ValidateNew() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Window > MaxWindow {
+		return fieldErr("window", "must be at most %d, got %d", MaxWindow, c.Window)
+	}
+	return nil
+}
+
 // Validate reports the first field that is wrong, as a *FieldError.
 func (c Config) Validate() error {
 	if !c.Algorithm.known() {
@@ -312,8 +327,8 @@ func (c Config) Validate() error {
 	if c.Budget < 1 {
 		return fieldErr("budget", "must be at least 1, got %d", c.Budget)
 	}
-	if c.Window < 1 || c.Window > MaxWindow {
-		return fieldErr("window", "must be between 1 and %d, got %d", MaxWindow, c.Window)
+	if c.Window < 1 {
+		return fieldErr("window", "must be at least 1, got %d", c.Window)
 	}
 	if err := c.Drift.validate(); err != nil {
 		return err

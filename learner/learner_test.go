@@ -491,7 +491,6 @@ func TestValidate(t *testing.T) {
 		{"coef0", func(c *learner.Config) { c.Coef0 = -1 }},
 		{"budget", func(c *learner.Config) { c.Budget = 0 }},
 		{"window", func(c *learner.Config) { c.Window = 0 }},
-		{"window", func(c *learner.Config) { c.Window = learner.MaxWindow + 1 }},
 	}
 	for _, tc := range cases {
 		cfg := perceptronConfig()
@@ -625,5 +624,24 @@ func TestCanonical(t *testing.T) {
 		if reflect.DeepEqual(base.Canonical(), changed.Canonical()) {
 			t.Errorf("%s: %s reads it, but the canonical form hides it", c.name, base.Algorithm)
 		}
+	}
+}
+
+// TestValidateNewBoundsTheWindow: a configuration a user writes has a
+// window of at most MaxWindow, allocated at once; a stored model's, which
+// Validate checks, is never refused for its window.
+func TestValidateNewBoundsTheWindow(t *testing.T) {
+	cfg := perceptronConfig()
+	cfg.Window = learner.MaxWindow
+	if err := cfg.ValidateNew(); err != nil {
+		t.Errorf("window %d: %v", cfg.Window, err)
+	}
+	cfg.Window = learner.MaxWindow + 1
+	var fe *learner.FieldError
+	if err := cfg.ValidateNew(); !errors.As(err, &fe) || fe.Field != "window" {
+		t.Errorf("window %d: ValidateNew gave %v, want an error on window", cfg.Window, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("window %d: Validate, the check of a stored model, refuses it: %v", cfg.Window, err)
 	}
 }

@@ -112,7 +112,7 @@ func learnerFlags(fs *flag.FlagSet, c *learner.Config) {
 
 // validateLearner checks c and names the flag of a wrong field.
 func validateLearner(c learner.Config) error {
-	err := c.Validate()
+	err := c.ValidateNew()
 	var fe *learner.FieldError
 	if errors.As(err, &fe) {
 		return usagef("-%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Problem)
