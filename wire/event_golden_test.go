@@ -99,14 +99,6 @@ func goldenEvents() []goldenEvent {
 				m := wire.Misclassification{Prediction: p, Mistakes: uint64(k * 100), Examples: uint64(k * 1000)}
 				add("misclassification "+name, func(dst []byte) []byte { return m.AppendJSON(dst, labels) },
 					func(dst []byte) []byte { return m.AppendMsgpack(dst, labels) })
-				if labeled && !correct {
-					// Joined when its label came later: of the prediction
-					// as served, no scores and no margin.
-					jm := m
-					jm.Joined, jm.LabelDelay = true, int64(k)*8250-30000
-					add("joined misclassification "+name, func(dst []byte) []byte { return jm.AppendJSON(dst, labels) },
-						func(dst []byte) []byte { return jm.AppendMsgpack(dst, labels) })
-				}
 			}
 		}
 	}

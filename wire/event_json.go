@@ -24,20 +24,14 @@ import (
 // left out when the example had none, label and correct when it was
 // unlabeled.
 func (p *Prediction) AppendJSON(dst []byte, labels learner.Labels) []byte {
-	dst = p.appendFields(dst, labels, false)
+	dst = p.appendFields(dst, labels)
 	return append(dst, '}')
 }
 
-// appendFields appends the fields of the prediction event; served, those
-// kept of a prediction as served while its label waits (appendJSONServed).
-func (p *Prediction) appendFields(dst []byte, labels learner.Labels, served bool) []byte {
+func (p *Prediction) appendFields(dst []byte, labels learner.Labels) []byte {
 	dst = appendJSONEventHead(dst, p.Position, p.Meta)
 	dst = append(dst, ',')
-	if served {
-		dst = appendJSONServed(dst, labels, &p.Outcome.Prediction)
-	} else {
-		dst = appendJSONPrediction(dst, labels, &p.Outcome.Prediction)
-	}
+	dst = appendJSONPrediction(dst, labels, &p.Outcome.Prediction)
 	if p.Outcome.Labeled {
 		dst = append(dst, `,"label":`...)
 		dst = appendJSONLabel(dst, labels, p.Label)
@@ -93,16 +87,6 @@ func appendJSONPrediction(dst []byte, labels learner.Labels, pred *learner.Predi
 	return appendJSONClassMap(dst, labels, pred.Probabilities)
 }
 
-// appendJSONServed appends the "predicted" and "probability" fields of
-// pred: what the join keeps of a prediction as served (docs/labels.md,
-// section 3), without the scores.
-func appendJSONServed(dst []byte, labels learner.Labels, pred *learner.Prediction) []byte {
-	dst = append(dst, `"predicted":`...)
-	dst = appendJSONLabel(dst, labels, pred.Label)
-	dst = append(dst, `,"probability":`...)
-	return appendJSONFloat(dst, pred.Probability)
-}
-
 // appendJSONClassMap appends an object of class name to v[class].
 func appendJSONClassMap(dst []byte, labels learner.Labels, v []float64) []byte {
 	dst = append(dst, '{')
@@ -119,15 +103,11 @@ func appendJSONClassMap(dst []byte, labels learner.Labels, v []float64) []byte {
 
 // AppendJSON appends the event: a prediction event with "margin" (y·f(x),
 // or the label's score minus the best other score), "mistakes" and
-// "examples" added. A joined one has "label_delay_ms" too, and of the
-// prediction as served only "predicted" and "probability": no scores,
-// hence no margin.
+// "examples" added.
 func (m *Misclassification) AppendJSON(dst []byte, labels learner.Labels) []byte {
-	dst = m.appendFields(dst, labels, m.Joined)
-	if !m.Joined {
-		dst = append(dst, `,"margin":`...)
-		dst = appendJSONFloat(dst, m.Outcome.Margin)
-	}
+	dst = m.appendFields(dst, labels)
+	dst = append(dst, `,"margin":`...)
+	dst = appendJSONFloat(dst, m.Outcome.Margin)
 	dst = append(dst, `,"mistakes":`...)
 	dst = strconv.AppendUint(dst, m.Mistakes, 10)
 	dst = append(dst, `,"examples":`...)

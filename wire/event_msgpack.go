@@ -17,27 +17,17 @@ func (p *Prediction) AppendMsgpack(dst []byte, labels learner.Labels) []byte {
 	if p.Outcome.Labeled {
 		n += 2
 	}
-	return p.appendMsgpackFields(msgpackMap(dst, n), labels, false)
+	return p.appendMsgpackFields(msgpackMap(dst, n), labels)
 }
 
-// appendMsgpackFields appends the keys and values of the prediction
-// event; served, those kept of a prediction as served while its label
-// waits (appendJSONServed).
-func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels, served bool) []byte {
+func (p *Prediction) appendMsgpackFields(dst []byte, labels learner.Labels) []byte {
 	dst = msgpackStr(dst, "event_id")
 	dst = msgpackEventID(dst, p.Position)
 	if p.Meta.HasID {
 		dst = msgpackStr(dst, "id")
 		dst = msgpackStr(dst, p.Meta.ID)
 	}
-	if served {
-		dst = msgpackStr(dst, "predicted")
-		dst = msgpackLabel(dst, labels, p.Outcome.Label)
-		dst = msgpackStr(dst, "probability")
-		dst = msgpackFloat(dst, p.Outcome.Probability)
-	} else {
-		dst = msgpackPrediction(dst, labels, &p.Outcome.Prediction)
-	}
+	dst = msgpackPrediction(dst, labels, &p.Outcome.Prediction)
 	if p.Outcome.Labeled {
 		dst = msgpackStr(dst, "label")
 		dst = msgpackLabel(dst, labels, p.Label)
@@ -108,15 +98,11 @@ func (m *Misclassification) AppendMsgpack(dst []byte, labels learner.Labels) []b
 		n += 2
 	}
 	if m.Joined {
-		// label_delay_ms; predicted and probability but no scores, and
-		// no margin.
-		n += 1 + 2 - msgpackPredictionKeys(labels) - 1
+		n++
 	}
-	dst = m.appendMsgpackFields(msgpackMap(dst, n), labels, m.Joined)
-	if !m.Joined {
-		dst = msgpackStr(dst, "margin")
-		dst = msgpackFloat(dst, m.Outcome.Margin)
-	}
+	dst = m.appendMsgpackFields(msgpackMap(dst, n), labels)
+	dst = msgpackStr(dst, "margin")
+	dst = msgpackFloat(dst, m.Outcome.Margin)
 	dst = msgpackStr(dst, "mistakes")
 	dst = msgpackUint(dst, m.Mistakes)
 	dst = msgpackStr(dst, "examples")

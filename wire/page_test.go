@@ -57,8 +57,11 @@ func pageExamples() []pageExample {
 		Version: 5120,
 	}
 	mistake := wire.Misclassification{Prediction: prediction, Mistakes: 1840, Examples: 20512}
+	// What the worker publishes when a late label joins: the join keeps
+	// the served class and probability, not the score or the margin.
 	joined := mistake
 	joined.Joined, joined.LabelDelay = true, 8250
+	joined.Outcome.Score, joined.Outcome.Margin = 0, 0
 	drift := wire.Drift{
 		Position: clicks, Meta: a1, Model: "clicks", Version: 412006,
 		Examples: 500900, Labeled: 500900, ErrorBefore: 0.12, ErrorAfter: 0.48, Drifts: 3,
