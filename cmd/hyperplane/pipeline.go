@@ -202,7 +202,7 @@ func (p *pipeline) connect(ctx context.Context, cfg config.Config, epochs bool) 
 	}
 	// An output that cannot be written to stops the start, as a missing
 	// source does.
-	if err := p.brokers.CheckOutputs(ctx, cfg.Outputs); err != nil {
+	if err := p.brokers.CheckOutputs(ctx, cfg); err != nil {
 		return consumer.Connection{}, err
 	}
 	conn := consumer.Connection{Worker: p.config, ShardCount: p.shardCount}
