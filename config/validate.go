@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/internal/oneof"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
+	"github.com/hyperplane-ml/hyperplane/internal/subject"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
@@ -666,32 +667,14 @@ func (c Config) validateReadBack() error {
 			}
 			continue
 		}
-		if s := c.Source.Subject; (c.Source.Kind == KindJetStream || c.Source.Kind == KindNATS) && s != "" && subjectTakes(s, dest.Topic) {
+		if s := c.Source.Subject; (c.Source.Kind == KindJetStream || c.Source.Kind == KindNATS) && s != "" && subject.Within(dest.Topic, s) {
 			return fieldErr(d.Key, "%s is taken in by source.subject %s: the worker would read its own events as examples; choose a subject outside it", dest, s)
 		}
-		if s := c.Labels.Subject; c.Labels.Kind == KindJetStream && s != "" && subjectTakes(s, dest.Topic) {
+		if s := c.Labels.Subject; c.Labels.Kind == KindJetStream && s != "" && subject.Within(dest.Topic, s) {
 			return fieldErr(d.Key, "%s is taken in by labels.subject %s: the worker would read its own events as labels; choose a subject outside it", dest, s)
 		}
 	}
 	return nil
-}
-
-// subjectTakes reports whether the subject filter, which may hold the
-// wildcards '*' (one token) and '>' (the rest, one token or more), takes
-// in subject, which holds none.
-func subjectTakes(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
 
 // OwnedPartitions are the partitions of a partitioned stream that this

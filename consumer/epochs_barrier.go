@@ -79,8 +79,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 				}
 			}
 			if !logged && time.Since(start) > barrierWarnAfter*x.cfg.Interval {
-				logged = true
-				x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start))
+				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start))
 			}
 			if err := pause(ctx, &bo, changed); err != nil {
 				return nil, 0, err
@@ -110,8 +109,9 @@ const barrierWarnAfter = 10
 
 // logMissing warns, naming them, of the shards among rest, the ranges of
 // b from the one the barrier polls on, whose results are neither held
-// here nor in the log: an owner that is slow, stuck or gone.
-func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration) {
+// here nor in the log: an owner that is slow, stuck or gone. It reports
+// whether it warned: not when every result has come meanwhile.
+func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration) bool {
 	var missing []string
 	for _, r := range rest {
 		if r.Empty() || x.result(b.Epoch, sha, r.Shard) != nil {
@@ -122,8 +122,12 @@ func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		}
 		missing = append(missing, r.Shard.String())
 	}
+	if len(missing) == 0 {
+		return false
+	}
 	x.log.Warn("the epoch's barrier waits for the results of shards that other workers own: a slow, stuck or lost owner holds the epoch for every worker",
 		zap.Uint64("epoch", b.Epoch), zap.Strings("missing", missing), zap.Duration("waited", waited.Round(time.Second)))
+	return true
 }
 
 // resultKey names a range's result: its epoch, the digest of its

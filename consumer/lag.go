@@ -37,8 +37,8 @@ func reportLag(ctx context.Context, lr LagReporter, metrics *Metrics) {
 // broker holds. Where the shards share one sequence of positions
 // (Spread > 1, a partitioned JetStream stream) the positions between are
 // an estimate of the shard's messages: they are divided by Spread,
-// rounded up, so a lag is 0 only when nothing is left. A shard learned no
-// longer has its lag removed. When Ends fails, the lag stays as it was
+// rounded up, so a lag is 0 only when nothing is left. The lag of a shard
+// this worker no longer learns is removed. When Ends fails, the lag stays as it was
 // until the next time: the learning itself reports the outage.
 func reportShardLag(ctx context.Context, shards Shards, learned func() map[shardid.ID]int64, metrics *Metrics, log *zap.Logger) {
 	// A lag no longer reported is no lag to alert on.

@@ -34,9 +34,9 @@ type Options struct {
 	// MaxBytes bounds a request's body (DefaultMaxBytes).
 	MaxBytes int
 	// MaxExamples bounds the examples of a request (DefaultMaxExamples),
-	// and with them its reply: a body of small examples holds many more
-	// than the worker's replies, each of the model's name, version and
-	// prediction, are large.
+	// and with them its reply: a small body can hold many examples, and
+	// each reply (the model's name and version, the prediction) is larger
+	// than an empty example.
 	MaxExamples int
 	// MaxInFlight bounds the requests answered at once, over every
 	// interface (DefaultMaxInFlight).

@@ -338,6 +338,6 @@ func (p *pipeline) service(srv *serve.Server, cfg config.Config) (micro.Service,
 	return srv.AddService(nc, serve.ServiceOptions{
 		Subject:    cfg.ServeSubject(),
 		QueueGroup: cfg.Serve.QueueGroup,
-		Version:    version,
+		Version:    binaryVersion(),
 	})
 }

@@ -18,13 +18,19 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
-	v := version
-	if v == "" {
-		info, _ := debug.ReadBuildInfo()
-		v = buildVersion(info)
-	}
-	_, err := fmt.Fprintf(e.stdout, "hyperplane %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	_, err := fmt.Fprintf(e.stdout, "hyperplane %s %s %s/%s\n", binaryVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return err
+}
+
+// binaryVersion is the version of this binary: the stamp, else what the
+// Go toolchain recorded (buildVersion). The version command and the NATS
+// service say the same.
+func binaryVersion() string {
+	if version != "" {
+		return version
+	}
+	info, _ := debug.ReadBuildInfo()
+	return buildVersion(info)
 }
 
 // shortRevision is how many characters of a commit's hash buildVersion

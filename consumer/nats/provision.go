@@ -11,6 +11,8 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	subj "github.com/hyperplane-ml/hyperplane/internal/subject"
 )
 
 // State is what ProvisionStreams found or did about a stream.
@@ -125,7 +127,7 @@ func provisionRead(ctx context.Context, js jetstream.JetStream, t StreamTarget, 
 	case err == nil:
 		r.Info = s.CachedInfo()
 		subjects := r.Info.Config.Subjects
-		if t.Subject != "" && len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return subjectWithin(t.Subject, s) }) {
+		if t.Subject != "" && len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return subj.Within(t.Subject, s) }) {
 			r.State, r.Err = Failed, ErrSubjectNotStored
 			return r
 		}
@@ -167,7 +169,7 @@ func provisionPublished(ctx context.Context, js jetstream.JetStream, subject str
 		return r
 	}
 	r.Info = s.CachedInfo()
-	if read.Stream != "" && name == read.Stream && (read.Subject == "" || subjectWithin(subject, read.Subject)) {
+	if read.Stream != "" && name == read.Stream && (read.Subject == "" || subj.Within(subject, read.Subject)) {
 		r.State, r.Err = Failed, ErrReadBack
 		return r
 	}
@@ -259,21 +261,6 @@ func StreamName(subject string) string {
 		}
 		return r
 	}, strings.ToUpper(subject))
-}
-
-// subjectWithin reports whether every subject that sub matches is matched
-// by of; both may hold wildcards.
-func subjectWithin(sub, of string) bool {
-	st, ot := strings.Split(sub, "."), strings.Split(of, ".")
-	for i, o := range ot {
-		if o == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) || st[i] == ">" || (o != "*" && (st[i] == "*" || st[i] != o)) {
-			return false
-		}
-	}
-	return len(st) == len(ot)
 }
 
 // StoringStream returns the name of the stream that stores subject,

@@ -23,29 +23,3 @@ func TestParseServerVersion(t *testing.T) {
 		}
 	}
 }
-
-func TestSubjectWithin(t *testing.T) {
-	cases := []struct {
-		sub, of string
-		want    bool
-	}{
-		{"a.b", "a.b", true},
-		{"a.b", "a.c", false},
-		{"a.b", "a.*", true},
-		{"a.*", "a.*", true},
-		{"a.*", "a.b", false},
-		{"a.b.c", "a.>", true},
-		{"a.>", "a.>", true},
-		{"a", "a.>", false},
-		{"a.>", "a.*", false},
-		{"a.b.c", "a.*", false},
-		{"a.*.c", "a.>", true},
-		{"a.b", ">", true},
-		{"a.b", "a.b.c", false},
-	}
-	for _, c := range cases {
-		if got := subjectWithin(c.sub, c.of); got != c.want {
-			t.Errorf("subjectWithin(%q, %q) = %v, want %v", c.sub, c.of, got, c.want)
-		}
-	}
-}
