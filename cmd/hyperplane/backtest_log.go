@@ -92,9 +92,7 @@ func onePartition(ctx context.Context, cfg config.Config, log *zap.Logger) error
 	case cfg.Source.Kind != config.KindKafka:
 		return nil
 	}
-	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
-	defer b.Close()
-	n, err := b.KafkaPartitions(ctx, cfg.Source)
+	n, err := kafkaPartitions(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -102,4 +100,12 @@ func onePartition(ctx context.Context, cfg config.Config, log *zap.Logger) error
 		return usagef("source.topics: %s: %d partitions, merged in no fixed order; %s", strings.Join(cfg.Source.Topics, ", "), n, why)
 	}
 	return nil
+}
+
+// kafkaPartitions counts the partitions of cfg's Kafka source, before a
+// command that reads it as one source opens it.
+func kafkaPartitions(ctx context.Context, cfg config.Config, log *zap.Logger) (int, error) {
+	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
+	defer b.Close()
+	return b.KafkaPartitions(ctx, cfg.Source)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
-	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -246,14 +245,12 @@ func notInEpochs(ctx context.Context, cfg config.Config, log *zap.Logger) error 
 	if cfg.Source.Kind != config.KindKafka {
 		return nil
 	}
-	b := brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)
-	defer b.Close()
-	n, err := b.KafkaPartitions(ctx, cfg.Source)
+	n, err := kafkaPartitions(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	if n > 1 {
-		return fmt.Errorf("replay: source.topics %s: %d partitions, learned in epochs: replay follows their epoch log, in snapshot.url, which holds none for model %s", strings.Join(cfg.Source.Topics, ", "), n, cfg.Model.Name)
+		return usagef("source.topics: %s: %d partitions, learned in epochs: replay follows their epoch log, in snapshot.url, which holds none for model %s", strings.Join(cfg.Source.Topics, ", "), n, cfg.Model.Name)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -67,7 +68,8 @@ func TestReplayKafkaWithoutEpochLog(t *testing.T) {
 		t.Errorf("replay of topic one: %s (%v), want 200 examples\n%s", out, err, stderr)
 	}
 	_, _, err = runCmd(t, "", append(args, "--source.topics", "four")...)
-	if err == nil || !strings.Contains(err.Error(), "source.topics four: 4 partitions, learned in epochs") || !strings.Contains(err.Error(), "holds none") {
-		t.Errorf("replay of topic four: error %v, want one saying its 4 partitions are learned in epochs and snapshot.url holds no epoch log", err)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.topics: four: 4 partitions, learned in epochs") || !strings.Contains(err.Error(), "holds none") {
+		t.Errorf("replay of topic four: error %v, want a usage error saying its 4 partitions are learned in epochs and snapshot.url holds no epoch log", err)
 	}
 }
