@@ -287,12 +287,18 @@ func (x *Epochs) overtaking(ctx context.Context, e uint64) (*snapshot.Snapshot, 
 // jump continues from snap, a newer generation the other workers wrote
 // while this one waited.
 func (x *Epochs) jump(snap *snapshot.Snapshot) error {
+	// A generation of this worker's still being written is waited for
+	// first: when it is done it counts as the newest written, which snap
+	// is once jumped to.
+	if err := x.awaitGeneration(); err != nil {
+		return err
+	}
 	m, e, prev, positions, err := Continue(snap, x.model.Config(), x.cfg.ConfigDigest)
 	if err != nil {
 		return err
 	}
 	x.log.Info("overtaken: continuing from a newer generation", zap.Uint64("generation", snap.Generation), zap.Uint64("epoch", x.epoch))
-	x.epoch, x.prev, x.from, x.cur = e, prev, maps.Clone(positions), nil
+	x.epoch, x.prev, x.prevSHA, x.from, x.cur = e, prev, snap.BoundarySHA256, maps.Clone(positions), nil
 	if x.cfg.Labels != nil {
 		joins, err := DecodeJoins(snap.Joins)
 		if err != nil {

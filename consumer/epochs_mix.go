@@ -310,7 +310,7 @@ func (x *Epochs) awaitGeneration() error {
 	// snapshot.interval runs from when the store held the generation,
 	// not from when this loop came to look.
 	x.lastSnap.labeled, x.lastSnap.at = g.labeled, g.stored
-	x.written = snap.Generation
+	x.written = max(x.written, snap.Generation)
 	x.log.Info("snapshot written", zap.String("model", snap.Model), zap.Uint64("generation", snap.Generation), zap.Any("positions", snap.Positions))
 	if slices.Contains(x.cfg.Damaged, snap.Generation) {
 		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))

@@ -46,6 +46,21 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	if !errors.Is(err, snapshot.ErrNotFound) && !errors.Is(err, epochlog.ErrDamagedLog) {
 		return fatal(err)
 	}
+	// Another worker may have begun the new history already and written
+	// a generation of it, after which retention deleted the boundaries
+	// that tie its start to the model held: continue from that
+	// generation, or this worker would begin a second history above the
+	// first one's epochs.
+	by, err := x.overtaking(ctx, damaged+1)
+	if err != nil {
+		return err
+	}
+	if by != nil {
+		x.cfg.Damaged = nil
+		x.log.Warn("damaged generations, and another worker began a new history above them: continuing from its newest generation",
+			zap.Uint64("damaged_up_to", damaged), zap.Uint64("generation", by.Generation))
+		return x.jump(by)
+	}
 	start, err := x.beginHistory(ctx, damaged)
 	if err != nil {
 		return err
