@@ -533,21 +533,31 @@ func checkFileURL(s string) error {
 		redact.URLs(s), u.Host, rel, rel, rel)
 }
 
+// parseURL parses raw, the URL s as written or completed. Its error quotes
+// s, and only the parser's reason when s carries no credentials, which
+// the reason may quote part of.
+func parseURL(s, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err == nil {
+		return u, nil
+	}
+	if shown := redact.URLs(s); shown != s {
+		return nil, fmt.Errorf("%q is not a URL", shown)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return nil, fmt.Errorf("%q is not a URL: %w", s, err)
+}
+
 // checkBucketURL checks the URL of a store in the cloud (s3, gs,
 // azblob), which names its bucket, or container, as its host.
 func checkBucketURL(s string) error {
 	shown := redact.URLs(s) // what an error may quote: s may carry credentials
-	u, err := url.Parse(s)
+	u, err := parseURL(s, s)
 	if err != nil {
-		if shown != s {
-			// The parser's message may quote part of the credentials.
-			return fmt.Errorf("%q is not a URL", shown)
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("%q is not a URL: %w", s, err)
+		return err
 	}
 	if u.Host == "" {
 		bucket := "bucket"
@@ -570,17 +580,9 @@ func checkNATSURL(s string) error {
 		raw = "nats://" + s
 	}
 	shown := redact.URLs(s) // what an error may quote: s may carry credentials
-	u, err := url.Parse(raw)
+	u, err := parseURL(s, raw)
 	if err != nil {
-		if shown != s {
-			// The parser's message may quote part of the credentials.
-			return fmt.Errorf("%q is not a URL", shown)
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("%q is not a URL: %w", s, err)
+		return err
 	}
 	switch u.Scheme {
 	case "nats", "tls", "ws", "wss":
