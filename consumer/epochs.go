@@ -448,16 +448,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 		// The lag of the shards this worker learns, as a worker of one
 		// shard reports its source's; epochs that follow a log others
 		// cut learn no live source.
-		lctx, stopLag := context.WithCancel(ctx)
-		lagged := make(chan struct{})
-		go func() {
-			defer close(lagged)
-			reportShardLag(lctx, x.cfg.Shards, x.learned, x.metrics, x.log)
-		}()
-		defer func() {
-			stopLag()
-			<-lagged
-		}()
+		defer startShardLag(ctx, x.cfg.Shards, x.learned, x.metrics, x.log)()
 	}
 	defer x.readers.close()
 	x.mu.Lock()

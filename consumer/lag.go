@@ -29,6 +29,21 @@ func reportLag(ctx context.Context, lr LagReporter, metrics *Metrics) {
 	}
 }
 
+// startShardLag runs reportShardLag until ctx is done or the stop it
+// returns is called; stop returns once the lag is removed.
+func startShardLag(ctx context.Context, shards Shards, learned func() map[shardid.ID]int64, metrics *Metrics, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reportShardLag(ctx, shards, learned, metrics, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // reportShardLag records in metrics the lag of the shards this worker
 // learns, at once and then every lagEvery, until ctx is done; then it
 // removes it. learned is how far this worker has learned each shard it

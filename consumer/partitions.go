@@ -226,16 +226,7 @@ func (p *Partitions) Run(ctx context.Context) error {
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
 	// The lag of the shards this worker learns, as a worker of one
 	// shard reports its source's.
-	lctx, stopLag := context.WithCancel(ctx)
-	lagged := make(chan struct{})
-	go func() {
-		defer close(lagged)
-		reportShardLag(lctx, p.cfg.Shards, p.learned, p.metrics, p.log)
-	}()
-	defer func() {
-		stopLag()
-		<-lagged
-	}()
+	defer startShardLag(ctx, p.cfg.Shards, p.learned, p.metrics, p.log)()
 	var all []shardid.ID
 	if p.cfg.Owned == nil {
 		var err error

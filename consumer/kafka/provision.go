@@ -59,6 +59,13 @@ type TopicResult struct {
 // createTimeout bounds the client's requests when ctx has no deadline.
 const createTimeout = 30 * time.Second
 
+// adminClient is a client of cfg's brokers for the requests of setup and
+// of the start-up checks, and what closes its connections.
+func adminClient(cfg Config) (*kafkago.Client, func()) {
+	transport := &kafkago.Transport{ClientID: cfg.ClientID, TLS: cfg.TLS, SASL: cfg.SASL}
+	return &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: createTimeout, Transport: transport}, transport.CloseIdleConnections
+}
+
 // CreateTopics creates the topics that are missing, with the options o,
 // and returns one result for each topic, in order (a topic named twice is
 // asked about twice). It never changes a topic that exists. The error is
@@ -67,9 +74,8 @@ func CreateTopics(ctx context.Context, cfg Config, topics []string, o TopicOptio
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	transport := &kafkago.Transport{ClientID: cfg.ClientID, TLS: cfg.TLS, SASL: cfg.SASL}
-	defer transport.CloseIdleConnections()
-	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: createTimeout, Transport: transport}
+	client, closeClient := adminClient(cfg)
+	defer closeClient()
 
 	meta, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
 	if err != nil {
@@ -181,9 +187,8 @@ func TopicErrors(ctx context.Context, cfg Config, topics []string) (map[string]e
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	transport := &kafkago.Transport{ClientID: cfg.ClientID, TLS: cfg.TLS, SASL: cfg.SASL}
-	defer transport.CloseIdleConnections()
-	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: createTimeout, Transport: transport}
+	client, closeClient := adminClient(cfg)
+	defer closeClient()
 	meta, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metadata for %q: %w", topics, err)
