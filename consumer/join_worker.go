@@ -437,7 +437,7 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		b.resume[m.Position.Source] = m.Resume
 	}
 	t := Millis(m.Time)
-	w.checkFuture(m, t, false)
+	w.checkFuture(m, t, false, b.fetched)
 	meta, err := w.decode(m.Value, x)
 	j.keep(m, x, err == nil)
 	key := m.Position.AppendEventID(scratch[:0])
@@ -478,7 +478,8 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 }
 
 // checkFuture counts a record of the join's inputs (of the labels' if
-// label) stamped more than a window ahead of this worker's clock, and
+// label) stamped more than a window ahead of this worker's clock, now
+// (when its batch was fetched: the clock is read once a batch), and
 // warns of it at most once a minute. The join follows the records' own
 // times whatever the clock says, so that every replay decides as the live
 // worker did: such a record moves its input's watermark to its time, and
@@ -486,9 +487,8 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 // or no label is related to a later example (an example). A producer's
 // clock far ahead, or a time in micro- rather than milliseconds, is the
 // usual cause; docs/labels.md, section 8, says how to keep it out.
-func (w *Worker) checkFuture(m *Message, t int64, label bool) {
+func (w *Worker) checkFuture(m *Message, t int64, label bool, now time.Time) {
 	j := w.joined
-	now := time.Now()
 	if t <= now.UnixMilli()+j.join.window {
 		return
 	}
@@ -529,7 +529,7 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 	j.lbSource = m.Position.Source
 	key := m.Position.AppendEventID(scratch[:0])
 	t := Millis(m.Time)
-	w.checkFuture(m, t, true)
+	w.checkFuture(m, t, true, b.fetched)
 	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)
 	if err != nil {
 		w.metrics.DecodeErrors.Inc()
