@@ -51,15 +51,13 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	// that tie its start to the model held: continue from that
 	// generation, or this worker would begin a second history above the
 	// first one's epochs.
-	by, err := x.overtaking(ctx, damaged+1)
-	if err != nil {
+	if jumped, err := x.jumpIfOvertaken(ctx, damaged+1); err != nil || jumped {
+		if err == nil {
+			x.cfg.Damaged = nil
+			x.log.Warn("damaged generations, and another worker began a new history above them: continuing from its newest generation",
+				zap.Uint64("damaged_up_to", damaged), zap.Uint64("generation", x.epoch-1))
+		}
 		return err
-	}
-	if by != nil {
-		x.cfg.Damaged = nil
-		x.log.Warn("damaged generations, and another worker began a new history above them: continuing from its newest generation",
-			zap.Uint64("damaged_up_to", damaged), zap.Uint64("generation", by.Generation))
-		return x.jump(by)
 	}
 	start, err := x.beginHistory(ctx, damaged)
 	if err != nil {
@@ -128,12 +126,8 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 // continues from that generation, as when it is overtaken at a barrier.
 func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 	e := x.epoch
-	by, err := x.overtaking(ctx, e)
-	if err != nil {
+	if jumped, err := x.jumpIfOvertaken(ctx, e); err != nil || jumped {
 		return err
-	}
-	if by != nil {
-		return x.jump(by)
 	}
 	start, err := x.beginHistory(ctx, e)
 	if err != nil {
@@ -142,6 +136,17 @@ func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions; "+newHistoryRepeats,
 		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)), zap.Error(cause))
 	return nil
+}
+
+// jumpIfOvertaken continues from the newest generation at or beyond epoch
+// e that reads, if one does, and reports whether it did: a history other
+// workers went on with, which is never begun again beside it.
+func (x *Epochs) jumpIfOvertaken(ctx context.Context, e uint64) (bool, error) {
+	by, err := x.overtaking(ctx, e)
+	if err != nil || by == nil {
+		return false, err
+	}
+	return true, x.jump(by)
 }
 
 // newHistoryRepeats is what a new history means for the events
