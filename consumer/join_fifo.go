@@ -22,6 +22,9 @@ type fifo[T any] struct {
 
 	index idIndex
 	seqs  []int64 // scratch for chain
+	// spare is the last chunk emptied, taken again by the next push that
+	// needs a chunk: a queue that values pass through reuses its chunks.
+	spare *fifoChunkOf[T]
 }
 
 // fifoChunk is how many values a chunk holds.
@@ -73,7 +76,12 @@ func (f *fifo[T]) push(id []byte, v T) int64 {
 			last := f.chunks[n-1]
 			last.ids = append([]byte(nil), last.ids...)
 		}
-		f.chunks = append(f.chunks, new(fifoChunkOf[T]))
+		c := f.spare
+		if c == nil {
+			c = new(fifoChunkOf[T])
+		}
+		f.spare = nil
+		f.chunks = append(f.chunks, c)
 	}
 	c, i := f.locate(seq)
 	c.items[i] = v
@@ -92,6 +100,9 @@ func (f *fifo[T]) pop() {
 	c.items[i] = zero
 	f.head++
 	if f.head-f.base == fifoChunk {
+		// Its values are zero, each as it was popped.
+		f.spare = f.chunks[0]
+		f.spare.ids = f.spare.ids[:0]
 		f.chunks[0] = nil
 		f.chunks = f.chunks[1:]
 		f.base += fifoChunk
@@ -111,18 +122,21 @@ func (f *fifo[T]) chain(id []byte) []int64 {
 
 // idIndex finds a fifo's values by id: linear probing over slots holding
 // the low 32 bits of a sequence (the fifo never holds 2^32 values, so they
-// name one), at most three quarters full, with the occupied slots in a
-// bit set.
+// name one), at most three quarters full. Each slot has a tag of one byte,
+// 0 when it is empty and otherwise 1 to 255 from the top bits of its id's
+// hash, so that a probe reads the id of a slot only when the tags agree:
+// the ids lie elsewhere in memory, and a lookup of an id that is not held
+// would otherwise read one for every slot of its run.
 type idIndex struct {
 	seed  maphash.Seed
 	slots []uint32
-	used  []uint64
+	tags  []uint8
 	n     int
 }
 
 func newIDIndex() idIndex {
 	const size = 64
-	return idIndex{seed: maphash.MakeSeed(), slots: make([]uint32, size), used: make([]uint64, size/64)}
+	return idIndex{seed: maphash.MakeSeed(), slots: make([]uint32, size), tags: make([]uint8, size)}
 }
 
 type keyed interface {
@@ -130,14 +144,15 @@ type keyed interface {
 	idBytes(seq int64) []byte
 }
 
-func (x *idIndex) mask() uint64         { return uint64(len(x.slots) - 1) }
-func (x *idIndex) isUsed(i uint64) bool { return x.used[i/64]&(1<<(i%64)) != 0 }
-func (x *idIndex) setUsed(i uint64, on bool) {
-	if on {
-		x.used[i/64] |= 1 << (i % 64)
-	} else {
-		x.used[i/64] &^= 1 << (i % 64)
+func (x *idIndex) mask() uint64 { return uint64(len(x.slots) - 1) }
+
+// tagOf is the tag of an id whose hash is h: never 0, which marks an empty
+// slot.
+func tagOf(h uint64) uint8 {
+	if t := uint8(h >> 56); t != 0 {
+		return t
 	}
+	return 1
 }
 
 // seqAt is the full sequence in slot i: the one of the fifo's live values
@@ -157,39 +172,35 @@ func (x *idIndex) reserve(f keyed) {
 // insert adds seq, whose id hashes to h; reserve made room for it.
 func (x *idIndex) insert(seq int64, h uint64) {
 	i := h & x.mask()
-	for x.isUsed(i) {
+	for x.tags[i] != 0 {
 		i = (i + 1) & x.mask()
 	}
-	x.slots[i] = uint32(seq)
-	x.setUsed(i, true)
+	x.slots[i], x.tags[i] = uint32(seq), tagOf(h)
 	x.n++
 }
 
 // grow doubles the table and puts back every value it holds.
 func (x *idIndex) grow(f keyed) {
-	old, oldUsed := x.slots, x.used
+	old, oldTags := x.slots, x.tags
 	size := len(old) * 2
-	x.slots, x.used, x.n = make([]uint32, size), make([]uint64, (size+63)/64), 0
+	x.slots, x.tags, x.n = make([]uint32, size), make([]uint8, size), 0
 	for i, s := range old {
-		if oldUsed[i/64]&(1<<(uint(i)%64)) == 0 {
+		if oldTags[i] == 0 {
 			continue
 		}
-		full := seqAt(s, f)
-		j := maphash.Bytes(x.seed, f.idBytes(full)) & x.mask()
-		for x.isUsed(j) {
-			j = (j + 1) & x.mask()
-		}
-		x.slots[j] = s
-		x.setUsed(j, true)
-		x.n++
+		seq := seqAt(s, f)
+		x.insert(seq, maphash.Bytes(x.seed, f.idBytes(seq)))
 	}
 }
 
 // find appends the sequences of the values with id.
 func (x *idIndex) find(dst []int64, id []byte, h uint64, f keyed) []int64 {
-	for i := h & x.mask(); x.isUsed(i); i = (i + 1) & x.mask() {
-		s := seqAt(x.slots[i], f)
-		if bytes.Equal(f.idBytes(s), id) {
+	tag := tagOf(h)
+	for i := h & x.mask(); x.tags[i] != 0; i = (i + 1) & x.mask() {
+		if x.tags[i] != tag {
+			continue
+		}
+		if s := seqAt(x.slots[i], f); bytes.Equal(f.idBytes(s), id) {
 			dst = append(dst, s)
 		}
 	}
@@ -201,18 +212,17 @@ func (x *idIndex) find(dst []int64, id []byte, h uint64, f keyed) []int64 {
 func (x *idIndex) remove(seq int64, h uint64, f keyed) {
 	m := x.mask()
 	i := h & m
-	for x.slots[i] != uint32(seq) || !x.isUsed(i) {
+	for x.slots[i] != uint32(seq) || x.tags[i] == 0 {
 		i = (i + 1) & m
 	}
-	x.setUsed(i, false)
+	x.tags[i] = 0
 	x.n--
-	for j := (i + 1) & m; x.isUsed(j); j = (j + 1) & m {
+	for j := (i + 1) & m; x.tags[j] != 0; j = (j + 1) & m {
 		k := maphash.Bytes(x.seed, f.idBytes(seqAt(x.slots[j], f))) & m
 		// The value at j may move to i if its home k is not in (i, j].
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
-			x.slots[i] = x.slots[j]
-			x.setUsed(i, true)
-			x.setUsed(j, false)
+			x.slots[i], x.tags[i] = x.slots[j], x.tags[j]
+			x.tags[j] = 0
 			i = j
 		}
 	}
