@@ -71,8 +71,9 @@ type Served struct {
 // example, or one for an id not seen yet).
 type Decided struct {
 	Outcome LabelOutcome
-	ID      string
-	Label   int
+	// ID is the label's id, valid until the join's next call.
+	ID    []byte
+	Label int
 	// LabelOffset and LabelTime are the label record's position in its
 	// log and its time (Unix milliseconds).
 	LabelOffset int64
@@ -124,6 +125,9 @@ type Join struct {
 	counts JoinCounts
 	// outs collects the outcomes of the call in progress.
 	outs []Decided
+	// ids holds the ids of outs, copied: what they were copied from may
+	// go before the caller reads them.
+	ids []byte
 }
 
 type joinExample struct {
@@ -196,7 +200,7 @@ func (j *Join) LabelsAhead() bool {
 // outcomes of held labels that this decided; the slice is valid until the
 // next call.
 func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) []Decided {
-	j.outs = j.outs[:0]
+	j.outs, j.ids = j.outs[:0], j.ids[:0]
 	j.wE = max(j.wE, t)
 	j.evictHeld()
 	if !delayed {
@@ -229,7 +233,7 @@ func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) 
 // the watermark). It returns the outcomes it decided: its own, unless it is held, and those
 // of held labels it made unknown. The slice is valid until the next call.
 func (j *Join) Label(offset, t int64, mark bool, id []byte, label int) []Decided {
-	j.outs = j.outs[:0]
+	j.outs, j.ids = j.outs[:0], j.ids[:0]
 	j.wL = max(j.wL, t)
 	b := j.wL
 	j.forget()
@@ -254,7 +258,7 @@ func (j *Join) Label(offset, t int64, mark bool, id []byte, label int) []Decided
 // Skip records a record of the labels' log that is no label (one that
 // does not decode): its time counts all the same.
 func (j *Join) Skip(t int64) []Decided {
-	j.outs = j.outs[:0]
+	j.outs, j.ids = j.outs[:0], j.ids[:0]
 	j.wL = max(j.wL, t)
 	j.forget()
 	return j.outs
@@ -282,7 +286,9 @@ func (j *Join) relate(e *joinExample, b int64, label int32, tl int64) (LabelOutc
 
 func (j *Join) decide(out LabelOutcome, id []byte, label int32, offset, t int64, e *joinExample) {
 	j.counts.Labels[out]++
-	d := Decided{Outcome: out, ID: string(id), Label: int(label), LabelOffset: offset, LabelTime: t}
+	n := len(j.ids)
+	j.ids = append(j.ids, id...)
+	d := Decided{Outcome: out, ID: j.ids[n:len(j.ids):len(j.ids)], Label: int(label), LabelOffset: offset, LabelTime: t}
 	if e != nil {
 		d.ExampleOffset, d.ExampleTime, d.Served = e.offset, e.t, e.served
 	}

@@ -99,7 +99,10 @@ type joined struct {
 	cacheFirst int
 	cacheBytes int
 	cacheFrom  int64
-	slab       featureSlab
+	// dropped counts the examples dropped from the cache: the one at
+	// cacheFirst is the cache's example dropped (in the order kept).
+	dropped int64
+	slab    featureSlab
 
 	// progress is head, tail and pending as of the last batch, for
 	// JoinProgress.
@@ -190,30 +193,80 @@ type cachedExample struct {
 }
 
 // featureSlab copies the features of cached examples into slabs shared
-// by many, rather than two allocations an example; a slab goes when the
-// last example cut from it does.
+// by many, rather than two allocations an example. The cache keeps and
+// drops its examples in order, so a slab is free once the last example cut
+// from it is dropped, and the next slab is taken from those.
 type featureSlab struct {
-	index []uint32
-	value []float64
+	index slabs[uint32]
+	value slabs[float64]
 }
 
 const slabLen = 1 << 15
 
-func (s *featureSlab) indices(v []uint32) []uint32  { return cut(&s.index, v) }
-func (s *featureSlab) values(v []float64) []float64 { return cut(&s.value, v) }
+// indices and values copy v for the cache's example seq (kept in order).
+func (s *featureSlab) indices(v []uint32, seq int64) []uint32  { return s.index.cut(v, seq) }
+func (s *featureSlab) values(v []float64, seq int64) []float64 { return s.value.cut(v, seq) }
 
-// cut copies v into slab, taking a new slab when it has no room left, and
-// returns the copy.
-func cut[T any](slab *[]T, v []T) []T {
+// release frees the slabs of examples up to seq, which are dropped.
+func (s *featureSlab) release(seq int64) {
+	s.index.release(seq)
+	s.value.release(seq)
+}
+
+// slabs are the slabs of one element type: cur is cut from, full holds
+// those cut from before it, oldest first, each with the last example cut
+// from it, and free those whose examples are all dropped.
+type slabs[T any] struct {
+	cur     []T
+	curLast int64
+	full    []usedSlab[T]
+	free    [][]T
+}
+
+type usedSlab[T any] struct {
+	s    []T
+	last int64
+}
+
+// slabsFree is how many free slabs of a type are kept for reuse.
+const slabsFree = 2
+
+// cut copies v into the current slab, taking another when it has no room
+// left, and returns the copy.
+func (s *slabs[T]) cut(v []T, seq int64) []T {
 	if len(v) == 0 {
 		return nil
 	}
-	if cap(*slab)-len(*slab) < len(v) {
-		*slab = make([]T, 0, max(slabLen, len(v)))
+	if cap(s.cur)-len(s.cur) < len(v) {
+		if s.cur != nil {
+			s.full = append(s.full, usedSlab[T]{s: s.cur, last: s.curLast})
+		}
+		s.cur = nil
+		if n := len(s.free); n > 0 && cap(s.free[n-1]) >= len(v) {
+			s.cur, s.free = s.free[n-1][:0], s.free[:n-1]
+		} else {
+			s.cur = make([]T, 0, max(slabLen, len(v)))
+		}
 	}
-	n := len(*slab)
-	*slab = append(*slab, v...)
-	return (*slab)[n:len(*slab):len(*slab)]
+	s.curLast = seq
+	n := len(s.cur)
+	s.cur = append(s.cur, v...)
+	return s.cur[n:len(s.cur):len(s.cur)]
+}
+
+// release frees the full slabs whose examples, up to seq, are dropped.
+func (s *slabs[T]) release(seq int64) {
+	n := 0
+	for n < len(s.full) && s.full[n].last <= seq {
+		if len(s.free) < slabsFree {
+			s.free = append(s.free, s.full[n].s)
+		}
+		n++
+	}
+	if n > 0 {
+		clear(s.full[:n])
+		s.full = s.full[n:]
+	}
 }
 
 // size is about what c holds in memory.
@@ -228,7 +281,8 @@ func (j *joined) keep(m *Message, x *learner.Example, ok bool) {
 	c := cachedExample{m: *m, ok: ok}
 	c.m.Value = nil
 	if ok {
-		c.x = learner.Example{Index: j.slab.indices(x.Index), Value: j.slab.values(x.Value), Dense: j.slab.values(x.Dense),
+		seq := j.dropped + int64(len(j.cache)-j.cacheFirst)
+		c.x = learner.Example{Index: j.slab.indices(x.Index, seq), Value: j.slab.values(x.Value, seq), Dense: j.slab.values(x.Dense, seq),
 			Labeled: x.Labeled, Label: x.Label, Weight: x.Weight}
 	}
 	j.cache = append(j.cache, c)
@@ -246,6 +300,8 @@ func (j *joined) dropCached() {
 	old := &j.cache[j.cacheFirst]
 	j.cacheBytes -= old.size()
 	*old = cachedExample{}
+	j.slab.release(j.dropped)
+	j.dropped++
 	j.cacheFirst++
 	if j.cacheFirst >= 1024 && 2*j.cacheFirst >= len(j.cache) {
 		n := copy(j.cache, j.cache[j.cacheFirst:])
@@ -527,11 +583,11 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 	j := w.joined
 	b.resume[m.Position.Source] = m.Resume
 	j.lbSource = m.Position.Source
-	key := m.Position.AppendEventID(scratch[:0])
 	t := Millis(m.Time)
 	w.checkFuture(m, t, true, b.fetched)
 	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)
 	if err != nil {
+		key := m.Position.AppendEventID(scratch[:0])
 		w.metrics.DecodeErrors.Inc()
 		w.deadLetter(m, key, fmt.Errorf("label record: %w", err), reasonOf(j.cfg.Format, m.Value, err), b)
 		// A record of the labels' log all the same: its time counts.
@@ -539,7 +595,7 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 		return key
 	}
 	w.joinOutcomes(j.join.Label(m.Position.Offset, t, rec.Mark, rec.ID, rec.Label), b)
-	return key
+	return scratch
 }
 
 // joinOutcomes counts and publishes what the join decided: a joined
@@ -558,7 +614,7 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 			}
 			ll := wire.LateLabel{
 				Position: wire.Position{Source: j.lbSource, Offset: d.LabelOffset},
-				ID:       d.ID, Label: d.Label, Reason: d.Outcome.String(),
+				ID:       string(d.ID), Label: d.Label, Reason: d.Outcome.String(),
 			}
 			if d.Outcome == LabelLate {
 				ll.Example = &wire.Position{Source: j.exSource, Offset: d.ExampleOffset}
@@ -589,7 +645,7 @@ func (w *Worker) scoreServed(d *Decided, b *outBatch) {
 	o.Label, o.Probability = int(d.Served.Predicted), float64(d.Served.Probability)
 	mt := w.model.Counts()
 	mc := wire.Misclassification{
-		Prediction: wire.Prediction{Position: pos, Meta: wire.Meta{ID: []byte(d.ID), HasID: true}, Outcome: o,
+		Prediction: wire.Prediction{Position: pos, Meta: wire.Meta{ID: d.ID, HasID: true}, Outcome: o,
 			Label: d.Label, Model: w.cfg.Model, Version: d.Served.Version},
 		Mistakes: mt.Mistakes, Examples: mt.Examples, Joined: true, LabelDelay: delay,
 	}
