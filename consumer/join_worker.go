@@ -423,8 +423,11 @@ func (j *joined) fetch(ctx context.Context) (fetched, error) {
 	j.last = &f
 	if f.label {
 		j.mu.Lock()
+		last := ""
 		for i := range f.msgs {
-			j.labelKeys[f.msgs[i].Position.Source] = true
+			if k := f.msgs[i].Position.Source; k != last {
+				j.labelKeys[k], last = true, k
+			}
 		}
 		j.mu.Unlock()
 	}
