@@ -2,8 +2,10 @@ package consumer_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,10 +107,13 @@ type joinedRun struct {
 	labels *memory.Log
 	store  *snapshot.Store
 	sink   *memory.Sink
-	// cache is LabelsConfig.CacheBytes; tails counts the tail's readers
-	// opened.
-	cache int
-	tails int
+	// cache is LabelsConfig.CacheBytes, maxPending JoinConfig.MaxPending;
+	// tails counts the tail's readers opened.
+	cache      int
+	maxPending int
+	tails      int
+	// noMarks leaves marks out: windows close by the labels alone.
+	noMarks bool
 	// metrics are the runs' metrics, as of one process's (nil: each run
 	// has its own).
 	metrics *consumer.Metrics
@@ -146,7 +151,7 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 		SnapshotEvery:      500,
 		Batch:              64,
 		Labels: &consumer.LabelsConfig{
-			Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true},
+			Join:   consumer.JoinConfig{Window: joinWindow, Default: -1, HasDefault: true, MaxPending: r.maxPending},
 			Source: memory.NewSource(r.labels, res.Positions),
 			OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
 				r.tails++
@@ -159,6 +164,9 @@ func (r *joinedRun) run(stopAt int64) *consumer.Worker {
 			LateLabels: consumer.Destination{Sink: r.sink, Topic: "late"},
 			State:      st,
 		},
+	}
+	if r.noMarks {
+		cfg.Labels.Marks = consumer.Destination{}
 	}
 	metrics := r.metrics
 	if metrics == nil {
@@ -421,5 +429,126 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 	}
 	if got := w.Model().Counts().Examples; got != 100 {
 		t.Errorf("%d examples learned, want all 100", got)
+	}
+}
+
+// TestJoinedWorkerLearnsWhatTheExamplesCarry: with every label in its
+// example's window, and written to the labels' log only once the head has
+// read past it, so that the tail learns from the cache several slabs
+// behind the head, the worker learns the model that learns the same
+// examples carrying their labels, in order: the slabs the cache copies
+// features into are taken again many times over, never while an example
+// cut from them is cached. Its misclassifications and unknown labels
+// carry the ids they are of.
+func TestJoinedWorkerLearnsWhatTheExamplesCarry(t *testing.T) {
+	// An example every 10 ms: a window is 200 examples.
+	const n, lag = 1500, 50
+	o := synth.DefaultOptions()
+	o.Vocab, o.Features = 5000, 600 // about 50 examples a slab
+	s := synth.New(o)
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 14
+	ref, err := learner.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := wire.NewDecoder(ref.Config(), wire.DecoderOptions{})
+	var x learner.Example
+	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	rng := rand.New(rand.NewPCG(4, 9))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := joinWindow.Milliseconds()
+	type label struct {
+		t    time.Time
+		id   string
+		body []byte
+	}
+	var ls []label
+	exIDs := make([]string, n)
+	for i := range n {
+		rec := s.Next()
+		b := synth.AppendJSON(nil, rec)
+		if _, err := dec.DecodeJSON(b[:len(b)-1], &x); err != nil {
+			t.Fatal(err)
+		}
+		ref.Learn(&x)
+		rec.Labeled = false
+		at := base.Add(time.Duration(i) * 10 * time.Millisecond)
+		b = synth.AppendJSON(b[:0], rec)
+		ex.AppendAt(0, at, b[:len(b)-1])
+		id := strconv.FormatUint(rec.Seq, 10)
+		exIDs[i] = id
+		in := func() time.Time { return at.Add(time.Duration(rng.Int64N(w)) * time.Millisecond) }
+		ls = append(ls, label{in(), id, fmt.Appendf(nil, `{"id":%q,"label":%d}`, id, rec.Label)})
+		if rng.IntN(10) == 0 {
+			// A label for no example, of an id that shares its prefix.
+			ls = append(ls, label{in(), id + "x", fmt.Appendf(nil, `{"id":"%sx","label":%d}`, id, rec.Label)})
+		}
+	}
+	slices.SortStableFunc(ls, func(a, b label) int { return a.t.Compare(b.t) })
+
+	r := &joinedRun{t: t, ex: ex, labels: labels, store: snapshot.NewStore(memblob.OpenBucket(nil), ""), sink: memory.NewSink(),
+		cache: 600 * (160 + 12*o.Features), maxPending: 400, noMarks: true}
+	// A label comes once the head has predicted lag examples past its
+	// time: the tail learns an example up to a window and lag examples
+	// behind the head, which the join holds at most maxPending ahead.
+	stop := make(chan struct{})
+	dripped := make(chan struct{})
+	go func() {
+		defer close(dripped)
+		for _, l := range ls {
+			for len(r.sink.Outputs("pred")) < min(int(l.t.Sub(base)/(10*time.Millisecond))+lag, n) {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+
+			}
+			labels.AppendAt(0, l.t, l.body)
+		}
+	}()
+	defer func() { close(stop); <-dripped }()
+	got := r.run(0)
+	c := got.JoinCounts()
+	if c.Labels[consumer.LabelJoined] != n || c.Expired != 0 {
+		t.Fatalf("outcomes %+v: want every example joined", c)
+	}
+	if g, want := got.Model().State().StateSHA256(), ref.State().StateSHA256(); g != want {
+		t.Errorf("state_sha256 %s, want %s: the model learned from the cache's examples not what they carry", g, want)
+	}
+
+	type event struct {
+		ID       string `json:"id"`
+		Reason   string `json:"reason"`
+		Position struct {
+			Offset int64 `json:"offset"`
+		} `json:"position"`
+	}
+	mis := r.sink.Outputs("mis")
+	for _, o := range mis {
+		var e event
+		if err := json.Unmarshal(o.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Position.Offset < 0 || e.Position.Offset >= n || e.ID != exIDs[e.Position.Offset] {
+			t.Fatalf("misclassification of the example at %d with id %q, want %q", e.Position.Offset, e.ID, exIDs[e.Position.Offset])
+		}
+	}
+	late := r.sink.Outputs("late")
+	for _, o := range late {
+		var e event
+		if err := json.Unmarshal(o.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Position.Offset < 0 || e.Position.Offset >= int64(len(ls)) || e.ID != ls[e.Position.Offset].id || e.Reason != "unknown" {
+			t.Fatalf("late label at %d with id %q (%s), want %q (unknown)", e.Position.Offset, e.ID, e.Reason, ls[e.Position.Offset].id)
+		}
+	}
+	if len(mis) == 0 || len(late) == 0 || uint64(len(late)) != c.Labels[consumer.LabelUnknown] {
+		t.Errorf("%d misclassifications, %d late labels of %d unknown: want some of each, and every unknown one", len(mis), len(late), c.Labels[consumer.LabelUnknown])
+	}
+	if r.tails != 0 {
+		t.Errorf("the tail read the examples again %d times: the cache did not hold them", r.tails)
 	}
 }
