@@ -71,7 +71,8 @@ type Served struct {
 // example, or one for an id not seen yet).
 type Decided struct {
 	Outcome LabelOutcome
-	// ID is the label's id, valid until the join's next call.
+	// ID is the label's id, valid until the join's next Example, Label
+	// or Skip: Score, which takes the Decided, leaves it.
 	ID    []byte
 	Label int
 	// LabelOffset and LabelTime are the label record's position in its
