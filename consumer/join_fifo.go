@@ -13,7 +13,7 @@ import (
 // values lie in chunks of fifoChunk, each with its values' ids end to end
 // in one buffer, and the index is open addressing over slots of 4 bytes
 // and a tag of one, so that a value costs its own size, 4 bytes for its
-// id's end and 7 to 14 for the index, beyond its id's bytes.
+// id's end and 7 to 13 for the index, beyond its id's bytes.
 type fifo[T any] struct {
 	chunks []*fifoChunkOf[T]
 	base   int64 // the sequence of chunks[0]'s first value
