@@ -58,6 +58,9 @@ Destinations (` + "`outputs.*`" + `): ` + "`kafka:<topic>`" + `, ` + "`jetstream
 An output the worker would read back is refused, naming its key: a topic of ` + "`source.topics`" + ` or
 ` + "`labels.topics`" + `, or a subject that ` + "`source.subject`" + ` or ` + "`labels.subject`" + ` takes in (wildcards
 included, JetStream and core NATS alike), whose events would be learned or joined and give more.
+So are JetStream subjects of ` + "`outputs.predictions`" + `, ` + "`misclassifications`" + `, ` + "`dead_letter`" + `, ` + "`drift`" + ` and
+` + "`promotions`" + ` that one stream stores: their events carry the id of the example they are about,
+which is their ` + "`Nats-Msg-Id`" + `, so the stream would keep one of each example's and drop the others.
 `
 
 // writePage writes the configuration page: pageIntro, then a table of

@@ -41,6 +41,8 @@ func TestStartupErrors(t *testing.T) {
 	// A source that exists, for the errors of the outputs.
 	kc.CreateTopic(t, "present", 1)
 	testbroker.CreateStream(t, ns.JetStream(t), jetstream.StreamConfig{Name: "PRESENT", Subjects: []string{"present"}})
+	// One stream for several outputs.
+	testbroker.CreateStream(t, ns.JetStream(t), jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}})
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +107,10 @@ func TestStartupErrors(t *testing.T) {
 			"outputs.predictions: subject present is stored in source.stream PRESENT, which the worker reads whole", "choose a subject outside it"},
 		{"core NATS output read back", append(slices.Clone(jetstream), "--source.stream", "PRESENT", "--outputs.dead_letter", "nats:present"), false,
 			"outputs.dead_letter: subject present is stored in source.stream PRESENT", "it would read its own events"},
+		{"jetstream outputs sharing ids in one stream", append(slices.Clone(jetstream), "--source.stream", "PRESENT", "--outputs.predictions", "jetstream:events.pred", "--outputs.misclassifications", "jetstream:events.mis", "--outputs.late_labels", "jetstream:events.late"), false,
+			"outputs.predictions, outputs.misclassifications: stream EVENTS stores events.pred and events.mis, and the events of these outputs share their ids", "give each a subject of a stream of its own"},
+		{"jetstream outputs on one subject", append(slices.Clone(jetstream), "--source.stream", "PRESENT", "--outputs.dead_letter", "jetstream:events.all", "--outputs.drift", "jetstream:events.all"), false,
+			"outputs.dead_letter, outputs.drift: stream EVENTS stores events.all,", "give each a subject of a stream of its own"},
 		{"nats unreachable", append(slices.Clone(jetstream), "--nats.url", "nats://"+closed), false,
 			"no servers available", "check nats.url"},
 		{"stream missing", jetstream, false,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -24,8 +25,11 @@ import (
 // JetStream or core NATS, whose subject source.stream stores when the
 // worker reads that stream whole (no source.subject, which the
 // configuration checks otherwise): each event would come back as an
-// example. Its error names each such output by its key and what it names,
-// on one line. A lookup that fails for another reason (a user without
+// example. And it refuses outputs of events keyed by the example's position
+// (sharedIDs) whose subjects one JetStream stream stores: their events
+// share a Nats-Msg-Id, and the stream would keep the first of each
+// example's and drop the others as repeats. Its error names each such
+// output by its key and what it names, on one line. A lookup that fails for another reason (a user without
 // permission for the JetStream API, a topic whose leader is being
 // elected) is logged, and the output left to its publishes.
 func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
@@ -60,6 +64,10 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 	}
 	var problems []string
 	missing := false
+	// shared holds, by stream, the outputs of sharedIDs it stores, in
+	// the order of the configuration's keys.
+	shared := map[string][]config.OutputDestination{}
+	var sharing []string // the streams of shared, in the order first met
 	for _, d := range dests {
 		key := strings.Join(keys[d], ", ")
 		if d.Kind == config.KindKafka {
@@ -82,6 +90,15 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 		switch {
 		case err == nil && readWhole && stream == cfg.Source.Stream:
 			problems = append(problems, fmt.Sprintf("%s: subject %s is stored in source.stream %s, which the worker reads whole (source.subject is empty): it would read its own events as examples; choose a subject outside it", key, d.Topic, stream))
+		case err == nil && d.Kind == config.KindJetStream:
+			for _, k := range keys[d] {
+				if sharedIDs[k] {
+					if shared[stream] == nil {
+						sharing = append(sharing, stream)
+					}
+					shared[stream] = append(shared[stream], config.OutputDestination{Key: k, Dest: d})
+				}
+			}
 		case err == nil:
 		case errors.Is(err, jetstream.ErrStreamNotFound) && d.Kind == config.KindJetStream:
 			problems, missing = append(problems, fmt.Sprintf("%s: no JetStream stream stores subject %s", key, d.Topic)), true
@@ -91,6 +108,20 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 			b.log.Warn("the stream of an output could not be looked up: its publishes will tell", zap.String("output", key), zap.String("subject", d.Topic), zap.Error(err))
 		}
 	}
+	for _, stream := range sharing {
+		if outs := shared[stream]; len(outs) > 1 {
+			names := make([]string, len(outs))
+			subjects := make([]string, 0, len(outs))
+			for i, o := range outs {
+				names[i] = o.Key
+				if !slices.Contains(subjects, o.Dest.Topic) {
+					subjects = append(subjects, o.Dest.Topic)
+				}
+			}
+			problems = append(problems, fmt.Sprintf("%s: stream %s stores %s, and the events of these outputs share their ids (an example's position, each event's Nats-Msg-Id): the stream would drop all but the first of each example's as repeats; give each a subject of a stream of its own",
+				strings.Join(names, ", "), stream, strings.Join(subjects, " and ")))
+		}
+	}
 	switch {
 	case len(problems) == 0:
 		return nil
@@ -98,6 +129,18 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("%s (create them with hyperplane setup, or name what exists)", strings.Join(problems, "; "))
 	}
 	return errors.New(strings.Join(problems, "; "))
+}
+
+// sharedIDs are the outputs whose events carry the id of the example they
+// are about, so that one example's events on two of them have the same
+// Nats-Msg-Id. The late labels carry their label's position, and the
+// challengers' predictions add the challenger's name to it.
+var sharedIDs = map[string]bool{
+	"outputs.predictions":        true,
+	"outputs.misclassifications": true,
+	"outputs.dead_letter":        true,
+	"outputs.drift":              true,
+	"outputs.promotions":         true,
 }
 
 // written are the outputs cfg's worker writes: those set, but for the
