@@ -19,10 +19,16 @@ import (
 // the worker falls too far behind (a slow consumer: logged, and the source
 // carries on). After a reconnect the client subscribes again by itself.
 //
-// A message's position is {Source: "nats:<subject>", Offset: n}, where n
-// counts the messages this source has delivered, from 1; Resume is n. The
-// count starts again at 1 in every process, so a recorded position says
-// nothing about where a new process should start, and the source ignores it.
+// A message's position is {Source: "nats:<subject>", Offset: n}, Resume n.
+// The offsets count the messages this source delivers, on from a base: the
+// larger of the time the source subscribed, in nanoseconds since 1970, and
+// the position it resumes from. The worker's events take their ids from
+// these positions, so no two messages get the same one, in one process or
+// in those before it, crashed or stopped (the clock would have to step
+// back by more than the time between the two processes), and a JetStream
+// output does not drop a new message's events as repeats of an old one's.
+// A recorded position says nothing about which message a new process
+// reads first: core NATS has none to go back to.
 type CoreSource struct {
 	sub   *natsgo.Subscription
 	key   string
@@ -33,8 +39,10 @@ type CoreSource struct {
 
 // NewCoreSource subscribes to subject (wildcards allowed) on nc. The
 // subscription is registered on the server when this returns, so messages
-// published afterwards reach the source.
-func NewCoreSource(nc *natsgo.Conn, subject string, log *zap.Logger) (*CoreSource, error) {
+// published afterwards reach the source. Its offsets count on from
+// resume["nats:<subject>"], the last position a model includes, or from
+// now in nanoseconds since 1970 if that is larger (see CoreSource).
+func NewCoreSource(nc *natsgo.Conn, subject string, resume map[string]int64, log *zap.Logger) (*CoreSource, error) {
 	sub, err := nc.SubscribeSync(subject)
 	if err != nil {
 		return nil, fmt.Errorf("nats subscribe %s: %w", subject, err)
@@ -43,10 +51,12 @@ func NewCoreSource(nc *natsgo.Conn, subject string, log *zap.Logger) (*CoreSourc
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("nats subscribe %s: %w", subject, err)
 	}
+	key := "nats:" + subject
 	return &CoreSource{
 		sub: sub,
-		key: "nats:" + subject,
-		log: log.With(zap.String("source", "nats:"+subject)),
+		key: key,
+		n:   max(resume[key], time.Now().UnixNano()),
+		log: log.With(zap.String("source", key)),
 	}, nil
 }
 

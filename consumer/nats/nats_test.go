@@ -103,7 +103,13 @@ func expectNothing(t *testing.T, src consumer.Source) {
 // ends.
 func openCore(t *testing.T, nc *natsgo.Conn, subject string, log *zap.Logger) *nats.CoreSource {
 	t.Helper()
-	src, err := nats.NewCoreSource(nc, subject, log)
+	return resumeCore(t, nc, subject, nil, log)
+}
+
+// resumeCore is openCore resuming from resume.
+func resumeCore(t *testing.T, nc *natsgo.Conn, subject string, resume map[string]int64, log *zap.Logger) *nats.CoreSource {
+	t.Helper()
+	src, err := nats.NewCoreSource(nc, subject, resume, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +205,9 @@ func TestCoreSourceConformance(t *testing.T) {
 }
 
 // TestCoreSource checks what is particular to core NATS beyond the
-// conformance suite: positions numbered from 1 in arrival order, a Commit
-// that does nothing, and a Fetch that returns at most its limit of what is
-// waiting.
+// conformance suite: positions numbered one by one in arrival order, after
+// every position of a source before, a Commit that does nothing, and a
+// Fetch that returns at most its limit of what is waiting.
 func TestCoreSource(t *testing.T) {
 	ts := testbroker.NATS(t)
 	nc := connect(t, ts)
@@ -212,14 +218,50 @@ func TestCoreSource(t *testing.T) {
 		publishCore(t, nc, "core.order", seqValues(0, 200)...)
 		got := consumertest.FetchN(t, src, 200)
 		expectNothing(t, src)
+		first := got[0].Position.Offset
 		for i, m := range got {
-			want := wire.Position{Source: "nats:core.order", Offset: int64(i + 1)}
-			if string(m.Value) != fmt.Sprintf("m%d", i) || m.Position != want || m.Resume != int64(i+1) {
+			want := wire.Position{Source: "nats:core.order", Offset: first + int64(i)}
+			if string(m.Value) != fmt.Sprintf("m%d", i) || m.Position != want || m.Resume != want.Offset {
 				t.Fatalf("message %d is %q at %+v (resume %d), want m%d at %+v", i, m.Value, m.Position, m.Resume, i, want)
 			}
 		}
 		if err := src.Commit(context.Background(), map[string]int64{"nats:core.order": 200}); err != nil {
 			t.Fatalf("Commit: %v", err)
+		}
+	})
+	// A worker's events take their ids from these positions: a source
+	// opened again, after a stop that recorded its last position or a
+	// crash that recorded an older one, must not give a new message the
+	// position of one read before, or a JetStream output drops the new
+	// message's events as repeats.
+	t.Run("Restart", func(t *testing.T) {
+		last := int64(0)
+		for _, resume := range []func(int64) map[string]int64{
+			func(int64) map[string]int64 { return nil },
+			func(last int64) map[string]int64 { return map[string]int64{"nats:core.restart": last} },
+			func(last int64) map[string]int64 { return map[string]int64{"nats:core.restart": last / 2} },
+			func(last int64) map[string]int64 { return nil },
+		} {
+			src := resumeCore(t, nc, "core.restart", resume(last), log)
+			publishCore(t, nc, "core.restart", seqValues(0, 3)...)
+			for _, m := range consumertest.FetchN(t, src, 3) {
+				if m.Position.Offset <= last {
+					t.Fatalf("%q at offset %d, after a source that read up to %d", m.Value, m.Position.Offset, last)
+				}
+				last = m.Position.Offset
+			}
+			if err := src.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Run("ResumeAhead", func(t *testing.T) {
+		// A recorded position ahead of the clock: the offsets go on from it.
+		ahead := time.Now().Add(time.Hour).UnixNano()
+		src := resumeCore(t, nc, "core.ahead", map[string]int64{"nats:core.ahead": ahead}, log)
+		publishCore(t, nc, "core.ahead", "a")
+		if got := consumertest.FetchN(t, src, 1); got[0].Position.Offset != ahead+1 {
+			t.Fatalf("first offset %d, want %d", got[0].Position.Offset, ahead+1)
 		}
 	})
 	t.Run("FetchLimit", func(t *testing.T) {
@@ -628,8 +670,9 @@ func TestServerRestart(t *testing.T) {
 	if v := valuesOf(consumertest.FetchN(t, jsSrc, 10)); !slices.Equal(v, seqValues(0, 10)) {
 		t.Fatalf("before the restart: %q", v)
 	}
-	if got := consumertest.FetchN(t, coreSrc, 1); string(got[0].Value) != "c0" || got[0].Position.Offset != 1 {
-		t.Fatalf("core before the restart: %q at %+v", got[0].Value, got[0].Position)
+	c0 := consumertest.FetchN(t, coreSrc, 1)[0]
+	if string(c0.Value) != "c0" {
+		t.Fatalf("core before the restart: %q at %+v", c0.Value, c0.Position)
 	}
 
 	ts.Shutdown()
@@ -689,8 +732,8 @@ func TestServerRestart(t *testing.T) {
 		}
 		last := batch[len(batch)-1]
 		if string(last.Value) == "c1" {
-			if last.Position.Offset < 2 {
-				t.Fatalf("core position after the restart %+v, want 2 or more", last.Position)
+			if last.Position.Offset <= c0.Position.Offset {
+				t.Fatalf("core position after the restart %+v, want more than c0's, %d", last.Position, c0.Position.Offset)
 			}
 			break
 		}

@@ -125,7 +125,7 @@ func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string,
 		if err != nil {
 			return nil, err
 		}
-		if src, err = natsio.NewCoreSource(nc, s.Subject, b.log); err != nil {
+		if src, err = natsio.NewCoreSource(nc, s.Subject, positions, b.log); err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 	default:
