@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
+	subj "github.com/hyperplane-ml/hyperplane/internal/subject"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	natsgo "github.com/nats-io/nats.go"
@@ -87,6 +90,9 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	key := shardid.Stream(stream).String()
 	cfg := jetstream.OrderedConsumerConfig{}
 	if subject != "" {
+		if err := checkFilter(ctx, js, stream, subject); err != nil {
+			return nil, err
+		}
 		cfg.FilterSubjects = []string{subject}
 	}
 	if seq, ok := resume[key]; ok {
@@ -124,6 +130,25 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 	}
 	return newJetStreamSource(ctx, js, nc, stream, key, cfg, log)
+}
+
+// checkFilter fails when subject matches none of the subjects stream
+// stores: the server accepts such a filter, and the source would wait for
+// ever without a message. A stream that transforms its subjects, or takes
+// its messages from other streams, is not checked.
+func checkFilter(ctx context.Context, js jetstream.JetStream, stream, subject string) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("jetstream %s: %w", stream, err)
+	}
+	c := st.CachedInfo().Config
+	if len(c.Subjects) == 0 || c.SubjectTransform != nil {
+		return nil
+	}
+	if slices.ContainsFunc(c.Subjects, func(s string) bool { return subj.Overlap(subject, s) }) {
+		return nil
+	}
+	return fmt.Errorf("jetstream %s: filter %s matches none of the stream's subjects, %s", stream, subject, strings.Join(c.Subjects, ", "))
 }
 
 // newJetStreamSource opens an ordered consumer on stream as cfg says and

@@ -460,6 +460,40 @@ func TestJetStreamStart(t *testing.T) {
 	}
 }
 
+// TestJetStreamSourceFilter: a filter that matches none of the stream's
+// subjects is refused, naming the filter and the subjects (the server
+// takes it, and the source would wait for ever); one that matches some of
+// them, wider, narrower or across, reads what it matches.
+func TestJetStreamSourceFilter(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "flt", Subjects: []string{"flt.a", "flt.b.*"}})
+	publish(t, js, "flt.a", "a0")
+	publish(t, js, "flt.b.x", "bx0")
+	for _, filter := range []string{"other.x", "flt.c", "flt.b", "flt.a.>"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		src, err := nats.NewJetStreamSource(ctx, nc, "flt", filter, nil, wire.Start{}, zaptest.NewLogger(t))
+		cancel()
+		if err == nil {
+			src.Close()
+			t.Fatalf("filter %s: no error", filter)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "flt") || !strings.Contains(msg, filter) || !strings.Contains(msg, "flt.a, flt.b.*") {
+			t.Fatalf("filter %s: error %q, want it to name the stream, the filter and the stream's subjects", filter, msg)
+		}
+	}
+	for filter, want := range map[string][]string{
+		"flt.>":   {"a0", "bx0"},
+		"flt.*":   {"a0"},
+		"flt.b.x": {"bx0"},
+		"*.b.>":   {"bx0"},
+	} {
+		src := openJetStream(t, nc, "flt", filter, nil, wire.Start{})
+		if v := valuesOf(consumertest.FetchN(t, src, len(want))); !slices.Equal(v, want) {
+			t.Fatalf("filter %s read %q, want %q", filter, v, want)
+		}
+	}
+}
+
 // TestJetStreamCommitDoesNotMove is the conformance suite's
 // CommitDoesNotMove with fetches limited to what the test wants.
 func TestJetStreamCommitDoesNotMove(t *testing.T) {

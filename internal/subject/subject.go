@@ -20,3 +20,20 @@ func Within(sub, of string) bool {
 	}
 	return len(st) == len(ot)
 }
+
+// Overlap reports whether some subject is matched by both a and b; both
+// may hold wildcards.
+func Overlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		switch x, y := at[i], bt[i]; {
+		case x == ">":
+			return true
+		case y == ">":
+			return true
+		case x != "*" && y != "*" && x != y:
+			return false
+		}
+	}
+	return len(at) == len(bt)
+}

@@ -32,3 +32,32 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.*", "a.b", true},
+		{"a.*.c", "a.b.*", true},
+		{"a.*.c", "a.b.d", false},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{"a", "a.>", false},
+		{">", "x.y", true},
+		{"a.b", "a.b.c", false},
+		{"a.*", "a.b.c", false},
+		{"nope.x", "ex1.>", false},
+		{"ex1.>", "ex1.a", true},
+	}
+	for _, c := range cases {
+		if got := Overlap(c.a, c.b); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+		if got := Overlap(c.b, c.a); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v", c.b, c.a, got, c.want)
+		}
+	}
+}
