@@ -15,6 +15,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/internal/subject"
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // FieldError says which key is wrong and why. Field is the dotted key
@@ -311,6 +312,9 @@ func (c Config) validateSource() error {
 	}
 	if err := s.Start.Validate(); err != nil {
 		return fieldErr("source.start", "%v", err)
+	}
+	if s.Kind == KindJetStream && s.Start.Kind == wire.StartOffset && s.Start.Offset < 1 {
+		return fieldErr("source.start", "offset:%d: stream sequences start at 1 (offset:1 is the stream's first message; earliest is the first it still holds)", s.Start.Offset)
 	}
 	if err := s.Format.Validate(); err != nil {
 		return fieldErr("source.format", "%v", err)

@@ -72,6 +72,9 @@ func TestValidate(t *testing.T) {
 		{name: "kafka valid", base: validKafka, mutate: func(*Config) {}},
 		{name: "jetstream valid", base: validJetStream, mutate: func(*Config) {}},
 		{name: "nats valid", base: validNATS, mutate: func(*Config) {}},
+		{name: "jetstream start offset 0", base: validJetStream, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset} }, field: "source.start", problem: "stream sequences start at 1"},
+		{name: "jetstream start offset 1", base: validJetStream, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset, Offset: 1} }},
+		{name: "kafka start offset 0", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset} }},
 		{name: "default has no source", base: Default, mutate: func(*Config) {}, field: "source.kind"},
 
 		// snapshot
