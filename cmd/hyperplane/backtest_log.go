@@ -51,6 +51,9 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if cfg.Source.Kind == "" {
 		return nil, usagef("-input: required, or a source (source.kind and its settings) whose log to read")
 	}
+	if cfg.Source.Kind == config.KindNATS {
+		return nil, usagef("source.kind: %s; give -input", noCoreLog)
+	}
 	if cfg.Labels.Enabled() {
 		return nil, usagef("config: labels: backtest reads labeled examples; the join of labels that come later is not read from the log yet")
 	}

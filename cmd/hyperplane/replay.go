@@ -22,6 +22,9 @@ import (
 // --publish. A model learned in epochs is rebuilt by following its epoch
 // log in snapshot.url (see replayEpochs), which is read and never
 // written.
+// noCoreLog is why replay and backtest refuse a core NATS source.
+const noCoreLog = "nats: core NATS keeps no messages, so there is no log to read (a Kafka topic or a JetStream stream has one)"
+
 func runReplay(ctx context.Context, e *env, args []string) error {
 	from := wire.Start{Kind: wire.StartEarliest}
 	to := wire.Start{Kind: wire.StartLatest}
@@ -38,6 +41,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	if from.Kind == wire.StartLatest {
 		return usagef("-from: latest would replay nothing (want earliest, offset:N or time:RFC3339)")
+	}
+	if cfg.Source.Kind == config.KindNATS {
+		return usagef("source.kind: %s", noCoreLog)
 	}
 	end, err := endOffset(to)
 	if err != nil {

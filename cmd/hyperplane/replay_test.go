@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -42,6 +45,27 @@ func TestReplayRange(t *testing.T) {
 	}
 	if help := mustRun(t, "", "replay", "-h"); !strings.Contains(help, "stops before offset N") {
 		t.Errorf("replay -h does not say that --to offset:N is exclusive:\n%s", help)
+	}
+}
+
+// TestReplayCoreNATS: core NATS keeps no messages, so replay and backtest
+// over its log refuse it at once, naming source.kind, rather than wait for
+// live messages for ever.
+func TestReplayCoreNATS(t *testing.T) {
+	srv := testbroker.NATS(t)
+	base := []string{"--nats.url", srv.URL(), "--source.kind", "nats", "--source.subject", "examples"}
+	for _, args := range [][]string{
+		append([]string{"replay", "--from", "earliest"}, base...),
+		append([]string{"backtest", "--from", "earliest", "--model.challengers", "p:algorithm=perceptron"}, base...),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out, errOut bytes.Buffer
+		err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+		cancel()
+		var u *usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.kind: nats: core NATS keeps no messages") {
+			t.Errorf("%s over core NATS: %v, want a usage error naming source.kind", args[0], err)
+		}
 	}
 }
 
