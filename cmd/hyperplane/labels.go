@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -30,8 +29,8 @@ func (p *pipeline) labels(ctx context.Context, cfg config.Config, shard shardid.
 		return nil, err
 	}
 	l := cfg.Labels
-	if lc.Source, err = p.brokers.Source(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
-		return nil, fmt.Errorf("labels: %w", err)
+	if lc.Source, err = p.brokers.LabelsSource(ctx, l.Source(cfg.Source), cfg.KafkaGroup(), positions); err != nil {
+		return nil, err
 	}
 	p.labelsSource = lc.Source
 	lc.OpenTail = func(ctx context.Context, resume map[string]int64) (consumer.Source, error) {

@@ -92,7 +92,17 @@ func (b *Clients) NATSConn() (*natsgo.Conn, error) {
 // its position in positions, the model's, or begins at s.Start; group is
 // the Kafka consumer group that progress is committed to.
 func (b *Clients) Source(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
-	src, err := b.OpenSource(ctx, s, group, positions)
+	return b.keep(b.openSource(ctx, "source", s, group, positions))
+}
+
+// LabelsSource is Source for the labels' input, s being
+// config.Labels.Source: its errors name the labels.* keys.
+func (b *Clients) LabelsSource(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+	return b.keep(b.openSource(ctx, "labels", s, group, positions))
+}
+
+// keep closes src with the clients.
+func (b *Clients) keep(src consumer.Source, err error) (consumer.Source, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +112,12 @@ func (b *Clients) Source(ctx context.Context, s config.Source, group string, pos
 
 // OpenSource is Source for a caller that closes what it opens.
 func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
+	return b.openSource(ctx, "source", s, group, positions)
+}
+
+// openSource opens s, whose keys are under section (source or labels):
+// its errors name them.
+func (b *Clients) openSource(ctx context.Context, section string, s config.Source, group string, positions map[string]int64) (consumer.Source, error) {
 	var src consumer.Source
 	switch s.Kind {
 	case config.KindKafka:
@@ -110,7 +126,7 @@ func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string,
 			return nil, err
 		}
 		if src, err = kafkaio.NewSource(ctx, kc, s.Topics, group, positions, s.Start, b.log); err != nil {
-			return nil, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
+			return nil, fmt.Errorf("%s: %w (check kafka.brokers, that the brokers are up, and that every topic of %s.topics exists)", section, err, section)
 		}
 	case config.KindJetStream:
 		nc, err := b.NATSConn()
@@ -118,7 +134,7 @@ func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string,
 			return nil, err
 		}
 		if src, err = natsio.NewJetStreamSource(ctx, nc, s.Stream, s.Subject, positions, s.Start, b.log); err != nil {
-			return nil, fmt.Errorf("source: %w (check that the stream of source.stream exists and that source.subject is one of its subjects)", err)
+			return nil, fmt.Errorf("%s: %w (check that the stream of %s.stream exists and that %s.subject is one of its subjects)", section, err, section, section)
 		}
 	case config.KindNATS:
 		nc, err := b.NATSConn()
@@ -126,10 +142,10 @@ func (b *Clients) OpenSource(ctx context.Context, s config.Source, group string,
 			return nil, err
 		}
 		if src, err = natsio.NewCoreSource(nc, s.Subject, positions, b.log); err != nil {
-			return nil, fmt.Errorf("source: %w", err)
+			return nil, fmt.Errorf("%s: %w", section, err)
 		}
 	default:
-		return nil, fmt.Errorf("source.kind: %w", s.Kind.Validate())
+		return nil, fmt.Errorf("%s.kind: %w", section, s.Kind.Validate())
 	}
 	return src, nil
 }
