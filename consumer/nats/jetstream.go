@@ -101,6 +101,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = uint64(seq) + 1
+		warnGone(ctx, js, stream, subject, cfg.OptStartSeq, log)
 	} else {
 		if err := start.Validate(); err != nil {
 			return nil, fmt.Errorf("jetstream %s: %w", stream, err)
@@ -130,6 +131,28 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 	}
 	return newJetStreamSource(ctx, js, nc, stream, key, cfg, log)
+}
+
+// warnGone logs a warning when the stream no longer holds the messages
+// from sequence next on that the source resumes from: its limits (max age,
+// messages or bytes) or a purge removed them, and they cannot be learned.
+// A failed lookup says nothing: the consumer's creation will tell.
+func warnGone(ctx context.Context, js jetstream.JetStream, stream, subject string, next uint64, log *zap.Logger) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return
+	}
+	first := st.CachedInfo().State.FirstSeq
+	if first <= next {
+		return
+	}
+	msg := "the stream no longer holds the messages after the model's position: they are not learned (the stream's limits or a purge removed them)"
+	fields := []zap.Field{zap.String("stream", stream), zap.Uint64("from_sequence", next), zap.Uint64("to_sequence", first-1), zap.Uint64("first_sequence", first)}
+	if subject != "" {
+		msg = "the stream no longer holds the messages after the model's position: those of the filter are not learned (the stream's limits or a purge removed them)"
+		fields = append(fields, zap.String("filter", subject))
+	}
+	log.Warn(msg, fields...)
 }
 
 // checkFilter fails when subject matches none of the subjects stream

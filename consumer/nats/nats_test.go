@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // connect opens a connection with the package's own Connect, closed when
@@ -490,6 +491,51 @@ func TestJetStreamSourceFilter(t *testing.T) {
 		src := openJetStream(t, nc, "flt", filter, nil, wire.Start{})
 		if v := valuesOf(consumertest.FetchN(t, src, len(want))); !slices.Equal(v, want) {
 			t.Fatalf("filter %s read %q, want %q", filter, v, want)
+		}
+	}
+}
+
+// TestJetStreamSourceGone: a source resuming from a position whose next
+// messages the stream no longer holds (a purge, its limits) says so at
+// Warn, naming the sequences, and reads on from the stream's first; one
+// whose next message is there says nothing.
+func TestJetStreamSourceGone(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "gone", Subjects: []string{"gone.in"}})
+	publish(t, js, "gone.in", seqValues(0, 10)...)
+	st, err := js.Stream(context.Background(), "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(context.Background(), jetstream.WithPurgeSequence(6)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		resume int64
+		warn   bool
+	}{{2, true}, {5, false}, {7, false}} {
+		core, logs := observer.New(zap.WarnLevel)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		src, err := nats.NewJetStreamSource(ctx, nc, "gone", "", map[string]int64{"jetstream:gone": c.resume}, wire.Start{}, zap.New(core))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := consumertest.FetchN(t, src, int(10-max(c.resume, 5)))
+		src.Close()
+		if got[0].Position.Offset != max(c.resume, 5)+1 {
+			t.Errorf("resuming after %d: first message at %d", c.resume, got[0].Position.Offset)
+		}
+		warned := logs.FilterMessageSnippet("no longer holds").All()
+		switch {
+		case !c.warn && len(warned) > 0:
+			t.Errorf("resuming after %d: warned %q", c.resume, warned[0].Message)
+		case c.warn && len(warned) != 1:
+			t.Errorf("resuming after %d: %d warnings that messages are gone, want 1", c.resume, len(warned))
+		case c.warn:
+			if f := warned[0].ContextMap(); f["from_sequence"] != uint64(3) || f["to_sequence"] != uint64(5) {
+				t.Errorf("resuming after %d: warning with %v, want sequences 3 to 5", c.resume, f)
+			}
 		}
 	}
 }
