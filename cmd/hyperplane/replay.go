@@ -11,6 +11,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -67,8 +68,8 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	if out != "" {
-		if _, err := snapshot.LoadURL(ctx, strings.TrimSuffix(out, "/")+"/"+cfg.Model.Name, log); err == nil {
-			return usagef("-out: %s already holds model %s; replay writes a new model, so give another store or model.name", out, cfg.Model.Name)
+		if err := refuseHeldModel(ctx, out, cfg.Model.Name); err != nil {
+			return err
 		}
 	}
 
@@ -131,6 +132,27 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"from":%q,"to":%q,"state_sha256":"%x"}`+"\n",
 		m.Examples, m.Labeled, m.Mistakes, m.Accuracy, m.Updates, time.Since(start).Seconds(), positionsJSON(worker.Positions()), from.String(), toText,
 		worker.Model().State().Digest())
+	return nil
+}
+
+// refuseHeldModel is a usage error when the store at out already holds
+// generations of model: a replay writes a new model, and a worker over
+// that store would resume the newest of them instead of learning the
+// range. The store is asked itself, so a URL with a query (create_dir=1,
+// prefix, an S3 endpoint) is read as the worker reads it.
+func refuseHeldModel(ctx context.Context, out, model string) error {
+	store, err := snapshot.OpenStore(ctx, out)
+	if err != nil {
+		return fmt.Errorf("replay: -out: %w", err)
+	}
+	defer store.Close()
+	gens, err := store.Generations(ctx, model)
+	if err != nil {
+		return fmt.Errorf("replay: -out: %w", err)
+	}
+	if len(gens) > 0 {
+		return usagef("-out: %s already holds model %s; replay writes a new model, so give another store or model.name", redact.URLs(out), model)
+	}
 	return nil
 }
 

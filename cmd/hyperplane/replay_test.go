@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,35 @@ func TestReplayKafkaWithoutEpochLog(t *testing.T) {
 	var u *usageError
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.topics: four: 4 partitions, learned in epochs") || !strings.Contains(err.Error(), "holds none") {
 		t.Errorf("replay of topic four: error %v, want a usage error saying its 4 partitions are learned in epochs and snapshot.url holds no epoch log", err)
+	}
+}
+
+// TestReplayOutHeldWithQuery: --out names the store as snapshot.url does,
+// with a query (create_dir=1) as the example configurations write it. A
+// store that already holds the model is refused however its URL is
+// written: a replay into it would resume the model stored there rather
+// than learn the range, and write its generations after the stored ones.
+func TestReplayOutHeldWithQuery(t *testing.T) {
+	c := testbroker.Kafka(t)
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	c.CreateTopic(t, "one", 1)
+	mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:one", "-kafka-brokers", brokers)
+	dir := t.TempDir()
+	out := "file://" + filepath.ToSlash(dir) + "?create_dir=1"
+	args := []string{"replay", "--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--from", "earliest", "--out", out}
+	if _, stderr, err := runCmd(t, "", args...); err != nil {
+		t.Fatalf("first replay into %s: %v\n%s", out, err, stderr)
+	}
+	gens, err := filepath.Glob(filepath.Join(dir, "default", "*.msgpack"))
+	if err != nil || len(gens) != 1 {
+		t.Fatalf("first replay wrote %v (%v), want one generation", gens, err)
+	}
+	stdout, _, err := runCmd(t, "", args...)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "already holds model default") {
+		t.Errorf("second replay into %s: %v, printed %q; want a usage error saying the store already holds the model", out, err, stdout)
+	}
+	if after, _ := filepath.Glob(filepath.Join(dir, "default", "*.msgpack")); len(after) != 1 {
+		t.Errorf("second replay left %v in the store, want the first replay's one generation", after)
 	}
 }
