@@ -38,7 +38,7 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := s.Promotable(name, cfg.Model.Name); err != nil {
-		return fmt.Errorf("-challenger: %w", err)
+		return usagef("-challenger: %v", err)
 	}
 	r := snapshot.NewPromotionRequest(name, time.Now())
 	if err := store.RequestPromotion(ctx, cfg.Model.Name, r); err != nil {

@@ -103,8 +103,11 @@ func TestPromoteManual(t *testing.T) {
 		s := newest()
 		return s != nil && s.Positions["jetstream:EXAMPLES"] == 500
 	})
-	if _, _, err := runCmd(t, "", append([]string{"promote", "--challenger", "nope"}, common...)...); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Fatalf("promote of an unknown challenger: %v, want an error naming it", err)
+	// An unknown name is a bad value of -challenger: a usage error, exit
+	// status 2, as docs/commands.md says of every bad flag or value.
+	_, _, err := runCmd(t, "", append([]string{"promote", "--challenger", "nope"}, common...)...)
+	if u := (*usageError)(nil); !errors.As(err, &u) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("promote of an unknown challenger: %v, want a usage error naming it", err)
 	}
 	if out := mustRun(t, "", append([]string{"promote", "--challenger", "perceptron"}, common...)...); !strings.Contains(out, "after the next example the worker learns") {
 		t.Errorf("promote says %q, want when the worker takes it", out)
