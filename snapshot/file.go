@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
@@ -58,15 +60,23 @@ func WriteFile(path string, s *Snapshot) error {
 // models the store has; a missing file or directory is
 // fs.ErrNotExist.
 func Load(ctx context.Context, where string) (*Snapshot, error) {
+	return LoadLogged(ctx, where, nil)
+}
+
+// LoadLogged is Load, logging to log (which may be nil) each damaged
+// generation it skips on its way to a model's newest valid one, as the
+// worker does at start-up: otherwise an older generation would be read as
+// the newest without a word.
+func LoadLogged(ctx context.Context, where string, log *zap.Logger) (*Snapshot, error) {
 	if !strings.Contains(where, "://") && !strings.HasPrefix(where, "file:") {
-		return readLocalModel(ctx, where)
+		return readLocalModel(ctx, where, log)
 	}
 	u, err := url.Parse(where)
 	if err != nil {
 		return nil, fmt.Errorf("model URL %s does not parse", redact.URLs(where))
 	}
 	if u.Scheme != "file" {
-		s, err := LoadURL(ctx, where, nil)
+		s, err := LoadURL(ctx, where, log)
 		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("%s: %w (a snapshot URL is the store's URL followed by the model's name: s3://bucket/prefix/MODEL)", redact.URLs(where), err)
 		}
@@ -79,9 +89,9 @@ func Load(ctx context.Context, where string) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		return LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), nil)
+		return LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), log)
 	}
-	s, err := readLocalModel(ctx, path)
+	s, err := readLocalModel(ctx, path, log)
 	if err != nil && relative {
 		return nil, fmt.Errorf("%w (%s is read as %s, relative to the current directory; an absolute path is file:///path)", err, where, path)
 	}
@@ -108,7 +118,7 @@ func fileURLPath(u *url.URL) (string, bool) {
 }
 
 // readLocalModel is Load for a local path.
-func readLocalModel(ctx context.Context, path string) (*Snapshot, error) {
+func readLocalModel(ctx context.Context, path string, log *zap.Logger) (*Snapshot, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -128,7 +138,7 @@ func readLocalModel(ctx context.Context, path string) (*Snapshot, error) {
 	case err != nil:
 		return nil, err
 	case info.IsDir():
-		return loadModelDir(ctx, abs)
+		return loadModelDir(ctx, abs, log)
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
@@ -170,7 +180,7 @@ func loadGenerationFile(ctx context.Context, abs string) (s *Snapshot, ok bool, 
 // loadModelDir loads the newest valid snapshot in dir, a model's
 // directory in a file store. A directory that is a store itself, or holds
 // no snapshot, is an error naming it and the models found.
-func loadModelDir(ctx context.Context, dir string) (*Snapshot, error) {
+func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, error) {
 	model := filepath.Base(dir)
 	if model != string(filepath.Separator) {
 		store, err := openFileStore(ctx, filepath.Dir(dir))
@@ -183,7 +193,7 @@ func loadModelDir(ctx context.Context, dir string) (*Snapshot, error) {
 			return nil, err
 		}
 		if len(gens) > 0 {
-			s, err := store.Latest(ctx, model, nil)
+			s, err := store.Latest(ctx, model, log)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w (every generation there is damaged)", dir, err)
 			}

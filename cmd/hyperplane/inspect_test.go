@@ -155,3 +155,59 @@ func TestInspectNamesAnEpochLogObject(t *testing.T) {
 		t.Fatalf("inspect of a boundary: %v, want an error that names it a boundary", err)
 	}
 }
+
+// TestInspectAndPredictWarnOfDamagedNewest: a model's newest generation
+// is damaged; inspect and predict read the one before it, as the worker
+// resumes from it, and say so on standard error, naming the generation
+// skipped, rather than show an older generation as the newest.
+func TestInspectAndPredictWarnOfDamagedNewest(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	genFile(t, dir, "train.jsonl", "-examples", "300", "-seed", "2")
+	genFile(t, dir, "test.jsonl", "-examples", "5", "-seed", "3")
+	model := filepath.Join("data", "clicks")
+	if err := os.MkdirAll(model, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(model, "00000000000000000001.msgpack")
+	mustRun(t, "", "train", "-input", "train.jsonl", "-name", "clicks", "-out", first)
+	s := readModel(t, first)
+	s.Generation = 2
+	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Write(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	second := filepath.Join(model, "00000000000000000002.msgpack")
+	data, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(second, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"inspect", "-top", "0", "data/clicks"},
+		{"inspect", "-top", "0", "file://" + filepath.ToSlash(filepath.Join(dir, model))},
+		{"predict", "-model", "data/clicks", "-input", "test.jsonl"},
+	} {
+		out, stderr, err := runCmd(t, "", args...)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(args, " "), err, stderr)
+			continue
+		}
+		if args[0] == "inspect" {
+			var sum snapshot.Summary
+			if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Generation != 1 {
+				t.Errorf("%s: generation %d (%v), want 1, the newest undamaged", strings.Join(args, " "), sum.Generation, err)
+			}
+		}
+		if !strings.Contains(stderr, "skipping unreadable snapshot") || !strings.Contains(stderr, "00000000000000000002.msgpack") {
+			t.Errorf("%s: standard error %q does not name the damaged generation 2 it skipped", strings.Join(args, " "), stderr)
+		}
+	}
+}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 
+	"go.uber.org/zap"
+
 	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -32,7 +35,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := snapshot.Load(ctx, modelPath)
+	s, err := snapshot.LoadLogged(ctx, modelPath, loadLogger(e))
 	if err != nil {
 		return err
 	}
@@ -93,7 +96,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if top < 0 {
 		return usagef("-top: must be 0 or more, got %d", top)
 	}
-	s, err := snapshot.Load(ctx, fs.Arg(0))
+	s, err := snapshot.LoadLogged(ctx, fs.Arg(0), loadLogger(e))
 	if err != nil {
 		return logObject(fs.Arg(0), err)
 	}
@@ -129,6 +132,13 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// loadLogger is the logger inspect and predict load a model with: its
+// warnings, such as a damaged newest generation skipped for the one
+// before, go to standard error.
+func loadLogger(e *env) *zap.Logger {
+	return newLogger(config.Log{Level: config.LevelWarn, Format: config.LogAuto}, e.stderr)
 }
 
 // logObject is err, which loading path as a generation gave, or, when
