@@ -44,7 +44,7 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if from.Kind == wire.StartLatest {
 		return nil, usagef("-from: latest would compare nothing (want earliest, offset:N or time:RFC3339)")
 	}
-	end, err := endOffset(to)
+	end, err := endOffset(from, to)
 	if err != nil {
 		return nil, err
 	}

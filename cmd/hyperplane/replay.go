@@ -46,7 +46,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	if cfg.Source.Kind == config.KindNATS {
 		return usagef("source.kind: %s", noCoreLog)
 	}
-	end, err := endOffset(to)
+	end, err := endOffset(from, to)
 	if err != nil {
 		return err
 	}
@@ -174,12 +174,17 @@ func followPromotions(ctx context.Context, p *pipeline, cfg config.Config, live 
 }
 
 // endOffset is the offset -to ends before, exclusive: -1 for latest, the
-// end of what the broker holds.
-func endOffset(to wire.Start) (int64, error) {
+// end of what the broker holds. A -to at or before an offset -from is a
+// usage error: the range would be empty, and the command would report
+// nothing learned as if the log held nothing there.
+func endOffset(from, to wire.Start) (int64, error) {
 	switch to.Kind {
 	case wire.StartLatest:
 		return -1, nil
 	case wire.StartOffset:
+		if from.Kind == wire.StartOffset && to.Offset <= from.Offset {
+			return 0, usagef("-to: %s is not after -from's %s: the range is empty (-to is exclusive)", to, from)
+		}
 		return to.Offset, nil
 	}
 	return 0, usagef("-to: want latest or offset:N, got %q", to)

@@ -128,3 +128,28 @@ func TestReplayOutHeldWithQuery(t *testing.T) {
 		t.Errorf("second replay left %v in the store, want the first replay's one generation", after)
 	}
 }
+
+// TestReplayEmptyRange: --to offset:N at or before --from offset:M names
+// no record; replay and backtest refuse it as a usage error rather than
+// print a summary of nothing learned, as if the log held nothing there.
+func TestReplayEmptyRange(t *testing.T) {
+	c := testbroker.Kafka(t)
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	c.CreateTopic(t, "one", 1)
+	mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:one", "-kafka-brokers", brokers)
+	source := []string{"--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--model.challengers", "p:algorithm=perceptron"}
+	for _, to := range []string{"offset:50", "offset:100"} {
+		for _, cmd := range []string{"replay", "backtest"} {
+			args := append([]string{cmd, "--from", "offset:100", "--to", to}, source...)
+			out, _, err := runCmd(t, "", args...)
+			var u *usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), "the range is empty") {
+				t.Errorf("%s: %v, printed %q; want a usage error saying the range is empty", strings.Join(args[:5], " "), err, out)
+			}
+		}
+	}
+	out := mustRun(t, "", append([]string{"replay", "--from", "offset:100", "--to", "offset:101"}, source...)...)
+	if !strings.Contains(out, `"examples":1,`) {
+		t.Errorf("replay of offset 100 alone printed %s, want 1 example", out)
+	}
+}
