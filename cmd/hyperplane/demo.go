@@ -60,6 +60,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if n < 1 {
 		return usagef("-examples: must be at least 1, got %d", n)
 	}

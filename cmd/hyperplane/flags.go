@@ -67,6 +67,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// noArgs is a usage error naming the first argument left on fs after its
+// flags, if any, for a command that takes flags only: the flag package
+// stops at the first argument that is not a flag, so every flag after it
+// would be ignored without a word (train -input F stray -out M wrote no
+// model).
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	return usagef("%s: unexpected argument %q: it takes flags only, and would ignore every flag after it", fs.Name(), fs.Arg(0))
+}
+
 // errHelp ends a command that printed its usage on request.
 var errHelp = errors.New("help requested")
 

@@ -28,6 +28,9 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if modelPath == "" {
 		return usagef("-model: required (a model file written by train, a snapshot directory or URL)")
 	}

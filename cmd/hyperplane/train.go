@@ -112,6 +112,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if curveWindow < 1 {
 		return usagef("-curve-window: must be at least 1, got %d", curveWindow)
 	}

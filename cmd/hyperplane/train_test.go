@@ -288,3 +288,31 @@ func pairwiseAUC(pos, neg []float64) float64 {
 	}
 	return wins / float64(len(pos)*len(neg))
 }
+
+// TestFlagsOnlyCommandsRefuseArguments: train, predict, demo and version
+// take flags only. The flag package stops at the first argument that is
+// not a flag, so each flag after a stray argument would be ignored (train
+// -input F stray -out M learned, exit status 0, and wrote no model): the
+// stray argument is a usage error that names it.
+func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "g.jsonl", "-examples", "50", "-seed", "2")
+	model := filepath.Join(dir, "m.msgpack")
+	mustRun(t, "", "train", "-input", data, "-out", model)
+	out := filepath.Join(dir, "stray.msgpack")
+	for _, args := range [][]string{
+		{"train", "-input", data, "stray", "-out", out},
+		{"predict", "-model", model, "-input", data, "stray"},
+		{"demo", "-examples", "10", "-data", filepath.Join(dir, "demo"), "-http", "", "stray"},
+		{"version", "stray"},
+	} {
+		_, _, err := runCmd(t, "", args...)
+		var u *usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
+			t.Errorf("%s: %v, want a usage error naming the argument", strings.Join(args, " "), err)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("train with a stray argument wrote %s", out)
+	}
+}

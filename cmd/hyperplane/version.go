@@ -18,6 +18,9 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintf(e.stdout, "hyperplane %s %s %s/%s\n", binaryVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return err
 }
