@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -32,7 +34,7 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeStore()
-	s, err := store.Latest(ctx, cfg.Model.Name, nil)
+	s, err := liveLatest(ctx, e, store, cfg, shard)
 	if err != nil {
 		return err
 	}
@@ -93,6 +95,22 @@ func liveStore(ctx context.Context, cfg config.Config, shard shardid.ID, does st
 		return nil, nil, fmt.Errorf("-shard: %w", err)
 	}
 	return store, func() { base.Close() }, nil //nolint:errcheck // it only read or wrote one object
+}
+
+// liveLatest is the newest valid generation of the live model in store,
+// the one liveStore opened, with a warning on standard error for each
+// damaged one skipped; with none, an error naming snapshot.url and the
+// model, so that a wrong store or model.name shows.
+func liveLatest(ctx context.Context, e *env, store *snapshot.Store, cfg config.Config, shard shardid.ID) (*snapshot.Snapshot, error) {
+	s, err := store.Latest(ctx, cfg.Model.Name, loadLogger(e))
+	if errors.Is(err, snapshot.ErrNotFound) {
+		where := "snapshot.url " + redact.URLs(cfg.Snapshot.URL)
+		if !shard.IsZero() {
+			where += ", partition " + shard.String() + ","
+		}
+		return nil, fmt.Errorf("%s holds no generation of model %s (model.name): %w", where, cfg.Model.Name, err)
+	}
+	return s, err
 }
 
 // missingShard is the error of a command on a model of partition scope

@@ -89,3 +89,21 @@ func TestChallengersLive(t *testing.T) {
 		t.Fatalf("replay: state_sha256 %s, the live model %s", sum.StateSHA256, want)
 	}
 }
+
+// TestCompareNoGeneration: compare and promote on a store that holds no
+// generation of the model (a new store, or a wrong model.name) say which
+// store and which model, rather than only that there is no snapshot.
+func TestCompareNoGeneration(t *testing.T) {
+	store := "file://" + filepath.ToSlash(t.TempDir())
+	common := []string{"--source.kind", "kafka", "--kafka.brokers", "127.0.0.1:9", "--source.topics", "examples",
+		"--model.name", "clicks", "--model.challengers", "p:algorithm=perceptron", "--snapshot.url", store}
+	for _, args := range [][]string{
+		append([]string{"compare"}, common...),
+		append([]string{"promote", "--challenger", "p"}, common...),
+	} {
+		_, _, err := runCmd(t, "", args...)
+		if err == nil || !strings.Contains(err.Error(), "snapshot.url "+store+" holds no generation of model clicks") {
+			t.Errorf("%s on an empty store: %v, want an error naming the store and the model", args[0], err)
+		}
+	}
+}

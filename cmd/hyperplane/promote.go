@@ -33,7 +33,7 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeStore()
-	s, err := store.Latest(ctx, cfg.Model.Name, nil)
+	s, err := liveLatest(ctx, e, store, cfg, shard)
 	if err != nil {
 		return err
 	}
