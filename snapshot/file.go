@@ -199,6 +199,11 @@ func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, 
 			}
 			return s, nil
 		}
+		if err := store.partitionScope(ctx, model, func(seg string) string {
+			return fileURL(filepath.Join(dir, "partition", seg, model))
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if models := modelsIn(ctx, dir); len(models) > 0 {
 		return nil, fmt.Errorf("%s is a snapshot store, not one model's directory: name a model, %s", dir, modelURLs(dir, models))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -126,5 +127,48 @@ func TestWriteFileReplaces(t *testing.T) {
 	}
 	if err := snapshot.WriteFile(filepath.Join(dir, "no", "m.model"), snap(train(t, cfg, 10).State())); err == nil {
 		t.Error("a missing directory: no error")
+	}
+}
+
+// TestLoadPartitionScopeModel: a model of partition scope has no
+// generation of its own, only a chain per partition; Load given the
+// model's directory or URL says so and names each partition's model URL,
+// which Load then reads.
+func TestLoadPartitionScopeModel(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	storeURL := "file://" + filepath.ToSlash(dir)
+	store, err := snapshot.OpenStore(ctx, storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	for _, name := range []string{"kafka:clicks/0", "kafka:clicks/1"} {
+		id, err := shardid.Parse(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := store.PartitionChain("per", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := snap(train(t, cfg, 50).State())
+		s.Model, s.Generation = "per", 1
+		if err := chain.Write(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := storeURL + "/per/partition/kafka.clicks.0/per"
+	for _, where := range []string{filepath.Join(dir, "per"), storeURL + "/per", storeURL + "/per?create_dir=1"} {
+		_, err := snapshot.Load(ctx, where)
+		if !errors.Is(err, snapshot.ErrNotFound) || !strings.Contains(err.Error(), "partition scope") ||
+			!strings.Contains(err.Error(), first) || !strings.Contains(err.Error(), storeURL+"/per/partition/kafka.clicks.1/per") {
+			t.Errorf("Load(%s): %v, want an error naming the partitions' model URLs", where, err)
+		}
+	}
+	if s, err := snapshot.Load(ctx, first); err != nil || s.Model != "per" || s.Generation != 1 {
+		t.Errorf("Load(%s): %v, want generation 1 of per", first, err)
 	}
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -58,5 +59,15 @@ func LoadURL(ctx context.Context, rawURL string, log *zap.Logger) (_ *Snapshot, 
 	if gen > 0 {
 		return store.Load(ctx, model, gen)
 	}
-	return store.Latest(ctx, model, log)
+	snap, err := store.Latest(ctx, model, log)
+	if errors.Is(err, ErrNotFound) {
+		if perr := store.partitionScope(ctx, model, func(seg string) string {
+			c := *u
+			c.Path = path.Join(u.Path, model, "partition", seg, model)
+			return redact.URLs(c.String())
+		}); perr != nil {
+			return nil, perr
+		}
+	}
+	return snap, err
 }

@@ -86,3 +86,23 @@ func (s *Store) PartitionShards(ctx context.Context, model string) ([]shardid.ID
 	slices.SortFunc(shards, shardid.Compare)
 	return shards, nil
 }
+
+// partitionScope is, when s holds no generation of model itself but
+// chains of it in partition scope, an error that says so and names the
+// chains' model URLs, urlOf(segment) for each; nil otherwise. A reader
+// given the model's URL would else say only that there is no snapshot.
+func (s *Store) partitionScope(ctx context.Context, model string, urlOf func(seg string) string) error {
+	shards, err := s.PartitionShards(ctx, model)
+	if err != nil || len(shards) == 0 {
+		return nil
+	}
+	urls := make([]string, 0, len(shards))
+	for _, id := range shards {
+		seg, err := id.Segment()
+		if err != nil {
+			continue
+		}
+		urls = append(urls, urlOf(seg))
+	}
+	return fmt.Errorf("model %s is learned in partition scope, one model per partition: name a partition's model, %s: %w", model, strings.Join(urls, " or "), ErrNotFound)
+}
