@@ -119,7 +119,8 @@ func (x *Epochs) untilDue() time.Duration {
 // epoch log tells the operator: the workers of a model agree on every
 // setting of the history digest (config.HistoryDigest), and a key left out
 // takes its default, which a release may change.
-const sameSettings = "every worker of a model needs the same model.learner, model.drift, model.mixing, model.challengers and model.compare.promote settings and the same source: " +
+const sameSettings = "every worker of a model needs the same model.learner, model.drift, model.mixing, model.challengers and model.compare.promote settings, " +
+	"the same source (source.kind, source.topics and source.group, or source.stream and its partitions; source.format, max_bytes and max_features) and the same labels settings: " +
 	"set them explicitly, model.learner.algorithm first (its default was perceptron before it was arow), or give this worker its own model.name"
 
 // check verifies a boundary against what this worker holds.

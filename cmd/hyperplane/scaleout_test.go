@@ -237,7 +237,9 @@ func TestOtherHistoryStops(t *testing.T) {
 			name: "another consumer group",
 			args: args("multi", storeDir, "other", "wB"),
 			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
-				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "other", "wB")))},
+				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "other", "wB"))),
+				// The error names the group among the settings to agree on.
+				"source.topics and source.group"},
 		},
 	}
 	for _, s := range stops {
