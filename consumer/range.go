@@ -40,6 +40,13 @@ type Range struct {
 	// Idle makes Fetch wait for its context once the range is complete,
 	// rather than report ErrRangeDone.
 	Idle bool
+	// Drain, with End, makes the range complete also when the Source's
+	// Lag says nothing is left, as a range with no end is: a log that
+	// ends before End ends the range there rather than wait for records
+	// that may never come (a replay --to offset:N past the log's end).
+	// Without it a range with End waits for End, as an epoch's range
+	// waits for the records its boundary names.
+	Drain bool
 	// Poll bounds each wait on the Source so that a range with no end sees
 	// an idle source as complete (time.Second when 0).
 	Poll time.Duration
@@ -106,7 +113,7 @@ func (r *Range) Fetch(ctx context.Context, max int) ([]Message, error) {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				// Idle: a range with no end is complete when the broker
 				// has nothing more.
-				if r.End == nil && r.drained() {
+				if (r.End == nil || r.Drain) && r.drained() {
 					r.finish()
 				}
 				continue
@@ -128,9 +135,9 @@ func (r *Range) Fetch(ctx context.Context, max int) ([]Message, error) {
 }
 
 // fetch is one Fetch of the Source, bounded by Poll when the range has no
-// end.
+// end or drains.
 func (r *Range) fetch(ctx context.Context, max int) ([]Message, error) {
-	if r.End != nil {
+	if r.End != nil && !r.Drain {
 		return r.Source.Fetch(ctx, max)
 	}
 	poll := r.Poll

@@ -106,7 +106,7 @@ func (p *Pipeline) ReplayPartition(ctx context.Context, shard shardid.ID, end fu
 	defer src.Close()
 	// The worker joins labels after its examples' range is read: the
 	// range idles rather than stop it.
-	bounded := &Range{Source: src, End: end, Idle: true}
+	bounded := &Range{Source: src, End: end, Idle: true, Drain: true}
 	cfg := p.conn.Worker
 	cfg.Snapshots = nil
 	if r.Snapshotter != nil {

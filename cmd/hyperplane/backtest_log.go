@@ -80,7 +80,7 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if p.source == nil {
 		return nil, fmt.Errorf("backtest: the source is partitioned; backtest reads a source of one partition or stream from its log, or a file (-input)")
 	}
-	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end)}
+	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end), Drain: true}
 	return backtest.RunSource(ctx, bounded, opts)
 }
 

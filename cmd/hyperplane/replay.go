@@ -107,7 +107,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	// The worker joins labels after its examples' range is read: the
 	// range idles rather than stop it.
-	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end), Idle: true}
+	bounded := &consumer.Range{Source: p.source, End: rangeEnd(end), Idle: true, Drain: true}
 	worker, err := p.Worker(ctx, bounded, nil)
 	if err != nil {
 		return err

@@ -153,3 +153,36 @@ func TestReplayEmptyRange(t *testing.T) {
 		t.Errorf("replay of offset 100 alone printed %s, want 1 example", out)
 	}
 }
+
+// TestReplayToPastTheEnd: --to offset:N past the end of the log ends the
+// replay, and the backtest, where the log ends, as --to latest does,
+// rather than wait without a word for records that may never come.
+func TestReplayToPastTheEnd(t *testing.T) {
+	c := testbroker.Kafka(t)
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	c.CreateTopic(t, "one", 1)
+	mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:one", "-kafka-brokers", brokers)
+	source := []string{"--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--model.challengers", "p:algorithm=perceptron"}
+	for _, cmd := range []string{"replay", "backtest"} {
+		args := append([]string{cmd, "--from", "earliest", "--to", "offset:500"}, source...)
+		type result struct {
+			out, stderr string
+			err         error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, stderr, err := runCmd(t, "", args...)
+			done <- result{out, stderr, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Errorf("%s --to offset:500 over 200 records: %v\n%s", cmd, r.err, r.stderr)
+			} else if want := map[string]string{"replay": `"examples":200,`, "backtest": " 200 "}[cmd]; !strings.Contains(r.out, want) {
+				t.Errorf("%s --to offset:500 over 200 records printed %s, want the 200 records learned", cmd, r.out)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s --to offset:500 over 200 records has not ended after 30s", cmd)
+		}
+	}
+}
