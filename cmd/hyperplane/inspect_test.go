@@ -25,21 +25,7 @@ func TestInspectAndPredictFindSnapshots(t *testing.T) {
 	t.Chdir(dir)
 	genFile(t, dir, "train.jsonl", "-examples", "500", "-seed", "2")
 	genFile(t, dir, "test.jsonl", "-examples", "20", "-seed", "3")
-	if err := os.MkdirAll(filepath.Join("data", "clicks"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Generation 1 as train writes it, then generation 2 through the store.
-	mustRun(t, "", "train", "-input", "train.jsonl", "-name", "clicks", "-out", filepath.Join("data", "clicks", "00000000000000000001.msgpack"))
-	s := readModel(t, filepath.Join("data", "clicks", "00000000000000000001.msgpack"))
-	s.Generation = 2
-	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "data")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Write(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
+	twoGenerations(t, dir)
 
 	found := map[string]uint64{
 		"data/clicks":           2,
@@ -166,21 +152,7 @@ func TestInspectAndPredictWarnOfDamagedNewest(t *testing.T) {
 	genFile(t, dir, "train.jsonl", "-examples", "300", "-seed", "2")
 	genFile(t, dir, "test.jsonl", "-examples", "5", "-seed", "3")
 	model := filepath.Join("data", "clicks")
-	if err := os.MkdirAll(model, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	first := filepath.Join(model, "00000000000000000001.msgpack")
-	mustRun(t, "", "train", "-input", "train.jsonl", "-name", "clicks", "-out", first)
-	s := readModel(t, first)
-	s.Generation = 2
-	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "data")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Write(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
+	twoGenerations(t, dir)
 	second := filepath.Join(model, "00000000000000000002.msgpack")
 	data, err := os.ReadFile(second)
 	if err != nil {
@@ -210,4 +182,27 @@ func TestInspectAndPredictWarnOfDamagedNewest(t *testing.T) {
 			t.Errorf("%s: standard error %q does not name the damaged generation 2 it skipped", strings.Join(args, " "), stderr)
 		}
 	}
+}
+
+// twoGenerations stores two generations of model clicks under dir/data,
+// learned from dir/train.jsonl: generation 1 as train writes it, then
+// generation 2 through the store.
+func twoGenerations(t *testing.T, dir string) {
+	t.Helper()
+	model := filepath.Join(dir, "data", "clicks")
+	if err := os.MkdirAll(model, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(model, "00000000000000000001.msgpack")
+	mustRun(t, "", "train", "-input", filepath.Join(dir, "train.jsonl"), "-name", "clicks", "-out", first)
+	s := readModel(t, first)
+	s.Generation = 2
+	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Write(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
 }

@@ -133,11 +133,7 @@ func TestReplayOutHeldWithQuery(t *testing.T) {
 // no record; replay and backtest refuse it as a usage error rather than
 // print a summary of nothing learned, as if the log held nothing there.
 func TestReplayEmptyRange(t *testing.T) {
-	c := testbroker.Kafka(t)
-	brokers := strings.Join(c.ListenAddrs(), ",")
-	c.CreateTopic(t, "one", 1)
-	mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:one", "-kafka-brokers", brokers)
-	source := []string{"--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--model.challengers", "p:algorithm=perceptron"}
+	source := twoHundredExamples(t)
 	for _, to := range []string{"offset:50", "offset:100"} {
 		for _, cmd := range []string{"replay", "backtest"} {
 			args := append([]string{cmd, "--from", "offset:100", "--to", to}, source...)
@@ -154,15 +150,23 @@ func TestReplayEmptyRange(t *testing.T) {
 	}
 }
 
-// TestReplayToPastTheEnd: --to offset:N past the end of the log ends the
-// replay, and the backtest, where the log ends, as --to latest does,
-// rather than wait without a word for records that may never come.
-func TestReplayToPastTheEnd(t *testing.T) {
+// twoHundredExamples generates 200 examples into topic one of a Kafka of
+// its own and returns the flags of a source of them, with a challenger
+// (backtest needs one).
+func twoHundredExamples(t *testing.T) []string {
+	t.Helper()
 	c := testbroker.Kafka(t)
 	brokers := strings.Join(c.ListenAddrs(), ",")
 	c.CreateTopic(t, "one", 1)
 	mustRun(t, "", "gen", "-examples", "200", "-seed", "2", "-to", "kafka:one", "-kafka-brokers", brokers)
-	source := []string{"--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--model.challengers", "p:algorithm=perceptron"}
+	return []string{"--kafka.brokers", brokers, "--source.kind", "kafka", "--source.topics", "one", "--model.challengers", "p:algorithm=perceptron"}
+}
+
+// TestReplayToPastTheEnd: --to offset:N past the end of the log ends the
+// replay, and the backtest, where the log ends, as --to latest does,
+// rather than wait without a word for records that may never come.
+func TestReplayToPastTheEnd(t *testing.T) {
+	source := twoHundredExamples(t)
 	for _, cmd := range []string{"replay", "backtest"} {
 		args := append([]string{cmd, "--from", "earliest", "--to", "offset:500"}, source...)
 		type result struct {
