@@ -133,6 +133,28 @@ func TestHTTPGenerationErrors(t *testing.T) {
 	}
 }
 
+// TestHTTPShardInGlobalScope names a shard of a worker that learns one
+// model over every partition: the request is refused with 400, whether it
+// asks for the live model or a stored generation, and the store is not
+// read.
+func TestHTTPShardInGlobalScope(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, m.State())
+	load, loads := countLoads(loadFrom(store))
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), load, nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	for _, query := range []string{"?shard=kafka:clicks/0", "?shard=kafka:clicks/0&generation=1", "?generation=1&shard=x"} {
+		post(t, hs.URL+query, "", body).refused(t, http.StatusBadRequest, "shard", "leave shard out")
+	}
+	post(t, hs.URL, "", body, serve.ShardHeader, "kafka:clicks/0", serve.GenerationHeader, "1").refused(t, http.StatusBadRequest, "leave shard out")
+	if n := loads(1); n != 0 {
+		t.Errorf("generation 1 loaded %d times for requests naming a shard", n)
+	}
+	post(t, hs.URL+"?generation=1", "", body).ok(t, "application/json", m.Version())
+}
+
 // TestHTTPGenerationLoadFails has the store fail once: that request is an
 // error of the server, and the next one loads the generation again and is
 // answered.

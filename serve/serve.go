@@ -82,12 +82,14 @@ var ErrNotFound = errors.New("no such generation")
 // use.
 type Server struct {
 	opts Options
-	// live is the newest view of the model a request names (its shard,
-	// "" for none); gens holds the stored generations requests name, nil
-	// without a store.
-	live    func(shard string) (*learner.View, error)
-	gens    *generations
-	metrics *Metrics
+	// checkShard refuses a request's shard ("" for none) that cannot name
+	// a model of this server, live or stored; live is the newest view of
+	// the model of a shard checkShard let through; gens holds the stored
+	// generations requests name, nil without a store.
+	checkShard func(shard string) error
+	live       func(shard string) (*learner.View, error)
+	gens       *generations
+	metrics    *Metrics
 	// inFlight holds a token for each request being answered, from when
 	// its body has been read.
 	inFlight chan struct{}
@@ -104,13 +106,17 @@ type Server struct {
 
 // New returns a server of the model cfg describes, whose newest view live
 // publishes. load reads stored generations; nil means there are none.
-// metrics may be nil.
+// A request that names a shard is refused with 400, whether it asks for
+// the live model or a stored generation. metrics may be nil.
 func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metrics *Metrics) *Server {
 	s := newServer(opts, cfg, metrics)
-	s.live = func(shard string) (*learner.View, error) {
+	s.checkShard = func(shard string) error {
 		if shard != "" {
-			return nil, errorf(StatusBadRequest, "shard: this worker learns one model, over every partition: leave shard out")
+			return errorf(StatusBadRequest, "shard: this worker learns one model, over every partition: leave shard out")
 		}
+		return nil
+	}
+	s.live = func(string) (*learner.View, error) {
 		if v := live.View(); v != nil {
 			return v, nil
 		}
@@ -142,15 +148,20 @@ type loadNamed func(ctx context.Context, shard string, gen uint64) (*learner.Sta
 // each of configuration cfg, the newest views of the shards this worker
 // learns in views. A request names its shard (?shard= or the header
 // Hyperplane-Shard, such as kafka:clicks/3), read by shardid.Parse; one
-// for a shard this worker does not learn, or a name no shard has, gets
-// 404, as the shard is another replica's. load reads stored generations
-// of a shard; nil means there are none.
+// that names none is refused with 400, whether it asks for the live
+// model or a stored generation; one for a shard this worker does not
+// learn, or a name no shard has, gets 404, as the shard is another
+// replica's. load reads stored generations of a shard, whichever replica
+// learns it; nil means there are none.
 func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadShardGeneration, metrics *Metrics) *Server {
 	s := newServer(opts, cfg, metrics)
-	s.live = func(shard string) (*learner.View, error) {
+	s.checkShard = func(shard string) error {
 		if shard == "" {
-			return nil, errorf(StatusBadRequest, "shard: the model is learned per partition (model.scope: partition): name the partition with ?shard=, such as kafka:<topic>/<partition>")
+			return errorf(StatusBadRequest, "shard: the model is learned per partition (model.scope: partition): name the partition with ?shard=, such as kafka:<topic>/<partition>")
 		}
+		return nil
+	}
+	s.live = func(shard string) (*learner.View, error) {
 		if id, err := shardid.Parse(shard); err == nil {
 			if v := views.View(id); v != nil {
 				return v, nil
@@ -379,6 +390,9 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 // to call once the view is no longer read: a stored generation is held
 // until then.
 func (s *Server) view(ctx context.Context, shard, generation string) (view *learner.View, decs *decoders, done func(), err error) {
+	if err := s.checkShard(shard); err != nil {
+		return nil, nil, nil, err
+	}
 	if generation == "" {
 		v, err := s.live(shard)
 		if err != nil {

@@ -25,7 +25,7 @@ func (v shardViews) View(shard shardid.ID) *learner.View {
 // TestShardedNamesTheShard: a server of partition scope answers a request
 // from the model of the shard it names, live or from a stored generation
 // of that shard's chain, which it is given as a shardid.ID; a request
-// that names no shard is refused with 400, and one that names a shard
+// that names no shard is refused with 400, live or stored, and one that names a shard
 // this worker does not learn, or a name no shard has, with 404.
 func TestShardedNamesTheShard(t *testing.T) {
 	cfg := binaryConfig()
@@ -60,6 +60,8 @@ func TestShardedNamesTheShard(t *testing.T) {
 	}
 
 	post(t, hs.URL, "", raws[0]).refused(t, http.StatusBadRequest, "?shard=")
+	post(t, hs.URL+"?generation=1", "", raws[0]).refused(t, http.StatusBadRequest, "?shard=")
+	post(t, hs.URL, "", raws[0], serve.GenerationHeader, "1").refused(t, http.StatusBadRequest, "?shard=")
 	for _, shard := range []string{"kafka:clicks/2", "kafka:clicks/01", "clicks"} {
 		post(t, query(shard), "", raws[0]).refused(t, http.StatusNotFound, "shard "+shard)
 	}
