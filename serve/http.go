@@ -54,10 +54,12 @@ func (s *Server) Register(mux *http.ServeMux) {
 // Hyperplane-Model-Version. Errors are text: 400 for bad input, with the
 // example and field; 404 for a generation not stored; 408 when the body
 // did not arrive within the timeout, or the generation did not load
-// within it; 413 for a body over the limit; 503, with Retry-After, when
-// too many requests are in flight, when every place for a stored
-// generation is taken by one in use, or when no model is loaded yet. The
-// request counts as in flight only once its body has been read.
+// within it; 413 for a body over the limit; 500 for a generation the
+// store failed to give or that is damaged; 503, with Retry-After, when
+// too many requests are in flight or too many bodies are being received,
+// when every place for a stored generation is taken by one in use, or
+// when no model is loaded yet. The request counts as in flight only once
+// its body has been read.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	msgpack := isMsgpack(r.Header.Get("Content-Type"))
 	generation := r.URL.Query().Get("generation")
@@ -74,6 +76,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > int64(s.opts.MaxBytes) {
 			return req, buf, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", r.ContentLength, s.opts.MaxBytes)
 		}
+		if err := s.startReading(); err != nil {
+			return req, buf, err
+		}
+		defer s.doneReading()
 		deadline, _ := ctx.Deadline()
 		rc.SetReadDeadline(deadline)          //nolint:errcheck // a server without deadlines is bounded by ctx alone
 		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above

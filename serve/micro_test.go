@@ -226,6 +226,39 @@ func TestNATSInFlightShared(t *testing.T) {
 	}
 }
 
+// TestNATSNotHeldBySlowBodies has HTTP clients send their bodies slowly,
+// as many as may be received at once: another HTTP request is refused
+// with 503, while a NATS request, whose body has arrived whole, is
+// answered.
+func TestNATSNotHeldBySlowBodies(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	raws := encodeJSON(t, probes(cfg))
+	body := jsonArray(raws)
+	const maxInFlight, bodiesPerToken = 1, 4
+	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: maxInFlight, Timeout: time.Minute}, cfg, liveOf(m), nil, nil)
+	hs, reading := httpServerReading(t, srv)
+	nc := testbroker.NATS(t).Conn(t)
+	startService(t, srv, nc)
+	var slow []*slowRequest
+	for range maxInFlight * bodiesPerToken {
+		slow = append(slow, startSlowRequest(t, hs.Listener.Addr().String(), body, 10))
+	}
+	for range slow {
+		<-reading
+	}
+	post(t, hs.URL, "", raws[0]).refused(t, http.StatusServiceUnavailable, "request bodies are being received")
+
+	got := request(t, nc, jsonArray(raws))
+	if code := got.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("NATS: %s %s (%s), want an answer", micro.ErrorCodeHeader, code, got.Header.Get(micro.ErrorHeader))
+	}
+	sameItems(t, jsonItems(t, got.Data, array), newPredictor(m).wantAll(t, raws))
+	for _, s := range slow {
+		s.finish(t, true).ok(t, "application/json", m.Version())
+	}
+}
+
 // control asks the service's control subject for verb and decodes the
 // answer into v.
 func control(t testing.TB, nc *nats.Conn, verb micro.Verb, v any) {

@@ -93,7 +93,7 @@ type Server struct {
 	// inFlight holds a token for each request being answered, from when
 	// its body has been read.
 	inFlight chan struct{}
-	// reading holds a token for each request whose body is being
+	// reading holds a token for each HTTP request whose body is being
 	// received: bodiesPerToken for each in-flight token, so that the
 	// memory of bodies in transit is bounded (serve.max_bytes each) while
 	// clients slow to send theirs still leave room for the others.
@@ -429,12 +429,14 @@ func (d *decoders) put(x *wire.Decoder) { d.pool.Put(x) }
 
 // handle answers a request and records it in the metrics under iface.
 // read gets the request, with a deadline of the timeout, and may read the
-// body into buf, the pooled buffer it gets, while the request holds one of
-// the tokens that bound the bodies being received. Only then does the
-// request take an in-flight token, so that clients slow to send their bodies do
-// not keep others from being answered; answering it has the timeout
-// again. reply receives the answer while the request's memory is still
-// held, and must not keep it.
+// body into buf, the pooled buffer it gets; an interface that receives the
+// body then (HTTP) holds one of the tokens that bound the bodies being
+// received while it does (startReading), one whose body has arrived
+// already (NATS) none. Only then does the request take an in-flight
+// token, so that clients slow to send their bodies do not keep others
+// from being answered; answering it has the timeout again. reply
+// receives the answer while the request's memory is still held, and must
+// not keep it.
 func (s *Server) handle(ctx context.Context, iface string, read func(ctx context.Context, buf []byte) (request, []byte, error), reply func(answer, error)) {
 	start := time.Now()
 	var err error
@@ -444,15 +446,10 @@ func (s *Server) handle(ctx context.Context, iface string, read func(ctx context
 	}()
 	st := s.states.Get().(*state)
 	defer s.putState(st)
-	if err = s.startReading(); err != nil {
-		reply(answer{}, err)
-		return
-	}
 	readCtx, cancelRead := context.WithTimeout(ctx, s.opts.Timeout)
 	var req request
 	req, st.body, err = read(readCtx, st.body[:0])
 	cancelRead()
-	s.doneReading()
 	if err != nil {
 		reply(answer{}, err)
 		return
