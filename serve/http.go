@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -62,17 +63,21 @@ func (s *Server) Register(mux *http.ServeMux) {
 // its body has been read.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	msgpack := isMsgpack(r.Header.Get("Content-Type"))
-	generation := r.URL.Query().Get("generation")
+	query, queryErr := readQuery(r.URL.RawQuery)
+	generation := query.Get("generation")
 	if generation == "" {
 		generation = r.Header.Get(GenerationHeader)
 	}
-	shard := r.URL.Query().Get("shard")
+	shard := query.Get("shard")
 	if shard == "" {
 		shard = r.Header.Get(ShardHeader)
 	}
 	rc := http.NewResponseController(rw)
 	read := func(ctx context.Context, buf []byte) (request, []byte, error) {
 		req := request{msgpack: msgpack, generation: generation, shard: shard}
+		if queryErr != nil {
+			return req, buf, queryErr
+		}
 		if r.ContentLength > int64(s.opts.MaxBytes) {
 			return req, buf, errorf(StatusTooLarge, "the body's %d bytes exceed serve.max_bytes, %d", r.ContentLength, s.opts.MaxBytes)
 		}
@@ -119,6 +124,23 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Length", strconv.Itoa(len(a.body)))
 		rw.Write(a.body) //nolint:errcheck // the client is gone; nothing to do
 	})
+}
+
+// readQuery reads a request's query string. One that does not parse
+// whole, or names generation or shard more than once, is refused: what
+// was dropped or left out could have named the model to answer from, and
+// another model would answer in its place.
+func readQuery(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, errorf(StatusBadRequest, "the query string: %v", err)
+	}
+	for _, key := range []string{"generation", "shard"} {
+		if len(q[key]) > 1 {
+			return nil, errorf(StatusBadRequest, "%s: given %d times in the query string, want once", key, len(q[key]))
+		}
+	}
+	return q, nil
 }
 
 // writeError writes err as a text reply with its status.

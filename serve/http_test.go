@@ -155,6 +155,28 @@ func TestHTTPShardInGlobalScope(t *testing.T) {
 	post(t, hs.URL+"?generation=1", "", body).ok(t, "application/json", m.Version())
 }
 
+// TestHTTPMalformedQuery sends query strings that do not parse, or name
+// generation or shard twice: each is refused with 400, not answered by a
+// model other than the one asked for.
+func TestHTTPMalformedQuery(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, trained(t, cfg, 50).State())
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), loadFrom(store), nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	for query, parts := range map[string][]string{
+		"?generation=1;x=2":          {"query string", "semicolon"},
+		"?generation=%zz":            {"query string", "escape"},
+		"?generation=1&x=%":          {"query string", "escape"},
+		"?generation=1&generation=1": {"generation", "2 times"},
+		"?shard=a&shard=b":           {"shard", "2 times"},
+	} {
+		post(t, hs.URL+query, "", body).refused(t, http.StatusBadRequest, parts...)
+	}
+	post(t, hs.URL+"?generation=1&other=x", "", body).ok(t, "application/json", 50)
+}
+
 // TestHTTPGenerationLoadFails has the store fail once: that request is an
 // error of the server, and the next one loads the generation again and is
 // answered.
