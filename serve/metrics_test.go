@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,29 @@ func TestMetricsInFlight(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "ok")); got != 1 {
 		t.Errorf("ok = %v, want 1: the request that held the token", got)
+	}
+}
+
+// TestMetricsClientLeft has the client of a request for a generation
+// being loaded go away: the request is counted as cancelled, not as an
+// error of the server's.
+func TestMetricsClientLeft(t *testing.T) {
+	cfg := binaryConfig()
+	raws := encodeJSON(t, probes(cfg))[:1]
+	states, _ := storedGenerations(t, cfg, 1, raws)
+	gl := newGatedLoad(states, 1)
+	met := serve.NewMetrics(nil)
+	srv := serve.New(serve.Options{Model: modelName, Timeout: time.Minute}, cfg, liveOf(trained(t, cfg, 100)), gl.load, met)
+	ctx, leave := context.WithCancel(context.Background())
+	left := make(chan reply, 1)
+	go func() { left <- serveDirect(ctx, srv, "1", raws[0]) }()
+	<-gl.started
+	leave()
+	<-left
+	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "cancelled")); got != 1 {
+		t.Errorf("requests{outcome=\"cancelled\"} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "error")); got != 0 {
+		t.Errorf("requests{outcome=\"error\"} = %v, want 0", got)
 	}
 }

@@ -245,6 +245,10 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
+	if errors.Is(err, context.Canceled) {
+		// The client left: no fault of the server's.
+		return "cancelled"
+	}
 	if !errors.As(err, &e) {
 		return "error"
 	}
