@@ -126,13 +126,21 @@ func (x *Epochs) shardMetricsOf(shard shardid.ID) *Metrics {
 	return m
 }
 
-// headMetricsOf is the metrics of shard's head: its shard's, but for
-// the positions, which are where the head predicts and reads labels,
-// not how far the shard's range is learned (hyperplane_shard_position):
-// the head's go to a gauge no registry exports.
+// headMetricsOf is the metrics of shard's head: its shard's counters and
+// join measures, but none of what describes the shard's model. The
+// positions are where the head predicts and reads labels, not how far
+// the shard's range is learned (hyperplane_shard_position); and the head
+// learns nothing, so its model (a copy of the mixed model it started
+// from) and its challengers would hold the shard's model gauges and
+// challenger series at that model's. Those go to gauges no registry
+// exports.
 func (x *Epochs) headMetricsOf(shard shardid.ID) *Metrics {
 	m := *x.shardMetricsOf(shard)
 	m.Position = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hyperplane_head_position"}, []string{"shard"})
+	m.RollingAccuracy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hyperplane_head_rolling_accuracy"})
+	m.ModelVersion = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hyperplane_head_model_version"})
+	m.Probability, _ = newProbabilityGauges()
+	m.Challengers = newChallengerMetrics()
 	return &m
 }
 
