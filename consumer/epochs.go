@@ -323,6 +323,7 @@ func (x *Epochs) installBase(m *learner.Model, base *epochlog.Base, diff learner
 	x.view.Store(nil)
 	// The gauges describe the model that serves: the mixed one.
 	x.metrics.restored(m.Metrics(), positions)
+	x.metrics.Challengers.observeMixed(m)
 	x.metrics.ServedVersion.Set(float64(m.Version()))
 }
 

@@ -27,6 +27,13 @@ type ChallengerMetrics struct {
 	// models are the challengers' measures as of their last batch, by
 	// shard ("" for a model of one source) and then name, in order.
 	models map[string][]challengerMeasures
+	// mixed are the measures of the challengers of the newest mixed
+	// model, by name, in order, once there is one (epochs, global
+	// scope): then they are the unlabeled series and the counts, and
+	// models' shards give only their shard series, since each range's
+	// copy of a challenger starts from the mixed one's counts.
+	mixed    []challengerMeasures
+	hasMixed bool
 
 	examples     *prometheus.Desc
 	accuracy     *prometheus.Desc
@@ -86,6 +93,13 @@ func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
 	// Counts of a challenger learned on several shards add up, as the
 	// model's counters do.
 	var counts []challengerMeasures
+	if c.hasMixed {
+		for i := range c.mixed {
+			m := &c.mixed[i]
+			c.collectModel(ch, m.name, &m.metrics)
+			counts = append(counts, *m)
+		}
+	}
 	for shard, ms := range c.models {
 		for i := range ms {
 			m := &ms[i]
@@ -94,15 +108,15 @@ func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
 			}
 			mt := &m.metrics
 			if shard == "" {
-				ch <- prometheus.MustNewConstMetric(c.accuracy, prometheus.GaugeValue, mt.RollingAccuracy, m.name)
-				for k, d := range c.probability {
-					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[k](mt), m.name)
-				}
+				c.collectModel(ch, m.name, mt)
 			} else {
 				ch <- prometheus.MustNewConstMetric(c.shardAcc, prometheus.GaugeValue, mt.RollingAccuracy, shard, m.name)
 				for k, d := range c.shardProb {
 					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[k](mt), shard, m.name)
 				}
+			}
+			if c.hasMixed {
+				continue
 			}
 			j := slices.IndexFunc(counts, func(o challengerMeasures) bool { return o.name == m.name })
 			if j < 0 {
@@ -121,6 +135,28 @@ func (c *ChallengerMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.examples, prometheus.CounterValue, float64(mt.Mistakes), m.name, "mistake")
 		ch <- prometheus.MustNewConstMetric(c.examples, prometheus.CounterValue, float64(mt.Examples-mt.Labeled), m.name, "unlabeled")
 	}
+}
+
+// collectModel sends the unlabeled series of challenger name: its
+// rolling accuracy and probability gauges.
+func (c *ChallengerMetrics) collectModel(ch chan<- prometheus.Metric, name string, mt *learner.Metrics) {
+	ch <- prometheus.MustNewConstMetric(c.accuracy, prometheus.GaugeValue, mt.RollingAccuracy, name)
+	for k, d := range c.probability {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, c.probabilityF[k](mt), name)
+	}
+}
+
+// observeMixed records the measures of the challengers of m, the newest
+// mixed model, in place of those it recorded before.
+func (c *ChallengerMetrics) observeMixed(m *learner.Model) {
+	cs := m.Challengers()
+	mixed := make([]challengerMeasures, len(cs))
+	for i, ch := range cs {
+		mixed[i] = challengerMeasures{name: ch.Name, metrics: ch.Model.Metrics()}
+	}
+	c.mu.Lock()
+	c.mixed, c.hasMixed = mixed, true
+	c.mu.Unlock()
 }
 
 // Observe records the measures mt of challenger model, learned on shard

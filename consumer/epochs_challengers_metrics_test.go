@@ -1,0 +1,98 @@
+package consumer_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// counter is the value of the counter name with the labels (name, value
+// pairs) in reg, and whether it is there.
+func counter(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels)/2 {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				found := false
+				for i := 0; i+1 < len(labels); i += 2 {
+					found = found || (labels[i] == l.GetName() && labels[i+1] == l.GetValue())
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestEpochsChallengerMetricsAreTheMixedOnes: over six shards learned
+// in epochs, each challenger's hyperplane_examples_total{model} counts
+// every example once, as the mixed challenger does (each range's copy
+// starts from the mixed model's counts: adding them up counted those
+// once a shard), and its hyperplane_rolling_accuracy{model} and
+// probability gauges are the mixed challenger's, as the model's are.
+func TestEpochsChallengerMetricsAreTheMixedOnes(t *testing.T) {
+	log := epochLog(600)
+	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := challengedEpochs(log, store, memory.NewSink(), "w")
+	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetChallengers(epochChallengers()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.BaseDigest = consumer.BaseDigestOf(nil, m)
+	reg := prometheus.NewRegistry()
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	finalDigest(t, x, done, cancel, waitComplete(t, store, log))
+
+	mixed := x.Model()
+	total := mixed.Metrics().Examples
+	for _, c := range mixed.Challengers() {
+		mt := c.Model.Metrics()
+		var n float64
+		for _, result := range []string{"correct", "mistake", "unlabeled"} {
+			v, ok := counter(t, reg, "hyperplane_examples_total", "model", c.Name, "result", result)
+			if !ok {
+				t.Fatalf("no hyperplane_examples_total{model=%q,result=%q}", c.Name, result)
+			}
+			n += v
+		}
+		if n != float64(mt.Examples) || mt.Examples != total {
+			t.Errorf("hyperplane_examples_total{model=%q} counts %v examples; the mixed challenger learned %d of %d", c.Name, n, mt.Examples, total)
+		}
+		if v, ok := gauge(t, reg, "hyperplane_rolling_accuracy", "model", c.Name); !ok || v != mt.RollingAccuracy {
+			t.Errorf("hyperplane_rolling_accuracy{model=%q} is %v (%v), the mixed challenger's is %v", c.Name, v, ok, mt.RollingAccuracy)
+		}
+		if v, ok := gauge(t, reg, "hyperplane_log_loss", "model", c.Name); !ok || v != mt.LogLoss {
+			t.Errorf("hyperplane_log_loss{model=%q} is %v (%v), the mixed challenger's is %v", c.Name, v, ok, mt.LogLoss)
+		}
+	}
+}
