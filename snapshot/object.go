@@ -69,18 +69,45 @@ func (s *Store) ObjectExists(ctx context.Context, key string) (_ bool, err error
 // that the keys below dir share up to their next slash.
 func (s *Store) ListDirs(ctx context.Context, dir string) (_ []string, err error) {
 	defer s.hide(&err)
-	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	if err != nil {
+		return nil, err
+	}
 	var dirs []string
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return dirs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
-		}
+	for _, obj := range objs {
 		if obj.IsDir {
 			dirs = append(dirs, obj.Key)
+		}
+	}
+	return dirs, nil
+}
+
+// listRestarts bounds how often list begins again after an object
+// vanished from under its listing.
+const listRestarts = 100
+
+// list is every object the listing opts finds. A listing fails with
+// NotFound when an object it found is deleted before it is read
+// (fileblob reads a directory, then each file's attributes): another
+// worker retaining the same model. That object is gone, and the listing
+// begins again, so that two workers retaining at once do not fail each
+// other.
+func (s *Store) list(ctx context.Context, opts *blob.ListOptions) ([]*blob.ListObject, error) {
+	for restarts := 0; ; restarts++ {
+		var objs []*blob.ListObject
+		it := s.bucket.List(opts)
+		for {
+			obj, err := it.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			if err != nil {
+				if gcerrors.Code(err) == gcerrors.NotFound && restarts < listRestarts && ctx.Err() == nil {
+					break
+				}
+				return nil, fmt.Errorf("snapshot: list %s: %w", opts.Prefix, err)
+			}
+			objs = append(objs, obj)
 		}
 	}
 }
@@ -168,15 +195,11 @@ func strandedOf(name, base string) bool {
 // it failed on.
 func (s *Store) DeleteAll(ctx context.Context, prefix string) (err error) {
 	defer s.hide(&err)
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("snapshot: list %s: %w", prefix, err)
-		}
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: prefix})
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
 		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("snapshot %s: delete: %w", obj.Key, err)
 		}

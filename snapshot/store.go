@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -386,16 +385,12 @@ func (s *Store) Generations(ctx context.Context, model string) (_ []uint64, err 
 		return nil, err
 	}
 	dir := ModelDir(s.prefix, model)
-	it := s.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	if err != nil {
+		return nil, err
+	}
 	var gens []uint64
-	for {
-		obj, err := it.Next(ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
-		}
+	for _, obj := range objs {
 		if gen, ok := parseGeneration(strings.TrimPrefix(obj.Key, dir)); ok && !obj.IsDir {
 			gens = append(gens, gen)
 		}
