@@ -96,3 +96,57 @@ func TestEpochsChallengerMetricsAreTheMixedOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochsPromotionLeavesNoChallengerSeries: once AROW is promoted
+// over the perceptron in epochs, no series names AROW a challenger, on a
+// shard or not: every one is the replaced perceptron's, under the
+// model's name.
+func TestEpochsPromotionLeavesNoChallengerSeries(t *testing.T) {
+	log := epochLog(4000)
+	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := promotingEpochs(log, store, memory.NewSink(), "w", true)
+	m, e, prev, pos, err := consumer.Continue(nil, promotedLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetChallengers(arowChallenger()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.BaseDigest = consumer.BaseDigestOf(nil, m)
+	reg := prometheus.NewRegistry()
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	finalDigest(t, x, done, cancel, waitComplete(t, store, log))
+	if ps := x.Model().Promotions(); len(ps) != 1 || ps[0].Challenger != "arow" {
+		t.Fatalf("promotions %+v, want arow's", ps)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := 0
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() != "model" {
+					continue
+				}
+				switch l.GetValue() {
+				case "arow":
+					t.Errorf("%s %v names the promoted arow a challenger", f.GetName(), s.GetLabel())
+				case "mixed":
+					replaced++
+				}
+			}
+		}
+	}
+	if replaced == 0 {
+		t.Error("no series of the replaced model, now a challenger")
+	}
+}

@@ -197,12 +197,26 @@ func (c *ChallengerMetrics) drop(shard string) {
 }
 
 // challengers records the measures of r's challengers (none if r is
-// nil) after a batch, or as restored.
+// nil) after a batch, or as restored, and drops those of the shard's
+// challengers r no longer has: a promotion mixed into the model that a
+// range learns from (epochs) made one of them the model.
 func (m *Metrics) challengers(r *rivals) {
 	if r == nil {
 		return
 	}
+	names := make([]string, r.live.Len())
 	for i := range r.live.Len() {
-		m.Challengers.observeModel(m.shard, r.live.Name(i), r.live.Model(i))
+		names[i] = r.live.Name(i)
+		m.Challengers.observeModel(m.shard, names[i], r.live.Model(i))
+	}
+	m.Challengers.keep(m.shard, names)
+}
+
+// keep drops shard's challengers whose names are not among names.
+func (c *ChallengerMetrics) keep(shard string, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ms, ok := c.models[shard]; ok {
+		c.models[shard] = slices.DeleteFunc(ms, func(m challengerMeasures) bool { return !slices.Contains(names, m.name) })
 	}
 }
