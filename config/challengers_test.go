@@ -116,6 +116,13 @@ func TestChallengersRefusedByValidate(t *testing.T) {
 		}, "model.compare.promote"},
 		{"auto without challengers", func(c *Config) { c.Model.Compare.Promote = PromoteAuto }, "model.compare.promote"},
 		{"promotions without challengers", func(c *Config) { c.Outputs.Promotions = Destination{Kind: KindKafka, Topic: "promotions"} }, "outputs.promotions"},
+		{"challenger predictions with labels that come later", func(c *Config) {
+			c.Source = Source{Kind: KindKafka, Topics: []string{"impressions"}, Format: c.Source.Format, MaxBytes: c.Source.MaxBytes, MaxFeatures: c.Source.MaxFeatures, Batch: c.Source.Batch, Start: c.Source.Start}
+			c.Kafka.Brokers = []string{"localhost:9092"}
+			c.Labels.Kind, c.Labels.Topics = KindKafka, []string{"clicks"}
+			c.Model.Challengers = Challengers{seed("a")}
+			c.Outputs.ChallengerPredictions = Destination{Kind: KindKafka, Topic: "challengers"}
+		}, "outputs.challenger_predictions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

@@ -796,6 +796,12 @@ func (c Config) validateLabels() error {
 	if l.MaxPending < 1 {
 		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
 	}
+	// A challenger learns a delayed example at the join's tail, long
+	// after the model's prediction was served, and publishes nothing:
+	// its destination would stay empty.
+	if c.Outputs.ChallengerPredictions.Kind != "" {
+		return fieldErr("outputs.challenger_predictions", "set, but with labels that come later (labels.kind) the challengers learn each example at the join's tail and publish no prediction; leave it out, and read their comparison with hyperplane compare")
+	}
 	// The join keeps an example as the model decoded it, not its
 	// message, until its label is decided: every challenger must hash as
 	// the model does (the worker checks the model it resumes again).
