@@ -108,7 +108,11 @@ func (m *JoinMetrics) all() []prometheus.Collector {
 // observe records the counts and the pending examples of shard's join:
 // each counter grows by what the join has counted beyond the most this
 // process counted for shard, and the served accuracy and log-loss are
-// over every shard's served predictions.
+// over every shard's served predictions. A join resumed in this process
+// from an older snapshot scores again predictions served before, maybe
+// otherwise (a prediction is the model's of the moment it was served):
+// its measures take the place of the run's before once it has scored as
+// many.
 func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
 	t := m.totals
 	t.mu.Lock()
@@ -128,7 +132,7 @@ func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
 		m.Expired.Add(float64(c.Expired - s.counted.Expired))
 		s.counted.Expired = c.Expired
 	}
-	if c.Served > s.counted.Served {
+	if c.Served >= s.counted.Served {
 		s.counted.Served, s.counted.ServedCorrect, s.counted.ServedLogLoss = c.Served, c.ServedCorrect, c.ServedLogLoss
 	}
 	s.pending = pending
