@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -52,26 +53,9 @@ func counter(t *testing.T, reg prometheus.Gatherer, name string, labels ...strin
 // probability gauges are the mixed challenger's, as the model's are.
 func TestEpochsChallengerMetricsAreTheMixedOnes(t *testing.T) {
 	log := epochLog(600)
-	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	cfg := challengedEpochs(log, store, memory.NewSink(), "w")
-	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := m.SetChallengers(epochChallengers()); err != nil {
-		t.Fatal(err)
-	}
-	cfg.BaseDigest = consumer.BaseDigestOf(nil, m)
-	reg := prometheus.NewRegistry()
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zaptest.NewLogger(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- x.Run(ctx) }()
-	finalDigest(t, x, done, cancel, waitComplete(t, store, log))
+	x, reg := learnEpochsWithChallengers(t, log, func(store *snapshot.Store) consumer.EpochConfig {
+		return challengedEpochs(log, store, memory.NewSink(), "w")
+	}, epochLearner(), epochChallengers())
 
 	mixed := x.Model()
 	total := mixed.Metrics().Examples
@@ -103,26 +87,9 @@ func TestEpochsChallengerMetricsAreTheMixedOnes(t *testing.T) {
 // model's name.
 func TestEpochsPromotionLeavesNoChallengerSeries(t *testing.T) {
 	log := epochLog(4000)
-	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	cfg := promotingEpochs(log, store, memory.NewSink(), "w", true)
-	m, e, prev, pos, err := consumer.Continue(nil, promotedLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := m.SetChallengers(arowChallenger()); err != nil {
-		t.Fatal(err)
-	}
-	cfg.BaseDigest = consumer.BaseDigestOf(nil, m)
-	reg := prometheus.NewRegistry()
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zaptest.NewLogger(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- x.Run(ctx) }()
-	finalDigest(t, x, done, cancel, waitComplete(t, store, log))
+	x, reg := learnEpochsWithChallengers(t, log, func(store *snapshot.Store) consumer.EpochConfig {
+		return promotingEpochs(log, store, memory.NewSink(), "w", true)
+	}, promotedLearner(), arowChallenger())
 	if ps := x.Model().Promotions(); len(ps) != 1 || ps[0].Challenger != "arow" {
 		t.Fatalf("promotions %+v, want arow's", ps)
 	}
@@ -149,4 +116,33 @@ func TestEpochsPromotionLeavesNoChallengerSeries(t *testing.T) {
 	if replaced == 0 {
 		t.Error("no series of the replaced model, now a challenger")
 	}
+}
+
+// learnEpochsWithChallengers learns every example of log in epochs, by one
+// worker of the configuration cfg makes over a store of its own, from a
+// new model of lcfg with challengers, and returns the epochs and the
+// registry of their metrics.
+func learnEpochsWithChallengers(t *testing.T, log *memory.Log, cfg func(*snapshot.Store) consumer.EpochConfig, lcfg learner.Config, challengers []learner.ChallengerConfig) (*consumer.Epochs, *prometheus.Registry) {
+	t.Helper()
+	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	c := cfg(store)
+	m, e, prev, pos, err := consumer.Continue(nil, lcfg, c.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetChallengers(challengers); err != nil {
+		t.Fatal(err)
+	}
+	c.BaseDigest = consumer.BaseDigestOf(nil, m)
+	reg := prometheus.NewRegistry()
+	x := consumer.NewEpochs(c, m, e, prev, pos, consumer.NewMetrics(reg), zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	finalDigest(t, x, done, cancel, waitComplete(t, store, log))
+	return x, reg
 }
