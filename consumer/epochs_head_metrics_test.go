@@ -11,7 +11,6 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
-	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -42,15 +41,7 @@ func TestEpochsHeadsLeaveTheShardGauges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	x, done := j.start(ctx, cfg, store)
-	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
-		pos := x.Positions()
-		for p := range joinPartitions {
-			if pos[j.ex.Key(p)] != int64(j.ex.Len(p)) {
-				return false
-			}
-		}
-		return true
-	})
+	j.awaitLearned(t, x)
 	// The heads go on reading the labels after the ranges have learned:
 	// give each one more, for no example, and look for a while.
 	for p := range joinPartitions {

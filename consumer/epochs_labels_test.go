@@ -74,6 +74,21 @@ func (j *joinedEpochs) config(store *snapshot.Store, sink *memory.Sink, writer s
 	return cfg
 }
 
+// awaitLearned waits until x has learned every example of every
+// partition.
+func (j *joinedEpochs) awaitLearned(t *testing.T, x *consumer.Epochs) {
+	t.Helper()
+	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
+		pos := x.Positions()
+		for p := range joinPartitions {
+			if pos[j.ex.Key(p)] != int64(j.ex.Len(p)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // start runs a worker of cfg that continues from the store's newest
 // generation, with the joins it recorded.
 func (j *joinedEpochs) start(ctx context.Context, cfg consumer.EpochConfig, store *snapshot.Store) (*consumer.Epochs, <-chan error) {
@@ -333,15 +348,7 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 	j.metrics = consumer.NewMetrics(prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	x, done := j.start(ctx, cfg, store)
-	wait.For(t, time.Minute, 5*time.Millisecond, "every example learned", func() bool {
-		pos := x.Positions()
-		for p := range joinPartitions {
-			if pos[j.ex.Key(p)] != int64(j.ex.Len(p)) {
-				return false
-			}
-		}
-		return true
-	})
+	j.awaitLearned(t, x)
 	// hyperplane_shard_position is how far each shard's range is
 	// learned: the heads, which read further and read the labels, do
 	// not set it.
