@@ -13,38 +13,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// counter is the value of the counter name with the labels (name, value
-// pairs) in reg, and whether it is there.
-func counter(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels)/2 {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				found := false
-				for i := 0; i+1 < len(labels); i += 2 {
-					found = found || (labels[i] == l.GetName() && labels[i+1] == l.GetValue())
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 // TestEpochsChallengerMetricsAreTheMixedOnes: over six shards learned
 // in epochs, each challenger's hyperplane_examples_total{model} counts
 // every example once, as the mixed challenger does (each range's copy

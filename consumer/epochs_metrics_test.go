@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -24,6 +25,22 @@ import (
 // gauge is the value of the gauge name with the labels (name, value
 // pairs) in reg, and whether it is there.
 func gauge(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	m := findMetric(t, reg, name, labels...)
+	return m.GetGauge().GetValue(), m != nil
+}
+
+// counter is the value of the counter name with the labels (name, value
+// pairs) in reg, and whether it is there.
+func counter(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	m := findMetric(t, reg, name, labels...)
+	return m.GetCounter().GetValue(), m != nil
+}
+
+// findMetric is the series of name with exactly the labels (name, value
+// pairs) in reg; nil if there is none.
+func findMetric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) *dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -47,10 +64,10 @@ func gauge(t *testing.T, reg prometheus.Gatherer, name string, labels ...string)
 					continue metrics
 				}
 			}
-			return m.GetGauge().GetValue(), true
+			return m
 		}
 	}
-	return 0, false
+	return nil
 }
 
 // TestEpochsGaugesAfterAMix: after every epoch is mixed, the model gauges
