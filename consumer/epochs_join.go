@@ -136,15 +136,16 @@ func (x *Epochs) labelsEnds(ctx context.Context, shards []shardid.ID) (map[shard
 }
 
 // restoreJoin is shard's join as the mixed model the epoch learns from
-// holds it: J_{e-1,s}, a new join for a shard that has none.
-func (x *Epochs) restoreJoin(shard shardid.ID) (*Join, error) {
+// holds it: J_{e-1,s}, a new join for a shard that has none. cfg is the
+// configuration of the model the range learns.
+func (x *Epochs) restoreJoin(shard shardid.ID, cfg learner.Config) (*Join, error) {
 	x.mu.Lock()
 	st := x.joins[shard]
 	x.mu.Unlock()
 	if st == nil {
 		return NewJoin(x.cfg.Labels.Join), nil
 	}
-	return RestoreJoin(x.cfg.Labels.Join, st)
+	return RestoreJoin(x.cfg.Labels.Join, st, cfg)
 }
 
 // readLabels gives join the labels of shard's range r: L_s from
@@ -207,7 +208,7 @@ func (x *Epochs) rangeJoinOf(ctx context.Context, r epochlog.Range, cfg learner.
 	if x.cfg.Labels == nil {
 		return nil, fmt.Errorf("%w: labels: the epoch log joins labels to shard %s, and this worker has no labels configured", ErrFatal, r.Shard)
 	}
-	join, err := x.restoreJoin(r.Shard)
+	join, err := x.restoreJoin(r.Shard, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFatal, err)
 	}

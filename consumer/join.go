@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // JoinConfig configures the join of labels that come later
@@ -542,8 +544,14 @@ func (j *Join) State(head int64) *JoinState {
 	return st
 }
 
-// RestoreJoin returns the join st recorded, under cfg.
-func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
+// RestoreJoin returns the join st recorded, under cfg, for a model of
+// mcfg. A label st holds that is no label of such a model (a damaged or
+// foreign generation) is an error naming it: learned, it would stop the
+// worker with a panic.
+func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, error) {
+	if err := st.checkLabels(mcfg); err != nil {
+		return nil, err
+	}
 	j := NewJoin(cfg)
 	j.wE, j.wL = st.WE, st.WL
 	c := st.Counts
@@ -577,4 +585,27 @@ func RestoreJoin(cfg JoinConfig, st *JoinState) (*Join, error) {
 		j.held.push([]byte(l.ID), heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
 	}
 	return j, nil
+}
+
+// checkLabels refuses a label of a joined example or a held label that a
+// model of cfg does not learn: ±1 for a binary model, a class index for a
+// multiclass one.
+func (st *JoinState) checkLabels(cfg learner.Config) error {
+	ok := func(y int32) bool {
+		if cfg.Multiclass() {
+			return y >= 0 && int(y) < len(cfg.Classes)
+		}
+		return y == 1 || y == -1
+	}
+	for i, e := range st.Examples {
+		if e.Joined && !ok(e.Label) {
+			return fmt.Errorf("join: example %d at offset %d joined label %d, which the model has no class for", i, e.Offset, e.Label)
+		}
+	}
+	for i, l := range st.Labels {
+		if !ok(l.Label) {
+			return fmt.Errorf("join: held label %d at offset %d is label %d, which the model has no class for", i, l.Offset, l.Label)
+		}
+	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 const testWindow = 10 * time.Second
@@ -220,7 +222,7 @@ func TestJoinIsAFunctionOfTheLogs(t *testing.T) {
 			i, k := 0, 0
 			for i < len(ex) || k < len(labels) {
 				if rng.IntN(50) == 0 {
-					j, err := RestoreJoin(cfg, r.j.State(0))
+					j, err := RestoreJoin(cfg, r.j.State(0), learner.DefaultConfig())
 					if err != nil {
 						t.Fatal(err)
 					}

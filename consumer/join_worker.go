@@ -151,7 +151,7 @@ func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions,
 	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}, initial: maps.Clone(positions)}
 	if cfg.State != nil {
 		var err error
-		if j.join, err = RestoreJoin(cfg.Join, cfg.State); err != nil {
+		if j.join, err = RestoreJoin(cfg.Join, cfg.State, model.Config()); err != nil {
 			return nil, err
 		}
 		j.head, j.exSource, j.lbSource = cfg.State.Head, cfg.State.Source, cfg.State.LabelsSource

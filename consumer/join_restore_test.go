@@ -1,0 +1,74 @@
+package consumer_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
+)
+
+// TestJoinedWorkerRefusesAStoredLabelOutOfRange: a snapshot whose join
+// holds a label the model has no class for (a damaged or foreign
+// generation) stops the worker with an error naming it, before the tail
+// would learn the example with it.
+func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   consumer.JoinState
+	}{
+		{"joined example", consumer.JoinState{
+			Examples: []consumer.JoinedExample{{ID: "e0", Offset: 0, T: 1, A: 1, Joined: true, Label: 7}},
+		}},
+		{"held label", consumer.JoinState{
+			Labels: []consumer.HeldLabelState{{ID: "e0", Offset: 0, T: 1, B: 1, Label: 7}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+			ex.AppendAt(0, time.UnixMilli(1), []byte(`{"id":"e0","features":{"a":1}}`))
+			st := tc.st
+			st.Source, st.LabelsSource = ex.Key(0), labels.Key(0)
+			if len(st.Examples) > 0 {
+				st.Head = 1
+			}
+			b, err := msgpack.Marshal(&st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored, err := consumer.DecodeJoinState(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lcfg := learner.DefaultConfig()
+			lcfg.HashBits = 10
+			lc := &consumer.LabelsConfig{
+				Join:   consumer.JoinConfig{Window: time.Second},
+				Source: memory.NewSource(labels, nil),
+				OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+					return memory.NewSource(ex, resume), nil
+				},
+				Format: wire.FormatJSON, Writer: "w", State: restored,
+			}
+			m, err := learner.New(lcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc}
+			w := consumer.NewWorker(cfg, memory.NewSource(ex, map[string]int64{ex.Key(0): st.Head}), m, nil, nil, zaptest.NewLogger(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = w.Run(ctx)
+			if err == nil || !strings.Contains(err.Error(), "label 7") {
+				t.Fatalf("Run = %v, want an error naming label 7", err)
+			}
+		})
+	}
+}
