@@ -54,6 +54,10 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	if err != nil {
 		return err
 	}
+	m, err := learner.Restore(x.base.State())
+	if err != nil {
+		return err
+	}
 	src, err := x.cfg.Shards.Open(ctx, id, r.From)
 	if err != nil {
 		return fmt.Errorf("the head of shard %s: %w", r.Shard, err)
@@ -85,10 +89,6 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 			lsrc.Close() //nolint:errcheck // it only read
 			return err
 		}
-	}
-	m, err := learner.Restore(x.base.State())
-	if err != nil {
-		return err
 	}
 	wcfg := x.cfg.Worker
 	// A range promotes nothing: promotions are made after the mix.
