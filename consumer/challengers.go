@@ -166,15 +166,5 @@ func (w *Worker) challengerPredictions(m *Message, key []byte, ev *wire.Predicti
 
 // decodeWith decodes value with d in the worker's format.
 func (w *Worker) decodeWith(d *wire.Decoder, value []byte, x *learner.Example) (wire.Meta, error) {
-	switch w.cfg.Format {
-	case wire.FormatJSON:
-		return d.DecodeJSON(value, x)
-	case wire.FormatMsgpack:
-		n, meta, err := d.DecodeMsgpack(value, x)
-		if err == nil && n != len(value) {
-			err = &wire.DecodeError{Field: "example", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(value)-n)}
-		}
-		return meta, err
-	}
-	return d.Decode(value, x)
+	return d.DecodeMessage(value, w.cfg.Format, x)
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -76,6 +77,8 @@ func TestDeadReasons(t *testing.T) {
 	inf, _ := msgpack.Marshal(map[string]any{"features": map[string]any{"a": math.Inf(1)}})
 	js := []byte(`  {"label": "cat", "features": {"a": 1}}`)
 	mp, _ := msgpack.Marshal(map[string]any{"label": "cat"})
+	bigJSON := []byte(`{"label": "cat", "u": "` + strings.Repeat("a", 5000) + `"}`)
+	bigBad := append([]byte{0x81, 0xc1}, make([]byte, 5000)...)
 	for _, tt := range []struct {
 		name   string
 		format wire.Format
@@ -96,6 +99,12 @@ func TestDeadReasons(t *testing.T) {
 		{"text read as msgpack", wire.FormatMsgpack, []byte("label=cat"), reasonMalformed},
 		{"text read as JSON", wire.FormatJSON, []byte("label=cat"), reasonMalformed},
 		{"text detected", wire.FormatAuto, []byte("label=cat"), reasonMalformed},
+		// Over source.max_bytes the size is the reason, whatever the
+		// first bytes are, in every format.
+		{"JSON over the limit read as msgpack", wire.FormatMsgpack, bigJSON, reasonTooLarge},
+		{"malformed msgpack over the limit", wire.FormatMsgpack, bigBad, reasonTooLarge},
+		{"malformed msgpack over the limit, detected", wire.FormatAuto, bigBad, reasonTooLarge},
+		{"msgpack over the limit read as JSON", wire.FormatJSON, bigBad, reasonTooLarge},
 	} {
 		w := &Worker{cfg: WorkerConfig{Format: tt.format}, dec: dec}
 		var x learner.Example

@@ -1176,17 +1176,7 @@ func (w *Worker) decode(value []byte, x *learner.Example) (wire.Meta, error) {
 
 // decodeExample decodes the example value as format says with dec.
 func decodeExample(dec *wire.Decoder, format wire.Format, value []byte, x *learner.Example) (wire.Meta, error) {
-	switch format {
-	case wire.FormatJSON:
-		return dec.DecodeJSON(value, x)
-	case wire.FormatMsgpack:
-		n, meta, err := dec.DecodeMsgpack(value, x)
-		if err == nil && n != len(value) {
-			err = &wire.DecodeError{Field: "example", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(value)-n)}
-		}
-		return meta, err
-	}
-	return dec.Decode(value, x)
+	return dec.DecodeMessage(value, format, x)
 }
 
 // publishLoop publishes the batches in order, each until it succeeds, and

@@ -199,6 +199,21 @@ func (d *Decoder) Decode(data []byte, x *learner.Example) (Meta, error) {
 	}
 }
 
+// DecodeMessage decodes data, one whole message, as format says: a JSON
+// object (FormatJSON), one msgpack map and nothing after it
+// (FormatMsgpack), or either (FormatAuto, as Decode). In every format a
+// message over the size limit is refused for its size first, whatever its
+// bytes hold.
+func (d *Decoder) DecodeMessage(data []byte, format Format, x *learner.Example) (Meta, error) {
+	switch format {
+	case FormatJSON:
+		return d.DecodeJSON(data, x)
+	case FormatMsgpack:
+		return d.decodeWholeMsgpack(data, x)
+	}
+	return d.Decode(data, x)
+}
+
 // The top-level keys, as bits of a set for the duplicate check.
 const (
 	keyID = 1 << iota

@@ -320,6 +320,26 @@ func TestDecodeMsgpackSizeLimit(t *testing.T) {
 			t.Errorf("used %d bytes, want %d", n, len(big))
 		}
 	})
+	t.Run("a whole message, however it begins", func(t *testing.T) {
+		// A message is refused for its size first, in every format and
+		// with the challengers' hashings, even when its first bytes are
+		// no msgpack map: JSON read as msgpack, or a malformed map.
+		for name, data := range map[string][]byte{
+			"JSON":      []byte(`{"features":{"` + strings.Repeat("a", 40) + `":1}}`),
+			"malformed": append([]byte{0x81, 0xc1}, big...),
+		} {
+			for _, format := range []Format{FormatMsgpack, FormatJSON, FormatAuto} {
+				var x learner.Example
+				_, err := NewDecoder(cfg, limit).DecodeMessage(data, format, &x)
+				checkDecodeError(t, name+" as "+string(format), err, "payload", strconv.Itoa(len(data))+" bytes exceed the limit of 30")
+				ocfg := binaryConfig()
+				ocfg.HashSeed = 7
+				other := NewDecoder(ocfg, limit)
+				_, err = NewDecoder(cfg, limit).DecodeHashings(data, format, &x, []*Decoder{other}, []*learner.Example{{}}, []error{nil})
+				checkDecodeError(t, name+" as "+string(format)+" with hashings", err, "payload", strconv.Itoa(len(data))+" bytes exceed the limit of 30")
+			}
+		}
+	})
 	t.Run("truncated past the limit", func(t *testing.T) {
 		var x learner.Example
 		_, _, err := NewDecoder(cfg, limit).DecodeMsgpack(big[:35], &x)

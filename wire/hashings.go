@@ -78,8 +78,15 @@ func (d *Decoder) DecodeHashings(data []byte, format Format, x *learner.Example,
 }
 
 // decodeWholeMsgpack is DecodeMsgpack of data that holds one map and
-// nothing after it, as a worker decodes a message.
+// nothing after it, as a worker decodes a message. A message over the size
+// limit is refused for its size before anything else, as DecodeJSON and
+// Decode refuse it: a stream's map may end before the limit, a message's
+// cannot.
 func (d *Decoder) decodeWholeMsgpack(data []byte, x *learner.Example) (Meta, error) {
+	if len(data) > d.maxBytes {
+		d.start(x)
+		return Meta{}, d.sizeError(len(data))
+	}
 	n, meta, err := d.DecodeMsgpack(data, x)
 	if err == nil && n != len(data) {
 		err = decodeErr("example", "%d bytes after the msgpack map", len(data)-n)

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -25,20 +24,7 @@ const markKey = "mark"
 // with features, or without an id or a label, is refused with the field
 // named.
 func (d *Decoder) DecodeLabel(data []byte, format Format, x *learner.Example) (LabelRecord, error) {
-	var meta Meta
-	var err error
-	switch format {
-	case FormatJSON:
-		meta, err = d.DecodeJSON(data, x)
-	case FormatMsgpack:
-		var n int
-		n, meta, err = d.DecodeMsgpack(data, x)
-		if err == nil && n != len(data) {
-			err = &DecodeError{Field: "label record", Problem: fmt.Sprintf("%d bytes after the msgpack map", len(data)-n)}
-		}
-	default:
-		meta, err = d.Decode(data, x)
-	}
+	meta, err := d.DecodeMessage(data, format, x)
 	if err != nil {
 		return LabelRecord{}, err
 	}
