@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -87,5 +88,28 @@ func TestOwnBoolFlagTakesTrueOrFalse(t *testing.T) {
 	}
 	if err := parseFlags(fs, []string{"-publish", "false"}); err != nil || *publish || fs.NArg() != 0 {
 		t.Fatalf("-publish false: %v, %v, args %q", *publish, err, fs.Args())
+	}
+}
+
+// TestCommandsPageListsEveryCommand: docs/commands.md's table has a row
+// for every command the binary has, and for no other.
+func TestCommandsPageListsEveryCommand(t *testing.T) {
+	page, err := os.ReadFile("../../docs/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `hyperplane ([a-z]+)")
+	documented := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(page), -1) {
+		documented[m[1]] = true
+	}
+	for _, c := range commands() {
+		if !documented[c.name] {
+			t.Errorf("docs/commands.md has no row for %q", c.name)
+		}
+		delete(documented, c.name)
+	}
+	for name := range documented {
+		t.Errorf("docs/commands.md has a row for %q, which is no command", name)
 	}
 }
