@@ -13,7 +13,14 @@ import (
 // values lie in chunks of fifoChunk, each with its values' ids end to end
 // in one buffer, and the index is open addressing over slots of 4 bytes
 // and a tag of one, so that a value costs its own size, 4 bytes for its
-// id's end and 7 to 13 for the index, beyond its id's bytes.
+// id's end, 4 for the link to the value before it with its id, and 7 to
+// 13 for the index, beyond its id's bytes.
+//
+// The index holds one slot an id, naming its newest value; each value
+// links to the one before it with the same id. So an id that many values
+// share (an id reused, or the same id sent for every record) costs one
+// slot, and a push, a pop or a lookup of it costs the same whatever their
+// number, but for the lookup's walk over the values it returns.
 type fifo[T any] struct {
 	chunks []*fifoChunkOf[T]
 	base   int64 // the sequence of chunks[0]'s first value
@@ -35,7 +42,10 @@ type fifoChunkOf[T any] struct {
 	// idEnd[i] is where items[i]'s id ends in ids; it starts where the
 	// one before ends.
 	idEnd [fifoChunk]uint32
-	ids   []byte
+	// prev[i] is how many sequences before items[i] the value before it
+	// with its id is; 0 for none.
+	prev [fifoChunk]uint32
+	ids  []byte
 }
 
 func newFIFO[T any]() fifo[T] { return fifo[T]{index: newIDIndex()} }
@@ -69,7 +79,11 @@ func (f *fifo[T]) key(seq int64) string { return string(f.idBytes(seq)) }
 
 func (f *fifo[T]) push(id []byte, v T) int64 {
 	seq := f.tail
-	f.index.reserve(f)
+	h := maphash.Bytes(f.index.seed, id)
+	slot, found := f.index.lookup(id, h, f)
+	if !found {
+		f.index.reserve(f)
+	}
 	if int((seq-f.base)/fifoChunk) == len(f.chunks) {
 		if n := len(f.chunks); n > 0 {
 			// The last chunk is full: its ids take no more room than they need.
@@ -87,14 +101,27 @@ func (f *fifo[T]) push(id []byte, v T) int64 {
 	c.items[i] = v
 	c.ids = append(c.ids, id...)
 	c.idEnd[i] = uint32(len(c.ids))
+	c.prev[i] = 0
 	f.tail++
-	f.index.insert(seq, maphash.Bytes(f.index.seed, id))
+	if found {
+		// The id's slot names its newest value from now on.
+		c.prev[i] = uint32(seq - seqAt(f.index.slots[slot], f))
+		f.index.slots[slot] = uint32(seq)
+		return seq
+	}
+	f.index.insert(seq, h)
 	return seq
 }
 
 func (f *fifo[T]) pop() {
 	seq := f.head
-	f.index.remove(seq, maphash.Bytes(f.index.seed, f.idBytes(seq)), f)
+	id := f.idBytes(seq)
+	h := maphash.Bytes(f.index.seed, id)
+	if slot, _ := f.index.lookup(id, h, f); seqAt(f.index.slots[slot], f) == seq {
+		// The newest value with its id, and so the last: values go
+		// oldest first.
+		f.index.remove(seq, h, f)
+	}
 	c, i := f.locate(seq)
 	var zero T
 	c.items[i] = zero
@@ -115,14 +142,27 @@ func (f *fifo[T]) pop() {
 // chain returns the sequences of the values with id, oldest first. The
 // slice is valid until the next call.
 func (f *fifo[T]) chain(id []byte) []int64 {
-	f.seqs = f.index.find(f.seqs[:0], id, maphash.Bytes(f.index.seed, id), f)
-	slices.Sort(f.seqs)
+	f.seqs = f.seqs[:0]
+	slot, ok := f.index.lookup(id, maphash.Bytes(f.index.seed, id), f)
+	if !ok {
+		return f.seqs
+	}
+	for seq := seqAt(f.index.slots[slot], f); ; {
+		f.seqs = append(f.seqs, seq)
+		c, i := f.locate(seq)
+		d := c.prev[i]
+		if d == 0 || seq-int64(d) < f.head {
+			break
+		}
+		seq -= int64(d)
+	}
+	slices.Reverse(f.seqs)
 	return f.seqs
 }
 
 // idIndex finds a fifo's values by id: linear probing over slots holding
-// the low 32 bits of a sequence (the fifo never holds 2^32 values, so they
-// name one), at most three quarters full. Each slot has a tag of one byte,
+// the low 32 bits of the sequence of each id's newest value (the fifo never
+// holds 2^32 values, so they name one), at most three quarters full. Each slot has a tag of one byte,
 // 0 when it is empty and otherwise 1 to 255 from the top bits of its id's
 // hash, so that a probe reads the id of a slot only when the tags agree:
 // the ids lie elsewhere in memory, and a lookup of an id that is not held
@@ -193,18 +233,16 @@ func (x *idIndex) grow(f keyed) {
 	}
 }
 
-// find appends the sequences of the values with id.
-func (x *idIndex) find(dst []int64, id []byte, h uint64, f keyed) []int64 {
+// lookup finds the slot of id, whose hash is h: ok is false when no
+// value has it.
+func (x *idIndex) lookup(id []byte, h uint64, f keyed) (slot uint64, ok bool) {
 	tag := tagOf(h)
 	for i := h & x.mask(); x.tags[i] != 0; i = (i + 1) & x.mask() {
-		if x.tags[i] != tag {
-			continue
-		}
-		if s := seqAt(x.slots[i], f); bytes.Equal(f.idBytes(s), id) {
-			dst = append(dst, s)
+		if x.tags[i] == tag && bytes.Equal(f.idBytes(seqAt(x.slots[i], f)), id) {
+			return i, true
 		}
 	}
-	return dst
+	return 0, false
 }
 
 // remove takes seq, whose id hashes to h, out of the index, moving back

@@ -72,8 +72,9 @@ func TestFIFO(t *testing.T) {
 // again and again, so that chunks are emptied and taken again, against a
 // slice of what it holds and a map of each id's sequences. After every
 // operation it checks what it changed, and now and then every held id,
-// every chain, and the index: each occupied slot reachable from its home
-// without an empty slot in between, tagged as its id's hash says.
+// every chain, and the index: one slot an id held, naming its newest
+// value, each reachable from its home without an empty slot in between,
+// tagged as its id's hash says.
 func TestFIFOAgainstAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	q := newFIFO[int64]()
@@ -114,6 +115,9 @@ func TestFIFOAgainstAMap(t *testing.T) {
 			if seq < f.first() || seq >= f.end() {
 				t.Fatalf("step %d: slot %d names sequence %d, not held [%d, %d)", step, i, seq, f.first(), f.end())
 			}
+			if s := byID[string(f.idBytes(seq))]; seq != s[len(s)-1] {
+				t.Fatalf("step %d: slot %d names sequence %d, not the newest of its id, %d", step, i, seq, s[len(s)-1])
+			}
 			h := maphash.Bytes(x.seed, f.idBytes(seq))
 			if tag != tagOf(h) {
 				t.Fatalf("step %d: slot %d tagged %d, its id's tag is %d", step, i, tag, tagOf(h))
@@ -124,8 +128,8 @@ func TestFIFOAgainstAMap(t *testing.T) {
 				}
 			}
 		}
-		if used != len(held) || x.n != len(held) {
-			t.Fatalf("step %d: the index has %d slots used and counts %d, with %d values held", step, used, x.n, len(held))
+		if used != len(byID) || x.n != len(byID) {
+			t.Fatalf("step %d: the index has %d slots used and counts %d, with %d ids held", step, used, x.n, len(byID))
 		}
 	}
 	// Fill to a high mark and drain to a low one, over and over: now
@@ -202,7 +206,7 @@ func TestFIFOAgainstAMap(t *testing.T) {
 			checkIndex(step)
 		}
 	}
-	if reused < 10 || len(f.index.slots) < 4*fifoChunk {
+	if reused < 10 || len(f.index.slots) < len(ids) {
 		t.Fatalf("no chunk was taken again (%d) or the index did not grow (%d slots): the test tests less than it says", reused, len(f.index.slots))
 	}
 }
@@ -210,3 +214,46 @@ func TestFIFOAgainstAMap(t *testing.T) {
 // seq2val is the value pushed at a step: not the sequence, so that a value
 // read at the wrong place shows.
 func seq2val(step int64) int64 { return step*7 + 3 }
+
+// TestFIFOOneIDManyValues: values that share one id, the same id sent
+// for every record, take one slot of the index, so that a push and a pop
+// cost the same however many share it, and their chain is every one of
+// them, oldest first, as others come and go.
+func TestFIFOOneIDManyValues(t *testing.T) {
+	const n = 50_000
+	f := newFIFO[int64]()
+	for i := range n {
+		f.push([]byte("same"), int64(i))
+		if i%3 == 0 {
+			f.push([]byte("other-"+strconv.Itoa(i)), int64(i))
+		}
+	}
+	if got, want := f.index.n, 1+(n+2)/3; got != want {
+		t.Fatalf("the index holds %d slots, want %d: one for the shared id and one for each other", got, want)
+	}
+	check := func() {
+		t.Helper()
+		var want []int64
+		for s := f.first(); s < f.end(); s++ {
+			if f.key(s) == "same" {
+				want = append(want, s)
+			}
+		}
+		if got := f.chain([]byte("same")); !slices.Equal(got, want) {
+			t.Fatalf("chain of the shared id: %d values from %v, want %d from %v", len(got), got[:min(3, len(got))], len(want), want[:min(3, len(want))])
+		}
+	}
+	check()
+	for f.len() > n/2 {
+		f.pop()
+	}
+	check()
+	for f.len() > 0 {
+		f.pop()
+	}
+	if f.index.n != 0 || len(f.chain([]byte("same"))) != 0 {
+		t.Fatalf("emptied, the index holds %d slots and the chain %v", f.index.n, f.chain([]byte("same")))
+	}
+	f.push([]byte("same"), 1)
+	check()
+}
