@@ -80,10 +80,8 @@ func (f *fifo[T]) key(seq int64) string { return string(f.idBytes(seq)) }
 func (f *fifo[T]) push(id []byte, v T) int64 {
 	seq := f.tail
 	h := maphash.Bytes(f.index.seed, id)
+	f.index.reserve(f)
 	slot, found := f.index.lookup(id, h, f)
-	if !found {
-		f.index.reserve(f)
-	}
 	if int((seq-f.base)/fifoChunk) == len(f.chunks) {
 		if n := len(f.chunks); n > 0 {
 			// The last chunk is full: its ids take no more room than they need.
@@ -109,18 +107,17 @@ func (f *fifo[T]) push(id []byte, v T) int64 {
 		f.index.slots[slot] = uint32(seq)
 		return seq
 	}
-	f.index.insert(seq, h)
+	f.index.slots[slot], f.index.tags[slot] = uint32(seq), tagOf(h)
+	f.index.n++
 	return seq
 }
 
 func (f *fifo[T]) pop() {
 	seq := f.head
-	id := f.idBytes(seq)
-	h := maphash.Bytes(f.index.seed, id)
-	if slot, _ := f.index.lookup(id, h, f); seqAt(f.index.slots[slot], f) == seq {
+	if slot, ok := f.index.slotOf(seq, maphash.Bytes(f.index.seed, f.idBytes(seq))); ok {
 		// The newest value with its id, and so the last: values go
 		// oldest first.
-		f.index.remove(seq, h, f)
+		f.index.removeAt(slot, f)
 	}
 	c, i := f.locate(seq)
 	var zero T
@@ -233,26 +230,37 @@ func (x *idIndex) grow(f keyed) {
 	}
 }
 
-// lookup finds the slot of id, whose hash is h: ok is false when no
-// value has it.
+// lookup finds the slot of id, whose hash is h; when no value has it
+// (ok is false), slot is the empty slot where id's probe ends, where
+// insert would put it.
 func (x *idIndex) lookup(id []byte, h uint64, f keyed) (slot uint64, ok bool) {
 	tag := tagOf(h)
-	for i := h & x.mask(); x.tags[i] != 0; i = (i + 1) & x.mask() {
+	i := h & x.mask()
+	for ; x.tags[i] != 0; i = (i + 1) & x.mask() {
 		if x.tags[i] == tag && bytes.Equal(f.idBytes(seqAt(x.slots[i], f)), id) {
+			return i, true
+		}
+	}
+	return i, false
+}
+
+// slotOf finds the slot naming seq, whose id hashes to h: ok is false when
+// the index names a newer value with its id. A slot holds the low 32
+// bits of a live sequence, which name it alone, so no id is read.
+func (x *idIndex) slotOf(seq int64, h uint64) (slot uint64, ok bool) {
+	m := x.mask()
+	for i := h & m; x.tags[i] != 0; i = (i + 1) & m {
+		if x.slots[i] == uint32(seq) {
 			return i, true
 		}
 	}
 	return 0, false
 }
 
-// remove takes seq, whose id hashes to h, out of the index, moving back
-// the values after it in its run so that every probe still finds them.
-func (x *idIndex) remove(seq int64, h uint64, f keyed) {
+// removeAt empties slot i, moving back the values after it in its run so
+// that every probe still finds them.
+func (x *idIndex) removeAt(i uint64, f keyed) {
 	m := x.mask()
-	i := h & m
-	for x.slots[i] != uint32(seq) || x.tags[i] == 0 {
-		i = (i + 1) & m
-	}
 	x.tags[i] = 0
 	x.n--
 	for j := (i + 1) & m; x.tags[j] != 0; j = (j + 1) & m {
