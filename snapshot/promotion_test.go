@@ -75,6 +75,68 @@ func TestResumePromoted(t *testing.T) {
 	}
 }
 
+// TestResumePromotedBesideATwin: a model promoted over model.learner's
+// configuration, with a configured challenger of that same
+// configuration, resumes under the unchanged configuration: model.learner
+// goes on under the name the promotion gave it, with its comparison, and
+// the twin under its own. With the twin no longer configured, it alone
+// is dropped.
+func TestResumePromotedBesideATwin(t *testing.T) {
+	ctx := context.Background()
+	store, err := snapshot.OpenStore(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	arow := learner.DefaultConfig()
+	arow.HashBits = 8
+	seed := arow
+	seed.HashSeed = 7
+	configured := []learner.ChallengerConfig{{Name: "twin", Config: arow}, {Name: "seed", Config: seed}}
+	m, err := learner.New(arow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetChallengers(configured); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		x := learner.Example{Labeled: true, Label: 1 - 2*(i%2)}
+		x.Add(uint32(i%5), 1)
+		m.Learn(&x)
+	}
+	if err := m.Promote(learner.Promotion{Challenger: "seed", Replaced: "champ", Request: "r1", Examples: 20, Source: "s", Offset: 19}); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.NewSnapshotter(store, "champ", "test", 1, 3, zap.NewNop()).Snapshot(ctx, m.State(), map[string]int64{"s": 20}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured})
+	if err != nil {
+		t.Fatalf("Resume of a promoted model under the unchanged configuration: %v", err)
+	}
+	if len(r.Challengers) != 2 || r.Challengers[0].Name != "twin" || r.Challengers[1].Name != "champ" {
+		t.Fatalf("challengers to go on with: %+v, want twin and champ", r.Challengers)
+	}
+	if started, dropped, err := r.Model.SetChallengers(r.Challengers); err != nil || started != nil || dropped != nil {
+		t.Fatalf("started %v, dropped %v, err %v; want every challenger to go on", started, dropped, err)
+	}
+	if r.Model.State().Digest() != m.State().Digest() {
+		t.Fatal("the resumed model and its challengers are not the promoted ones")
+	}
+
+	// The twin no longer configured: model.learner still goes on as champ.
+	r, err = snapshot.Resume(ctx, store, "champ", arow, snapshot.ResumeOptions{Writer: "test", Keep: 3, Challengers: configured[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, dropped, err := r.Model.SetChallengers(r.Challengers)
+	if err != nil || started != nil || len(dropped) != 1 || dropped[0] != "twin" {
+		t.Fatalf("challengers %+v: started %v, dropped %v, err %v; want twin alone dropped", r.Challengers, started, dropped, err)
+	}
+}
+
 // TestResumePromotedLogsWhere: the log line of a resumed promoted model
 // names its algorithm and where the promotion took effect: the
 // example's position, or for a model learned in epochs the epoch, which

@@ -161,15 +161,27 @@ func promoted(snap *Snapshot, model string, cfg learner.Config, cs []learner.Cha
 		}
 		// The configured model.learner goes by the name under which the
 		// snapshot holds its configuration as a challenger, else by the
-		// name the last promotion gave the configuration it replaced.
-		name := last.Replaced
+		// name the last promotion gave the configuration it replaced. A
+		// configured challenger may have model.learner's configuration
+		// too: the name is then the one the last promotion gave, or one
+		// the configuration does not list, never that challenger's.
+		configured := func(name string) bool {
+			return slices.ContainsFunc(cs, func(o learner.ChallengerConfig) bool { return o.Name == name && o.Name != c.Name })
+		}
+		name, found := last.Replaced, false
 		for _, sc := range snap.State.Challengers {
-			if reflect.DeepEqual(sc.State.Config.Canonical(), cfg.Canonical()) {
+			if !reflect.DeepEqual(sc.State.Config.Canonical(), cfg.Canonical()) {
+				continue
+			}
+			if sc.Name == last.Replaced {
 				name = sc.Name
 				break
 			}
+			if !found && !configured(sc.Name) {
+				name, found = sc.Name, true
+			}
 		}
-		if slices.ContainsFunc(cs, func(o learner.ChallengerConfig) bool { return o.Name == name && o.Name != c.Name }) {
+		if configured(name) {
 			return nil, false
 		}
 		out := slices.Clone(cs)
