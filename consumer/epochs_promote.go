@@ -35,11 +35,21 @@ func (x *Epochs) requestToRecord(ctx context.Context) *epochlog.Promote {
 	if r == nil || r.Applied(x.model.Promotions()) {
 		return nil
 	}
-	if !slices.ContainsFunc(x.model.Challengers(), func(c *learner.Challenger) bool { return c.Name == r.Challenger }) {
+	i := slices.IndexFunc(x.model.Challengers(), func(c *learner.Challenger) bool { return c.Name == r.Challenger })
+	if i < 0 {
 		if x.refused != r.ID {
 			x.refused = r.ID
 			x.log.Warn("promotion request not recorded: the model has no such challenger",
 				zap.String("challenger", r.Challenger), zap.String("request", r.ID))
+		}
+		return nil
+	}
+	if c := x.model.Challengers()[i].Model; r.Stale(c) {
+		if x.refused != r.ID {
+			x.refused = r.ID
+			x.log.Warn("promotion request not recorded: the challenger was started anew after the request; promote it again to make it the model",
+				zap.String("challenger", r.Challenger), zap.String("request", r.ID),
+				zap.Uint64("requested_at_examples", r.Examples), zap.Uint64("examples", c.Counts().Examples))
 		}
 		return nil
 	}

@@ -97,6 +97,13 @@ func (w *Worker) promoteAfter(m *Message, b *outBatch) {
 		pr.requested.CompareAndSwap(r, nil)
 		return
 	}
+	if i := slices.Index(w.rivals.names, "#"+r.Challenger); i >= 0 && r.Stale(w.rivals.live.Model(i)) {
+		pr.refused = r.ID
+		w.log.Warn("promotion refused: the challenger was started anew after the request; promote it again to make it the model",
+			zap.String("challenger", r.Challenger), zap.String("request", r.ID),
+			zap.Uint64("requested_at_examples", r.Examples), zap.Uint64("examples", w.rivals.live.Model(i).Counts().Examples))
+		return
+	}
 	p = learner.Promotion{Challenger: r.Challenger, Request: r.ID}
 	if !w.promote(p, m, b) {
 		pr.refused = r.ID

@@ -29,7 +29,18 @@ type PromotionRequest struct {
 	Challenger string    `json:"challenger"`
 	ID         string    `json:"id"`
 	Requested  time.Time `json:"requested"`
+	// Examples is the challenger's example count in the generation
+	// hyperplane promote found it in. A challenger of that name that has
+	// learned fewer was started anew since (removed and configured again,
+	// or configured otherwise under the same name): it is not the one
+	// asked for (Stale). 0 in a request that does not say.
+	Examples uint64 `json:"examples,omitempty"`
 }
+
+// Stale reports whether c, the model's challenger named by r, was
+// started anew since r was written: it has learned fewer examples than
+// the challenger r was asked for.
+func (r *PromotionRequest) Stale(c *learner.Model) bool { return c.Counts().Examples < r.Examples }
 
 // NewPromotionRequest is a request to promote challenger, with an id of
 // its own.

@@ -41,6 +41,11 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 		return usagef("-challenger: %v", err)
 	}
 	r := snapshot.NewPromotionRequest(name, time.Now())
+	for _, c := range s.State.Challengers {
+		if c.Name == name {
+			r.Examples = c.State.Examples
+		}
+	}
 	if err := store.RequestPromotion(ctx, cfg.Model.Name, r); err != nil {
 		return err
 	}

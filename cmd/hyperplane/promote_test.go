@@ -182,6 +182,64 @@ func TestPromoteManual(t *testing.T) {
 	}
 }
 
+// TestPromoteStaleRequest: a request for a challenger that is then
+// removed from the configuration is refused; configured again, the
+// challenger starts new, and the request, which was for the one removed,
+// is refused again rather than making a model of a few examples the
+// live one.
+func TestPromoteStaleRequest(t *testing.T) {
+	t.Parallel()
+	srv := testbroker.NATS(t)
+	js := srv.JetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	promoteStream(t, srv.URL(), 0, 500)
+	storeDir := filepath.Join(t.TempDir(), "store")
+	common := []string{"--model.name", "champ", "--nats.url", srv.URL(), "--source.kind", "jetstream", "--source.stream", "EXAMPLES",
+		"--model.learner.hash_bits", "12", "--snapshot.url", "file://" + storeDir + "?create_dir=1"}
+	both := append([]string{"--model.challengers", "perceptron:algorithm=perceptron;seed:hash_seed=7"}, common...)
+	one := append([]string{"--model.challengers", "seed:hash_seed=7"}, common...)
+	run := []string{"run", "--snapshot.interval", "50ms", "--source.batch", "50", "--http.addr", ""}
+	store := openStore(t, storeDir)
+	newest := func() *snapshot.Snapshot {
+		s, err := store.Latest(context.Background(), "champ", nil)
+		if err != nil {
+			return nil
+		}
+		return s
+	}
+	end := 0
+	learn := func(what string, args []string) string {
+		t.Helper()
+		stop, stopped, log := startWorker(t, append(slices.Clone(run), args...))
+		if end > 0 {
+			promoteStream(t, srv.URL(), end, 100)
+		}
+		end = max(end+100, 500)
+		waitRunning(t, time.Minute, what, stopped, log, func() bool {
+			s := newest()
+			return s != nil && s.Positions["jetstream:EXAMPLES"] == int64(end)
+		})
+		if err := stop(); err != nil {
+			t.Fatalf("run: %v\n%s", err, log)
+		}
+		return log.String()
+	}
+
+	learn("the log learned", both)
+	mustRun(t, "", append([]string{"promote", "--challenger", "perceptron"}, both...)...)
+	if log := learn("the log learned without the perceptron", one); !strings.Contains(log, "promotion refused") {
+		t.Fatalf("the request for a challenger no longer configured was not refused:\n%s", log)
+	}
+	log := learn("the log learned with the perceptron again", both)
+	s := newest()
+	if len(s.State.Promotions) != 0 || s.State.Config.Algorithm != learner.AROW {
+		t.Fatalf("history %+v, model %s: a request for the perceptron removed promoted the one started anew", s.State.Promotions, s.State.Config.Algorithm)
+	}
+	if !strings.Contains(log, "started anew after the request") {
+		t.Errorf("the stale request's refusal was not logged:\n%s", log)
+	}
+}
+
 // logLine is the first line of log that holds msg, "" for none.
 func logLine(log, msg string) string {
 	for l := range strings.Lines(log) {
