@@ -221,7 +221,8 @@ func WriteJSON(w io.Writer, standings []compare.Standing) error {
 
 // WriteTable writes the standings as a table: the model's row, then each
 // challenger's, with its difference in log-loss from the model, the band
-// around it and the verdict.
+// around it and the verdict; with several challengers, the chance that
+// any verdict is wrong, up to alpha for each.
 func WriteTable(w io.Writer, standings []compare.Standing, alpha float64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "name\texamples\taccuracy\tlog-loss\tlog_loss_diff\tlow\thigh\tverdict\t")
@@ -235,6 +236,12 @@ func WriteTable(w io.Writer, standings []compare.Standing, alpha float64) error 
 	}
 	_, err := fmt.Fprintf(w, "log_loss_diff is the model's mean log-loss minus the challenger's (positive: the challenger is better);\n"+
 		"[low, high] is its %g%% confidence sequence, valid however often it is looked at.\n", 100*(1-alpha))
+	if k := len(standings) - 1; err == nil && k > 1 {
+		// Each band is at level alpha on its own: no correction is made
+		// for looking at several.
+		_, err = fmt.Fprintf(w, "Each verdict is at level %g on its own: with %d challengers, the chance that any of them is wrong is up to %.4g%%.\n",
+			alpha, k, 100*min(1, float64(k)*alpha))
+	}
 	return err
 }
 

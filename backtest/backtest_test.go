@@ -165,6 +165,39 @@ func TestWriteJSONAndTable(t *testing.T) {
 	}
 }
 
+// TestWriteTableSeveralChallengers: a table of several challengers says
+// that each verdict is at level alpha on its own, and the chance that
+// any is wrong; one of a single challenger does not.
+func TestWriteTableSeveralChallengers(t *testing.T) {
+	model := learner.DefaultConfig()
+	seed, perceptron := model, model
+	seed.HashSeed = 7
+	perceptron.Algorithm = learner.Perceptron
+	challengers := []compare.Entrant{{Name: "seed", Config: seed}, {Name: "perceptron", Config: perceptron}, {Name: "same", Config: model}}
+	for _, tc := range []struct {
+		challengers int
+		want        string
+	}{
+		{1, ""},
+		{3, "with 3 challengers, the chance that any of them is wrong is up to 15%"},
+	} {
+		c, err := backtest.Run(context.Background(), bytes.NewReader(stream(2000, false)), backtest.Options{
+			Model: compare.Entrant{Name: "arow", Config: model}, Challengers: challengers[:tc.challengers], Alpha: 0.05,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := backtest.WriteTable(&out, c.Standings(), 0.05); err != nil {
+			t.Fatal(err)
+		}
+		said := strings.Contains(out.String(), "any of them is wrong")
+		if tc.want == "" && said || tc.want != "" && !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%d challengers, table:\n%s\nwant %q", tc.challengers, out.String(), tc.want)
+		}
+	}
+}
+
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x
