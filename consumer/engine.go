@@ -35,8 +35,11 @@ type EngineConfig struct {
 	// Single builds the worker that learns a source of one shard as it
 	// comes, from the model's newest generation and with its snapshots
 	// (docs/scale-out.md, section 7). ctx ends when that worker stops:
-	// what serves it alone (a lag reporter) may run on it.
-	Single func(ctx context.Context) (*Worker, error)
+	// what serves it alone (a lag reporter) may run on it. fenced is the
+	// worker built before, which stopped because another worker wrote
+	// the model's next generation first (nil for the first): the model
+	// is then resumed again from the store's newest generation.
+	Single func(ctx context.Context, fenced *Worker) (*Worker, error)
 	// Mixed builds the epochs that learn several shards, continuing the
 	// model's newest generation, whichever way it was written. after is
 	// the worker of one shard that ran before, stopped when the source
@@ -45,6 +48,10 @@ type EngineConfig struct {
 	Mixed func(ctx context.Context, after *Worker) (*Epochs, error)
 	// Partitioned builds the runner of partition scope.
 	Partitioned func(ctx context.Context) (*Partitions, error)
+	// RestartDelay is how long the worker of one shard whose next
+	// generation another worker wrote waits before it is built again;
+	// 0 means DefaultRestartDelay.
+	RestartDelay time.Duration
 }
 
 // DefaultGrowthCheck is how often a model learned from one shard looks
@@ -84,6 +91,9 @@ type learning interface {
 func NewEngine(cfg EngineConfig, log *zap.Logger) *Engine {
 	if cfg.GrowthCheck <= 0 {
 		cfg.GrowthCheck = DefaultGrowthCheck
+	}
+	if cfg.RestartDelay <= 0 {
+		cfg.RestartDelay = DefaultRestartDelay
 	}
 	return &Engine{cfg: cfg, log: log}
 }
@@ -166,18 +176,42 @@ func (e *Engine) Run(ctx context.Context) error {
 		return p.Run(ctx)
 	}
 	var after *Worker
-	if !e.cfg.Epochs {
+	for !e.cfg.Epochs {
 		n, err := e.shards(ctx)
 		if err != nil {
 			return err
 		}
-		if n <= 1 {
-			w, grew, err := e.runSingle(ctx)
-			if err != nil || !grew || ctx.Err() != nil {
-				return err
-			}
-			after = w
+		if n > 1 {
+			break
 		}
+		w, grew, err := e.runSingle(ctx, after)
+		if fenced(err) {
+			// Another worker of the model (a second replica, an owner
+			// that has not yet heard of a rebalance) wrote the next
+			// generation: one-shard learning is prefix-deterministic, so
+			// its generation is what this one would have written, and
+			// the worker goes on from the store's newest, as an
+			// overlapping owner in partition scope does. At shutdown it
+			// stops cleanly: what lies beyond the stored generation is
+			// read again by whoever goes on.
+			if ctx.Err() != nil {
+				return nil
+			}
+			e.log.Warn("another worker wrote the model's next generation: reloading the newest", zap.Error(err),
+				zap.Duration("after", e.cfg.RestartDelay))
+			after = w
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(e.cfg.RestartDelay):
+			}
+			continue
+		}
+		if err != nil || !grew || ctx.Err() != nil {
+			return err
+		}
+		after = w
+		break
 	}
 	x, err := e.cfg.Mixed(ctx, after)
 	if err != nil {
@@ -215,11 +249,12 @@ var errGrew = errors.New("the source gained a partition")
 // runSingle runs the worker of a source of one shard until ctx is done,
 // or until the source has more shards (grew): the worker then stops as
 // at shutdown, publishing its outputs and writing its last generation,
-// from which the epochs continue.
-func (e *Engine) runSingle(ctx context.Context) (w *Worker, grew bool, err error) {
+// from which the epochs continue. fenced is the worker that ran before
+// and lost a generation to another worker, nil for the first.
+func (e *Engine) runSingle(ctx context.Context, fenced *Worker) (w *Worker, grew bool, err error) {
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	w, err = e.cfg.Single(wctx)
+	w, err = e.cfg.Single(wctx, fenced)
 	if err != nil {
 		return nil, false, stopped(ctx, err)
 	}

@@ -68,7 +68,7 @@ func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 	engine := consumer.NewEngine(consumer.EngineConfig{
 		Shards:      shards,
 		GrowthCheck: 10 * time.Millisecond,
-		Single: func(ctx context.Context) (*consumer.Worker, error) {
+		Single: func(ctx context.Context, _ *consumer.Worker) (*consumer.Worker, error) {
 			workers.Add(1)
 			r, err := resume(ctx)
 			if err != nil {
@@ -158,5 +158,112 @@ func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 	}
 	if single == 0 || mixed <= single {
 		t.Fatalf("generations %v: the worker's last is %d, the first mixed %d; want the epochs above the worker's", gens, single, mixed)
+	}
+}
+
+// TestEngineOfOneShardReloadsAFencedGeneration: two workers of one model
+// over a source of one shard, started together on a file store, both
+// learn it; the one that finds its next generation written by the other
+// goes on from the store's newest generation instead of stopping, and
+// the model in the store learned every example once.
+func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
+	data := memory.NewLog("ex", 1)
+	msgs, _ := messages(3000)
+	lcfg := epochLearner()
+	logger := zaptest.NewLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := snapshot.OpenStore(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sink := memory.NewSink()
+	var reloads atomic.Int32
+	engine := func(writer string) *consumer.Engine {
+		return consumer.NewEngine(consumer.EngineConfig{
+			Shards:       data,
+			RestartDelay: 10 * time.Millisecond,
+			Single: func(ctx context.Context, fenced *consumer.Worker) (*consumer.Worker, error) {
+				if fenced != nil {
+					reloads.Add(1)
+				}
+				r, err := snapshot.Resume(ctx, store, "one", lcfg, snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger})
+				if err != nil {
+					return nil, err
+				}
+				src, err := data.Open(ctx, data.Shard(0), r.Positions[data.Key(0)])
+				if err != nil {
+					return nil, err
+				}
+				cfg := consumer.WorkerConfig{
+					Model:         "one",
+					Predictions:   consumer.Destination{Sink: sink, Topic: "pred"},
+					DeadLetter:    consumer.Destination{Sink: sink, Topic: "dead"},
+					Batch:         16,
+					Snapshots:     chainSnapshots{r.Snapshotter},
+					SnapshotEvery: 50,
+				}
+				return consumer.NewWorker(cfg, src, r.Model, r.Positions, nil, logger), nil
+			},
+			Mixed: func(context.Context, *consumer.Worker) (*consumer.Epochs, error) {
+				t.Error("a source of one shard went on in epochs")
+				return nil, context.Canceled
+			},
+		}, logger)
+	}
+	done := make(chan error, 2)
+	var engines []*consumer.Engine
+	for _, w := range []string{"a", "b"} {
+		e := engine(w)
+		engines = append(engines, e)
+		go func() { done <- e.Run(ctx) }()
+	}
+	for i := 0; i < len(msgs); i += 100 {
+		data.Append(0, msgs[i:min(i+100, len(msgs))]...)
+		time.Sleep(2 * time.Millisecond)
+	}
+	wait.For(t, time.Minute, 10*time.Millisecond, "both workers at the end of the shard", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("a worker stopped: %v", err)
+		default:
+		}
+		for _, e := range engines {
+			if e.Positions()[data.Key(0)] != int64(len(msgs)) {
+				return false
+			}
+		}
+		return true
+	})
+	if reloads.Load() == 0 {
+		t.Fatal("neither worker found its next generation written by the other")
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	ref, err := learner.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := wire.NewDecoder(lcfg, wire.DecoderOptions{})
+	var x learner.Example
+	for _, m := range msgs {
+		if _, err := dec.Decode(m, &x); err == nil {
+			ref.Learn(&x)
+		}
+	}
+	s, err := store.Latest(context.Background(), "one", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Positions[data.Key(0)] != int64(len(msgs)) {
+		t.Fatalf("the newest generation is at %v, the shard ends at %d", s.Positions, len(msgs))
+	}
+	if got, want := s.State.Examples, ref.Metrics().Examples; got != want {
+		t.Fatalf("the newest generation learned %d examples, the shard holds %d", got, want)
 	}
 }

@@ -316,7 +316,18 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		Shards:         p.conn.Shards,
 		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || joinedShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
-		Single: func(ctx context.Context) (*Worker, error) {
+		Single: func(ctx context.Context, fenced *Worker) (*Worker, error) {
+			if fenced != nil {
+				if p.opts.Labels != nil {
+					return nil, fmt.Errorf("another worker wrote the next generation of model %s, whose labels are joined to a source of one partition: run one worker for it (docs/labels.md)", p.opts.Model)
+				}
+				if err := p.resumeAfter(ctx, fenced); err != nil {
+					return nil, err
+				}
+				if p.resumed.Snapshotter != nil {
+					p.conn.Worker.Snapshots = workerSnapshots{p.resumed.Snapshotter}
+				}
+			}
 			head, err := p.HeadPositions()
 			if err != nil {
 				return nil, err
