@@ -126,6 +126,10 @@ type Join struct {
 	held fifo[heldLabel]
 
 	counts JoinCounts
+	// reused counts the delayed examples read while an example with the
+	// same id was still held: not part of the state, since a restart
+	// reads again some of those it counted.
+	reused uint64
 	// outs collects the outcomes of the call in progress.
 	outs []Decided
 	// ids holds the ids of outs, copied: what they were copied from may
@@ -183,6 +187,13 @@ func (j *Join) Counts() JoinCounts { return j.counts }
 // Pending is the number of examples waiting to be learned.
 func (j *Join) Pending() int { return int(j.exs.end() - j.learn) }
 
+// Reused is how many delayed examples this Join was given while an
+// example with the same id was still held (pending, or decided within
+// the last two windows): a label is decided against the oldest example
+// held with its id, so such an example is joined by none of the labels
+// after it (docs/labels.md, section 2).
+func (j *Join) Reused() uint64 { return j.reused }
+
 // Full reports whether MaxPending examples wait: the head must stop
 // reading until the tail learns some.
 func (j *Join) Full() bool { return j.Pending() >= j.cfg.MaxPending }
@@ -210,7 +221,10 @@ func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) 
 		return j.outs
 	}
 	e := joinExample{offset: offset, t: t, a: j.wE, served: served, delay: notJoined}
-	seq := j.exs.push(id, e)
+	seq, shared := j.exs.push(id, e)
+	if shared {
+		j.reused++
+	}
 	ep := j.exs.at(seq)
 	if j.held.len() == 0 {
 		return j.outs
@@ -576,7 +590,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 		if e.Joined {
 			x.delay = max(e.LabelDelay, notJoined+1)
 		}
-		seq := j.exs.push([]byte(e.ID), x)
+		seq, _ := j.exs.push([]byte(e.ID), x)
 		if e.Learned {
 			j.learn = seq + 1
 		}

@@ -77,7 +77,9 @@ func (f *fifo[T]) idBytes(seq int64) []byte {
 // key is the id of seq.
 func (f *fifo[T]) key(seq int64) string { return string(f.idBytes(seq)) }
 
-func (f *fifo[T]) push(id []byte, v T) int64 {
+// push appends v with id and returns its sequence, and whether a value
+// with id was held already.
+func (f *fifo[T]) push(id []byte, v T) (int64, bool) {
 	seq := f.tail
 	h := maphash.Bytes(f.index.seed, id)
 	f.index.reserve(f)
@@ -105,11 +107,11 @@ func (f *fifo[T]) push(id []byte, v T) int64 {
 		// The id's slot names its newest value from now on.
 		c.prev[i] = uint32(seq - seqAt(f.index.slots[slot], f))
 		f.index.slots[slot] = uint32(seq)
-		return seq
+		return seq, true
 	}
 	f.index.slots[slot], f.index.tags[slot] = uint32(seq), tagOf(h)
 	f.index.n++
-	return seq
+	return seq, false
 }
 
 func (f *fifo[T]) pop() {

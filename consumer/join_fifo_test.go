@@ -23,7 +23,7 @@ func TestFIFO(t *testing.T) {
 	for step := range 200_000 {
 		if len(held) == 0 || rng.IntN(100) < 55 {
 			id := fmt.Sprintf("id-%d", rng.IntN(50_000))
-			seq := f.push([]byte(id), int64(step))
+			seq, _ := f.push([]byte(id), int64(step))
 			if len(held) > 0 && seq != held[len(held)-1].seq+1 {
 				t.Fatalf("push gave sequence %d after %d", seq, held[len(held)-1].seq)
 			}
@@ -154,9 +154,12 @@ func TestFIFOAgainstAMap(t *testing.T) {
 			if rng.IntN(50) == 0 {
 				id = prefix // a prefix of every other id
 			}
-			seq := f.push([]byte(id), seq2val(int64(step)))
+			seq, shared := f.push([]byte(id), seq2val(int64(step)))
 			if want := f.end() - 1; seq != want || len(held) > 0 && seq != held[len(held)-1].seq+1 {
 				t.Fatalf("step %d: push gave sequence %d", step, seq)
+			}
+			if want := len(byID[id]) > 0; shared != want {
+				t.Fatalf("step %d: push of %q says shared %v, with %d held", step, id, shared, len(byID[id]))
 			}
 			if c := f.chunks[len(f.chunks)-1]; !seen[c] {
 				seen[c] = true

@@ -15,6 +15,7 @@ type JoinMetrics struct {
 	Delay                 prometheus.Histogram
 	Marks                 prometheus.Counter
 	Future                *prometheus.CounterVec // by input: examples, labels
+	Reused                prometheus.Counter
 	ServedAccuracy        prometheus.Gauge
 	ServedLogLoss         prometheus.Gauge
 	RollingServedAccuracy prometheus.Gauge
@@ -75,6 +76,10 @@ func newJoinMetrics() JoinMetrics {
 			Name: "hyperplane_join_future_records_total",
 			Help: "Records of the join's inputs stamped more than labels.window ahead of this worker's clock, by input (examples, labels): each moves its input's watermark there, closing windows early (docs/labels.md, section 8).",
 		}, []string{"input"}),
+		Reused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyperplane_join_reused_ids_total",
+			Help: "Delayed examples this process read whose id an earlier example the join still held has (pending, or decided within two windows): labels join the earliest, so these are learned with labels.default or not at all (docs/labels.md, section 2).",
+		}),
 		ServedAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_served_accuracy",
 			Help: "Accuracy of the predictions as they were published, scored when their labels joined: the accuracy users experienced (see hyperplane_rolling_accuracy for the prequential one).",
@@ -101,7 +106,7 @@ func newJoinMetrics() JoinMetrics {
 }
 
 func (m *JoinMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Delay, m.Marks, m.Future,
+	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Delay, m.Marks, m.Future, m.Reused,
 		m.ServedAccuracy, m.ServedLogLoss, m.RollingServedAccuracy, m.RollingServedLogLoss}
 }
 

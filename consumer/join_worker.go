@@ -116,6 +116,9 @@ type joined struct {
 	// futureWarned is when the last warning of a record stamped ahead
 	// of this worker's clock was logged (checkFuture).
 	futureWarned time.Time
+	// reusedWarned is when the last warning of an example whose id an
+	// earlier held example has was logged (checkReused).
+	reusedWarned time.Time
 	// scratch is the head's, predicting with a view (WorkerConfig.head).
 	scratch learner.Scratch
 
@@ -532,8 +535,28 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 	w.publishOutcome(m, key, &ev, b)
 	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
+	reused := j.join.Reused()
 	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, meta.ID, served), b)
+	if j.join.Reused() != reused {
+		w.reusedID(m, meta.ID, b.fetched)
+	}
 	return key
+}
+
+// reusedID counts a delayed example whose id an earlier example the join
+// still holds has, and warns of it at most once a minute: the labels
+// after it are decided against the earlier one, so it is learned with
+// labels.default or not at all. Ids that name one example each are what
+// the join needs (docs/labels.md, section 2).
+func (w *Worker) reusedID(m *Message, id []byte, now time.Time) {
+	j := w.joined
+	w.metrics.Join.Reused.Inc()
+	if now.Sub(j.reusedWarned) < time.Minute {
+		return
+	}
+	j.reusedWarned = now
+	w.log.Warn("an example's id is the id of an earlier example the join still holds: labels join the earliest, so this one is learned with labels.default or not at all (give each example an id of its own: docs/labels.md, section 2)",
+		zap.ByteString("id", id), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset))
 }
 
 // checkFuture counts a record of the join's inputs (of the labels' if
