@@ -45,7 +45,8 @@ Configuration keys it reads, as run reads them (--config FILE, HYPERPLANE_* vari
   source.stream_partitions         JetStream: the new stream is partitioned into N by its
                                    subject transform (needs nats-server 2.10.0 or later)
   labels.topics, labels.stream, labels.subject
-                                   the labels' topic, or stream (partitioned as the
+                                   the labels' topic, with as many partitions as the
+                                   source's topics, or stream (partitioned as the
                                    source's with source.stream_partitions)
   outputs.predictions, outputs.misclassifications, outputs.dead_letter, outputs.drift
                                    kafka:<topic> outputs: a topic each; jetstream:<subject>

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -297,6 +298,39 @@ func TestSetupRefusesOldNATSServer(t *testing.T) {
 
 // writeSetupConfig writes a config file of the broker part given and a
 // snapshot store, a model and logs every test of setup shares.
+// TestSetupKafkaLabelsCoPartitioned: the labels' topic setup creates has
+// as many partitions as the examples' topic, the one that exists as much
+// as one it creates, whatever --partitions says: run refuses a labels'
+// topic of another count.
+func TestSetupKafkaLabelsCoPartitioned(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(4, "impressions"))
+	dir := t.TempDir()
+	path := writeSetupConfig(t, dir, fmt.Sprintf(`
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [impressions]
+labels:
+  kind: kafka
+  topics: [clicks]
+  window: 1m
+outputs:
+  predictions: kafka:predictions
+`, c.ListenAddrs()[0]))
+	out := mustRun(t, "", "setup", "--config", path)
+	if !strings.Contains(oneSpaced(out), "created kafka topic clicks 4 partitions,") {
+		t.Errorf("setup does not report the labels' topic created with 4 partitions:\n%s", out)
+	}
+	cl := c.Client(t)
+	if p, _ := kafkaTopic(t, cl, "clicks"); p != 4 {
+		t.Errorf("setup created the labels' topic with %d partitions beside a source topic of 4:\n%s", p, out)
+	}
+	if p, _ := kafkaTopic(t, cl, "predictions"); p != 1 {
+		t.Errorf("setup created an output topic with %d partitions, want 1 (--partitions' default)", p)
+	}
+}
+
 func writeSetupConfig(t *testing.T, dir, brokers string) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.yaml")

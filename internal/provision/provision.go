@@ -151,8 +151,11 @@ func Provision(ctx context.Context, cfg config.Config, b Brokers, o Options) ([]
 // timeout bounds each broker's share of setup.
 const timeout = 30 * time.Second
 
-// setupKafka creates the topics of ts that are missing. An error means
-// the cluster could not be asked at all.
+// setupKafka creates the topics of ts that are missing. The labels'
+// topics come last, with as many partitions as the source's topics have
+// once set up, whatever o says: the labels' topic must be co-partitioned
+// with the examples' (docs/labels.md, section 9), and run refuses another
+// count. An error means the cluster could not be asked at all.
 func setupKafka(ctx context.Context, b Brokers, ts []Target, o kafkaio.TopicOptions) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -160,19 +163,60 @@ func setupKafka(ctx context.Context, b Brokers, ts []Target, o kafkaio.TopicOpti
 	if err != nil {
 		return nil, err
 	}
-	topics := make([]string, len(ts))
-	for i, t := range ts {
-		topics[i] = t.Name
+	isLabels := func(t Target) bool { return slices.Contains(t.Keys, "labels.topics") }
+	rs := make([]kafkaio.TopicResult, len(ts))
+	create := func(labels bool, o kafkaio.TopicOptions) error {
+		var idx []int
+		var topics []string
+		for i, t := range ts {
+			if isLabels(t) == labels {
+				idx, topics = append(idx, i), append(topics, t.Name)
+			}
+		}
+		if len(topics) == 0 {
+			return nil
+		}
+		got, err := kafkaio.CreateTopics(ctx, kc, topics, o)
+		if err != nil {
+			return fmt.Errorf("kafka: %w (check kafka.brokers, the TLS and SASL settings, and that the brokers are up)", err)
+		}
+		for j, r := range got {
+			rs[idx[j]] = r
+		}
+		return nil
 	}
-	rs, err := kafkaio.CreateTopics(ctx, kc, topics, o)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: %w (check kafka.brokers, the TLS and SASL settings, and that the brokers are up)", err)
+	if err := create(false, o); err != nil {
+		return nil, err
+	}
+	lo := o
+	if n := sourcePartitions(ts, rs); n > 0 {
+		lo.Partitions = n
+	}
+	if err := create(true, lo); err != nil {
+		return nil, err
 	}
 	results := make([]Result, len(rs))
 	for i, r := range rs {
 		results[i] = Result{State: string(r.State), What: "kafka topic " + r.Topic, Detail: describeTopic(r), Keys: ts[i].Keys}
 	}
 	return results, nil
+}
+
+// sourcePartitions is the number of partitions every source topic of ts
+// has, as rs found or created them, or 0 if one is unknown or they differ.
+func sourcePartitions(ts []Target, rs []kafkaio.TopicResult) int {
+	n := 0
+	for i, t := range ts {
+		if !slices.Contains(t.Keys, "source.topics") {
+			continue
+		}
+		p := rs[i].Partitions
+		if rs[i].State == kafkaio.Failed || rs[i].Raced || p <= 0 || (n > 0 && p != n) {
+			return 0
+		}
+		n = p
+	}
+	return n
 }
 
 // describeTopic is the detail of a topic's line: its settings, or what
