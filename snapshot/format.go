@@ -699,7 +699,7 @@ func checkPositions(p map[string]int64) error {
 // checking its format and checksum. Damage gives an error wrapping
 // ErrCorrupt; a newer format one wrapping ErrNewerFormat.
 func Unseal(data []byte) ([]byte, error) {
-	if err := checkDepth("the envelope", data); err != nil {
+	if err := checkShape("the envelope", data); err != nil {
 		return nil, err
 	}
 	var env envelope
@@ -718,7 +718,7 @@ func Unseal(data []byte) ([]byte, error) {
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
 		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
 	}
-	if err := checkDepth("the body", env.Body); err != nil {
+	if err := checkShape("the body", env.Body); err != nil {
 		return nil, err
 	}
 	return env.Body, nil
@@ -730,13 +730,23 @@ func Unseal(data []byte) ([]byte, error) {
 // stack, which no recover catches.
 const maxDepth = 64
 
-// checkDepth refuses data, what of a stored object, if its first value
-// nests deeper than maxDepth. Other damage is left to the decoder, which
-// then recurses no deeper than that.
-func checkDepth(what string, data []byte) error {
+// checkShape refuses data, what of a stored object, if its first value
+// nests deeper than maxDepth, or is not whole: a length or count that
+// runs past the end of data, or a byte that is no msgpack type. The
+// decoder allocates an array's elements as its count says before it
+// reads them, so a count of billions in a few bytes would exhaust memory,
+// which no recover catches either; within data, every element takes at
+// least a byte. Other damage is left to the decoder, which then recurses
+// no deeper than maxDepth.
+func checkShape(what string, data []byte) error {
 	s := msgpackscan.Skipper{MaxDepth: maxDepth}
-	if i, st := s.Skip(data, 0); st == msgpackscan.TooDeep {
+	switch i, st := s.Skip(data, 0); st {
+	case msgpackscan.TooDeep:
 		return fmt.Errorf("%w: %s nests more than %d arrays and maps at byte %d", ErrCorrupt, what, maxDepth, i)
+	case msgpackscan.Truncated:
+		return fmt.Errorf("%w: %s is truncated: it ends inside a value, or a length or count runs past its end (%d bytes)", ErrCorrupt, what, len(data))
+	case msgpackscan.Invalid:
+		return fmt.Errorf("%w: %s has a byte that is no msgpack type at byte %d", ErrCorrupt, what, i)
 	}
 	return nil
 }

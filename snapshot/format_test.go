@@ -590,6 +590,27 @@ func TestDeepNestingIsCorrupt(t *testing.T) {
 	}
 }
 
+// TestHugeCountIsCorrupt: an array whose count says billions of
+// elements, in a body of a few bytes with a valid checksum, is refused
+// as corrupt before the decoder, which allocates the elements a count
+// says before reading them, runs out of memory (a fatal error, not a
+// panic). So is a body that ends inside a value, and one with a byte
+// that is no msgpack type.
+func TestHugeCountIsCorrupt(t *testing.T) {
+	array32 := []byte{0xdd, 0x7f, 0xff, 0xff, 0xff}
+	for _, key := range []string{"challengers", "support", "boundary", "promotions"} {
+		data := reseal(t, map[string]any{key: msgpack.RawMessage(array32)})
+		_, err := snapshot.Unmarshal(data)
+		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "the body is truncated") {
+			t.Errorf("%s of 2^31-1 elements: got %v, want ErrCorrupt saying the body is truncated", key, err)
+		}
+	}
+	invalid := reseal(t, map[string]any{"x": msgpack.RawMessage{0xc1}})
+	if _, err := snapshot.Unmarshal(invalid); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "no msgpack type") {
+		t.Errorf("a body holding 0xc1: got %v, want ErrCorrupt naming the byte", err)
+	}
+}
+
 // TestNegativePositionIsRefused: positions count from 0. Marshal refuses
 // a negative one, and a snapshot that holds one is corrupt, so that a
 // worker loads the generation before it rather than resuming from it.
