@@ -36,8 +36,10 @@ import "math"
 // Platt scaling's on the e-mails.
 //
 // It learns as everything else does, prequentially: after a labeled
-// example's prediction, one step of AdaGrad on the log-loss of q, the
-// histogram counts the outcome in q's bin, then m moves towards |s|. Each
+// example's prediction, one step of AdaGrad on the log-loss of q (none
+// where a·z + b is beyond ±maxLogit, as logit holds it there), the
+// histogram counts the outcome in q's bin, then m moves towards |s|
+// (at most outlierMagnitude·m). Each
 // AdaGrad step moves a parameter by at most calibrationRate, so a and b
 // stay finite whatever the scores. m is an exponential moving mean with a
 // horizon of calibrationHorizon examples (a plain mean before that), which
@@ -71,6 +73,18 @@ const (
 	maxInput = 1e6
 	// maxMagnitude bounds the |s| the running mean reads.
 	maxMagnitude = 1e300
+	// outlierMagnitude bounds the |s| the running mean reads, as a
+	// multiple of the mean so far, once outlierWarmup labeled examples
+	// have set it. Scores that grow as a model learns raise the mean at
+	// once; only a score this far above every recent one is cut, and
+	// outliers more often than one in outlierMagnitude examples still
+	// move the scale. The first examples are read whole: a model's first
+	// scores may be many orders of magnitude from those it soon gives
+	// (AROW's, over features near 1e20, start near 1e-41 and reach 0.1
+	// within ten examples), and a bound then would hold the scale back
+	// for hundreds of thousands of examples.
+	outlierMagnitude = 10
+	outlierWarmup    = 100
 	// minProbability bounds the probabilities the log-loss reads from
 	// below, as scikit-learn's log_loss does.
 	minProbability = 1e-15
@@ -200,17 +214,22 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 		j := binOf(q, histogramBins)
 		h[j] += t
 		h[histogramBins+j]++
-		c.step(0, q-t)
-		c.stepA(z[0] * (q - t))
+		if !c.saturated(z, 0) {
+			c.step(0, q-t)
+			c.stepA(z[0] * (q - t))
+		}
 	} else {
 		var ga float64
 		for i := range c.k {
+			if c.saturated(z, i) {
+				continue
+			}
 			g := p[i]
 			if i == y {
 				g--
 			}
-			c.step(i, g)
 			ga += g * z[i]
+			c.step(i, g)
 		}
 		c.stepA(ga)
 	}
@@ -222,8 +241,25 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 			mag += min(a, maxMagnitude) / float64(c.k)
 		}
 	}
+	// An outlier's magnitude counts as at most outlierMagnitude times the
+	// mean: whole, one score of 1e20 among scores near 1 would set the
+	// scale for the next ~90,000 examples and flatten every probability
+	// to the prior.
+	if v[calN] >= outlierWarmup {
+		mag = min(mag, outlierMagnitude*v[calM])
+	}
 	v[calN]++
 	v[calM] += (mag - v[calM]) / min(v[calN], calibrationHorizon)
+}
+
+// saturated reports whether a·z_i + b_i lies beyond ±maxLogit, where
+// logit holds it: there the published probability does not change with a
+// or b_i, and neither learns from the example. An input far out (an
+// outlier's score, up to maxInput) would otherwise add its square to
+// AdaGrad's sums and leave a all but frozen from then on.
+func (c *calibrator) saturated(z []float64, i int) bool {
+	l := c.v[calA]*z[i] + c.v[calB+2*i]
+	return !(l >= -maxLogit && l <= maxLogit)
 }
 
 // step moves b_i against the gradient g.
