@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -14,10 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
-	"github.com/hyperplane-ml/hyperplane/internal/wait"
-	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
-	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestJoinedWorkerReportsRecordsFromTheFuture: a record of either input
@@ -39,43 +35,13 @@ func TestJoinedWorkerReportsRecordsFromTheFuture(t *testing.T) {
 	ex.AppendAt(0, far.Add(time.Hour), []byte(`{"id":"late","features":{"a":1}}`))
 
 	core, logs := observer.New(zapcore.WarnLevel)
-	log := zap.New(core)
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	lcfg := learner.DefaultConfig()
-	lcfg.HashBits = 10
-	res, err := snapshot.Resume(context.Background(), store, "joined", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := &consumer.LabelsConfig{
-		Join:   consumer.JoinConfig{Window: joinWindow},
-		Source: memory.NewSource(labels, res.Positions),
-		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
-			return memory.NewSource(ex, resume), nil
-		},
-		CacheBytes: 4096,
-		Format:     wire.FormatJSON, Writer: "w",
-	}
 	metrics := consumer.NewMetrics(nil)
-	cfg := consumer.WorkerConfig{Model: "joined", Snapshots: res.Snapshotter, Batch: 8, Labels: lc}
-	w := consumer.NewWorker(cfg, memory.NewSource(ex, nil), res.Model, res.Positions, metrics, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
 	future := func(input string) float64 { return testutil.ToFloat64(metrics.Join.Future.WithLabelValues(input)) }
-	wait.For(t, time.Minute, 5*time.Millisecond, "both inputs read to their ends", func() bool {
-		select {
-		case err := <-errc:
-			t.Fatalf("Run stopped: %v", err)
-		default:
-		}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	w := runJoinedLogged(t, ex, labels, store, nil, false, zap.New(core), metrics, func(w *consumer.Worker) bool {
 		head, _, _, _ := w.JoinProgress()
 		return head == int64(ex.Len(0)) && future("labels") == 1 && future("examples") == 1
 	})
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 	if c := w.JoinCounts(); c.Labels[consumer.LabelJoined] != 20 {
 		t.Errorf("%d labels joined, want the 20 stamped now (the record from the future came after them)", c.Labels[consumer.LabelJoined])
 	}

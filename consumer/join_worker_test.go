@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
@@ -289,8 +290,14 @@ func checkJoinMetrics(t *testing.T, what string, w *consumer.Worker, m *consumer
 // done says so, then stops it (a last snapshot is written).
 func runJoined(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head map[string]int64, marks bool, done func(*consumer.Worker) bool) *consumer.Worker {
 	t.Helper()
+	return runJoinedLogged(t, ex, labels, store, head, marks, zaptest.NewLogger(t), nil, done)
+}
+
+// runJoinedLogged is runJoined with the worker's log and metrics (nil for
+// none).
+func runJoinedLogged(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head map[string]int64, marks bool, log *zap.Logger, metrics *consumer.Metrics, done func(*consumer.Worker) bool) *consumer.Worker {
+	t.Helper()
 	ctx := context.Background()
-	log := zaptest.NewLogger(t)
 	lcfg := learner.DefaultConfig()
 	lcfg.HashBits = 14
 	res, err := snapshot.Resume(ctx, store, "joined", lcfg, snapshot.ResumeOptions{Writer: "w", Keep: 100, Log: log})
@@ -317,7 +324,7 @@ func runJoined(t *testing.T, ex, labels *memory.Log, store *snapshot.Store, head
 		lc.Marks = consumer.Destination{Sink: markSink{labels}, Topic: "marks"}
 	}
 	cfg := consumer.WorkerConfig{Model: "joined", Snapshots: res.Snapshotter, SnapshotEvery: 50, Batch: 16, Labels: lc}
-	w := consumer.NewWorker(cfg, memory.NewSource(ex, head), res.Model, res.Positions, nil, log)
+	w := consumer.NewWorker(cfg, memory.NewSource(ex, head), res.Model, res.Positions, metrics, log)
 	wctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(wctx) }()
