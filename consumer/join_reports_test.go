@@ -56,3 +56,45 @@ func TestJoinedWorkerReportsRecordsFromTheFuture(t *testing.T) {
 		t.Errorf("the warning names %q, want offset 20 of %s or of %s", named, labels.Key(0), ex.Key(0))
 	}
 }
+
+// TestJoinedWorkerReportsReusedIDs: an example whose id an earlier example
+// the join still holds has is joined by none of the labels after it (each
+// is decided against the earlier one, docs/labels.md, section 2). The
+// worker counts each such example in hyperplane_join_reused_ids_total and
+// warns of it, naming where it is; examples with ids of their own are not
+// counted.
+func TestJoinedWorkerReportsReusedIDs(t *testing.T) {
+	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	now := time.Now()
+	for i := range 10 {
+		ex.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%3))
+		labels.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","label":1}`, i))
+	}
+	ex.AppendAt(0, now, []byte(`{"id":"session-7","features":{"a":1}}`))
+	ex.AppendAt(0, now, []byte(`{"id":"session-7","features":{"a":2}}`))
+	labels.AppendAt(0, now, []byte(`{"id":"session-7","label":1}`))
+	labels.AppendAt(0, now, []byte(`{"id":"session-7","label":-1}`))
+
+	core, logs := observer.New(zapcore.WarnLevel)
+	metrics := consumer.NewMetrics(nil)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	w := runJoinedLogged(t, ex, labels, store, nil, false, zap.New(core), metrics, func(w *consumer.Worker) bool {
+		c := w.JoinCounts()
+		return c.Labels[consumer.LabelJoined]+c.Labels[consumer.LabelDuplicate] == 12
+	})
+	if n := testutil.ToFloat64(metrics.Join.Reused); n != 1 {
+		t.Errorf("hyperplane_join_reused_ids_total is %v, want 1: the second example with id session-7", n)
+	}
+	if c := w.JoinCounts(); c.Labels[consumer.LabelJoined] != 11 || c.Labels[consumer.LabelDuplicate] != 1 {
+		t.Errorf("%d labels joined and %d duplicate, want 11 and 1: both labels of session-7 are decided against its first example",
+			c.Labels[consumer.LabelJoined], c.Labels[consumer.LabelDuplicate])
+	}
+	warned := logs.FilterMessageSnippet("the id of an earlier example").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of a reused id, want 1: %v", len(warned), logs.All())
+	}
+	fields := warned[0].ContextMap()
+	if named := fmt.Sprint(fields["id"], " ", fields["source"], " ", fields["offset"]); named != "session-7 "+ex.Key(0)+" 11" {
+		t.Errorf("the warning names %q, want session-7 at offset 11 of %s", named, ex.Key(0))
+	}
+}
