@@ -94,6 +94,33 @@ func calibrationAfter(m *learner.Model, xs []learner.Example, from int, raw bool
 	return ece / n, logLoss / n
 }
 
+// calibrationCase is an algorithm, binary (classes 0) or with classes
+// classes, whose calibration a test measures.
+type calibrationCase struct {
+	alg     learner.Algorithm
+	classes int
+}
+
+func (c calibrationCase) name() string {
+	if c.classes > 0 {
+		return string(c.alg) + "/multiclass"
+	}
+	return string(c.alg)
+}
+
+// stream is c's configuration over 2^18 weights and the first n examples
+// of synth's stream of seed 1 over vocab features, with c's classes.
+func (c calibrationCase) stream(vocab, n int) (learner.Config, []learner.Example) {
+	o := synth.DefaultOptions()
+	o.Vocab, o.Seed, o.Classes = vocab, 1, c.classes
+	cfg := perceptronConfig()
+	cfg.HashBits, cfg.Algorithm = 18, c.alg
+	for k := range c.classes {
+		cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
+	}
+	return cfg, genStream(o, n, cfg).xs
+}
+
 // TestCalibrationError: on the synthetic stream (40 of 100,000 features,
 // 5% label noise, 2^18 weights), the probabilities published after the
 // first 10,000 examples have a calibration error of at most 0.02 for the
@@ -102,24 +129,10 @@ func calibrationAfter(m *learner.Model, xs []learner.Example, from int, raw bool
 // off by more than 0.05.
 func TestCalibrationError(t *testing.T) {
 	const n, from = 40000, 10000
-	for _, c := range []struct {
-		alg     learner.Algorithm
-		classes int
-	}{{learner.AROW, 0}, {learner.Perceptron, 0}, {learner.PA1, 0}, {learner.Averaged, 0}, {learner.Perceptron, 4}} {
-		name := string(c.alg)
-		if c.classes > 0 {
-			name += "/multiclass"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []calibrationCase{{learner.AROW, 0}, {learner.Perceptron, 0}, {learner.PA1, 0}, {learner.Averaged, 0}, {learner.Perceptron, 4}} {
+		t.Run(c.name(), func(t *testing.T) {
 			t.Parallel()
-			o := synth.DefaultOptions()
-			o.Vocab, o.Seed, o.Classes = 100000, 1, c.classes
-			cfg := perceptronConfig()
-			cfg.HashBits, cfg.Algorithm = 18, c.alg
-			for k := range c.classes {
-				cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
-			}
-			xs := genStream(o, n, cfg).xs
+			cfg, xs := c.stream(100000, n)
 			ece, logLoss := calibrationAfter(mustNew(t, cfg), xs, from, false)
 			t.Logf("calibration error %.4f, log-loss %.4f", ece, logLoss)
 			if ece > 0.02 {
@@ -442,24 +455,10 @@ func TestMixCalibration(t *testing.T) {
 // multiclass.
 func TestCalibrationAfterAnOutlier(t *testing.T) {
 	const n, at, from = 30000, 5000, 10000
-	for _, c := range []struct {
-		alg     learner.Algorithm
-		classes int
-	}{{learner.Perceptron, 0}, {learner.Averaged, 0}, {learner.Pegasos, 0}, {learner.Perceptron, 4}} {
-		name := string(c.alg)
-		if c.classes > 0 {
-			name += "/multiclass"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []calibrationCase{{learner.Perceptron, 0}, {learner.Averaged, 0}, {learner.Pegasos, 0}, {learner.Perceptron, 4}} {
+		t.Run(c.name(), func(t *testing.T) {
 			t.Parallel()
-			o := synth.DefaultOptions()
-			o.Vocab, o.Seed, o.Classes = 10000, 1, c.classes
-			cfg := perceptronConfig()
-			cfg.HashBits, cfg.Algorithm = 18, c.alg
-			for k := range c.classes {
-				cfg.Classes = append(cfg.Classes, string(rune('a'+k)))
-			}
-			clean := genStream(o, n, cfg).xs
+			cfg, clean := c.stream(10000, n)
 			_, want := calibrationAfter(mustNew(t, cfg), clean, from, false)
 			// The outliers' feature is one no other example has: what the
 			// model learns of it touches no other score, and whatever
@@ -474,7 +473,7 @@ func TestCalibrationAfterAnOutlier(t *testing.T) {
 			for used[unused] {
 				unused++
 			}
-			xs := genStream(o, n, cfg).xs
+			_, xs := c.stream(10000, n)
 			// Labels that alternate make the model learn the feature (a
 			// mistake) and then score it at ~1e20 (the next).
 			for i := at; i < at+4; i++ {
