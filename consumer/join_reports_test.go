@@ -78,9 +78,9 @@ func TestJoinedWorkerReportsReusedIDs(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	metrics := consumer.NewMetrics(nil)
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	w := runJoinedLogged(t, ex, labels, store, nil, false, zap.New(core), metrics, func(w *consumer.Worker) bool {
-		c := w.JoinCounts()
-		return c.Labels[consumer.LabelJoined]+c.Labels[consumer.LabelDuplicate] == 12
+	decided := func(outcome string) float64 { return testutil.ToFloat64(metrics.Join.Labels.WithLabelValues(outcome)) }
+	w := runJoinedLogged(t, ex, labels, store, nil, false, zap.New(core), metrics, func(*consumer.Worker) bool {
+		return decided("joined")+decided("duplicate") == 12
 	})
 	if n := testutil.ToFloat64(metrics.Join.Reused); n != 1 {
 		t.Errorf("hyperplane_join_reused_ids_total is %v, want 1: the second example with id session-7", n)
