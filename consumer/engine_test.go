@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,8 +180,15 @@ func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
 	}
 	defer store.Close()
 	sink := memory.NewSink()
-	var reloads atomic.Int32
-	engine := func(writer string) *consumer.Engine {
+	// built counts the workers built: once both first ones have resumed
+	// the (then empty) store, each writes generation 1, at its own
+	// position (every, each worker's snapshot.every), so one of them
+	// finds it written by the other with another model. current is each
+	// engine's worker now.
+	var reloads, built atomic.Int32
+	var mu sync.Mutex
+	current := map[string]*consumer.Worker{}
+	engine := func(writer string, every int) *consumer.Engine {
 		return consumer.NewEngine(consumer.EngineConfig{
 			Shards:       data,
 			RestartDelay: 10 * time.Millisecond,
@@ -192,19 +200,25 @@ func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
+				built.Add(1)
 				src, err := data.Open(ctx, data.Shard(0), r.Positions[data.Key(0)])
 				if err != nil {
 					return nil, err
 				}
 				cfg := consumer.WorkerConfig{
-					Model:         "one",
-					Predictions:   consumer.Destination{Sink: sink, Topic: "pred"},
-					DeadLetter:    consumer.Destination{Sink: sink, Topic: "dead"},
-					Batch:         16,
-					Snapshots:     chainSnapshots{r.Snapshotter},
-					SnapshotEvery: 50,
+					Model:            "one",
+					Predictions:      consumer.Destination{Sink: sink, Topic: "pred"},
+					DeadLetter:       consumer.Destination{Sink: sink, Topic: "dead"},
+					Batch:            16,
+					Snapshots:        chainSnapshots{r.Snapshotter},
+					SnapshotEvery:    every,
+					SnapshotInterval: 20 * time.Millisecond,
 				}
-				return consumer.NewWorker(cfg, src, r.Model, r.Positions, nil, logger), nil
+				w := consumer.NewWorker(cfg, src, r.Model, r.Positions, nil, logger)
+				mu.Lock()
+				current[writer] = w
+				mu.Unlock()
+				return w, nil
 			},
 			Mixed: func(context.Context, *consumer.Worker) (*consumer.Epochs, error) {
 				t.Error("a source of one shard went on in epochs")
@@ -213,32 +227,43 @@ func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
 		}, logger)
 	}
 	done := make(chan error, 2)
-	var engines []*consumer.Engine
-	for _, w := range []string{"a", "b"} {
-		e := engine(w)
-		engines = append(engines, e)
+	for w, every := range map[string]int{"a": 50, "b": 70} {
+		e := engine(w, every)
 		go func() { done <- e.Run(ctx) }()
 	}
-	for i := 0; i < len(msgs); i += 100 {
-		data.Append(0, msgs[i:min(i+100, len(msgs))]...)
-		time.Sleep(2 * time.Millisecond)
-	}
-	wait.For(t, time.Minute, 10*time.Millisecond, "both workers at the end of the shard", func() bool {
+	wait.For(t, time.Minute, time.Millisecond, "both workers resumed from the empty store", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("a worker stopped: %v", err)
 		default:
 		}
-		for _, e := range engines {
-			if e.Positions()[data.Key(0)] != int64(len(msgs)) {
+		return built.Load() >= 2
+	})
+	data.Append(0, msgs...)
+	// A worker fenced in the background may have read the whole shard
+	// before its write failed, and the one built again after it starts
+	// from the newest generation: the wait is for the reload, for both
+	// workers now at the end, and for a generation there (the idle tail,
+	// within snapshot.interval), from which any later reload resumes.
+	wait.For(t, time.Minute, 10*time.Millisecond, "both workers at the end of the shard, one of them built again after finding its next generation written by the other", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("a worker stopped: %v", err)
+		default:
+		}
+		if reloads.Load() == 0 {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range current {
+			if w.Positions()[data.Key(0)] != int64(len(msgs)) {
 				return false
 			}
 		}
-		return true
+		s, err := store.Latest(ctx, "one", nil)
+		return err == nil && s.Positions[data.Key(0)] == int64(len(msgs))
 	})
-	if reloads.Load() == 0 {
-		t.Fatal("neither worker found its next generation written by the other")
-	}
 	cancel()
 	for range 2 {
 		if err := <-done; err != nil {
