@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -43,21 +44,27 @@ func TestEpochsHeadsLeaveTheShardGauges(t *testing.T) {
 	x, done := j.start(ctx, cfg, store)
 	j.awaitLearned(t, x)
 	// The heads go on reading the labels after the ranges have learned:
-	// give each one more, for no example, and look for a while.
+	// give each one more, for no example, and look once every head has
+	// read it.
 	for p := range joinPartitions {
 		j.labels.AppendAt(p, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), []byte(`{"id":"none","label":1}`))
 	}
-	for range 100 {
+	wait.For(t, time.Minute, 5*time.Millisecond, "every head read the last label", func() bool {
 		for p := range joinPartitions {
-			shard := j.ex.Key(p)
-			if v := testutil.ToFloat64(j.metrics.ShardModelVersion.WithLabelValues(shard)); v == 0 {
-				t.Fatalf("hyperplane_shard_model_version{shard=%q} is 0 once its range learned every example", shard)
-			}
-			if v := testutil.ToFloat64(j.metrics.ShardRollingAccuracy.WithLabelValues(shard)); v == 0 {
-				t.Fatalf("hyperplane_shard_rolling_accuracy{shard=%q} is 0 once its range learned every example", shard)
+			if x.HeadPositions(j.ex.Shard(p))[j.labels.Key(p)] != int64(j.labels.Len(p)) {
+				return false
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return true
+	})
+	for p := range joinPartitions {
+		shard := j.ex.Key(p)
+		if v := testutil.ToFloat64(j.metrics.ShardModelVersion.WithLabelValues(shard)); v == 0 {
+			t.Errorf("hyperplane_shard_model_version{shard=%q} is 0 once its range learned every example and its head read every label", shard)
+		}
+		if v := testutil.ToFloat64(j.metrics.ShardRollingAccuracy.WithLabelValues(shard)); v == 0 {
+			t.Errorf("hyperplane_shard_rolling_accuracy{shard=%q} is 0 once its range learned every example and its head read every label", shard)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -1,5 +1,7 @@
 package consumer
 
+import "github.com/hyperplane-ml/hyperplane/shardid"
+
 // EarlyMixMade reports whether the early mix of epoch e is made, and not
 // yet installed.
 func (x *Epochs) EarlyMixMade(e uint64) bool {
@@ -15,4 +17,16 @@ func (x *Epochs) EarlyMixMade(e uint64) bool {
 	default:
 		return false
 	}
+}
+
+// HeadPositions are the positions of the head of shard (docs/labels.md,
+// section 11.3), nil while none runs.
+func (x *Epochs) HeadPositions(shard shardid.ID) map[string]int64 {
+	x.mu.Lock()
+	h := x.runningHeads[shard]
+	x.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.w.Positions()
 }
