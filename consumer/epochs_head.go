@@ -162,15 +162,22 @@ func (x *Epochs) awaitHead(ctx context.Context, r epochlog.Range, reached int64)
 	}
 	t := time.NewTicker(headEvery)
 	defer t.Stop()
-	for {
+	published := func() bool {
 		p := h.w.Published()
-		if p[r.Shard.String()] >= reached && p[h.lshard] >= r.Labels.To {
+		return p[r.Shard.String()] >= reached && p[h.lshard] >= r.Labels.To
+	}
+	for {
+		if published() {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-h.stopped:
+			// A head that stops flushes its outputs first.
+			if published() {
+				return nil
+			}
 			return fmt.Errorf("the head of shard %s stopped: %v", r.Shard, h.err)
 		case <-t.C:
 		}

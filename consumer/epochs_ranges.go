@@ -313,9 +313,17 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 // writeResult writes res, the result of range r of b, whose outputs are
 // durable; with labels rj is the range's join, which reached reached.
 func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64) error {
+	// The range is complete and its outputs durable: its result is
+	// written even while the worker stops, within the shutdown limit,
+	// so that the next start need not learn it again. With labels that
+	// includes the wait for the head, which flushes its outputs as it
+	// stops.
+	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
+	defer cancel()
+	defer context.AfterFunc(x.grace, cancel)()
 	if rj != nil {
 		// Step E3 with labels: the head's outputs are durable too.
-		if err := x.awaitHead(ctx, r, reached); err != nil {
+		if err := x.awaitHead(wctx, r, reached); err != nil {
 			return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 		}
 		lshard, err := x.cfg.Labels.CoShard(r.Shard)
@@ -327,12 +335,6 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}
-	// The range is complete and its outputs durable: its result is
-	// written even while the worker stops, within the shutdown limit,
-	// so that the next start need not learn it again.
-	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
-	defer cancel()
-	defer context.AfterFunc(x.grace, cancel)()
 	err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
 		return x.cfg.Log.WriteShard(ctx, res, x.base)
 	})
