@@ -36,8 +36,10 @@ func (x *Epochs) heads() bool { return x.cfg.Labels != nil && !x.cfg.Follow }
 
 // ensureHead starts the head of r's shard unless one runs: from r's
 // start, in the examples and the labels, with the shard's join as the
-// mixed model holds it.
-func (x *Epochs) ensureHead(r epochlog.Range) error {
+// mixed model holds it. While the broker fails to open them it retries,
+// not ready for the source, until wctx is done; the head runs until
+// Run's context is.
+func (x *Epochs) ensureHead(wctx context.Context, r epochlog.Range) error {
 	if !x.heads() || r.Labels == nil {
 		return nil
 	}
@@ -58,11 +60,23 @@ func (x *Epochs) ensureHead(r epochlog.Range) error {
 	if err != nil {
 		return err
 	}
-	src, err := x.cfg.Shards.Open(ctx, id, r.From)
+	// A source's lookups end with wctx; the source itself lives until
+	// it is closed.
+	wctx, cancel := context.WithCancel(wctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	var src, lsrc Source
+	err = x.retry(wctx, NotReadySource, fmt.Sprintf("open the head of shard %s at %d", id, r.From), func(wctx context.Context) (err error) {
+		src, err = x.cfg.Shards.Open(wctx, id, r.From)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("the head of shard %s: %w", r.Shard, err)
 	}
-	lsrc, err := l.Shards.Open(ctx, lshard, r.Labels.From)
+	err = x.retry(wctx, NotReadySource, fmt.Sprintf("open the head of shard %s: labels %s at %d", id, lshard, r.Labels.From), func(wctx context.Context) (err error) {
+		lsrc, err = l.Shards.Open(wctx, lshard, r.Labels.From)
+		return err
+	})
 	if err != nil {
 		src.Close() //nolint:errcheck // it only read
 		return fmt.Errorf("the head of shard %s: labels %s: %w", r.Shard, lshard, err)
@@ -151,7 +165,7 @@ func (x *Epochs) awaitHead(ctx context.Context, r epochlog.Range, reached int64)
 	if !x.heads() || r.Labels == nil {
 		return nil
 	}
-	if err := x.ensureHead(r); err != nil {
+	if err := x.ensureHead(ctx, r); err != nil {
 		return err
 	}
 	x.mu.Lock()

@@ -167,7 +167,7 @@ func (x *Epochs) dropLost() {
 func (x *Epochs) learnRange(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
 	rctx, stop := x.whileOwned(ctx, r.Shard)
 	defer stop()
-	if err := x.ensureHead(r); err != nil {
+	if err := x.ensureHead(rctx, r); err != nil {
 		return fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err)
 	}
 	err := x.learn(rctx, b, sha, r)
