@@ -316,8 +316,21 @@ func (x *Epochs) awaitGeneration() error {
 		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))
 	}
 	if x.cfg.Commit != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), x.shutdownTimeout())
+		// For lag monitoring only: a commit the broker does not answer
+		// holds the epochs no longer than they run, and one at shutdown
+		// no longer than its limit.
+		parent := x.grace
+		if parent == nil {
+			parent = context.Background()
+		}
+		ctx, cancel := context.WithTimeout(parent, x.shutdownTimeout())
 		defer cancel()
+		x.mu.Lock()
+		run := x.runCtx
+		x.mu.Unlock()
+		if run != nil && run.Err() == nil {
+			defer context.AfterFunc(run, cancel)()
+		}
 		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
 			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
 		}
