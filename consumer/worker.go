@@ -671,8 +671,16 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 	}
 }
 
-// commit tells the sources how far the model has got.
+// commitTimeout bounds a commit to the sources: it is for lag monitoring
+// only, and a broker that takes it and never answers must not hold the
+// snapshots (or, without them, the outputs) that wait behind it.
+const commitTimeout = 10 * time.Second
+
+// commit tells the sources how far the model has got, within
+// commitTimeout.
 func (w *Worker) commit(ctx context.Context, positions map[string]int64) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	if w.joined != nil {
 		return w.joined.commit(ctx, w.src, positions)
 	}

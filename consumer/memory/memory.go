@@ -186,6 +186,8 @@ type Source struct {
 	committed map[string]int64
 	commits   int
 	fetchErr  error
+	// hung, when not nil, makes Commit wait for its context (HangCommits).
+	hung      chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -264,9 +266,33 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 	}
 }
 
+// HangCommits makes every Commit wait until its context is done, as a
+// broker that takes the request and never answers, and fail with the
+// context's error; until it is called with false, which ends the waits.
+func (s *Source) HangCommits(hang bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case hang && s.hung == nil:
+		s.hung = make(chan struct{})
+	case !hang && s.hung != nil:
+		close(s.hung)
+		s.hung = nil
+	}
+}
+
 // Commit records resume; Committed and Commits read it back.
 func (s *Source) Commit(ctx context.Context, resume map[string]int64) error {
 	s.mu.Lock()
+	if hung := s.hung; hung != nil {
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-hung:
+		}
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	maps.Copy(s.committed, resume)
 	s.commits++
