@@ -37,10 +37,15 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 				}
 				continue
 			}
-			if again == nil {
-				continue
+			// Read whole (in transit, then), gone, or not read at all
+			// (the store failing): read again as any read is, with
+			// retries through an outage.
+			if again != nil {
+				if err := bo.Wait(ctx); err != nil {
+					return nil, sha, err
+				}
 			}
-			err = again
+			continue
 		}
 		if !errors.Is(err, snapshot.ErrNotFound) {
 			return nil, sha, fatal(err)
