@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -219,8 +220,11 @@ type shardExit struct {
 // cleanly (each flushes and writes its last snapshot, as Worker.Run
 // does); a shard whose shutdown ran out of time is in the error, as
 // Worker.Run reports it, and loses nothing. A shard whose next
-// generation another owner wrote (snapshot.ErrFenced) is reloaded; any
-// other error of a shard, or of Open, stops every shard and is returned.
+// generation another owner wrote (snapshot.ErrFenced) is reloaded, and a
+// chain that cannot be opened while the store does not answer
+// (snapshot.ErrUnavailable) is opened again with backoff, the shard not
+// ready meanwhile; any other error of a shard, or of Open, stops every
+// shard and is returned.
 func (p *Partitions) Run(ctx context.Context) error {
 	p.readiness.ok(NotReadySource)
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
@@ -381,7 +385,7 @@ func (p *Partitions) forget(shard shardid.ID) {
 // from where the chain's join had read (docs/labels.md, section 6).
 func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 	shard := id.String()
-	ch, err := p.cfg.Open(ctx, id)
+	ch, err := p.openChain(ctx, id)
 	if err != nil {
 		return fmt.Errorf("open the chain: %w", err)
 	}
@@ -434,4 +438,36 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 		p.mu.Unlock()
 	}()
 	return w.Run(ctx)
+}
+
+// openChain opens shard's chain, again with backoff while the store does
+// not answer (snapshot.ErrUnavailable): a store down when a shard is
+// gained (at start, at a rebalance, at a reload) holds that shard, which
+// is reported not ready meanwhile, and stops nothing (docs/operations.md,
+// Outages). Any other error is returned at once: the chain refused.
+func (p *Partitions) openChain(ctx context.Context, id shardid.ID) (Chain, error) {
+	reason := NotReadySnapshots + ": " + id.String()
+	var ch Chain
+	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
+	failed := false
+	err := retry.Do(ctx, &bo, func(ctx context.Context) (err error) {
+		ch, err = p.cfg.Open(ctx, id)
+		if err != nil && !errors.Is(err, snapshot.ErrUnavailable) {
+			return retry.Permanent(err)
+		}
+		return err
+	}, func(err error) {
+		if !failed {
+			p.log.Warn("the store did not answer while opening a shard's chain: retrying", zap.Stringer("shard", id), zap.Error(err))
+		}
+		failed = true
+		p.readiness.fail(reason, fmt.Sprintf("open the chain: %v", err))
+	})
+	if failed {
+		p.readiness.ok(reason)
+		if err == nil {
+			p.log.Info("the shard's chain opened after the store came back", zap.Stringer("shard", id))
+		}
+	}
+	return ch, err
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -702,6 +704,63 @@ func TestPartitionsStopOnAnOpenError(t *testing.T) {
 	if got := p.NotReady(); len(got) != 1 || !strings.HasPrefix(got[0], consumer.NotReadySource+":") {
 		t.Errorf("after Run: not ready because %q, want the source alone", got)
 	}
+}
+
+// TestPartitionsWaitForAStoreThatDoesNotAnswer: a shard gained while its
+// chain's store does not answer (snapshot.ErrUnavailable, from
+// snapshot.Resume on a store whose server refuses every request) waits
+// for it, named in NotReady, while the other shards learn; once the store
+// answers, its chain opens and every shard learns its partition to the
+// end, as without the outage.
+func TestPartitionsWaitForAStoreThatDoesNotAnswer(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	down, err := snapshot.OpenStore(context.Background(), s3test.StartRefusing(t).URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { down.Close() })
+	cfg := r.config(t, "a")
+	open := cfg.Open
+	held := r.log.Key(2)
+	var healed atomic.Bool
+	var refused atomic.Int32
+	cfg.Open = func(ctx context.Context, id shardid.ID) (consumer.Chain, error) {
+		if id.String() != held || healed.Load() {
+			return open(ctx, id)
+		}
+		refused.Add(1)
+		_, err := snapshot.Resume(ctx, down, "clicks", r.cfg, snapshot.ResumeOptions{Writer: "a", Log: zaptest.NewLogger(t)})
+		if err == nil {
+			return consumer.Chain{}, errors.New("a store that refuses every request resumed a chain")
+		}
+		return consumer.Chain{}, fmt.Errorf("shard %s: %w", id, err)
+	}
+	p := consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	runs := map[string]<-chan error{"a": runPartitions(ctx, p)}
+	want := consumer.NotReadySnapshots + ": " + held + ": open the chain: "
+	waitRunning(t, "the held shard named in NotReady, retried, the others at their ends", runs, func() bool {
+		named := slices.ContainsFunc(p.NotReady(), func(r string) bool { return strings.HasPrefix(r, want) })
+		others := true
+		for q := range partitionShards {
+			if key := r.log.Key(q); key != held && p.Positions()[key] != int64(len(r.data[q])) {
+				others = false
+			}
+		}
+		return named && refused.Load() >= 2 && others
+	})
+	if _, ok := p.Positions()[held]; ok {
+		t.Errorf("the held shard has a position before its chain opened")
+	}
+	healed.Store(true)
+	r.waitChains(t, runs)
+	if got := p.NotReady(); len(got) != 0 {
+		t.Errorf("once the store answers, not ready because %q", got)
+	}
+	stopPartitions(t, "a", cancel, runs["a"])
+	r.checkChains(t)
+	r.checkEvents(t)
 }
 
 // shardOf is the shard named name, which the test made.

@@ -95,7 +95,7 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	gens, err := store.Generations(ctx, model)
 	if err != nil {
-		return Resumed{}, fmt.Errorf("snapshot.url: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", err)
+		return Resumed{}, fmt.Errorf("snapshot.url: %w: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", ErrUnavailable, err)
 	}
 	var next uint64 = 1
 	if len(gens) > 0 {
@@ -108,8 +108,10 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	case errors.Is(err, ErrNotFound):
 		log.Info("no snapshot: a new model", zap.String("model", model), start)
 		return newModel(cfg, snapshotter, opts.Challengers)
-	case err != nil:
+	case errors.Is(err, ErrNewerFormat), errors.Is(err, ErrInvalidState), errors.Is(err, ErrCorrupt):
 		return Resumed{}, fmt.Errorf("snapshot: %w", err)
+	case err != nil:
+		return Resumed{}, fmt.Errorf("snapshot: %w: %w", ErrUnavailable, err)
 	}
 	challengers := opts.Challengers
 	if err := latest.Compatible(cfg); err != nil {

@@ -36,6 +36,11 @@ var ErrFenced = errors.New("fenced off")
 // ErrNotFound marks a model with no readable snapshot in the store.
 var ErrNotFound = errors.New("no snapshot")
 
+// ErrUnavailable marks a resume that failed because the store did not
+// answer a read (it is down, throttling, or cut off): unlike the refusal
+// of what it holds, the same resume may succeed once the store is back.
+var ErrUnavailable = errors.New("the store did not answer")
+
 // keyExt ends every snapshot key.
 const keyExt = ".msgpack"
 
