@@ -603,7 +603,8 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 
 // checkLabels refuses a label of a joined example or a held label that a
 // model of cfg does not learn: ±1 for a binary model, a class index for a
-// multiclass one.
+// multiclass one; and, for a multiclass model, a served class that is no
+// class index.
 func (st *JoinState) checkLabels(cfg learner.Config) error {
 	ok := func(y int32) bool {
 		if cfg.Multiclass() {
@@ -614,6 +615,11 @@ func (st *JoinState) checkLabels(cfg learner.Config) error {
 	for i, e := range st.Examples {
 		if e.Joined && !ok(e.Label) {
 			return fmt.Errorf("join: example %d at offset %d joined label %d, which the model has no class for", i, e.Offset, e.Label)
+		}
+		// The served class names the prediction of a misclassification
+		// when a label joins: a multiclass model looks its name up.
+		if cfg.Multiclass() && !ok(e.Predicted) {
+			return fmt.Errorf("join: example %d at offset %d was served class %d, which the model has no class for", i, e.Offset, e.Predicted)
 		}
 	}
 	for i, l := range st.Labels {

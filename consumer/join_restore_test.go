@@ -18,22 +18,31 @@ import (
 // TestJoinedWorkerRefusesAStoredLabelOutOfRange: a snapshot whose join
 // holds a label the model has no class for (a damaged or foreign
 // generation) stops the worker with an error naming it, before the tail
-// would learn the example with it.
+// would learn the example with it; and so does one whose pending example
+// of a multiclass model was served a class the model has not, before a
+// label joining it would name that class in a misclassification.
 func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		st   consumer.JoinState
+		name    string
+		st      consumer.JoinState
+		classes []string
+		want    string
 	}{
 		{"joined example", consumer.JoinState{
 			Examples: []consumer.JoinedExample{{ID: "e0", Offset: 0, T: 1, A: 1, Joined: true, Label: 7}},
-		}},
+		}, nil, "label 7"},
 		{"held label", consumer.JoinState{
 			Labels: []consumer.HeldLabelState{{ID: "e0", Offset: 0, T: 1, B: 1, Label: 7}},
-		}},
+		}, nil, "label 7"},
+		{"served class", consumer.JoinState{
+			WE: 1, Examples: []consumer.JoinedExample{{ID: "e0", Offset: 0, T: 1, A: 1, Predicted: 7}},
+		}, []string{"red", "green", "blue"}, "served class 7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
 			ex.AppendAt(0, time.UnixMilli(1), []byte(`{"id":"e0","features":{"a":1}}`))
+			// A label that joins e0 and finds its served class wrong.
+			labels.AppendAt(0, time.UnixMilli(1), []byte(`{"id":"e0","label":0}`))
 			st := tc.st
 			st.Source, st.LabelsSource = ex.Key(0), labels.Key(0)
 			if len(st.Examples) > 0 {
@@ -49,6 +58,7 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 			}
 			lcfg := learner.DefaultConfig()
 			lcfg.HashBits = 10
+			lcfg.Classes = tc.classes
 			lc := &consumer.LabelsConfig{
 				Join:   consumer.JoinConfig{Window: time.Second},
 				Source: memory.NewSource(labels, nil),
@@ -61,13 +71,15 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc}
+			sink := memory.NewSink()
+			cfg := consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc,
+				Misclassifications: consumer.Destination{Sink: sink, Topic: "mis"}}
 			w := consumer.NewWorker(cfg, memory.NewSource(ex, map[string]int64{ex.Key(0): st.Head}), m, nil, nil, zaptest.NewLogger(t))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err = w.Run(ctx)
-			if err == nil || !strings.Contains(err.Error(), "label 7") {
-				t.Fatalf("Run = %v, want an error naming label 7", err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error naming %s", err, tc.want)
 			}
 		})
 	}
