@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/internal/jsonscan"
@@ -53,7 +54,7 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 		for {
 			end, err := s.json.Skip(b, i)
 			if err != nil {
-				return 0, nil, fmt.Errorf("example %d: %w", len(s.spans)+1, err)
+				return 0, nil, &exampleError{n: len(s.spans) + 1, start: i, err: err}
 			}
 			s.spans = append(s.spans, [2]int{i, end})
 			i = jsonscan.SkipSpace(b, end)
@@ -71,7 +72,7 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 	for i < len(b) {
 		end, err := s.json.Skip(b, i)
 		if err != nil {
-			return 0, nil, fmt.Errorf("example %d: %w", len(s.spans)+1, err)
+			return 0, nil, &exampleError{n: len(s.spans) + 1, start: i, err: err}
 		}
 		s.spans = append(s.spans, [2]int{i, end})
 		i = jsonscan.SkipSpace(b, end)
@@ -144,9 +145,22 @@ func (s *splitter) skipMsgpack(b []byte, i int) (int, error) {
 	case msgpackscan.OK:
 		return end, nil
 	case msgpackscan.Truncated:
-		return 0, fmt.Errorf("example %d: the body ends inside it", n)
+		return 0, &exampleError{n: n, start: i, err: errors.New("the body ends inside it")}
 	case msgpackscan.TooDeep:
-		return 0, fmt.Errorf("example %d: values nest deeper than %d at byte %d", n, maxDepth, end)
+		return 0, &exampleError{n: n, start: i, err: fmt.Errorf("values nest deeper than %d at byte %d", maxDepth, end)}
 	}
-	return 0, fmt.Errorf("example %d: invalid msgpack at byte %d", n, end)
+	return 0, &exampleError{n: n, start: i, err: fmt.Errorf("invalid msgpack at byte %d", end)}
 }
+
+// exampleError is an example of a body that the splitter cannot scan:
+// the n-th, from 1, beginning at byte start. The splitter only says where
+// the body stops making sense; the decoder, reading the example from
+// start, says in which field (Server.answer).
+type exampleError struct {
+	n, start int
+	err      error
+}
+
+func (e *exampleError) Error() string { return fmt.Sprintf("example %d: %v", e.n, e.err) }
+
+func (e *exampleError) Unwrap() error { return e.err }

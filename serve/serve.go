@@ -337,15 +337,15 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 		return answer{}, err
 	}
 	defer done()
+	dec := decs.get()
+	defer decs.put(dec)
 	shp, spans, err := st.split.split(req.body, req.msgpack)
 	if err != nil {
-		return answer{}, errorf(StatusBadRequest, "%v", err)
+		return answer{}, errorf(StatusBadRequest, "%v", st.named(dec, req, err))
 	}
 	if len(spans) > s.opts.MaxExamples {
 		return answer{}, errorf(StatusTooLarge, "the body's %d examples exceed serve.max_examples, %d", len(spans), s.opts.MaxExamples)
 	}
-	dec := decs.get()
-	defer decs.put(dec)
 	labels := view.Labels()
 	out := st.out[:0]
 	if shp == shapeArray {
@@ -388,6 +388,30 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	}
 	st.out = out
 	return answer{body: out, shape: shp, version: view.Version()}, nil
+}
+
+// named is err, a body that does not split, with the field at fault
+// when err is an example the splitter cannot scan and the decoder, reading
+// that example from where it begins, names a field: the splitter only
+// says where the body stops making sense, as a worker's dead letter names
+// the field.
+func (st *state) named(dec *wire.Decoder, req request, err error) error {
+	var ee *exampleError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	rest := req.body[ee.start:]
+	var derr error
+	if req.msgpack {
+		_, _, derr = dec.DecodeMsgpack(rest, &st.x)
+	} else {
+		_, derr = dec.DecodeJSON(rest, &st.x)
+	}
+	var de *wire.DecodeError
+	if !errors.As(derr, &de) || de.Field == "example" {
+		return err
+	}
+	return fmt.Errorf("example %d: %w", ee.n, derr)
 }
 
 // view returns the view a request names, with its decoders, and done,
