@@ -184,7 +184,7 @@ func BenchmarkPredict(b *testing.B) {
 		r := &benchNATSRequest{h: micro.Headers{"Content-Type": []string{"application/json"}}, done: make(chan bool, 1)}
 		op := func(i int) bool {
 			r.data = bodies[i%len(bodies)]
-			s.serveNATS(r)
+			s.serveNATS(r, 0)
 			return <-r.done
 		}
 		if !op(0) {

@@ -56,7 +56,7 @@ func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, 
 	if err != nil {
 		return nil, fmt.Errorf("nats service: %w", err)
 	}
-	err = svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.serveNATS),
+	err = svc.AddEndpoint(EndpointName, micro.HandlerFunc(func(r micro.Request) { s.serveNATS(r, nc.MaxPayload()) }),
 		micro.WithEndpointSubject(opts.Subject),
 		micro.WithEndpointMetadata(map[string]string{"format": "json or msgpack (Content-Type: application/msgpack)"}))
 	if err != nil {
@@ -69,10 +69,16 @@ func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, 
 // serveNATS answers a request before it returns: micro counts the
 // request in STATS when its handler returns, and as an error only if the
 // error reply was sent by then.
-func (s *Server) serveNATS(r micro.Request) {
+func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 	hs := r.Headers()
 	msgpack := isMsgpack(headerValue(hs, "Content-Type"))
 	generation := headerValue(hs, GenerationHeader)
+	// A reply over the server's max_payload (0: unknown) is not sent, and
+	// the requester would only time out: it is refused with 413 instead.
+	maxReply := 0
+	if maxPayload > 0 {
+		maxReply = max(1, int(maxPayload)-replyHeaderRoom-len(generation))
+	}
 	s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
 		// The body is not copied: the message is this request's alone.
 		return request{
@@ -80,6 +86,7 @@ func (s *Server) serveNATS(r micro.Request) {
 			msgpack:    msgpack,
 			generation: generation,
 			shard:      headerValue(hs, ShardHeader),
+			maxReply:   maxReply,
 		}, buf, nil
 	}, func(a answer, err error) {
 		if err != nil {
@@ -101,6 +108,11 @@ func (s *Server) serveNATS(r micro.Request) {
 		r.Respond(a.body, micro.WithHeaders(h)) //nolint:errcheck // as above
 	})
 }
+
+// replyHeaderRoom is room enough for the headers of a reply
+// (Hyperplane-Model-Version, Content-Type and the NATS header line), the
+// generation's value aside: NATS counts them in max_payload.
+const replyHeaderRoom = 128
 
 // headerValue is the first value of the header name in h, whatever the
 // case of the name as sent: NATS keeps header names as the client wrote

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -194,6 +195,48 @@ func TestNATSErrors(t *testing.T) {
 	got := request(t, nc, []byte(good))
 	if code := got.Header.Get(micro.ErrorCodeHeader); code != "503" {
 		t.Errorf("without a model: %s %q, want 503", micro.ErrorCodeHeader, code)
+	}
+}
+
+// TestNATSReplyOverMaxPayload sends a request within the server's
+// max_payload whose reply is not (each example's reply is longer than the
+// example): it is refused with 413 naming max_payload, not left without a
+// reply for the requester to time out on; a smaller one is answered.
+func TestNATSReplyOverMaxPayload(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	srv := serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), nil, nil)
+	nc := testbroker.NATS(t, testbroker.MaxPayload(4096)).Conn(t)
+	startService(t, srv, nc)
+	body := func(n int) []byte {
+		var b bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&b, "{\"id\":%d}\n", i)
+		}
+		return b.Bytes()
+	}
+	big := body(300)
+	if len(big) >= 4096 {
+		t.Fatalf("the request's %d bytes are over max_payload", len(big))
+	}
+	// Without a reply the request would wait for ever: it gets a bound.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	msg := nats.NewMsg(subject)
+	msg.Data = big
+	got, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		t.Fatalf("a request whose reply is over max_payload: %v", err)
+	}
+	if code := got.Header.Get(micro.ErrorCodeHeader); code != "413" {
+		t.Fatalf("%s %q (%s), %d bytes of reply; want 413", micro.ErrorCodeHeader, code, got.Header.Get(micro.ErrorHeader), len(got.Data))
+	}
+	if desc := got.Header.Get(micro.ErrorHeader); !strings.Contains(desc, "max_payload") {
+		t.Errorf("%s %q does not name max_payload", micro.ErrorHeader, desc)
+	}
+	got = request(t, nc, body(10))
+	if code := got.Header.Get(micro.ErrorCodeHeader); code != "" || bytes.Count(got.Data, []byte("\n")) != 10 {
+		t.Errorf("10 examples: %s %q, reply %q", micro.ErrorCodeHeader, code, got.Data)
 	}
 }
 

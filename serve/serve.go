@@ -307,6 +307,9 @@ type request struct {
 	// live model; shard names the shard's model in partition scope.
 	generation string
 	shard      string
+	// maxReply, if not 0, bounds the reply's bytes: a NATS reply over the
+	// server's max_payload would never reach the requester.
+	maxReply int
 }
 
 // answer is the reply to a request: its bytes, the shape of the body,
@@ -387,6 +390,9 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 		out = append(out, "]\n"...)
 	}
 	st.out = out
+	if req.maxReply > 0 && len(out) > req.maxReply {
+		return answer{}, errorf(StatusTooLarge, "the reply's %d bytes exceed the %d a NATS message takes here (the server's max_payload, less the reply's headers): send fewer examples a request", len(out), req.maxReply)
+	}
 	return answer{body: out, shape: shp, version: view.Version()}, nil
 }
 
