@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
@@ -647,10 +648,24 @@ func (w *Worker) joinOutcomes(ds []Decided, b *outBatch) {
 			}
 			start := len(b.arena)
 			b.arena = w.cfg.Encoding.AppendLateLabel(b.arena, &ll, w.labels)
-			keyStart := len(b.arena)
-			b.arena = ll.Position.AppendEventID(b.arena)
-			b.addSpan(j.cfg.LateLabels, start, keyStart)
+			var kb [128]byte
+			key := ll.Position.AppendEventID(kb[:0])
+			if err := b.addWithin(j.cfg.LateLabels, w.limits.lateLabels, "late label", key, start); err != nil {
+				w.joinEventDropped(key, err)
+			}
 		}
+	}
+}
+
+// joinEventDropped logs a late label or a joined label's misclassification
+// over its output's limit (its id alone can be nearly as large as a
+// message of the labels' input), at most once every deadLogEvery: the
+// output would refuse it, and the worker would retry it for ever, reading
+// nothing more. There is no dead letter: the record it is about, a label
+// held or an example read long before, is not at hand.
+func (w *Worker) joinEventDropped(key []byte, err error) {
+	if n, ok := w.deadLogs.Allow(); ok {
+		w.log.Warn("event of the join dropped", zap.String("event_id", string(key)), zap.Error(err), retry.Suppressed(n))
 	}
 }
 
@@ -677,9 +692,11 @@ func (w *Worker) scoreServed(d *Decided, b *outBatch) {
 	}
 	start := len(b.arena)
 	b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
-	keyStart := len(b.arena)
-	b.arena = pos.AppendEventID(b.arena)
-	b.addSpan(w.cfg.Misclassifications, start, keyStart)
+	var kb [128]byte
+	key := pos.AppendEventID(kb[:0])
+	if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil {
+		w.joinEventDropped(key, err)
+	}
 }
 
 // learnTail learns the examples from the tail on whose joins are decided,

@@ -17,6 +17,8 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -275,5 +277,95 @@ func runUntilPublished(t *testing.T, w *consumer.Worker, key string, n int64) {
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestJoinedWorkerOversizedEvents: with labels that come later, a late
+// label and a joined label's misclassification are events too, and a
+// label's id can make either larger than its output takes (here ids of
+// 100 kB, and streams whose max_msg_size is 64 KiB). Each is dropped and
+// logged, rather than retried for ever with the stream stalled behind it:
+// the worker goes on reading both inputs and publishing the other events.
+func TestJoinedWorkerOversizedEvents(t *testing.T) {
+	b := newBroker(t)
+	for _, s := range []string{"SMALLMIS", "SMALLLATE", "LATE"} {
+		cfg := jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}}
+		if s != "LATE" {
+			cfg.MaxMsgSize = 64 << 10
+		}
+		if _, err := b.js.CreateStream(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joined, unknown := strings.Repeat("j", 100_000), strings.Repeat("u", 100_000)
+	const window = time.Second
+	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	at := func(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
+	// The huge example is predicted +1 by the new model, and its label
+	// says -1: a misclassification of over 100 kB.
+	ex.AppendAt(0, at(0), fmt.Appendf(nil, `{"id":%q,"features":{"a":1}}`, joined))
+	labels.AppendAt(0, at(0), fmt.Appendf(nil, `{"id":%q,"label":-1}`, joined))
+	// A label no example has: unknown once the examples pass its window.
+	labels.AppendAt(0, at(0), fmt.Appendf(nil, `{"id":%q,"label":1}`, unknown))
+	labels.AppendAt(0, at(0), []byte(`{"id":"small","label":1}`))
+	ex.AppendAt(0, at(3*window.Milliseconds()), []byte(`{"id":"later","label":1,"features":{"a":1}}`))
+
+	log := zaptest.NewLogger(t)
+	sink, err := natsio.NewSink(b.nc, true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	for _, late := range []string{"SMALLLATE", "LATE"} {
+		t.Run("late labels to "+late, func(t *testing.T) {
+			lc := &consumer.LabelsConfig{
+				Join:   consumer.JoinConfig{Window: window},
+				Source: memory.NewSource(labels, nil),
+				OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+					return memory.NewSource(ex, resume), nil
+				},
+				LateLabels: consumer.Destination{Sink: sink, Topic: "t." + late},
+				Format:     wire.FormatJSON, Writer: "w",
+			}
+			cfg := consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc,
+				Misclassifications: consumer.Destination{Sink: sink, Topic: "t.SMALLMIS"}}
+			w := consumer.NewWorker(cfg, memory.NewSource(ex, nil), newModel(t), nil, nil, log)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- w.Run(ctx) }()
+			exKey, lbKey := ex.Key(0), labels.Key(0)
+			wait.For(t, 30*time.Second, 5*time.Millisecond, "both inputs read and their outputs published", func() bool {
+				select {
+				case err := <-errc:
+					t.Fatalf("Run stopped: %v", err)
+				default:
+				}
+				p := w.Published()
+				return p[exKey] >= 2 && p[lbKey] >= 3
+			})
+			if !w.Ready() {
+				t.Error("the worker is not ready")
+			}
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if mis := b.read(t, "SMALLMIS"); len(mis) != 0 {
+				t.Errorf("%d misclassifications published, want none (the only one is over the limit)", len(mis))
+			}
+			var ids []string
+			for _, m := range b.read(t, late) {
+				var ll struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal(m, &ll); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, ll.ID[:min(len(ll.ID), 5)])
+			}
+			if want := map[string]string{"SMALLLATE": "[small]", "LATE": "[uuuuu small]"}[late]; fmt.Sprint(ids) != want {
+				t.Errorf("late labels %v, want %s", ids, want)
+			}
+		})
 	}
 }

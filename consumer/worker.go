@@ -1124,6 +1124,9 @@ func (d Destination) maxOutputBytes() int {
 type outputLimits struct {
 	predictions, misclassifications, deadLetter, drift int
 	challengerPredictions, promotions                  int
+	// lateLabels is outputs.late_labels' limit, with labels that come
+	// later.
+	lateLabels int
 }
 
 // refreshLimits reads the destinations' limits for the next batch.
@@ -1136,6 +1139,9 @@ func (w *Worker) refreshLimits() {
 
 		challengerPredictions: w.cfg.ChallengerPredictions.maxOutputBytes(),
 		promotions:            w.cfg.Promotions.maxOutputBytes(),
+	}
+	if w.cfg.Labels != nil {
+		w.limits.lateLabels = w.cfg.Labels.LateLabels.maxOutputBytes()
 	}
 }
 
