@@ -69,6 +69,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if !(garbage >= 0 && garbage <= 1) {
 		return usagef("-garbage: must be a probability in [0, 1], got %v", garbage)
 	}
+	if !(o.Noise >= 0 && o.Noise <= 1) {
+		return usagef("-noise: must be a probability in [0, 1], got %v", o.Noise)
+	}
 	if err := validateLearner(cfg.Model.Learner); err != nil {
 		return err
 	}
