@@ -75,6 +75,14 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := validateLearner(cfg.Model.Learner); err != nil {
 		return err
 	}
+	// The stream has the model's classes: with three or more, labels 0
+	// to k-1 name them; a binary model (none or two) takes labels 1/-1.
+	if k := len(cfg.Model.Learner.Classes); k > 2 {
+		if k > 1000 {
+			return usagef("-classes: the demo generates at most 1000 classes, got %d", k)
+		}
+		o.Classes = k
+	}
 	if labelDelay < 0 {
 		return usagef("-label-delay: must be 0s or more, got %s", labelDelay)
 	}

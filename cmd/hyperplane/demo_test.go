@@ -224,3 +224,15 @@ func TestDemoProgressLineIsConsistent(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoWithClasses: -classes of three or more names makes the demo's
+// stream multiclass, so that every example is a label of the model. The
+// stream was binary whatever -classes said: label -1 named no class and
+// half the examples went to the dead letters, the other half all class 1.
+func TestDemoWithClasses(t *testing.T) {
+	out, stderr, err := runCmd(t, "", "demo", "-examples", "3000", "-garbage", "0", "-classes", "red,green,blue", "-http", "", "-data", t.TempDir())
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr)
+	}
+	checkDemoSummary(t, out, 3000, 0)
+}
