@@ -89,7 +89,18 @@ func LoadLogged(ctx context.Context, where string, log *zap.Logger) (*Snapshot, 
 		if err != nil {
 			return nil, err
 		}
-		return LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), log)
+		s, err := LoadURL(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: u.RawQuery}).String(), log)
+		if errors.Is(err, ErrNotFound) {
+			// Name the directory searched and the models there or
+			// beside it, as for a file URL without a query: a store's
+			// URL (snapshot.url, as a config has it) names no model.
+			err = fmt.Errorf("no model in %s: %w (a snapshot URL is the store's URL followed by the model's name: file:///dir/MODEL)", abs, err)
+			if models := modelsIn(ctx, abs); len(models) > 0 {
+				return nil, fmt.Errorf("%w; %s is a snapshot store: name a model, %s", err, abs, modelURLs(abs, models))
+			}
+			return nil, withModelsNear(ctx, filepath.Dir(abs), err)
+		}
+		return s, err
 	}
 	s, err := readLocalModel(ctx, path, log)
 	if err != nil && relative {

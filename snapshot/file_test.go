@@ -85,6 +85,9 @@ func TestLoadFindsSnapshots(t *testing.T) {
 		{"data/empty", []string{"no snapshot in " + abs + "/data/empty", clicksURL}},
 		{"file://elsewhere/clicks", []string{abs + "/elsewhere/clicks", "read as elsewhere/clicks, relative to the current directory", "file:///path"}},
 		{"data/clicks/9.msgpack", []string{"generation 9 in " + abs + "/data/clicks", "no snapshot"}},
+		// The store's URL as a config has it, with a query.
+		{"file://./data?create_dir=1", []string{"no model in " + abs + "/data", abs + "/data is a snapshot store", clicksURL}},
+		{"file://" + abs + "/data/views?create_dir=1", []string{"no model in " + abs + "/data/views", clicksURL}},
 	}
 	for _, c := range missing {
 		_, err := snapshot.Load(ctx, c.where)
