@@ -306,15 +306,19 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 // partition scope. metrics may be nil.
 func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 	log := p.opts.Log
-	// A join over one partition does not go on in epochs when the source
-	// gains partitions, so a source known to have several (a partitioned
-	// stream counts those that hold no message yet) is learned in epochs
-	// from the start when labels join it.
-	joinedShards := p.opts.Labels != nil && p.opts.EpochLabels != nil && p.conn.ShardCount > 1
+	// A source known to have several shards (a partitioned stream counts
+	// those that hold no message yet, which its Ends leaves out) is
+	// learned in epochs from the start. A join over one partition does
+	// not go on in epochs when the source gains partitions; and the
+	// worker of one shard reads a partitioned stream's first partition
+	// alone, under the stream's name, a position the epochs would not
+	// carry over to that partition's shard, which they would learn
+	// again from source.start.
+	knownShards := p.conn.ShardCount > 1 && (p.opts.Labels == nil || p.opts.EpochLabels != nil)
 	return NewEngine(EngineConfig{
 		PartitionScope: p.opts.PartitionScope,
 		Shards:         p.conn.Shards,
-		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || joinedShards,
+		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || knownShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
 		Single: func(ctx context.Context, fenced *Worker) (*Worker, error) {
 			if fenced != nil {

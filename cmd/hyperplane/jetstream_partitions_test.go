@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"hash/fnv"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,69 @@ func TestPartitionedJetStreamOfOnePartition(t *testing.T) {
 	}
 	if newest.Epoch != 0 {
 		t.Fatalf("generation %d is of epoch %d: one partition is learned by one worker as it comes", newest.Generation, newest.Epoch)
+	}
+}
+
+// TestPartitionedJetStreamLearnedInEpochsFromItsStart: a partitioned
+// stream whose first messages are all in partition 0 is learned in epochs
+// from the start, each example once. The worker counted the partitions
+// that held a message, found one, and learned partition 0 alone under the
+// stream's name (jetstream:EX); when the other partitions filled, the
+// epochs began every shard from source.start, partition 0 again with
+// them, and the model held its examples twice.
+func TestPartitionedJetStreamLearnedInEpochsFromItsStart(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	url := "file://" + filepath.Join(t.TempDir(), "store") + "?create_dir=1"
+	common := []string{"--nats.url", ns.URL(), "--model.name", "grow", "--source.kind", "jetstream",
+		"--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
+		"--model.mixing.epoch_examples", "1000", "--model.mixing.interval", "50ms",
+		"--snapshot.every", "1", "--snapshot.url", url, "--http.addr", ""}
+	mustRun(t, "", append([]string{"setup"}, common...)...)
+	// A key of partition 0: the stream's transform hashes the subject's
+	// last token with FNV-1a.
+	key := ""
+	for i := 0; key == ""; i++ {
+		h := fnv.New32a()
+		h.Write([]byte(strconv.Itoa(i))) //nolint:errcheck // a hash does not fail
+		if h.Sum32()%4 == 0 {
+			key = strconv.Itoa(i)
+		}
+	}
+	mustRun(t, "", "gen", "-examples", "300", "-seed", "5", "-to", "jetstream:ex."+key, "--nats.url", ns.URL())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, append([]string{"run"}, common...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	store, err := snapshot.OpenStore(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var newest *snapshot.Snapshot
+	learned := func(n uint64) func() bool {
+		return func() bool {
+			newest, err = store.Latest(context.Background(), "grow", nil)
+			return err == nil && newest.State.Examples >= n
+		}
+	}
+	waitRunning(t, 2*time.Minute, "partition 0 learned", stopped, &stderr, learned(300))
+	// Then examples in every partition.
+	mustRun(t, "", "gen", "-examples", "900", "-start", "300", "-seed", "5", "-to", "jetstream:ex.*", "--nats.url", ns.URL())
+	waitRunning(t, 2*time.Minute, "the stream learned", stopped, &stderr, learned(1200))
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if newest.Epoch == 0 || newest.State.Examples != 1200 {
+		t.Fatalf("generation %d of epoch %d holds %d examples, want the stream's 1200, learned in epochs\n%s",
+			newest.Generation, newest.Epoch, newest.State.Examples, stderr.String())
+	}
+	if _, ok := newest.Positions["jetstream:EX"]; ok {
+		t.Fatalf("generation %d has a position of the stream read as one source, %v: its first partition was learned alone", newest.Generation, newest.Positions)
 	}
 }
