@@ -170,6 +170,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	interrupted := ctx // Ctrl-C (or SIGTERM) stops the demo, as it stops run
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feedErr := make(chan error, 1)
@@ -194,11 +195,18 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	for done := false; !done; {
 		select {
 		case err := <-feedErr:
+			if interrupted.Err() != nil {
+				cancel()
+				return stopDemo(e, bar, <-served)
+			}
 			if err != nil {
 				return fmt.Errorf("feed: %w", err)
 			}
 			feedErr = nil
 		case err := <-served:
+			if interrupted.Err() != nil {
+				return stopDemo(e, bar, err)
+			}
 			return fmt.Errorf("worker stopped early: %w", err)
 		case <-tick.C:
 		}
@@ -247,6 +255,17 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  look inside: hyperplane inspect %s/%s\n", cfg.Snapshot.URL, cfg.Model.Name)
 	}
 	fmt.Fprintln(e.stdout, "\nThe embedded server and its streams are gone when the demo exits; point `hyperplane run` at your own brokers to keep them.")
+	return nil
+}
+
+// stopDemo ends a demo interrupted before the end of its stream: the
+// worker stopped with err, nil if it stopped cleanly.
+func stopDemo(e *env, bar *progress, err error) error {
+	if err != nil {
+		return err
+	}
+	bar.end()
+	fmt.Fprintln(e.stderr, "interrupted: the demo stopped before the end of its stream")
 	return nil
 }
 

@@ -236,3 +236,26 @@ func TestDemoWithClasses(t *testing.T) {
 	}
 	checkDemoSummary(t, out, 3000, 0)
 }
+
+// TestDemoInterrupted: Ctrl-C stops the demo as it stops run, cleanly and
+// saying so. It stopped with "feed: context canceled" and exit status 1.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut lockedBuffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, []string{"demo", "-examples", "1000000", "-rate", "2000", "-http", "", "-data", t.TempDir()},
+			func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+	}()
+	waitRunning(t, time.Minute, "the demo's first progress line", stopped, &errOut, func() bool {
+		return strings.Contains(errOut.String(), "/1000000 examples")
+	})
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("the interrupted demo: %v\nstderr:\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "interrupted: ") {
+		t.Errorf("the interrupted demo does not say so:\n%s", errOut.String())
+	}
+}
