@@ -456,13 +456,21 @@ type JoinState struct {
 	Head int64 `msgpack:"head"`
 	// Source and LabelsSource are the examples' and the labels' source
 	// keys.
-	Source       string           `msgpack:"source"`
-	LabelsSource string           `msgpack:"labels_source"`
-	WE           int64            `msgpack:"examples_watermark"`
-	WL           int64            `msgpack:"labels_watermark"`
-	Examples     []JoinedExample  `msgpack:"examples"`
-	Labels       []HeldLabelState `msgpack:"labels"`
-	Counts       JoinCountsState  `msgpack:"counts"`
+	Source       string `msgpack:"source"`
+	LabelsSource string `msgpack:"labels_source"`
+	WE           int64  `msgpack:"examples_watermark"`
+	WL           int64  `msgpack:"labels_watermark"`
+	// Window (in milliseconds) and Default are the join's settings
+	// (JoinConfig), which decide the labels of the examples it holds and
+	// of every later one: a join restored under others would not be the
+	// one the logs replay. A Window of 0 is a state recorded before they
+	// were (none is checked then).
+	Window     int64            `msgpack:"window_ms,omitempty"`
+	Default    int32            `msgpack:"default,omitempty"`
+	HasDefault bool             `msgpack:"has_default,omitempty"`
+	Examples   []JoinedExample  `msgpack:"examples"`
+	Labels     []HeldLabelState `msgpack:"labels"`
+	Counts     JoinCountsState  `msgpack:"counts"`
 }
 
 // JoinedExample is a delayed example in a JoinState.
@@ -531,11 +539,15 @@ func (j *Join) State(head int64) *JoinState {
 	c := j.counts
 	st := &JoinState{
 		Head: head, WE: j.wE, WL: j.wL,
+		Window: j.window, HasDefault: j.cfg.HasDefault,
 		Counts: JoinCountsState{
 			Joined: c.Labels[LabelJoined], Late: c.Labels[LabelLate], Unknown: c.Labels[LabelUnknown],
 			Duplicate: c.Labels[LabelDuplicate], Marks: c.Marks, Expired: c.Expired,
 			Served: c.Served, ServedCorrect: c.ServedCorrect, ServedLogLoss: c.ServedLogLoss,
 		},
+	}
+	if j.cfg.HasDefault {
+		st.Default = int32(j.cfg.Default)
 	}
 	st.Examples = make([]JoinedExample, 0, j.exs.len())
 	for s := j.exs.first(); s < j.exs.end(); s++ {
@@ -563,6 +575,9 @@ func (j *Join) State(head int64) *JoinState {
 // foreign generation) is an error naming it: learned, it would stop the
 // worker with a panic.
 func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, error) {
+	if err := st.checkSettings(cfg); err != nil {
+		return nil, err
+	}
 	if err := st.checkLabels(mcfg); err != nil {
 		return nil, err
 	}
@@ -599,6 +614,35 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 		j.held.push([]byte(l.ID), heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
 	}
 	return j, nil
+}
+
+// checkSettings refuses to restore st under a window or default other
+// than those it was recorded under (docs/labels.md, section 2): the
+// labels of the examples it holds, and of later ones, would be decided
+// otherwise than the logs decide them, and no replay would rebuild the
+// model.
+func (st *JoinState) checkSettings(cfg JoinConfig) error {
+	if st.Window == 0 {
+		return nil
+	}
+	if w := time.Duration(st.Window) * time.Millisecond; w != cfg.Window.Truncate(time.Millisecond) {
+		return fmt.Errorf("labels.window: the model's join was recorded under a window of %v, and this worker's is %v: "+
+			"the labels of the examples it holds, and of every later one, would be decided otherwise than its logs decide them, "+
+			"and no replay would rebuild the model; set labels.window back, or give the model a new model.name", w, cfg.Window)
+	}
+	recorded, this := "none", "none"
+	if st.HasDefault {
+		recorded = fmt.Sprint(st.Default)
+	}
+	if cfg.HasDefault {
+		this = fmt.Sprint(cfg.Default)
+	}
+	if recorded != this {
+		return fmt.Errorf("labels.default: the model's join was recorded with the default label %s, and this worker's is %s: "+
+			"the examples whose windows close without a label would be learned otherwise than its logs decide, "+
+			"and no replay would rebuild the model; set labels.default back, or give the model a new model.name", recorded, this)
+	}
+	return nil
 }
 
 // checkLabels refuses a label of a joined example or a held label that a

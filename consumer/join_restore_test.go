@@ -84,3 +84,44 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreJoinUnderItsSettings: a join's state records the window and
+// default it was kept under, through its encoding, and is restored only
+// under the same, the refusal naming the setting; a state recorded before
+// the settings were is restored under any.
+func TestRestoreJoinUnderItsSettings(t *testing.T) {
+	recorded := consumer.JoinConfig{Window: time.Minute, Default: -1, HasDefault: true}
+	b, err := msgpack.Marshal(consumer.NewJoin(recorded).State(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := consumer.DecodeJoinState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := *st
+	older.Window, older.Default, older.HasDefault = 0, 0, false
+	mcfg := learner.DefaultConfig()
+	for _, tc := range []struct {
+		name string
+		st   *consumer.JoinState
+		cfg  consumer.JoinConfig
+		want string // the refusal's prefix; empty: restored
+	}{
+		{"the same", st, recorded, ""},
+		{"another window", st, consumer.JoinConfig{Window: time.Second, Default: -1, HasDefault: true}, "labels.window: "},
+		{"no default", st, consumer.JoinConfig{Window: time.Minute}, "labels.default: "},
+		{"another default", st, consumer.JoinConfig{Window: time.Minute, Default: 1, HasDefault: true}, "labels.default: "},
+		{"recorded before the settings", &older, consumer.JoinConfig{Window: time.Second}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := consumer.RestoreJoin(tc.cfg, tc.st, mcfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("RestoreJoin: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("RestoreJoin: %v, want a refusal beginning %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
 // readRecords reads n records of topic, failing after 30 s.
@@ -273,4 +274,50 @@ func TestGenLabelsToKeyedSubject(t *testing.T) {
 			t.Fatalf("the label of example %s went to key %s, its example to %s", id, key, ex[id])
 		}
 	}
+}
+
+// TestLabelsWindowChangeRefused: a model whose join was recorded under
+// one labels.window refuses to go on under another, naming the field and
+// both windows: the labels of the examples the join holds, and of every
+// later one, would be decided otherwise than the logs decide them, and no
+// replay would rebuild the model. Under the recorded window it goes on.
+func TestLabelsWindowChangeRefused(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "impressions", "clicks"))
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	if _, stderr, err := runCmd(t, "", "gen", "-examples", "400", "-seed", "5", "-to", "kafka:impressions",
+		"-labels-to", "kafka:clicks", "-label-delay", "20ms", "-kafka-brokers", brokers); err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	dir := t.TempDir()
+	args := func(window string) []string {
+		return []string{"run", "--model.name", "joined", "--kafka.brokers", brokers,
+			"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+			"--labels.window", window, "--snapshot.url", "file://" + dir, "--snapshot.interval", "100ms", "--http.addr", ""}
+	}
+	store := storetest.OpenStore(t, "file://"+dir)
+	generations := func() int {
+		gens, err := store.Generations(context.Background(), "joined")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(gens)
+	}
+	r := startRun(t, args("10m"))
+	wait.For(t, time.Minute, 10*time.Millisecond, "a generation of the joined model", func() bool { return generations() > 0 })
+	r.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr strings.Builder
+	err := run(ctx, args("5s"), func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+	if err == nil || !strings.HasPrefix(err.Error(), "labels.window: ") || !strings.Contains(err.Error(), "10m0s") || !strings.Contains(err.Error(), "5s") {
+		t.Fatalf("run under another window: %v, want a refusal naming labels.window and both windows\n%s", err, stderr.String())
+	}
+	before := generations()
+	if _, stderr, err := runCmd(t, "", "gen", "-examples", "100", "-seed", "6", "-to", "kafka:impressions",
+		"-labels-to", "kafka:clicks", "-label-delay", "20ms", "-kafka-brokers", brokers); err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	r = startRun(t, args("10m"))
+	wait.For(t, time.Minute, 10*time.Millisecond, "a generation under the recorded window", func() bool { return generations() > before })
+	r.stop(t)
 }
