@@ -272,6 +272,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "-input", data, "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"predict", "-input", data}, "-model: required"},
 		{[]string{"inspect"}, "want one model file"},
+		{[]string{"inspect", data, "-top", "2"}, "inspect: -top after the model is not read as a flag: flags go before it (hyperplane inspect -top 2 " + data + ")"},
 		{[]string{"gen", "-noise", "2"}, "-noise: must be a probability"},
 		{[]string{"gen", "-format", "csv"}, "-format: unknown format"},
 		{[]string{"gen", "-examples", "-3"}, "-examples: must be 0 or more"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -92,6 +93,10 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&top, "top", 20, "how many of the largest weights to list")
 	if err := parseFlags(fs, args); err != nil {
 		return ignoreHelp(err)
+	}
+	if fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-") {
+		return usagef("inspect: %s after the model is not read as a flag: flags go before it (hyperplane inspect %s %s)",
+			fs.Arg(1), strings.Join(fs.Args()[1:], " "), fs.Arg(0))
 	}
 	if fs.NArg() != 1 {
 		return usagef("inspect: want one model file, snapshot directory or snapshot URL, got %d arguments", fs.NArg())
