@@ -203,8 +203,10 @@ func (j *Join) Full() bool { return j.Pending() >= j.cfg.MaxPending }
 // could only be held too, so their reader waits for the examples. Below
 // that bound labels are read whatever the examples do, so that a quiet
 // examples' input does not hold up the labels of the examples read.
+// Before the first example the examples' watermark is below every
+// label's: MaxPending labels held then are as far ahead as any.
 func (j *Join) LabelsAhead() bool {
-	return j.held.len() >= j.cfg.MaxPending && j.wE != math.MinInt64 && j.wL > j.wE+j.window
+	return j.held.len() >= j.cfg.MaxPending && j.wL > j.wE+j.window
 }
 
 // Example records an example read at the head, at offset in its log with

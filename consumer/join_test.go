@@ -313,3 +313,32 @@ func randomLogs(rng *rand.Rand, n int) ([]exRec, []labelRec) {
 	labels = append(labels, labelRec{offset: int64(len(labels)), t: end, mark: true})
 	return ex, labels
 }
+
+// TestJoinLabelsAheadBeforeAnyExample: labels read before the first
+// example can only be held, as those far ahead of the examples can: past
+// MaxPending of them the labels' reader waits (docs/labels.md, section
+// 3), so that labels read while the examples' input is empty, or before
+// its first batch, are bounded as any are. The first examples let it go
+// on once the labels they make unknown leave fewer held.
+func TestJoinLabelsAheadBeforeAnyExample(t *testing.T) {
+	const maxPending = 10
+	j := NewJoin(JoinConfig{Window: testWindow, MaxPending: maxPending})
+	for i := range maxPending {
+		if j.LabelsAhead() {
+			t.Fatalf("the labels' reader waits with %d labels held, below MaxPending %d", i, maxPending)
+		}
+		j.Label(int64(i), 1000+int64(i), false, fmt.Appendf(nil, "u%d", i), 1)
+	}
+	if !j.LabelsAhead() {
+		t.Fatalf("%d labels held before any example, and the labels' reader reads on: nothing bounds them", maxPending)
+	}
+	// An example a window past every label's: each is unknown, and the
+	// reader goes on.
+	j.Example(0, 1000+maxPending+testWindow.Milliseconds()+1, true, []byte("e0"), Served{})
+	if j.LabelsAhead() {
+		t.Error("the examples passed every held label, and the labels' reader still waits")
+	}
+	if got := j.Counts().Labels[LabelUnknown]; got != maxPending {
+		t.Errorf("%d labels unknown, want the %d held", got, maxPending)
+	}
+}
