@@ -154,19 +154,25 @@ func (b *Clients) openSource(ctx context.Context, section string, s config.Sourc
 // are at least that many, and returns them with their number; with fewer it
 // returns nil shards: the source is read as it comes.
 func (b *Clients) KafkaShards(ctx context.Context, s config.Source, least int) (*kafkaio.Shards, int, error) {
+	return b.kafkaShards(ctx, "source", s, least)
+}
+
+// kafkaShards is KafkaShards for the topics of section (source or
+// labels): its errors name them.
+func (b *Clients) kafkaShards(ctx context.Context, section string, s config.Source, least int) (*kafkaio.Shards, int, error) {
 	kc, err := b.KafkaConfig()
 	if err != nil {
 		return nil, 0, err
 	}
 	shards, err := kafkaio.NewShards(kc, s.Topics, b.log)
 	if err != nil {
-		return nil, 0, fmt.Errorf("source: %w", err)
+		return nil, 0, fmt.Errorf("%s: %w", section, err)
 	}
 	ends, err := shards.Ends(ctx)
 	if err != nil || len(ends) < least {
 		shards.Close() //nolint:errcheck // not used
 		if err != nil {
-			return nil, 0, fmt.Errorf("source: %w (check kafka.brokers, that the brokers are up, and that every topic of source.topics exists)", err)
+			return nil, 0, fmt.Errorf("%s: %w (check kafka.brokers, that the brokers are up, and that every topic of %s.topics exists)", section, err, section)
 		}
 		return nil, len(ends), nil
 	}
@@ -175,7 +181,12 @@ func (b *Clients) KafkaShards(ctx context.Context, s config.Source, least int) (
 
 // KafkaPartitions is the number of partitions of s's topics.
 func (b *Clients) KafkaPartitions(ctx context.Context, s config.Source) (int, error) {
-	shards, n, err := b.KafkaShards(ctx, s, 1)
+	return b.kafkaPartitions(ctx, "source", s)
+}
+
+// kafkaPartitions is KafkaPartitions for the topics of section.
+func (b *Clients) kafkaPartitions(ctx context.Context, section string, s config.Source) (int, error) {
+	shards, n, err := b.kafkaShards(ctx, section, s, 1)
 	if shards != nil {
 		shards.Close() //nolint:errcheck // only counted
 	}
@@ -192,7 +203,7 @@ func (b *Clients) CoPartitioned(ctx context.Context, examples, labels config.Sou
 	if err != nil {
 		return nil, fmt.Errorf("source.topics: %w", err)
 	}
-	lb, nlb, err := b.KafkaShards(ctx, labels, 1)
+	lb, nlb, err := b.kafkaShards(ctx, "labels", labels, 1)
 	if err != nil {
 		return nil, fmt.Errorf("labels.topics: %w", err)
 	}

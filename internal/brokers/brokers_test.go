@@ -76,3 +76,29 @@ func TestCoPartitioned(t *testing.T) {
 		t.Errorf("a labels' topic of 3 partitions beside 2: %v, want it refused", err)
 	}
 }
+
+// TestLabelsTopicMissing: a labels' topic that does not exist is named,
+// as labels.topics, for a source of one partition and for one of
+// several: not source.topics, whose topics do.
+func TestLabelsTopicMissing(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "one", 1)
+	c.CreateTopic(t, "two", 2)
+	for _, topic := range []string{"one", "two"} {
+		cfg := config.Default()
+		cfg.Kafka.Brokers = c.ListenAddrs()
+		cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{topic}}
+		cfg.Labels.Kind, cfg.Labels.Topics = config.KindKafka, []string{"nosuch"}
+		b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+		var err error
+		if topic == "one" {
+			err = b.OnePartition(context.Background(), cfg)
+		} else {
+			_, err = b.CoPartitioned(context.Background(), cfg.Source, cfg.Labels.Source(cfg.Source))
+		}
+		b.Close()
+		if err == nil || !strings.Contains(err.Error(), "every topic of labels.topics exists") || strings.Contains(err.Error(), "source") {
+			t.Errorf("source topic %s, labels' topic missing: %v, want an error that names labels.topics and not the source", topic, err)
+		}
+	}
+}

@@ -234,10 +234,10 @@ func (b *Clients) OnePartition(ctx context.Context, cfg config.Config) error {
 		return nil
 	}
 	for _, c := range []struct {
-		key string
-		src config.Source
-	}{{"source.topics", cfg.Source}, {"labels.topics", cfg.Labels.Source(cfg.Source)}} {
-		n, err := b.KafkaPartitions(ctx, c.src)
+		key, section string
+		src          config.Source
+	}{{"source.topics", "source", cfg.Source}, {"labels.topics", "labels", cfg.Labels.Source(cfg.Source)}} {
+		n, err := b.kafkaPartitions(ctx, c.section, c.src)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.key, err)
 		}
