@@ -101,6 +101,9 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = uint64(seq) + 1
+		if err := checkBeyond(ctx, js, stream, seq); err != nil {
+			return nil, err
+		}
 		warnGone(ctx, js, stream, subject, cfg.OptStartSeq, log)
 	} else {
 		if err := start.Validate(); err != nil {
@@ -131,6 +134,23 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 	}
 	return newJetStreamSource(ctx, js, nc, stream, key, cfg, log)
+}
+
+// checkBeyond fails when seq, the last sequence the model includes, is
+// past the stream's last sequence: the stream was recreated (a stream's
+// last sequence never goes back, whatever its limits or a purge remove),
+// and the source would wait, without a word, for sequences its new
+// messages reach only after the model's position, skipping them. A
+// failed lookup says nothing: the consumer's creation will tell.
+func checkBeyond(ctx context.Context, js jetstream.JetStream, stream string, seq int64) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil
+	}
+	if last := st.CachedInfo().State.LastSeq; uint64(seq) > last {
+		return fmt.Errorf("jetstream %s: the model's position, sequence %d, is beyond the stream's last sequence %d: was the stream recreated? Its messages are not those the model was learned from (a new model.name learns them from the start)", stream, seq, last)
+	}
+	return nil
 }
 
 // warnGone logs a warning when the stream no longer holds the messages

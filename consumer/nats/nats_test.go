@@ -540,6 +540,44 @@ func TestJetStreamSourceGone(t *testing.T) {
 	}
 }
 
+// TestJetStreamSourceRecreated: a source resuming from a position past
+// the stream's last sequence (the stream was deleted and created again)
+// fails naming both sequences, rather than waiting for the new stream to
+// reach the old position and skipping every message before it; one at
+// the last sequence, after a purge of every message, opens.
+func TestJetStreamSourceRecreated(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "again", Subjects: []string{"again.in"}})
+	publish(t, js, "again.in", seqValues(0, 10)...)
+	st, err := js.Stream(context.Background(), "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src, err := nats.NewJetStreamSource(ctx, nc, "again", "", map[string]int64{"jetstream:again": 10}, wire.Start{}, zap.NewNop())
+	if err != nil {
+		t.Fatalf("resuming at the last sequence of a purged stream: %v", err)
+	}
+	src.Close()
+	if err := js.DeleteStream(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "again", Subjects: []string{"again.in"}})
+	publish(t, js, "again.in", seqValues(0, 3)...)
+	src, err = nats.NewJetStreamSource(ctx, nc, "again", "", map[string]int64{"jetstream:again": 10}, wire.Start{}, zap.NewNop())
+	if err == nil {
+		src.Close()
+		t.Fatal("resuming after sequence 10 of a stream recreated with 3 messages: opened, want it refused")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "sequence 10") || !strings.Contains(msg, "last sequence 3") || !strings.Contains(msg, "recreated") {
+		t.Errorf("resuming after sequence 10 of a stream recreated with 3 messages: %v, want both sequences named", err)
+	}
+}
+
 // TestJetStreamCommitDoesNotMove is the conformance suite's
 // CommitDoesNotMove with fetches limited to what the test wants.
 func TestJetStreamCommitDoesNotMove(t *testing.T) {
