@@ -25,6 +25,13 @@ const (
 // both formats accept the same documents.
 const MaxDepth = 1000
 
+// MaxIDBytes bounds an id's bytes (as a string, or an integer's digits):
+// a longer one is refused as too large. The join of labels that come later
+// holds the id of every example waiting for its label, and of every label
+// waiting for its example, so that ids of a megabyte within
+// source.max_bytes would make its memory unbounded by labels.max_pending.
+const MaxIDBytes = 1024
+
 // DecoderOptions are the limits a Decoder enforces on every example. A field
 // that is zero or negative takes its default.
 type DecoderOptions struct {
@@ -151,6 +158,11 @@ func (e *DecodeError) Error() string { return e.Field + ": " + e.Problem }
 // Unwrap returns the cause: io.ErrUnexpectedEOF when the input ended inside
 // the example, else nil.
 func (e *DecodeError) Unwrap() error { return e.err }
+
+// idTooLarge is the refusal of an id of n bytes, over MaxIDBytes.
+func idTooLarge(n int) *DecodeError {
+	return decodeErr("id", "%d bytes, more than the %d an id may have", n, MaxIDBytes).because(ReasonTooLarge)
+}
 
 func decodeErr(field, format string, args ...any) *DecodeError {
 	return &DecodeError{Field: field, Problem: fmt.Sprintf(format, args...)}

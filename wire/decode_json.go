@@ -130,6 +130,9 @@ func (d *Decoder) jsonID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		if err != nil {
 			return j, jsonError("id", err)
 		}
+		if len(s) > MaxIDBytes {
+			return j, idTooLarge(len(s))
+		}
 		meta.ID, meta.HasID = s, true
 		return j, nil
 	case jsonscan.StartsNumber(c):
@@ -141,6 +144,9 @@ func (d *Decoder) jsonID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 			if !jsonscan.StartsNumber(c) {
 				return j, decodeErr("id", "%s is not a string or an integer", b[i:j]).because(ReasonType)
 			}
+		}
+		if j-i > MaxIDBytes {
+			return j, idTooLarge(j - i)
 		}
 		meta.ID, meta.HasID = b[i:j], true
 		return j, nil

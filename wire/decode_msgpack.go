@@ -128,6 +128,9 @@ func (d *Decoder) mpID(b []byte, i int, meta *Meta) (int, *DecodeError) {
 		if st != msgpackscan.OK {
 			return j, mpError("id", b, i, st, "a string")
 		}
+		if len(s) > MaxIDBytes {
+			return j, idTooLarge(len(s))
+		}
 		meta.ID, meta.HasID = s, true
 		return j, nil
 	}

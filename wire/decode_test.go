@@ -549,6 +549,30 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeIDUpToMaxIDBytes: both formats take an id of MaxIDBytes
+// bytes and refuse a longer one as too large, naming the field; a JSON
+// integer id of more digits too.
+func TestDecodeIDUpToMaxIDBytes(t *testing.T) {
+	long := strings.Repeat("a", MaxIDBytes)
+	for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, `{"id":"`+long+`","features":{"f":2}}`) {
+		if r.err != nil || string(r.meta.ID) != long {
+			t.Errorf("%s: an id of %d bytes: %v", format, MaxIDBytes, r.err)
+		}
+	}
+	want := fmt.Sprintf("%d bytes, more than the %d an id may have", MaxIDBytes+1, MaxIDBytes)
+	for format, r := range decodeBoth(t, binaryConfig(), DecoderOptions{}, `{"id":"`+long+`b","features":{"f":2}}`) {
+		checkDecodeError(t, format, r.err, "id", want)
+		var de *DecodeError
+		if errors.As(r.err, &de) && de.Reason != ReasonTooLarge {
+			t.Errorf("%s: reason %v, want too large", format, de.Reason)
+		}
+	}
+	d := NewDecoder(binaryConfig(), DecoderOptions{})
+	var x learner.Example
+	_, err := d.Decode([]byte(`{"id":`+strings.Repeat("7", MaxIDBytes+1)+`}`), &x)
+	checkDecodeError(t, "json integer", err, "id", want)
+}
+
 // outOfRangeProblem ends the problem of a feature value beyond the bound.
 const outOfRangeProblem = "is out of range (feature values must be finite and within ±1e+30)"
 
