@@ -38,7 +38,9 @@ type EngineConfig struct {
 	// what serves it alone (a lag reporter) may run on it. fenced is the
 	// worker built before, which stopped because another worker wrote
 	// the model's next generation first (nil for the first): the model
-	// is then resumed again from the store's newest generation.
+	// is then resumed again from the store's newest generation, and if
+	// that generation goes on in an epoch log Single returns errInEpochs
+	// and the engine goes on in epochs (Mixed, with no worker before).
 	Single func(ctx context.Context, fenced *Worker) (*Worker, error)
 	// Mixed builds the epochs that learn several shards, continuing the
 	// model's newest generation, whichever way it was written. after is
@@ -185,6 +187,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			break
 		}
 		w, grew, err := e.runSingle(ctx, after)
+		if errors.Is(err, errInEpochs) {
+			// Fenced by a generation of a model learned in epochs: the
+			// model is the store's, just resumed, and goes on in epochs.
+			after = nil
+			break
+		}
 		if fenced(err) {
 			// Another worker of the model (a second replica, an owner
 			// that has not yet heard of a rebalance) wrote the next
@@ -242,6 +250,10 @@ func (e *Engine) shards(ctx context.Context) (int, error) {
 	}
 	return len(ends), nil
 }
+
+// errInEpochs is what EngineConfig.Single returns when the model it
+// resumed after it was fenced goes on in an epoch log.
+var errInEpochs = errors.New("the model goes on in epochs")
 
 // errGrew stops the worker of one shard when the source gains another.
 var errGrew = errors.New("the source gained a partition")

@@ -328,6 +328,19 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 				if err := p.resumeAfter(ctx, fenced); err != nil {
 					return nil, err
 				}
+				// The generation that fenced this worker may be of a model
+				// that another worker took on in epochs (its source grew,
+				// and this worker has not seen it yet): a model of an epoch
+				// log is learned in epochs whatever the shards this worker
+				// sees, never by one worker writing generations inside the
+				// log.
+				inLog, err := p.continuesLog(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if inLog {
+					return nil, errInEpochs
+				}
 				if p.resumed.Snapshotter != nil {
 					p.conn.Worker.Snapshots = workerSnapshots{p.resumed.Snapshotter}
 				}
@@ -383,6 +396,27 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			return x, nil
 		},
 	}, log)
+}
+
+// continuesLog says whether the resumed model goes on in an epoch log:
+// its generation was mixed in epochs, or the store's log holds epochs
+// above it (a worker whose source grew went on in epochs from it).
+func (p *Pipeline) continuesLog(ctx context.Context) (bool, error) {
+	var generation uint64
+	if s := p.resumed.Snapshot; s != nil {
+		if s.Epoch > 0 {
+			return true, nil
+		}
+		generation = s.Generation
+	}
+	if p.opts.Store == nil {
+		return false, nil
+	}
+	epochs, err := epochlog.New(p.opts.Store).Epochs(ctx, p.opts.Model)
+	if err != nil {
+		return false, err
+	}
+	return len(epochs) > 0 && epochs[len(epochs)-1] > generation, nil
 }
 
 // resumeAfter makes what the epochs continue the model that after, the

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +231,121 @@ func TestOpenContinuesTheMixingOfTheLog(t *testing.T) {
 	data.Append(1, more...)
 	if err := learn(options(now)); err == nil {
 		t.Fatal("the epochs went on over a log of another history without Written")
+	}
+}
+
+// TestOpenFencedByAModelInEpochsGoesOnInEpochs: two pipelines of one
+// model over a source of one shard that gains a second. A sees the
+// second shard and goes on in epochs; B does not see it yet (a Kafka
+// client's metadata lags by seconds), and its worker of one shard finds
+// its next generation written by A. The model B resumes then goes on in
+// an epoch log: B goes on in epochs too, and never learns it as one
+// worker again (which wrote a generation inside the log, and every
+// worker started over it stopped at the next boundary).
+func TestOpenFencedByAModelInEpochsGoesOnInEpochs(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	seenByA, seenByB := &growingShards{Log: data}, &growingShards{Log: data}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	logger := zaptest.NewLogger(t)
+	mixing := epochConfig(data, store, sink, "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	var openedByB atomic.Int32
+	options := func(writer string, shards *growingShards) consumer.Options {
+		return consumer.Options{
+			Model:   "mixed",
+			Learner: epochLearner(),
+			Store:   store,
+			Resume:  snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger},
+			Connect: func(context.Context) (consumer.Connection, error) {
+				return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
+			},
+			OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+				if shards == seenByB && openedByB.Add(1) > 1 {
+					t.Error("B learned the model of an epoch log as one worker again")
+					return nil, errors.New("a source of one shard opened again over an epoch log")
+				}
+				return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
+			},
+			Mixing: mixing,
+			Ownership: func() (consumer.Ownership, error) {
+				// B learns in epochs: by now it sees every shard.
+				shards.grow()
+				return consumer.Ownership{}, nil
+			},
+			Log: logger,
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := consumer.Open(ctx, options("a", seenByA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := consumer.Open(ctx, options("b", seenByB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	actx, stopA := context.WithCancel(ctx)
+	engineA := a.Engine(nil)
+	doneA := make(chan error, 1)
+	go func() { doneA <- engineA.Run(actx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned the first shard", func() bool { return engineA.Positions()[data.Key(0)] == int64(len(first)) })
+	seenByA.grow()
+	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned both shards in epochs and wrote a generation of them", func() bool {
+		s, err := store.Latest(ctx, "mixed", nil)
+		return err == nil && s.Epoch > 0 && len(s.Positions) == 2 && maps.Equal(engineA.Positions(), want)
+	})
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+
+	// B resumed the empty store: its worker of one shard learns from the
+	// start and finds generation 1 written by A.
+	more, _ := messages(200)
+	data.Append(0, more[:120]...)
+	data.Append(1, more[120:]...)
+	want = map[string]int64{data.Key(0): int64(len(first) + 120), data.Key(1): int64(len(second) + 80)}
+	engineB := b.Engine(nil)
+	doneB := make(chan error, 1)
+	go func() { doneB <- engineB.Run(ctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "B learned both shards in epochs", func() bool {
+		select {
+		case err := <-doneB:
+			t.Fatalf("B stopped: %v", err)
+		default:
+		}
+		return maps.Equal(engineB.Positions(), want)
+	})
+	cancel()
+	if err := <-doneB; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if n := openedByB.Load(); n != 1 {
+		t.Fatalf("B opened a source of one shard %d times, want once", n)
+	}
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gens {
+		s, err := store.Load(context.Background(), "mixed", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Epoch == 0 && len(s.Positions) > 1 {
+			t.Fatalf("generation %d holds both shards but no epoch: written by one worker inside the epoch log", g)
+		}
 	}
 }
