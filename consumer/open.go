@@ -377,6 +377,13 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 					return nil, err
 				}
 			}
+			if p.conn.Shards != nil {
+				// The source may have gained partitions since it was
+				// connected to: what is said of it counts them now.
+				if ends, err := p.conn.Shards.Ends(ctx); err == nil {
+					p.conn.ShardCount = len(ends)
+				}
+			}
 			x, err := p.epochs(ctx, metrics)
 			if err != nil {
 				return nil, err
@@ -456,7 +463,7 @@ func (s workerSnapshots) Snapshot(ctx context.Context, st *learner.State, positi
 func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error) {
 	log := p.opts.Log
 	if p.opts.Learner.Algorithm == learner.Kernel {
-		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over %d partitions: its support set cannot be mixed; use a source of one partition", p.conn.ShardCount)
+		return nil, fmt.Errorf("model.learner.algorithm: a kernel model cannot be learned over %d partitions: its support set cannot be mixed; use a source of one partition", max(p.conn.ShardCount, 2))
 	}
 	store := p.opts.Store
 	if store == nil {

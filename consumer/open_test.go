@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -347,5 +348,55 @@ func TestOpenFencedByAModelInEpochsGoesOnInEpochs(t *testing.T) {
 		if s.Epoch == 0 && len(s.Positions) > 1 {
 			t.Fatalf("generation %d holds both shards but no epoch: written by one worker inside the epoch log", g)
 		}
+	}
+}
+
+// TestOpenKernelRefusedWhenTheSourceGrows: a kernel model learned over a
+// source of one shard stops when the source gains a second, since its
+// support set cannot be mixed, and the error counts the partitions the
+// source has now, not the one it had when the pipeline connected.
+func TestOpenKernelRefusedWhenTheSourceGrows(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(200)
+	data.Append(0, first...)
+	shards := &growingShards{Log: data}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	logger := zaptest.NewLogger(t)
+	lcfg := epochLearner()
+	lcfg.Algorithm = learner.Kernel
+	mixing := epochConfig(data, store, sink, "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := consumer.Open(ctx, consumer.Options{
+		Model:   "kernel",
+		Learner: lcfg,
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
+		},
+		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+			return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
+		},
+		Mixing:    mixing,
+		Ownership: func() (consumer.Ownership, error) { return consumer.Ownership{}, nil },
+		Log:       logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	engine := p.Engine(nil)
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
+	shards.grow()
+	err = <-done
+	if err == nil || !strings.Contains(err.Error(), "cannot be learned over 2 partitions") {
+		t.Fatalf("Run: %v, want the kernel model refused over the 2 partitions the source has now", err)
 	}
 }
