@@ -159,7 +159,7 @@ func Open(ctx context.Context, opts Options) (_ *Pipeline, err error) {
 		return nil, err
 	}
 	if p.resumed.Snapshotter != nil {
-		p.conn.Worker.Snapshots = workerSnapshots{p.resumed.Snapshotter}
+		p.conn.Worker.Snapshots = p.singleSnapshots()
 	}
 	return p, nil
 }
@@ -342,7 +342,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 					return nil, errInEpochs
 				}
 				if p.resumed.Snapshotter != nil {
-					p.conn.Worker.Snapshots = workerSnapshots{p.resumed.Snapshotter}
+					p.conn.Worker.Snapshots = p.singleSnapshots()
 				}
 			}
 			head, err := p.HeadPositions()
@@ -442,6 +442,39 @@ func (p *Pipeline) resumeAfter(ctx context.Context, after *Worker) error {
 		return nil
 	}
 	return p.resume(ctx)
+}
+
+// singleSnapshots are the snapshots of the worker of a source of one
+// shard in global scope: the resumed model's snapshotter, which writes
+// no generation once the model's epoch log holds an epoch above the
+// generation resumed.
+func (p *Pipeline) singleSnapshots() Snapshotter {
+	return singleSnapshots{workerSnapshots{p.resumed.Snapshotter}, epochlog.New(p.opts.Store), p.opts.Model, p.resumed.Generation}
+}
+
+// singleSnapshots refuse, as fenced, a generation of a model that another
+// worker went on with in epochs (its source grew, and this worker has not
+// seen it yet) from the generation the worker resumed or a later one:
+// written, it would lie inside the epoch log, holding a model that no
+// epoch mixed (docs/scale-out.md, section 7). The engine then reloads the
+// store's newest generation and goes on in epochs.
+type singleSnapshots struct {
+	workerSnapshots
+	log     *epochlog.Log
+	model   string
+	resumed uint64
+}
+
+func (s singleSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
+	epochs, err := s.log.Epochs(ctx, s.model)
+	if err != nil {
+		return err
+	}
+	if n := len(epochs); n > 0 && epochs[n-1] > s.resumed {
+		return fmt.Errorf("%w: model %s goes on in epochs (the store's log holds epoch %d, above generation %d this worker resumed): %w",
+			ErrFatal, s.model, epochs[n-1], s.resumed, snapshot.ErrFenced)
+	}
+	return s.workerSnapshots.Snapshot(ctx, st, positions, join)
 }
 
 // workerSnapshots hands the worker its snapshotter, marking the errors no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -398,5 +399,119 @@ func TestOpenKernelRefusedWhenTheSourceGrows(t *testing.T) {
 	err = <-done
 	if err == nil || !strings.Contains(err.Error(), "cannot be learned over 2 partitions") {
 		t.Fatalf("Run: %v, want the kernel model refused over the 2 partitions the source has now", err)
+	}
+}
+
+// TestOpenOneShardWritesNoGenerationInsideTheLog: pipeline B learns a
+// source of one shard from a generation after which A, which saw the
+// source gain a second shard, went on in epochs. B does not see the
+// second shard yet, and the generation it would write next is free (A
+// has cut the epochs above it and written no generation of them yet): B
+// writes no generation there, inside the epoch log, but goes on in
+// epochs.
+func TestOpenOneShardWritesNoGenerationInsideTheLog(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	seenByA, seenByB := &growingShards{Log: data}, &growingShards{Log: data}
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	sink := memory.NewSink()
+	logger := zaptest.NewLogger(t)
+	mixing := epochConfig(data, store, sink, "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	options := func(writer string, shards *growingShards) consumer.Options {
+		return consumer.Options{
+			Model:   "mixed",
+			Learner: epochLearner(),
+			Store:   store,
+			Resume:  snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger},
+			Connect: func(context.Context) (consumer.Connection, error) {
+				return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
+			},
+			OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+				return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
+			},
+			Mixing: mixing,
+			Ownership: func() (consumer.Ownership, error) {
+				shards.grow()
+				return consumer.Ownership{}, nil
+			},
+			Log: logger,
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := consumer.Open(ctx, options("a", seenByA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	actx, stopA := context.WithCancel(ctx)
+	engineA := a.Engine(nil)
+	doneA := make(chan error, 1)
+	go func() { doneA <- engineA.Run(actx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned the first shard", func() bool { return engineA.Positions()[data.Key(0)] == int64(len(first)) })
+	seenByA.grow()
+	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned both shards in epochs", func() bool { return maps.Equal(engineA.Positions(), want) })
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	// The store as it was before A wrote a generation of its epochs: A's
+	// last generation of one shard, and the epoch log above it.
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gens {
+		s, err := store.Load(ctx, "mixed", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Epoch > 0 {
+			if err := bucket.Delete(ctx, fmt.Sprintf("mixed/%020d.msgpack", g)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := consumer.Open(ctx, options("b", seenByB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	resumed := b.Resumed().Generation
+	if s := b.Resumed().Snapshot; s == nil || s.Epoch != 0 || s.Positions[data.Key(0)] != int64(len(first)) {
+		t.Fatalf("B resumed %v, want A's last generation of one shard", s)
+	}
+	if _, err := store.Load(ctx, "mixed", resumed+1); !errors.Is(err, snapshot.ErrNotFound) {
+		t.Fatalf("generation %d, the one B writes next: %v, want it absent", resumed+1, err)
+	}
+
+	more, _ := messages(150)
+	data.Append(0, more...)
+	want[data.Key(0)] += int64(len(more))
+	engineB := b.Engine(nil)
+	doneB := make(chan error, 1)
+	go func() { doneB <- engineB.Run(ctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "B learned the new examples in epochs", func() bool {
+		select {
+		case err := <-doneB:
+			t.Fatalf("B stopped: %v", err)
+		default:
+		}
+		if s, err := store.Load(ctx, "mixed", resumed+1); err == nil && s.Epoch == 0 {
+			t.Fatalf("B wrote generation %d as one worker, inside the epoch log", resumed+1)
+		}
+		return maps.Equal(engineB.Positions(), want)
+	})
+	cancel()
+	if err := <-doneB; err != nil {
+		t.Fatalf("B: %v", err)
 	}
 }
