@@ -16,7 +16,10 @@ import (
 
 // FollowStart is where a replay of the epoch log live begins for model:
 // its first boundary if the log still has it (nil), or else its oldest
-// generation.
+// generation from which the log goes on: the oldest at or above the
+// epoch below the log's first. A model learned from one shard before its
+// source grew has generations below that, which no epoch of the log
+// follows (docs/scale-out.md, section 7).
 func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapshot.Snapshot, error) {
 	_, _, err := live.Boundary(ctx, model, 1)
 	if !errors.Is(err, snapshot.ErrNotFound) {
@@ -29,7 +32,20 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 	if len(gens) == 0 {
 		return nil, fmt.Errorf("replay: the epoch log of %s has neither its first boundary nor a generation to begin from", model)
 	}
-	return live.Load(ctx, model, gens[0])
+	epochs, err := live.Epochs(ctx, model)
+	if err != nil {
+		return nil, err
+	}
+	begin := gens[0]
+	if len(epochs) > 0 {
+		for _, g := range gens {
+			if g+1 >= epochs[0] {
+				begin = g
+				break
+			}
+		}
+	}
+	return live.Load(ctx, model, begin)
 }
 
 // Followed is what following an epoch log learned: the model and its

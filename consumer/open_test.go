@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -399,6 +400,93 @@ func TestOpenKernelRefusedWhenTheSourceGrows(t *testing.T) {
 	err = <-done
 	if err == nil || !strings.Contains(err.Error(), "cannot be learned over 2 partitions") {
 		t.Fatalf("Run: %v, want the kernel model refused over the 2 partitions the source has now", err)
+	}
+}
+
+// TestFollowAModelThatGrewFromOneShard: a model learned from one shard
+// whose source gained a second went on in epochs from its worker's last
+// generation, above generations of one worker that no epoch follows. A
+// replay of its log begins at that last generation and reproduces the
+// live model; begun at the oldest generation it found no epoch after it
+// and replayed nothing.
+func TestFollowAModelThatGrewFromOneShard(t *testing.T) {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	shards := &growingShards{Log: data}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	logger := zaptest.NewLogger(t)
+	mixing := epochConfig(data, store, sink, "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	opts := consumer.Options{
+		Model:   "mixed",
+		Learner: epochLearner(),
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
+		},
+		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+			return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
+		},
+		Mixing:    mixing,
+		Ownership: func() (consumer.Ownership, error) { return consumer.Ownership{}, nil },
+		Log:       logger,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := consumer.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	engine := p.Engine(nil)
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
+	shards.grow()
+	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
+	wait.For(t, time.Minute, 5*time.Millisecond, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	live, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil || live.Epoch == 0 || !maps.Equal(live.Positions, want) {
+		t.Fatalf("the newest generation %v (%v), want one of an epoch at %v", live, err, want)
+	}
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) < 2 {
+		t.Fatalf("generations %v (%v), want the worker's of one shard and the epochs'", gens, err)
+	}
+
+	start, err := consumer.FollowStart(context.Background(), epochlog.New(store), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start == nil {
+		t.Fatal("the replay begins at the log's first boundary, which the log does not have")
+	}
+	if start.Epoch != 0 || start.Generation == gens[0] {
+		t.Fatalf("the replay begins at generation %d (epoch %d), want the last generation of one worker, above generation %d", start.Generation, start.Epoch, gens[0])
+	}
+	replay, err := consumer.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.Close()
+	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	f, err := replay.Follow(context.Background(), epochlog.New(store), epochlog.New(out), start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Model.State().Digest(), live.State.Digest(); got != want || f.Mixed != live.Epoch {
+		t.Fatalf("the replay followed to epoch %d with state_sha256 %x, the live model is at epoch %d with %x", f.Mixed, got, live.Epoch, want)
 	}
 }
 
