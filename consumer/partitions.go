@@ -181,9 +181,11 @@ func (p *Partitions) learned() map[shardid.ID]int64 {
 
 // NotReady lists why the partitions are not learning, as Worker.NotReady
 // does: before Run and after it returns, and while a shard's worker
-// cannot publish its outputs or write its snapshots (its reason then
-// names the shard). A shard between two workers, while ownership moves
-// or its chain is reloaded, does not make it not ready.
+// cannot publish its outputs or write its snapshots, or a shard cannot
+// be started because its chain's store does not answer or the source
+// does not list it yet (the reason then names the shard). A shard between
+// two workers, while ownership moves or its chain is reloaded, does not
+// make it not ready.
 func (p *Partitions) NotReady() []string {
 	reasons := p.readiness.reasons()
 	p.mu.Lock()
@@ -417,11 +419,19 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 		defer metrics.Join.stopped(shard)
 	}
 	if !ok {
-		if from, err = p.cfg.Shards.Start(ctx, id, p.cfg.Start); err != nil {
+		err := p.setUp(ctx, id, NotReadySource, "find where the shard begins", ErrNoShard, func(ctx context.Context) (err error) {
+			from, err = p.cfg.Shards.Start(ctx, id, p.cfg.Start)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("where the shard begins: %w", err)
 		}
 	}
-	src, err := p.cfg.Shards.Open(ctx, id, from)
+	var src Source
+	err = p.setUp(ctx, id, NotReadySource, "open the shard", ErrNoShard, func(ctx context.Context) (err error) {
+		src, err = p.cfg.Shards.Open(ctx, id, from)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("open the shard at %d: %w", from, err)
 	}
@@ -445,29 +455,42 @@ func (p *Partitions) runShard(ctx context.Context, id shardid.ID) error {
 // gained (at start, at a rebalance, at a reload) holds that shard, which
 // is reported not ready meanwhile, and stops nothing (docs/operations.md,
 // Outages). Any other error is returned at once: the chain refused.
-func (p *Partitions) openChain(ctx context.Context, id shardid.ID) (Chain, error) {
-	reason := NotReadySnapshots + ": " + id.String()
-	var ch Chain
+func (p *Partitions) openChain(ctx context.Context, id shardid.ID) (ch Chain, err error) {
+	err = p.setUp(ctx, id, NotReadySnapshots, "open the chain", snapshot.ErrUnavailable, func(ctx context.Context) (err error) {
+		ch, err = p.cfg.Open(ctx, id)
+		return err
+	})
+	return ch, err
+}
+
+// setUp runs op, a step of starting shard's worker, again with backoff
+// while it fails with an error that is transient, reporting the shard not
+// ready for reason meanwhile; any other error is returned at once. A
+// shard the source does not list yet (ErrNoShard: a partition a
+// rebalance assigned before this worker's metadata shows it) is retried
+// so too, whatever the step.
+func (p *Partitions) setUp(ctx context.Context, id shardid.ID, reason, what string, transient error, op func(ctx context.Context) error) error {
+	key := reason + ": " + id.String()
 	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
 	failed := false
-	err := retry.Do(ctx, &bo, func(ctx context.Context) (err error) {
-		ch, err = p.cfg.Open(ctx, id)
-		if err != nil && !errors.Is(err, snapshot.ErrUnavailable) {
+	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
+		err := op(ctx)
+		if err != nil && !errors.Is(err, transient) && !errors.Is(err, ErrNoShard) {
 			return retry.Permanent(err)
 		}
 		return err
 	}, func(err error) {
 		if !failed {
-			p.log.Warn("the store did not answer while opening a shard's chain: retrying", zap.Stringer("shard", id), zap.Error(err))
+			p.log.Warn("a shard could not be started: retrying", zap.Stringer("shard", id), zap.String("step", what), zap.Error(err))
 		}
 		failed = true
-		p.readiness.fail(reason, fmt.Sprintf("open the chain: %v", err))
+		p.readiness.fail(key, fmt.Sprintf("%s: %v", what, err))
 	})
 	if failed {
-		p.readiness.ok(reason)
+		p.readiness.ok(key)
 		if err == nil {
-			p.log.Info("the shard's chain opened after the store came back", zap.Stringer("shard", id))
+			p.log.Info("the shard started after its retries", zap.Stringer("shard", id), zap.String("step", what))
 		}
 	}
-	return ch, err
+	return err
 }

@@ -763,6 +763,51 @@ func TestPartitionsWaitForAStoreThatDoesNotAnswer(t *testing.T) {
 	r.checkEvents(t)
 }
 
+// TestPartitionsWaitForAShardTheSourceDoesNotListYet: a shard assigned
+// before the source lists it (a partition added to the topic, handed over
+// by the group before this worker's metadata shows it) waits, named in
+// NotReady, while the other shards learn; once the source has it, the
+// shard learns its partition from its start, as a new chain.
+func TestPartitionsWaitForAShardTheSourceDoesNotListYet(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	cfg := r.config(t, "a")
+	added := r.log.Shard(partitionShards)
+	cfg.Owned = func() []shardid.ID {
+		ids := []shardid.ID{added}
+		for q := range partitionShards {
+			ids = append(ids, r.log.Shard(q))
+		}
+		return ids
+	}
+	p := consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	runs := map[string]<-chan error{"a": runPartitions(ctx, p)}
+	want := consumer.NotReadySource + ": " + added.String() + ": find where the shard begins: "
+	waitRunning(t, "the added shard named in NotReady, the others at their ends", runs, func() bool {
+		if !slices.ContainsFunc(p.NotReady(), func(r string) bool { return strings.HasPrefix(r, want) }) {
+			return false
+		}
+		for q := range partitionShards {
+			if p.Positions()[r.log.Key(q)] != int64(len(r.data[q])) {
+				return false
+			}
+		}
+		return true
+	})
+	r.log.AddPartitions(1)
+	msgs, _ := messages(200)
+	r.log.Append(partitionShards, msgs...)
+	waitRunning(t, "the added shard at its end", runs, func() bool {
+		return p.Positions()[added.String()] == int64(len(msgs)) && len(p.NotReady()) == 0
+	})
+	stopPartitions(t, "a", cancel, runs["a"])
+	r.checkChains(t)
+	if snap := r.newest(added.String()); snap == nil || snap.Positions[added.String()] != int64(len(msgs)) {
+		t.Errorf("the added shard's chain: %+v, want a generation at %d", snap, len(msgs))
+	}
+}
+
 // shardOf is the shard named name, which the test made.
 func shardOf(t *testing.T, name string) shardid.ID {
 	t.Helper()

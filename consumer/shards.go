@@ -2,12 +2,19 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
+
+// ErrNoShard marks a shard that Shards does not list: in Start or Open,
+// a partition that the broker's metadata as this worker last read it
+// does not have yet, though the consumer group already assigned it (a
+// topic that gained partitions moments ago).
+var ErrNoShard = errors.New("no such partition")
 
 // Shards is a source whose partitions (its shards: a Kafka
 // topic-partition, a partition of a JetStream stream) can be read one by

@@ -154,7 +154,7 @@ func (s *Shards) lookup(ctx context.Context, shard shardid.ID, at time.Time) (pa
 		return partitionOffsets{}, err
 	}
 	if !slices.Contains(parts, tp) {
-		return partitionOffsets{}, fmt.Errorf("kafka: %s: no such partition: topic %s has %d", shard, tp.topic, len(parts))
+		return partitionOffsets{}, fmt.Errorf("kafka: %s: %w: topic %s has %d", shard, consumer.ErrNoShard, tp.topic, len(parts))
 	}
 	offsets, err := s.cluster.offsets(ctx, []topicPartition{tp}, at)
 	if err != nil {

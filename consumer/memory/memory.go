@@ -40,6 +40,16 @@ func NewLog(name string, partitions int) *Log {
 	return &Log{name: name, partitions: make([][][]byte, partitions), grew: make(chan struct{})}
 }
 
+// AddPartitions adds n empty partitions after the log's, as a topic's
+// partitions are added to.
+func (l *Log) AddPartitions(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partitions = append(l.partitions, make([][][]byte, n)...)
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
 // Key is the source key of partition p, the name of its Shard.
 func (l *Log) Key(p int) string { return l.Shard(p).String() }
 
@@ -166,7 +176,7 @@ func (l *Log) partition(shard shardid.ID) (int, error) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("memory: %q is not a partition of log %s", shard, l.name)
+	return 0, fmt.Errorf("memory: %q is not a partition of log %s: %w", shard, l.name, consumer.ErrNoShard)
 }
 
 // Source reads partitions of a Log from resume positions: for each
