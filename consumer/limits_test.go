@@ -40,7 +40,10 @@ func withPill() [][]byte {
 // Per-message overhead of the sinks besides key and value: the
 // Nats-Msg-Id header; a Kafka record batch and kafka-go's accounting.
 const (
-	natsOverhead  = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
+	natsOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
+	// smallMsgSize is the max_msg_size of the streams that an event
+	// with an id of wire.MaxIDBytes does not fit, and every other does.
+	smallMsgSize  = 1024
 	kafkaOverhead = 61 + 23
 )
 
@@ -196,7 +199,7 @@ func TestWorkerPoisonPillKafka(t *testing.T) {
 // and the limit, instead of stalling the stream; the model learns from it
 // all the same, and one message never gets two dead letters.
 func TestWorkerOversizedEvent(t *testing.T) {
-	huge := fmt.Appendf(nil, `{"id":%q,"label":-1,"features":{"a":1}}`, strings.Repeat("i", 100_000))
+	huge := fmt.Appendf(nil, `{"id":%q,"label":-1,"features":{"a":1}}`, strings.Repeat("i", wire.MaxIDBytes))
 	for _, tc := range []struct {
 		name         string
 		mis          string // the misclassifications' stream
@@ -208,7 +211,7 @@ func TestWorkerOversizedEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBroker(t)
 			for _, s := range []string{"SMALLPRED", "SMALLMIS"} {
-				if _, err := b.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}, MaxMsgSize: 64 << 10}); err != nil {
+				if _, err := b.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}, MaxMsgSize: smallMsgSize}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -236,11 +239,11 @@ func TestWorkerOversizedEvent(t *testing.T) {
 			if err := json.Unmarshal(dead[0], &dl); err != nil {
 				t.Fatal(err)
 			}
-			want := fmt.Sprintf(" bytes exceed the limit of %d of output t.SMALLPRED", 64<<10-natsOverhead)
+			want := fmt.Sprintf(" bytes exceed the limit of %d of output t.SMALLPRED", smallMsgSize-natsOverhead)
 			if dl.EventID != "jetstream:IN/1" || !strings.HasPrefix(dl.Error, "prediction event: ") || !strings.Contains(dl.Error, want) {
 				t.Fatalf("dead letter %s: %q, want jetstream:IN/1 with an error like %q", dl.EventID, dl.Error, "prediction event: N"+want)
 			}
-			if size, err := strconv.Atoi(strings.Fields(dl.Error)[2]); err != nil || size <= 100_000 {
+			if size, err := strconv.Atoi(strings.Fields(dl.Error)[2]); err != nil || size <= wire.MaxIDBytes {
 				t.Fatalf("error %q does not give the event's size", dl.Error)
 			}
 			if !bytes.Equal(dl.Payload, huge) || dl.Truncated != nil {
@@ -283,7 +286,7 @@ func runUntilPublished(t *testing.T, w *consumer.Worker, key string, n int64) {
 // TestJoinedWorkerOversizedEvents: with labels that come later, a late
 // label and a joined label's misclassification are events too, and a
 // label's id can make either larger than its output takes (here ids of
-// 100 kB, and streams whose max_msg_size is 64 KiB). Each is dropped and
+// wire.MaxIDBytes, and streams whose max_msg_size is smallMsgSize). Each is dropped and
 // logged, rather than retried for ever with the stream stalled behind it:
 // the worker goes on reading both inputs and publishing the other events.
 func TestJoinedWorkerOversizedEvents(t *testing.T) {
@@ -291,18 +294,18 @@ func TestJoinedWorkerOversizedEvents(t *testing.T) {
 	for _, s := range []string{"SMALLMIS", "SMALLLATE", "LATE"} {
 		cfg := jetstream.StreamConfig{Name: s, Subjects: []string{"t." + s}}
 		if s != "LATE" {
-			cfg.MaxMsgSize = 64 << 10
+			cfg.MaxMsgSize = smallMsgSize
 		}
 		if _, err := b.js.CreateStream(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	joined, unknown := strings.Repeat("j", 100_000), strings.Repeat("u", 100_000)
+	joined, unknown := strings.Repeat("j", wire.MaxIDBytes), strings.Repeat("u", wire.MaxIDBytes)
 	const window = time.Second
 	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
 	at := func(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
 	// The huge example is predicted +1 by the new model, and its label
-	// says -1: a misclassification of over 100 kB.
+	// says -1: a misclassification over smallMsgSize.
 	ex.AppendAt(0, at(0), fmt.Appendf(nil, `{"id":%q,"features":{"a":1}}`, joined))
 	labels.AppendAt(0, at(0), fmt.Appendf(nil, `{"id":%q,"label":-1}`, joined))
 	// A label no example has: unknown once the examples pass its window.
