@@ -9,8 +9,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hyperplane-ml/hyperplane/consumer/retry"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
 // EngineConfig configures an Engine: the source and how each way of
@@ -178,15 +180,32 @@ func (e *Engine) Run(ctx context.Context) error {
 		return p.Run(ctx)
 	}
 	var after *Worker
+	// reload paces the attempts to build the worker again after a fence
+	// that fail for a while: the broker not answering the partitions'
+	// listing, the store not answering the resume.
+	reload := retry.Backoff{Min: e.cfg.RestartDelay, Max: retryMaxDelay}
 	for !e.cfg.Epochs {
 		n, err := e.shards(ctx)
 		if err != nil {
-			return err
+			if after == nil {
+				return err
+			}
+			if e.waitReload(ctx, &reload, err) != nil {
+				return nil
+			}
+			continue
 		}
 		if n > 1 {
 			break
 		}
 		w, grew, err := e.runSingle(ctx, after)
+		if w == nil && after != nil && errors.Is(err, snapshot.ErrUnavailable) {
+			if e.waitReload(ctx, &reload, err) != nil {
+				return nil
+			}
+			continue
+		}
+		reload.Reset()
 		if errors.Is(err, errInEpochs) {
 			// Fenced by a generation of a model learned in epochs: the
 			// model is the store's, just resumed, and goes on in epochs.
@@ -227,6 +246,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.set(x)
 	return x.Run(ctx)
+}
+
+// waitReload logs err, the failure of an attempt to build the worker of
+// one shard again after a fence that another attempt may mend, and waits
+// for the next; the error is ctx's once it ends.
+func (e *Engine) waitReload(ctx context.Context, bo *retry.Backoff, err error) error {
+	e.log.Warn("the worker fenced off could not be built again: retrying", zap.Error(err))
+	return bo.Wait(ctx)
 }
 
 // stopped is err, the failure to build what runs, unless ctx ended

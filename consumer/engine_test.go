@@ -2,6 +2,8 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -166,8 +169,25 @@ func TestEngineGoesOnInEpochsWhenTheSourceGrows(t *testing.T) {
 // over a source of one shard, started together on a file store, both
 // learn it; the one that finds its next generation written by the other
 // goes on from the store's newest generation instead of stopping, and
-// the model in the store learned every example once.
+// the model in the store learned every example once. When the store does
+// not answer the first reloads (snapshot.ErrUnavailable, from a store
+// whose server refuses every request), the worker tries again rather
+// than stopping.
 func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
+	for _, outages := range []int32{0, 2} {
+		t.Run(fmt.Sprintf("reloads refused=%d", outages), func(t *testing.T) { testEngineReload(t, outages) })
+	}
+}
+
+// testEngineReload is TestEngineOfOneShardReloadsAFencedGeneration with
+// the first outages reloads refused by the store.
+func testEngineReload(t *testing.T, outages int32) {
+	down, err := snapshot.OpenStore(context.Background(), s3test.StartRefusing(t).URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { down.Close() })
+	var refused atomic.Int32
 	data := memory.NewLog("ex", 1)
 	msgs, _ := messages(3000)
 	lcfg := epochLearner()
@@ -195,6 +215,13 @@ func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
 			Single: func(ctx context.Context, fenced *consumer.Worker) (*consumer.Worker, error) {
 				if fenced != nil {
 					reloads.Add(1)
+					if refused.Add(1) <= outages {
+						_, err := snapshot.Resume(ctx, down, "one", lcfg, snapshot.ResumeOptions{Writer: writer, Log: logger})
+						if err == nil {
+							err = errors.New("a store that refuses every request resumed the model")
+						}
+						return nil, err
+					}
 				}
 				r, err := snapshot.Resume(ctx, store, "one", lcfg, snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger})
 				if err != nil {
@@ -251,7 +278,7 @@ func TestEngineOfOneShardReloadsAFencedGeneration(t *testing.T) {
 			t.Fatalf("a worker stopped: %v", err)
 		default:
 		}
-		if reloads.Load() == 0 {
+		if reloads.Load() <= outages {
 			return false
 		}
 		mu.Lock()
