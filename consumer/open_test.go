@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -246,73 +248,31 @@ func TestOpenContinuesTheMixingOfTheLog(t *testing.T) {
 // worker again (which wrote a generation inside the log, and every
 // worker started over it stopped at the next boundary).
 func TestOpenFencedByAModelInEpochsGoesOnInEpochs(t *testing.T) {
-	data := memory.NewLog("ex", 2)
-	first, _ := messages(500)
-	second, _ := messages(300)
-	data.Append(0, first...)
-	data.Append(1, second...)
-	seenByA, seenByB := &growingShards{Log: data}, &growingShards{Log: data}
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sink := memory.NewSink()
-	logger := zaptest.NewLogger(t)
-	mixing := epochConfig(data, store, sink, "w")
-	wcfg := mixing.Worker
-	wcfg.SnapshotEvery = 100
-	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	r := newGrownRig(t)
+	data, first, second, store := r.data, r.first, r.second, r.store
 	var openedByB atomic.Int32
-	options := func(writer string, shards *growingShards) consumer.Options {
-		return consumer.Options{
-			Model:   "mixed",
-			Learner: epochLearner(),
-			Store:   store,
-			Resume:  snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger},
-			Connect: func(context.Context) (consumer.Connection, error) {
-				return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
-			},
-			OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
-				if shards == seenByB && openedByB.Add(1) > 1 {
-					t.Error("B learned the model of an epoch log as one worker again")
-					return nil, errors.New("a source of one shard opened again over an epoch log")
-				}
-				return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
-			},
-			Mixing: mixing,
-			Ownership: func() (consumer.Ownership, error) {
-				// B learns in epochs: by now it sees every shard.
-				shards.grow()
-				return consumer.Ownership{}, nil
-			},
-			Log: logger,
+	r.open = func(shards *growingShards) func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+		return func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+			if shards == r.seenByB && openedByB.Add(1) > 1 {
+				t.Error("B learned the model of an epoch log as one worker again")
+				return nil, errors.New("a source of one shard opened again over an epoch log")
+			}
+			return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := consumer.Open(ctx, options("a", seenByA))
+	a, err := consumer.Open(ctx, r.options("a", r.seenByA))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := consumer.Open(ctx, options("b", seenByB))
+	b, err := consumer.Open(ctx, r.options("b", r.seenByB))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-
-	actx, stopA := context.WithCancel(ctx)
-	engineA := a.Engine(nil)
-	doneA := make(chan error, 1)
-	go func() { doneA <- engineA.Run(actx) }()
-	wait.For(t, time.Minute, 5*time.Millisecond, "A learned the first shard", func() bool { return engineA.Positions()[data.Key(0)] == int64(len(first)) })
-	seenByA.grow()
-	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
-	wait.For(t, time.Minute, 5*time.Millisecond, "A learned both shards in epochs and wrote a generation of them", func() bool {
-		s, err := store.Latest(ctx, "mixed", nil)
-		return err == nil && s.Epoch > 0 && len(s.Positions) == 2 && maps.Equal(engineA.Positions(), want)
-	})
-	stopA()
-	if err := <-doneA; err != nil {
-		t.Fatalf("A: %v", err)
-	}
+	want := r.learnBoth(t, ctx, a, func(s *snapshot.Snapshot) bool { return s.Epoch > 0 && len(s.Positions) == 2 })
 
 	// B resumed the empty store: its worker of one shard learns from the
 	// start and finds generation 1 written by A.
@@ -498,59 +458,16 @@ func TestFollowAModelThatGrewFromOneShard(t *testing.T) {
 // writes no generation there, inside the epoch log, but goes on in
 // epochs.
 func TestOpenOneShardWritesNoGenerationInsideTheLog(t *testing.T) {
-	data := memory.NewLog("ex", 2)
-	first, _ := messages(500)
-	second, _ := messages(300)
-	data.Append(0, first...)
-	data.Append(1, second...)
-	seenByA, seenByB := &growingShards{Log: data}, &growingShards{Log: data}
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	sink := memory.NewSink()
-	logger := zaptest.NewLogger(t)
-	mixing := epochConfig(data, store, sink, "w")
-	wcfg := mixing.Worker
-	wcfg.SnapshotEvery = 100
-	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
-	options := func(writer string, shards *growingShards) consumer.Options {
-		return consumer.Options{
-			Model:   "mixed",
-			Learner: epochLearner(),
-			Store:   store,
-			Resume:  snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: logger},
-			Connect: func(context.Context) (consumer.Connection, error) {
-				return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
-			},
-			OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
-				return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
-			},
-			Mixing: mixing,
-			Ownership: func() (consumer.Ownership, error) {
-				shards.grow()
-				return consumer.Ownership{}, nil
-			},
-			Log: logger,
-		}
-	}
+	r := newGrownRig(t)
+	data, first, store, bucket := r.data, r.first, r.store, r.bucket
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := consumer.Open(ctx, options("a", seenByA))
+	a, err := consumer.Open(ctx, r.options("a", r.seenByA))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	actx, stopA := context.WithCancel(ctx)
-	engineA := a.Engine(nil)
-	doneA := make(chan error, 1)
-	go func() { doneA <- engineA.Run(actx) }()
-	wait.For(t, time.Minute, 5*time.Millisecond, "A learned the first shard", func() bool { return engineA.Positions()[data.Key(0)] == int64(len(first)) })
-	seenByA.grow()
-	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
-	wait.For(t, time.Minute, 5*time.Millisecond, "A learned both shards in epochs", func() bool { return maps.Equal(engineA.Positions(), want) })
-	stopA()
-	if err := <-doneA; err != nil {
-		t.Fatalf("A: %v", err)
-	}
+	want := r.learnBoth(t, ctx, a, nil)
 	// The store as it was before A wrote a generation of its epochs: A's
 	// last generation of one shard, and the epoch log above it.
 	gens, err := store.Generations(ctx, "mixed")
@@ -568,7 +485,7 @@ func TestOpenOneShardWritesNoGenerationInsideTheLog(t *testing.T) {
 			}
 		}
 	}
-	b, err := consumer.Open(ctx, options("b", seenByB))
+	b, err := consumer.Open(ctx, r.options("b", r.seenByB))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,4 +519,95 @@ func TestOpenOneShardWritesNoGenerationInsideTheLog(t *testing.T) {
 	if err := <-doneB; err != nil {
 		t.Fatalf("B: %v", err)
 	}
+}
+
+// grownRig is a source of two shards that two pipelines of one model, A
+// and B, each see as one shard until their growingShards grows: a model
+// over a source of one shard that gains a second, on an in-memory store.
+type grownRig struct {
+	data             *memory.Log
+	first, second    [][]byte // the shards' messages before A runs
+	seenByA, seenByB *growingShards
+	bucket           *blob.Bucket
+	store            *snapshot.Store
+	logger           *zap.Logger
+	wcfg             consumer.WorkerConfig
+	mixing           consumer.EpochConfig
+	// open, if set, makes the OpenSource of a pipeline that sees shards;
+	// else the source reads the first shard.
+	open func(shards *growingShards) func(ctx context.Context, positions map[string]int64) (consumer.Source, error)
+}
+
+func newGrownRig(t *testing.T) *grownRig {
+	data := memory.NewLog("ex", 2)
+	first, _ := messages(500)
+	second, _ := messages(300)
+	data.Append(0, first...)
+	data.Append(1, second...)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	mixing := epochConfig(data, store, memory.NewSink(), "w")
+	wcfg := mixing.Worker
+	wcfg.SnapshotEvery = 100
+	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
+	return &grownRig{data: data, first: first, second: second,
+		seenByA: &growingShards{Log: data}, seenByB: &growingShards{Log: data},
+		bucket: bucket, store: store, logger: zaptest.NewLogger(t), wcfg: wcfg, mixing: mixing}
+}
+
+// options are the pipeline of writer that sees shards.
+func (r *grownRig) options(writer string, shards *growingShards) consumer.Options {
+	open := func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
+		return r.data.Open(ctx, r.data.Shard(0), positions[r.data.Key(0)])
+	}
+	if r.open != nil {
+		open = r.open(shards)
+	}
+	return consumer.Options{
+		Model:   "mixed",
+		Learner: epochLearner(),
+		Store:   r.store,
+		Resume:  snapshot.ResumeOptions{Writer: writer, Keep: 1000, Log: r.logger},
+		Connect: func(context.Context) (consumer.Connection, error) {
+			return consumer.Connection{Worker: r.wcfg, Shards: shards, ShardCount: 1}, nil
+		},
+		OpenSource: open,
+		Mixing:     r.mixing,
+		Ownership: func() (consumer.Ownership, error) {
+			// A pipeline learns in epochs once it sees every shard.
+			shards.grow()
+			return consumer.Ownership{}, nil
+		},
+		Log: r.logger,
+	}
+}
+
+// learnBoth runs A's engine until it has learned the first shard as one
+// worker, and then, once A sees the second, both shards in epochs (and
+// the store's newest generation passes stored, if set), and stops it. It
+// returns the positions at both shards' ends.
+func (r *grownRig) learnBoth(t *testing.T, ctx context.Context, a *consumer.Pipeline, stored func(*snapshot.Snapshot) bool) map[string]int64 {
+	t.Helper()
+	actx, stopA := context.WithCancel(ctx)
+	engineA := a.Engine(nil)
+	doneA := make(chan error, 1)
+	go func() { doneA <- engineA.Run(actx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned the first shard", func() bool {
+		return engineA.Positions()[r.data.Key(0)] == int64(len(r.first))
+	})
+	r.seenByA.grow()
+	want := map[string]int64{r.data.Key(0): int64(len(r.first)), r.data.Key(1): int64(len(r.second))}
+	wait.For(t, time.Minute, 5*time.Millisecond, "A learned both shards in epochs", func() bool {
+		if stored != nil {
+			if s, err := r.store.Latest(ctx, "mixed", nil); err != nil || !stored(s) {
+				return false
+			}
+		}
+		return maps.Equal(engineA.Positions(), want)
+	})
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	return want
 }
