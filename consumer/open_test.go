@@ -370,34 +370,12 @@ func TestOpenKernelRefusedWhenTheSourceGrows(t *testing.T) {
 // live model; begun at the oldest generation it found no epoch after it
 // and replayed nothing.
 func TestFollowAModelThatGrewFromOneShard(t *testing.T) {
-	data := memory.NewLog("ex", 2)
-	first, _ := messages(500)
-	second, _ := messages(300)
-	data.Append(0, first...)
-	data.Append(1, second...)
-	shards := &growingShards{Log: data}
-	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	sink := memory.NewSink()
-	logger := zaptest.NewLogger(t)
-	mixing := epochConfig(data, store, sink, "w")
-	wcfg := mixing.Worker
-	wcfg.SnapshotEvery = 100
-	mixing.Worker, mixing.Shards, mixing.Log = consumer.WorkerConfig{}, nil, nil
-	opts := consumer.Options{
-		Model:   "mixed",
-		Learner: epochLearner(),
-		Store:   store,
-		Resume:  snapshot.ResumeOptions{Writer: "w", Keep: 1000, Log: logger},
-		Connect: func(context.Context) (consumer.Connection, error) {
-			return consumer.Connection{Worker: wcfg, Shards: shards, ShardCount: 1}, nil
-		},
-		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
-			return data.Open(ctx, data.Shard(0), positions[data.Key(0)])
-		},
-		Mixing:    mixing,
-		Ownership: func() (consumer.Ownership, error) { return consumer.Ownership{}, nil },
-		Log:       logger,
-	}
+	r := newGrownRig(t)
+	data, first, second, store := r.data, r.first, r.second, r.store
+	shards := r.seenByA
+	opts := r.options("w", shards)
+	// Its shards grow when the test says, not when the epochs begin.
+	opts.Ownership = func() (consumer.Ownership, error) { return consumer.Ownership{}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := consumer.Open(ctx, opts)
