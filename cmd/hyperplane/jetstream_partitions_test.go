@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
 // TestPartitionedJetStream: setup creates a stream partitioned into four
@@ -105,27 +106,15 @@ func TestPartitionedJetStreamOfOnePartition(t *testing.T) {
 		t.Fatalf("setup did not create a partitioned stream:\n%s", out)
 	}
 	mustRun(t, "", "gen", "-examples", "500", "-seed", "3", "-to", "jetstream:ex1.*", "--nats.url", ns.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr bytes.Buffer
-	stopped := make(chan error, 1)
-	go func() {
-		stopped <- run(ctx, append([]string{"run"}, common...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
-	}()
-	store, err := snapshot.OpenStore(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	r := startRun(t, append([]string{"run"}, common...))
+	store := storetest.OpenStore(t, url)
 	var newest *snapshot.Snapshot
-	waitRunning(t, 2*time.Minute, "the stream learned", stopped, &stderr, func() bool {
+	r.wait(t, 2*time.Minute, "the stream learned", func() bool {
+		var err error
 		newest, err = store.Latest(context.Background(), "one", nil)
 		return err == nil && newest.State.Examples == 500
 	})
-	cancel()
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	r.stop(t)
 	if newest.Epoch != 0 {
 		t.Fatalf("generation %d is of epoch %d: one partition is learned by one worker as it comes", newest.Generation, newest.Epoch)
 	}
@@ -159,36 +148,24 @@ func TestPartitionedJetStreamLearnedInEpochsFromItsStart(t *testing.T) {
 	}
 	mustRun(t, "", "gen", "-examples", "300", "-seed", "5", "-to", "jetstream:ex."+key, "--nats.url", ns.URL())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr lockedBuffer
-	stopped := make(chan error, 1)
-	go func() {
-		stopped <- run(ctx, append([]string{"run"}, common...), func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
-	}()
-	store, err := snapshot.OpenStore(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	r := startRun(t, append([]string{"run"}, common...))
+	store := storetest.OpenStore(t, url)
 	var newest *snapshot.Snapshot
 	learned := func(n uint64) func() bool {
 		return func() bool {
+			var err error
 			newest, err = store.Latest(context.Background(), "grow", nil)
 			return err == nil && newest.State.Examples >= n
 		}
 	}
-	waitRunning(t, 2*time.Minute, "partition 0 learned", stopped, &stderr, learned(300))
+	r.wait(t, 2*time.Minute, "partition 0 learned", learned(300))
 	// Then examples in every partition.
 	mustRun(t, "", "gen", "-examples", "900", "-start", "300", "-seed", "5", "-to", "jetstream:ex.*", "--nats.url", ns.URL())
-	waitRunning(t, 2*time.Minute, "the stream learned", stopped, &stderr, learned(1200))
-	cancel()
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	r.wait(t, 2*time.Minute, "the stream learned", learned(1200))
+	r.stop(t)
 	if newest.Epoch == 0 || newest.State.Examples != 1200 {
 		t.Fatalf("generation %d of epoch %d holds %d examples, want the stream's 1200, learned in epochs\n%s",
-			newest.Generation, newest.Epoch, newest.State.Examples, stderr.String())
+			newest.Generation, newest.Epoch, newest.State.Examples, r.log())
 	}
 	if _, ok := newest.Positions["jetstream:EX"]; ok {
 		t.Fatalf("generation %d has a position of the stream read as one source, %v: its first partition was learned alone", newest.Generation, newest.Positions)

@@ -303,7 +303,7 @@ func TestLabelsWindowChangeRefused(t *testing.T) {
 		return len(gens)
 	}
 	r := startRun(t, args("10m"))
-	wait.For(t, time.Minute, 10*time.Millisecond, "a generation of the joined model", func() bool { return generations() > 0 })
+	r.wait(t, time.Minute, "a generation of the joined model", func() bool { return generations() > 0 })
 	r.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -318,6 +318,6 @@ func TestLabelsWindowChangeRefused(t *testing.T) {
 		t.Fatalf("gen: %v\n%s", err, stderr)
 	}
 	r = startRun(t, args("10m"))
-	wait.For(t, time.Minute, 10*time.Millisecond, "a generation under the recorded window", func() bool { return generations() > before })
+	r.wait(t, time.Minute, "a generation under the recorded window", func() bool { return generations() > before })
 	r.stop(t)
 }

@@ -442,6 +442,17 @@ func startRun(t *testing.T, args []string) *runner {
 
 func (r *runner) log() string { return r.stderr.String() }
 
+// wait is waitRunning for the run.
+func (r *runner) wait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	stopped := make(chan error, 1)
+	go func() {
+		<-r.done
+		stopped <- r.err
+	}()
+	waitRunning(t, timeout, what, stopped, r.stderr, cond)
+}
+
 // stop stops the worker and fails unless it stops cleanly in time.
 func (r *runner) stop(t *testing.T) {
 	t.Helper()
