@@ -371,10 +371,9 @@ func TestOpenKernelRefusedWhenTheSourceGrows(t *testing.T) {
 // and replayed nothing.
 func TestFollowAModelThatGrewFromOneShard(t *testing.T) {
 	r := newGrownRig(t)
-	data, first, second, store := r.data, r.first, r.second, r.store
-	shards := r.seenByA
-	opts := r.options("w", shards)
-	// Its shards grow when the test says, not when the epochs begin.
+	store := r.store
+	opts := r.options("w", r.seenByA)
+	// Its shards grow when learnBoth says, not when the epochs begin.
 	opts.Ownership = func() (consumer.Ownership, error) { return consumer.Ownership{}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -383,17 +382,7 @@ func TestFollowAModelThatGrewFromOneShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	engine := p.Engine(nil)
-	done := make(chan error, 1)
-	go func() { done <- engine.Run(ctx) }()
-	wait.For(t, time.Minute, 5*time.Millisecond, "the first shard learned", func() bool { return engine.Positions()[data.Key(0)] == int64(len(first)) })
-	shards.grow()
-	want := map[string]int64{data.Key(0): int64(len(first)), data.Key(1): int64(len(second))}
-	wait.For(t, time.Minute, 5*time.Millisecond, "both shards learned in epochs", func() bool { return maps.Equal(engine.Positions(), want) })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	want := r.learnBoth(t, ctx, p, nil)
 	live, err := store.Latest(context.Background(), "mixed", nil)
 	if err != nil || live.Epoch == 0 || !maps.Equal(live.Positions, want) {
 		t.Fatalf("the newest generation %v (%v), want one of an epoch at %v", live, err, want)
