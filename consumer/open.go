@@ -419,11 +419,19 @@ func (p *Pipeline) continuesLog(ctx context.Context) (bool, error) {
 	if p.opts.Store == nil {
 		return false, nil
 	}
-	epochs, err := epochlog.New(p.opts.Store).Epochs(ctx, p.opts.Model)
-	if err != nil {
-		return false, err
+	_, above, err := epochAbove(ctx, epochlog.New(p.opts.Store), p.opts.Model, generation)
+	return above, err
+}
+
+// epochAbove returns the newest epoch of model's log, and whether it is
+// above generation g: a worker went on in epochs from g or a later one.
+func epochAbove(ctx context.Context, log *epochlog.Log, model string, g uint64) (uint64, bool, error) {
+	epochs, err := log.Epochs(ctx, model)
+	if err != nil || len(epochs) == 0 {
+		return 0, false, err
 	}
-	return len(epochs) > 0 && epochs[len(epochs)-1] > generation, nil
+	e := epochs[len(epochs)-1]
+	return e, e > g, nil
 }
 
 // resumeAfter makes what the epochs continue the model that after, the
@@ -466,13 +474,13 @@ type singleSnapshots struct {
 }
 
 func (s singleSnapshots) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
-	epochs, err := s.log.Epochs(ctx, s.model)
+	e, above, err := epochAbove(ctx, s.log, s.model, s.resumed)
 	if err != nil {
 		return err
 	}
-	if n := len(epochs); n > 0 && epochs[n-1] > s.resumed {
+	if above {
 		return fmt.Errorf("%w: model %s goes on in epochs (the store's log holds epoch %d, above generation %d this worker resumed): %w",
-			ErrFatal, s.model, epochs[n-1], s.resumed, snapshot.ErrFenced)
+			ErrFatal, s.model, e, s.resumed, snapshot.ErrFenced)
 	}
 	return s.workerSnapshots.Snapshot(ctx, st, positions, join)
 }
