@@ -223,10 +223,10 @@ type shardExit struct {
 // does); a shard whose shutdown ran out of time is in the error, as
 // Worker.Run reports it, and loses nothing. A shard whose next
 // generation another owner wrote (snapshot.ErrFenced) is reloaded, and a
-// chain that cannot be opened while the store does not answer
-// (snapshot.ErrUnavailable) is opened again with backoff, the shard not
-// ready meanwhile; any other error of a shard, or of Open, stops every
-// shard and is returned.
+// shard whose chain cannot be opened while the store does not answer
+// (snapshot.ErrUnavailable), or that the source does not list yet
+// (ErrNoShard), is started again with backoff, not ready meanwhile; any
+// other error of a shard, or of Open, stops every shard and is returned.
 func (p *Partitions) Run(ctx context.Context) error {
 	p.readiness.ok(NotReadySource)
 	defer p.readiness.fail(NotReadySource, "stopped consuming")
