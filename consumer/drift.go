@@ -13,9 +13,9 @@ import (
 // afresh (learner.DriftConfig). Like every output, the event follows from
 // the model and the message alone, so a replay of the same offsets
 // publishes it again with the same id and content. An event over the
-// destination's limit becomes a dead letter, unless the message already
-// has one (dead).
-func (w *Worker) drifted(m *Message, key []byte, ev *wire.Prediction, b *outBatch, dead bool) {
+// destination's limit is dropped, and its error returned for the
+// message's dead letter (see alsoOver).
+func (w *Worker) drifted(m *Message, key []byte, ev *wire.Prediction, b *outBatch) (over error) {
 	d := ev.Outcome.Drift
 	mt := w.model.Counts()
 	w.metrics.Drifts.Inc()
@@ -34,7 +34,5 @@ func (w *Worker) drifted(m *Message, key []byte, ev *wire.Prediction, b *outBatc
 	}
 	start := len(b.arena)
 	b.arena = w.cfg.Encoding.AppendDrift(b.arena, &e)
-	if err := b.addWithin(w.cfg.Drift, w.limits.drift, "drift", key, start); err != nil && !dead {
-		w.deadLetter(m, key, err, reasonOutputTooLarge, b)
-	}
+	return b.addWithin(w.cfg.Drift, w.limits.drift, "drift", key, start)
 }

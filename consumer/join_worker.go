@@ -534,7 +534,9 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 		o.Margin = margin(&o.Prediction, x.Label, w.labels.Multiclass())
 	}
 	ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
-	w.publishOutcome(m, key, &ev, b)
+	if over := w.publishOutcome(key, &ev, b); over != nil {
+		w.deadLetter(m, key, over, reasonOutputTooLarge, b)
+	}
 	served := Served{Version: version, Probability: float32(o.Probability), Predicted: int32(o.Label)}
 	reused := j.join.Reused()
 	w.joinOutcomes(j.join.Example(m.Position.Offset, t, delayed, meta.ID, served), b)
@@ -767,7 +769,9 @@ func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
 	if o.Drift != nil {
 		key := m.Position.AppendEventID(nil)
 		ev := wire.Prediction{Position: m.Position, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
-		w.drifted(m, key, &ev, b, false)
+		if over := w.drifted(m, key, &ev, b); over != nil {
+			w.deadLetter(m, key, over, reasonOutputTooLarge, b)
+		}
 	}
 	if w.rivals != nil {
 		w.promoteAfter(m, b)

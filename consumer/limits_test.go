@@ -197,7 +197,8 @@ func TestWorkerPoisonPillKafka(t *testing.T) {
 // output's limit (here a 100 kB id, and a prediction stream whose
 // max_msg_size is 64 KiB) gets a dead letter naming the event, its size
 // and the limit, instead of stalling the stream; the model learns from it
-// all the same, and one message never gets two dead letters.
+// all the same, and one message never gets two dead letters: when its
+// misclassification is over its limit too, the one dead letter names both.
 func TestWorkerOversizedEvent(t *testing.T) {
 	huge := fmt.Appendf(nil, `{"id":%q,"label":-1,"features":{"a":1}}`, strings.Repeat("i", wire.MaxIDBytes))
 	for _, tc := range []struct {
@@ -257,6 +258,10 @@ func TestWorkerOversizedEvent(t *testing.T) {
 			}
 			if want := map[bool]int{true: 1, false: 0}[tc.misPublished]; hugeMis != want {
 				t.Fatalf("%d misclassifications of the huge example, want %d", hugeMis, want)
+			}
+			wantMis := fmt.Sprintf(" bytes exceed the limit of %d of output t.SMALLMIS", smallMsgSize-natsOverhead)
+			if named := strings.Contains(dl.Error, "; misclassification event: ") && strings.HasSuffix(dl.Error, wantMis); named == tc.misPublished {
+				t.Fatalf("dead letter error %q: naming the dropped misclassification is %v, want %v", dl.Error, named, !tc.misPublished)
 			}
 		})
 	}

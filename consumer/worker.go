@@ -1024,9 +1024,12 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 			w.challengerPredictions(m, key, &ev, b)
 		}
 	}
-	dead := w.publishOutcome(m, key, &ev, b)
+	over := w.publishOutcome(key, &ev, b)
 	if o.Drift != nil {
-		w.drifted(m, key, &ev, b, dead)
+		over = alsoOver(over, w.drifted(m, key, &ev, b))
+	}
+	if over != nil {
+		w.deadLetter(m, key, over, reasonOutputTooLarge, b)
 	}
 	if w.rivals != nil {
 		w.promoteAfter(m, b)
@@ -1034,31 +1037,40 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 	return key
 }
 
-// publishOutcome adds the prediction event ev of m, keyed by key, and,
-// when its label shows it wrong, its misclassification. dead reports
-// that m got a dead letter instead of one of them, being over its
-// output's limit.
-func (w *Worker) publishOutcome(m *Message, key []byte, ev *wire.Prediction, b *outBatch) (dead bool) {
+// publishOutcome adds the prediction event ev, keyed by key, and, when
+// its label shows it wrong, its misclassification. It returns the error
+// of each event that is over its output's limit (see alsoOver), for the
+// caller to make one dead letter naming every event the message lost;
+// nil when every event fits.
+func (w *Worker) publishOutcome(key []byte, ev *wire.Prediction, b *outBatch) (over error) {
 	o := &ev.Outcome
 	if w.cfg.Predictions.enabled() && (w.cfg.Publish == wire.PublishAll || (w.cfg.Publish == wire.PublishUnlabeled && !o.Labeled)) {
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.AppendPrediction(b.arena, ev, w.labels)
-		if err := b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start); err != nil {
-			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
-			dead = true
-		}
+		over = b.addWithin(w.cfg.Predictions, w.limits.predictions, "prediction", key, start)
 	}
 	if o.Labeled && !o.Correct && w.cfg.Misclassifications.enabled() {
 		mt := w.model.Counts()
 		mc := wire.Misclassification{Prediction: *ev, Mistakes: mt.Mistakes, Examples: mt.Examples}
 		start := len(b.arena)
 		b.arena = w.cfg.Encoding.AppendMisclassification(b.arena, &mc, w.labels)
-		if err := b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start); err != nil && !dead {
-			w.deadLetter(m, key, err, reasonOutputTooLarge, b)
-			dead = true
-		}
+		over = alsoOver(over, b.addWithin(w.cfg.Misclassifications, w.limits.misclassifications, "misclassification", key, start))
 	}
-	return dead
+	return over
+}
+
+// alsoOver joins the errors of a message's events over their outputs'
+// limits on one line: the message gets one dead letter (its events share
+// its id, which a dead-letter stream would take for a repeat), and its
+// error names every event dropped.
+func alsoOver(over, err error) error {
+	switch {
+	case err == nil:
+		return over
+	case over == nil:
+		return err
+	}
+	return fmt.Errorf("%w; %w", over, err)
 }
 
 // refuse makes m, which failed to decode with err, a dead letter, and
