@@ -65,7 +65,7 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	cfg.Snapshot.URL, cfg.HTTP.Addr = "mem://", ""
 	cfg.Model.Challengers = nil // learned here, not by a worker
 	if err := cfg.Validate(); err != nil {
-		return nil, &usageError{msg: "config: " + err.Error()}
+		return nil, configErr(err, map[string]string{"source.start": "-from"})
 	}
 	opts.Decoder = wire.DecoderOptions{MaxFeatures: cfg.Source.MaxFeatures, MaxBytes: cfg.Source.MaxBytes}
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)

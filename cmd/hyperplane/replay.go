@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	cfg.HTTP.Addr = ""
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return configErr(err, map[string]string{"source.start": "-from", "snapshot.url": "-out"})
 	}
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	if out != "" {
@@ -171,6 +172,20 @@ func followPromotions(ctx context.Context, p *pipeline, cfg config.Config, live 
 	}
 	p.SetReplayed(store.Promotions)
 	return func() { store.Close() }, nil //nolint:errcheck // it only read
+}
+
+// configErr is the usage error of err, the configuration's, for a
+// command that set some keys from flags of its own (replay's -from is
+// source.start): an error about such a key names the flag typed, not a
+// key the configuration may not hold.
+func configErr(err error, flags map[string]string) error {
+	var fe *config.FieldError
+	if errors.As(err, &fe) {
+		if flag, ok := flags[fe.Field]; ok {
+			return usagef("%s: %s", flag, fe.Problem)
+		}
+	}
+	return &usageError{msg: "config: " + err.Error()}
 }
 
 // endOffset is the offset -to ends before, exclusive: -1 for latest, the

@@ -49,6 +49,29 @@ func TestReplayRange(t *testing.T) {
 	}
 }
 
+// TestReplayFlagErrors: a bad --from or --out is refused naming the flag,
+// not source.start or snapshot.url, keys the configuration may not hold
+// (the stream's first sequence is 1, so offset:0 names no message).
+func TestReplayFlagErrors(t *testing.T) {
+	srv := testbroker.NATS(t)
+	testbroker.CreateStream(t, srv.JetStream(t), jetstream.StreamConfig{Name: "EXAMPLES", Subjects: []string{"examples"}})
+	source := []string{"--nats.url", srv.URL(), "--source.kind", "jetstream", "--source.stream", "EXAMPLES"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--from", "offset:0"}, "-from: offset:0: stream sequences start at 1"},
+		{[]string{"replay", "--out", "bogus://x"}, `-out: unknown scheme "bogus"`},
+		{[]string{"backtest", "--from", "offset:0", "--model.challengers", "p:algorithm=perceptron"}, "-from: offset:0: stream sequences start at 1"},
+	} {
+		_, _, err := runCmd(t, "", append(c.args, source...)...)
+		var u *usageError
+		if !errors.As(err, &u) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want a usage error beginning %q", c.args, err, c.want)
+		}
+	}
+}
+
 // TestReplayCoreNATS: core NATS keeps no messages, so replay and backtest
 // over its log refuse it at once, naming source.kind, rather than wait for
 // live messages for ever.
