@@ -61,6 +61,8 @@ included, JetStream and core NATS alike), whose events would be learned or joine
 So are JetStream subjects of ` + "`outputs.predictions`" + `, ` + "`misclassifications`" + `, ` + "`dead_letter`" + `, ` + "`drift`" + ` and
 ` + "`promotions`" + ` that one stream stores: their events carry the id of the example they are about,
 which is their ` + "`Nats-Msg-Id`" + `, so the stream would keep one of each example's and drop the others.
+Two of them on one Kafka topic or one subject are refused too: a consumer that drops repeats by
+` + "`event_id`" + ` would keep one of each example's events.
 `
 
 // writePage writes the configuration page: pageIntro, then a table of

@@ -44,6 +44,7 @@ func (c Config) Validate() error {
 		c.validateOutputs,
 		c.validateLabels,
 		c.validateReadBack,
+		c.validateSharedIDs,
 		c.validateKafka,
 		c.validateNATS,
 		c.validateSnapshot,
@@ -681,6 +682,46 @@ func (c Config) validateReadBack() error {
 		}
 	}
 	return nil
+}
+
+// validateSharedIDs refuses two outputs whose events share the example's
+// event_id (ExampleIDOutputs) on one Kafka topic or one NATS subject: a
+// consumer that drops repeats by event_id (docs/events.md) would keep one
+// of each example's events and drop the others, and JetStream would drop
+// them itself by their Nats-Msg-Id. (Subjects that differ but that one
+// JetStream stream stores are refused at start-up, when the streams are
+// known.)
+func (c Config) validateSharedIDs() error {
+	first := map[string]string{}
+	for _, d := range c.Outputs.Destinations() {
+		if d.Dest.IsZero() || !ExampleIDOutputs[d.Key] {
+			continue
+		}
+		// A JetStream publish is a NATS message: jetstream:x and nats:x
+		// are one subject.
+		where := "nats:" + d.Dest.Topic
+		if d.Dest.Kind == KindKafka {
+			where = "kafka:" + d.Dest.Topic
+		}
+		if k, ok := first[where]; ok {
+			return fieldErr(d.Key, "%s is also %s: the events of both carry the event_id of the example they are about, so a consumer that drops repeats by it would lose one kind; give each its own topic or subject", d.Dest, k)
+		}
+		first[where] = d.Key
+	}
+	return nil
+}
+
+// ExampleIDOutputs are the outputs whose events carry the event_id of the
+// example they are about (docs/events.md), so that one example's events
+// on two of them have the same id (on JetStream, the same Nats-Msg-Id).
+// The late labels carry their label's position, and the challengers'
+// predictions add the challenger's name to it.
+var ExampleIDOutputs = map[string]bool{
+	"outputs.predictions":        true,
+	"outputs.misclassifications": true,
+	"outputs.dead_letter":        true,
+	"outputs.drift":              true,
+	"outputs.promotions":         true,
 }
 
 // OwnedPartitions are the partitions of a partitioned stream that this

@@ -403,3 +403,54 @@ func TestValidateReadBack(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateSharedIDs: two outputs whose events carry the example's
+// event_id on one Kafka topic or one NATS subject are refused, naming
+// both keys; the late labels, whose events carry the label's position,
+// may share a topic with them.
+func TestValidateSharedIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		base        func() Config
+		mutate      func(*Config)
+		field, says string // "" for valid
+	}{
+		{"kafka predictions and misclassifications", validKafka, func(c *Config) {
+			c.Outputs.Predictions = dest("kafka:events")
+			c.Outputs.Misclassifications = dest("kafka:events")
+		}, "outputs.misclassifications", "also outputs.predictions"},
+		{"kafka dead letters and drift", validKafka, func(c *Config) {
+			c.Outputs.DeadLetter = dest("kafka:events")
+			c.Outputs.Drift = dest("kafka:events")
+		}, "outputs.drift", "also outputs.dead_letter"},
+		{"a jetstream and a core NATS subject", validJetStream, func(c *Config) {
+			c.Outputs.Predictions = dest("jetstream:out.events")
+			c.Outputs.Misclassifications = dest("nats:out.events")
+		}, "outputs.misclassifications", "also outputs.predictions"},
+		{"a kafka topic and a subject of one name", validKafka, func(c *Config) {
+			c.NATS.URL = "nats://127.0.0.1:4222"
+			c.Outputs.Predictions = dest("kafka:events")
+			c.Outputs.Misclassifications = dest("nats:events")
+		}, "", ""},
+		{"late labels beside predictions", func() Config { return kafkaLabels() }, func(c *Config) {
+			c.Outputs.Predictions = dest("kafka:events")
+			c.Outputs.LateLabels = dest("kafka:events")
+		}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.base()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "event_id") {
+				t.Fatalf("got %v, want an error on %s saying %q and naming the event_id", err, tc.field, tc.says)
+			}
+		})
+	}
+}

@@ -26,7 +26,7 @@ import (
 // worker reads that stream whole (no source.subject, which the
 // configuration checks otherwise): each event would come back as an
 // example. And it refuses outputs of events keyed by the example's position
-// (sharedIDs) whose subjects one JetStream stream stores: their events
+// (config.ExampleIDOutputs) whose subjects one JetStream stream stores: their events
 // share a Nats-Msg-Id, and the stream would keep the first of each
 // example's and drop the others as repeats. Its error names each such
 // output by its key and what it names, on one line. A lookup that fails for another reason (a user without
@@ -64,7 +64,7 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 	}
 	var problems []string
 	missing := false
-	// shared holds, by stream, the outputs of sharedIDs it stores, in
+	// shared holds, by stream, the outputs of config.ExampleIDOutputs it stores, in
 	// the order of the configuration's keys.
 	shared := map[string][]config.OutputDestination{}
 	var sharing []string // the streams of shared, in the order first met
@@ -92,7 +92,7 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 			problems = append(problems, fmt.Sprintf("%s: subject %s is stored in source.stream %s, which the worker reads whole (source.subject is empty): it would read its own events as examples; choose a subject outside it", key, d.Topic, stream))
 		case err == nil && d.Kind == config.KindJetStream:
 			for _, k := range keys[d] {
-				if sharedIDs[k] {
+				if config.ExampleIDOutputs[k] {
 					if shared[stream] == nil {
 						sharing = append(sharing, stream)
 					}
@@ -129,18 +129,6 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("%s (create them with hyperplane setup, or name what exists)", strings.Join(problems, "; "))
 	}
 	return errors.New(strings.Join(problems, "; "))
-}
-
-// sharedIDs are the outputs whose events carry the id of the example they
-// are about, so that one example's events on two of them have the same
-// Nats-Msg-Id. The late labels carry their label's position, and the
-// challengers' predictions add the challenger's name to it.
-var sharedIDs = map[string]bool{
-	"outputs.predictions":        true,
-	"outputs.misclassifications": true,
-	"outputs.dead_letter":        true,
-	"outputs.drift":              true,
-	"outputs.promotions":         true,
 }
 
 // written are the outputs cfg's worker writes: those set, but for the
