@@ -95,8 +95,8 @@ func TestSnapshotBeforeDetectors(t *testing.T) {
 	off := cfg
 	off.Drift.Enabled = false
 	var ie *snapshot.IncompatibleError
-	if err := got.Compatible(off); !errors.As(err, &ie) || ie.Field != "drift" {
-		t.Fatalf("under a disabled detector: got %v, want an IncompatibleError naming drift", err)
+	if err := got.Compatible(off); !errors.As(err, &ie) || ie.Field != "drift.enabled" {
+		t.Fatalf("under a disabled detector: got %v, want an IncompatibleError naming drift.enabled", err)
 	}
 	// The model of then: the same parameters as today's, which also runs
 	// a detector (50 examples raise no drift).

@@ -883,7 +883,7 @@ func digestArray(name string, b []byte, optional bool) ([32]byte, error) {
 // IncompatibleError says that a snapshot was trained under a configuration
 // other than the one it is loaded with.
 type IncompatibleError struct {
-	Field     string // configuration key
+	Field     string // configuration key, under model.learner (drift.*: under model)
 	Snapshot  string // its value in the snapshot
 	Requested string // its value in the configuration
 }
@@ -906,6 +906,17 @@ func (s *Snapshot) Compatible(cfg learner.Config) error {
 			continue
 		}
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if st := t.Field(i).Type; st.Kind() == reflect.Struct {
+			// A group of keys (drift): name the one that differs, with
+			// values a configuration can take, not the group's Go form.
+			for j := range st.NumField() {
+				x, y := have.Field(i).Field(j).Interface(), want.Field(i).Field(j).Interface()
+				if x != y {
+					key, _, _ := strings.Cut(st.Field(j).Tag.Get("json"), ",")
+					return &IncompatibleError{Field: name + "." + key, Snapshot: fmt.Sprint(x), Requested: fmt.Sprint(y)}
+				}
+			}
+		}
 		return &IncompatibleError{Field: name, Snapshot: fmt.Sprint(a), Requested: fmt.Sprint(b)}
 	}
 	return nil

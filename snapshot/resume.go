@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -203,8 +204,8 @@ func continueHint(err error) string {
 		return "set snapshot.reset to start a new model (over one partition; over several, give it its own model.name)"
 	}
 	key := "model.learner." + ie.Field
-	if ie.Field == "drift" {
-		key = "model.drift"
+	if strings.HasPrefix(ie.Field, "drift.") {
+		key = "model." + ie.Field
 	}
 	return fmt.Sprintf("to continue it, set %s explicitly to its value in the snapshot, %s; or set snapshot.reset to start a new model (over one partition; over several, give it its own model.name)", key, ie.Snapshot)
 }

@@ -48,6 +48,8 @@ func TestResume(t *testing.T) {
 				"(to continue it, set model.learner.hash_bits explicitly to its value in the snapshot, 6; or set snapshot.reset to start a new model (over one partition; over several, give it its own model.name))"},
 		{name: "another algorithm refused", gens: []uint64{1, 2}, cfg: perceptronGenerationConfig, field: "algorithm",
 			err: "algorithm is arow in the snapshot but perceptron in the configuration (to continue it, set model.learner.algorithm explicitly to its value in the snapshot, arow;"},
+		{name: "another drift threshold refused", gens: []uint64{1, 2}, cfg: thresholdGenerationConfig, field: "drift.threshold",
+			err: "drift.threshold is 100 in the snapshot but 50 in the configuration (to continue it, set model.drift.threshold explicitly to its value in the snapshot, 100;"},
 		{name: "incompatible reset", gens: []uint64{1, 2}, corrupt: []uint64{3}, cfg: learner.DefaultConfig, reset: true, next: 4, logged: "starting a new model (snapshot.reset)"},
 	}
 	for _, tc := range cases {
@@ -182,5 +184,13 @@ func TestFatal(t *testing.T) {
 func perceptronGenerationConfig() learner.Config {
 	cfg := storetest.GenerationConfig()
 	cfg.Algorithm = learner.Perceptron
+	return cfg
+}
+
+// thresholdGenerationConfig is storetest.GenerationConfig with another
+// drift threshold: a key of the group model.drift.
+func thresholdGenerationConfig() learner.Config {
+	cfg := storetest.GenerationConfig()
+	cfg.Drift.Threshold = 50
 	return cfg
 }
