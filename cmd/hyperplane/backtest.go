@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
@@ -53,6 +54,9 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	invalid.summary()
+	if contest.Standings()[0].Examples == 0 {
+		return nothingCompared(invalid)
+	}
 	if curvePath != "" {
 		if err := backtest.WriteCurve(curvePath, contest, opts.Alpha); err != nil {
 			return fmt.Errorf("-curve: %w", err)
@@ -62,4 +66,23 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 		return backtest.WriteJSON(e.stdout, contest.Standings())
 	}
 	return backtest.WriteTable(e.stdout, contest.Standings(), opts.Alpha)
+}
+
+// nothingCompared is the error of a backtest whose input held no labeled
+// example: every configuration is as it began, and a table of verdicts
+// over nothing would pass for a comparison.
+func nothingCompared(invalid *invalidReporter) error {
+	input := invalid.input
+	if input == "-" {
+		input = "standard input"
+	}
+	msg := fmt.Sprintf("backtest: nothing compared: %s holds no labeled example", input)
+	switch invalid.count {
+	case 0:
+	case 1:
+		msg += " (1 record is not a valid example, see the error above)"
+	default:
+		msg += fmt.Sprintf(" (%d records are not valid examples, see the errors above)", invalid.count)
+	}
+	return errors.New(msg)
 }

@@ -123,6 +123,36 @@ func TestBacktestFromKafka(t *testing.T) {
 	}
 }
 
+// TestBacktestNothingLabeled: a file without a labeled example (every
+// record invalid, or none with a label) compares nothing, and the
+// command fails, as train does, instead of printing verdicts over no
+// example.
+func TestBacktestNothingLabeled(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"every record invalid", `{"label":"c1","features":{"a":1}}` + "\n" + `{"label":"c2","features":{"a":2}}` + "\n",
+			"holds no labeled example (2 records are not valid examples, see the errors above)"},
+		{"no label", `{"features":{"a":1}}` + "\n", "holds no labeled example"},
+		{"empty", "", "holds no labeled example"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".jsonl")
+			if err := os.WriteFile(in, []byte(c.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := runCmd(t, "", "backtest", "--input", in, "--model.challengers", "p:algorithm=perceptron")
+			if err == nil || !strings.Contains(err.Error(), "backtest: nothing compared: "+in+" "+c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+			if out != "" {
+				t.Errorf("a table was printed: %q", out)
+			}
+		})
+	}
+}
+
 func TestBacktestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
