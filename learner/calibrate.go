@@ -41,7 +41,8 @@ import "math"
 // histogram counts the outcome in q's bin, then m moves towards |s|
 // (at most outlierMagnitude·m). Each
 // AdaGrad step moves a parameter by at most calibrationRate, so a and b
-// stay finite whatever the scores. m is an exponential moving mean with a
+// stay finite whatever the scores. m is the geometric mean of the first
+// outlierWarmup magnitudes, then an exponential moving mean with a
 // horizon of calibrationHorizon examples (a plain mean before that), which
 // lets the calibration follow a model that keeps learning.
 //
@@ -78,11 +79,13 @@ const (
 	// have set it. Scores that grow as a model learns raise the mean at
 	// once; only a score this far above every recent one is cut, and
 	// outliers more often than one in outlierMagnitude examples still
-	// move the scale. The first examples are read whole: a model's first
+	// move the scale. The first examples are not bounded: a model's first
 	// scores may be many orders of magnitude from those it soon gives
 	// (AROW's, over features near 1e20, start near 1e-41 and reach 0.1
 	// within ten examples), and a bound then would hold the scale back
-	// for hundreds of thousands of examples.
+	// for hundreds of thousands of examples. Their geometric mean sets
+	// the scale instead (see learn), which one outlier among them barely
+	// moves.
 	outlierMagnitude = 10
 	outlierWarmup    = 100
 	// minProbability bounds the probabilities the log-loss reads from
@@ -245,9 +248,25 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 	// mean: whole, one score of 1e20 among scores near 1 would set the
 	// scale for the next ~90,000 examples and flatten every probability
 	// to the prior.
-	if v[calN] >= outlierWarmup {
-		mag = min(mag, outlierMagnitude*v[calM])
+	if v[calN] < outlierWarmup {
+		// The first magnitudes set the scale by their geometric mean:
+		// it follows a model whose scores grow by orders of magnitude
+		// as fast as a plain mean would, but one outlier among them
+		// moves it by its 100th root at most, where a plain mean would
+		// take its share whole and, decaying over calibrationHorizon
+		// examples, flatten every probability for tens of thousands
+		// of examples. A score of 0 (a fresh model's) tells no scale.
+		v[calN]++
+		if mag > 0 {
+			if m := v[calM]; m > 0 {
+				v[calM] = math.Exp(math.Log(m) + (math.Log(mag)-math.Log(m))/v[calN])
+			} else {
+				v[calM] = mag
+			}
+		}
+		return
 	}
+	mag = min(mag, outlierMagnitude*v[calM])
 	v[calN]++
 	v[calM] += (mag - v[calM]) / min(v[calN], calibrationHorizon)
 }

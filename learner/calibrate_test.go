@@ -2,6 +2,7 @@ package learner_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -446,7 +447,8 @@ func TestMixCalibration(t *testing.T) {
 }
 
 // TestCalibrationAfterAnOutlier: two examples with a feature at 1e20,
-// within learner.MaxValue, give scores some 1e19 times the others'.
+// within learner.MaxValue, give scores some 1e19 times the others', after
+// the first 100 labeled examples or among them.
 // Neither the running mean of |s| that scales the calibrator's input (taken
 // whole, it would divide every later score by ~1e16 and publish the prior
 // for tens of thousands of examples) nor AdaGrad's sums (an input of
@@ -454,42 +456,49 @@ func TestMixCalibration(t *testing.T) {
 // probabilities after them are as good as without them, binary and
 // multiclass.
 func TestCalibrationAfterAnOutlier(t *testing.T) {
-	const n, at, from = 30000, 5000, 10000
-	for _, c := range []calibrationCase{{learner.Perceptron, 0}, {learner.Averaged, 0}, {learner.Pegasos, 0}, {learner.Perceptron, 4}} {
-		t.Run(c.name(), func(t *testing.T) {
-			t.Parallel()
-			cfg, clean := c.stream(10000, n)
-			_, want := calibrationAfter(mustNew(t, cfg), clean, from, false)
-			// The outliers' feature is one no other example has: what the
-			// model learns of it touches no other score, and whatever
-			// changes is the calibrator's doing.
-			used := map[uint32]bool{}
-			for _, x := range clean {
-				for _, i := range x.Index {
-					used[i] = true
-				}
-			}
-			var unused uint32
-			for used[unused] {
-				unused++
-			}
-			_, xs := c.stream(10000, n)
-			// Labels that alternate make the model learn the feature (a
-			// mistake) and then score it at ~1e20 (the next).
-			for i := at; i < at+4; i++ {
-				xs[i].Index = append(append([]uint32(nil), xs[i].Index...), unused)
-				xs[i].Value = append(append([]float64(nil), xs[i].Value...), 1e20)
-				if c.classes > 0 {
-					xs[i].Label = i % 2
-				} else {
-					xs[i].Label = 1 - 2*(i%2)
-				}
-			}
-			ece, got := calibrationAfter(mustNew(t, cfg), xs, from, false)
-			t.Logf("log-loss %.4f (%.4f without the outliers), calibration error %.4f", got, want, ece)
-			if got > want+0.01 || ece > 0.02 {
-				t.Errorf("after the outliers: log-loss %.4f, calibration error %.4f; without them log-loss %.4f", got, ece, want)
-			}
-		})
+	const n, from = 30000, 10000
+	for _, at := range []int{5000, 50} {
+		for _, c := range []calibrationCase{{learner.Perceptron, 0}, {learner.Averaged, 0}, {learner.Pegasos, 0}, {learner.Perceptron, 4}} {
+			testCalibrationAfterAnOutlier(t, c, n, at, from)
+		}
 	}
+}
+
+func testCalibrationAfterAnOutlier(t *testing.T, c calibrationCase, n, at, from int) {
+	t.Helper()
+	t.Run(fmt.Sprintf("%s/at_%d", c.name(), at), func(t *testing.T) {
+		t.Parallel()
+		cfg, clean := c.stream(10000, n)
+		_, want := calibrationAfter(mustNew(t, cfg), clean, from, false)
+		// The outliers' feature is one no other example has: what the
+		// model learns of it touches no other score, and whatever
+		// changes is the calibrator's doing.
+		used := map[uint32]bool{}
+		for _, x := range clean {
+			for _, i := range x.Index {
+				used[i] = true
+			}
+		}
+		var unused uint32
+		for used[unused] {
+			unused++
+		}
+		_, xs := c.stream(10000, n)
+		// Labels that alternate make the model learn the feature (a
+		// mistake) and then score it at ~1e20 (the next).
+		for i := at; i < at+4; i++ {
+			xs[i].Index = append(append([]uint32(nil), xs[i].Index...), unused)
+			xs[i].Value = append(append([]float64(nil), xs[i].Value...), 1e20)
+			if c.classes > 0 {
+				xs[i].Label = i % 2
+			} else {
+				xs[i].Label = 1 - 2*(i%2)
+			}
+		}
+		ece, got := calibrationAfter(mustNew(t, cfg), xs, from, false)
+		t.Logf("log-loss %.4f (%.4f without the outliers), calibration error %.4f", got, want, ece)
+		if got > want+0.01 || ece > 0.02 {
+			t.Errorf("after the outliers: log-loss %.4f, calibration error %.4f; without them log-loss %.4f", got, ece, want)
+		}
+	})
 }
