@@ -44,7 +44,7 @@ func (x *Epochs) requestToRecord(ctx context.Context) *epochlog.Promote {
 		}
 		return nil
 	}
-	if c := x.model.Challengers()[i].Model; r.Stale(c) {
+	if c := x.model.Challengers()[i].Model; r.Stale(x.model, x.cfg.Worker.Model, c) {
 		if x.refused != r.ID {
 			x.refused = r.ID
 			x.log.Warn("promotion request not recorded: the challenger was started anew after the request; promote it again to make it the model",

@@ -97,7 +97,7 @@ func (w *Worker) promoteAfter(m *Message, b *outBatch) {
 		pr.requested.CompareAndSwap(r, nil)
 		return
 	}
-	if i := slices.Index(w.rivals.names, "#"+r.Challenger); i >= 0 && r.Stale(w.rivals.live.Model(i)) {
+	if i := slices.Index(w.rivals.names, "#"+r.Challenger); i >= 0 && r.Stale(w.model, w.cfg.Model, w.rivals.live.Model(i)) {
 		pr.refused = r.ID
 		w.log.Warn("promotion refused: the challenger was started anew after the request; promote it again to make it the model",
 			zap.String("challenger", r.Challenger), zap.String("request", r.ID),

@@ -35,12 +35,47 @@ type PromotionRequest struct {
 	// or configured otherwise under the same name): it is not the one
 	// asked for (Stale). 0 in a request that does not say.
 	Examples uint64 `json:"examples,omitempty"`
+	// Counts are the example counts, in that generation, of the model
+	// (under the name of its configuration, learner.NameOf) and of each
+	// of its challengers, by name: every configuration that goes on
+	// learns the same examples, so a challenger that has learned fewer
+	// since was started anew, however many it has learned (Stale). Nil
+	// in a request that does not say.
+	Counts map[string]uint64 `json:"counts,omitempty"`
 }
 
-// Stale reports whether c, the model's challenger named by r, was
-// started anew since r was written: it has learned fewer examples than
-// the challenger r was asked for.
-func (r *PromotionRequest) Stale(c *learner.Model) bool { return c.Counts().Examples < r.Examples }
+// Stale reports whether the challenger of m named by r, c, was started
+// anew since r was written: it has learned fewer examples than the
+// challenger r was asked for, or fewer since r than another of m's
+// configurations (m itself, named by its configuration's name given
+// base, model.name, or another challenger) that went on since. A
+// challenger started anew stays stale once it has learned as many
+// examples as the one asked for had.
+func (r *PromotionRequest) Stale(m *learner.Model, base string, c *learner.Model) bool {
+	n := c.Counts().Examples
+	if n < r.Examples {
+		return true
+	}
+	since := n - r.Examples
+	longer := func(name string, now uint64) bool {
+		then, ok := r.Counts[name]
+		return ok && now >= then && now-then > since
+	}
+	if longer(m.Name(base), m.Counts().Examples) {
+		return true
+	}
+	return slices.ContainsFunc(m.Challengers(), func(o *learner.Challenger) bool { return longer(o.Name, o.Model.Counts().Examples) })
+}
+
+// ExampleCounts are the example counts of the model of s, configured as
+// model, and of its challengers, by name, for a request's Counts.
+func (s *Snapshot) ExampleCounts(model string) map[string]uint64 {
+	counts := map[string]uint64{learner.NameOf(s.State.Promotions, model): s.State.Examples}
+	for _, c := range s.State.Challengers {
+		counts[c.Name] = c.State.Examples
+	}
+	return counts
+}
 
 // NewPromotionRequest is a request to promote challenger, with an id of
 // its own.

@@ -41,6 +41,7 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 		return usagef("-challenger: %v", err)
 	}
 	r := snapshot.NewPromotionRequest(name, time.Now())
+	r.Counts = s.ExampleCounts(cfg.Model.Name)
 	for _, c := range s.State.Challengers {
 		if c.Name == name {
 			r.Examples = c.State.Examples

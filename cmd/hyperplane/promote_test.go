@@ -186,7 +186,8 @@ func TestPromoteManual(t *testing.T) {
 // removed from the configuration is refused; configured again, the
 // challenger starts new, and the request, which was for the one removed,
 // is refused again rather than making a model of a few examples the
-// live one.
+// live one, and still after a restart once the new one has learned as
+// many examples as the one asked for had.
 func TestPromoteStaleRequest(t *testing.T) {
 	t.Parallel()
 	srv := testbroker.NATS(t)
@@ -208,13 +209,13 @@ func TestPromoteStaleRequest(t *testing.T) {
 		return s
 	}
 	end := 0
-	learn := func(what string, args []string) string {
+	learnN := func(what string, args []string, n int) string {
 		t.Helper()
 		stop, stopped, log := startWorker(t, append(slices.Clone(run), args...))
 		if end > 0 {
-			promoteStream(t, srv.URL(), end, 100)
+			promoteStream(t, srv.URL(), end, n)
 		}
-		end = max(end+100, 500)
+		end = max(end+n, 500)
 		waitRunning(t, time.Minute, what, stopped, log, func() bool {
 			s := newest()
 			return s != nil && s.Positions["jetstream:EXAMPLES"] == int64(end)
@@ -224,6 +225,7 @@ func TestPromoteStaleRequest(t *testing.T) {
 		}
 		return log.String()
 	}
+	learn := func(what string, args []string) string { return learnN(what, args, 100) }
 
 	learn("the log learned", both)
 	mustRun(t, "", append([]string{"promote", "--challenger", "perceptron"}, both...)...)
@@ -237,6 +239,16 @@ func TestPromoteStaleRequest(t *testing.T) {
 	}
 	if !strings.Contains(log, "started anew after the request") {
 		t.Errorf("the stale request's refusal was not logged:\n%s", log)
+	}
+
+	// The perceptron started anew learns past the 500 examples the one
+	// asked for had; a restart reads the request again.
+	learnN("the perceptron started anew past the request's examples", both, 500)
+	if log := learn("the log learned after a restart", both); !strings.Contains(log, "started anew after the request") {
+		t.Errorf("after a restart, the stale request's refusal was not logged:\n%s", log)
+	}
+	if s := newest(); len(s.State.Promotions) != 0 || s.State.Config.Algorithm != learner.AROW {
+		t.Fatalf("history %+v, model %s: after a restart, a request for the perceptron removed promoted the one started anew", s.State.Promotions, s.State.Config.Algorithm)
 	}
 }
 
