@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"go.uber.org/zap"
 
@@ -226,8 +227,8 @@ func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (
 		}
 		return snap.Generation + 1, nil, positions, nil
 	case snap.ConfigDigest != digest:
-		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model (%s)",
-			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest, sameSettings)
+		return 0, nil, nil, fmt.Errorf("%w: generation %d, written by %s, has config digest %x, this worker's is %x: another configuration writes this model%s (%s)",
+			ErrFatal, snap.Generation, snap.Writer, snap.ConfigDigest, digest, challengersDiffer(snap, m), sameSettings)
 	}
 	prev = &epochlog.Boundary{Model: snap.Model, Epoch: snap.Epoch, ConfigDigest: snap.ConfigDigest, Shards: snap.Boundary}
 	positions = make(map[shardid.ID]int64, len(snap.Boundary))
@@ -240,4 +241,27 @@ func ContinueModel(snap *snapshot.Snapshot, m *learner.Model, digest [32]byte) (
 		return 0, nil, nil, fmt.Errorf("generation %d: positions %v name shards its boundary does not list", snap.Generation, snap.Positions)
 	}
 	return snap.Epoch + 1, prev, positions, nil
+}
+
+// challengersDiffer says, for the error of a generation another
+// configuration wrote, how the challengers snap holds differ from m's,
+// which this worker's configuration gave it (names, order or
+// configurations): "" when they do not.
+func challengersDiffer(snap *snapshot.Snapshot, m *learner.Model) string {
+	var had, has []string
+	same := len(snap.State.Challengers) == len(m.Challengers())
+	for i, c := range snap.State.Challengers {
+		had = append(had, c.Name)
+		if same {
+			o := m.Challengers()[i]
+			same = o.Name == c.Name && reflect.DeepEqual(o.Model.Config().Canonical(), c.State.Config.Canonical())
+		}
+	}
+	if same {
+		return ""
+	}
+	for _, c := range m.Challengers() {
+		has = append(has, c.Name)
+	}
+	return fmt.Sprintf(": its model.challengers differ from this worker's (generation %d has %v, this worker %v, each with its configuration)", snap.Generation, had, has)
 }

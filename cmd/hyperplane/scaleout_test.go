@@ -131,6 +131,8 @@ func TestOnePartitionIsTheSameModelForEveryEpochSize(t *testing.T) {
 //   - a worker with another setting of the history only (the mixing
 //     weights) stops at start-up with "another configuration writes this
 //     model", naming both config digests, and writes nothing;
+//   - a worker with a challenger the model does not have stops with
+//     it too, naming model.challengers;
 //   - a worker of another consumer group with the same settings stops
 //     too: the group is part of the history digest, since a second group
 //     would learn every partition again beside the first;
@@ -230,6 +232,15 @@ func TestOtherHistoryStops(t *testing.T) {
 			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
 				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "gA", "wX", "--model.mixing.weights", "uniform"))),
 				"set them explicitly, model.learner.algorithm first"},
+		},
+		{
+			// The challengers are part of the history: the error names
+			// them, the generation's and the worker's.
+			name: "another challenger",
+			args: args("multi", storeDir, "gA", "wX", "--model.challengers", "pa2:algorithm=pa2"),
+			want: []string{fmt.Sprintf("generation %d, written by wA, has config digest %s, this worker's is %s: another configuration writes this model",
+				gen, historyDigest(aArgs), historyDigest(args("multi", storeDir, "gA", "wX", "--model.challengers", "pa2:algorithm=pa2"))),
+				fmt.Sprintf("its model.challengers differ from this worker's (generation %d has [], this worker [pa2]", gen)},
 		},
 		{
 			// A second consumer group would learn every partition again
