@@ -27,6 +27,15 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 		if err == nil {
 			return b, sha, x.check(b)
 		}
+		if x.cfg.Follow && (errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog)) {
+			// The live workers begin a new history above a boundary
+			// damaged or deleted (docs/scale-out.md, section 3.9):
+			// follow it, or say why the log cannot be followed on.
+			if err := x.followNewHistory(ctx, err); err != nil {
+				return nil, sha, err
+			}
+			continue
+		}
 		if errors.Is(err, epochlog.ErrDamagedLog) && !x.cfg.Follow {
 			// Damaged on a second whole read too: at rest, not in
 			// transit.
@@ -49,9 +58,6 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 		}
 		if !errors.Is(err, snapshot.ErrNotFound) {
 			return nil, sha, fatal(err)
-		}
-		if x.cfg.Follow {
-			return nil, sha, errLogEnd
 		}
 		// Every boundary below the log's newest exists: one missing
 		// there was deleted. Checked once, until this worker has

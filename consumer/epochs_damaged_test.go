@@ -422,6 +422,22 @@ func TestEpochsNewHistoryOverADamagedBoundary(t *testing.T) {
 			if len(firsts) != 1 {
 				t.Fatalf("new histories begin at epochs %v, want one", firsts)
 			}
+			// A replay follows the log over the gap, into the new
+			// history, to the live model: not to the model held below
+			// the gap, as if that were the log's end.
+			begin, err := consumer.FollowStart(context.Background(), lg, "mixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			f, err := consumer.Follow(context.Background(), epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+				epochLearner(), nil, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, last := f.Model.State().Digest(), epochs[len(epochs)-1]; got != want || f.Mixed != last {
+				t.Fatalf("the replay ended at epoch %d with %x; the live log ends at %d, with %x", f.Mixed, got, last, want)
+			}
 		})
 	}
 }

@@ -117,6 +117,62 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	return start, nil
 }
 
+// followNewHistory is what epochs that follow a log (a replay) do when
+// epoch x.epoch's boundary is damaged or missing (cause): at the log's
+// end they end, with errLogEnd. Above a boundary damaged or deleted, the
+// live workers began a new history from the model of the epoch before it
+// (damagedBoundary): the epochs continue at its first boundary, which
+// learns from the model they hold, with no boundary before it. When no
+// boundary above does, the log cannot be followed to the live model, and
+// they stop saying so, rather than end short of it.
+func (x *Epochs) followNewHistory(ctx context.Context, cause error) error {
+	model, e := x.cfg.Worker.Model, x.epoch
+	epochs, err := x.logEpochs(ctx)
+	if err != nil {
+		return err
+	}
+	if n := len(epochs); n == 0 || epochs[n-1] < e {
+		if errors.Is(cause, snapshot.ErrNotFound) {
+			return errLogEnd
+		}
+		return fatal(cause)
+	}
+	// The live workers may have cut the boundary, and epochs beyond it,
+	// since it was read: a boundary is created before any above it.
+	if _, _, err := x.cfg.Log.Boundary(ctx, model, e); err == nil {
+		return nil
+	}
+	prev := x.prev
+	x.prev = nil
+	for _, s := range epochs {
+		if s <= e {
+			continue
+		}
+		var b *epochlog.Boundary
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", s), func(ctx context.Context) (err error) {
+			b, _, err = x.cfg.Log.Boundary(ctx, model, s)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog) {
+			continue
+		}
+		if err != nil {
+			return fatal(err)
+		}
+		if x.check(b) == nil {
+			x.log.Warn("a boundary of the epoch log is damaged or missing, and the live workers began a new history above it from the model of the epoch before it: following that history",
+				zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", s), zap.Error(cause))
+			x.epoch, x.written = s, s-1
+			x.mixed.Store(s - 1)
+			x.metrics.Epoch.Set(float64(s - 1))
+			return nil
+		}
+	}
+	x.prev = prev
+	return fmt.Errorf("%w: epoch %d's boundary is damaged or missing (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
+		"the log cannot be followed to the live model (if the live workers' retention removed it meanwhile, replay again)", ErrFatal, e, cause, epochs[len(epochs)-1], e-1)
+}
+
 // damagedBoundary begins a new history when epoch x.epoch's boundary,
 // which the model held does not include, is damaged or was deleted
 // (docs/scale-out.md, section 3.9): nothing else records the ranges it

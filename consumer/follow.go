@@ -166,6 +166,12 @@ func (l followedLog) Boundary(ctx context.Context, model string, e uint64) (*epo
 	return l.live.Boundary(ctx, model, e)
 }
 
+// Epochs lists the live log's epochs: Follow looks there for a new
+// history above a boundary damaged or deleted.
+func (l followedLog) Epochs(ctx context.Context, model string) ([]uint64, error) {
+	return l.live.Epochs(ctx, model)
+}
+
 func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
 	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
 }
