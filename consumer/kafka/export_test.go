@@ -11,6 +11,14 @@ import (
 // killed with SIGKILL does.
 func Crash(g *Group) { g.crash() }
 
+// ShortenRequestTimeout shortens the time limit of s's requests to the
+// cluster (metadata, offsets) to d, if they have one.
+func ShortenRequestTimeout(s *Shards, d time.Duration) {
+	if c := s.cluster.client; c.Timeout > d {
+		c.Timeout = d
+	}
+}
+
 // SetLookupRetry sets how long s goes by the fallback limit after a failed
 // lookup.
 func SetLookupRetry(s *Sink, d time.Duration) { s.lookupRetry = d }

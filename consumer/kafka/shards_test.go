@@ -127,6 +127,45 @@ func TestShardsEnds(t *testing.T) {
 	})
 }
 
+// TestShardsEndsBrokerHangs: a broker that takes a request and never
+// answers (a stopped process, a network that drops packets) fails Ends
+// at the request's time limit, so that its caller retries and reports the
+// source not ready, rather than waiting for as long as the connection
+// stays open.
+func TestShardsEndsBrokerHangs(t *testing.T) {
+	c, _ := shardsTopic(t)
+	shards := newShards(t, c, "t")
+	if _, err := shards.Ends(context.Background()); err != nil {
+		t.Fatalf("Ends: %v", err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	var hang atomic.Bool
+	hang.Store(true)
+	c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if hang.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	kafka.ShortenRequestTimeout(shards, 100*time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := shards.Ends(context.Background())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "list offsets") {
+			t.Fatalf("Ends over a broker that does not answer: %v, want an error listing offsets", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Ends waits for a broker that does not answer")
+	}
+	hang.Store(false)
+}
+
 func TestShardsOpen(t *testing.T) {
 	c, cl := shardsTopic(t)
 	shards := newShards(t, c, "t")

@@ -131,7 +131,12 @@ type cluster struct {
 func newCluster(cfg Config, topics []string) *cluster {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := cfg.transport(ctx, topics)
-	return &cluster{cfg: cfg, transport: t, client: &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: t}, cancel: cancel}
+	// Every request has a time limit: a broker that takes the request and
+	// never answers (stopped, or cut off by the network without a reset)
+	// would otherwise hold its caller for as long as the connection
+	// stays open, unseen by its retries and by /readyz.
+	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: lookupTimeout, Transport: t}
+	return &cluster{cfg: cfg, transport: t, client: client, cancel: cancel}
 }
 
 // close ends the pool's background work and closes its connections.
