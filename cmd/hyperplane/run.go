@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,21 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		return err
 	}
 	defer p.close()
+	// Leaving the consumer group, as p.close does, is part of the
+	// shutdown, which has shutdown.timeout from the signal on. The group
+	// is joined once the engine asks whose the shards are.
+	var signalled atomic.Int64
+	stopSignalled := context.AfterFunc(ctx, func() { signalled.Store(time.Now().UnixNano()) })
+	defer func() {
+		stopSignalled()
+		timeout := cfg.Shutdown.Timeout
+		if timeout <= 0 {
+			timeout = consumer.DefaultShutdownTimeout
+		}
+		if at := signalled.Load(); at != 0 && p.group != nil {
+			p.group.LeaveBy(time.Unix(0, at).Add(timeout))
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := consumer.NewMetrics(reg)

@@ -168,7 +168,8 @@ type Group struct {
 	stopTr  context.CancelFunc // ends the transport's background work
 	done    chan struct{}      // closed when the generation loop has returned
 	once    sync.Once
-	crashed atomic.Bool // set by crash: Close does not leave the group
+	crashed atomic.Bool  // set by crash: Close does not leave the group
+	leaveBy atomic.Int64 // LeaveBy's time, in Unix nanoseconds; 0: none
 
 	mu      sync.Mutex
 	cur     *generation   // the current generation; nil between generations
@@ -646,7 +647,16 @@ func (g *Group) leave(m membership) {
 	if m.id == "" || g.crashed.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), coordinatorTimeout)
+	timeout := coordinatorTimeout
+	if by := g.leaveBy.Load(); by != 0 {
+		left := time.Until(time.Unix(0, by))
+		if left <= 0 {
+			g.debugf("Not leaving group %s as member %s: the time to leave is up", g.id, m.id)
+			return
+		}
+		timeout = min(timeout, left)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res, err := g.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
 		GroupID: g.id,
@@ -808,6 +818,12 @@ func (cur *generation) over(err error) bool {
 		errors.Is(err, kafkago.UnknownMemberId) ||
 		errors.Is(err, kafkago.FencedInstanceID)
 }
+
+// LeaveBy bounds the leaving of the group, which Close does, by t: a
+// worker's shutdown has until then (shutdown.timeout from the signal),
+// and a coordinator that does not answer would otherwise hold it for
+// coordinatorTimeout beyond. After t Close does not leave.
+func (g *Group) LeaveBy(t time.Time) { g.leaveBy.Store(t.UnixNano()) }
 
 // Close leaves the group, so that the coordinator gives this member's
 // partitions to the others at once (a static member's too), and waits for

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,6 +277,37 @@ func TestGroupSplitsPartitions(t *testing.T) {
 	for i, m := range members {
 		if closed(changed[i]) || !slices.Equal(m.Owned(), owned[i]) {
 			t.Fatalf("member %d's assignment changed from %q to %q with no member joining or leaving", i, owned[i], m.Owned())
+		}
+	}
+}
+
+// TestGroupLeaveByBoundsClose: a worker's shutdown has shutdown.timeout
+// from the signal on, leaving the group included. A coordinator that takes
+// the LeaveGroup request and never answers holds Close until LeaveBy's
+// time, not for the coordinator timeout (5 s) beyond it; once that time
+// is up, Close does not leave at all.
+func TestGroupLeaveByBoundsClose(t *testing.T) {
+	c := groupCluster(t, 2)
+	release := make(chan struct{})
+	defer close(release)
+	var hang atomic.Bool
+	hang.Store(true)
+	c.ControlKey(int16(kmsg.LeaveGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if hang.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	defer hang.Store(false)
+	for i, left := range []time.Duration{200 * time.Millisecond, -time.Second} {
+		g := join(t, c, fmt.Sprintf("g%d", i), "a", "t")
+		settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return len(owned[0]) == 2 })
+		g.LeaveBy(time.Now().Add(left))
+		start := time.Now()
+		g.Close()
+		if took := time.Since(start); took > max(left, 0)+2*time.Second {
+			t.Fatalf("with %v left to leave the group, Close took %v", left, took)
 		}
 	}
 }
