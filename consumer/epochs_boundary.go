@@ -260,14 +260,22 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	for _, sp := range spans {
 		to := min(sp.from+limit, sp.to)
 		rg := epochlog.Range{Shard: sp.shard, From: sp.from, To: to}
-		fresh := to > sp.from
+		fresh, full := to > sp.from, sp.to-sp.from >= limit
 		if x.cfg.Labels != nil {
 			if rg.Labels, err = x.labelsRange(ctx, sp.shard, labelsEnds); err != nil {
 				return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
 			}
-			fresh = rg.Labels.To > rg.Labels.From || to > x.offered(sp.shard, sp.from)
+			offered := x.offered(sp.shard, sp.from)
+			fresh = rg.Labels.To > rg.Labels.From || to > offered
+			// The examples from the range's start up to what the
+			// previous range offered wait for their labels, not for an
+			// epoch: the limit makes an epoch due when it offers that
+			// many examples not offered before, or reads that many
+			// labels, and not at every label that comes while an
+			// example waits for its window (labels.md, section 11.1).
+			full = to-offered >= limit || rg.Labels.To-rg.Labels.From >= limit
 		}
-		if sp.to-sp.from >= limit && reason == "" && fresh {
+		if full && reason == "" && fresh {
 			reason = limitReason
 		}
 		newData = newData || fresh
