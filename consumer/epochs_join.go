@@ -145,6 +145,16 @@ func (x *Epochs) restoreJoin(shard shardid.ID, cfg learner.Config) (*Join, error
 	if st == nil {
 		return NewJoin(x.cfg.Labels.Join), nil
 	}
+	// A range ends before the first example its join does not decide, so
+	// J_{e-1,s} holds no pending example (docs/labels.md, section 11.2).
+	// One that does (a crafted or foreign generation or shard result)
+	// would be taken for the range's first delayed example.
+	for i, e := range st.Examples {
+		if !e.Learned {
+			return nil, fmt.Errorf("join of shard %s: example %d at offset %d waits for its label, and the join a model learned in epochs records holds none: "+
+				"the generation or shard result that recorded it is damaged", shard, i, e.Offset)
+		}
+	}
 	return RestoreJoin(x.cfg.Labels.Join, st, cfg)
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // joinedEpochs are epochs over four co-partitioned in-process logs, the
@@ -457,5 +458,72 @@ func TestEpochsJoinPacesItsLabels(t *testing.T) {
 	}
 	if last := epochs[len(epochs)-1]; last < uint64(j.labels.Len(0)/bound) {
 		t.Errorf("%d epochs for %d labels of a shard paced by %d", last, j.labels.Len(0), bound)
+	}
+}
+
+// TestEpochsJoinWithAPendingExampleIsAnError resumes a model learned in
+// epochs from a generation whose join of a shard holds an example waiting
+// for its label, which no range leaves (docs/labels.md, section 11.2),
+// its checksum sound: the worker stops with an error that names the shard
+// and the example, where it panicked when the next range of that shard
+// decided an example.
+func TestEpochsJoinWithAPendingExampleIsAnError(t *testing.T) {
+	j := newJoinedEpochs(t, 300)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	t.Cleanup(func() { store.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, j.config(store, memory.NewSink(), "one"), store)
+	stopAt(t, x, done, cancel, j.waitLast(store))
+
+	// The newest generation, its join of shard 0 with its last example
+	// pending.
+	snap, err := store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := j.ex.Shard(0).String()
+	st, err := consumer.DecodeJoinState(snap.Joins[shard])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &st.Examples[len(st.Examples)-1]
+	last.Learned = false
+	if snap.Joins[shard], err = msgpack.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	data, err := snapshot.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.WriteAll(context.Background(), snapshot.Key("", "mixed", snap.Generation), data, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A mark far past the quiet examples' windows decides them: the next
+	// range of shard 0 learns them.
+	end := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Hour)
+	j.labels.AppendAt(0, end, wire.AppendMark(nil, wire.FormatJSON, "test"))
+
+	snap, err = store.Latest(context.Background(), "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := j.config(store, memory.NewSink(), "two")
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := *cfg.Labels
+	if l.State, err = consumer.DecodeJoins(snap.Joins); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Labels = &l
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t)).Run(ctx)
+	want := fmt.Sprintf("join of shard %s: example %d at offset %d waits for its label", shard, len(st.Examples)-1, last.Offset)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run: %v, want an error saying %q", err, want)
 	}
 }
