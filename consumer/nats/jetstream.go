@@ -60,6 +60,14 @@ type JetStreamSource struct {
 	done  chan struct{}      // closed when run returns
 	err   error              // why run returned; read after done
 
+	// changed is closed, changedErr set, when watch finds the stream no
+	// longer partitioned as when a partition's source was opened; nil
+	// for a source that is not watched. watched is closed when watch
+	// returns.
+	changed    chan struct{}
+	changedErr error
+	watched    chan struct{}
+
 	closeOnce sync.Once
 	mu        sync.Mutex
 	iter      jetstream.MessagesContext // the current one, stopped by Close
@@ -133,7 +141,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			cfg.OptStartTime = &t
 		}
 	}
-	return newJetStreamSource(ctx, js, nc, stream, key, cfg, log)
+	return newJetStreamSource(ctx, js, nc, stream, key, cfg, nil, 0, log)
 }
 
 // checkBeyond fails when seq, the last sequence the model includes, is
@@ -196,7 +204,14 @@ func checkFilter(ctx context.Context, js jetstream.JetStream, stream, subject st
 
 // newJetStreamSource opens an ordered consumer on stream as cfg says and
 // returns the source that reads it, whose messages are under key.
-func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.Conn, stream, key string, cfg jetstream.OrderedConsumerConfig, log *zap.Logger) (*JetStreamSource, error) {
+//
+// check, if not nil, is called every checkEvery while the source is open:
+// an error it returns that wraps a *repartitionedError ends the source,
+// and Fetch returns it (a partition's ordered consumer, filtered to the
+// partition's subjects, would otherwise wait for ever on a stream whose
+// transform now stores elsewhere).
+func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.Conn, stream, key string, cfg jetstream.OrderedConsumerConfig,
+	check func(context.Context) error, checkEvery time.Duration, log *zap.Logger) (*JetStreamSource, error) {
 	s := &JetStreamSource{
 		js:     js,
 		nc:     nc,
@@ -213,7 +228,37 @@ func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.
 		return nil, err
 	}
 	go s.run(runCtx, cfg)
+	if check != nil {
+		s.changed, s.watched = make(chan struct{}), make(chan struct{})
+		go s.watch(runCtx, check, checkEvery)
+	}
 	return s, nil
+}
+
+// watch calls check every every until ctx is done or check says the
+// stream is partitioned otherwise: then it records that error in
+// changedErr and closes changed. Other errors (an outage) are left to the
+// consumer, which waits through them.
+func (s *JetStreamSource) watch(ctx context.Context, check func(context.Context) error, every time.Duration) {
+	defer close(s.watched)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, every)
+		err := check(cctx)
+		cancel()
+		var r *repartitionedError
+		if errors.As(err, &r) {
+			s.changedErr = err
+			close(s.changed)
+			return
+		}
+	}
 }
 
 // open creates an ordered consumer from cfg and starts pulling from it.
@@ -329,6 +374,8 @@ func (s *JetStreamSource) Fetch(ctx context.Context, limit int) ([]consumer.Mess
 	select {
 	case <-s.done:
 		return nil, s.err
+	case <-s.changed:
+		return nil, s.changedErr
 	default:
 	}
 	var last delivery
@@ -338,6 +385,8 @@ func (s *JetStreamSource) Fetch(ctx context.Context, limit int) ([]consumer.Mess
 		return nil, ctx.Err()
 	case <-s.done:
 		return nil, s.err
+	case <-s.changed:
+		return nil, s.changedErr
 	}
 	s.batch = append(s.batch[:0], last.msg)
 more:
@@ -388,6 +437,9 @@ func (s *JetStreamSource) Close() error {
 		s.mu.Unlock()
 		iter.Stop()
 		<-s.done
+		if s.watched != nil {
+			<-s.watched
+		}
 		if !s.nc.IsConnected() {
 			return
 		}

@@ -60,6 +60,13 @@ type JetStreamShards struct {
 	stream string
 	parts  partitioning
 	log    *zap.Logger
+
+	// PartitioningCheck is how often a source Open returned checks that
+	// the stream's subject transform still partitions it as it did:
+	// one whose transform changed (another count, another filter) ends,
+	// its Fetch returning an error that names the stream and both
+	// transforms. 0: DefaultPartitioningCheck.
+	PartitioningCheck time.Duration
 }
 
 var _ consumer.Shards = (*JetStreamShards)(nil)
@@ -118,15 +125,31 @@ func (s *JetStreamShards) info(ctx context.Context) (*jetstream.StreamInfo, part
 func (s *JetStreamShards) current(ctx context.Context) (*jetstream.StreamInfo, error) {
 	info, p, err := s.info(ctx)
 	if err != nil {
+		if info != nil {
+			// The stream was read: its transform no longer partitions it.
+			return nil, &repartitionedError{err}
+		}
 		return nil, err
 	}
 	if p.n != s.parts.n || p.filter(0) != s.parts.filter(0) {
 		tr := info.Config.SubjectTransform
-		return nil, fmt.Errorf("jetstream %s: the stream's subject transform is now %s → %s (%d partitions on %s), no longer %d partitions on %s",
-			s.stream, tr.Source, tr.Destination, p.n, p.filter(0), s.parts.n, s.parts.filter(0))
+		return nil, &repartitionedError{fmt.Errorf("jetstream %s: the stream's subject transform is now %s → %s (%d partitions on %s), no longer %d partitions on %s",
+			s.stream, tr.Source, tr.Destination, p.n, p.filter(0), s.parts.n, s.parts.filter(0))}
 	}
 	return info, nil
 }
+
+// repartitionedError says that the stream is no longer partitioned as
+// when the shards were opened: it is err.
+type repartitionedError struct{ err error }
+
+func (e *repartitionedError) Error() string { return e.err.Error() }
+func (e *repartitionedError) Unwrap() error { return e.err }
+
+// DefaultPartitioningCheck is how often a source of a partition opened by
+// Open checks the stream's subject transform, unless
+// JetStreamShards.PartitioningCheck says otherwise.
+const DefaultPartitioningCheck = 10 * time.Second
 
 // Partitions is the number of partitions, N.
 func (s *JetStreamShards) Partitions() int { return s.parts.n }
@@ -260,7 +283,15 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    uint64(from) + 1,
 	}
-	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, s.log)
+	check := func(ctx context.Context) error {
+		_, err := s.current(ctx)
+		return err
+	}
+	every := s.PartitioningCheck
+	if every <= 0 {
+		every = DefaultPartitioningCheck
+	}
+	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, s.log)
 }
 
 // CoShard is the partition of s co-partitioned with shard, a partition of

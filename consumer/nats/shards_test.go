@@ -582,6 +582,39 @@ func TestJetStreamShardsRefuse(t *testing.T) {
 	})
 }
 
+// TestJetStreamShardsRepartitionedWhileOpen: a partition's source open
+// when the stream's subject transform changes to another number of
+// partitions ends, its Fetch naming the stream and both transforms, where
+// it waited for ever on a filter the stream no longer stores on
+// (docs/labels.md, section 9.1).
+func TestJetStreamShardsRepartitionedWhileOpen(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	partitionedStream(t, js, "moved", "moved.*", 3)
+	s := newShards(t, nc, "moved", 3)
+	s.PartitioningCheck = 10 * time.Millisecond
+	msgs := publishKeys(t, js, "moved", 3, keysIn(2, 3, 2)...)
+	src := openShard(t, s, s.Shard(2), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := src.Fetch(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, s.Shard(2), got, msgs)
+
+	cfg := nats.PartitionedStreamConfig("moved", "moved.*", 2)
+	cfg.Storage = jetstream.MemoryStorage
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Fetch(ctx, 10)
+	for _, want := range []string{"jetstream moved", "moved.{{partition(2,1)}}", "no longer 3 partitions"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Fetch after the stream was partitioned in 2: %v, want an error saying %q", err, want)
+		}
+	}
+}
+
 // TestJetStreamShardsClosedConnection: lookups on a closed connection
 // fail rather than report no messages.
 func TestJetStreamShardsClosedConnection(t *testing.T) {
