@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -113,6 +114,38 @@ func TestResume(t *testing.T) {
 				t.Errorf("the snapshot written: %+v, %v", s, err)
 			}
 		})
+	}
+}
+
+// TestResumeAfterTheLastGeneration: a key at the last generation a key
+// can number, garbage or not, leaves no generation to write after it:
+// the snapshotter refuses, naming the key, with an error no retry mends,
+// where it tried to write generation 0 for ever without naming it.
+func TestResumeAfterTheLastGeneration(t *testing.T) {
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "models")
+	defer store.Close()
+	storetest.Write(t, store, "clicks", 1, 2)
+	key := snapshot.Key("models", "clicks", math.MaxUint64)
+	if err := bucket.WriteAll(ctx, key, []byte("garbage"), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := snapshot.Resume(ctx, store, "clicks", storetest.GenerationConfig(), snapshot.ResumeOptions{Writer: "worker-a", Keep: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Generation != 2 {
+		t.Fatalf("resumed generation %d, want 2, the newest readable", r.Generation)
+	}
+	err = r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"kafka:examples/0": 1}, nil)
+	for _, want := range []string{"model clicks: ", key, "no generation can follow it"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want one saying %q", err, want)
+		}
+	}
+	if !snapshot.Fatal(err) {
+		t.Fatalf("snapshot.Fatal(%v) is false: the worker would try again for ever", err)
 	}
 }
 

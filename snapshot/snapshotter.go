@@ -3,7 +3,9 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -39,6 +41,12 @@ func NewSnapshotter(store *Store, model, writer string, next uint64, keep int, l
 // join, if not nil, is the state of the join of labels that come later
 // as a msgpack value (Snapshot.Join).
 func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions map[string]int64, join []byte) error {
+	if c.next == 0 {
+		// The store holds a key at the last generation a key can
+		// number (no worker counts that far): the next one wrapped.
+		return fmt.Errorf("snapshot: model %s: %s is generation %d, the last a key can number, so no generation can follow it: %w; "+
+			"delete it (no worker counts that far), or give the model a new model.name", c.model, Key(c.store.prefix, c.model, math.MaxUint64), uint64(math.MaxUint64), ErrNoNextGeneration)
+	}
 	s := &Snapshot{
 		Join:       join,
 		Model:      c.model,
@@ -59,14 +67,18 @@ func (c *Snapshotter) Snapshot(ctx context.Context, st *learner.State, positions
 	return nil
 }
 
+// ErrNoNextGeneration marks a snapshot that no key can number: the store
+// holds the last generation a key can.
+var ErrNoNextGeneration = errors.New("no generation after the last")
+
 // Fatal reports whether err, from Snapshot or Store.Write, is one that
 // no retry mends, so that the writer must stop: a fenced write
-// (ErrFenced: another worker is writing the model), or a state the loader
+// (ErrFenced: another worker is writing the model), a state the loader
 // would refuse (ErrInvalidState: written, it would replace a good
-// generation with one no restart can load). epochlog.Fatal adds the epoch
-// log's.
+// generation with one no restart can load), or a generation no key
+// numbers (ErrNoNextGeneration). epochlog.Fatal adds the epoch log's.
 func Fatal(err error) bool {
-	for _, target := range []error{ErrFenced, ErrInvalidState} {
+	for _, target := range []error{ErrFenced, ErrInvalidState, ErrNoNextGeneration} {
 		if errors.Is(err, target) {
 			return true
 		}
