@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -490,5 +493,41 @@ func TestEpochsStartingBelowRetentionGoOn(t *testing.T) {
 	}
 	if len(after) > 0 && len(before) > 0 && after[len(after)-1] > before[len(before)-1] {
 		t.Fatalf("the late worker began epochs %v above the log's %v", after, before)
+	}
+}
+
+// TestEpochsNoHistoryAboveTheLastEpoch: an object of the epoch log at the
+// last epoch a key can number, above the model held, leaves no epoch to
+// begin a new history at: the worker stops, naming it, where it began one
+// at each epoch above the model held in turn, for ever, logging each.
+func TestEpochsNoHistoryAboveTheLastEpoch(t *testing.T) {
+	_, bucket, store, cfg, _ := ranStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := epochlog.BoundaryKey("", "mixed", math.MaxUint64)
+	if err := bucket.WriteAll(ctx, key, []byte("garbage"), nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.Latest(ctx, "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Writer = "again"
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zap.NewNop())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		// It does not see ctx either: the test's end leaves it running.
+		t.Fatal("Run did not return within a minute")
+	}
+	if !errors.Is(err, consumer.ErrFatal) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "no new history can begin above it") {
+		t.Fatalf("Run: %v, want a fatal error naming %s", err, key)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 
 	"go.uber.org/zap"
@@ -85,6 +86,14 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	x.prev = nil
 	start := above + 1
 	if n := len(epochs); n > 0 {
+		if epochs[n-1] == math.MaxUint64 {
+			// No epoch follows it: start would wrap to above + 1, whose
+			// boundary is missing below it, and the next new history to
+			// the epoch after, one at a time, for ever.
+			return 0, fmt.Errorf("%w: the epoch log holds epoch %d (%s under snapshot.url), the last an epoch can number, so no new history can begin above it: "+
+				"delete it (no worker counts that far), or give the model a new model.name",
+				ErrFatal, uint64(math.MaxUint64), epochlog.BoundaryKey("", model, math.MaxUint64))
+		}
 		start = max(start, epochs[n-1]+1)
 	}
 	for _, e := range epochs {
