@@ -308,8 +308,8 @@ func differs(had, snap *Snapshot) string {
 }
 
 func fenced(snap *Snapshot, key string, cause error) error {
-	msg := fmt.Sprintf("snapshot %s: generation %d of model %s already exists: a second worker is writing this model "+
-		"(run one worker per model: stop the other one, or give this one its own model.name)",
+	msg := fmt.Sprintf("snapshot %s: generation %d of model %s already exists: another worker wrote it first "+
+		"(replicas of one model take turns and each goes on from the newest generation; a worker of another model needs a model.name of its own)",
 		key, snap.Generation, snap.Model)
 	if cause != nil {
 		return fmt.Errorf("%s (%v): %w", msg, cause, ErrFenced)
