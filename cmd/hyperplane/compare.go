@@ -21,7 +21,7 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 	var shard shardid.ID
 	fs := newFlagSet("compare", "--config FILE [--shard NAME] [--json] [--key value ...]", e)
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
-	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to read (kafka:<topic>/<partition>)")
+	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to read (kafka:<topic>/<partition>, or jetstream:<stream>#<partition> of a partitioned stream)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
 		return ignoreHelp(err)

@@ -17,7 +17,7 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 	var shard shardid.ID
 	fs := newFlagSet("promote", "--config FILE --challenger NAME [--shard NAME] [--key value ...]", e)
 	fs.StringVar(&name, "challenger", "", "the challenger `NAME` to make the model")
-	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to promote (kafka:<topic>/<partition>)")
+	fs.Var(&shard, "shard", "in model.scope partition, the partition `NAME` whose model to promote (kafka:<topic>/<partition>, or jetstream:<stream>#<partition> of a partitioned stream)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
 		return ignoreHelp(err)
