@@ -120,7 +120,7 @@ func TestStoreSecondWriterIsFenced(t *testing.T) {
 		if !errors.Is(err, snapshot.ErrFenced) {
 			t.Fatalf("second write of generation 3: %v, want ErrFenced", err)
 		}
-		for _, want := range []string{"second worker", "clicks", "generation 3", snapshot.Key(s.Prefix(), "clicks", 3)} {
+		for _, want := range []string{"another worker wrote it first", "clicks", "generation 3", snapshot.Key(s.Prefix(), "clicks", 3)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %q", err, want)
 			}
