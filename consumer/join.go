@@ -583,6 +583,9 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	if err := st.checkLabels(mcfg); err != nil {
 		return nil, err
 	}
+	if err := st.checkServed(); err != nil {
+		return nil, err
+	}
 	j := NewJoin(cfg)
 	j.wE, j.wL = st.WE, st.WL
 	c := st.Counts
@@ -643,6 +646,23 @@ func (st *JoinState) checkSettings(cfg JoinConfig) error {
 		return fmt.Errorf("labels.default: the model's join was recorded with the default label %s, and this worker's is %s: "+
 			"the examples whose windows close without a label would be learned otherwise than its logs decide, "+
 			"and no replay would rebuild the model; set labels.default back, or give the model a new model.name", recorded, this)
+	}
+	return nil
+}
+
+// checkServed refuses served numbers that no served prediction gives (a
+// damaged or foreign generation): a probability outside [0, 1], not a
+// number among them, or a served log-loss that is not a finite sum of
+// log-losses. Restored, they would make the served log-loss and its
+// gauges NaN or infinite for as long as the model lives.
+func (st *JoinState) checkServed() error {
+	if l := st.Counts.ServedLogLoss; !(l >= 0) || math.IsInf(l, 1) {
+		return fmt.Errorf("join: the served log-loss is %v, which no sum of log-losses is", l)
+	}
+	for i, e := range st.Examples {
+		if p := e.Probability; !(p >= 0 && p <= 1) {
+			return fmt.Errorf("join: example %d at offset %d was served probability %v, outside [0, 1]", i, e.Offset, p)
+		}
 	}
 	return nil
 }

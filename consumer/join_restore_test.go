@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ import (
 // generation) stops the worker with an error naming it, before the tail
 // would learn the example with it; and so does one whose pending example
 // of a multiclass model was served a class the model has not, before a
-// label joining it would name that class in a misclassification.
+// label joining it would name that class in a misclassification; and
+// so does one whose served probability or log-loss no prediction gives,
+// before the served log-loss would turn NaN.
 func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -37,6 +40,12 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 		{"served class", consumer.JoinState{
 			WE: 1, Examples: []consumer.JoinedExample{{ID: "e0", Offset: 0, T: 1, A: 1, Predicted: 7}},
 		}, []string{"red", "green", "blue"}, "served class 7"},
+		{"served probability", consumer.JoinState{
+			WE: 1, Examples: []consumer.JoinedExample{{ID: "e0", Offset: 0, T: 1, A: 1, Predicted: 1, Probability: float32(math.NaN())}},
+		}, nil, "served probability NaN"},
+		{"served log-loss", consumer.JoinState{
+			Counts: consumer.JoinCountsState{Served: 1, ServedLogLoss: math.Inf(1)},
+		}, nil, "served log-loss is +Inf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
