@@ -20,6 +20,12 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 	for {
 		var b *epochlog.Boundary
 		var sha [32]byte
+		// A shutdown ends the loop whatever the log holds: the paths
+		// that go round again over a damaged or missing boundary need
+		// not wait for anything.
+		if err := ctx.Err(); err != nil {
+			return nil, sha, err
+		}
 		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", x.epoch), func(ctx context.Context) (err error) {
 			b, sha, err = x.cfg.Log.Boundary(ctx, model, x.epoch)
 			return err
