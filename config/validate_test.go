@@ -353,13 +353,7 @@ func TestDestinationUnmarshalText(t *testing.T) {
 // its events learned or joined and giving more events, stops start-up
 // naming the output's key; an output beside the input does not.
 func TestValidateReadBack(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		base   func() Config
-		mutate func(*Config)
-		field  string // "" for valid
-		says   string
-	}{
+	testOutputCases(t, "read its own events", []outputCase{
 		{"a source topic", validKafka, func(c *Config) { c.Outputs.Predictions = dest("kafka:examples") }, "outputs.predictions", "source.topics"},
 		{"a second source topic", validKafka, func(c *Config) {
 			c.Source.Topics = []string{"examples", "more"}
@@ -385,7 +379,24 @@ func TestValidateReadBack(t *testing.T) {
 			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
 			c.Outputs.LateLabels = dest("jetstream:clicks")
 		}, "outputs.late_labels", "labels.subject clicks"},
-	} {
+	})
+}
+
+// outputCase is a configuration of outputs: valid when field is "", else
+// refused on field with an error that says says.
+type outputCase struct {
+	name   string
+	base   func() Config
+	mutate func(*Config)
+	field  string
+	says   string
+}
+
+// testOutputCases validates each case, a refusal saying also besides its
+// own says.
+func testOutputCases(t *testing.T, also string, cases []outputCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.base()
 			tc.mutate(&c)
@@ -397,8 +408,8 @@ func TestValidateReadBack(t *testing.T) {
 				return
 			}
 			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "read its own events") {
-				t.Fatalf("got %v, want an error on %s saying %q and that the worker would read its own events", err, tc.field, tc.says)
+			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), also) {
+				t.Fatalf("got %v, want an error on %s saying %q and %q", err, tc.field, tc.says, also)
 			}
 		})
 	}
@@ -409,12 +420,7 @@ func TestValidateReadBack(t *testing.T) {
 // both keys; the late labels, whose events carry the label's position,
 // may share a topic with them.
 func TestValidateSharedIDs(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		base        func() Config
-		mutate      func(*Config)
-		field, says string // "" for valid
-	}{
+	testOutputCases(t, "event_id", []outputCase{
 		{"kafka predictions and misclassifications", validKafka, func(c *Config) {
 			c.Outputs.Predictions = dest("kafka:events")
 			c.Outputs.Misclassifications = dest("kafka:events")
@@ -436,21 +442,5 @@ func TestValidateSharedIDs(t *testing.T) {
 			c.Outputs.Predictions = dest("kafka:events")
 			c.Outputs.LateLabels = dest("kafka:events")
 		}, "", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := tc.base()
-			tc.mutate(&c)
-			err := c.Validate()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("got %v, want valid", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "event_id") {
-				t.Fatalf("got %v, want an error on %s saying %q and naming the event_id", err, tc.field, tc.says)
-			}
-		})
-	}
+	})
 }
