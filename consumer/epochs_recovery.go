@@ -96,25 +96,10 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 		}
 		start = max(start, epochs[n-1]+1)
 	}
-	for _, e := range epochs {
-		if e <= above {
-			continue
-		}
-		var b *epochlog.Boundary
-		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", e), func(ctx context.Context) (err error) {
-			b, _, err = x.cfg.Log.Boundary(ctx, model, e)
-			return err
-		})
-		if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog) {
-			continue
-		}
-		if err != nil {
-			return 0, fatal(err)
-		}
-		if x.check(b) == nil {
-			start = e
-			break
-		}
+	if e, err := x.historyAbove(ctx, epochs, above); err != nil {
+		return 0, err
+	} else if e > 0 {
+		start = e
 	}
 	x.epoch, x.written = start, start-1
 	x.mixed.Store(start - 1)
@@ -124,6 +109,34 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	// the new one's is written again over them, nor holds retention.
 	x.cfg.Damaged = nil
 	return start, nil
+}
+
+// historyAbove is the first epoch of epochs above e whose boundary reads
+// and begins a history from the model held (x.check, with x.prev nil:
+// from its digest and positions), 0 if none does. A boundary missing or
+// damaged is passed over.
+func (x *Epochs) historyAbove(ctx context.Context, epochs []uint64, e uint64) (uint64, error) {
+	model := x.cfg.Worker.Model
+	for _, s := range epochs {
+		if s <= e {
+			continue
+		}
+		var b *epochlog.Boundary
+		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", s), func(ctx context.Context) (err error) {
+			b, _, err = x.cfg.Log.Boundary(ctx, model, s)
+			return err
+		})
+		if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog) {
+			continue
+		}
+		if err != nil {
+			return 0, fatal(err)
+		}
+		if x.check(b) == nil {
+			return s, nil
+		}
+	}
+	return 0, nil
 }
 
 // followNewHistory is what epochs that follow a log (a replay) do when
@@ -153,29 +166,17 @@ func (x *Epochs) followNewHistory(ctx context.Context, cause error) error {
 	}
 	prev := x.prev
 	x.prev = nil
-	for _, s := range epochs {
-		if s <= e {
-			continue
-		}
-		var b *epochlog.Boundary
-		err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("read epoch %d's boundary", s), func(ctx context.Context) (err error) {
-			b, _, err = x.cfg.Log.Boundary(ctx, model, s)
-			return err
-		})
-		if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog) {
-			continue
-		}
-		if err != nil {
-			return fatal(err)
-		}
-		if x.check(b) == nil {
-			x.log.Warn("a boundary of the epoch log is damaged or missing, and the live workers began a new history above it from the model of the epoch before it: following that history",
-				zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", s), zap.Error(cause))
-			x.epoch, x.written = s, s-1
-			x.mixed.Store(s - 1)
-			x.metrics.Epoch.Set(float64(s - 1))
-			return nil
-		}
+	s, err := x.historyAbove(ctx, epochs, e)
+	if err != nil {
+		return err
+	}
+	if s > 0 {
+		x.log.Warn("a boundary of the epoch log is damaged or missing, and the live workers began a new history above it from the model of the epoch before it: following that history",
+			zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", s), zap.Error(cause))
+		x.epoch, x.written = s, s-1
+		x.mixed.Store(s - 1)
+		x.metrics.Epoch.Set(float64(s - 1))
+		return nil
 	}
 	x.prev = prev
 	return fmt.Errorf("%w: epoch %d's boundary is damaged or missing (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
