@@ -226,7 +226,8 @@ func typeName(t reflect.Type) string {
 // parseText parses s, the text of an environment variable, a flag or a
 // YAML scalar, as a value of type t. Numbers, booleans and durations may
 // be surrounded by spaces; a list is comma-separated, each element
-// trimmed, empty elements dropped, so "" is the empty list; a text type
+// trimmed, "" (or spaces) the empty list, and an empty element among
+// others ("a,,b", "a,") an error, as it is in a YAML list; a text type
 // reads s with its UnmarshalText. The error says what s is not, quoting
 // it; the caller adds where s came from.
 func parseText(t reflect.Type, s string) (reflect.Value, error) {
@@ -272,10 +273,14 @@ func parseText(t reflect.Type, s string) (reflect.Value, error) {
 		}
 		v.SetFloat(f)
 	case reflect.Slice:
-		for _, part := range strings.Split(s, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				v = reflect.Append(v, reflect.ValueOf(part).Convert(t.Elem()))
+		if trimmed == "" {
+			break
+		}
+		for i, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				return v, fmt.Errorf("%q has an empty element (element %d of a comma-separated list)", s, i+1)
 			}
+			v = reflect.Append(v, reflect.ValueOf(part).Convert(t.Elem()))
 		}
 	default:
 		return v, fmt.Errorf("unsupported type %s", t)

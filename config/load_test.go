@@ -407,6 +407,16 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"flags: ", `unexpected argument "extra"`},
 		},
 		{
+			name: "an empty element of a list flag",
+			args: []string{"--model.learner.classes", "a,,b"},
+			want: []string{"-model.learner.classes", `"a,,b" has an empty element (element 2`},
+		},
+		{
+			name: "an empty element of a list variable",
+			env:  map[string]string{"HYPERPLANE_SOURCE_TOPICS": "examples,"},
+			want: []string{"HYPERPLANE_SOURCE_TOPICS", `"examples," has an empty element (element 2`},
+		},
+		{
 			name: "the flag error comes before the file is read",
 			args: []string{"--config", "/nonexistent/x.yaml", "--nope"},
 			want: []string{"-nope"},
