@@ -128,3 +128,63 @@ func TestWorkerPromotes(t *testing.T) {
 		t.Fatal("the resumed model is not the promoted challenger's configuration")
 	}
 }
+
+// TestWorkerPromotesANarrowerChallenger: a challenger of fewer hash_bits
+// than the model refuses an example whose dense part is longer than its
+// dimension, which the model learns. Learning fewer examples than the
+// model since a request for it does not make it a challenger started
+// anew: the request makes it the model.
+func TestWorkerPromotesANarrowerChallenger(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	base := learner.DefaultConfig()
+	base.HashBits = 12
+	narrow := base
+	narrow.HashBits = 11
+	challengers := []learner.ChallengerConfig{{Name: "bits11", Config: narrow}}
+	run := func(in *memory.Log) *consumer.Worker {
+		t.Helper()
+		res, err := snapshot.Resume(ctx, store, "m", base, snapshot.ResumeOptions{Writer: "w", Keep: 100, Challengers: challengers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := res.Model.SetChallengers(res.Challengers); err != nil {
+			t.Fatal(err)
+		}
+		cfg := consumer.WorkerConfig{Model: "m", Snapshots: res.Snapshotter, SnapshotEvery: 300, Batch: 50}
+		w := consumer.NewWorker(cfg, memory.NewSource(in, res.Positions), res.Model, res.Positions, consumer.NewMetrics(prometheus.NewRegistry()), zap.NewNop())
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		wait.For(t, time.Minute, 5*time.Millisecond, "the worker to learn the log", func() bool {
+			return w.Published()[in.Key(0)] >= int64(in.Len(0))
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		return w
+	}
+	in := challengedLog(600)
+	run(in)
+
+	// The request, as hyperplane promote writes it.
+	s, err := store.Latest(ctx, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := snapshot.NewPromotionRequest("bits11", time.Now())
+	r.Counts = s.ExampleCounts("m")
+	r.Examples = r.Counts["bits11"]
+	if err := store.RequestPromotion(ctx, "m", r); err != nil {
+		t.Fatal(err)
+	}
+	// The model's dimension is 4096, the challenger's 2048.
+	dense := []byte(`{"label":1,"x":[` + strings.Repeat("0.01,", 2999) + `0.01]}`)
+	in.Append(0, dense, dense)
+	w := run(in)
+	if ps := w.Model().Promotions(); len(ps) != 1 || ps[0].Challenger != "bits11" || ps[0].Request != r.ID {
+		t.Fatalf("history %+v: the request for bits11 did not make it the model", ps)
+	}
+}

@@ -50,21 +50,25 @@ type PromotionRequest struct {
 // configurations (m itself, named by its configuration's name given
 // base, model.name, or another challenger) that went on since. A
 // challenger started anew stays stale once it has learned as many
-// examples as the one asked for had.
+// examples as the one asked for had. Only a configuration of no larger
+// dimension than c's counts: one of a larger dimension learns the
+// examples whose dense part is too long for c, which c's decoder refuses
+// (wire.Decoder.DecodeHashings), so it may have learned more since.
 func (r *PromotionRequest) Stale(m *learner.Model, base string, c *learner.Model) bool {
 	n := c.Counts().Examples
 	if n < r.Examples {
 		return true
 	}
-	since := n - r.Examples
-	longer := func(name string, now uint64) bool {
+	since, dim := n-r.Examples, c.Config().Dimension()
+	longer := func(name string, o *learner.Model) bool {
 		then, ok := r.Counts[name]
-		return ok && now >= then && now-then > since
+		now := o.Counts().Examples
+		return ok && o.Config().Dimension() <= dim && now >= then && now-then > since
 	}
-	if longer(m.Name(base), m.Counts().Examples) {
+	if longer(m.Name(base), m) {
 		return true
 	}
-	return slices.ContainsFunc(m.Challengers(), func(o *learner.Challenger) bool { return longer(o.Name, o.Model.Counts().Examples) })
+	return slices.ContainsFunc(m.Challengers(), func(o *learner.Challenger) bool { return longer(o.Name, o.Model) })
 }
 
 // ExampleCounts are the example counts of the model of s, configured as
