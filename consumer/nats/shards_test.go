@@ -594,20 +594,16 @@ func TestJetStreamShardsRepartitionedWhileOpen(t *testing.T) {
 	s.PartitioningCheck = 10 * time.Millisecond
 	msgs := publishKeys(t, js, "moved", 3, keysIn(2, 3, 2)...)
 	src := openShard(t, s, s.Shard(2), 0)
+	checkDelivered(t, s.Shard(2), consumertest.FetchN(t, src, len(msgs)), msgs)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	got, err := src.Fetch(ctx, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkDelivered(t, s.Shard(2), got, msgs)
 
 	cfg := nats.PartitionedStreamConfig("moved", "moved.*", 2)
 	cfg.Storage = jetstream.MemoryStorage
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err = src.Fetch(ctx, 10)
+	_, err := src.Fetch(ctx, 10)
 	for _, want := range []string{"jetstream moved", "moved.{{partition(2,1)}}", "no longer 3 partitions"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Fetch after the stream was partitioned in 2: %v, want an error saying %q", err, want)
