@@ -68,6 +68,11 @@ const (
 	// lookupTimeout bounds one lookup of cluster metadata: a topic's
 	// limit, or a partition's first offset (see Source.checkGap).
 	lookupTimeout = 10 * time.Second
+	// requestTimeout bounds one request of a Source's or Shards' client
+	// (metadata, offsets, commits): long enough that a broker slowed by
+	// its load answers, short enough that one that never answers is
+	// reported (not ready) and retried.
+	requestTimeout = 30 * time.Second
 )
 
 // Sink publishes outputs to Kafka topics. It implements consumer.Sink.

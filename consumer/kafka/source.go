@@ -134,8 +134,9 @@ func newCluster(cfg Config, topics []string) *cluster {
 	// Every request has a time limit: a broker that takes the request and
 	// never answers (stopped, or cut off by the network without a reset)
 	// would otherwise hold its caller for as long as the connection
-	// stays open, unseen by its retries and by /readyz.
-	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: lookupTimeout, Transport: t}
+	// stays open, unseen by its retries and by /readyz. The limit is
+	// for a broker that does not answer, not for one that is slow.
+	client := &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Timeout: requestTimeout, Transport: t}
 	return &cluster{cfg: cfg, transport: t, client: client, cancel: cancel}
 }
 
@@ -381,10 +382,17 @@ func (c *cluster) listOffsets(ctx context.Context, parts []topicPartition, ask f
 		}
 		req.Topics[tp.topic] = append(req.Topics[tp.topic], ask(tp.id)...)
 	}
+	start := time.Now()
 	res, err := c.client.ListOffsets(ctx, req)
+	timedOut := c.client.Timeout > 0 && time.Since(start) >= c.client.Timeout
+	if err != nil && timedOut {
+		return nil, fmt.Errorf("kafka: list offsets of %q: no answer within %v: %w", topics, c.client.Timeout, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kafka: list offsets of %q: %w", topics, err)
 	}
+	// Of a request split among brokers, kafka-go answers each partition
+	// of a part that failed, its time limit included, with Unknown (-1).
 	listed := map[topicPartition]kafkago.PartitionOffsets{}
 	for topic, ps := range res.Topics {
 		for _, p := range ps {
@@ -396,6 +404,9 @@ func (c *cluster) listOffsets(ctx context.Context, parts []topicPartition, ask f
 		po, ok := listed[tp]
 		if !ok {
 			return nil, fmt.Errorf("kafka: %s: no offsets in the broker's answer", tp.key())
+		}
+		if errors.Is(po.Error, kafkago.Unknown) && timedOut {
+			return nil, fmt.Errorf("kafka: %s: list offsets: no answer within %v", tp.key(), c.client.Timeout)
 		}
 		if po.Error != nil {
 			return nil, fmt.Errorf("kafka: %s: list offsets: %w", tp.key(), po.Error)
