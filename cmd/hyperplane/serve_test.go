@@ -53,7 +53,13 @@ func TestServeAnswersAsPredict(t *testing.T) {
 	publish := func(lines []string) {
 		t.Helper()
 		for _, l := range lines {
-			if _, err := js.Publish(context.Background(), "ex", []byte(l)); err != nil {
+			// A minute for each acknowledgement rather than the
+			// client's default 5 s: the server shares the machine with
+			// the worker, which learns as fast as it can.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := js.Publish(ctx, "ex", []byte(l))
+			cancel()
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
