@@ -99,11 +99,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	// Each demo streams a new stream: the previous demo's model would
 	// resume from positions this one does not have.
-	if err := os.RemoveAll(filepath.Join(dataDir, cfg.Model.Name)); err != nil {
-		return err
-	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return err
+		return usagef("-data %s: %v (want a directory, or where one can be made)", dataDir, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dataDir, cfg.Model.Name)); err != nil {
+		return usagef("-data %s: %v (want a directory the demo may write in)", dataDir, err)
 	}
 	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
 	// Snapshots by count only, not by time: the same demo writes the same

@@ -283,6 +283,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 		{[]string{"run", "--colour", "red"}, "colour"},
 		{[]string{"demo", "-examples", "0"}, "-examples: must be at least 1"},
+		{[]string{"demo", "-examples", "10", "-http", "", "-data", data}, "-data " + data + ": "},
 		{[]string{"demo", "-examples", "10", "-http", "", "-data", dir, "-noise", "2"}, "-noise: must be a probability"},
 		{[]string{"demo", "-examples", "10", "-http", "", "-data", dir, "-noise", "-0.5"}, "-noise: must be a probability"},
 	}
