@@ -61,6 +61,9 @@ type pipeline struct {
 	partitionJoin *brokers.PartitionJoin
 }
 
+// storeHint says what a snapshot store URL that cannot be opened needs.
+const storeHint = "a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket"
+
 // openPipeline builds the pipeline of cfg, which is valid. The model comes
 // first: a store that cannot be read, or holds an incompatible model, is
 // reported before any broker is dialled. With epochs, a source of
@@ -79,7 +82,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 	}()
 	if cfg.Snapshot.URL != "" {
 		if p.store, err = snapshot.OpenStore(ctx, cfg.Snapshot.URL); err != nil {
-			return nil, fmt.Errorf("snapshot.url: %w (a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket)", err)
+			return nil, fmt.Errorf("snapshot.url: %w (%s)", err, storeHint)
 		}
 	}
 	opts := consumer.Options{

@@ -144,7 +144,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 func refuseHeldModel(ctx context.Context, out, model string) error {
 	store, err := snapshot.OpenStore(ctx, out)
 	if err != nil {
-		return fmt.Errorf("replay: -out: %w", err)
+		return fmt.Errorf("replay: -out: %w (%s)", err, storeHint)
 	}
 	defer store.Close()
 	gens, err := store.Generations(ctx, model)

@@ -152,6 +152,18 @@ func TestReplayOutHeldWithQuery(t *testing.T) {
 	}
 }
 
+// TestReplayOutMissingDirectory: a file:// --out whose directory does not
+// exist is refused with what to do, as snapshot.url is: make the
+// directory or add ?create_dir=1. It is checked before any broker is
+// dialled.
+func TestReplayOutMissingDirectory(t *testing.T) {
+	out := "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "none"))
+	_, _, err := runCmd(t, "", "replay", "--kafka.brokers", "127.0.0.1:1", "--source.kind", "kafka", "--source.topics", "one", "--from", "earliest", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "-out: ") || !strings.Contains(err.Error(), "add ?create_dir=1") {
+		t.Errorf("replay --out %s: %v, want an error naming -out and saying to add ?create_dir=1", out, err)
+	}
+}
+
 // TestReplayEmptyRange: --to offset:N at or before --from offset:M names
 // no record; replay and backtest refuse it as a usage error rather than
 // print a summary of nothing learned, as if the log held nothing there.
