@@ -31,10 +31,10 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 		return ignoreHelp(err)
 	}
 	if err := cfg.ValidateModel(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	if len(cfg.Model.Challengers) == 0 {
-		return usagef("config: model.challengers: none to compare with the model (add a name and the model.learner keys it changes)")
+		return invalidConfig(e, args, errors.New("model.challengers: none to compare with the model (add a name and the model.learner keys it changes)"))
 	}
 	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}
 	opts.Decoder.MaxFeatures, opts.Decoder.MaxBytes = in.maxFeatures, in.maxBytes

@@ -27,7 +27,7 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 		return ignoreHelp(err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	store, closeStore, err := liveStore(ctx, cfg, shard, "compare reads")
 	if err != nil {

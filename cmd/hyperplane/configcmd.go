@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 )
@@ -35,9 +36,39 @@ func runConfig(_ context.Context, e *env, args []string) error {
 		return &usageError{msg: err.Error()}
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	return config.WriteYAML(e.stdout, cfg)
+}
+
+// invalidConfig is the usage error of err, the configuration's that a
+// command's args and environment make. When neither --config nor
+// HYPERPLANE_CONFIG names a file, the likely mistake is the missing file,
+// not the key: the error says how to give one.
+func invalidConfig(e *env, args []string, err error) error {
+	msg := "config: " + err.Error()
+	if !configFileGiven(e, args) {
+		msg += " (no config file given: pass --config FILE or set HYPERPLANE_CONFIG; hyperplane config --defaults prints one to fill in)"
+	}
+	return &usageError{msg: msg}
+}
+
+// configFileGiven says whether args or the environment name a config
+// file, as config.Load reads them.
+func configFileGiven(e *env, args []string) bool {
+	if e.getenv("HYPERPLANE_CONFIG") != "" {
+		return true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "config" {
+			return true
+		}
+	}
+	return false
 }
 
 // loadConfig is config.Load for the commands that take the configuration

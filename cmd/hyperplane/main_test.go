@@ -296,6 +296,30 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestNoConfigFileSaysHowToGiveOne: a command that needs a configuration,
+// run without --config or HYPERPLANE_CONFIG, says how to give a file
+// beside the key it lacks; with a file, the error is the key's alone.
+func TestNoConfigFileSaysHowToGiveOne(t *testing.T) {
+	const hint = "no config file given: pass --config FILE"
+	for _, args := range [][]string{{"run"}, {"setup"}, {"replay"}, {"compare"}, {"promote", "-challenger", "x"}, {"config"}, {"backtest", "-input", "-"}, {"run", "--source.kind", "kafka"}} {
+		_, _, err := runCmd(t, "", args...)
+		var u *usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), hint) {
+			t.Errorf("hyperplane %s: got %v, want a usage error saying %q", strings.Join(args, " "), err, hint)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("model:\n  name: m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"run", "--config", file}, {"setup", "-config=" + file}, {"backtest", "--config", file, "-input", "-"}} {
+		_, _, err := runCmd(t, "", args...)
+		if err == nil || strings.Contains(err.Error(), hint) {
+			t.Errorf("hyperplane %s: got %v, want an error without %q", strings.Join(args, " "), err, hint)
+		}
+	}
+}
+
 func TestMissingAndCorruptModelFiles(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.model")

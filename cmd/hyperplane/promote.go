@@ -23,7 +23,7 @@ func runPromote(ctx context.Context, e *env, args []string) error {
 		return ignoreHelp(err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	if name == "" {
 		return usagef("-challenger: required: the challenger to make the model")

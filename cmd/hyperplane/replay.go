@@ -65,7 +65,10 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	cfg.HTTP.Addr = ""
 	if err := cfg.Validate(); err != nil {
-		return configErr(err, map[string]string{"source.start": "-from", "snapshot.url": "-out"})
+		if err := configErr(err, map[string]string{"source.start": "-from", "snapshot.url": "-out"}); !strings.HasPrefix(err.Error(), "config: ") {
+			return err
+		}
+		return invalidConfig(e, args, err)
 	}
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	if out != "" {

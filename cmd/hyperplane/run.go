@@ -37,7 +37,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return &usageError{msg: err.Error()}
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	log := newLogger(cfg.Log, e.stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit

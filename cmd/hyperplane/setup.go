@@ -97,7 +97,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 		return &usageError{msg: err.Error()}
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: "config: " + err.Error()}
+		return invalidConfig(e, args, err)
 	}
 	// Only trouble is logged: the report is the output.
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
