@@ -270,6 +270,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "-input", "-", "-passes", "2"}, "-passes: 2 passes need a file"},
 		{[]string{"train", "-input", data, "-classes", "a"}, "-classes: one class"},
 		{[]string{"train", "-input", data, "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"train", "-input", data, "-out", filepath.Join(dir, "none", "m.msgpack")}, "-out " + filepath.Join(dir, "none", "m.msgpack") + ": directory"},
+		{[]string{"train", "-input", data, "-curve", filepath.Join(data, "c.csv")}, "-curve " + filepath.Join(data, "c.csv") + ": " + data + " is not a directory"},
 		{[]string{"predict", "-input", data}, "-model: required"},
 		{[]string{"inspect"}, "want one model file"},
 		{[]string{"inspect", data, "-top", "2"}, "inspect: -top after the model is not read as a flag: flags go before it (hyperplane inspect -top 2 " + data + ")"},

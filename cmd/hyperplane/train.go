@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,6 +138,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if passes > 1 && in.input == "-" {
 		return usagef("-passes: %d passes need a file to read again, not stdin", passes)
 	}
+	// -out and -curve are written when the learning ends: a directory
+	// that is not there is said now, not after the whole input.
+	for _, f := range []struct{ flag, path string }{{"-out", out}, {"-curve", curvePath}} {
+		if err := checkOutputDir(f.flag, f.path); err != nil {
+			return err
+		}
+	}
 	if err := validateLearner(cfg); err != nil {
 		return err
 	}
@@ -204,6 +212,21 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if !learned {
 		return nothingLearned(in.input, out, res)
+	}
+	return nil
+}
+
+// checkOutputDir is a usage error naming flag when path, a file a command
+// writes at its end, is in a directory that does not exist.
+func checkOutputDir(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return usagef("%s %s: directory %s: %v", flag, path, dir, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return usagef("%s %s: %s is not a directory", flag, path, dir)
 	}
 	return nil
 }
