@@ -181,3 +181,41 @@ func TestBacktestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestBacktestAsCompareSays runs the backtest docs/compare.md shows, its
+// configuration over `hyperplane gen -examples 200000`, and finds the
+// table the page prints, row for row.
+func TestBacktestAsCompareSays(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/compare.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(after, fence string) string {
+		t.Helper()
+		_, rest, ok := strings.Cut(string(page), after)
+		if !ok {
+			t.Fatalf("docs/compare.md has no %q", after)
+		}
+		_, rest, ok = strings.Cut(rest, fence+"\n")
+		if !ok {
+			t.Fatalf("docs/compare.md has no %s block after %q", fence, after)
+		}
+		body, _, _ := strings.Cut(rest, "```\n")
+		return body
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "model.yaml")
+	if err := os.WriteFile(cfg, []byte(block("## Challengers", "```yaml")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := block("The\ntable, for the configuration above over `hyperplane gen -examples 200000`:", "```")
+	in := genFile(t, dir, "examples.jsonl", "-examples", "200000")
+	out, stderr, err := runCmd(t, "", "backtest", "--config", cfg, "--input", in)
+	if err != nil {
+		t.Fatalf("backtest: %v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("backtest prints\n%s\ndocs/compare.md shows\n%s", out, want)
+	}
+}
