@@ -44,9 +44,17 @@ func promotedRun(t *testing.T, in *memory.Log, store *snapshot.Store, sink *memo
 	}
 	metrics := consumer.NewMetrics(prometheus.NewRegistry())
 	w := consumer.NewWorker(cfg, memory.NewSource(in, res.Positions), res.Model, res.Positions, metrics, log)
-	wctx, cancel := context.WithCancel(ctx)
+	learnLog(t, w, in)
+	return w, testutil.ToFloat64(metrics.Promotions)
+}
+
+// learnLog runs w until it has published every message of in, then
+// stops it.
+func learnLog(t *testing.T, w *consumer.Worker, in *memory.Log) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
+	go func() { done <- w.Run(ctx) }()
 	wait.For(t, time.Minute, 5*time.Millisecond, "the worker to learn the log", func() bool {
 		return w.Published()[in.Key(0)] >= int64(in.Len(0))
 	})
@@ -54,7 +62,6 @@ func promotedRun(t *testing.T, in *memory.Log, store *snapshot.Store, sink *memo
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	return w, testutil.ToFloat64(metrics.Promotions)
 }
 
 // TestWorkerPromotes: a request naming a challenger the model does not
@@ -154,16 +161,7 @@ func TestWorkerPromotesANarrowerChallenger(t *testing.T) {
 		}
 		cfg := consumer.WorkerConfig{Model: "m", Snapshots: res.Snapshotter, SnapshotEvery: 300, Batch: 50}
 		w := consumer.NewWorker(cfg, memory.NewSource(in, res.Positions), res.Model, res.Positions, consumer.NewMetrics(prometheus.NewRegistry()), zap.NewNop())
-		wctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(wctx) }()
-		wait.For(t, time.Minute, 5*time.Millisecond, "the worker to learn the log", func() bool {
-			return w.Published()[in.Key(0)] >= int64(in.Len(0))
-		})
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
+		learnLog(t, w, in)
 		return w
 	}
 	in := challengedLog(600)
