@@ -62,21 +62,43 @@ func docExample(t *testing.T) string {
 }
 
 // scored is a prediction, from the worker or the Python example. Score is
-// a number, or an object of class name to number for a multiclass model.
+// a number, or an object of class name to number for a multiclass model;
+// a binary model's Probability is P(+1), a multiclass one's
+// Probabilities an object of class name to probability.
 type scored struct {
-	ID        string          `json:"id"`
-	Predicted json.RawMessage `json:"predicted"`
-	Score     json.RawMessage `json:"score"`
+	ID            string          `json:"id"`
+	Predicted     json.RawMessage `json:"predicted"`
+	Score         json.RawMessage `json:"score"`
+	Probability   json.RawMessage `json:"probability"`
+	Probabilities json.RawMessage `json:"probabilities"`
+}
+
+// same reports whether the Python example's prediction p is w's: the
+// label, the scores within rounding (it adds in another order than the
+// learner), and the calibrated probabilities within what that rounding
+// moves them.
+func (p scored) same(w scored) bool {
+	if string(p.Predicted) != string(w.Predicted) || !sameScores(p.Score, w.Score) {
+		return false
+	}
+	if w.Probabilities != nil {
+		return sameNumbers(p.Probabilities, w.Probabilities, 1e-7)
+	}
+	return sameNumbers(p.Probability, w.Probability, 1e-7)
 }
 
 // sameScores reports whether two scores agree within rounding: the Python
 // example adds in another order than the learner.
-func sameScores(a, b json.RawMessage) bool {
+func sameScores(a, b json.RawMessage) bool { return sameNumbers(a, b, 1e-9) }
+
+// sameNumbers reports whether a and b, each a number or an object of names
+// to numbers, agree within tol, relative to numbers above 1.
+func sameNumbers(a, b json.RawMessage, tol float64) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
 		return false
 	}
-	near := func(p, q float64) bool { return math.Abs(p-q) <= 1e-9*math.Max(1, math.Abs(q)) }
+	near := func(p, q float64) bool { return math.Abs(p-q) <= tol*math.Max(1, math.Abs(q)) }
 	switch x := x.(type) {
 	case float64:
 		y, ok := y.(float64)
@@ -194,8 +216,9 @@ func TestPythonExample(t *testing.T) {
 		if !ok {
 			t.Fatalf("the worker predicted %q, which python did not", w.ID)
 		}
-		if string(py.Predicted) != string(w.Predicted) || !sameScores(py.Score, w.Score) {
-			t.Errorf("%s: python predicts %s with score %s, the worker %s with %s", w.ID, py.Predicted, py.Score, w.Predicted, w.Score)
+		if !py.same(w) {
+			t.Errorf("%s: python predicts %s with score %s and probability %s, the worker %s with %s and %s", w.ID,
+				py.Predicted, py.Score, py.Probability, w.Predicted, w.Score, w.Probability)
 		}
 		compared++
 	}
@@ -250,8 +273,9 @@ func TestPythonExampleModels(t *testing.T) {
 				t.Fatalf("python scored %d examples, hyperplane predict %d, want 100", len(got), len(workers))
 			}
 			for id, w := range workers {
-				if p := got[id]; string(p.Predicted) != string(w.Predicted) || !sameScores(p.Score, w.Score) {
-					t.Errorf("%s: python predicts %s with %s, hyperplane %s with %s", id, p.Predicted, p.Score, w.Predicted, w.Score)
+				if p := got[id]; !p.same(w) {
+					t.Errorf("%s: python predicts %s with %s (probability %s%s), hyperplane %s with %s (%s%s)", id,
+						p.Predicted, p.Score, p.Probability, p.Probabilities, w.Predicted, w.Score, w.Probability, w.Probabilities)
 				}
 			}
 		})

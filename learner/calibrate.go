@@ -19,21 +19,42 @@ import "math"
 // The sigmoid's shape fits some streams' scores and not others (on a
 // stream of e-mails, where the classes separate well, the scores of a
 // perceptron are not logistic in z and Platt scaling alone is off by 0.06
-// in calibration error). A binary model therefore publishes
+// in calibration error). A binary model therefore corrects q by a
+// histogram of outcomes: j being the bin of q among histogramBins
+// equal-width bins, n_j the examples whose q fell in it, pos_j the
+// positive ones among them and e_j the sum of their q (the positives Platt
+// expected), all multiplied by histogramDecay every histogramBlock
+// examples. A bin has two corrections:
 //
-//	P(label = +1) = (pos_j + κ·q)/(n_j + κ),
+//	flat  = (pos_j + κ·q)/(n_j + κ),
+//	odds  = q·r⁺ / (q·r⁺ + (1−q)·r⁻),
+//	r⁺ = (pos_j + κ·q)/(e_j + κ·q),  r⁻ = (n_j − pos_j + κ·(1−q))/(n_j − e_j + κ·(1−q)).
 //
-// j being the bin of q among histogramBins equal-width bins, n_j the
-// examples whose q fell in it and pos_j the positive ones among them, both
-// multiplied by histogramDecay every histogramBlock examples: where a bin
-// has seen few examples q stands, where it has seen many their frequency
-// of positives does. Measured on the synthetic stream and on 6,046 e-mails
-// in time order, against Platt scaling alone (over z or over s), Newton
-// steps instead of AdaGrad, AROW's variance x'Σx as an input, and a
-// histogram alone (with or without interpolation), it is the one whose
-// calibration error is lowest on both for arow, perceptron and pa1, at a
-// log-loss within 0.001 of the best on the synthetic stream and below
-// Platt scaling's on the e-mails.
+// Where a bin has seen few examples both are about q. Where it has seen
+// many, flat is its frequency of positives, for every q in it; odds
+// scales q's odds by the bin's observed against expected positives and
+// negatives, so its probabilities average about that frequency and keep
+// q's order. Flat fits a bin whose outcomes do not change across it (an
+// end bin where Platt's q runs on towards 0 or 1 while label noise holds
+// the frequency at 5%); odds fits a bin across which they do (nearly every
+// q of a stream whose positives are 1% falls in bin 0, where flat would
+// publish one probability for every example and lose the scores'
+// ranking). The bin publishes the one that predicted its recent examples
+// better:
+//
+//	P(label = +1) = odds if d_j > 0, else flat,
+//
+// d_j being the sum of flat's squared error less odds' over the bin's
+// examples, decayed as the counts are. (Mixing the two by Bayes' rule
+// over their log-losses measured alike on seven streams, at an
+// exponential and a logarithm more per example.) Measured on the synthetic
+// stream and on 6,046 e-mails in time order, against Platt scaling alone
+// (over z or over s), Newton steps instead of AdaGrad, AROW's variance
+// x'Σx as an input, and a histogram alone (with or without interpolation),
+// Platt's q corrected by the bin's frequency (flat alone) was the one
+// whose calibration error was lowest on both for arow, perceptron and
+// pa1; the choice keeps that where flat fits, and ranks the rare label's
+// examples where it does not (BENCHMARKS.md, "Probabilities").
 //
 // It learns as everything else does, prequentially: after a labeled
 // example's prediction, one step of AdaGrad on the log-loss of q (none
@@ -53,7 +74,8 @@ type calibrator struct {
 	// v is the state: [n, m, a, ga, b_0, gb_0, …, b_{k-1}, gb_{k-1}], n
 	// being the labeled examples learned and ga and gb_c AdaGrad's sums
 	// of squared gradients, followed for a binary model by the
-	// histogram: pos_0, …, pos_{B-1}, then n_0, …, n_{B-1}.
+	// histogram: pos_0, …, pos_{B-1}, then n_0, …, n_{B-1}, then
+	// e_0, …, e_{B-1}, then d_0, …, d_{B-1}.
 	v []float64
 }
 
@@ -118,14 +140,41 @@ const (
 // outputs.
 func calibratorLength(k int) int {
 	if k == 1 {
-		return calB + 2 + 2*histogramBins
+		return calB + 2 + 4*histogramBins
 	}
 	return calB + 2*k
 }
 
+// calibratorLengthPositives is the length of a binary model's calibrator
+// state written before its histogram had two corrections (snapshot format
+// 2): pos_j and n_j, without e_j and d_j.
+const calibratorLengthPositives = calB + 2 + 2*histogramBins
+
+// upgradeCalibrator is v in the current layout: a binary state without
+// the expected positives gets each bin's count times the bin's middle
+// (what Platt expected of a bin whose q were spread evenly), where both
+// corrections give what the bin published before, and d_j = 0. Any other
+// v is returned as it is.
+func upgradeCalibrator(v []float64, k int) []float64 {
+	if k != 1 || len(v) != calibratorLengthPositives {
+		return v
+	}
+	u := make([]float64, calibratorLength(1))
+	copy(u, v)
+	for j := range histogramBins {
+		u[calExp+j] = u[calPos+histogramBins+j] * (float64(j) + 0.5) / histogramBins
+	}
+	return u
+}
+
 // calPos is the position of a binary model's histogram of positives, its
-// counts following.
-const calPos = calB + 2
+// counts following, then at calExp its expected positives and at
+// calBrier the squared error of its flat correction less its odds one.
+const (
+	calPos   = calB + 2
+	calExp   = calPos + 2*histogramBins
+	calBrier = calPos + 3*histogramBins
+)
 
 func newCalibrator(k int) calibrator {
 	c := calibrator{k: k, v: make([]float64, calibratorLength(k))}
@@ -159,18 +208,23 @@ func (c *calibrator) logit(z []float64, i int) float64 {
 	return max(-maxLogit, min(maxLogit, l))
 }
 
+// calibratorInputs is the length of the calibrator's inputs z for k
+// outputs (see probability).
+func calibratorInputs(k int) int { return k + 3 }
+
 // probability sets p from the scores: for a binary model p[0] is
 // P(label = +1), for a multiclass one p holds every class's probability.
-// It keeps in z, one longer than scores, what a following learn reads:
-// the inputs and, for a binary model, Platt's q.
+// It keeps in z, of calibratorInputs(len(scores)), what a following learn
+// reads: the inputs and, for a binary model, Platt's q and its bin's two
+// corrections.
 func (c *calibrator) probability(scores, z, p []float64) {
 	c.input(scores, z)
 	if c.k == 1 {
 		q := sigmoid(c.logit(z, 0))
-		z[1] = q
 		j := binOf(q, histogramBins)
-		pos, n := c.v[calPos+j], c.v[calPos+histogramBins+j]
-		p[0] = min(1, (pos+histogramPrior*q)/(n+histogramPrior))
+		flat, odds := c.corrections(q, j)
+		z[1], z[2], z[3] = q, flat, odds
+		p[0] = c.chosen(flat, odds, j)
 		return
 	}
 	hi := math.Inf(-1)
@@ -186,6 +240,56 @@ func (c *calibrator) probability(scores, z, p []float64) {
 	for i := range c.k {
 		p[i] /= sum
 	}
+}
+
+// corrected is Platt's q corrected by its bin j: the bin's correction
+// that predicted its examples better.
+func (c *calibrator) corrected(q float64, j int) float64 {
+	flat, odds := c.corrections(q, j)
+	return c.chosen(flat, odds, j)
+}
+
+// chosen is bin j's choice of its corrections flat and odds: the one
+// whose squared error on the bin's examples was the lower, flat on a tie.
+func (c *calibrator) chosen(flat, odds float64, j int) float64 {
+	if c.v[calBrier+j] > 0 {
+		return odds
+	}
+	return flat
+}
+
+// corrections are the two corrections of q by its bin j: the bin's
+// frequency of positives, and q's odds scaled by it (oddsCorrected).
+func (c *calibrator) corrections(q float64, j int) (flat, odds float64) {
+	pos, n, e := c.v[calPos+j], c.v[calPos+histogramBins+j], c.v[calExp+j]
+	return min(1, (pos+histogramPrior*q)/(n+histogramPrior)), oddsCorrected(q, pos, n, e)
+}
+
+// oddsCorrected is Platt's q corrected by its bin of the histogram, which
+// counted n examples, pos positives among them, and e positives expected
+// (the sum of their q): q's odds times the bin's observed against expected
+// positives, over its observed against expected negatives, each ratio
+// drawn towards 1 by histogramPrior examples at q.
+func oddsCorrected(q, pos, n, e float64) float64 {
+	rp := ratio(pos, e, histogramPrior*q)
+	rn := ratio(n-pos, n-e, histogramPrior*(1-q))
+	num := q * rp
+	p := num / (num + (1-q)*rn)
+	if !(p >= 0) {
+		// q·r⁺ and (1−q)·r⁻ both 0: only q of 0 or 1 with a bin that saw
+		// nothing else, where q stands.
+		return q
+	}
+	return min(1, p)
+}
+
+// ratio is (observed + prior)/(expected + prior), 1 where both are 0.
+func ratio(observed, expected, prior float64) float64 {
+	d := expected + prior
+	if d <= 0 {
+		return 1
+	}
+	return max(0, observed+prior) / d
 }
 
 func sigmoid(l float64) float64 {
@@ -208,15 +312,7 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 			t = 1
 		}
 		q := z[1] // Platt's, as probability computed it
-		h := v[calPos : calPos+2*histogramBins]
-		if uint64(v[calN])%histogramBlock == histogramBlock-1 {
-			for i := range h {
-				h[i] *= histogramDecay
-			}
-		}
-		j := binOf(q, histogramBins)
-		h[j] += t
-		h[histogramBins+j]++
+		c.learnBin(q, t, z[2], z[3])
 		if !c.saturated(z, 0) {
 			c.step(0, q-t)
 			c.stepA(z[0] * (q - t))
@@ -271,6 +367,29 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 	v[calM] += (mag - v[calM]) / min(v[calN], calibrationHorizon)
 }
 
+// learnBin counts the outcome t (1 or 0) of an example whose Platt
+// probability was q in q's bin of the histogram, with what the bin's
+// corrections predicted for it (flat and odds), decaying the histogram
+// first every histogramBlock examples.
+func (c *calibrator) learnBin(q, t, flat, odds float64) {
+	v := c.v
+	j := binOf(q, histogramBins)
+	h := v[calPos : calPos+4*histogramBins]
+	if uint64(v[calN])%histogramBlock == histogramBlock-1 {
+		for i := range h {
+			h[i] *= histogramDecay
+		}
+	}
+	h[j] += t
+	h[histogramBins+j]++
+	h[2*histogramBins+j] += q
+	// flat's squared error less odds'.
+	if t == 0 {
+		flat, odds = 1-flat, 1-odds
+	}
+	h[3*histogramBins+j] += (1-flat)*(1-flat) - (1-odds)*(1-odds)
+}
+
 // saturated reports whether a·z_i + b_i lies beyond ±maxLogit, where
 // logit holds it: there the published probability does not change with a
 // or b_i, and neither learns from the example. An input far out (an
@@ -303,7 +422,7 @@ func (c *calibrator) stepA(g float64) {
 // leaves the calibrator fresh.
 func (c *calibrator) restore(v []float64) {
 	if len(v) > 0 {
-		copy(c.v, v)
+		copy(c.v, upgradeCalibrator(v, c.k))
 	}
 }
 
@@ -327,7 +446,7 @@ func validCalibrator(v []float64, k int) error {
 	if len(v) == 0 {
 		return nil
 	}
-	if len(v) != calibratorLength(k) {
+	if len(v) != calibratorLength(k) && (k != 1 || len(v) != calibratorLengthPositives) {
 		return stateErr("calibration", "has %d values, %d outputs need %d", len(v), k, calibratorLength(k))
 	}
 	if err := checkFinite("calibration", v); err != nil {
@@ -347,6 +466,12 @@ func validCalibrator(v []float64, k int) error {
 		for j := range histogramBins {
 			if pos, n := v[calPos+j], v[calPos+histogramBins+j]; !(pos >= 0 && pos <= n) {
 				return stateErr("calibration", "histogram bin %d has %v positives in %v examples", j, pos, n)
+			}
+			if len(v) == calibratorLengthPositives {
+				continue
+			}
+			if e, n := v[calExp+j], v[calPos+histogramBins+j]; !(e >= 0 && e <= n) {
+				return stateErr("calibration", "histogram bin %d expects %v positives in %v examples", j, e, n)
 			}
 		}
 	}
@@ -563,12 +688,12 @@ func mixCalibration(out, base *State, states []*State) {
 		if len(st.Calibration.Parameters) == 0 {
 			return newCalibrator(k).v
 		}
-		return st.Calibration.Parameters
+		return upgradeCalibrator(st.Calibration.Parameters, k)
 	}
 	switch len(learners) {
 	case 0:
 	case 1:
-		c.Parameters = clone(learners[0].Calibration.Parameters)
+		c.Parameters = clone(upgradeCalibrator(learners[0].Calibration.Parameters, k))
 	default:
 		c.Parameters = make([]float64, calibratorLength(k))
 		for _, st := range learners {

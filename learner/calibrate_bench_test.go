@@ -18,7 +18,8 @@ import (
 // -examples 1000000 -vocab 100000`): the log-loss, ROC AUC, calibration
 // error (10 bins) and Brier score that Metrics reports over the stream,
 // and the log-loss and calibration error of the examples after the first
-// 10,000. With HYPERPLANE_TEXT_STREAM naming a file of JSON lines
+// 10,000; and the same on a stream of 200,000 examples whose positives
+// are 1% (rareLabels). With HYPERPLANE_TEXT_STREAM naming a file of JSON lines
 // {"label": 1 or -1, "features": {"name": value, …}} it measures that
 // stream too (after its first 1,000 examples).
 func BenchmarkProbabilities(b *testing.B) {
@@ -31,6 +32,8 @@ func BenchmarkProbabilities(b *testing.B) {
 		o := synth.DefaultOptions()
 		o.Vocab, o.Seed = 100000, 1
 		return genStream(o, 1_000_000, cfg).xs
+	}, 10000}, {"rare-1pct", func(learner.Config) []learner.Example {
+		return rareLabels(200_000, 0.01, 1)
 	}, 10000}}
 	if path := os.Getenv("HYPERPLANE_TEXT_STREAM"); path != "" {
 		streams = append(streams, stream{"text", func(cfg learner.Config) []learner.Example { return textStream(b, path, cfg) }, 1000})

@@ -2,6 +2,7 @@ package learner
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -16,7 +17,7 @@ func TestCalibratorAtTheBounds(t *testing.T) {
 			for _, m := range []float64{0, 5e-324, 1, 1e300} {
 				c := newCalibrator(k)
 				c.v[calA], c.v[calM], c.v[calN] = a, m, 1
-				z, p := make([]float64, k+1), make([]float64, k)
+				z, p := make([]float64, calibratorInputs(k)), make([]float64, k)
 				in := make([]float64, k)
 				for i := range scores {
 					for j := range in {
@@ -44,5 +45,151 @@ func TestCalibratorAtTheBounds(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCalibratorFormat2: a binary calibrator written before the histogram
+// summed the expected positives loads with each bin's count times its
+// middle, where it publishes what it published before: (pos_j + κ·q)/(n_j + κ).
+// A state whose bin expects more positives than it has examples is refused.
+func TestCalibratorFormat2(t *testing.T) {
+	old := make([]float64, calibratorLengthPositives)
+	old[calN], old[calM], old[calA], old[calGA] = 5000, 1, 1.5, 30
+	for j := range histogramBins {
+		old[calPos+histogramBins+j] = float64(100 * (j + 1))
+		old[calPos+j] = float64(7 * j)
+	}
+	if err := validCalibrator(old, 1); err != nil {
+		t.Fatalf("a format-2 state is refused: %v", err)
+	}
+	c := newCalibrator(1)
+	c.restore(old)
+	if len(c.export()) != calibratorLength(1) {
+		t.Fatalf("restored into %d values, want %d", len(c.export()), calibratorLength(1))
+	}
+	for j := range histogramBins {
+		q := (float64(j) + 0.5) / histogramBins
+		pos, n := old[calPos+j], old[calPos+histogramBins+j]
+		got := c.corrected(q, j)
+		if want := (pos + histogramPrior*q) / (n + histogramPrior); math.Abs(got-want) > 1e-12 {
+			t.Errorf("bin %d at its middle: %v, format 2 gave %v", j, got, want)
+		}
+	}
+	bad := c.export()
+	bad[calExp+3] = bad[calPos+histogramBins+3] + 1
+	if err := validCalibrator(bad, 1); err == nil {
+		t.Error("a bin expecting more positives than its examples is accepted")
+	}
+	if err := validCalibrator(old[:len(old)-1], 1); err == nil {
+		t.Error("a state of neither length is accepted")
+	}
+}
+
+// TestOddsCorrectedKeepsOrder: within a bin that has seen many examples,
+// the odds correction rises with q and averages the bin's frequency of
+// positives where Platt's q averaged otherwise.
+func TestOddsCorrectedKeepsOrder(t *testing.T) {
+	const n, pos, e = 10000, 100, 250 // Platt expected 2.5%, 1% came
+	prev := -1.0
+	var sum float64
+	const steps = 1000
+	for i := range steps {
+		q := (float64(i) + 0.5) / steps / histogramBins
+		p := oddsCorrected(q, pos, n, e)
+		if !(p > prev) {
+			t.Fatalf("q %v gives %v, not above %v", q, p, prev)
+		}
+		prev = p
+		sum += p
+	}
+	if mean := sum / steps; math.Abs(mean-float64(pos)/n) > 0.002 {
+		t.Errorf("the bin's probabilities average %v, its frequency is %v", mean, float64(pos)/n)
+	}
+}
+
+// TestMixCalibratorFormat2: a state of format 2 mixes with one of format
+// 3 as its upgrade would, into the current layout.
+func TestMixCalibratorFormat2(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.HashBits = 8
+	base, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learn := func(m *Model, from, n int) *State {
+		for i := from; i < from+n; i++ {
+			x := Example{Index: []uint32{uint32(i % 7), uint32(i % 11)}, Value: []float64{1, float64(i%3) - 1}, Labeled: true, Label: 1 - 2*(i%2)}
+			m.Learn(&x)
+		}
+		return m.State()
+	}
+	b := learn(base, 0, 200)
+	states := make([]*State, 2)
+	for s, n := range []int{100, 300} {
+		m, err := Restore(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[s] = learn(m, 200+1000*s, n)
+	}
+	// The first learner's calibrator as format 2 wrote it: without e_j.
+	upgraded := upgradeCalibrator(states[0].Calibration.Parameters[:calibratorLengthPositives], 1)
+	states[0].Calibration.Parameters = states[0].Calibration.Parameters[:calibratorLengthPositives]
+	out := &State{Config: cfg}
+	mixCalibration(out, b, states)
+	got := out.Calibration.Parameters
+	if len(got) != calibratorLength(1) {
+		t.Fatalf("mixed into %d values, want %d", len(got), calibratorLength(1))
+	}
+	for j := range histogramBins {
+		want := 0.25*upgraded[calExp+j] + 0.75*states[1].Calibration.Parameters[calExp+j]
+		if math.Abs(got[calExp+j]-want) > 1e-9*(1+want) {
+			t.Errorf("bin %d expects %v positives, want %v", j, got[calExp+j], want)
+		}
+	}
+	mixCalibration(out, b, states[:1])
+	if len(out.Calibration.Parameters) != calibratorLength(1) {
+		t.Errorf("one learner of format 2 mixed into %d values", len(out.Calibration.Parameters))
+	}
+}
+
+// TestCorrectedByTheBetter: a bin publishes the correction whose squared
+// error on its examples was the lower. Over a bin of 20,000 examples whose q runs
+// from 0 to 0.05 while the label is positive at 1% below q = 0.02 and at
+// 5% above it, the odds correction must carry the bin; over one where the
+// label is positive at 3% whatever q, the flat one.
+func TestCorrectedByTheBetter(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		rate     func(q float64) float64
+		wantOdds bool
+	}{
+		{"rising", func(q float64) float64 { return map[bool]float64{true: 0.01, false: 0.05}[q < 0.02] }, true},
+		{"flat", func(float64) float64 { return 0.03 }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cal := newCalibrator(1)
+			cal.v[calN], cal.v[calM] = outlierWarmup, 1
+			r := rand.New(rand.NewPCG(3, 5))
+			for range 20000 {
+				q := r.Float64() * 0.05
+				y := -1
+				if r.Float64() < c.rate(q) {
+					y = 1
+				}
+				// Scores of 0 leave Platt's a and b, and the scale, where
+				// they are; q is the one given.
+				flat, odds := cal.corrections(q, binOf(q, histogramBins))
+				cal.learnBin(q, float64(max(y, 0)), flat, odds)
+			}
+			d := cal.v[calBrier]
+			t.Logf("flat's squared error less odds' over the bin: %.4f", d)
+			q := 0.04 // where the two corrections differ most
+			flat, odds := cal.corrections(q, 0)
+			want := map[bool]float64{true: odds, false: flat}[c.wantOdds]
+			if got := cal.corrected(q, 0); got != want || flat == odds {
+				t.Errorf("d = %.4f: the bin publishes %v at q = %v, flat %v, odds %v (odds wanted: %v)", d, got, q, flat, odds, c.wantOdds)
+			}
+		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -501,4 +503,86 @@ func testCalibrationAfterAnOutlier(t *testing.T, c calibrationCase, n, at, from 
 			t.Errorf("after the outliers: log-loss %.4f, calibration error %.4f; without them log-loss %.4f", got, ece, want)
 		}
 	})
+}
+
+// TestProbabilitiesRankRareLabels: on a stream where one label is rare
+// (1% of the examples, the rest separated from it by a hyperplane), nearly
+// every Platt probability falls into one bin of the histogram. The
+// probabilities must still rank the examples as the scores do, and tell
+// more than the rare label's frequency: over the second half, their ROC
+// AUC within 0.02 of the scores' and their log-loss at most 0.9 of the
+// frequency's.
+func TestProbabilitiesRankRareLabels(t *testing.T) {
+	for _, a := range []learner.Algorithm{learner.AROW, learner.Perceptron} {
+		for _, rare := range []int{1, -1} {
+			t.Run(fmt.Sprintf("%s/rare_%d", a, rare), func(t *testing.T) {
+				t.Parallel()
+				cfg := learner.DefaultConfig()
+				cfg.Algorithm = a
+				m := mustNew(t, cfg)
+				xs := rareLabels(40000, 0.01, rare)
+				var scorePos, scoreNeg, probPos, probNeg []float64
+				var logLoss float64
+				positives := 0
+				for i := range xs {
+					o := m.Learn(&xs[i])
+					if i < len(xs)/2 {
+						continue
+					}
+					if xs[i].Label > 0 {
+						positives++
+						scorePos, probPos = append(scorePos, o.Score), append(probPos, o.Probability)
+						logLoss -= math.Log(max(o.Probability, 1e-15))
+					} else {
+						scoreNeg, probNeg = append(scoreNeg, o.Score), append(probNeg, o.Probability)
+						logLoss -= math.Log(max(1-o.Probability, 1e-15))
+					}
+				}
+				n := float64(len(xs) - len(xs)/2)
+				logLoss /= n
+				f := float64(positives) / n
+				prior := -(f*math.Log(f) + (1-f)*math.Log(1-f))
+				byScore, byProb := pairwiseAUC(scorePos, scoreNeg), pairwiseAUC(probPos, probNeg)
+				t.Logf("AUC %.4f by score, %.4f by probability; log-loss %.4f, the frequency's %.4f", byScore, byProb, logLoss, prior)
+				if byProb < byScore-0.02 {
+					t.Errorf("the probabilities rank with AUC %.4f, the scores with %.4f", byProb, byScore)
+				}
+				if logLoss > 0.9*prior {
+					t.Errorf("log-loss %.4f, the rare label's frequency gives %.4f", logLoss, prior)
+				}
+			})
+		}
+	}
+}
+
+// rareLabels is n examples of 50 dense Gaussian features whose label is
+// rare (the share given) beyond a hidden hyperplane: +1 there if rare is
+// 1, -1 there if it is -1.
+func rareLabels(n int, share float64, rare int) []learner.Example {
+	r := rand.New(rand.NewPCG(7, 11))
+	const d = 50
+	w := make([]float64, d)
+	for i := range w {
+		w[i] = r.NormFloat64()
+	}
+	xs := make([]learner.Example, n)
+	s := make([]float64, n)
+	for i := range xs {
+		x := learner.Example{Index: make([]uint32, d), Value: make([]float64, d), Labeled: true}
+		for j := range d {
+			x.Index[j], x.Value[j] = uint32(j), r.NormFloat64()
+			s[i] += w[j] * x.Value[j]
+		}
+		xs[i] = x
+	}
+	sorted := slices.Clone(s)
+	slices.Sort(sorted)
+	threshold := sorted[int((1-share)*float64(n))]
+	for i := range xs {
+		xs[i].Label = -rare
+		if s[i] > threshold {
+			xs[i].Label = rare
+		}
+	}
+	return xs
 }

@@ -109,7 +109,7 @@ func newModel(cfg Config, engine func(Config) engine) (*Model, error) {
 		detector: newDetector(cfg.Drift),
 		scores:   make([]float64, cfg.outputs()),
 		cal:      newCalibrator(cfg.outputs()),
-		calIn:    make([]float64, cfg.outputs()+1),
+		calIn:    make([]float64, calibratorInputs(cfg.outputs())),
 		probs:    make([]float64, cfg.outputs()),
 		eng:      engine(cfg),
 	}

@@ -70,10 +70,10 @@ func (v *View) Predict(x *Example, s *Scratch) Prediction {
 	if cap(s.scores) < k {
 		s.scores = make([]float64, k)
 		s.raw = make([]float64, k)
-		s.calIn = make([]float64, k+1)
+		s.calIn = make([]float64, calibratorInputs(k))
 		s.probs = make([]float64, k)
 	}
-	s.scores, s.raw, s.calIn, s.probs = s.scores[:k], s.raw[:k], s.calIn[:k+1], s.probs[:k]
+	s.scores, s.raw, s.calIn, s.probs = s.scores[:k], s.raw[:k], s.calIn[:calibratorInputs(k)], s.probs[:k]
 	v.eng.score(x, s.scores, v.labeled, s)
 	p := v.cfg.prediction(s.scores)
 	v.cal.probability(s.scores, s.calIn, s.probs)

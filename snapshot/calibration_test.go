@@ -32,7 +32,7 @@ func TestCalibrationRoundTrip(t *testing.T) {
 		if err := msgpack.Unmarshal(data, &env); err != nil {
 			t.Fatal(err)
 		}
-		if f, _ := env["format"].(int8); int(f) != snapshot.Format || snapshot.Format != 2 {
+		if f, _ := env["format"].(int8); int(f) != snapshot.Format || snapshot.Format != 3 {
 			t.Fatalf("format %v, want %d", env["format"], snapshot.Format)
 		}
 		c, ok := bodyOf(t, data)["calibration"].(map[string]any)
@@ -133,5 +133,63 @@ func TestCalibrationDamaged(t *testing.T) {
 		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: got %v, want ErrCorrupt naming it", field, err)
 		}
+	}
+}
+
+// TestFormat2LoadsItsHistogram: a snapshot of format 2
+// (testdata/averaged-format2.msgpack, written before the calibrator's
+// histogram had two corrections) loads, its calibrator upgraded to the
+// current layout with the bins' expected positives estimated and neither
+// correction preferred, and it is written again in the current format.
+func TestFormat2LoadsItsHistogram(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]any
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := env["format"].(int8); f != 2 {
+		t.Fatalf("the test file is of format %v, want 2", env["format"])
+	}
+	s, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const format2, now = 46, 86 // a binary calibrator's values
+	if n := len(s.State.Calibration.Parameters); n != format2 {
+		t.Fatalf("the format-2 calibrator has %d values, want %d", n, format2)
+	}
+	m, err := learner.Restore(s.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := m.State().Calibration.Parameters
+	if len(params) != now {
+		t.Fatalf("restored, the calibrator has %d values, want %d", len(params), now)
+	}
+	for j := range 20 {
+		n, e, d := params[26+j], params[46+j], params[66+j]
+		if want := n * (float64(j) + 0.5) / 20; e != want || d != 0 {
+			t.Errorf("bin %d of %v examples expects %v positives with log-losses %v apart, want %v and 0", j, n, e, d, want)
+		}
+	}
+	again, err := snapshot.Marshal(snap(m.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(again, &env); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := env["format"].(int8); int(f) != snapshot.Format {
+		t.Fatalf("written again as format %v, want %d", env["format"], snapshot.Format)
+	}
+	back, err := snapshot.Unmarshal(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.State.Calibration.Parameters) != now {
+		t.Fatalf("read back, the calibrator has %d values", len(back.State.Calibration.Parameters))
 	}
 }

@@ -28,8 +28,10 @@ import (
 // reads this version and every earlier one (oldestFormat on): a later one
 // was written by a newer hyperplane. Version 2 adds the calibration key
 // (docs/snapshot-format.md); a version-1 snapshot has none and loads with
-// calibration starting afresh.
-const Format = 2
+// calibration starting afresh. Version 3 adds a binary model's expected
+// positives per bin of its calibrator's histogram; the learner reads a
+// version-2 calibrator without them (learner.State's Calibration).
+const Format = 3
 
 // oldestFormat is the oldest version this package reads.
 const oldestFormat = 1
