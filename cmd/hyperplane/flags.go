@@ -25,9 +25,8 @@ func newFlagSet(name, usage string, e *env) *flag.FlagSet {
 		e.flagSet(fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(e.stdout, "Usage: hyperplane %s %s\n\nFlags:\n", name, usage)
 		shown := flag.NewFlagSet(name, flag.ContinueOnError)
-		keys := false
+		keys, flags := false, 0
 		fs.VisitAll(func(f *flag.Flag) {
 			if strings.Contains(f.Name, ".") {
 				keys = true
@@ -35,7 +34,12 @@ func newFlagSet(name, usage string, e *env) *flag.FlagSet {
 			}
 			shown.Var(f.Value, f.Name, f.Usage)
 			shown.Lookup(f.Name).DefValue = f.DefValue
+			flags++
 		})
+		fmt.Fprintln(e.stdout, strings.TrimSpace("Usage: hyperplane "+name+" "+usage))
+		if flags > 0 {
+			fmt.Fprint(e.stdout, "\nFlags:\n")
+		}
 		shown.SetOutput(e.stdout)
 		shown.PrintDefaults()
 		if keys {

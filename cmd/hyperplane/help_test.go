@@ -22,6 +22,14 @@ func TestHelpPrintsUsageOnce(t *testing.T) {
 				if n := strings.Count(out, "Usage: hyperplane "+c.name); n != 1 {
 					t.Errorf("the usage is printed %d times:\n%s", n, out)
 				}
+				// A Flags: heading has a flag under it, and a line ends
+				// at its last word.
+				if i := strings.Index(out, "Flags:\n"); i >= 0 && !strings.HasPrefix(out[i+len("Flags:\n"):], "  -") {
+					t.Errorf("a Flags: heading with no flag under it:\n%s", out)
+				}
+				if first, _, _ := strings.Cut(out, "\n"); strings.HasSuffix(first, " ") {
+					t.Errorf("the usage line %q ends in a space", first)
+				}
 				if stderr != "" {
 					t.Errorf("stderr: %q", stderr)
 				}
