@@ -463,12 +463,12 @@ func validCalibrator(v []float64, k int) error {
 		}
 	}
 	if k == 1 {
+		// A format-2 state is checked as it is restored: its expected
+		// positives, estimated from the counts, must be finite too.
+		v = upgradeCalibrator(v, k)
 		for j := range histogramBins {
 			if pos, n := v[calPos+j], v[calPos+histogramBins+j]; !(pos >= 0 && pos <= n) {
 				return stateErr("calibration", "histogram bin %d has %v positives in %v examples", j, pos, n)
-			}
-			if len(v) == calibratorLengthPositives {
-				continue
 			}
 			if e, n := v[calExp+j], v[calPos+histogramBins+j]; !(e >= 0 && e <= n) {
 				return stateErr("calibration", "histogram bin %d expects %v positives in %v examples", j, e, n)

@@ -1,7 +1,10 @@
 package snapshot_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -191,5 +194,46 @@ func TestFormat2LoadsItsHistogram(t *testing.T) {
 	}
 	if len(back.State.Calibration.Parameters) != now {
 		t.Fatalf("read back, the calibrator has %d values", len(back.State.Calibration.Parameters))
+	}
+}
+
+// TestFormat2HistogramBeyondItsEstimate: a format-2 calibrator whose bin
+// counts are so large that the expected positives estimated from them
+// (n_j·(j + ½)/20) are not finite is refused as corrupt, naming the
+// calibration: loaded, it would give a state that no snapshot can hold.
+func TestFormat2HistogramBeyondItsEstimate(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bodyOf(t, data)
+	c := body["calibration"].(map[string]any)
+	params := c["parameters"].([]byte)
+	if len(params) != 46*8 {
+		t.Fatalf("the format-2 calibrator has %d bytes", len(params))
+	}
+	const bin = 19
+	for _, i := range []int{6 + bin, 26 + bin} { // pos_19 and n_19
+		binary.LittleEndian.PutUint64(params[8*i:], math.Float64bits(1e308))
+	}
+	raw, err := msgpack.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := msgpack.Marshal(map[string]any{"format": 2, "checksum": crc32.ChecksumIEEE(raw), "body": raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.Unmarshal(sealed)
+	if err == nil {
+		m, rerr := learner.Restore(s.State)
+		if rerr == nil {
+			_, err := snapshot.Marshal(snap(m.State()))
+			t.Fatalf("loaded; written again: %v", err)
+		}
+		t.Fatalf("loaded; restored: %v", rerr)
+	}
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "calibration") || !strings.Contains(err.Error(), "bin 19") {
+		t.Fatalf("got %v, want ErrCorrupt naming the calibration's bin 19", err)
 	}
 }
