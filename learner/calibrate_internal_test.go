@@ -3,6 +3,9 @@ package learner
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -191,5 +194,45 @@ func TestCorrectedByTheBetter(t *testing.T) {
 				t.Errorf("d = %.4f: the bin publishes %v at q = %v, flat %v, odds %v (odds wanted: %v)", d, got, q, flat, odds, c.wantOdds)
 			}
 		})
+	}
+}
+
+// TestSigmoidAsDocumented: σ's two forms, 1/(1 + e^−l) and e^l/(1 + e^l),
+// round apart, and near the bins' edges they put q in different bins, so
+// a reader that computes q in the other form publishes another bin's
+// probability. docs/snapshot-format.md says which form is used where,
+// and sigmoid is that.
+func TestSigmoidAsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "snapshot-format.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const documented = "σ(l) = 1/(1 + e^−l) for l ≥ 0 and\n  e^l/(1 + e^l) for l < 0"
+	if !strings.Contains(string(doc), documented) {
+		t.Errorf("docs/snapshot-format.md does not say σ(l) = %s", documented)
+	}
+	apart := 0
+	for j := 1; j < histogramBins; j++ {
+		p := float64(j) / histogramBins
+		l := math.Log(p / (1 - p))
+		for range 40 {
+			l = math.Nextafter(l, math.Inf(-1))
+		}
+		for range 81 {
+			plain, split := 1/(1+math.Exp(-l)), 1/(1+math.Exp(-l))
+			if l < 0 {
+				split = math.Exp(l) / (1 + math.Exp(l))
+			}
+			if got := sigmoid(l); got != split {
+				t.Errorf("σ(%v) = %v, the documented form gives %v", l, got, split)
+			}
+			if binOf(plain, histogramBins) != binOf(split, histogramBins) {
+				apart++
+			}
+			l = math.Nextafter(l, math.Inf(1))
+		}
+	}
+	if apart == 0 {
+		t.Error("the two forms put every q near the edges in the same bin: the doc need not say which")
 	}
 }
