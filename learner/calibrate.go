@@ -441,7 +441,7 @@ func (c *calibrator) freeze() calibrator {
 
 // validCalibrator checks a calibrator's state for k outputs: empty (a
 // fresh calibrator) or the full vector, every number finite, the count
-// and the mean at least 0 and the AdaGrad sums too.
+// above 0, the mean at least 0 and the AdaGrad sums too.
 func validCalibrator(v []float64, k int) error {
 	if len(v) == 0 {
 		return nil
@@ -451,6 +451,12 @@ func validCalibrator(v []float64, k int) error {
 	}
 	if err := checkFinite("calibration", v); err != nil {
 		return err
+	}
+	// A calibrator that learned no example is written as none (export):
+	// restored with its other numbers, it would publish probabilities
+	// that the next snapshot of it drops.
+	if v[calN] == 0 {
+		return stateErr("calibration", "value %d, the examples learned, is 0 in a calibrator that is not empty (a fresh one has no values)", calN)
 	}
 	for _, i := range []int{calN, calM, calGA} {
 		if v[i] < 0 {

@@ -237,3 +237,45 @@ func TestFormat2HistogramBeyondItsEstimate(t *testing.T) {
 		t.Fatalf("got %v, want ErrCorrupt naming the calibration's bin 19", err)
 	}
 }
+
+// TestCalibrationLearnedNothing: a calibrator's parameters that count no
+// example learned but are not empty are refused as corrupt, naming the
+// calibration. Loaded, such a calibrator published probabilities from its
+// other numbers, and the next snapshot of the model, which writes a
+// calibrator that learned nothing as none, dropped them: after a restart
+// the same model published other probabilities.
+func TestCalibrationLearnedNothing(t *testing.T) {
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	data, err := snapshot.Marshal(snap(train(t, cfg, 200).State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bodyOf(t, data)
+	params := body["calibration"].(map[string]any)["parameters"].([]byte)
+	binary.LittleEndian.PutUint64(params, math.Float64bits(0)) // n, the examples learned
+	s, err := snapshot.Unmarshal(reseal(t, body))
+	if err == nil {
+		x := learner.Example{Index: []uint32{1, 5, 9}, Value: []float64{1, -2, 0.5}}
+		m, err := learner.Restore(s.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := snapshot.Marshal(snap(m.State()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := snapshot.Unmarshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := learner.Restore(back.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("loaded: it predicts %v, and written and read again %v", m.Predict(&x).Probability, m2.Predict(&x).Probability)
+	}
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "calibration") {
+		t.Fatalf("got %v, want ErrCorrupt naming the calibration", err)
+	}
+}
