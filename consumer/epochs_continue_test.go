@@ -2,10 +2,13 @@ package consumer_test
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -39,5 +42,30 @@ func TestContinuePositionsByShard(t *testing.T) {
 	_, _, _, err = consumer.ContinueModel(older, nil, digest)
 	if err == nil || !strings.Contains(err.Error(), `"memory:ex/01"`) {
 		t.Errorf("a position keyed memory:ex/01: %v, want an error quoting the key", err)
+	}
+}
+
+// TestBaseDigestOfFormat2: a model restored from a generation of
+// snapshot format 2 (a binary calibrator without its bins' expected
+// positives) holds that generation's state, so the epochs go on with the
+// base digest it records: the log above it (boundaries and results cut
+// before an upgrade) learns from that digest. Taken for a changed model,
+// its own digest would stop every worker at the next boundary.
+func TestBaseDigestOfFormat2(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "snapshot", "testdata", "averaged-format2.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Generation, snap.Epoch, snap.BaseDigest = 5, 5, [32]byte{7}
+	m, err := learner.Restore(snap.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := consumer.BaseDigestOf(snap, m); got != snap.BaseDigest {
+		t.Errorf("restored from format 2, the model's base digest is %x, the generation records %x", got, snap.BaseDigest)
 	}
 }

@@ -772,14 +772,16 @@ func mixCalibration(out, base *State, states []*State) {
 
 // digestCalibration appends the calibration to the digest's encoding,
 // only when it is not empty: the digest of a state without calibration is
-// what it was before calibration existed.
+// what it was before calibration existed. A binary calibrator of format
+// 2's layout is digested as its upgrade (upgradeCalibrator), which a
+// model restored from it holds: restoring a state keeps its digest.
 func (st *State) digestCalibration(e *digestEncoder) {
 	c := &st.Calibration
 	if c.IsZero() {
 		return
 	}
 	e.str("calibration")
-	e.floats(c.Parameters)
+	e.floats(upgradeCalibrator(c.Parameters, st.Config.outputs()))
 	e.uint(c.Count)
 	e.float(c.LogLoss)
 	e.float(c.Brier)
