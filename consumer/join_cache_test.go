@@ -3,9 +3,11 @@ package consumer
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestJoinCacheKeepsItsExamples keeps examples of every size in the
@@ -13,7 +15,8 @@ import (
 // taking them in order now and then and the bound dropping the rest, over
 // enough slabs that the free ones are taken again many times: every
 // example the cache still holds keeps the features it was given, while
-// the decoder's example they were copied from is written over. Now and
+// the decoder's example they were copied from is written over, and its
+// id too. Now and
 // then the tail stops just at the last example of a slab, and the next
 // example fills a slab of its own: the slab must not be taken for it.
 func TestJoinCacheKeepsItsExamples(t *testing.T) {
@@ -22,6 +25,7 @@ func TestJoinCacheKeepsItsExamples(t *testing.T) {
 	type kept struct {
 		resume int64
 		x      learner.Example
+		id     string
 		ok     bool
 	}
 	var want []kept // want[i] is the cache's example cacheFirst+i
@@ -33,7 +37,7 @@ func TestJoinCacheKeepsItsExamples(t *testing.T) {
 		for i := range want {
 			c, w := &j.cache[j.cacheFirst+i], &want[i]
 			if c.m.Resume != w.resume || c.ok != w.ok || !slices.Equal(c.x.Index, w.x.Index) ||
-				!slices.Equal(c.x.Value, w.x.Value) || !slices.Equal(c.x.Dense, w.x.Dense) {
+				!slices.Equal(c.x.Value, w.x.Value) || !slices.Equal(c.x.Dense, w.x.Dense) || string(c.id) != w.id {
 				t.Fatalf("step %d: the cached example at %d (%d of %d) changed", step, w.resume, i, len(want))
 			}
 		}
@@ -68,7 +72,8 @@ func TestJoinCacheKeepsItsExamples(t *testing.T) {
 		}
 		ok := rng.IntN(20) != 0
 		m := Message{Resume: int64(step + 1)}
-		j.keep(&m, &x, ok)
+		id := []byte(strconv.Itoa(step * rng.IntN(1000)))
+		j.keep(&m, &x, wire.Meta{ID: id, HasID: true}, ok)
 		if cur := j.slab.index.cur; cap(cur) > 0 && &cur[:1][0] != last {
 			last = &cur[:1][0]
 			if slabs[last] {
@@ -79,7 +84,9 @@ func TestJoinCacheKeepsItsExamples(t *testing.T) {
 		w := kept{resume: m.Resume, ok: ok}
 		if ok {
 			w.x = learner.Example{Index: slices.Clone(x.Index), Value: slices.Clone(x.Value), Dense: slices.Clone(x.Dense)}
+			w.id = string(id)
 		}
+		clear(id) // the decoder's scratch, written over
 		want = append(want, w)
 		want = want[len(want)-(len(j.cache)-j.cacheFirst):]
 		check(step)

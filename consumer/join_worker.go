@@ -189,11 +189,13 @@ func (j *joined) stop() {
 
 // cachedExample is an example the head read, kept for the tail: its
 // message without its bytes, and the example as decoded (ok), its label
-// and weight as it came.
+// and weight as it came, with its id (for a drift event at it).
 type cachedExample struct {
-	m  Message
-	x  learner.Example
-	ok bool
+	m     Message
+	x     learner.Example
+	id    []byte
+	hasID bool
+	ok    bool
 }
 
 // featureSlab copies the features of cached examples into slabs shared
@@ -203,6 +205,7 @@ type cachedExample struct {
 type featureSlab struct {
 	index slabs[uint32]
 	value slabs[float64]
+	id    slabs[byte]
 }
 
 const slabLen = 1 << 15
@@ -215,6 +218,7 @@ func (s *featureSlab) values(v []float64, seq int64) []float64 { return s.value.
 func (s *featureSlab) release(seq int64) {
 	s.index.release(seq)
 	s.value.release(seq)
+	s.id.release(seq)
 }
 
 // slabs are the slabs of one element type: cur is cut from, full holds
@@ -275,19 +279,20 @@ func (s *slabs[T]) release(seq int64) {
 
 // size is about what c holds in memory.
 func (c *cachedExample) size() int {
-	return 160 + 4*len(c.x.Index) + 8*len(c.x.Value) + 8*len(c.x.Dense)
+	return 160 + 4*len(c.x.Index) + 8*len(c.x.Value) + 8*len(c.x.Dense) + len(c.id)
 }
 
-// keep adds the head's example m, as decoded into x if ok, to the cache,
-// dropping the oldest when it is over its bound: the tail reads those
-// from the log again.
-func (j *joined) keep(m *Message, x *learner.Example, ok bool) {
+// keep adds the head's example m, as decoded into x with meta if ok, to
+// the cache, dropping the oldest when it is over its bound: the tail reads
+// those from the log again.
+func (j *joined) keep(m *Message, x *learner.Example, meta wire.Meta, ok bool) {
 	c := cachedExample{m: *m, ok: ok}
 	c.m.Value = nil
 	if ok {
 		seq := j.dropped + int64(len(j.cache)-j.cacheFirst)
 		c.x = learner.Example{Index: j.slab.indices(x.Index, seq), Value: j.slab.values(x.Value, seq), Dense: j.slab.values(x.Dense, seq),
 			Labeled: x.Labeled, Label: x.Label, Weight: x.Weight}
+		c.id, c.hasID = j.slab.id.cut(meta.ID, seq), meta.HasID
 	}
 	j.cache = append(j.cache, c)
 	j.cacheBytes += c.size()
@@ -502,7 +507,7 @@ func (w *Worker) processHead(m *Message, x *learner.Example, b *outBatch, scratc
 	t := Millis(m.Time)
 	w.checkFuture(m, t, false, b.fetched)
 	meta, err := w.decode(m.Value, x)
-	j.keep(m, x, err == nil)
+	j.keep(m, x, meta, err == nil)
 	key := m.Position.AppendEventID(scratch[:0])
 	if err != nil {
 		if head == nil {
@@ -721,6 +726,7 @@ func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch)
 		decode := func() error {
 			if e.cached != nil {
 				ex, ok = &e.cached.x, e.cached.ok
+				meta = wire.Meta{ID: e.cached.id, HasID: e.cached.hasID}
 				return nil
 			}
 			var err error
@@ -739,7 +745,7 @@ func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch)
 			}
 			label, labeled, _ := j.join.Learned()
 			ex.Labeled, ex.Label = labeled, label
-			w.learnAt(m, ex, b)
+			w.learnAt(m, ex, meta, b)
 		case pending && off < m.Position.Offset:
 			return fmt.Errorf("the join's tail: example at offset %d waits for its label, and the examples' log went on from offset %d", off, m.Position.Offset)
 		default:
@@ -748,7 +754,7 @@ func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch)
 				if e.cached == nil && meta.HasID && !ex.Labeled {
 					return fmt.Errorf("the join's tail: example %s waits for a label the join does not know of", m.Position.EventID())
 				}
-				w.learnAt(m, ex, b)
+				w.learnAt(m, ex, meta, b)
 			}
 		}
 		b.resume[m.Position.Source] = m.Resume
@@ -756,8 +762,9 @@ func (w *Worker) learnTail(ctx context.Context, x *learner.Example, b *outBatch)
 	}
 }
 
-// learnAt learns x, the example of m re-read at the tail.
-func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
+// learnAt learns x, the example of m re-read at the tail, whose id meta
+// holds.
+func (w *Worker) learnAt(m *Message, x *learner.Example, meta wire.Meta, b *outBatch) {
 	version := w.model.Version()
 	o := w.model.Learn(x)
 	if w.rivals != nil {
@@ -768,7 +775,7 @@ func (w *Worker) learnAt(m *Message, x *learner.Example, b *outBatch) {
 	}
 	if o.Drift != nil {
 		key := m.Position.AppendEventID(nil)
-		ev := wire.Prediction{Position: m.Position, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
+		ev := wire.Prediction{Position: m.Position, Meta: meta, Outcome: o, Label: x.Label, Model: w.cfg.Model, Version: version}
 		if over := w.drifted(m, key, &ev, b); over != nil {
 			w.deadLetter(m, key, over, reasonOutputTooLarge, b)
 		}

@@ -1012,7 +1012,7 @@ func (w *Worker) process(m *Message, x *learner.Example, b *outBatch, scratch []
 		// A delayed example in an epoch's range: its prediction was the
 		// head's, and its label is the one its join decided.
 		x.Label, x.Labeled = rj.take(m)
-		w.learnAt(m, x, b)
+		w.learnAt(m, x, meta, b)
 		return key
 	}
 	version := w.model.Version()
