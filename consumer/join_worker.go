@@ -911,7 +911,8 @@ const joinSettle = 2 * time.Second
 // joinSettle: the labels' log then holds nothing that closes the windows
 // still open, and a live worker's model does not include those examples
 // either. stopped is the worker's Run; AwaitJoined returns its error if it
-// ends first, and nil when ctx is done.
+// ends first, and nil when ctx is done: ctx's error when it takes the
+// worker's clean stop that ctx caused.
 func (w *Worker) AwaitJoined(ctx context.Context, labels Source, through func() int64, stopped <-chan error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -921,6 +922,9 @@ func (w *Worker) AwaitJoined(ctx context.Context, labels Source, through func() 
 	for {
 		select {
 		case err := <-stopped:
+			if err == nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return fmt.Errorf("the worker stopped: %w", err)
 		case <-ctx.Done():
 			return nil

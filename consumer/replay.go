@@ -40,6 +40,10 @@ loop:
 	for {
 		select {
 		case err := <-done:
+			if err == nil && ctx.Err() != nil {
+				// The clean stop that cancelling ctx made.
+				return ctx.Err()
+			}
 			return fmt.Errorf("the worker stopped: %w", err)
 		case <-ctx.Done():
 			cancel()

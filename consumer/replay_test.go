@@ -115,3 +115,24 @@ func TestReplayPartition(t *testing.T) {
 		t.Fatalf("a second replay into the chain: %v, want ErrChainExists", err)
 	}
 }
+
+// TestAwaitJoinedCancelled: a worker that stopped cleanly because ctx
+// was cancelled is no failure of the worker: AwaitJoined, which may take
+// that stop before it sees ctx done (both ready at once), reports ctx's
+// error, not "the worker stopped" with no cause, so that ReplayRange
+// returns ctx's error as it says.
+func TestAwaitJoinedCancelled(t *testing.T) {
+	log := memory.NewLog("in", 1)
+	labels := memory.NewSource(memory.NewLog("labels", 1), nil)
+	w := consumer.NewWorker(consumer.WorkerConfig{Model: "m"}, memory.NewSource(log, nil), newModel(t), nil, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Go's select takes either of two ready cases at random: 64 tries.
+	for range 64 {
+		stopped := make(chan error, 1)
+		stopped <- nil
+		if err := w.AwaitJoined(ctx, labels, func() int64 { return 0 }, stopped); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("AwaitJoined = %v, want nil or context.Canceled", err)
+		}
+	}
+}
