@@ -1,6 +1,9 @@
 package learner
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The calibrator turns the published scores into probabilities by Platt
 // scaling over a scale-free input, corrected for a binary model by a
@@ -770,18 +773,49 @@ func mixCalibration(out, base *State, states []*State) {
 	out.Calibration = c
 }
 
+// RestoredDigest is the digest of the state that a model restored from
+// st holds (Restore): st's own, but with a binary calibrator of snapshot
+// format 2, the model's or a challenger's, in the layout Restore upgrades
+// it to.
+func (st *State) RestoredDigest() [32]byte {
+	if up, ok := st.upgradedCalibrators(); ok {
+		return up.Digest()
+	}
+	return st.Digest()
+}
+
+// upgradedCalibrators is a shallow copy of st whose calibrators of format
+// 2's layout are upgraded, and whether any was.
+func (st *State) upgradedCalibrators() (*State, bool) {
+	up := *st
+	changed := false
+	if p := upgradeCalibrator(st.Calibration.Parameters, st.Config.outputs()); len(p) != len(st.Calibration.Parameters) {
+		up.Calibration.Parameters, changed = p, true
+	}
+	if len(st.Challengers) > 0 {
+		up.Challengers = slices.Clone(st.Challengers)
+		for i, c := range st.Challengers {
+			if c.State == nil {
+				continue
+			}
+			if u, ok := c.State.upgradedCalibrators(); ok {
+				up.Challengers[i].State, changed = u, true
+			}
+		}
+	}
+	return &up, changed
+}
+
 // digestCalibration appends the calibration to the digest's encoding,
 // only when it is not empty: the digest of a state without calibration is
-// what it was before calibration existed. A binary calibrator of format
-// 2's layout is digested as its upgrade (upgradeCalibrator), which a
-// model restored from it holds: restoring a state keeps its digest.
+// what it was before calibration existed.
 func (st *State) digestCalibration(e *digestEncoder) {
 	c := &st.Calibration
 	if c.IsZero() {
 		return
 	}
 	e.str("calibration")
-	e.floats(upgradeCalibrator(c.Parameters, st.Config.outputs()))
+	e.floats(c.Parameters)
 	e.uint(c.Count)
 	e.float(c.LogLoss)
 	e.float(c.Brier)

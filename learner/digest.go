@@ -56,8 +56,7 @@ const digestVersion = "hyperplane/learner.State/v1"
 //     state n, low_n (uints), mean, low_mean, sum, low (floats), drifts,
 //     restarted (uints);
 //  7. only when the calibration is not empty (State.Calibration): the
-//     string "calibration", parameters (float list; a binary model's
-//     of format 2 in the current layout, as Restore holds them), count (uint),
+//     string "calibration", parameters (float list), count (uint),
 //     log_loss, brier (floats), bin_count, bin_events (lists of uints),
 //     bin_sum (float list), auc_positive, auc_negative (lists of uints),
 //     window_probability (float list), window_event (list of bools),
