@@ -347,7 +347,13 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 	// mean: whole, one score of 1e20 among scores near 1 would set the
 	// scale for the next ~90,000 examples and flatten every probability
 	// to the prior.
-	if v[calN] < outlierWarmup {
+	//
+	// A mean still at 0 (every score so far 0: a model without a bias
+	// over examples without features) has seen no scale: bounded by it,
+	// no magnitude could ever move it, and every probability would stay
+	// the prior's. The first magnitude after such a start sets it, as
+	// the first of a fresh calibrator does.
+	if v[calN] < outlierWarmup || v[calM] == 0 {
 		// The first magnitudes set the scale by their geometric mean:
 		// it follows a model whose scores grow by orders of magnitude
 		// as fast as a plain mean would, but one outlier among them

@@ -505,6 +505,32 @@ func testCalibrationAfterAnOutlier(t *testing.T, c calibrationCase, n, at, from 
 	})
 }
 
+// TestCalibrationAfterAScorelessStart: a model without a bias whose
+// first 150 labeled examples have no features scores them all 0, which
+// tells the calibrator no scale. The probabilities that follow, once the
+// examples have features, must be as good as on the stream without that
+// start, binary and multiclass, for AROW and the perceptron.
+func TestCalibrationAfterAScorelessStart(t *testing.T) {
+	const n, from, empty = 20000, 5000, 150
+	for _, c := range []calibrationCase{{learner.AROW, 0}, {learner.Perceptron, 0}, {learner.AROW, 4}} {
+		t.Run(c.name(), func(t *testing.T) {
+			t.Parallel()
+			cfg, clean := c.stream(10000, n)
+			cfg.Bias = learner.BiasNone
+			_, want := calibrationAfter(mustNew(t, cfg), clean, from, false)
+			_, xs := c.stream(10000, n)
+			for i := range empty {
+				xs[i].Index, xs[i].Value, xs[i].Dense = nil, nil, nil
+			}
+			ece, got := calibrationAfter(mustNew(t, cfg), xs, from, false)
+			t.Logf("log-loss %.4f (%.4f with features from the start), calibration error %.4f", got, want, ece)
+			if got > want+0.01 || ece > 0.02 {
+				t.Errorf("after %d examples without features: log-loss %.4f, calibration error %.4f; with features from the start log-loss %.4f", empty, got, ece, want)
+			}
+		})
+	}
+}
+
 // TestProbabilitiesRankRareLabels: on a stream where one label is rare
 // (1% of the examples, the rest separated from it by a hyperplane), nearly
 // every Platt probability falls into one bin of the histogram. The
