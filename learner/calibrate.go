@@ -113,6 +113,11 @@ const (
 	// moves.
 	outlierMagnitude = 10
 	outlierWarmup    = 100
+	// negligibleMagnitude is the share of the scale so far below which
+	// one of the first outlierWarmup magnitudes counts as 0: far below
+	// the smallest score an example honestly gets among them, far above
+	// the rounding residue of scores that cancel (some 1e-16 of them).
+	negligibleMagnitude = 1e-12
 	// minProbability bounds the probabilities the log-loss reads from
 	// below, as scikit-learn's log_loss does.
 	minProbability = 1e-15
@@ -360,11 +365,18 @@ func (c *calibrator) learn(scores, z, p []float64, y int) {
 		// moves it by its 100th root at most, where a plain mean would
 		// take its share whole and, decaying over calibrationHorizon
 		// examples, flatten every probability for tens of thousands
-		// of examples. A score of 0 (a fresh model's) tells no scale.
+		// of examples. A score of 0 (a fresh model's) tells no scale,
+		// and neither does one below negligibleMagnitude of the scale
+		// so far: a rounding residue (a bias moved up and down by the
+		// labels cancels to 5.6e-17 among scores near 0.1), whose
+		// logarithm alone would shrink the scale a thousandfold and
+		// publish the next scores as probabilities of 1e-16.
 		v[calN]++
 		if mag > 0 {
 			if m := v[calM]; m > 0 {
-				v[calM] = math.Exp(math.Log(m) + (math.Log(mag)-math.Log(m))/v[calN])
+				if mag >= negligibleMagnitude*m {
+					v[calM] = math.Exp(math.Log(m) + (math.Log(mag)-math.Log(m))/v[calN])
+				}
 			} else {
 				v[calM] = mag
 			}

@@ -531,6 +531,34 @@ func TestCalibrationAfterAScorelessStart(t *testing.T) {
 	}
 }
 
+// TestProbabilitiesWithoutFeatures: a model whose first examples have no
+// features scores each by its bias alone, and that bias, moved up and
+// down by the labels, can cancel to a rounding residue: with these labels
+// AROW's fifth score is 5.6e-17 where the others are near 0.1. Such a
+// score tells the calibrator no scale, as a score of 0 does; taken into
+// the geometric mean of the first magnitudes, it shrank the scale a
+// thousandfold, and the next scores, near -0.1, were published as
+// probabilities of 2e-16 (a log-loss of 34 for the positive among them).
+// A model that has seen no feature knows no more than the labels'
+// frequency: its probabilities stay within [0.01, 0.99].
+func TestProbabilitiesWithoutFeatures(t *testing.T) {
+	labels := []int{1, 1, -1, -1, -1, -1, 1, -1, -1, 1, -1, 1, 1, -1, -1, 1}
+	m := mustNew(t, learner.DefaultConfig())
+	residue := false
+	for i, y := range labels {
+		o := m.Learn(&learner.Example{Labeled: true, Label: y})
+		if o.Score != 0 && math.Abs(o.Score) < 1e-12 {
+			residue = true
+		}
+		if !(o.Probability >= 0.01 && o.Probability <= 0.99) {
+			t.Fatalf("example %d, without features, score %v: probability %v", i, o.Score, o.Probability)
+		}
+	}
+	if !residue {
+		t.Fatal("no score was a rounding residue: the stream no longer tests what it should")
+	}
+}
+
 // TestProbabilitiesRankRareLabels: on a stream where one label is rare
 // (1% of the examples, the rest separated from it by a hyperplane), nearly
 // every Platt probability falls into one bin of the histogram. The
