@@ -160,9 +160,10 @@ const calibratorLengthPositives = calB + 2 + 2*histogramBins
 
 // upgradeCalibrator is v in the current layout: a binary state without
 // the expected positives gets each bin's count times the bin's middle
-// (what Platt expected of a bin whose q were spread evenly), where both
-// corrections give what the bin published before, and d_j = 0. Any other
-// v is returned as it is.
+// (what Platt expected of a bin whose q were spread evenly, where the odds
+// correction gives what the flat one does), and d_j = 0, which chooses the
+// flat correction, the one format 2 published. Any other v is returned as
+// it is.
 func upgradeCalibrator(v []float64, k int) []float64 {
 	if k != 1 || len(v) != calibratorLengthPositives {
 		return v
