@@ -263,15 +263,14 @@ func Continue(snap *snapshot.Snapshot, cfg learner.Config, digest [32]byte) (m *
 
 // BaseDigestOf is the base digest (EpochConfig.BaseDigest) of m, the
 // model restored from snap: the one snap records while m holds snap's
-// state as Restore holds it (a calibrator of snapshot format 2 upgraded:
-// learner.State.RestoredDigest); m's learner.State.Digest when m was changed since (challengers
+// state; m's learner.State.Digest when m was changed since (challengers
 // started or dropped), the digest computed to find that out; and zero,
 // for NewEpochs to compute it, when snap is nil or records none.
 func BaseDigestOf(snap *snapshot.Snapshot, m *learner.Model) [32]byte {
 	if snap == nil || snap.BaseDigest == ([32]byte{}) {
 		return [32]byte{}
 	}
-	if d := m.Shared().Digest(); d != snap.State.RestoredDigest() {
+	if d := m.Shared().Digest(); d != snap.State.Digest() {
 		return d
 	}
 	return snap.BaseDigest

@@ -1,9 +1,6 @@
 package learner
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // The calibrator turns the published scores into probabilities by Platt
 // scaling over a scale-free input, corrected for a binary model by a
@@ -790,39 +787,6 @@ func mixCalibration(out, base *State, states []*State) {
 		next = (next + d%uw) % uw
 	}
 	out.Calibration = c
-}
-
-// RestoredDigest is the digest of the state that a model restored from
-// st holds (Restore): st's own, but with a binary calibrator of snapshot
-// format 2, the model's or a challenger's, in the layout Restore upgrades
-// it to.
-func (st *State) RestoredDigest() [32]byte {
-	if up, ok := st.upgradedCalibrators(); ok {
-		return up.Digest()
-	}
-	return st.Digest()
-}
-
-// upgradedCalibrators is a shallow copy of st whose calibrators of format
-// 2's layout are upgraded, and whether any was.
-func (st *State) upgradedCalibrators() (*State, bool) {
-	up := *st
-	changed := false
-	if p := upgradeCalibrator(st.Calibration.Parameters, st.Config.outputs()); len(p) != len(st.Calibration.Parameters) {
-		up.Calibration.Parameters, changed = p, true
-	}
-	if len(st.Challengers) > 0 {
-		up.Challengers = slices.Clone(st.Challengers)
-		for i, c := range st.Challengers {
-			if c.State == nil {
-				continue
-			}
-			if u, ok := c.State.upgradedCalibrators(); ok {
-				up.Challengers[i].State, changed = u, true
-			}
-		}
-	}
-	return &up, changed
 }
 
 // digestCalibration appends the calibration to the digest's encoding,

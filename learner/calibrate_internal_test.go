@@ -236,38 +236,3 @@ func TestSigmoidAsDocumented(t *testing.T) {
 		t.Error("the two forms put every q near the edges in the same bin: the doc need not say which")
 	}
 }
-
-// TestRestoredDigestOfFormat2: a state whose calibrator has format 2's
-// layout digests as a model restored from it does only through
-// RestoredDigest; its own digest, that of its stored bytes, stays what
-// it was.
-func TestRestoredDigestOfFormat2(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.HashBits = 8
-	m, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 300 {
-		x := Example{Index: []uint32{uint32(i % 7), uint32(i % 11)}, Value: []float64{1, float64(i%3) - 1}, Labeled: true, Label: 1 - 2*(i%2)}
-		m.Learn(&x)
-	}
-	st := m.State()
-	if st.RestoredDigest() != st.Digest() {
-		t.Fatal("a state of the current layout has a restored digest of its own")
-	}
-	st.Calibration.Parameters = st.Calibration.Parameters[:calibratorLengthPositives]
-	restored, err := Restore(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := st.RestoredDigest(), restored.State().Digest(); got != want {
-		t.Errorf("the restored digest of a format-2 state is %x, the restored model's %x", got, want)
-	}
-	if st.Digest() == restored.State().Digest() {
-		t.Error("a format-2 state digests as its upgrade")
-	}
-	if len(st.Calibration.Parameters) != calibratorLengthPositives {
-		t.Error("RestoredDigest changed the state")
-	}
-}
