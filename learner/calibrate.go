@@ -173,6 +173,23 @@ func upgradeCalibrator(v []float64, k int) []float64 {
 	return u
 }
 
+// digestedCalibrator is v as a state's digest reads it: a binary state
+// that is the upgrade of a format-2 one (upgradeCalibrator: each e_j its
+// bin's count times the bin's middle, each d_j 0) is read as that one, so
+// that a model restored from a format-2 snapshot keeps the digest the
+// snapshot and the epoch log record for it. Any other v is read whole.
+func digestedCalibrator(v []float64, k int) []float64 {
+	if k != 1 || len(v) != calibratorLength(1) {
+		return v
+	}
+	for j := range histogramBins {
+		if v[calBrier+j] != 0 || v[calExp+j] != v[calPos+histogramBins+j]*(float64(j)+0.5)/histogramBins {
+			return v
+		}
+	}
+	return v[:calibratorLengthPositives]
+}
+
 // calPos is the position of a binary model's histogram of positives, its
 // counts following, then at calExp its expected positives and at
 // calBrier the squared error of its flat correction less its odds one.
@@ -709,18 +726,32 @@ func mixCalibration(out, base *State, states []*State) {
 			total += float64(st.Labeled - base.Labeled)
 		}
 	}
-	params := func(st *State) []float64 {
+	// Where every state's calibrator is one of format 2 (or its upgrade,
+	// as a model restored from format 2 holds it), they mix in that
+	// layout, as a hyperplane of format 2 mixes them: the mixed model's
+	// digest is then the one such a hyperplane records for it.
+	parameters := func(st *State) []float64 {
 		if len(st.Calibration.Parameters) == 0 {
 			return newCalibrator(k).v
 		}
 		return upgradeCalibrator(st.Calibration.Parameters, k)
 	}
+	length := calibratorLength(k)
+	if k == 1 {
+		length = calibratorLengthPositives
+		for _, st := range learners {
+			if len(digestedCalibrator(parameters(st), k)) != calibratorLengthPositives {
+				length = calibratorLength(k)
+			}
+		}
+	}
+	params := func(st *State) []float64 { return parameters(st)[:length] }
 	switch len(learners) {
 	case 0:
 	case 1:
 		c.Parameters = clone(upgradeCalibrator(learners[0].Calibration.Parameters, k))
 	default:
-		c.Parameters = make([]float64, calibratorLength(k))
+		c.Parameters = make([]float64, length)
 		for _, st := range learners {
 			mu := float64(st.Labeled-base.Labeled) / total
 			for i, v := range params(st) {
@@ -798,7 +829,7 @@ func (st *State) digestCalibration(e *digestEncoder) {
 		return
 	}
 	e.str("calibration")
-	e.floats(c.Parameters)
+	e.floats(digestedCalibrator(c.Parameters, st.Config.outputs()))
 	e.uint(c.Count)
 	e.float(c.LogLoss)
 	e.float(c.Brier)

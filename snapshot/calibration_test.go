@@ -279,3 +279,74 @@ func TestCalibrationLearnedNothing(t *testing.T) {
 		t.Fatalf("got %v, want ErrCorrupt naming the calibration", err)
 	}
 }
+
+// TestFormat2KeepsItsDigest: a model restored from a snapshot of format 2
+// has the digest the snapshot (and an epoch log, which chains digests)
+// records for it, and states of format 2 mix as a hyperplane of format 2
+// mixes them, to the same digest: a worker upgraded to format 3 continues
+// an epoch log that older workers wrote, and replays it, instead of
+// taking each boundary they cut for another history.
+func TestFormat2KeepsItsDigest(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func() *learner.State {
+		s, err := snapshot.Unmarshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.State
+	}
+	base := load()
+	const format2 = 46
+	if n := len(base.Calibration.Parameters); n != format2 {
+		t.Fatalf("the format-2 calibrator has %d values, want %d", n, format2)
+	}
+	m, err := learner.Restore(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.State().StateSHA256(), base.StateSHA256(); got != want {
+		t.Fatalf("restored from format 2, the model's digest is %s, the snapshot's %s", got, want)
+	}
+
+	// Two shards' results of format 2, each having learned some labeled
+	// examples beyond base: their calibrators' bins counted them.
+	states := []*learner.State{load(), load()}
+	for i, st := range states {
+		d := uint64(10 * (i + 1))
+		st.Examples += d
+		st.Labeled += d
+		p := st.Calibration.Parameters
+		p[0] += float64(d)
+		p[6+5+i] += float64(i + 1)   // pos_j
+		p[26+5+i] += float64(d)      // n_j
+		p[2] += 0.125 * float64(i+1) // a
+	}
+	mixed, err := learner.Mix(base, states, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Format 2's mix: the parameters' mean weighted by the labeled
+	// examples each learned, in the layout of format 2.
+	want := make([]float64, format2)
+	for i, st := range states {
+		mu := float64(10*(i+1)) / 30
+		for j, v := range st.Calibration.Parameters {
+			want[j] += mu * v
+		}
+	}
+	format2Mix := *mixed
+	format2Mix.Calibration.Parameters = want
+	if got, want := mixed.StateSHA256(), format2Mix.StateSHA256(); got != want {
+		t.Fatalf("states of format 2 mix to the digest %s, a hyperplane of format 2 mixes them to %s", got, want)
+	}
+	m, err = learner.Restore(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.State().StateSHA256(), mixed.StateSHA256(); got != want {
+		t.Fatalf("restored, the mixed model's digest is %s, the mix's %s", got, want)
+	}
+}
