@@ -41,7 +41,10 @@ const (
 // Algorithms lists every algorithm, in the order the documentation gives.
 var algorithms = []Algorithm{Perceptron, Averaged, Margin, PA, PA1, PA2, Pegasos, AROW, Kernel}
 
-// BiasRule is how the perceptron family moves the bias b on an update.
+// BiasRule is how the bias b moves on an update: the perceptron family's
+// rule (standard or r2), or none, which keeps b at zero for every
+// algorithm. The passive-aggressive learners, Pegasos and AROW learn b as
+// a constant feature of 1 under standard.
 type BiasRule string
 
 // The bias rules.
@@ -90,7 +93,7 @@ const MaxWindow = 10_000_000
 // zero value is not valid.
 type Config struct {
 	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm" help:"learning rule: perceptron, averaged, margin, pa, pa1, pa2, pegasos, arow or kernel"`
-	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias rule of the perceptron family: standard (b += η·y), r2 (b += η·y·R²) or none"`
+	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias: standard (the perceptron family moves it by b += η·y, the others learn it as a constant feature of 1), r2 (b += η·y·R², the perceptron family and kernel only) or none (no bias, every algorithm)"`
 	// Eta is the learning rate η of the perceptron family and the kernel
 	// perceptron, at most MaxValue. Passive-aggressive, Pegasos and AROW
 	// choose their own step and ignore it, and Schedule with it.
