@@ -93,7 +93,7 @@ const MaxWindow = 10_000_000
 // zero value is not valid.
 type Config struct {
 	Algorithm Algorithm `json:"algorithm" yaml:"algorithm" msgpack:"algorithm" help:"learning rule: perceptron, averaged, margin, pa, pa1, pa2, pegasos, arow or kernel"`
-	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias: standard (the perceptron family moves it by b += η·y, the others learn it as a constant feature of 1), r2 (b += η·y·R², the perceptron family and kernel only) or none (no bias, every algorithm)"`
+	Bias      BiasRule  `json:"bias" yaml:"bias" msgpack:"bias" help:"bias rule: standard (the perceptron family moves it by b += η·y, the others learn it as a constant feature of 1), r2 (b += η·y·R², the perceptron family and kernel only) or none (no bias, every algorithm)"`
 	// Eta is the learning rate η of the perceptron family and the kernel
 	// perceptron, at most MaxValue. Passive-aggressive, Pegasos and AROW
 	// choose their own step and ignore it, and Schedule with it.
