@@ -23,8 +23,12 @@ type Example struct {
 	// Label is +1 or -1 for a binary model and the class index in
 	// [0, classes) for a multiclass model.
 	Label int
-	// Weight is the example's importance: every update it causes is scaled
-	// by it. The zero value means 1.
+	// Weight is the example's importance h: the perceptron family's steps
+	// are scaled by it, and Pegasos' gradient; the passive-aggressive
+	// rules and AROW, whose steps go to the margin, take it as an
+	// aggressiveness (PA-I's and PA-II's C, AROW's r over h) and go at
+	// most to the margin, plain PA h of the way below 1. The zero value
+	// means 1.
 	Weight float64
 }
 

@@ -254,7 +254,9 @@ func (l *linear) passiveAggressive(x *Example, y int, s step) bool {
 	var tau float64
 	switch l.cfg.Algorithm {
 	case PA:
-		tau = s.importance * loss / n2
+		// PA goes to the margin: an importance below 1 goes part of the
+		// way, one above it no further.
+		tau = min(s.importance, 1) * loss / n2
 	case PA1:
 		tau = min(l.cfg.C*s.importance, loss/n2)
 	case PA2:
@@ -421,8 +423,12 @@ func (l *linear) arow(x *Example, y int, s step) bool {
 	if bias {
 		conf += l.sigmaB[0]
 	}
-	beta := 1 / (conf + l.cfg.AROWR)
-	alpha := (1 - fy*m) * beta * s.importance
+	// An example of importance h counts as h of its kind against the
+	// regulariser: r/h. Its step still goes at most to the margin, which
+	// h times the step would overshoot (an importance of 100 took the
+	// default learner from 73% to 56% on a stream it learns unweighted).
+	beta := 1 / (conf + l.cfg.AROWR/s.importance)
+	alpha := (1 - fy*m) * beta
 	if !(conf >= 0) || !(alpha*conf*alpha <= maxStep2) {
 		// A step longer than maxStep (see MaxValue), or NaN: refused.
 		// (As the variances are at most 1, α²·conf bounds the step's
@@ -484,8 +490,8 @@ func (l *linear) arowMulticlass(x *Example, y int, s step) bool {
 		conf += l.sigmaB[y]
 		conf += l.sigmaB[r]
 	}
-	beta := 1 / (conf + l.cfg.AROWR)
-	alpha := (1 - m) * beta * s.importance
+	beta := 1 / (conf + l.cfg.AROWR/s.importance) // as in the binary rule
+	alpha := (1 - m) * beta
 	if !(conf >= 0) || !(alpha*conf*alpha <= maxStep2) {
 		// A step longer than maxStep (see MaxValue), or NaN: refused,
 		// as in the binary rule.
