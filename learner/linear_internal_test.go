@@ -65,8 +65,8 @@ func arowPasses(l *linear, x *Example, y int, s step) {
 	if bias {
 		conf += l.sigmaB[0]
 	}
-	beta := 1 / (conf + l.cfg.AROWR)
-	alpha := (1 - fy*m) * beta * s.importance
+	beta := 1 / (conf + l.cfg.AROWR/s.importance)
+	alpha := (1 - fy*m) * beta
 	if !(conf >= 0) || !(alpha*conf*alpha <= maxStep2) {
 		return
 	}
