@@ -69,17 +69,7 @@ func TestCalibrationRoundTrip(t *testing.T) {
 // loads, its model calibrates afresh and learns on, and it is written
 // again in the current format.
 func TestFormat1LoadsWithFreshCalibration(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format1.msgpack"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env map[string]any
-	if err := msgpack.Unmarshal(data, &env); err != nil {
-		t.Fatal(err)
-	}
-	if f, _ := env["format"].(int8); f != 1 {
-		t.Fatalf("the test file is of format %v, want 1", env["format"])
-	}
+	data := testdataOfFormat(t, "averaged-format1.msgpack", 1)
 	if _, ok := bodyOf(t, data)["calibration"]; ok {
 		t.Fatal("a format-1 snapshot with a calibration key")
 	}
@@ -145,17 +135,7 @@ func TestCalibrationDamaged(t *testing.T) {
 // current layout with the bins' expected positives estimated and neither
 // correction preferred, and it is written again in the current format.
 func TestFormat2LoadsItsHistogram(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env map[string]any
-	if err := msgpack.Unmarshal(data, &env); err != nil {
-		t.Fatal(err)
-	}
-	if f, _ := env["format"].(int8); f != 2 {
-		t.Fatalf("the test file is of format %v, want 2", env["format"])
-	}
+	data := testdataOfFormat(t, "averaged-format2.msgpack", 2)
 	s, err := snapshot.Unmarshal(data)
 	if err != nil {
 		t.Fatal(err)
@@ -175,13 +155,14 @@ func TestFormat2LoadsItsHistogram(t *testing.T) {
 	for j := range 20 {
 		n, e, d := params[26+j], params[46+j], params[66+j]
 		if want := n * (float64(j) + 0.5) / 20; e != want || d != 0 {
-			t.Errorf("bin %d of %v examples expects %v positives with log-losses %v apart, want %v and 0", j, n, e, d, want)
+			t.Errorf("bin %d of %v examples expects %v positives with squared errors %v apart, want %v and 0", j, n, e, d, want)
 		}
 	}
 	again, err := snapshot.Marshal(snap(m.State()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var env map[string]any
 	if err := msgpack.Unmarshal(again, &env); err != nil {
 		t.Fatal(err)
 	}
@@ -349,4 +330,22 @@ func TestFormat2KeepsItsDigest(t *testing.T) {
 	if got, want := m.State().StateSHA256(), mixed.StateSHA256(); got != want {
 		t.Fatalf("restored, the mixed model's digest is %s, the mix's %s", got, want)
 	}
+}
+
+// testdataOfFormat is the file name in testdata, whose envelope must say
+// it is of the format given.
+func testdataOfFormat(t *testing.T, name string, format int) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]any
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := env["format"].(int8); int(f) != format {
+		t.Fatalf("the test file %s is of format %v, want %d", name, env["format"], format)
+	}
+	return data
 }
