@@ -168,9 +168,16 @@ func upgradeCalibrator(v []float64, k int) []float64 {
 	u := make([]float64, calibratorLength(1))
 	copy(u, v)
 	for j := range histogramBins {
-		u[calExp+j] = u[calPos+histogramBins+j] * (float64(j) + 0.5) / histogramBins
+		u[calExp+j] = format2Expected(u[calPos+histogramBins+j], j)
 	}
 	return u
+}
+
+// format2Expected is the expected positives of bin j of n examples in a
+// calibrator of format 2, which did not keep them: n times the bin's
+// middle.
+func format2Expected(n float64, j int) float64 {
+	return n * (float64(j) + 0.5) / histogramBins
 }
 
 // digestedCalibrator is v as a state's digest reads it: a binary state
@@ -183,7 +190,7 @@ func digestedCalibrator(v []float64, k int) []float64 {
 		return v
 	}
 	for j := range histogramBins {
-		if v[calBrier+j] != 0 || v[calExp+j] != v[calPos+histogramBins+j]*(float64(j)+0.5)/histogramBins {
+		if v[calBrier+j] != 0 || v[calExp+j] != format2Expected(v[calPos+histogramBins+j], j) {
 			return v
 		}
 	}
@@ -263,13 +270,6 @@ func (c *calibrator) probability(scores, z, p []float64) {
 	for i := range c.k {
 		p[i] /= sum
 	}
-}
-
-// corrected is Platt's q corrected by its bin j: the bin's correction
-// that predicted its examples better.
-func (c *calibrator) corrected(q float64, j int) float64 {
-	flat, odds := c.corrections(q, j)
-	return c.chosen(flat, odds, j)
 }
 
 // chosen is bin j's choice of its corrections flat and odds: the one

@@ -73,7 +73,7 @@ func TestCalibratorFormat2(t *testing.T) {
 	for j := range histogramBins {
 		q := (float64(j) + 0.5) / histogramBins
 		pos, n := old[calPos+j], old[calPos+histogramBins+j]
-		got := c.corrected(q, j)
+		got := c.chosen(withCorrections(&c, q, j))
 		if want := (pos + histogramPrior*q) / (n + histogramPrior); math.Abs(got-want) > 1e-12 {
 			t.Errorf("bin %d at its middle: %v, format 2 gave %v", j, got, want)
 		}
@@ -190,7 +190,7 @@ func TestCorrectedByTheBetter(t *testing.T) {
 			q := 0.04 // where the two corrections differ most
 			flat, odds := cal.corrections(q, 0)
 			want := map[bool]float64{true: odds, false: flat}[c.wantOdds]
-			if got := cal.corrected(q, 0); got != want || flat == odds {
+			if got := cal.chosen(withCorrections(&cal, q, 0)); got != want || flat == odds {
 				t.Errorf("d = %.4f: the bin publishes %v at q = %v, flat %v, odds %v (odds wanted: %v)", d, got, q, flat, odds, c.wantOdds)
 			}
 		})
@@ -235,4 +235,10 @@ func TestSigmoidAsDocumented(t *testing.T) {
 	if apart == 0 {
 		t.Error("the two forms put every q near the edges in the same bin: the doc need not say which")
 	}
+}
+
+// withCorrections is bin j's two corrections of q and j, for chosen.
+func withCorrections(c *calibrator, q float64, j int) (flat, odds float64, bin int) {
+	flat, odds = c.corrections(q, j)
+	return flat, odds, j
 }

@@ -92,14 +92,7 @@ func TestFormat1LoadsWithFreshCalibration(t *testing.T) {
 	if mt := m.Metrics(); mt.LogLoss == 0 || mt.Labeled != s.State.Labeled+1 {
 		t.Fatalf("after one labeled example: %+v", mt)
 	}
-	again, err := snapshot.Marshal(snap(m.State()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := snapshot.Unmarshal(again)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, back := writtenAgain(t, m)
 	if back.State.Calibration.Count != 1 {
 		t.Fatalf("written again, the calibration counts %d", back.State.Calibration.Count)
 	}
@@ -158,20 +151,13 @@ func TestFormat2LoadsItsHistogram(t *testing.T) {
 			t.Errorf("bin %d of %v examples expects %v positives with squared errors %v apart, want %v and 0", j, n, e, d, want)
 		}
 	}
-	again, err := snapshot.Marshal(snap(m.State()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	again, back := writtenAgain(t, m)
 	var env map[string]any
 	if err := msgpack.Unmarshal(again, &env); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := env["format"].(int8); int(f) != snapshot.Format {
 		t.Fatalf("written again as format %v, want %d", env["format"], snapshot.Format)
-	}
-	back, err := snapshot.Unmarshal(again)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(back.State.Calibration.Parameters) != now {
 		t.Fatalf("read back, the calibrator has %d values", len(back.State.Calibration.Parameters))
@@ -183,10 +169,7 @@ func TestFormat2LoadsItsHistogram(t *testing.T) {
 // (n_j·(j + ½)/20) are not finite is refused as corrupt, naming the
 // calibration: loaded, it would give a state that no snapshot can hold.
 func TestFormat2HistogramBeyondItsEstimate(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testdataOfFormat(t, "averaged-format2.msgpack", 2)
 	body := bodyOf(t, data)
 	c := body["calibration"].(map[string]any)
 	params := c["parameters"].([]byte)
@@ -242,14 +225,7 @@ func TestCalibrationLearnedNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := snapshot.Marshal(snap(m.State()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := snapshot.Unmarshal(again)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, back := writtenAgain(t, m)
 		m2, err := learner.Restore(back.State)
 		if err != nil {
 			t.Fatal(err)
@@ -268,10 +244,7 @@ func TestCalibrationLearnedNothing(t *testing.T) {
 // an epoch log that older workers wrote, and replays it, instead of
 // taking each boundary they cut for another history.
 func TestFormat2KeepsItsDigest(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "averaged-format2.msgpack"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testdataOfFormat(t, "averaged-format2.msgpack", 2)
 	load := func() *learner.State {
 		s, err := snapshot.Unmarshal(data)
 		if err != nil {
@@ -348,4 +321,19 @@ func testdataOfFormat(t *testing.T, name string, format int) []byte {
 		t.Fatalf("the test file %s is of format %v, want %d", name, env["format"], format)
 	}
 	return data
+}
+
+// writtenAgain is m's state written as a snapshot and read back: the
+// bytes and what they read as.
+func writtenAgain(t *testing.T, m *learner.Model) ([]byte, *snapshot.Snapshot) {
+	t.Helper()
+	data, err := snapshot.Marshal(snap(m.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, back
 }
