@@ -357,8 +357,11 @@ func (j *joined) nextTail(ctx context.Context, batch int) (tailExample, error) {
 			return tailExample{}, err
 		}
 		j.tailBuf, j.tailNext = msgs, 0
-		if len(msgs) == 0 || msgs[0].Resume <= j.tail {
-			return tailExample{}, fmt.Errorf("the examples read again after %d began at %v", j.tail, msgs)
+		if len(msgs) == 0 {
+			return tailExample{}, fmt.Errorf("the examples read again after position %d: the source returned none", j.tail)
+		}
+		if msgs[0].Resume <= j.tail {
+			return tailExample{}, fmt.Errorf("the examples read again after position %d: the first returned resumes at %d, not after it", j.tail, msgs[0].Resume)
 		}
 	}
 	return tailExample{m: &j.tailBuf[j.tailNext]}, nil
