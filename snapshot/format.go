@@ -88,6 +88,12 @@ type Snapshot struct {
 	// with labels that come later (docs/labels.md, section 11.2), by
 	// shard, each encoded as Join is; nil without labels.
 	Joins map[string]msgpack.RawMessage
+
+	// Format is the earlier layout version the snapshot was read in, for
+	// a file an older hyperplane wrote, which loads upgraded (Unmarshal).
+	// 0 when it was read in this package's Format, or not read from
+	// bytes. Marshal writes Format whatever it holds.
+	Format int
 }
 
 // ErrCorrupt marks a snapshot that cannot be read: truncated, damaged or
@@ -635,7 +641,7 @@ func encodeInto(buf *bytes.Buffer, v any) error {
 // configuration. A damaged or truncated snapshot gives an error wrapping
 // ErrCorrupt that says what is wrong with it.
 func Unmarshal(data []byte) (*Snapshot, error) {
-	raw, err := Unseal(data)
+	raw, format, err := unseal(data)
 	if err != nil {
 		return nil, err
 	}
@@ -664,6 +670,9 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 		Shard:      b.Shard,
 		Join:       b.Join,
 		Joins:      b.Joins,
+	}
+	if format < Format {
+		s.Format = format
 	}
 	if s.ConfigDigest, err = digestArray("config_digest", b.ConfigDigest, true); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
@@ -701,29 +710,35 @@ func checkPositions(p map[string]int64) error {
 // checking its format and checksum. Damage gives an error wrapping
 // ErrCorrupt; a newer format one wrapping ErrNewerFormat.
 func Unseal(data []byte) ([]byte, error) {
+	body, _, err := unseal(data)
+	return body, err
+}
+
+// unseal is Unseal, which also returns the envelope's format.
+func unseal(data []byte) ([]byte, int, error) {
 	if err := checkShape("the envelope", data); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var env envelope
 	if err := msgpack.Unmarshal(data, &env); err != nil {
-		return nil, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: not a snapshot document: %v", ErrCorrupt, err)
 	}
 	if env.Format == 0 || env.Body == nil {
-		return nil, fmt.Errorf("%w: no format or body: not a hyperplane snapshot", ErrCorrupt)
+		return nil, 0, fmt.Errorf("%w: no format or body: not a hyperplane snapshot", ErrCorrupt)
 	}
 	if env.Format > Format {
-		return nil, fmt.Errorf("%w: format %d, this hyperplane reads formats %d to %d (upgrade hyperplane to read it)", ErrNewerFormat, env.Format, oldestFormat, Format)
+		return nil, 0, fmt.Errorf("%w: format %d, this hyperplane reads formats %d to %d (upgrade hyperplane to read it)", ErrNewerFormat, env.Format, oldestFormat, Format)
 	}
 	if env.Format < oldestFormat {
-		return nil, fmt.Errorf("%w: format %d: not a hyperplane snapshot", ErrCorrupt, env.Format)
+		return nil, 0, fmt.Errorf("%w: format %d: not a hyperplane snapshot", ErrCorrupt, env.Format)
 	}
 	if sum := crc32.ChecksumIEEE(env.Body); sum != env.Checksum {
-		return nil, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
+		return nil, 0, fmt.Errorf("%w: checksum mismatch: body has crc32 %08x, the snapshot records %08x", ErrCorrupt, sum, env.Checksum)
 	}
 	if err := checkShape("the body", env.Body); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return env.Body, nil
+	return env.Body, env.Format, nil
 }
 
 // maxDepth bounds the arrays and maps open at once in a stored object's

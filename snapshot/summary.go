@@ -80,7 +80,7 @@ type Weight struct {
 func Summarize(s *Snapshot, top int) Summary {
 	st := s.State
 	sum := Summary{
-		Format:         Format,
+		Format:         cmp.Or(s.Format, Format),
 		Model:          s.Model,
 		Generation:     s.Generation,
 		Created:        s.Created,

@@ -206,3 +206,26 @@ func twoGenerations(t *testing.T, dir string) {
 	}
 	store.Close()
 }
+
+// TestInspectSaysTheFilesFormat: inspect prints the format a file was
+// written in, not the one this hyperplane writes: an operator checking
+// which generations an older worker wrote reads it there.
+func TestInspectSaysTheFilesFormat(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "train.jsonl", "-examples", "200", "-seed", "2")
+	fresh := filepath.Join(dir, "fresh.model")
+	mustRun(t, "", "train", "-input", data, "-name", "clicks", "-hash-bits", "10", "-out", fresh)
+	for path, want := range map[string]int{
+		"../../snapshot/testdata/averaged-format1.msgpack": 1,
+		"../../snapshot/testdata/averaged-format2.msgpack": 2,
+		fresh: snapshot.Format,
+	} {
+		var sum snapshot.Summary
+		if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "-top", "0", path)), &sum); err != nil {
+			t.Fatalf("inspect %s: %v", path, err)
+		}
+		if sum.Format != want {
+			t.Errorf("inspect %s: format %d, want %d", path, sum.Format, want)
+		}
+	}
+}
