@@ -28,6 +28,13 @@ func TestValidateLabels(t *testing.T) {
 			c.Labels = Labels{Kind: KindJetStream, Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
 		}, ""},
 		{"core NATS", func(c *Config) { c.Labels.Kind = KindNATS }, "labels.kind"},
+		{"no labels", func(c *Config) { c.Labels = Labels{Format: "auto", Window: time.Minute, MaxPending: 1} }, ""},
+		{"a topic without a kind", func(c *Config) { c.Labels.Kind, c.Labels.Default = "", "" }, "labels.kind"},
+		{"a default without a kind", func(c *Config) { c.Labels.Kind, c.Labels.Topics = "", nil }, "labels.kind"},
+		{"a stream without a kind", func(c *Config) {
+			*c = validJetStream()
+			c.Labels = Labels{Stream: "CLICKS", Subject: "clicks", Format: "auto", Window: time.Minute, MaxPending: 1}
+		}, "labels.kind"},
 		{"kafka labels, jetstream source", func(c *Config) {
 			*c = validJetStream()
 			c.Labels = Labels{Kind: KindKafka, Topics: []string{"clicks"}, Format: "auto", Window: time.Minute, MaxPending: 1}

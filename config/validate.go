@@ -777,6 +777,22 @@ func (c Config) validateLabels() error {
 	l := c.Labels
 	switch l.Kind {
 	case "":
+		// Without a kind there is no join: a labels' topic, stream or
+		// default set here would be ignored, and the examples waiting
+		// for those labels predicted and never learned.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"topics", len(l.Topics) > 0},
+			{"stream", l.Stream != ""},
+			{"subject", l.Subject != ""},
+			{"default", l.Default != ""},
+		} {
+			if f.set {
+				return fieldErr("labels.kind", "required with labels.%s: kafka or jetstream, the input of the labels that come later (or remove labels.%s)", f.name, f.name)
+			}
+		}
 		return nil
 	case KindKafka:
 		if c.Source.Kind != KindKafka {
