@@ -89,6 +89,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if rate < 0 {
 		return usagef("-rate: must be 0 or more, got %v", rate)
 	}
+	if labelDelay > 0 && 10*labelDelay < time.Millisecond {
+		return usagef("-label-delay: must be 0s or at least 100µs (labels.window, ten times it, is at least 1ms), got %s", labelDelay)
+	}
 	if labelDelay > 0 && !flagGiven(fs, "rate") {
 		rate = 5000
 	}
@@ -96,6 +99,23 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	dataDir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return err
+	}
+	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
+	cfg.Source.Kind = config.KindJetStream
+	cfg.Source.Stream = "EXAMPLES"
+	cfg.Outputs.Predictions = config.Destination{Kind: config.KindJetStream, Topic: "demo.predictions"}
+	cfg.Outputs.Misclassifications = config.Destination{Kind: config.KindJetStream, Topic: "demo.misclassifications"}
+	cfg.Outputs.DeadLetter = config.Destination{Kind: config.KindJetStream, Topic: "demo.dead_letters"}
+	if labelDelay > 0 {
+		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
+			Window: 10 * labelDelay, MaxPending: config.Default().Labels.MaxPending}
+		cfg.Outputs.LateLabels = config.Destination{Kind: config.KindJetStream, Topic: "demo.late_labels"}
+	}
+	// Checked before the previous demo's snapshots are removed and the
+	// server started, naming the flag: the server's URL is not known yet.
+	cfg.NATS.URL = "nats://127.0.0.1:4222"
+	if err := cfg.Validate(); err != nil {
+		return configErr(err, map[string]string{"http.addr": "-http"})
 	}
 	// Each demo streams a new stream: the previous demo's model would
 	// resume from positions this one does not have.
@@ -105,7 +125,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := os.RemoveAll(filepath.Join(dataDir, cfg.Model.Name)); err != nil {
 		return usagef("-data %s: %v (want a directory the demo may write in)", dataDir, err)
 	}
-	cfg.Snapshot.URL = "file://" + filepath.ToSlash(dataDir)
 	// Snapshots by count only, not by time: the same demo writes the same
 	// generations however fast the machine is (the README shows them).
 	cfg.Snapshot.Every, cfg.Snapshot.Interval = 50000, 0
@@ -153,19 +172,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	var labels *feed.Labels
 	if labelDelay > 0 {
 		labels = feed.NewLabels(sink, config.Destination{Kind: config.KindJetStream, Topic: "demo.labels"}, labelDelay, 0, wire.FormatJSON, o.Seed)
-		cfg.Labels = config.Labels{Kind: config.KindJetStream, Stream: "LABELS", Subject: "demo.labels", Format: cfg.Source.Format,
-			Window: 10 * labelDelay, MaxPending: config.Default().Labels.MaxPending}
-		cfg.Outputs.LateLabels = config.Destination{Kind: config.KindJetStream, Topic: "demo.late_labels"}
 		fmt.Fprintf(e.stdout, "without their labels: each label follows its example by %s on average, on stream LABELS; labels.window is %s\n", labelDelay, cfg.Labels.Window)
 	}
 	fmt.Fprintln(e.stdout)
 
 	cfg.NATS.URL = ns.ClientURL()
-	cfg.Source.Kind = config.KindJetStream
-	cfg.Source.Stream = "EXAMPLES"
-	cfg.Outputs.Predictions = config.Destination{Kind: config.KindJetStream, Topic: "demo.predictions"}
-	cfg.Outputs.Misclassifications = config.Destination{Kind: config.KindJetStream, Topic: "demo.misclassifications"}
-	cfg.Outputs.DeadLetter = config.Destination{Kind: config.KindJetStream, Topic: "demo.dead_letters"}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

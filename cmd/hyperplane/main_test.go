@@ -288,6 +288,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "-examples", "10", "-http", "", "-data", data}, "-data " + data + ": "},
 		{[]string{"demo", "-examples", "10", "-http", "", "-data", dir, "-noise", "2"}, "-noise: must be a probability"},
 		{[]string{"demo", "-examples", "10", "-http", "", "-data", dir, "-noise", "-0.5"}, "-noise: must be a probability"},
+		{[]string{"demo", "-examples", "10", "-http", "nonsense", "-data", dir}, `-http: "nonsense" is not host:port`},
+		{[]string{"demo", "-examples", "10", "-http", ":99999", "-data", dir}, "-http: \":99999\": port"},
+		{[]string{"demo", "-examples", "10", "-http", "", "-data", dir, "-label-delay", "50us"}, "-label-delay: must be 0s or at least 100µs"},
 	}
 	for _, c := range cases {
 		_, _, err := runCmd(t, "", c.args...)
@@ -295,6 +298,30 @@ func TestUsageErrors(t *testing.T) {
 		if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("hyperplane %s: got %v, want a one-line usage error containing %q", strings.Join(c.args, " "), err, c.want)
 		}
+	}
+}
+
+// TestDemoBadFlagKeepsPreviousDemo: a bad -http stops the demo before it
+// replaces the previous demo's snapshots.
+func TestDemoBadFlagKeepsPreviousDemo(t *testing.T) {
+	data := t.TempDir()
+	previous := filepath.Join(data, "demo", "00000000000000000001.msgpack")
+	if err := os.MkdirAll(filepath.Dir(previous), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(previous, []byte("the previous demo's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, "", "demo", "-examples", "10", "-http", "nonsense", "-data", data)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.HasPrefix(err.Error(), "-http: ") {
+		t.Fatalf("demo -http nonsense: got %v, want a usage error naming -http", err)
+	}
+	if out != "" {
+		t.Errorf("demo -http nonsense started:\n%s", out)
+	}
+	if _, err := os.Stat(previous); err != nil {
+		t.Errorf("the previous demo's snapshot: %v", err)
 	}
 }
 
