@@ -36,6 +36,11 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	if len(cfg.Model.Challengers) == 0 {
 		return invalidConfig(e, args, errors.New("model.challengers: none to compare with the model (add a name and the model.learner keys it changes)"))
 	}
+	// The curve is written once every example is learned: a directory
+	// that is not there is said now, not after the whole input or log.
+	if err := checkOutputDir("-curve", curvePath); err != nil {
+		return err
+	}
 	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}
 	opts.Decoder.MaxFeatures, opts.Decoder.MaxBytes = in.maxFeatures, in.maxBytes
 	for _, c := range cfg.Model.Challengers {

@@ -171,6 +171,8 @@ func TestBacktestRefusals(t *testing.T) {
 		{"bad alpha", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--model.compare.alpha", "2"}, "model.compare.alpha"},
 		{"a partitioned stream", []string{"--model.challengers", "s:hash_seed=2", "--nats.url", "nats://127.0.0.1:1", "--source.kind", "jetstream",
 			"--source.stream", "EXAMPLES", "--source.subject", "examples.*", "--source.stream_partitions", "2"}, "source.stream_partitions: 2: backtest reads"},
+		{"a curve in no directory", []string{"--input", in, "--model.challengers", "s:hash_seed=2", "--curve", filepath.Join(dir, "none", "c.svg")},
+			"-curve " + filepath.Join(dir, "none", "c.svg") + ": directory " + filepath.Join(dir, "none")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := runCmd(t, "", append([]string{"backtest"}, c.args...)...)
