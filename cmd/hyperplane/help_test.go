@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/hyperplane-ml/hyperplane/config"
 )
 
 // TestHelpPrintsUsageOnce: every command's -h prints its usage once, on
@@ -34,6 +36,17 @@ func TestHelpPrintsUsageOnce(t *testing.T) {
 					t.Errorf("stderr: %q", stderr)
 				}
 			})
+		}
+	}
+}
+
+// TestSetupHelpNamesEveryOutput: setup creates a topic or stream for every
+// key of outputs (internal/provision), and its -h names each.
+func TestSetupHelpNamesEveryOutput(t *testing.T) {
+	out := mustRun(t, "", "setup", "-h")
+	for _, d := range (config.Outputs{}).Destinations() {
+		if !strings.Contains(out, d.Key) {
+			t.Errorf("setup -h does not name %s:\n%s", d.Key, out)
 		}
 	}
 }

@@ -48,7 +48,8 @@ Configuration keys it reads, as run reads them (--config FILE, HYPERPLANE_* vari
                                    the labels' topic, with as many partitions as the
                                    source's topics, or stream (partitioned as the
                                    source's with source.stream_partitions)
-  outputs.predictions, outputs.misclassifications, outputs.dead_letter, outputs.drift
+  outputs.predictions, outputs.misclassifications, outputs.dead_letter, outputs.drift,
+  outputs.late_labels, outputs.challenger_predictions, outputs.promotions
                                    kafka:<topic> outputs: a topic each; jetstream:<subject>
                                    outputs: a stream each (SUBJECT_IN_CAPITALS), unless a
                                    stream stores the subject already
