@@ -26,6 +26,8 @@ func (l *genLabels) validate(examples feed.Target) error {
 		return usagef("-labels-to: kafka:<topic> or jetstream:<subject> (core NATS has no replay: a join over it could not be replayed)")
 	case l.to.Kind != examples.Kind:
 		return usagef("-labels-to: the labels go to the examples' kind of broker (%s)", examples.Kind)
+	case l.to.Topic == examples.Topic:
+		return usagef("-labels-to: %s is -to's: the labels need a topic or subject of their own, as the worker's labels.topics and labels.subject do", l.to)
 	case l.delay < 0:
 		return usagef("-label-delay: must be 0s or more, got %s", l.delay)
 	case l.missing < 0 || l.missing > 1:

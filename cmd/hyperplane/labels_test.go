@@ -87,6 +87,22 @@ func TestGenLabelsTo(t *testing.T) {
 	}
 }
 
+// TestGenLabelsToTheExamplesTopic: gen refuses -labels-to the topic the
+// examples go to, where the worker could never join them, and publishes
+// nothing.
+func TestGenLabelsToTheExamplesTopic(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples"))
+	_, stderr, err := runCmd(t, "", "gen", "-examples", "10", "-to", "kafka:examples", "-labels-to", "kafka:examples",
+		"-label-delay", "1ms", "-kafka-brokers", strings.Join(c.ListenAddrs(), ","))
+	var u *usageError
+	if !errors.As(err, &u) || !strings.HasPrefix(err.Error(), "-labels-to: kafka:examples is -to's") {
+		t.Fatalf("gen: got %v, want a usage error naming -labels-to\n%s", err, stderr)
+	}
+	if strings.Contains(stderr, "published") {
+		t.Errorf("gen published: %s", stderr)
+	}
+}
+
 // TestDemoLabelDelay: the demo with labels that come later joins them and
 // says so in its summary, with the served accuracy, and inspect shows the
 // join of the snapshot.
