@@ -217,6 +217,7 @@ func TestSetupReportsProblems(t *testing.T) {
 	ctx := context.Background()
 	all := testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "ALL", Subjects: []string{"in.>", "out.taken"}})
 	was := all.CachedInfo().Config
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "LB", Subjects: []string{"lb.x"}})
 	nats := []string{"setup", "--nats.url", srv.URL(), "--source.kind", "jetstream"}
 	failures := []struct {
 		name  string
@@ -229,6 +230,9 @@ func TestSetupReportsProblems(t *testing.T) {
 		}},
 		{"stream without the subject", []string{"--source.stream", "ALL", "--source.subject", "elsewhere.>"}, []string{
 			"failed jetstream stream ALL exists, but its subjects in.> out.taken do not include source.subject elsewhere.>",
+		}},
+		{"labels' stream without the subject", []string{"--source.stream", "ALL", "--source.subject", "in.x", "--labels.kind", "jetstream", "--labels.stream", "LB", "--labels.subject", "lb.y"}, []string{
+			"failed jetstream stream LB exists, but its subjects lb.x do not include labels.subject lb.y: change labels.subject, or the stream",
 		}},
 		{"stream not partitioned", []string{"--source.stream", "ALL", "--source.subject", "in.*", "--source.stream_partitions", "4"}, []string{
 			"failed jetstream stream ALL exists, but has no subject transform, so no partitions, and source.stream_partitions is 4: delete it",

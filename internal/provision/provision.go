@@ -46,7 +46,7 @@ type Target struct {
 	// transform.
 	Partitions int
 	Name       string   // the topic, stream or subject
-	Subject    string   // kind stream: source.subject, the subjects it stores
+	Subject    string   // kind stream: source.subject or labels.subject, the subjects it stores
 	Keys       []string // the keys that name it
 }
 
@@ -298,11 +298,12 @@ func describeStreamResult(r natsio.StreamResult, t Target) string {
 	}
 	switch {
 	case errors.Is(r.Err, natsio.ErrSubjectNotStored):
-		return fmt.Sprintf("exists, but its subjects %s do not include source.subject %s: change source.subject, or the stream (setup changes nothing that exists)", strings.Join(r.Info.Config.Subjects, " "), t.Subject)
+		key := subjectKey(t)
+		return fmt.Sprintf("exists, but its subjects %s do not include %s %s: change %s, or the stream (setup changes nothing that exists)", strings.Join(r.Info.Config.Subjects, " "), key, t.Subject, key)
 	case errors.Is(r.Err, natsio.ErrNotPartitioned):
 		return fmt.Sprintf("exists, but has no subject transform, so no partitions, and source.stream_partitions is %d: delete it to have setup create it partitioned (a nats-server older than %s creates it without one), or set source.stream_partitions to 0 (setup changes nothing that exists)", t.Partitions, natsio.PartitionedStreamServer)
 	case errors.Is(r.Err, natsio.ErrNoSubject):
-		return "does not exist, and source.subject is empty: set it to the subjects the stream is to store"
+		return fmt.Sprintf("does not exist, and %s is empty: set it to the subjects the stream is to store", subjectKey(t))
 	case errors.Is(r.Err, natsio.ErrReadBack):
 		return fmt.Sprintf("exists and stores %s, but it is the source stream: the worker would read its own events; choose another output subject", subject)
 	case errors.Is(r.Err, jetstream.ErrStreamNameAlreadyInUse):
@@ -311,6 +312,15 @@ func describeStreamResult(r natsio.StreamResult, t Target) string {
 		return r.Err.Error()
 	}
 	return describeStream(r.Info)
+}
+
+// subjectKey is the key of the subject a stream target stores:
+// labels.subject for the labels' stream, source.subject for the source's.
+func subjectKey(t Target) string {
+	if slices.Contains(t.Keys, "labels.stream") {
+		return "labels.subject"
+	}
+	return "source.subject"
 }
 
 // checkPartitionedStreamServer connects to NATS and fails, saying which
