@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -68,6 +69,11 @@ type JetStreamSource struct {
 	changedErr error
 	watched    chan struct{}
 
+	// read, when not nil, is the last sequence handed over (or the one
+	// the source resumed after), for the check that the stream was not
+	// recreated under it.
+	read *atomic.Int64
+
 	closeOnce sync.Once
 	mu        sync.Mutex
 	iter      jetstream.MessagesContext // the current one, stopped by Close
@@ -97,6 +103,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	}
 	key := shardid.Stream(stream).String()
 	cfg := jetstream.OrderedConsumerConfig{}
+	read := new(atomic.Int64)
 	if subject != "" {
 		if err := checkFilter(ctx, js, stream, subject); err != nil {
 			return nil, err
@@ -109,6 +116,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		}
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = uint64(seq) + 1
+		read.Store(seq)
 		if err := checkBeyond(ctx, js, stream, seq); err != nil {
 			return nil, err
 		}
@@ -141,7 +149,33 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			cfg.OptStartTime = &t
 		}
 	}
-	return newJetStreamSource(ctx, js, nc, stream, key, cfg, nil, 0, log)
+	// A stream deleted and created again while the source reads it: the
+	// ordered consumer goes on at the sequence after the last one read,
+	// and would skip, without a word, every new message before it.
+	check := func(ctx context.Context) error {
+		return checkNotRecreated(ctx, js, stream, read.Load())
+	}
+	return newJetStreamSource(ctx, js, nc, stream, key, cfg, check, RecreatedCheck, read, log)
+}
+
+// RecreatedCheck is how often a source of a whole stream (or of
+// source.subject) checks that the stream was not deleted and created
+// again under it.
+var RecreatedCheck = DefaultPartitioningCheck //nolint:gochecknoglobals // tests shorten it
+
+// checkNotRecreated fails when seq, the last sequence read, is past the
+// stream's last sequence, which never goes back but when the stream is
+// created again. A failed lookup (an outage, a stream deleted and not yet
+// created again) says nothing.
+func checkNotRecreated(ctx context.Context, js jetstream.JetStream, stream string, seq int64) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil
+	}
+	if last := st.CachedInfo().State.LastSeq; uint64(seq) > last {
+		return &repartitionedError{fmt.Errorf("jetstream %s: sequence %d was read, and the stream's last sequence is now %d: was the stream recreated? Its messages are not those read before (a new model.name learns them from the start)", stream, seq, last)}
+	}
+	return nil
 }
 
 // checkBeyond fails when seq, the last sequence the model includes, is
@@ -206,12 +240,13 @@ func checkFilter(ctx context.Context, js jetstream.JetStream, stream, subject st
 // returns the source that reads it, whose messages are under key.
 //
 // check, if not nil, is called every checkEvery while the source is open:
-// an error it returns that wraps a *repartitionedError ends the source,
+// an error it returns that wraps a *repartitionedError ends the source
+// (read, if not nil, is kept at the last sequence handed over, for it),
 // and Fetch returns it (a partition's ordered consumer, filtered to the
 // partition's subjects, would otherwise wait for ever on a stream whose
 // transform now stores elsewhere).
 func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.Conn, stream, key string, cfg jetstream.OrderedConsumerConfig,
-	check func(context.Context) error, checkEvery time.Duration, log *zap.Logger) (*JetStreamSource, error) {
+	check func(context.Context) error, checkEvery time.Duration, read *atomic.Int64, log *zap.Logger) (*JetStreamSource, error) {
 	s := &JetStreamSource{
 		js:     js,
 		nc:     nc,
@@ -220,6 +255,7 @@ func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.
 		log:    log.With(zap.String("source", key)),
 		msgs:   make(chan delivery, bufferSize),
 		done:   make(chan struct{}),
+		read:   read,
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -363,6 +399,9 @@ func (s *JetStreamSource) pump(ctx context.Context, iter jetstream.MessagesConte
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = meta.Sequence.Stream + 1
 		cfg.OptStartTime = nil
+		if s.read != nil {
+			s.read.Store(seq)
+		}
 	}
 }
 

@@ -540,6 +540,44 @@ func TestJetStreamSourceGone(t *testing.T) {
 	}
 }
 
+// TestJetStreamSourceRecreatedWhileReading: a stream deleted and created
+// again while a source reads it ends the source with an error naming the
+// stream and both sequences, rather than the source waiting without a
+// word for the new stream to pass the sequence it had read.
+func TestJetStreamSourceRecreatedWhileReading(t *testing.T) {
+	defer func(d time.Duration) { nats.RecreatedCheck = d }(nats.RecreatedCheck)
+	nats.RecreatedCheck = 50 * time.Millisecond
+	_, nc, js := startJetStream(t)
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "anew", Subjects: []string{"anew.in"}, Storage: jetstream.MemoryStorage})
+	publish(t, js, "anew.in", seqValues(0, 5)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := nats.NewJetStreamSource(ctx, nc, "anew", "", nil, wire.Start{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for n := 0; n < 5; {
+		msgs, err := src.Fetch(ctx, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(msgs)
+	}
+	if err := js.DeleteStream(ctx, "anew"); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: "anew", Subjects: []string{"anew.in"}, Storage: jetstream.MemoryStorage})
+	publish(t, js, "anew.in", seqValues(0, 2)...)
+	msgs, err := src.Fetch(ctx, 5)
+	if err == nil {
+		t.Fatalf("a stream recreated with 2 messages after 5 were read: fetched %d, want an error", len(msgs))
+	}
+	if msg := err.Error(); !strings.Contains(msg, "anew") || !strings.Contains(msg, "sequence 5") || !strings.Contains(msg, "last sequence is now 2") || !strings.Contains(msg, "recreated") {
+		t.Errorf("a stream recreated with 2 messages after 5 were read: %v, want the stream and both sequences named", err)
+	}
+}
+
 // TestJetStreamSourceRecreated: a source resuming from a position past
 // the stream's last sequence (the stream was deleted and created again)
 // fails naming both sequences, rather than waiting for the new stream to

@@ -140,7 +140,8 @@ func (s *JetStreamShards) current(ctx context.Context) (*jetstream.StreamInfo, e
 }
 
 // repartitionedError says that the stream is no longer partitioned as
-// when the shards were opened: it is err.
+// when the shards were opened, or that it was created again under a
+// source reading it: it is err.
 type repartitionedError struct{ err error }
 
 func (e *repartitionedError) Error() string { return e.err.Error() }
@@ -291,7 +292,7 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 	if every <= 0 {
 		every = DefaultPartitioningCheck
 	}
-	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, s.log)
+	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, nil, s.log)
 }
 
 // CoShard is the partition of s co-partitioned with shard, a partition of
