@@ -110,27 +110,37 @@ func (x *Epochs) labelsRange(ctx context.Context, shard shardid.ID, ends map[sha
 }
 
 // labelsEnds are the ends of the labels' partitions, by the examples'
-// shard each is co-partitioned with.
+// shard each is co-partitioned with. A shard whose labels' partition is
+// missing (a partition added to the examples' topic and not yet to the
+// labels', which no operator can add to both at once) is waited for, the
+// worker not ready and saying which, rather than stopping the worker.
 func (x *Epochs) labelsEnds(ctx context.Context, shards []shardid.ID) (map[shardid.ID]int64, error) {
-	var ends map[shardid.ID]int64
-	err := x.retry(ctx, NotReadySource, "read the labels' ends", func(ctx context.Context) (err error) {
-		ends, err = x.cfg.Labels.Shards.Ends(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	by := make(map[shardid.ID]int64, len(shards))
-	for _, s := range shards {
+	lshards := make([]shardid.ID, len(shards))
+	for i, s := range shards {
 		lshard, err := x.cfg.Labels.CoShard(s)
 		if err != nil {
 			return nil, err
 		}
-		end, ok := ends[lshard]
-		if !ok {
-			return nil, fmt.Errorf("labels.topics: the labels have no partition %s, co-partitioned with shard %s", lshard, s)
+		lshards[i] = lshard
+	}
+	var by map[shardid.ID]int64
+	err := x.retry(ctx, NotReadySource, "read the labels' ends", func(ctx context.Context) error {
+		ends, err := x.cfg.Labels.Shards.Ends(ctx)
+		if err != nil {
+			return err
 		}
-		by[s] = end
+		by = make(map[shardid.ID]int64, len(shards))
+		for i, s := range shards {
+			end, ok := ends[lshards[i]]
+			if !ok {
+				return fmt.Errorf("labels.topics: the labels have no partition %s, co-partitioned with shard %s: waiting for it to be added", lshards[i], s)
+			}
+			by[s] = end
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return by, nil
 }

@@ -527,3 +527,44 @@ func TestEpochsJoinWithAPendingExampleIsAnError(t *testing.T) {
 		t.Fatalf("Run: %v, want an error saying %q", err, want)
 	}
 }
+
+// TestEpochsWaitForANewShardsLabels: the examples' topic has partitions
+// that the labels' topic does not have yet, as between adding a partition
+// to one and to the other: the worker is not ready, naming labels.topics
+// and the missing partition, where it stopped for good, and once the
+// labels' partitions appear it learns what a run that never missed them
+// learns.
+func TestEpochsWaitForANewShardsLabels(t *testing.T) {
+	j := newJoinedEpochs(t, 100)
+	run := func(labels *growingShards) joinedOutcome {
+		t.Helper()
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		cfg := j.config(store, memory.NewSink(), "w")
+		cfg.Labels.Shards = labels
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		x, done := j.start(ctx, cfg, store)
+		if !labels.grown.Load() {
+			wait.For(t, time.Minute, 5*time.Millisecond, "the worker not ready for a missing labels' partition", func() bool {
+				select {
+				case err := <-done:
+					t.Fatalf("the worker stopped: %v", err)
+				default:
+				}
+				return slices.ContainsFunc(x.NotReady(), func(r string) bool {
+					return strings.Contains(r, "labels.topics: the labels have no partition memory:labels/")
+				})
+			})
+			labels.grow()
+		}
+		return stopAt(t, x, done, cancel, j.waitLast(store))
+	}
+	whole := &growingShards{Log: j.labels}
+	whole.grow()
+	want := run(whole)
+	got := run(&growingShards{Log: j.labels})
+	if got.counts != want.counts || got.positions != want.positions {
+		t.Errorf("labels' partitions added late: outcomes %+v reaching %s, want %+v reaching %s", got.counts, got.positions, want.counts, want.positions)
+	}
+}
