@@ -45,7 +45,7 @@ func (d *Decoder) decodeJSON(b []byte, x *learner.Example, deferHash bool) (Meta
 		return meta, syntaxError("example", b, i, "a JSON object")
 	}
 	if b[i] != '{' {
-		if kind := jsonscan.Kind(b[i]); kind != "" {
+		if kind := jsonscan.KindAt(b, i); kind != "" {
 			return meta, decodeErr("example", "not a JSON object (got %s)", kind)
 		}
 		return meta, syntaxError("example", b, i, "a JSON object")

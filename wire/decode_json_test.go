@@ -87,7 +87,7 @@ func TestJSONSyntaxErrors(t *testing.T) {
 		{"unknown NaN", `{"u":[1,NaN]}`, "u", "NaN is not a JSON number", false},
 		{"unknown nan", `{"u":{"v":nan}}`, "u", "nan is not a JSON number", false},
 		{"unknown -Infinity", `{"u":-Infinity}`, "u", "-Infinity is not a JSON number", false},
-		{"a word that starts like nan", `{"features":{"a":nano}}`, "features.a", "value is not a number or string (got null)", false},
+		{"a word that starts like nan", `{"features":{"a":nano}}`, "features.a", "unexpected 'a' at byte 18 (want 'u')", false},
 		{"a word that starts like inf", `{"features":{"a":info}}`, "features.a", "unexpected 'i' at byte 17 (want a value)", false},
 		{"bad literal", `{"label":tru}`, "label", "unexpected '}' at byte 12 (want 'e')", false},
 		{"bad null", `{"id":nul}`, "id", "(want 'l')", false},
@@ -116,6 +116,10 @@ func TestJSONSyntaxErrors(t *testing.T) {
 		{"null", "null", "example", "not a JSON object (got null)", false},
 		{"number", "12", "example", "not a JSON object (got number)", false},
 		{"garbage", "hello", "example", "unexpected 'h' at byte 0 (want a JSON object)", false},
+		{"not a null", "not json", "example", "unexpected 'n' at byte 0 (want a JSON object)", false},
+		{"not a boolean", "tru", "example", "unexpected 't' at byte 0 (want a JSON object)", false},
+		{"feature not a null", `{"features":{"a":nope}}`, "features.a", "unexpected 'o' at byte 18 (want 'u')", false},
+		{"dense value not a boolean", `{"x":[fals]}`, "x[0]", "unexpected ']' at byte 10 (want 'e')", false},
 		{"byte order mark", "\ufeff{}", "example", "unexpected byte 0xef at byte 0", false},
 	}
 	for _, tt := range tests {

@@ -84,6 +84,34 @@ func Kind(c byte) string {
 	return ""
 }
 
+// KindAt is Kind(b[i]), or "" where b[i] is the first letter of true,
+// false or null and the literal is not there: "nope" is no null, and no
+// value starts there.
+func KindAt(b []byte, i int) string {
+	if lit := literalOf(b[i]); lit != "" && !hasLiteral(b, i, lit) {
+		return ""
+	}
+	return Kind(b[i])
+}
+
+// literalOf is the literal that starts with c, or "" if none does.
+func literalOf(c byte) string {
+	switch c {
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	case 'n':
+		return "null"
+	}
+	return ""
+}
+
+// hasLiteral reports whether b[i:] starts with lit.
+func hasLiteral(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
 // Literal checks that b[i:] starts with the literal lit (true, false or
 // null) and returns the index after it.
 func Literal(b []byte, i int, lit string) (int, *Error) {
@@ -153,8 +181,12 @@ func TypeError(b []byte, i int, want string) *Error {
 	if name, ok := notJSONNumber(b, i); ok {
 		return notJSONNumberError(name) // nan is not null
 	}
-	kind := Kind(b[i])
+	kind := KindAt(b, i)
 	if kind == "" {
+		if lit := literalOf(b[i]); lit != "" {
+			_, err := Literal(b, i, lit) // where the letters part from the literal
+			return err
+		}
 		return SyntaxError(b, i, "a value")
 	}
 	return errorf("value is not %s (got %s)", want, kind)
