@@ -626,7 +626,11 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 	if err != nil {
 		key := m.Position.AppendEventID(scratch[:0])
 		w.metrics.DecodeErrors.Inc()
-		w.deadLetter(m, key, fmt.Errorf("label record: %w", err), reasonOf(j.cfg.Format, m.Value, err), b)
+		derr := fmt.Errorf("label record: %w", err)
+		if de := (*wire.DecodeError)(nil); errors.As(err, &de) && de.Field == wire.LabelRecordField {
+			derr = err
+		}
+		w.deadLetter(m, key, derr, reasonOf(j.cfg.Format, m.Value, err), b)
 		// A record of the labels' log all the same: its time counts.
 		w.joinOutcomes(j.join.Skip(t), b)
 		return key

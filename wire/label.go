@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -15,6 +16,10 @@ type LabelRecord struct {
 	Mark  bool
 }
 
+// LabelRecordField is the Field of a DecodeLabel error about the whole
+// record (empty, not an object or map, bytes after it).
+const LabelRecordField = "label record"
+
 // markKey is the key of a mark: {"mark": "<writer>"}.
 const markKey = "mark"
 
@@ -26,6 +31,12 @@ const markKey = "mark"
 func (d *Decoder) DecodeLabel(data []byte, format Format, x *learner.Example) (LabelRecord, error) {
 	meta, err := d.DecodeMessage(data, format, x)
 	if err != nil {
+		var de *DecodeError
+		if errors.As(err, &de) && de.Field == "example" {
+			// The whole record is wrong: it is a label record, not an
+			// example.
+			de.Field = LabelRecordField
+		}
 		return LabelRecord{}, err
 	}
 	switch {

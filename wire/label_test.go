@@ -45,7 +45,9 @@ func TestDecodeLabel(t *testing.T) {
 		{"features", []byte(`{"id":"a","label":1,"features":{"f":1}}`), FormatAuto, LabelRecord{}, "features"},
 		{"a label that is none", []byte(`{"id":"a","label":3}`), FormatAuto, LabelRecord{}, "label"},
 		{"not JSON", []byte(`{"id":`), FormatJSON, LabelRecord{}, "id"},
-		{"bytes after msgpack", append(mp(map[string]any{"id": "b", "label": 1}), 0xc0), FormatMsgpack, LabelRecord{}, "example"},
+		{"bytes after msgpack", append(mp(map[string]any{"id": "b", "label": 1}), 0xc0), FormatMsgpack, LabelRecord{}, "label record"},
+		{"empty", []byte(" "), FormatAuto, LabelRecord{}, "label record: empty payload"},
+		{"not an object", []byte(`[1]`), FormatAuto, LabelRecord{}, "label record: not a JSON object"},
 		{"JSON over the limit read as msgpack", []byte(`{"id":"` + strings.Repeat("a", DefaultMaxBytes) + `","label":1}`), FormatMsgpack, LabelRecord{}, "payload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
