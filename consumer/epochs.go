@@ -57,7 +57,12 @@ type EpochConfig struct {
 	// empty Owned says nothing yet. A range is not stopped then, only
 	// once an assignment leaves its shard out. nil means always.
 	Settled func() bool
-	Log     EpochLog
+	// Alone, if set, reports whether no other worker learns or follows
+	// the log now (kafka.Group.Alone): then a worker that learns every
+	// range of an epoch keeps their results and writes none
+	// (docs/scale-out.md, E4). nil means others may.
+	Alone func() bool
+	Log   EpochLog
 	// Writer names this worker in what it writes.
 	Writer string
 	// ConfigDigest is the digest of the history configuration
@@ -205,6 +210,11 @@ type Epochs struct {
 	// whose epoch is not mixed yet: the barrier takes them from here
 	// rather than reading back what it wrote.
 	results map[resultKey]*learner.State
+	// held are the results among them that are not in the log: a worker
+	// that learns every range of an epoch writes none (soleOwner), and
+	// writes those it holds if the barrier finds it must wait for
+	// another's (docs/scale-out.md, E4).
+	held map[resultKey]*epochlog.ShardResult
 	// joins are the shards' joins the mixed model holds (J_{e-1,s}), and
 	// joinedResults where the ranges of the epoch being learned reached,
 	// with their joins, for its mix: with labels only.
@@ -526,10 +536,10 @@ func (x *Epochs) shutdownTimeout() time.Duration {
 }
 
 // complete reports whether every non-empty range of b has its result in
-// the log now.
+// the log now, or held here.
 func (x *Epochs) complete(ctx context.Context, b *epochlog.Boundary) bool {
 	for _, r := range b.Shards {
-		if r.Empty() {
+		if r.Empty() || x.result(b.Epoch, x.curSHA, r.Shard) != nil {
 			continue
 		}
 		if ok, err := x.cfg.Log.ShardExists(ctx, x.cfg.Worker.Model, b.Epoch, r.Shard); err != nil || !ok {

@@ -33,6 +33,13 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	}
 	x.metrics.MissingShards.Set(float64(len(waiting)))
 	defer x.metrics.MissingShards.Set(0)
+	if len(waiting) > 0 {
+		// Another worker's result is needed: that worker needs the
+		// results held here too.
+		if err := x.writeHeld(ctx, b, sha); err != nil {
+			return nil, 0, err
+		}
+	}
 	found := func(shard shardid.ID) {
 		delete(waiting, shard)
 		x.metrics.MissingShards.Set(float64(len(waiting)))
@@ -50,7 +57,12 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			continue
 		}
 		bo := retry.Backoff{Min: 25 * time.Millisecond, Max: 2 * time.Second}
+		var held *learner.State
 		for polls := 0; ; polls++ {
+			// Learned here meanwhile, and held (E4).
+			if held = x.result(b.Epoch, sha, r.Shard); held != nil {
+				break
+			}
 			changed := x.changed()
 			ok, err := x.shardExists(ctx, b.Epoch, r.Shard)
 			if err != nil {
@@ -66,6 +78,25 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 					return nil, 0, err
 				}
 				continue
+			}
+			// The next boundary is cut only from a model that mixed
+			// every range of this epoch: a result missing below it was
+			// held by a worker that learned them all, or is lost. Either
+			// way no one writes it any more, and it is learned here.
+			if polls == 0 || polls == 3 || polls >= 7 {
+				if cut, err := x.nextCut(ctx, b.Epoch); err != nil {
+					return nil, 0, err
+				} else if cut {
+					if by, err := x.overtaking(ctx, b.Epoch); err != nil || by != nil {
+						return nil, 0, overtakenOr(by, err)
+					}
+					x.log.Info("a shard's result is not in the log, and the next epoch is cut: learning its range here",
+						zap.Uint64("epoch", b.Epoch), zap.Stringer("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To))
+					if err := x.learnAgain(ctx, b, sha, r, nil); err != nil {
+						return nil, 0, err
+					}
+					continue
+				}
 			}
 			// Retention deletes an epoch's results once a generation
 			// holds it: a worker that finds one missing for long may
@@ -86,6 +117,10 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			}
 		}
 		found(r.Shard)
+		if held != nil {
+			states = append(states, held)
+			continue
+		}
 		res, err := x.readShard(ctx, b, sha, r)
 		if err != nil {
 			return nil, 0, err
@@ -179,6 +214,61 @@ func (x *Epochs) forgetResults(e uint64) {
 			delete(x.joinedResults, k)
 		}
 	}
+	for k := range x.held {
+		if k.epoch <= e {
+			delete(x.held, k)
+		}
+	}
+}
+
+// hold keeps res, the result of a range this worker learned while it
+// owned every range of its epoch, for the barrier, without writing it.
+func (x *Epochs) hold(res *epochlog.ShardResult) {
+	x.keepResult(res)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.held == nil {
+		x.held = map[resultKey]*epochlog.ShardResult{}
+	}
+	x.held[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = res
+}
+
+// writeHeld writes the results of b's epoch that this worker holds and
+// has not written, in shard order: the barrier calls it when another
+// worker's result is needed too, since that worker needs these.
+func (x *Epochs) writeHeld(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	for _, r := range b.Shards {
+		key := resultKey{b.Epoch, sha, r.Shard}
+		x.mu.Lock()
+		res := x.held[key]
+		x.mu.Unlock()
+		if res == nil {
+			continue
+		}
+		if err := x.writeResult(ctx, b, r, res, nil, 0); err != nil {
+			return err
+		}
+		x.mu.Lock()
+		delete(x.held, key)
+		x.mu.Unlock()
+	}
+	return nil
+}
+
+// soleOwner reports whether this worker learns every non-empty range of
+// b itself, is alone (EpochConfig.Alone) and joins no labels: then no
+// other worker waits for its results, and it keeps them rather than
+// write them (docs/scale-out.md, E4).
+func (x *Epochs) soleOwner(b *epochlog.Boundary) bool {
+	if x.cfg.Labels != nil || x.cfg.Alone == nil || !x.cfg.Alone() {
+		return false
+	}
+	for _, r := range b.Shards {
+		if !r.Empty() && !x.owns(r.Shard) {
+			return false
+		}
+	}
+	return true
 }
 
 // readShard reads the result of range r of b, verified against b. A
@@ -204,7 +294,7 @@ func (x *Epochs) readShard(ctx context.Context, b *epochlog.Boundary, sha [32]by
 		if errors.Is(err, epochlog.ErrDamagedLog) && !relearned {
 			x.log.Warn("a shard's result is damaged: learning its range again from the boundary, and writing it again",
 				zap.Uint64("epoch", b.Epoch), zap.Stringer("shard", r.Shard), zap.Int64("from", r.From), zap.Int64("to", r.To), zap.Error(err))
-			if err := x.learnAgain(ctx, b, sha, r); err != nil {
+			if err := x.learnAgain(ctx, b, sha, r, nil); err != nil {
 				return nil, err
 			}
 			continue
@@ -217,6 +307,24 @@ func (x *Epochs) readShard(ctx context.Context, b *epochlog.Boundary, sha [32]by
 		}
 		return res, nil
 	}
+}
+
+// nextCut reports whether the boundary of the epoch after e is in the
+// log, damaged or not, retrying while the log fails.
+func (x *Epochs) nextCut(ctx context.Context, e uint64) (cut bool, err error) {
+	err = x.retry(ctx, NotReadySnapshots, fmt.Sprintf("look for epoch %d's boundary", e+1), func(ctx context.Context) error {
+		_, _, err := x.cfg.Log.Boundary(ctx, x.cfg.Worker.Model, e+1)
+		switch {
+		case err == nil || errors.Is(err, epochlog.ErrDamagedLog):
+			cut = true
+		case errors.Is(err, snapshot.ErrNotFound):
+			cut = false
+		default:
+			return err
+		}
+		return nil
+	})
+	return cut, err
 }
 
 // pause waits for bo's next delay, or less if changed is closed first: a

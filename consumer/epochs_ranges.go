@@ -183,12 +183,14 @@ func (x *Epochs) learn(ctx context.Context, b *epochlog.Boundary, sha [32]byte, 
 	if err != nil || exists {
 		return err
 	}
-	return x.learnAgain(ctx, b, sha, r)
+	return x.learnAgain(ctx, b, sha, r, x.soleOwner)
 }
 
 // learnAgain is learn whether or not the range's result exists: a result
-// found damaged is replaced by the one learned again (WriteShard).
-func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range) error {
+// found damaged is replaced by the one learned again (WriteShard). The
+// result is held, not written, if hold (nil: never) says so of b once the
+// range is learned.
+func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]byte, r epochlog.Range, hold func(*epochlog.Boundary) bool) error {
 	model := x.cfg.Worker.Model
 	m, err := x.rangeModel()
 	if err != nil {
@@ -306,6 +308,10 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (done.examples - before), Last: rs.Returned(),
 		State: done.state, Changed: &done.changed, ChallengersChanged: done.challengers, Writer: x.cfg.Writer, Created: time.Now().UTC(),
+	}
+	if rj == nil && hold != nil && hold(b) {
+		x.hold(res)
+		return nil
 	}
 	return x.writeResult(ctx, b, r, res, rj, end)
 }

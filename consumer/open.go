@@ -104,6 +104,7 @@ type Ownership struct {
 	Commit  func(ctx context.Context, positions map[string]int64) error
 	Changed func() <-chan struct{}
 	Settled func() bool
+	Alone   func() bool
 }
 
 // Pipeline is a model resumed from its store, with what it is learned
@@ -589,7 +590,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	if err != nil {
 		return nil, err
 	}
-	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled = own.Owned, own.Commit, own.Changed, own.Settled
+	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled, ecfg.Alone = own.Owned, own.Commit, own.Changed, own.Settled, own.Alone
 	return NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
 

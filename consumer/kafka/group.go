@@ -716,6 +716,24 @@ func (g *Group) Settled() bool {
 	return g.cur != nil
 }
 
+// Alone reports whether the member is in a generation in which it owns
+// every partition of its topics, two or more: then it is the group's
+// only member, since both balancers the group offers give a second
+// member a partition whenever there are at least as many partitions as
+// members. It fits consumer.EpochConfig.Alone.
+func (g *Group) Alone() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cur == nil {
+		return false
+	}
+	total := 0
+	for _, t := range g.topics {
+		total += g.cur.counts[t]
+	}
+	return total >= 2 && len(g.cur.owned) == total
+}
+
 // Changed returns a channel that is closed when what Owned returns changes
 // next: when a generation begins or ends (so a rebalance closes one
 // channel as it ends the generation and the next as the new generation

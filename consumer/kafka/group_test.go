@@ -222,6 +222,9 @@ func TestGroupOneMemberOwnsAll(t *testing.T) {
 	if !g.Settled() {
 		t.Fatal("not Settled in a generation")
 	}
+	if !g.Alone() {
+		t.Fatal("the only member of the group is not Alone")
+	}
 	// Owned is a copy.
 	g.Owned()[0] = shardid.Kafka("changed", 0)
 	if got := g.Owned(); !slices.Equal(got, want) {
@@ -235,6 +238,11 @@ func TestGroupSplitsPartitions(t *testing.T) {
 	all := shardsOf("t", upTo(6)...)
 	owned, took := settle(t, members, partitioned(all, 2))
 	t.Logf("three members split six partitions after %v: %q", took, owned)
+	for i, m := range members {
+		if m.Alone() {
+			t.Fatalf("member %d of three is Alone", i)
+		}
+	}
 	// The assignment is stable: no member rejoins while nothing changes,
 	// over ten heartbeats of each.
 	changed := make([]<-chan struct{}, len(members))

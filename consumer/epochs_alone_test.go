@@ -1,0 +1,338 @@
+package consumer_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hyperplane-ml/hyperplane/consumer"
+	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/shardid"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
+)
+
+// heldOutputs holds the first batch of outputs published once the
+// boundary of epoch at is in the log, until release is closed, or fails
+// it when its context is done first. Epoch at-1 is mixed then, which waits
+// for every output of it: the batch held is one of epoch at.
+type heldOutputs struct {
+	consumer.EpochLog
+	consumer.Sink
+	at      uint64
+	armed   atomic.Bool
+	held    chan struct{} // closed when the held batch is published
+	release chan struct{}
+	once    sync.Once
+}
+
+func (l *heldOutputs) CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
+	got, sha, err := l.EpochLog.CreateBoundary(ctx, b)
+	if err == nil && got.Epoch >= l.at {
+		l.armed.Store(true)
+	}
+	return got, sha, err
+}
+
+func (l *heldOutputs) Publish(ctx context.Context, batch []consumer.Output) error {
+	hold := false
+	if l.armed.Load() {
+		l.once.Do(func() { hold = true })
+	}
+	if hold {
+		close(l.held)
+		select {
+		case <-l.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.Sink.Publish(ctx, batch)
+}
+
+// TestEpochsAloneMixBesideTheOutputs: a worker alone, which learns every
+// range of an epoch and writes no results (docs/scale-out.md, E4), mixes
+// it while the ranges' outputs are published (docs/scale-out.md,
+// E6), and installs the mix only once every output is durable: with one
+// batch of epoch 3 held, the mix of epoch 3 is made but the worker still
+// holds W_2. Released, the worker ends with the model of a run without
+// the hold; stopped instead, before the batch is published, it never held
+// W_3, and a restart ends with that model too.
+func TestEpochsAloneMixBesideTheOutputs(t *testing.T) {
+	data := epochLog(600)
+	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	want := runEpochs(t, data, epochConfig(data, one, memory.NewSink(), "one"), one)
+
+	for _, stop := range []bool{false, true} {
+		name := "released"
+		if stop {
+			name = "stopped"
+		}
+		t.Run(name, func(t *testing.T) {
+			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			cfg := epochConfig(data, store, memory.NewSink(), "held")
+			held := &heldOutputs{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, held: make(chan struct{}), release: make(chan struct{})}
+			cfg.Log = held
+			cfg.Worker.Predictions.Sink, cfg.Worker.Misclassifications.Sink, cfg.Worker.DeadLetter.Sink = held, held, held
+			cfg.Worker.ShutdownTimeout = 2 * time.Second
+			cfg.Alone = func() bool { return true }
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			x, done := runUntilHeld(t, ctx, cfg, held.held, "an output of epoch 3 was published")
+			wait.For(t, time.Minute, time.Millisecond, "epoch 3 mixed while an output of it is published", func() bool { return x.EarlyMixMade(3) })
+			if got := x.Mixed(); got != 2 {
+				t.Fatalf("the worker holds the mix of epoch %d while an output of epoch 3 is published, want 2", got)
+			}
+			if !stop {
+				close(held.release)
+				if got := finalDigest(t, x, done, cancel, waitComplete(t, store, data)); got != want {
+					t.Fatalf("the model is %x, without the hold %x", got, want)
+				}
+				return
+			}
+			cancel()
+			<-done
+			if got := x.Mixed(); got != 2 {
+				t.Fatalf("stopped before epoch 3's outputs were published, the worker holds the mix of epoch %d, want 2", got)
+			}
+			ctx, cancel = context.WithCancel(context.Background())
+			defer cancel()
+			cfg = epochConfig(data, store, memory.NewSink(), "restarted")
+			cfg.Alone = func() bool { return true }
+			again, stopped := startEpochs(t, ctx, cfg, store)
+			if got := finalDigest(t, again, stopped, cancel, waitComplete(t, store, data)); got != want {
+				t.Fatalf("after the stop the model is %x, without it %x", got, want)
+			}
+		})
+	}
+}
+
+// writeCountingLog counts the shard results written to the log.
+type writeCountingLog struct {
+	consumer.EpochLog
+	writes atomic.Int64
+}
+
+func (l *writeCountingLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	l.writes.Add(1)
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
+// TestEpochsAloneWriteNoResults: a worker alone writes no shard result
+// and ends at the model of one that writes them all. A worker that
+// starts beside it, over its log (which holds no generation) and owning
+// half the shards, finds the results of the epochs it mixed missing below
+// boundaries that are cut, learns those ranges itself (docs/scale-out.md,
+// E5) and holds the same models: it checks each against the next
+// boundary's base digest. Once the first is no longer alone, both go on
+// to the same model over more examples.
+func TestEpochsAloneWriteNoResults(t *testing.T) {
+	data := epochLog(600)
+	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var alone atomic.Bool
+	alone.Store(true)
+	first := &writeCountingLog{EpochLog: unwrittenLog{epochlog.New(store)}}
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	cfg.Log = first
+	cfg.Alone = alone.Load
+	x, done := startEpochs(t, ctx, cfg, store)
+	last := waitComplete(t, store, data)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return x.Mixed() >= last })
+	if n := first.writes.Load(); n != 0 {
+		t.Fatalf("the worker alone wrote %d shard results", n)
+	}
+	if got := x.Model().State().Digest(); got != want {
+		t.Fatalf("the worker alone holds %x, one that writes its results %x", got, want)
+	}
+
+	alone.Store(false)
+	second := &writeCountingLog{EpochLog: unwrittenLog{epochlog.New(store)}}
+	bcfg := epochConfig(data, store, memory.NewSink(), "second")
+	bcfg.Log = second
+	bcfg.Owned = func() []shardid.ID { return shardIDs([]string{"memory:ex/1", "memory:ex/3", "memory:ex/5"}) }
+	y, ydone := startEpochs(t, ctx, bcfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the epochs before the last mixed by the second", func() bool { return y.Mixed() >= last-1 })
+	if second.writes.Load() == 0 {
+		t.Fatal("the second worker wrote no result of the ranges it learned")
+	}
+
+	for p := range 6 {
+		msgs, _ := messages(200)
+		data.Append(p, msgs...)
+	}
+	more := waitComplete(t, store, data)
+	if more <= last {
+		t.Fatalf("more examples made no epoch after %d", last)
+	}
+	for _, w := range []*consumer.Epochs{x, y} {
+		wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return w.Mixed() >= more })
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := x.Model().State().Digest(), y.Model().State().Digest(); a != b {
+		t.Fatalf("the first worker holds %x, the second %x", a, b)
+	}
+	if n := first.writes.Load(); n == 0 {
+		t.Fatal("the first worker, no longer alone, wrote no result")
+	}
+}
+
+// TestEpochsWriteWhatTheyHeldOnceNotAlone: a worker that held results
+// of an epoch while alone, and loses a shard to a second worker before
+// its barrier, writes them: the second worker's barrier needs them (or
+// would learn their ranges again), and the epochs go on to the model of
+// one worker.
+func TestEpochsWriteWhatTheyHeldOnceNotAlone(t *testing.T) {
+	data := epochLog(600)
+	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var alone atomic.Bool
+	alone.Store(true)
+	all := []string{"memory:ex/0", "memory:ex/1", "memory:ex/2", "memory:ex/3", "memory:ex/4", "memory:ex/5"}
+	var owned atomic.Pointer[[]string]
+	owned.Store(&all)
+	changed := make(chan struct{})
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	held := &heldShard{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, prefix: "memory:ex/5/", held: make(chan struct{})}
+	cfg.Log = held
+	cfg.Worker.Predictions.Sink, cfg.Worker.Misclassifications.Sink, cfg.Worker.DeadLetter.Sink = held, held, held
+	cfg.Alone = alone.Load
+	cfg.Owned = func() []shardid.ID { return shardIDs(*owned.Load()) }
+	cfg.Changed = func() <-chan struct{} { return changed }
+	cfg.SnapshotEvery = 1 << 40
+	cfg.Worker.ShutdownTimeout = 2 * time.Second
+	x, done := runUntilHeld(t, ctx, cfg, held.held, "an output of shard 5 in epoch 3 was published")
+	// The other ranges of epoch 3 learned, and held.
+	wait.For(t, time.Minute, time.Millisecond, "epoch 3's other ranges learned", func() bool { return x.HeldResults(3) == 5 })
+
+	// A second worker takes shard 5.
+	rest := all[:5]
+	alone.Store(false)
+	owned.Store(&rest)
+	close(changed)
+	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
+	cfg2.SnapshotEvery = 1 << 40
+	cfg2.Owned = func() []shardid.ID { return shardIDs([]string{"memory:ex/5"}) }
+	y, ydone := startEpochs(t, ctx, cfg2, store)
+	last := waitComplete(t, store, data)
+	for _, w := range []*consumer.Epochs{x, y} {
+		wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return w.Mixed() >= last })
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, w := range []*consumer.Epochs{x, y} {
+		if got := w.Model().State().Digest(); got != want {
+			t.Fatalf("worker %d holds %x, one worker %x", i, got, want)
+		}
+	}
+	if n := held.written.Load(); n != 5 {
+		t.Fatalf("the first worker wrote %d results of epoch 3, want the 5 it held", n)
+	}
+}
+
+// heldShard holds, until its context is done, the first batch of
+// outputs whose first key begins with prefix published once the boundary
+// of epoch at is in the log.
+type heldShard struct {
+	consumer.EpochLog
+	consumer.Sink
+	at     uint64
+	prefix string
+	armed  atomic.Bool
+	held   chan struct{}
+	once   sync.Once
+	// written counts the results of epoch at written.
+	written atomic.Int64
+}
+
+func (l *heldShard) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	if r.Epoch == l.at {
+		l.written.Add(1)
+	}
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
+func (l *heldShard) CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
+	got, sha, err := l.EpochLog.CreateBoundary(ctx, b)
+	if err == nil && got.Epoch >= l.at {
+		l.armed.Store(true)
+	}
+	return got, sha, err
+}
+
+func (l *heldShard) Publish(ctx context.Context, batch []consumer.Output) error {
+	hold := false
+	if l.armed.Load() && len(batch) > 0 && strings.HasPrefix(string(batch[0].Key), l.prefix) {
+		l.once.Do(func() { hold = true })
+	}
+	if hold {
+		close(l.held)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.Sink.Publish(ctx, batch)
+}
+
+// TestEpochsAloneOnceAssigned: a worker whose assignment comes after its
+// first epoch began learns the ranges at its barrier once it owns them
+// and, alone, holds their results there too: it mixes them without
+// writing one, and ends at the model of one that writes them.
+func TestEpochsAloneOnceAssigned(t *testing.T) {
+	data := epochLog(600)
+	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	var assigned atomic.Bool
+	changed := make(chan struct{})
+	log := &writeCountingLog{EpochLog: epochlog.New(store)}
+	cfg := epochConfig(data, store, memory.NewSink(), "late")
+	cfg.Log = log
+	cfg.Alone = assigned.Load
+	cfg.Settled = assigned.Load
+	cfg.Owned = func() []shardid.ID {
+		if !assigned.Load() {
+			return []shardid.ID{}
+		}
+		return shardIDs([]string{"memory:ex/0", "memory:ex/1", "memory:ex/2", "memory:ex/3", "memory:ex/4", "memory:ex/5"})
+	}
+	cfg.Changed = func() <-chan struct{} { return changed }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x, done := startEpochs(t, ctx, cfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the first boundary", func() bool {
+		e, err := epochlog.New(store).Epochs(ctx, "mixed")
+		return err == nil && len(e) > 0
+	})
+	assigned.Store(true)
+	close(changed)
+	if got := finalDigest(t, x, done, cancel, waitComplete(t, store, data)); got != want {
+		t.Fatalf("the worker assigned late holds %x, one worker %x", got, want)
+	}
+	if n := log.writes.Load(); n != 0 {
+		t.Fatalf("the worker alone wrote %d shard results", n)
+	}
+}
