@@ -112,6 +112,11 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			if !logged && time.Since(start) > barrierWarnAfter*x.cfg.Interval {
 				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start))
 			}
+			// Ranges learned here while alone, and held, are needed by
+			// the worker this one waits for.
+			if err := x.writeHeld(ctx, b, sha); err != nil {
+				return nil, 0, err
+			}
 			if err := pause(ctx, &bo, changed); err != nil {
 				return nil, 0, err
 			}
