@@ -19,17 +19,21 @@ import (
 )
 
 // heldOutputs holds the first batch of outputs published once the
-// boundary of epoch at is in the log, until release is closed, or fails
-// it when its context is done first. Epoch at-1 is mixed then, which waits
-// for every output of it: the batch held is one of epoch at.
+// boundary of epoch at is in the log, whose first key begins with prefix
+// ("" for any), until release is closed (nil: never), or fails it when
+// its context is done first. Epoch at-1 is mixed then, which waits for
+// every output of it: the batch held is one of epoch at. It counts the
+// results of epoch at written.
 type heldOutputs struct {
 	consumer.EpochLog
 	consumer.Sink
 	at      uint64
+	prefix  string
 	armed   atomic.Bool
 	held    chan struct{} // closed when the held batch is published
 	release chan struct{}
 	once    sync.Once
+	written atomic.Int64
 }
 
 func (l *heldOutputs) CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
@@ -40,9 +44,16 @@ func (l *heldOutputs) CreateBoundary(ctx context.Context, b *epochlog.Boundary) 
 	return got, sha, err
 }
 
+func (l *heldOutputs) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	if r.Epoch == l.at {
+		l.written.Add(1)
+	}
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
 func (l *heldOutputs) Publish(ctx context.Context, batch []consumer.Output) error {
 	hold := false
-	if l.armed.Load() {
+	if l.armed.Load() && len(batch) > 0 && strings.HasPrefix(string(batch[0].Key), l.prefix) {
 		l.once.Do(func() { hold = true })
 	}
 	if hold {
@@ -212,7 +223,7 @@ func TestEpochsWriteWhatTheyHeldOnceNotAlone(t *testing.T) {
 	owned.Store(&all)
 	changed := make(chan struct{})
 	cfg := epochConfig(data, store, memory.NewSink(), "first")
-	held := &heldShard{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, prefix: "memory:ex/5/", held: make(chan struct{})}
+	held := &heldOutputs{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, prefix: "memory:ex/5/", held: make(chan struct{})}
 	cfg.Log = held
 	cfg.Worker.Predictions.Sink, cfg.Worker.Misclassifications.Sink, cfg.Worker.DeadLetter.Sink = held, held, held
 	cfg.Alone = alone.Load
@@ -251,49 +262,6 @@ func TestEpochsWriteWhatTheyHeldOnceNotAlone(t *testing.T) {
 	if n := held.written.Load(); n != 5 {
 		t.Fatalf("the first worker wrote %d results of epoch 3, want the 5 it held", n)
 	}
-}
-
-// heldShard holds, until its context is done, the first batch of
-// outputs whose first key begins with prefix published once the boundary
-// of epoch at is in the log.
-type heldShard struct {
-	consumer.EpochLog
-	consumer.Sink
-	at     uint64
-	prefix string
-	armed  atomic.Bool
-	held   chan struct{}
-	once   sync.Once
-	// written counts the results of epoch at written.
-	written atomic.Int64
-}
-
-func (l *heldShard) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
-	if r.Epoch == l.at {
-		l.written.Add(1)
-	}
-	return l.EpochLog.WriteShard(ctx, r, base)
-}
-
-func (l *heldShard) CreateBoundary(ctx context.Context, b *epochlog.Boundary) (*epochlog.Boundary, [32]byte, error) {
-	got, sha, err := l.EpochLog.CreateBoundary(ctx, b)
-	if err == nil && got.Epoch >= l.at {
-		l.armed.Store(true)
-	}
-	return got, sha, err
-}
-
-func (l *heldShard) Publish(ctx context.Context, batch []consumer.Output) error {
-	hold := false
-	if l.armed.Load() && len(batch) > 0 && strings.HasPrefix(string(batch[0].Key), l.prefix) {
-		l.once.Do(func() { hold = true })
-	}
-	if hold {
-		close(l.held)
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return l.Sink.Publish(ctx, batch)
 }
 
 // TestEpochsAloneOnceAssigned: a worker whose assignment comes after its
