@@ -67,63 +67,6 @@ func (l *heldOutputs) Publish(ctx context.Context, batch []consumer.Output) erro
 	return l.Sink.Publish(ctx, batch)
 }
 
-// TestEpochsAloneMixBesideTheOutputs: a worker alone, which learns every
-// range of an epoch and writes no results (docs/scale-out.md, E4), mixes
-// it while the ranges' outputs are published (docs/scale-out.md,
-// E6), and installs the mix only once every output is durable: with one
-// batch of epoch 3 held, the mix of epoch 3 is made but the worker still
-// holds W_2. Released, the worker ends with the model of a run without
-// the hold; stopped instead, before the batch is published, it never held
-// W_3, and a restart ends with that model too.
-func TestEpochsAloneMixBesideTheOutputs(t *testing.T) {
-	data := epochLog(600)
-	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	want := runEpochs(t, data, epochConfig(data, one, memory.NewSink(), "one"), one)
-
-	for _, stop := range []bool{false, true} {
-		name := "released"
-		if stop {
-			name = "stopped"
-		}
-		t.Run(name, func(t *testing.T) {
-			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-			cfg := epochConfig(data, store, memory.NewSink(), "held")
-			held := &heldOutputs{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, held: make(chan struct{}), release: make(chan struct{})}
-			cfg.Log = held
-			cfg.Worker.Predictions.Sink, cfg.Worker.Misclassifications.Sink, cfg.Worker.DeadLetter.Sink = held, held, held
-			cfg.Worker.ShutdownTimeout = 2 * time.Second
-			cfg.Alone = func() bool { return true }
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			x, done := runUntilHeld(t, ctx, cfg, held.held, "an output of epoch 3 was published")
-			wait.For(t, time.Minute, time.Millisecond, "epoch 3 mixed while an output of it is published", func() bool { return x.EarlyMixMade(3) })
-			if got := x.Mixed(); got != 2 {
-				t.Fatalf("the worker holds the mix of epoch %d while an output of epoch 3 is published, want 2", got)
-			}
-			if !stop {
-				close(held.release)
-				if got := finalDigest(t, x, done, cancel, waitComplete(t, store, data)); got != want {
-					t.Fatalf("the model is %x, without the hold %x", got, want)
-				}
-				return
-			}
-			cancel()
-			<-done
-			if got := x.Mixed(); got != 2 {
-				t.Fatalf("stopped before epoch 3's outputs were published, the worker holds the mix of epoch %d, want 2", got)
-			}
-			ctx, cancel = context.WithCancel(context.Background())
-			defer cancel()
-			cfg = epochConfig(data, store, memory.NewSink(), "restarted")
-			cfg.Alone = func() bool { return true }
-			again, stopped := startEpochs(t, ctx, cfg, store)
-			if got := finalDigest(t, again, stopped, cancel, waitComplete(t, store, data)); got != want {
-				t.Fatalf("after the stop the model is %x, without it %x", got, want)
-			}
-		})
-	}
-}
-
 // writeCountingLog counts the shard results written to the log.
 type writeCountingLog struct {
 	consumer.EpochLog
