@@ -88,8 +88,7 @@ func (l *writeCountingLog) WriteShard(ctx context.Context, r *epochlog.ShardResu
 // to the same model over more examples.
 func TestEpochsAloneWriteNoResults(t *testing.T) {
 	data := epochLog(600)
-	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+	want := oneWorkerDigest(t, data)
 
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,8 +152,7 @@ func TestEpochsAloneWriteNoResults(t *testing.T) {
 // one worker.
 func TestEpochsWriteWhatTheyHeldOnceNotAlone(t *testing.T) {
 	data := epochLog(600)
-	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+	want := oneWorkerDigest(t, data)
 
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,8 +211,7 @@ func TestEpochsWriteWhatTheyHeldOnceNotAlone(t *testing.T) {
 // writing one, and ends at the model of one that writes them.
 func TestEpochsAloneOnceAssigned(t *testing.T) {
 	data := epochLog(600)
-	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	want := runEpochs(t, data, epochConfig(data, ref, memory.NewSink(), "ref"), ref)
+	want := oneWorkerDigest(t, data)
 
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	var assigned atomic.Bool

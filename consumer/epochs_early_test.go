@@ -52,8 +52,7 @@ func (l *heldResultLog) WriteShard(ctx context.Context, r *epochlog.ShardResult,
 // write, it never held W_3, and a restart ends with that model too.
 func TestEpochsMixBesideTheResults(t *testing.T) {
 	data := epochLog(600)
-	one := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	want := runEpochs(t, data, epochConfig(data, one, memory.NewSink(), "one"), one)
+	want := oneWorkerDigest(t, data)
 
 	// hold makes cfg hold a write of epoch 3, and returns the channels
 	// closed when it starts and to release it.

@@ -127,6 +127,15 @@ func runEpochs(t *testing.T, data *memory.Log, cfg consumer.EpochConfig, store *
 	return finalDigest(t, x, done, cancel, waitComplete(t, store, data))
 }
 
+// oneWorkerDigest is the model one worker mixes over data, at
+// epochConfig, on a store of its own: what the tests of other runs over
+// data end at.
+func oneWorkerDigest(t *testing.T, data *memory.Log) [32]byte {
+	t.Helper()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	return runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "one"), store)
+}
+
 // TestEpochsWaitOutAStoreOutage: a store that refuses every operation
 // from the first one of a kind (a shard's result, a boundary, a
 // generation) after epoch 1 makes the epochs not ready, with the reason,
