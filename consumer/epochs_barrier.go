@@ -180,8 +180,9 @@ type resultKey struct {
 
 // keepResult records the state of a range this worker learned and whose
 // result it wrote, or found written with the same content, for the
-// barrier of its epoch.
-func (x *Epochs) keepResult(res *epochlog.ShardResult) {
+// barrier of its epoch; with labels, join is its join (res.Join decoded),
+// nil if not at hand.
+func (x *Epochs) keepResult(res *epochlog.ShardResult, join *JoinState) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.results == nil {
@@ -192,7 +193,7 @@ func (x *Epochs) keepResult(res *epochlog.ShardResult) {
 		if x.joinedResults == nil {
 			x.joinedResults = map[resultKey]joinedResult{}
 		}
-		x.joinedResults[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = joinedResult{reached: res.Reached, join: res.Join}
+		x.joinedResults[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = joinedResult{reached: res.Reached, join: res.Join, state: join}
 	}
 	x.noteChangedLocked(res)
 }
@@ -229,7 +230,7 @@ func (x *Epochs) forgetResults(e uint64) {
 // hold keeps res, the result of a range this worker learned while it
 // owned every range of its epoch, for the barrier, without writing it.
 func (x *Epochs) hold(res *epochlog.ShardResult) {
-	x.keepResult(res)
+	x.keepResult(res, nil)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.held == nil {

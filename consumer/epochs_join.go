@@ -43,6 +43,9 @@ type EpochLabels struct {
 type joinedResult struct {
 	reached int64
 	join    []byte
+	// state is join decoded, when this worker learned the range: the mix
+	// takes it rather than decoding join again.
+	state *JoinState
 }
 
 // labelsFrom is where shard's labels begin in the next epoch: where the
@@ -328,12 +331,13 @@ func (j *rangeJoin) take(m *Message) (label int, labeled bool) {
 	return d.label, true
 }
 
-// state is the shard's join where the range reached, as a result
-// records it.
-func (j *rangeJoin) state(shard, labelsShard string, reached int64) ([]byte, error) {
+// state is the shard's join where the range reached, and its encoding
+// as a result records it.
+func (j *rangeJoin) state(shard, labelsShard string, reached int64) (*JoinState, []byte, error) {
 	st := j.join.State(reached)
 	st.Source, st.LabelsSource = shard, labelsShard
-	return st.encode()
+	b, err := st.encode()
+	return st, b, err
 }
 
 // keepJoined records where a range this worker learned or read reached,
@@ -367,9 +371,12 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 		if !ok {
 			return fmt.Errorf("epoch %d, shard %s: no join in its result", b.Epoch, r.Shard)
 		}
-		st, err := DecodeJoinState(jr.join)
-		if err != nil {
-			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
+		st := jr.state
+		if st == nil {
+			var err error
+			if st, err = DecodeJoinState(jr.join); err != nil {
+				return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
+			}
 		}
 		if x.joins == nil {
 			x.joins = map[shardid.ID]*JoinState{}

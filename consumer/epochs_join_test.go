@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -152,9 +153,16 @@ func TestRangeJoinIsTheRuleInAnyOrder(t *testing.T) {
 					}
 				}
 				want.digest = learn(want.reached, want.labels)
-				var err error
-				if want.join, err = rj.state("memory:ex/0", "memory:lb/0", want.reached); err != nil {
+				st, b, err := rj.state("memory:ex/0", "memory:lb/0", want.reached)
+				if err != nil {
 					t.Fatal(err)
+				}
+				want.join = b
+				// The mix takes the state of a range learned here as it is,
+				// not decoded from its result: it must be what the result
+				// decodes to.
+				if dec, err := DecodeJoinState(b); err != nil || !reflect.DeepEqual(dec, st) {
+					t.Fatalf("the range's join decodes to %+v (%v), the state kept is %+v", dec, err, st)
 				}
 				t.Logf("reached %d of %d, %d delayed examples learned", want.reached, to, len(want.labels))
 				if nl == len(lbs) && want.reached < int64(to)/2 {

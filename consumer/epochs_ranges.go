@@ -327,6 +327,7 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
 	defer cancel()
 	defer context.AfterFunc(x.grace, cancel)()
+	var join *JoinState
 	if rj != nil {
 		// Step E3 with labels: the head's outputs are durable too.
 		if err := x.awaitHead(wctx, r, reached); err != nil {
@@ -337,7 +338,7 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 			return err
 		}
 		res.Labels, res.Reached = r.Labels, reached
-		if res.Join, err = rj.state(r.Shard.String(), lshard.String(), reached); err != nil {
+		if join, res.Join, err = rj.state(r.Shard.String(), lshard.String(), reached); err != nil {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}
@@ -353,7 +354,7 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 	if err != nil {
 		return fatal(fmt.Errorf("epoch %d, shard %s: %w", b.Epoch, r.Shard, err))
 	}
-	x.keepResult(res)
+	x.keepResult(res, join)
 	return nil
 }
 
