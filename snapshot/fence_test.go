@@ -105,3 +105,58 @@ func TestStoreWriteReplacesADamagedEpochGeneration(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreWriteReplacesAnEpochGenerationHoldingAnotherKey: a generation
+// of an epoch whose key holds a whole snapshot of another generation or
+// model (an older generation's bytes, another model's copied over it) is
+// damaged, as Load finds it, and written again; one worker's is fenced.
+func TestStoreWriteReplacesAnEpochGenerationHoldingAnotherKey(t *testing.T) {
+	storetest.EachBackend(t, func(t *testing.T, s storetest.Fixture) {
+		ctx := context.Background()
+		for _, epoch := range []uint64{0, 3} {
+			for _, other := range []struct {
+				model string
+				gen   uint64
+			}{{"", 2}, {"elsewhere", 3}} {
+				model := fmt.Sprintf("clicks-%d-%s", epoch, other.model)
+				snap := storetest.Generation(t, model, 3)
+				snap.Epoch = epoch
+				if epoch > 0 {
+					snap.Scope, snap.ConfigDigest = "global", [32]byte{1}
+				}
+				older := storetest.Generation(t, model, other.gen)
+				if other.model != "" {
+					older.Model = other.model
+				}
+				olderBytes, err := snapshot.Marshal(older)
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := snapshot.Key(s.Prefix(), model, 3)
+				if err := s.Raw.WriteAll(ctx, key, olderBytes, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Load(ctx, model, 3); !errors.Is(err, snapshot.ErrCorrupt) {
+					t.Fatalf("%s: loading generation 3 holding generation %d of %s: %v, want ErrCorrupt", model, older.Generation, older.Model, err)
+				}
+				err = s.Write(ctx, snap)
+				if epoch == 0 {
+					if !errors.Is(err, snapshot.ErrFenced) {
+						t.Fatalf("%s: writing over one worker's generation holding another: %v, want ErrFenced", model, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: writing over an epoch's generation holding generation %d of %s: %v", model, older.Generation, older.Model, err)
+				}
+				got, err := s.Load(ctx, model, 3)
+				if err != nil {
+					t.Fatalf("%s: loading the generation written again: %v", model, err)
+				}
+				if got.State.Digest() != snap.State.Digest() || got.Epoch != epoch {
+					t.Fatalf("%s: the generation written again holds epoch %d, state %x; want %d, %x", model, got.Epoch, got.State.Digest(), epoch, snap.State.Digest())
+				}
+			}
+		}
+	})
+}

@@ -259,6 +259,12 @@ func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string,
 	if err != nil {
 		return fenced(snap, key, err)
 	}
+	if snap.Epoch > 0 && (had.Model != snap.Model || had.Generation != snap.Generation) {
+		// Damaged as Load finds it: no writer puts another model's or
+		// generation's snapshot under this key (an older generation's
+		// bytes or another model's copied over it).
+		return s.replaceDamaged(ctx, key, data, own, fmt.Errorf("%w: it holds generation %d of model %s", ErrCorrupt, had.Generation, had.Model))
+	}
 	if field := differs(had, snap); field != "" {
 		return fenced(snap, key, fmt.Errorf("it holds another %s", field))
 	}
