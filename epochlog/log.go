@@ -498,12 +498,18 @@ func marshalShardTemporary(r *ShardResult, base *Base, provenance bool) (data []
 	if provenance {
 		b.Writer, b.Created = r.Writer, r.Created.UTC().Format(time.RFC3339Nano)
 	}
-	data, release, err = snapshot.SealTemporary(&b)
+	// A join holds every label read ahead of its examples, and may be
+	// far larger than the changes.
+	data, release, err = snapshot.SealTemporary(&b, len(r.Join)+resultSlack)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: encode shard result: %w", err)
 	}
 	return data, release, nil
 }
+
+// resultSlack is room, beyond its join, for what a shard result holds:
+// most results hold a range's changes, far smaller than the model.
+const resultSlack = 64 << 10
 
 // unmarshalShard reads the result stored at key, which must be that of
 // shard for epoch e of model, but for its state: the body it returns

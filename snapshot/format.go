@@ -341,11 +341,21 @@ func marshalTemporary(s *Snapshot) (data []byte, release func(), err error) {
 		Join:           s.Join,
 		Joins:          s.Joins,
 	}
-	data, release, err = sealPooled(&b, b.stateBody.size()+bodySlack)
+	data, release, err = sealPooled(&b, b.stateBody.size()+joinsSize(s)+bodySlack)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: encode body: %w", err)
 	}
 	return data, release, nil
+}
+
+// joinsSize is the bytes s's joins take: a join holds every example and
+// label waiting, and may be larger than the model.
+func joinsSize(s *Snapshot) int {
+	n := len(s.Join)
+	for _, j := range s.Joins {
+		n += len(j)
+	}
+	return n
 }
 
 // bodySlack is room, beyond its state's vectors, for everything else a
@@ -404,9 +414,10 @@ const maxPooledBody = 1 << 20
 // SealTemporary is Seal into a buffer that is reused once release is
 // called: data is valid until then, and must not be kept. A writer that
 // stores the bytes and lets them go (a shard's result) spares the copy
-// Seal makes.
-func SealTemporary(body any) (data []byte, release func(), err error) {
-	return sealPooled(body, 0)
+// Seal makes. size is about the bytes body encodes to, if known (0 if
+// not): the buffer is grown to it first rather than as it fills.
+func SealTemporary(body any, size int) (data []byte, release func(), err error) {
+	return sealPooled(body, size)
 }
 
 // sealPooled encodes body into a buffer of bodyBuffers, grown to size

@@ -30,7 +30,7 @@ func TestSealInPlace(t *testing.T) {
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("body of %d bytes: sealed %d bytes, want %d (head %x, want %x)", raw.Len(), len(got), want.Len(), got[:min(len(got), 24)], want.Bytes()[:24])
 		}
-		tmp, release, err := SealTemporary(&body)
+		tmp, release, err := SealTemporary(&body, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestSealTemporaryDropsLargeBuffers(t *testing.T) {
 		V []byte `msgpack:"v"`
 	}
 	const model = 4 << 20
-	large, release, err := SealTemporary(&body{V: make([]byte, model)})
+	large, release, err := SealTemporary(&body{V: make([]byte, model)}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestSealTemporaryDropsLargeBuffers(t *testing.T) {
 	}
 	release()
 	for range 8 {
-		small, release, err := SealTemporary(&body{V: make([]byte, 16)})
+		small, release, err := SealTemporary(&body{V: make([]byte, 16)}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
