@@ -184,7 +184,11 @@ type generation struct {
 	owned  []shardid.ID              // the assigned shards, in shard order
 	parts  map[string]topicPartition // the assigned partitions, by shard
 	counts map[string]int            // the topics' partition counts when it began
-	ended  chan struct{}             // closed when the generation has ended
+	// others is whether the join showed another member in the
+	// generation: a leader other than this member, or more members
+	// than this one in the leader's answer.
+	others bool
+	ended  chan struct{} // closed when the generation has ended
 }
 
 // membership is who this member is to the coordinator: the member id it
@@ -357,7 +361,8 @@ func (g *Group) generation(ctx context.Context, m *membership) error {
 		g.errorf("Failed to find the coordinator of group %s: %v", g.id, err)
 		return err
 	}
-	cur := g.begin(int32(joined.GenerationID), *m, assigned, counts)
+	others := joined.LeaderID != m.id || len(joined.Members) > 1
+	cur := g.begin(int32(joined.GenerationID), *m, assigned, counts, others)
 	defer g.end(cur)
 	return g.hold(ctx, cur, coord)
 }
@@ -596,8 +601,8 @@ func heartbeatError(res *kafkago.HeartbeatResponse) error {
 }
 
 // begin records an assignment as the current generation's, and returns
-// the generation.
-func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts map[string]int) *generation {
+// the generation; others is whether the join showed another member.
+func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts map[string]int, others bool) *generation {
 	var tps []topicPartition
 	for topic, parts := range assigned {
 		for _, p := range parts {
@@ -613,6 +618,7 @@ func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts 
 		owned:  make([]shardid.ID, 0, len(tps)),
 		parts:  make(map[string]topicPartition, len(tps)),
 		counts: counts,
+		others: others,
 		ended:  make(chan struct{}),
 	}
 	for _, tp := range tps {
@@ -717,14 +723,16 @@ func (g *Group) Settled() bool {
 }
 
 // Alone reports whether the member is in a generation in which it owns
-// every partition of its topics, two or more: then it is the group's
-// only member, since both balancers the group offers give a second
-// member a partition whenever there are at least as many partitions as
-// members. It fits consumer.EpochConfig.Alone.
+// every partition of its topics, two or more, and its join showed no
+// other member (another leader, or other members in the leader's
+// answer). Owning every partition alone does not tell: the range
+// assignor splits each topic by itself, so topics of one partition each
+// all go to the first member, and the others own nothing while they
+// follow the log. It fits consumer.EpochConfig.Alone.
 func (g *Group) Alone() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cur == nil {
+	if g.cur == nil || g.cur.others {
 		return false
 	}
 	total := 0

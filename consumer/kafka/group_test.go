@@ -232,6 +232,30 @@ func TestGroupOneMemberOwnsAll(t *testing.T) {
 	}
 }
 
+// The range assignor splits each topic by itself: over two topics of one
+// partition each, the first of two members owns both and the second
+// none. The first owns every partition and is still not Alone, since the
+// second follows the log and waits for its results.
+func TestGroupNotAloneOverTopicsOfOnePartition(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "a", 1)
+	c.CreateTopic(t, "b", 1)
+	members := []*kafka.Group{join(t, c, "g", "m0", "a", "b"), join(t, c, "g", "m1", "a", "b")}
+	all := []shardid.ID{shardid.Kafka("a", 0), shardid.Kafka("b", 0)}
+	// Both settled: a generation with the member that owns nothing
+	// includes the other, which had to join it.
+	wait.For(t, settleWithin, 10*time.Millisecond, "both members in one generation", func() bool {
+		a, b := members[0].Owned(), members[1].Owned()
+		return members[0].Settled() && members[1].Settled() &&
+			((slices.Equal(a, all) && len(b) == 0) || (slices.Equal(b, all) && len(a) == 0))
+	})
+	for i, m := range members {
+		if m.Alone() {
+			t.Fatalf("member %d of two is Alone, owning %q", i, m.Owned())
+		}
+	}
+}
+
 func TestGroupSplitsPartitions(t *testing.T) {
 	c := groupCluster(t, 6)
 	members := []*kafka.Group{join(t, c, "g", "a", "t"), join(t, c, "g", "b", "t"), join(t, c, "g", "c", "t")}
