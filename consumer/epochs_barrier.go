@@ -428,5 +428,8 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	x.mixed.Store(e - 1)
 	x.metrics.Epoch.Set(float64(e - 1))
 	x.written = e - 1
+	// The generation is durable, whoever wrote it: its positions are
+	// the group's offsets of this worker's partitions.
+	x.commit(snap.Positions)
 	return nil
 }

@@ -2,6 +2,8 @@ package consumer_test
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -50,4 +52,47 @@ func TestEpochsShutdownBoundsTheCommit(t *testing.T) {
 			t.Errorf("the shutdown took %v, over its timeout of %v: the commit to a broker that does not answer held it", took, cfg.Worker.ShutdownTimeout)
 		}
 	})
+}
+
+// TestEpochsCommitAGenerationTheyContinueFrom: the group's offsets follow
+// the newest durable generation whoever wrote it (docs/scale-out.md,
+// 3.6). A worker overtaken by another's generation continues from it
+// and commits its positions, though it writes no generation itself;
+// before, its partitions' offsets stayed where its own last generation
+// was, a lag of everything the other had learned, for good on an idle
+// stream.
+func TestEpochsCommitAGenerationTheyContinueFrom(t *testing.T) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	cfg := epochConfig(data, store, memory.NewSink(), "ahead")
+	cfg.Keep = 1
+	runEpochs(t, data, cfg, store)
+	ctx := context.Background()
+	newest, err := store.Latest(ctx, "mixed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var commits []map[string]int64
+	late := epochConfig(data, store, memory.NewSink(), "late")
+	late.Keep = 1
+	late.Commit = func(_ context.Context, positions map[string]int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		commits = append(commits, maps.Clone(positions))
+		return nil
+	}
+	x := newEpochs(t, late)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- x.Run(runCtx) }()
+	finalDigest(t, x, done, cancel, newest.Generation)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(commits) == 0 || !maps.Equal(commits[len(commits)-1], newest.Positions) {
+		t.Fatalf("commits %v, want the last at generation %d's positions %v", commits, newest.Generation, newest.Positions)
+	}
 }

@@ -286,6 +286,34 @@ func (x *Epochs) startGeneration(ctx context.Context, b *epochlog.Boundary, sha 
 	return nil
 }
 
+// commit tells EpochConfig.Commit, if set, the positions of a durable
+// generation: one this worker wrote, or one another wrote that it
+// continues from (docs/scale-out.md, 3.6: the owners commit for their
+// own partitions, whoever wrote the generation).
+func (x *Epochs) commit(positions map[string]int64) {
+	if x.cfg.Commit == nil {
+		return
+	}
+	// For lag monitoring only: a commit the broker does not answer
+	// holds the epochs no longer than they run, and one at shutdown
+	// no longer than its limit.
+	parent := x.grace
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, x.shutdownTimeout())
+	defer cancel()
+	x.mu.Lock()
+	run := x.runCtx
+	x.mu.Unlock()
+	if run != nil && run.Err() == nil {
+		defer context.AfterFunc(run, cancel)()
+	}
+	if err := x.cfg.Commit(ctx, positions); err != nil {
+		x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
+	}
+}
+
 // damagedAbove reports whether a generation above epoch e is among the
 // damaged ones the epochs write again (EpochConfig.Damaged).
 func (x *Epochs) damagedAbove(e uint64) bool {
@@ -315,26 +343,7 @@ func (x *Epochs) awaitGeneration() error {
 	if slices.Contains(x.cfg.Damaged, snap.Generation) {
 		x.log.Warn("a damaged generation is written again", zap.Uint64("generation", snap.Generation))
 	}
-	if x.cfg.Commit != nil {
-		// For lag monitoring only: a commit the broker does not answer
-		// holds the epochs no longer than they run, and one at shutdown
-		// no longer than its limit.
-		parent := x.grace
-		if parent == nil {
-			parent = context.Background()
-		}
-		ctx, cancel := context.WithTimeout(parent, x.shutdownTimeout())
-		defer cancel()
-		x.mu.Lock()
-		run := x.runCtx
-		x.mu.Unlock()
-		if run != nil && run.Err() == nil {
-			defer context.AfterFunc(run, cancel)()
-		}
-		if err := x.cfg.Commit(ctx, snap.Positions); err != nil {
-			x.log.Debug("commit to the broker failed (lag monitoring only)", zap.Error(err))
-		}
-	}
+	x.commit(snap.Positions)
 	x.metrics.Snapshots.Inc()
 	x.metrics.LastSnapshot.Set(float64(g.stored.UnixNano()) / 1e9)
 	return nil
