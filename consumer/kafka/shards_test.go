@@ -286,6 +286,11 @@ func TestShardsOpenErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q, want it to contain %q", err, tc.want)
 			}
+			// Deleted messages never come back: a worker in epochs
+			// stops rather than retry the open for ever.
+			if fatal := tc.name == "below first offset"; errors.Is(err, consumer.ErrFatal) != fatal {
+				t.Fatalf("error %q wraps consumer.ErrFatal: %v, want %v", err, !fatal, fatal)
+			}
 		})
 	}
 

@@ -290,13 +290,16 @@ type partitionStart struct {
 }
 
 // check refuses a start below the partition's first offset or beyond its
-// end (see NewSource), naming the partition.
+// end (see NewSource), naming the partition. Messages deleted below the
+// first offset never come back, so that error wraps consumer.ErrFatal:
+// a worker learning in epochs stops on it (docs/scale-out.md, section
+// 5) rather than retry opening the range for ever.
 func (ps partitionStart) check() error {
 	switch {
 	case ps.offset < ps.first:
-		return fmt.Errorf("kafka: %s: %s offset %d is below the partition's first offset %d: "+
+		return fmt.Errorf("%w: kafka: %s: %s offset %d is below the partition's first offset %d: "+
 			"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
-			ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
+			consumer.ErrFatal, ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
 	case ps.offset > ps.end:
 		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
 			"was the topic recreated or its log truncated?", ps.key(), ps.from, ps.offset, ps.end)
