@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -543,6 +544,31 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	if err := p.mixableChallengers(crule, m); err != nil {
 		return nil, err
 	}
+	var labels *EpochLabels
+	if p.opts.Labels != nil && p.opts.EpochLabels != nil {
+		if snap != nil && snap.Epoch == 0 && snap.Join != nil {
+			return nil, fmt.Errorf("labels.topics: model %s joined its labels over one partition, and its source now has %d: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model, p.conn.ShardCount)
+		}
+		l, err := p.opts.EpochLabels(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if snap != nil {
+			if l.State, err = DecodeJoins(snap.Joins); err != nil {
+				return nil, fmt.Errorf("generation %d: %w", snap.Generation, err)
+			}
+		}
+		// Another labels.window or labels.default changes the history
+		// digest too: refuse it here, naming the field and both values,
+		// before ContinueModel refuses the digest without naming them.
+		shards := slices.SortedFunc(maps.Keys(l.State), shardid.Compare)
+		for _, s := range shards {
+			if err := l.State[s].checkSettings(l.Join); err != nil {
+				return nil, fmt.Errorf("%w (generation %d, shard %s)", err, snap.Generation, s)
+			}
+		}
+		labels = l
+	}
 	e, prev, positions, err := ContinueModel(snap, m, ecfg.ConfigDigest)
 	if err != nil {
 		return nil, err
@@ -568,21 +594,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	ecfg.Worker = p.conn.Worker
 	ecfg.Shards = p.conn.Shards
 	ecfg.Log = elog
-	if p.opts.Labels != nil && p.opts.EpochLabels != nil {
-		if snap != nil && snap.Epoch == 0 && snap.Join != nil {
-			return nil, fmt.Errorf("labels.topics: model %s joined its labels over one partition, and its source now has %d: a join over one partition does not go on in epochs; give the model a new model.name to learn the partitions in epochs (docs/labels.md, section 11)", p.opts.Model, p.conn.ShardCount)
-		}
-		l, err := p.opts.EpochLabels(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if snap != nil {
-			if l.State, err = DecodeJoins(snap.Joins); err != nil {
-				return nil, fmt.Errorf("generation %d: %w", snap.Generation, err)
-			}
-		}
-		ecfg.Labels = l
-	}
+	ecfg.Labels = labels
 	ecfg.Damaged = damaged
 	ecfg.BaseDigest = BaseDigestOf(snap, m)
 	ecfg.Requests = storeRequests(store, p.opts.Model)

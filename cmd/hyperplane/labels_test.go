@@ -337,3 +337,63 @@ func TestLabelsWindowChangeRefused(t *testing.T) {
 	r.wait(t, time.Minute, "a generation under the recorded window", func() bool { return generations() > before })
 	r.stop(t)
 }
+
+// TestLabelsSettingsChangeRefusedInEpochs: over several partitions, a
+// model whose joins were recorded under one labels.window and no
+// labels.default refuses to go on under another window or with a
+// default, naming the field and both values, as over one partition, not
+// only a config digest that names neither. Under the recorded settings
+// it goes on.
+func TestLabelsSettingsChangeRefusedInEpochs(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(2, "impressions", "clicks"))
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	if _, stderr, err := runCmd(t, "", "gen", "-examples", "400", "-seed", "5", "-to", "kafka:impressions",
+		"-labels-to", "kafka:clicks", "-label-delay", "20ms", "-kafka-brokers", brokers); err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	dir := t.TempDir()
+	args := func(more ...string) []string {
+		return append([]string{"run", "--model.name", "joined", "--kafka.brokers", brokers,
+			"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+			"--labels.window", "10m", "--snapshot.url", "file://" + dir, "--snapshot.interval", "100ms", "--http.addr", ""}, more...)
+	}
+	store := storetest.OpenStore(t, "file://"+dir)
+	generations := func() int {
+		gens, err := store.Generations(context.Background(), "joined")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(gens)
+	}
+	r := startRun(t, args())
+	r.wait(t, time.Minute, "a generation of the joined model", func() bool { return generations() > 0 })
+	r.stop(t)
+	for _, c := range []struct {
+		flags       []string
+		key, values string
+	}{
+		{[]string{"--labels.window", "5s"}, "labels.window: ", "10m0s|5s"},
+		{[]string{"--labels.default", "-1"}, "labels.default: ", "none|-1"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var stderr strings.Builder
+		err := run(ctx, args(c.flags...), func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+		cancel()
+		if err == nil || !strings.HasPrefix(err.Error(), c.key) {
+			t.Fatalf("run with %v: %v, want a refusal naming %s\n%s", c.flags, err, c.key, stderr.String())
+		}
+		for _, v := range strings.Split(c.values, "|") {
+			if !strings.Contains(err.Error(), v) {
+				t.Fatalf("run with %v: %v, want both values (%s) named", c.flags, err, c.values)
+			}
+		}
+	}
+	before := generations()
+	if _, stderr, err := runCmd(t, "", "gen", "-examples", "100", "-seed", "6", "-to", "kafka:impressions",
+		"-labels-to", "kafka:clicks", "-label-delay", "20ms", "-kafka-brokers", brokers); err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr)
+	}
+	r = startRun(t, args())
+	r.wait(t, time.Minute, "a generation under the recorded settings", func() bool { return generations() > before })
+	r.stop(t)
+}
