@@ -461,7 +461,11 @@ func (x *Epochs) Run(ctx context.Context) error {
 		// cut learn no live source.
 		defer startShardLag(ctx, x.cfg.Shards, x.learned, x.metrics, x.log)()
 	}
-	defer x.readers.close()
+	// The readers are closed last, within the shutdown's grace: it ends
+	// one shutdown.timeout after ctx, as the grace below does.
+	rgrace, rstop := graceAfter(ctx, x.shutdownTimeout())
+	defer rstop()
+	defer x.readers.close(rgrace)
 	x.mu.Lock()
 	x.runCtx = ctx
 	x.mu.Unlock()

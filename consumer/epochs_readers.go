@@ -90,14 +90,28 @@ func (rs *readers) drop(keep func(shard shardid.ID) bool) {
 	}
 }
 
-// close closes every parked reader, and those parked later.
-func (rs *readers) close() {
+// close closes every parked reader, and those parked later. The readers
+// are closed together, and close waits for them until ctx is done: a
+// reader's Close may wait on its broker (a JetStream source deletes its
+// consumer, up to 2 s), and one after the other they would hold the
+// shutdown past shutdown.timeout on a broker that does not answer.
+func (rs *readers) close(ctx context.Context) {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	rs.closed = true
+	var wg sync.WaitGroup
 	for shard, p := range rs.parked {
-		p.src.Close()
+		wg.Go(func() { p.src.Close() })
 		delete(rs.parked, shard)
+	}
+	rs.mu.Unlock()
+	closed := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
 	}
 }
 
