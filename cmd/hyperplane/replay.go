@@ -32,7 +32,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	to := wire.Start{Kind: wire.StartLatest}
 	var out string
 	var publish bool
-	fs := newFlagSet("replay", "--config FILE --from START [--to END] [--out URL] [--publish] [--key value ...]", e)
+	fs := newFlagSet("replay", "--config FILE [--from START] [--to END] [--out URL] [--publish] [--key value ...]", e)
 	fs.TextVar(&from, "from", from, "where to begin, `START`: earliest, offset:N or time:RFC3339")
 	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N, exclusive: the replay stops before offset N (of each Kafka partition; a JetStream stream sequence) and leaves it out")
 	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, the model is kept in memory for the summary only)")
