@@ -188,6 +188,11 @@ func (j *Join) Counts() JoinCounts { return j.counts }
 // Pending is the number of examples waiting to be learned.
 func (j *Join) Pending() int { return int(j.exs.end() - j.learn) }
 
+// Held is the number of labels held: read before their examples, or for
+// ids no example read has, until the examples' watermark passes their
+// time plus the window.
+func (j *Join) Held() int { return j.held.len() }
+
 // Reused is how many delayed examples this Join was given while an
 // example with the same id was still held (pending, or decided within
 // the last two windows): a label is decided against the oldest example

@@ -12,6 +12,7 @@ type JoinMetrics struct {
 	Labels                *prometheus.CounterVec // by outcome: joined, late, unknown, duplicate
 	Expired               prometheus.Counter
 	Pending               prometheus.Gauge
+	Held                  prometheus.Gauge
 	Delay                 prometheus.Histogram
 	Marks                 prometheus.Counter
 	Future                *prometheus.CounterVec // by input: examples, labels
@@ -45,8 +46,8 @@ type joinTotals struct {
 }
 
 type joinShard struct {
-	counted JoinCounts // the most of each count the counters include
-	pending int
+	counted       JoinCounts // the most of each count the counters include
+	pending, held int
 }
 
 func newJoinMetrics() JoinMetrics {
@@ -62,6 +63,10 @@ func newJoinMetrics() JoinMetrics {
 		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_join_pending",
 			Help: "Examples predicted and waiting for their labels, or for the examples before them, to be learned.",
+		}),
+		Held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperplane_join_held_labels",
+			Help: "Labels read and held for examples not read yet: a label before its example, or one for an id no example has, until the examples' watermark passes its time plus labels.window. labels.max_pending does not bound them while the labels' watermark is within a window of the examples'.",
 		}),
 		Delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hyperplane_label_delay_seconds",
@@ -106,11 +111,12 @@ func newJoinMetrics() JoinMetrics {
 }
 
 func (m *JoinMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Delay, m.Marks, m.Future, m.Reused,
+	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Held, m.Delay, m.Marks, m.Future, m.Reused,
 		m.ServedAccuracy, m.ServedLogLoss, m.RollingServedAccuracy, m.RollingServedLogLoss}
 }
 
-// observe records the counts and the pending examples of shard's join:
+// observe records the counts, the pending examples and the held labels
+// of shard's join:
 // each counter grows by what the join has counted beyond the most this
 // process counted for shard, and the served accuracy and log-loss are
 // over every shard's served predictions. A join resumed in this process
@@ -118,7 +124,7 @@ func (m *JoinMetrics) all() []prometheus.Collector {
 // otherwise (a prediction is the model's of the moment it was served):
 // its measures take the place of the run's before once it has scored as
 // many.
-func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
+func (m *JoinMetrics) observe(shard string, c JoinCounts, pending, held int) {
 	t := m.totals
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -140,7 +146,7 @@ func (m *JoinMetrics) observe(shard string, c JoinCounts, pending int) {
 	if c.Served >= s.counted.Served {
 		s.counted.Served, s.counted.ServedCorrect, s.counted.ServedLogLoss = c.Served, c.ServedCorrect, c.ServedLogLoss
 	}
-	s.pending = pending
+	s.pending, s.held = pending, held
 	m.setSums()
 }
 
@@ -151,7 +157,7 @@ func (m *JoinMetrics) stopped(shard string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.shards[shard]; s != nil {
-		s.pending = 0
+		s.pending, s.held = 0, 0
 		m.setSums()
 	}
 }
@@ -161,16 +167,17 @@ func (m *JoinMetrics) setSums() {
 	t := m.totals
 	var served, correct uint64
 	var loss float64
-	n := 0
+	n, held := 0, 0
 	for _, s := range t.shards {
 		served, correct, loss = served+s.counted.Served, correct+s.counted.ServedCorrect, loss+s.counted.ServedLogLoss
-		n += s.pending
+		n, held = n+s.pending, held+s.held
 	}
 	if served > 0 {
 		m.ServedAccuracy.Set(float64(correct) / float64(served))
 		m.ServedLogLoss.Set(loss / float64(served))
 	}
 	m.Pending.Set(float64(n))
+	m.Held.Set(float64(held))
 }
 
 // scored adds a served prediction's score to the rolling gauges.

@@ -900,7 +900,7 @@ func (w *Worker) JoinProgress() (head, tail int64, pending int, ok bool) {
 func (w *Worker) observeJoin() {
 	j := w.joined
 	n := j.join.Pending()
-	w.metrics.Join.observe(j.cfg.Shard.String(), j.join.Counts(), n)
+	w.metrics.Join.observe(j.cfg.Shard.String(), j.join.Counts(), n, j.join.Held())
 	j.progress.Lock()
 	j.progress.head, j.progress.tail, j.progress.pending = j.head, j.tail, n
 	j.progress.Unlock()

@@ -559,3 +559,52 @@ func TestJoinedWorkerLearnsWhatTheExamplesCarry(t *testing.T) {
 		t.Errorf("the tail read the examples again %d times: the cache did not hold them", r.tails)
 	}
 }
+
+// TestJoinedWorkerCountsTheLabelsItHolds: labels for ids no example has,
+// stamped within a window of the examples, are held while the examples
+// stand still, whatever labels.max_pending says; hyperplane_join_held_labels
+// counts them, and falls to 0 once examples a window later drop them as
+// unknown.
+func TestJoinedWorkerCountsTheLabelsItHolds(t *testing.T) {
+	ex := memory.NewLog("examples", 1)
+	labels := memory.NewLog("labels", 1)
+	base := time.Now().Add(-time.Hour)
+	for i := range 10 {
+		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
+	}
+	const unseen = 300
+	for i := range unseen {
+		labels.AppendAt(0, base.Add(joinWindow/2), fmt.Appendf(nil, `{"id":"nobody%d","label":1}`, i))
+	}
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 10
+	model, err := learner.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: joinWindow, MaxPending: 100},
+		Source: memory.NewSource(labels, nil),
+		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+			return memory.NewSource(ex, resume), nil
+		},
+		Format: wire.FormatJSON, Writer: "w",
+	}
+	metrics := consumer.NewMetrics(nil)
+	w := consumer.NewWorker(consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc}, memory.NewSource(ex, nil), model, nil, metrics, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	wait.For(t, time.Minute, 5*time.Millisecond, "every label read and held", func() bool {
+		return testutil.ToFloat64(metrics.Join.Held) == unseen
+	})
+	// Examples a window later move the examples' watermark past them.
+	ex.AppendAt(0, base.Add(2*joinWindow), []byte(`{"id":"later","features":{"a":1}}`))
+	wait.For(t, time.Minute, 5*time.Millisecond, "the held labels dropped as unknown", func() bool {
+		return testutil.ToFloat64(metrics.Join.Held) == 0 && w.JoinCounts().Labels[consumer.LabelUnknown] == unseen
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -336,7 +336,7 @@ func NewWorker(cfg WorkerConfig, src Source, model *learner.Model, positions map
 	if cfg.Labels != nil {
 		w.joined, w.joinedErr = newJoined(*cfg.Labels, model, cfg.Decoder, w.positions)
 		if w.joined != nil {
-			metrics.Join.observe(cfg.Labels.Shard.String(), w.joined.join.Counts(), w.joined.join.Pending())
+			metrics.Join.observe(cfg.Labels.Shard.String(), w.joined.join.Counts(), w.joined.join.Pending(), w.joined.join.Held())
 		}
 	}
 	w.rivals, w.rivalsErr = newRivals(model, cfg.CompareAlpha, cfg.Decoder, cfg.Labels != nil || cfg.rangeJoin != nil)
