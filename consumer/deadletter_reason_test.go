@@ -87,6 +87,18 @@ func TestDeadReasons(t *testing.T) {
 	}{
 		{"NaN", wire.FormatMsgpack, nan, reasonOutOfRange},
 		{"infinity", wire.FormatMsgpack, inf, reasonOutOfRange},
+		// JSON has no NaN or infinities, but what Python's json module
+		// and printf write for them is one, out of range as in msgpack.
+		{"NaN in JSON", wire.FormatJSON, []byte(`{"features": {"a": NaN}}`), reasonOutOfRange},
+		{"NaN in JSON, detected", wire.FormatAuto, []byte(`{"features": {"a": NaN}}`), reasonOutOfRange},
+		{"nan in JSON", wire.FormatJSON, []byte(`{"features": {"a": nan}}`), reasonOutOfRange},
+		{"-Infinity in JSON", wire.FormatJSON, []byte(`{"features": {"a": -Infinity}}`), reasonOutOfRange},
+		{"Infinity in JSON x", wire.FormatJSON, []byte(`{"x": [1, Infinity]}`), reasonOutOfRange},
+		{"-inf in JSON x", wire.FormatJSON, []byte(`{"x": [-inf]}`), reasonOutOfRange},
+		{"NaN weight in JSON", wire.FormatJSON, []byte(`{"weight": NaN}`), reasonOutOfRange},
+		{"nan weight in JSON", wire.FormatJSON, []byte(`{"weight": nan}`), reasonOutOfRange},
+		{"-Infinity weight in JSON", wire.FormatJSON, []byte(`{"weight": -Infinity}`), reasonOutOfRange},
+		{"a word in JSON", wire.FormatJSON, []byte(`{"features": {"a": nanny}}`), reasonType},
 		{"truncated JSON", wire.FormatJSON, js[:20], reasonMalformed},
 		{"truncated msgpack", wire.FormatMsgpack, mp[:len(mp)-1], reasonMalformed},
 		{"JSON after msgpack", wire.FormatMsgpack, append(mp, '{', '}'), reasonMalformed},

@@ -208,16 +208,20 @@ func (d *Decoder) jsonWeight(b []byte, i int, x *learner.Example) (int, *DecodeE
 	case jsonscan.StartsNumber(c):
 		v, j, st := jsonscan.Number(b, i, learner.MaxValue)
 		if st == jsonscan.NumSyntax {
-			return j, numberError("weight", b, i, j, st)
+			return j, notANumber(numberError("weight", b, i, j, st), b, i)
 		}
 		if !setWeight(x, v) {
 			return j, badWeight(string(b[i:j]))
 		}
 		return j, nil
 	case c == 'n':
-		return literal(b, i, "null", "weight")
+		j, err := literal(b, i, "null", "weight")
+		if err != nil {
+			return j, notANumber(err, b, i)
+		}
+		return j, nil
 	default:
-		return i, typeError("weight", b, i, "a number")
+		return i, notANumber(typeError("weight", b, i, "a number"), b, i)
 	}
 }
 
@@ -273,7 +277,7 @@ func (d *Decoder) jsonFeatures(b []byte, i int, x *learner.Example) (int, *Decod
 		case jsonscan.StartsNumber(c):
 			v, j, st := jsonscan.Number(b, i, learner.MaxValue)
 			if st != jsonscan.NumOK {
-				return j, numberError(featureField(name), b, i, j, st)
+				return j, notANumber(numberError(featureField(name), b, i, j, st), b, i)
 			}
 			index = append(index, learner.Index(d.hasher, name))
 			value = append(value, v)
@@ -287,7 +291,7 @@ func (d *Decoder) jsonFeatures(b []byte, i int, x *learner.Example) (int, *Decod
 			value = append(value, 1)
 			i = j
 		default:
-			return i, typeError(featureField(name), b, i, "a number or string")
+			return i, notANumber(typeError(featureField(name), b, i, "a number or string"), b, i)
 		}
 		if i < len(b) && b[i] == ',' {
 			i = jsonscan.SkipSpace(b, i+1)
@@ -358,7 +362,7 @@ func (d *Decoder) jsonFeatureNames(b []byte, i int, x *learner.Example) (int, *D
 		case jsonscan.StartsNumber(c):
 			v, j, st := jsonscan.Number(b, i, learner.MaxValue)
 			if st != jsonscan.NumOK {
-				return j, numberError(featureField(name), b, i, j, st)
+				return j, notANumber(numberError(featureField(name), b, i, j, st), b, i)
 			}
 			index = append(index, uint32(at))
 			value = append(value, v)
@@ -372,7 +376,7 @@ func (d *Decoder) jsonFeatureNames(b []byte, i int, x *learner.Example) (int, *D
 			value = append(value, 1)
 			i = j
 		default:
-			return i, typeError(featureField(name), b, i, "a number or string")
+			return i, notANumber(typeError(featureField(name), b, i, "a number or string"), b, i)
 		}
 		if i = jsonscan.SkipSpace(b, i); i < len(b) {
 			switch b[i] {
@@ -410,11 +414,11 @@ func (d *Decoder) jsonDense(b []byte, i int, x *learner.Example) (int, *DecodeEr
 		}
 		c := b[i]
 		if !jsonscan.StartsNumber(c) {
-			return i, typeError(denseField(len(x.Dense)), b, i, "a number")
+			return i, notANumber(typeError(denseField(len(x.Dense)), b, i, "a number"), b, i)
 		}
 		v, j, st := jsonscan.Number(b, i, learner.MaxValue)
 		if st != jsonscan.NumOK {
-			return j, numberError(denseField(len(x.Dense)), b, i, j, st)
+			return j, notANumber(numberError(denseField(len(x.Dense)), b, i, j, st), b, i)
 		}
 		if err := d.addDense(x, v); err != nil {
 			return j, err
@@ -476,6 +480,19 @@ func numberError(field string, b []byte, i, j int, st jsonscan.NumStatus) *Decod
 		return outOfRange(field, string(b[i:j]))
 	}
 	return jsonError(field, jsonscan.NumberError(b, i, j))
+}
+
+// notANumber is err, the error of the feature value, dense value or
+// weight at b[i], classed out of range when that value is a NaN or an
+// infinity as other languages write them (NaN, -Infinity, inf...): out of
+// range, as the same value is in msgpack, not a type or syntax error.
+//
+//go:noinline
+func notANumber(err *DecodeError, b []byte, i int) *DecodeError {
+	if jsonscan.IsNotJSONNumber(b, i) {
+		return err.because(ReasonOutOfRange)
+	}
+	return err
 }
 
 // literal checks that b[i:] starts with the literal lit (true, false or

@@ -160,6 +160,13 @@ func asciiEqualFold(b []byte, w string) bool {
 	return true
 }
 
+// IsNotJSONNumber reports whether a NaN or an infinity as other languages
+// write them starts at b[i] (see notJSONNumber).
+func IsNotJSONNumber(b []byte, i int) bool {
+	_, ok := notJSONNumber(b, i)
+	return ok
+}
+
 // notJSONNumberError is the error for the NaN or infinity name at a value.
 func notJSONNumberError(name string) *Error {
 	return errorf("%s is not a JSON number (JSON has no NaN or infinities)", name)
