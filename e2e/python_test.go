@@ -293,3 +293,45 @@ func writeOutput(t *testing.T, path string, args ...string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPythonExampleRepeatedNames: a feature named twice in one example is
+// two features to the worker, whose values add; the documentation's
+// Python example must read it so, not keep the last as a dict does.
+func TestPythonExampleRepeatedNames(t *testing.T) {
+	py := pythonWithMsgpack(t)
+	script := docExample(t)
+	dir := t.TempDir()
+	train := filepath.Join(dir, "train.jsonl")
+	model := filepath.Join(dir, "model.msgpack")
+	test := filepath.Join(dir, "test.jsonl")
+	writeOutput(t, train, "gen", "-examples", "3000", "-seed", "50")
+	if out, err := exec.Command(hyperplane.path, "train", "-input", train, "-out", model, "-hash-bits", "14").CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	examples := [][]byte{
+		[]byte(`{"id": "twice", "features": {"f1": 1, "f1": 1, "f2": -1}}`),
+		[]byte(`{"id": "twice categorical", "features": {"f3": "a", "f3": "b", "f3": 0.5}}`),
+		[]byte(`{"id": "once", "features": {"f1": 2, "f2": -1}}`),
+	}
+	if err := os.WriteFile(test, append(bytes.Join(examples, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := exec.Command(hyperplane.path, "predict", "-model", model, "-input", test).Output()
+	if err != nil {
+		t.Fatalf("predict: %v", err)
+	}
+	got := runPython(t, py, script, model, examples)
+	workers := decodeScored(t, want)
+	if len(got) != len(examples) || len(workers) != len(examples) {
+		t.Fatalf("python scored %d examples, hyperplane predict %d, want %d", len(got), len(workers), len(examples))
+	}
+	for id, w := range workers {
+		if p := got[id]; !p.same(w) {
+			t.Errorf("%s: python predicts %s with %s (probability %s), hyperplane %s with %s (%s)", id,
+				p.Predicted, p.Score, p.Probability, w.Predicted, w.Score, w.Probability)
+		}
+	}
+	if string(workers["twice"].Score) != string(workers["once"].Score) {
+		t.Errorf("f1 twice scores %s, f1 at 2 scores %s", workers["twice"].Score, workers["once"].Score)
+	}
+}
