@@ -91,7 +91,7 @@ func newJoinMetrics() JoinMetrics {
 		}),
 		ServedLogLoss: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_served_log_loss",
-			Help: "Mean log-loss of the probabilities as they were published, scored when their labels joined.",
+			Help: "Mean log-loss of the probabilities as they were published, scored when their labels joined; for a multiclass model a lower bound (a wrong prediction is scored by the mass its predicted class left to the others).",
 		}),
 		RollingServedAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_served_rolling_accuracy",
