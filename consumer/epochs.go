@@ -204,8 +204,8 @@ type Epochs struct {
 	// model gauges are the shard's (Metrics.forShard).
 	shardMetrics map[shardid.ID]*Metrics
 	// readers are the owned shards' readers, kept from one range to
-	// the next.
-	readers readers
+	// the next; labelReaders those of their labels' partitions.
+	readers, labelReaders readers
 	// results are the states of the ranges this worker learned and wrote
 	// whose epoch is not mixed yet: the barrier takes them from here
 	// rather than reading back what it wrote.
@@ -278,6 +278,9 @@ func NewEpochs(cfg EpochConfig, model *learner.Model, e uint64, prev *epochlog.B
 	}
 	x := &Epochs{cfg: cfg, metrics: metrics, log: log, epoch: e, prev: prev, from: maps.Clone(positions), outputs: newOutputBudget(rangesBatches),
 		logWarns: retry.NewLogLimiter(log, retryWarnEvery), readers: readers{shards: cfg.Shards}}
+	if cfg.Labels != nil {
+		x.labelReaders.shards = cfg.Labels.Shards
+	}
 	if x.from == nil {
 		x.from = map[shardid.ID]int64{}
 	}
@@ -466,6 +469,7 @@ func (x *Epochs) Run(ctx context.Context) error {
 	rgrace, rstop := graceAfter(ctx, x.shutdownTimeout())
 	defer rstop()
 	defer x.readers.close(rgrace)
+	defer x.labelReaders.close(rgrace)
 	x.mu.Lock()
 	x.runCtx = ctx
 	x.mu.Unlock()

@@ -268,7 +268,8 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 		rg := epochlog.Range{Shard: sp.shard, From: sp.from, To: to}
 		fresh, full := to > sp.from, sp.to-sp.from >= limit
 		if x.cfg.Labels != nil {
-			if rg.Labels, err = x.labelsRange(ctx, sp.shard, labelsEnds); err != nil {
+			pace := x.labelsPace(sp.shard, limit/spread(x.cfg.Shards))
+			if rg.Labels, err = x.labelsRange(ctx, sp.shard, labelsEnds, pace); err != nil {
 				return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
 			}
 			offered := x.offered(sp.shard, sp.from)
@@ -285,7 +286,11 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			reason = limitReason
 		}
 		newData = newData || fresh
-		backlog = backlog || (fresh && clipped(x.prev, sp.shard))
+		if x.cfg.Labels != nil {
+			backlog = backlog || (fresh && x.joinBacklog(sp.shard))
+		} else {
+			backlog = backlog || (fresh && clipped(x.prev, sp.shard))
+		}
 		b.Shards = append(b.Shards, rg)
 	}
 	for shard, from := range x.from {
@@ -293,7 +298,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			// A shard never leaves a boundary (I1).
 			rg := epochlog.Range{Shard: shard, From: from, To: from}
 			if x.cfg.Labels != nil {
-				if rg.Labels, err = x.labelsRange(ctx, shard, nil); err != nil {
+				if rg.Labels, err = x.labelsRange(ctx, shard, nil, 0); err != nil {
 					return nil, fmt.Errorf("epoch %d: %w", x.epoch, err)
 				}
 			}
@@ -303,9 +308,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 	if reason == "" && newData && (time.Since(x.mixedAt) >= x.cfg.Interval || x.snapshotOverdue()) {
 		reason = epochlog.CutInterval
 	}
-	// With labels a range's end bounds what is offered, not what is
-	// learned, so a clipped range there says nothing of a backlog.
-	if reason == "" && backlog && x.cfg.Labels == nil {
+	if reason == "" && backlog {
 		reason = epochlog.CutBacklog
 	}
 	if reason == "" {
@@ -329,6 +332,28 @@ func clipped(b *epochlog.Boundary, shard shardid.ID) bool {
 	}
 	r, ok := b.ShardRange(shard)
 	return ok && r.To-r.From >= int64(b.Cut.EpochExamples)
+}
+
+// joinBacklog is clipped for a shard with labels (docs/scale-out.md,
+// section 3.4, rule (e)): its range in the previous boundary read as
+// many labels as the labels' pace allowed at that boundary's limit, or
+// offered as many examples as the limit and reached its end. A range
+// that reached less than it offered waits for labels, not for an epoch.
+func (x *Epochs) joinBacklog(shard shardid.ID) bool {
+	b := x.prev
+	if b == nil || b.Cut.EpochExamples <= 0 {
+		return false
+	}
+	r, ok := b.ShardRange(shard)
+	if !ok || r.Labels == nil {
+		return false
+	}
+	limit := int64(b.Cut.EpochExamples) / spread(x.cfg.Shards)
+	if (r.Labels.To-r.Labels.From)/spread(x.cfg.Labels.Shards) >= 2*limit {
+		return true
+	}
+	reached, ok := x.from[shard]
+	return ok && r.To-r.From >= int64(b.Cut.EpochExamples) && reached == r.To
 }
 
 // minEpochExamples is the least examples of a shard in an epoch that

@@ -70,6 +70,28 @@ func (x *Epochs) labelsFrom(ctx context.Context, shard shardid.ID) (int64, error
 	return from, err
 }
 
+// labelsPace is the most labels shard's labels' range reads in the epoch
+// being cut, whose examples' ranges hold at most limit messages
+// (docs/labels.md, section 11.6): twice that, so that the labels keep
+// ahead of the examples, or twice the labels the shard's range read in
+// the epoch before if that range stalled (offered examples and reached
+// none: its first example waits for labels further on).
+func (x *Epochs) labelsPace(shard shardid.ID, limit int64) int64 {
+	pace := 2 * max(limit, 1)
+	if x.prev == nil {
+		return pace
+	}
+	r, ok := x.prev.ShardRange(shard)
+	if !ok || r.Labels == nil || r.To <= r.From {
+		return pace
+	}
+	if reached, ok := x.from[shard]; ok && reached == r.From {
+		read := (r.Labels.To - r.Labels.From) / spread(x.cfg.Labels.Shards)
+		pace = max(pace, 2*read)
+	}
+	return pace
+}
+
 // offered is where shard's examples offered to an epoch before end: the
 // end of its range in the epoch before, or from for a shard new to the
 // epochs. An example offered and not decided is decided only by labels
@@ -86,13 +108,13 @@ func (x *Epochs) offered(shard shardid.ID, from int64) int64 {
 
 // labelsRange is the labels' range of shard in the epoch being cut, to
 // the labels' end the cutter sees (ends, by the examples' shard), but of
-// at most labels.max_pending labels (Spread positions each), so that a
-// range reads at most that many beside those its join, J_{e-1,s},
-// carries (docs/labels.md, section 11.6). The bound is not paced by the
-// held labels as the head's reader is: J_{e-1,s} knows the examples only
-// up to the reached end, and the labels of the examples after it are
-// what moves the reached end on.
-func (x *Epochs) labelsRange(ctx context.Context, shard shardid.ID, ends map[shardid.ID]int64) (*epochlog.LabelsRange, error) {
+// at most pace labels (labelsPace) and labels.max_pending (Spread
+// positions each), so that a range reads at most that many beside those
+// its join, J_{e-1,s}, carries (docs/labels.md, section 11.6). The bound
+// is not paced by the held labels as the head's reader is: J_{e-1,s}
+// knows the examples only up to the reached end, and the labels of the
+// examples after it are what moves the reached end on.
+func (x *Epochs) labelsRange(ctx context.Context, shard shardid.ID, ends map[shardid.ID]int64, pace int64) (*epochlog.LabelsRange, error) {
 	from, err := x.labelsFrom(ctx, shard)
 	if err != nil {
 		return nil, err
@@ -105,6 +127,9 @@ func (x *Epochs) labelsRange(ctx context.Context, shard shardid.ID, ends map[sha
 	limit := int64(x.cfg.Labels.Join.MaxPending)
 	if limit <= 0 {
 		limit = DefaultMaxPending
+	}
+	if pace > 0 {
+		limit = min(limit, pace)
 	}
 	to = min(to, from+limit*spread(x.cfg.Labels.Shards))
 	// A label that arrived since the ends were read may put a new
@@ -181,16 +206,24 @@ func (x *Epochs) readLabels(ctx context.Context, shard shardid.ID, r *epochlog.L
 	if err != nil {
 		return err
 	}
-	var src Source
+	// The labels' reader is kept from one range of the shard to the next,
+	// as the examples' is: the next range's labels begin where these end.
+	var src *rangeReader
 	err = x.retry(ctx, NotReadySource, fmt.Sprintf("open the labels %s at %d", lshard, r.From), func(ctx context.Context) (err error) {
-		src, err = x.cfg.Labels.Shards.Open(ctx, lshard, r.From)
+		src, err = x.labelReaders.open(ctx, lshard, r.From)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("labels %s: %w", lshard, err)
 	}
-	defer src.Close() //nolint:errcheck // it only read
-	rg := &Range{Source: src, End: ResumeTo(r.To), Sources: []string{lshard.String()}, Last: r.From}
+	src.end = ResumeTo(r.To)
+	parked := false
+	defer func() {
+		if !parked {
+			src.Close() //nolint:errcheck // it only read
+		}
+	}()
+	rg := &Range{Source: src, End: src.end, Sources: []string{lshard.String()}, Last: r.From}
 	dec := wire.NewDecoder(cfg, x.cfg.Worker.Decoder)
 	var scratch learner.Example
 	for !rg.Complete() {
@@ -205,7 +238,23 @@ func (x *Epochs) readLabels(ctx context.Context, shard shardid.ID, r *epochlog.L
 			joinLabel(join, dec, x.cfg.Labels.Format, &msgs[i], &scratch)
 		}
 	}
+	x.labelReaders.park(src, r.To)
+	parked = true
 	return nil
+}
+
+// ownsLabelsOf says, of a labels' partition, whether it is co-partitioned
+// with a shard of b this worker owns: its reader is kept.
+func (x *Epochs) ownsLabelsOf(b *epochlog.Boundary) func(shardid.ID) bool {
+	owned := map[shardid.ID]bool{}
+	if x.cfg.Labels != nil {
+		for _, r := range b.Shards {
+			if l, err := x.cfg.Labels.CoShard(r.Shard); err == nil && x.owns(r.Shard) {
+				owned[l] = true
+			}
+		}
+	}
+	return func(l shardid.ID) bool { return owned[l] }
 }
 
 // joinLabel gives join the record m of the labels' log, decoded with dec

@@ -224,21 +224,32 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 		}
 	}
 	// With labels a range's end bounds what is offered, not what is
-	// learned: a clipped range says nothing of a backlog, and no cut is
-	// made for one (docs/scale-out.md, section 3.4, rule (e)).
+	// learned: an epoch is cut for a backlog only after a range that read
+	// as many labels as the pace allowed, or reached the end of a full
+	// range (docs/scale-out.md, section 3.4, rule (e)).
 	lg := epochlog.New(one)
 	epochs, err := lg.Epochs(context.Background(), "mixed")
 	if err != nil || len(epochs) == 0 {
 		t.Fatalf("the epoch log lists %v: %v", epochs, err)
 	}
+	var prev *epochlog.Boundary
 	for _, e := range epochs {
 		b, _, err := lg.Boundary(context.Background(), "mixed", e)
 		if err != nil {
 			t.Fatalf("boundary %d: %v", e, err)
 		}
-		if b.Cut.Reason == epochlog.CutBacklog {
-			t.Errorf("epoch %d was cut for %q with labels", e, b.Cut.Reason)
+		if b.Cut.Reason == epochlog.CutBacklog && prev != nil && prev.Epoch == e-1 {
+			clipped := false
+			for _, r := range prev.Shards {
+				next, _ := b.ShardRange(r.Shard)
+				limit := int64(prev.Cut.EpochExamples)
+				clipped = clipped || r.Labels.To-r.Labels.From >= 2*limit || (r.To-r.From >= limit && next.From == r.To)
+			}
+			if !clipped {
+				t.Errorf("epoch %d was cut for %q with labels after epoch %d, none of whose ranges was clipped: %+v", e, b.Cut.Reason, prev.Epoch, prev.Shards)
+			}
 		}
+		prev = b
 	}
 
 	t.Run("two workers", func(t *testing.T) {
@@ -567,4 +578,127 @@ func TestEpochsWaitForANewShardsLabels(t *testing.T) {
 	if got.counts != want.counts || got.positions != want.positions {
 		t.Errorf("labels' partitions added late: outcomes %+v reaching %s, want %+v reaching %s", got.counts, got.positions, want.counts, want.positions)
 	}
+}
+
+// TestEpochsJoinPacesLabelsBesideTheExamples: the cutter reads a shard's
+// labels at most twice the epoch's limit ahead (docs/labels.md, section
+// 11.6), not to the labels' end, so that a backlog's labels are not all
+// carried in every epoch's join; twice the labels read before when the
+// shard's range stalled, so that an example whose label never comes is
+// decided within a few epochs. The outcomes and the reached ends are
+// those of epochs too large for the pace to bind.
+func TestEpochsJoinPacesLabelsBesideTheExamples(t *testing.T) {
+	t.Run("backlog", func(t *testing.T) {
+		j := newJoinedEpochs(t, 500)
+		// run returns the outcome, and the labels each epoch read by
+		// shard, taken before the worker stops: no generation is written
+		// before then, which would delete the boundaries below it.
+		run := func(epochExamples int64) (joinedOutcome, []map[shardid.ID]int64, []string) {
+			t.Helper()
+			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			t.Cleanup(func() { store.Close() })
+			cfg := j.config(store, memory.NewSink(), "w")
+			cfg.EpochExamples = epochExamples
+			cfg.SnapshotEvery = 1 << 30
+			ctx, cancel := context.WithCancel(context.Background())
+			x, done := j.start(ctx, cfg, store)
+			last := j.waitLast(store)
+			sizes, reasons := labelsRanges(t, store)
+			if len(sizes) != int(last) {
+				t.Fatalf("%d boundaries in the log, want one for each of the %d epochs", len(sizes), last)
+			}
+			return stopAt(t, x, done, cancel, last), sizes, reasons
+		}
+		want, _, _ := run(1 << 20)
+		got, sizes, reasons := run(150)
+		// The labels' backlog is cut at once, not at the interval, to
+		// its end (docs/scale-out.md, section 3.4, rule (e)).
+		if !slices.Contains(reasons, epochlog.CutBacklog) {
+			t.Errorf("no epoch of %v was cut for the backlog", reasons)
+		}
+		if got.counts != want.counts || got.positions != want.positions {
+			t.Errorf("paced: outcomes %+v reaching %s; in epochs the pace does not bind: %+v reaching %s", got.counts, got.positions, want.counts, want.positions)
+		}
+		for e := 1; e < len(sizes); e++ {
+			for s, n := range sizes[e] {
+				if bound := max(2*150, 2*sizes[e-1][s]); n > bound {
+					t.Errorf("epoch %d reads %d labels of shard %s, more than %d (twice the limit, or twice the %d before)", e+1, n, s, bound, sizes[e-1][s])
+				}
+			}
+		}
+		if first := sizes[0][j.ex.Shard(0)]; first > 2*150 {
+			t.Errorf("the first epoch reads %d labels of shard 0, of %d: more than twice the limit", first, j.labels.Len(0))
+		}
+	})
+	t.Run("a label that never comes", func(t *testing.T) {
+		// Every example's label at its own time but the first's: the
+		// first is decided when the labels pass its window, 2,000
+		// examples (1 ms apart) on.
+		ex, labels := memory.NewLog("examples", joinPartitions), memory.NewLog("labels", joinPartitions)
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		const n = 2500
+		for p := range joinPartitions {
+			for i := range n {
+				at := base.Add(time.Duration(i) * time.Millisecond)
+				ex.AppendAt(p, at, fmt.Appendf(nil, `{"id":"p%d-%d","features":{"a":%d}}`, p, i, i%7))
+				if i > 0 {
+					labels.AppendAt(p, at, fmt.Appendf(nil, `{"id":"p%d-%d","label":%d}`, p, i, 1-2*(i%2)))
+				}
+			}
+		}
+		j := &joinedEpochs{t: t, ex: ex, labels: labels}
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		cfg := j.config(store, memory.NewSink(), "w")
+		cfg.EpochExamples = 20
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		x, done := j.start(ctx, cfg, store)
+		wait.For(t, time.Minute, 5*time.Millisecond, "the first examples learned", func() bool {
+			pos := x.Positions()
+			for p := range joinPartitions {
+				if pos[ex.Key(p)] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		// Read at 40 labels an epoch, the labels past the window would
+		// take 50; doubled at each stalled epoch, 6.
+		if e := x.Mixed(); e > 12 {
+			t.Errorf("the first example of every shard was decided in epoch %d: the stalled ranges' labels did not double", e)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// labelsRanges is, epoch by epoch from the first, the labels each shard's
+// range read, by shard, and why the epoch was cut.
+func labelsRanges(t *testing.T, store *snapshot.Store) ([]map[shardid.ID]int64, []string) {
+	t.Helper()
+	lg := epochlog.New(store)
+	epochs, err := lg.Epochs(context.Background(), "mixed")
+	if err != nil || len(epochs) == 0 {
+		t.Fatalf("the epoch log lists %v: %v", epochs, err)
+	}
+	var out []map[shardid.ID]int64
+	var reasons []string
+	for _, e := range epochs {
+		b, _, err := lg.Boundary(context.Background(), "mixed", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes := map[shardid.ID]int64{}
+		for _, r := range b.Shards {
+			if r.Labels != nil {
+				sizes[r.Shard] = r.Labels.To - r.Labels.From
+			}
+		}
+		out = append(out, sizes)
+		reasons = append(reasons, b.Cut.Reason)
+	}
+	return out, reasons
 }

@@ -33,6 +33,7 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	x.metrics.ShardsOwned.Set(float64(owned))
 	x.dropLost()
 	x.readers.drop(x.owns)
+	x.labelReaders.drop(x.ownsLabelsOf(b))
 	x.stopHeads(x.owns)
 	em := x.startEarlyMix(b, sha)
 	x.mu.Lock()
