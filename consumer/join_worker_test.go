@@ -365,10 +365,7 @@ func TestJoinedWorkerStartsAtItsHead(t *testing.T) {
 func TestJoinedWorkerClosesWindowsWhenQuiet(t *testing.T) {
 	ex := memory.NewLog("examples", 1)
 	labels := memory.NewLog("labels", 1)
-	base := time.Now().Add(-time.Hour)
-	for i := range 100 {
-		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
-	}
+	waitingExamples(ex, 100, time.Now().Add(-time.Hour))
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	// Without marks nothing closes: every example waits.
 	runJoined(t, ex, labels, store, nil, false, func(w *consumer.Worker) bool {
@@ -392,29 +389,8 @@ func TestJoinedWorkerClosesWindowsWhenQuiet(t *testing.T) {
 func TestJoinedWorkerBackPressure(t *testing.T) {
 	ex := memory.NewLog("examples", 1)
 	labels := memory.NewLog("labels", 1)
-	base := time.Now().Add(-time.Hour)
-	for i := range 100 {
-		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
-	}
-	log := zaptest.NewLogger(t)
-	lcfg := learner.DefaultConfig()
-	lcfg.HashBits = 10
-	model, err := learner.New(lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := &consumer.LabelsConfig{
-		Join:   consumer.JoinConfig{Window: joinWindow, MaxPending: 10},
-		Source: memory.NewSource(labels, nil),
-		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
-			return memory.NewSource(ex, resume), nil
-		},
-		Format: wire.FormatJSON, Writer: "w",
-	}
-	w := consumer.NewWorker(consumer.WorkerConfig{Model: "joined", Batch: 4, Labels: lc}, memory.NewSource(ex, nil), model, nil, nil, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
+	waitingExamples(ex, 100, time.Now().Add(-time.Hour))
+	w, stop := startMemoryJoin(t, ex, labels, 10, 4, nil)
 	wait.For(t, time.Minute, 5*time.Millisecond, "the join to fill", func() bool {
 		_, _, pending, _ := w.JoinProgress()
 		return pending >= 10 && !w.Ready()
@@ -430,10 +406,7 @@ func TestJoinedWorkerBackPressure(t *testing.T) {
 		_, tail, _, _ := w.JoinProgress()
 		return tail >= 100
 	})
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if got := w.Model().Counts().Examples; got != 100 {
 		t.Errorf("%d examples learned, want all 100", got)
 	}
@@ -569,32 +542,13 @@ func TestJoinedWorkerCountsTheLabelsItHolds(t *testing.T) {
 	ex := memory.NewLog("examples", 1)
 	labels := memory.NewLog("labels", 1)
 	base := time.Now().Add(-time.Hour)
-	for i := range 10 {
-		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
-	}
+	waitingExamples(ex, 10, base)
 	const unseen = 300
 	for i := range unseen {
 		labels.AppendAt(0, base.Add(joinWindow/2), fmt.Appendf(nil, `{"id":"nobody%d","label":1}`, i))
 	}
-	lcfg := learner.DefaultConfig()
-	lcfg.HashBits = 10
-	model, err := learner.New(lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := &consumer.LabelsConfig{
-		Join:   consumer.JoinConfig{Window: joinWindow, MaxPending: 100},
-		Source: memory.NewSource(labels, nil),
-		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
-			return memory.NewSource(ex, resume), nil
-		},
-		Format: wire.FormatJSON, Writer: "w",
-	}
 	metrics := consumer.NewMetrics(nil)
-	w := consumer.NewWorker(consumer.WorkerConfig{Model: "joined", Batch: 16, Labels: lc}, memory.NewSource(ex, nil), model, nil, metrics, zaptest.NewLogger(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
+	w, stop := startMemoryJoin(t, ex, labels, 100, 16, metrics)
 	wait.For(t, time.Minute, 5*time.Millisecond, "every label read and held", func() bool {
 		return testutil.ToFloat64(metrics.Join.Held) == unseen
 	})
@@ -603,8 +557,45 @@ func TestJoinedWorkerCountsTheLabelsItHolds(t *testing.T) {
 	wait.For(t, time.Minute, 5*time.Millisecond, "the held labels dropped as unknown", func() bool {
 		return testutil.ToFloat64(metrics.Join.Held) == 0 && w.JoinCounts().Labels[consumer.LabelUnknown] == unseen
 	})
-	cancel()
-	if err := <-errc; err != nil {
+	stop()
+}
+
+// waitingExamples appends n delayed examples to ex, 1 ms apart from base.
+func waitingExamples(ex *memory.Log, n int, base time.Time) {
+	for i := range n {
+		ex.AppendAt(0, base.Add(time.Duration(i)*time.Millisecond), fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%7))
+	}
+}
+
+// startMemoryJoin runs a new model's worker over ex, joining labels with
+// labels.window joinWindow, no default and maxPending, reading batch
+// messages at a time, with metrics (nil: its own). stop stops it and
+// fails the test if it stopped with an error.
+func startMemoryJoin(t *testing.T, ex, labels *memory.Log, maxPending, batch int, metrics *consumer.Metrics) (w *consumer.Worker, stop func()) {
+	t.Helper()
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 10
+	model, err := learner.New(lcfg)
+	if err != nil {
 		t.Fatal(err)
+	}
+	lc := &consumer.LabelsConfig{
+		Join:   consumer.JoinConfig{Window: joinWindow, MaxPending: maxPending},
+		Source: memory.NewSource(labels, nil),
+		OpenTail: func(_ context.Context, resume map[string]int64) (consumer.Source, error) {
+			return memory.NewSource(ex, resume), nil
+		},
+		Format: wire.FormatJSON, Writer: "w",
+	}
+	w = consumer.NewWorker(consumer.WorkerConfig{Model: "joined", Batch: batch, Labels: lc}, memory.NewSource(ex, nil), model, nil, metrics, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return w, func() {
+		t.Helper()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
