@@ -239,6 +239,12 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			}
 		}
 		c.data = buf
+		if format == FormatMsgpack && seq == 0 && detect(buf, eof) == FormatJSON && bytes.HasPrefix(bytes.TrimLeft(buf, " \t\r\n"), []byte("{")) {
+			// No msgpack map begins with '{' (a positive integer): read
+			// as msgpack, every byte of JSON text would be a record of
+			// its own that is no example.
+			return errors.New("the input begins with '{', as JSON does, and no msgpack map does: it is read as msgpack (format msgpack); read it as jsonl, or auto (by the first byte)")
+		}
 		if format == FormatAuto || format == "" {
 			format = detect(buf, eof)
 			if format == FormatAuto {

@@ -295,3 +295,21 @@ func TestReadRecordsExamplesApart(t *testing.T) {
 		})
 	}
 }
+
+// TestReadExamplesRefusesJSONAsMsgpack: JSON lines read with the format
+// msgpack stop at once, saying why, rather than giving a record of every
+// byte that is no example.
+func TestReadExamplesRefusesJSONAsMsgpack(t *testing.T) {
+	data := append([]byte("\n  "), stream(50, wire.FormatJSON)...)
+	n := 0
+	err := wire.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Format: wire.FormatMsgpack}, func(r *wire.Record) error {
+		n++
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "begins with '{'") || !strings.Contains(err.Error(), "jsonl") {
+		t.Fatalf("JSON lines read as msgpack: %v after %d records, want an error naming the format", err, n)
+	}
+	if n != 0 {
+		t.Errorf("%d records of JSON text read as msgpack, want none", n)
+	}
+}
