@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -279,7 +281,8 @@ func TestNATSNotHeldBySlowBodies(t *testing.T) {
 	raws := encodeJSON(t, probes(cfg))
 	body := jsonArray(raws)
 	const maxInFlight, bodiesPerToken = 1, 4
-	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: maxInFlight, Timeout: time.Minute}, cfg, liveOf(m), nil, nil)
+	met := serve.NewMetrics(nil)
+	srv := serve.New(serve.Options{Model: modelName, MaxInFlight: maxInFlight, Timeout: time.Minute}, cfg, liveOf(m), nil, met)
 	hs, reading := httpServerReading(t, srv)
 	nc := testbroker.NATS(t).Conn(t)
 	startService(t, srv, nc)
@@ -297,8 +300,19 @@ func TestNATSNotHeldBySlowBodies(t *testing.T) {
 		t.Fatalf("NATS: %s %s (%s), want an answer", micro.ErrorCodeHeader, code, got.Header.Get(micro.ErrorHeader))
 	}
 	sameItems(t, jsonItems(t, got.Data, array), newPredictor(m).wantAll(t, raws))
-	for _, s := range slow {
+	// A request gives its in-flight token back just after its reply is
+	// sent, and is counted then: each slow request is finished once the
+	// one before it is counted, so that it finds the token free.
+	answered := func(iface string, n int) {
+		t.Helper()
+		wait.For(t, time.Minute, time.Millisecond, fmt.Sprintf("%d %s requests counted", n, iface), func() bool {
+			return testutil.ToFloat64(met.Requests.WithLabelValues(iface, "ok")) == float64(n)
+		})
+	}
+	answered("nats", 1)
+	for i, s := range slow {
 		s.finish(t, true).ok(t, "application/json", m.Version())
+		answered("http", i+1)
 	}
 }
 
