@@ -353,7 +353,7 @@ func (x *Epochs) joinBacklog(shard shardid.ID) bool {
 		return true
 	}
 	reached, ok := x.from[shard]
-	return ok && r.To-r.From >= int64(b.Cut.EpochExamples) && reached == r.To
+	return ok && reached == r.To && clipped(b, shard)
 }
 
 // minEpochExamples is the least examples of a shard in an epoch that
