@@ -214,7 +214,7 @@ type Epochs struct {
 	// that learns every range of an epoch writes none (soleOwner), and
 	// writes those it holds if the barrier finds it must wait for
 	// another's (docs/scale-out.md, E4).
-	held map[resultKey]*epochlog.ShardResult
+	held map[resultKey]heldResult
 	// joins are the shards' joins the mixed model holds (J_{e-1,s}), and
 	// joinedResults where the ranges of the epoch being learned reached,
 	// with their joins, for its mix: with labels only.

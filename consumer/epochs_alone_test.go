@@ -67,14 +67,19 @@ func (l *heldOutputs) Publish(ctx context.Context, batch []consumer.Output) erro
 	return l.Sink.Publish(ctx, batch)
 }
 
-// writeCountingLog counts the shard results written to the log.
+// writeCountingLog counts the shard results written to the log, and
+// apart those of epoch at (0: none).
 type writeCountingLog struct {
 	consumer.EpochLog
-	writes atomic.Int64
+	writes, atWrites atomic.Int64
+	at               uint64
 }
 
 func (l *writeCountingLog) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
 	l.writes.Add(1)
+	if r.Epoch == l.at {
+		l.atWrites.Add(1)
+	}
 	return l.EpochLog.WriteShard(ctx, r, base)
 }
 

@@ -227,16 +227,24 @@ func (x *Epochs) forgetResults(e uint64) {
 	}
 }
 
+// heldResult is a result held, not written (docs/scale-out.md, section
+// 3.12), and with labels its join, not yet encoded.
+type heldResult struct {
+	res  *epochlog.ShardResult
+	join *JoinState
+}
+
 // hold keeps res, the result of a range this worker learned while it
-// owned every range of its epoch, for the barrier, without writing it.
-func (x *Epochs) hold(res *epochlog.ShardResult) {
-	x.keepResult(res, nil)
+// owned every range of its epoch, and with labels join, the shard's join
+// where it reached, for the barrier, without writing it.
+func (x *Epochs) hold(res *epochlog.ShardResult, join *JoinState) {
+	x.keepResult(res, join)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.held == nil {
-		x.held = map[resultKey]*epochlog.ShardResult{}
+		x.held = map[resultKey]heldResult{}
 	}
-	x.held[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = res
+	x.held[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = heldResult{res, join}
 }
 
 // writeHeld writes the results of b's epoch that this worker holds and
@@ -246,12 +254,12 @@ func (x *Epochs) writeHeld(ctx context.Context, b *epochlog.Boundary, sha [32]by
 	for _, r := range b.Shards {
 		key := resultKey{b.Epoch, sha, r.Shard}
 		x.mu.Lock()
-		res := x.held[key]
+		h, ok := x.held[key]
 		x.mu.Unlock()
-		if res == nil {
+		if !ok {
 			continue
 		}
-		if err := x.writeResult(ctx, b, r, res, nil, 0); err != nil {
+		if err := x.writeResult(ctx, b, r, h.res, h.join); err != nil {
 			return err
 		}
 		x.mu.Lock()
@@ -262,11 +270,11 @@ func (x *Epochs) writeHeld(ctx context.Context, b *epochlog.Boundary, sha [32]by
 }
 
 // soleOwner reports whether this worker learns every non-empty range of
-// b itself, is alone (EpochConfig.Alone) and joins no labels: then no
-// other worker waits for its results, and it keeps them rather than
-// write them (docs/scale-out.md, E4).
+// b itself and is alone (EpochConfig.Alone): then no other worker waits
+// for its results, and it keeps them rather than write them
+// (docs/scale-out.md, E4).
 func (x *Epochs) soleOwner(b *epochlog.Boundary) bool {
-	if x.cfg.Labels != nil || x.cfg.Alone == nil || !x.cfg.Alone() {
+	if x.cfg.Alone == nil || !x.cfg.Alone() {
 		return false
 	}
 	for _, r := range b.Shards {

@@ -380,13 +380,11 @@ func (j *rangeJoin) take(m *Message) (label int, labeled bool) {
 	return d.label, true
 }
 
-// state is the shard's join where the range reached, and its encoding
-// as a result records it.
-func (j *rangeJoin) state(shard, labelsShard string, reached int64) (*JoinState, []byte, error) {
+// state is the shard's join where the range reached.
+func (j *rangeJoin) state(shard, labelsShard string, reached int64) *JoinState {
 	st := j.join.State(reached)
 	st.Source, st.LabelsSource = shard, labelsShard
-	b, err := st.encode()
-	return st, b, err
+	return st
 }
 
 // keepJoined records where a range this worker learned or read reached,

@@ -153,7 +153,8 @@ func TestRangeJoinIsTheRuleInAnyOrder(t *testing.T) {
 					}
 				}
 				want.digest = learn(want.reached, want.labels)
-				st, b, err := rj.state("memory:ex/0", "memory:lb/0", want.reached)
+				st := rj.state("memory:ex/0", "memory:lb/0", want.reached)
+				b, err := st.encode()
 				if err != nil {
 					t.Fatal(err)
 				}

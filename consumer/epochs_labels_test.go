@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,6 +313,75 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 		}
 	})
 
+	// A worker alone holds its results (docs/scale-out.md, section 3.12),
+	// with labels too: a range's result, where it reached and its join,
+	// is a function of its boundary and the two logs, so a worker that
+	// finds it missing learns it again to the same bits. No generation
+	// is written here either, so the log's boundaries alone hold the
+	// model.
+	t.Run("alone", func(t *testing.T) {
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		sink := memory.NewSink()
+		cfg := j.config(store, sink, "alone")
+		first := &writeCountingLog{EpochLog: unwrittenLog{epochlog.New(store)}}
+		cfg.Log = first
+		cfg.Alone = func() bool { return true }
+		ctx, cancel := context.WithCancel(context.Background())
+		x, done := j.start(ctx, cfg, store)
+		if got := stopAt(t, x, done, cancel, last); got != want || x.Mixed() != last {
+			t.Fatalf("alone: %+v after %d epochs, one worker that writes its results %+v after %d", got, x.Mixed(), want, last)
+		}
+		if n := first.writes.Load(); n != 0 {
+			t.Fatalf("the worker alone wrote %d shard results", n)
+		}
+
+		// Stopped while alone, at random epochs: each start finds no
+		// result and no generation, and learns every range again from
+		// the boundaries, holding them.
+		rng := rand.New(rand.NewPCG(7, 8))
+		for i := range 2 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cfg := j.config(store, sink, fmt.Sprint("again", i))
+			cfg.Log, cfg.Alone = first, func() bool { return true }
+			x, done := j.start(ctx, cfg, store)
+			stop := 1 + uint64(rng.IntN(int(last)))
+			if got := stopAt(t, x, done, cancel, stop); stop == last && got != want {
+				t.Fatalf("alone again: %+v, uninterrupted %+v", got, want)
+			}
+		}
+		if n := first.writes.Load(); n != 0 {
+			t.Fatalf("the workers alone wrote %d shard results", n)
+		}
+
+		// A worker that is not alone, owning half the shards, learns the
+		// others' ranges from their boundaries below the next boundary,
+		// and writes every result. The last epoch has no boundary above
+		// it: its other ranges are learned once their owner's session
+		// ends and they are handed to this worker.
+		cfg = j.config(store, sink, "newcomer")
+		second := &writeCountingLog{EpochLog: epochlog.New(store)}
+		cfg.Log = second
+		half := []string{j.ex.Key(1), j.ex.Key(3)}
+		all := []string{j.ex.Key(0), j.ex.Key(1), j.ex.Key(2), j.ex.Key(3)}
+		var owned atomic.Pointer[[]string]
+		owned.Store(&half)
+		changed := make(chan struct{})
+		cfg.Owned = func() []shardid.ID { return shardIDs(*owned.Load()) }
+		cfg.Changed = func() <-chan struct{} { return changed }
+		ctx, cancel = context.WithCancel(context.Background())
+		y, ydone := j.start(ctx, cfg, store)
+		wait.For(t, time.Minute, 5*time.Millisecond, "the epochs before the last mixed by the newcomer", func() bool { return y.Mixed() >= last-1 })
+		owned.Store(&all)
+		close(changed)
+		if got := stopAt(t, y, ydone, cancel, last); got != want {
+			t.Fatalf("the newcomer: %+v, one worker %+v", got, want)
+		}
+		if n := second.writes.Load(); n == 0 {
+			t.Fatal("the newcomer wrote no result of the ranges it learned")
+		}
+	})
+
 	t.Run("replay", func(t *testing.T) {
 		out := snapshot.NewStore(memblob.OpenBucket(nil), "")
 		t.Cleanup(func() { out.Close() })
@@ -333,6 +403,84 @@ func TestEpochsJoinIsAFunctionOfTheLogs(t *testing.T) {
 			t.Fatalf("replay: %+v, live %+v", got, want)
 		}
 	})
+}
+
+// TestEpochsJoinWritesWhatItHeldOnceNotAlone: a worker alone with
+// labels holds its results of an epoch, with their joins, and loses the
+// shard whose range it has not finished to a second worker. Its barrier
+// then writes those it held, their joins encoded, since the second
+// worker's barrier needs them; both go on to the model and outcomes of
+// one worker that writes every result.
+func TestEpochsJoinWritesWhatItHeldOnceNotAlone(t *testing.T) {
+	j := newJoinedEpochs(t, 500)
+	ref := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { ref.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, j.config(ref, memory.NewSink(), "one"), ref)
+	last := j.waitLast(ref)
+	want := stopAt(t, x, done, cancel, last)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	sink := memory.NewSink()
+	all := []string{j.ex.Key(0), j.ex.Key(1), j.ex.Key(2), j.ex.Key(3)}
+	rest := all[:3]
+	var owned atomic.Pointer[[]string]
+	owned.Store(&all)
+	var alone atomic.Bool
+	alone.Store(true)
+	changed := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	cfg := j.config(store, sink, "first")
+	first := &writeCountingLog{EpochLog: cfg.Log, at: 1}
+	cfg.Log = first
+	// Shard 3's reading stops after its first fetch, within epoch 1.
+	cfg.Shards = &heldShards{Log: j.ex, shard: j.ex.Key(3), release: release}
+	cfg.Alone = alone.Load
+	cfg.Owned = func() []shardid.ID { return shardIDs(*owned.Load()) }
+	cfg.Changed = func() <-chan struct{} { return changed }
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	x, done = j.start(ctx, cfg, store)
+	wait.For(t, time.Minute, time.Millisecond, "epoch 1's other ranges learned, and held", func() bool { return x.HeldResults(1) == 3 })
+	if n := first.writes.Load(); n != 0 {
+		t.Fatalf("the worker alone wrote %d results", n)
+	}
+
+	alone.Store(false)
+	owned.Store(&rest)
+	close(changed)
+	cfg2 := j.config(store, sink, "second")
+	cfg2.Owned = func() []shardid.ID { return shardIDs([]string{j.ex.Key(3)}) }
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	y, ydone := j.start(ctx2, cfg2, store)
+	if got := j.waitLast(store); got != last {
+		t.Fatalf("two workers made %d epochs, one %d", got, last)
+	}
+	var got [2]joinedOutcome
+	var wg sync.WaitGroup
+	for i, w := range []struct {
+		x      *consumer.Epochs
+		done   <-chan error
+		cancel context.CancelFunc
+	}{{x, done, cancel}, {y, ydone, cancel2}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = stopAt(t, w.x, w.done, w.cancel, last)
+		}()
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != want {
+			t.Fatalf("worker %d: %+v, one worker %+v", i, g, want)
+		}
+	}
+	if n := first.atWrites.Load(); n != 3 {
+		t.Fatalf("the first worker wrote %d results of epoch 1, want the 3 it held", n)
+	}
 }
 
 // TestEpochsHeadPredictsScoresAndMarks runs one worker with heads over

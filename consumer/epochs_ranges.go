@@ -208,11 +208,11 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		if r.From == r.To {
 			// Labels alone: they move the shard's join, and nothing is
 			// learned.
-			return x.writeResult(ctx, b, r, &epochlog.ShardResult{
+			return x.finishRange(ctx, b, r, &epochlog.ShardResult{
 				Model: model, Epoch: b.Epoch, Shard: r.Shard, From: r.From, To: r.To,
 				BoundarySHA256: sha, ConfigDigest: b.ConfigDigest, BaseStateSHA256: b.BaseStateSHA256,
 				Last: r.From, State: m.Release(), Writer: x.cfg.Writer, Created: time.Now().UTC(),
-			}, rj, r.From)
+			}, rj, r.From, hold)
 		}
 	}
 	var src *rangeReader
@@ -310,16 +310,14 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		Messages: rs.Messages(), DeadLetters: rs.Messages() - (done.examples - before), Last: rs.Returned(),
 		State: done.state, Changed: &done.changed, ChallengersChanged: done.challengers, Writer: x.cfg.Writer, Created: time.Now().UTC(),
 	}
-	if rj == nil && hold != nil && hold(b) {
-		x.hold(res)
-		return nil
-	}
-	return x.writeResult(ctx, b, r, res, rj, end)
+	return x.finishRange(ctx, b, r, res, rj, end, hold)
 }
 
-// writeResult writes res, the result of range r of b, whose outputs are
-// durable; with labels rj is the range's join, which reached reached.
-func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64) error {
+// finishRange records res, the result of range r of b, whose outputs
+// are durable; with labels rj is the range's join, which reached
+// reached. It holds res rather than write it if hold (nil: never) says
+// so of b (docs/scale-out.md, section 3.12).
+func (x *Epochs) finishRange(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, rj *rangeJoin, reached int64, hold func(*epochlog.Boundary) bool) error {
 	// The range is complete and its outputs durable: its result is
 	// written even while the worker stops, within the shutdown limit,
 	// so that the next start need not learn it again. With labels that
@@ -339,11 +337,35 @@ func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochl
 			return err
 		}
 		res.Labels, res.Reached = r.Labels, reached
-		if join, res.Join, err = rj.state(r.Shard.String(), lshard.String(), reached); err != nil {
+		join = rj.state(r.Shard.String(), lshard.String(), reached)
+	}
+	if hold != nil && hold(b) {
+		x.hold(res, join)
+		return nil
+	}
+	return x.store(wctx, b, r, res, join)
+}
+
+// writeResult writes res, the result of range r of b, whose outputs are
+// durable, within the shutdown limit once ctx is done; with labels join
+// is the shard's join where the range reached.
+func (x *Epochs) writeResult(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, join *JoinState) error {
+	wctx, cancel := graceAfter(ctx, x.shutdownTimeout())
+	defer cancel()
+	defer context.AfterFunc(x.grace, cancel)()
+	return x.store(wctx, b, r, res, join)
+}
+
+// store is writeResult on a context that already outlives the worker's.
+// A result with labels records join, encoded.
+func (x *Epochs) store(ctx context.Context, b *epochlog.Boundary, r epochlog.Range, res *epochlog.ShardResult, join *JoinState) error {
+	if res.Labels != nil && res.Join == nil {
+		var err error
+		if res.Join, err = join.encode(); err != nil {
 			return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 		}
 	}
-	err := x.retry(wctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
+	err := x.retry(ctx, NotReadySnapshots, fmt.Sprintf("write epoch %d's result of shard %s", b.Epoch, r.Shard), func(ctx context.Context) error {
 		return x.cfg.Log.WriteShard(ctx, res, x.base)
 	})
 	if errors.Is(err, snapshot.ErrNotFound) {
