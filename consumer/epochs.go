@@ -161,6 +161,9 @@ type Epochs struct {
 	curSHA [32]byte
 	// written is the newest epoch a generation holds.
 	written uint64
+	// heldMixed is the newest epoch mixed from results this worker held
+	// and did not write (docs/scale-out.md, section 3.12).
+	heldMixed uint64
 	// writing is the generation being written while the next epoch is
 	// learned, nil when none is (awaitGeneration).
 	writing *pendingGeneration
@@ -531,6 +534,9 @@ func (x *Epochs) Run(ctx context.Context) error {
 // advance records that the model now holds epoch b, mixed.
 func (x *Epochs) advance(b *epochlog.Boundary, sha [32]byte) {
 	x.prev, x.prevSHA, x.epoch, x.cur = b, sha, b.Epoch+1, nil
+	if x.heldResults(b.Epoch) > 0 {
+		x.heldMixed = b.Epoch
+	}
 	x.forgetResults(b.Epoch)
 	x.mixed.Store(b.Epoch)
 	x.metrics.Epoch.Set(float64(b.Epoch))

@@ -249,3 +249,62 @@ func TestEpochsAloneOnceAssigned(t *testing.T) {
 		t.Fatalf("the worker alone wrote %d shard results", n)
 	}
 }
+
+// TestEpochsAloneWriteAGenerationOnceNotAlone: a worker alone that mixed
+// epochs from results it held, above its newest generation, writes a
+// generation as soon as it is alone no longer, though none is due by the
+// count or the clock (snapshot.interval 0) and the stream is idle. A
+// worker that joins then starts from it: it neither learns those ranges
+// again nor waits at their barrier for a boundary that will not come.
+func TestEpochsAloneWriteAGenerationOnceNotAlone(t *testing.T) {
+	data := epochLog(600)
+	want := oneWorkerDigest(t, data)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var alone atomic.Bool
+	alone.Store(true)
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	cfg.Alone = alone.Load
+	cfg.SnapshotEvery, cfg.SnapshotInterval = 1<<40, 0
+	x, done := startEpochs(t, ctx, cfg, store)
+	last := waitComplete(t, store, data)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return x.Mixed() >= last })
+	newest := func() uint64 {
+		gens, err := store.Generations(context.Background(), "mixed")
+		if err != nil || len(gens) == 0 {
+			return 0
+		}
+		return gens[len(gens)-1]
+	}
+	if g := newest(); g >= last {
+		t.Fatalf("generation %d was written with none due: the test wants the epochs above the newest generation held", g)
+	}
+
+	alone.Store(false)
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool { return newest() >= last })
+
+	second := &writeCountingLog{EpochLog: epochlog.New(store)}
+	bcfg := epochConfig(data, store, memory.NewSink(), "second")
+	bcfg.Log = second
+	bcfg.Owned = func() []shardid.ID { return shardIDs([]string{"memory:ex/1", "memory:ex/3", "memory:ex/5"}) }
+	y, ydone := startEpochs(t, ctx, bcfg, store)
+	if y.Mixed() < last {
+		t.Fatalf("the second worker starts at epoch %d, below the last, %d", y.Mixed(), last)
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := second.writes.Load(); n != 0 {
+		t.Fatalf("the second worker wrote %d results: it learned ranges again", n)
+	}
+	for i, w := range []*consumer.Epochs{x, y} {
+		if got := w.Model().State().Digest(); got != want {
+			t.Fatalf("worker %d holds %x, one worker %x", i, got, want)
+		}
+	}
+}

@@ -247,6 +247,20 @@ func (x *Epochs) hold(res *epochlog.ShardResult, join *JoinState) {
 	x.held[resultKey{res.Epoch, res.BoundarySHA256, res.Shard}] = heldResult{res, join}
 }
 
+// heldResults is how many results of epoch e this worker holds and has
+// not written.
+func (x *Epochs) heldResults(e uint64) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for k := range x.held {
+		if k.epoch == e {
+			n++
+		}
+	}
+	return n
+}
+
 // writeHeld writes the results of b's epoch that this worker holds and
 // has not written, in shard order: the barrier calls it when another
 // worker's result is needed too, since that worker needs these.

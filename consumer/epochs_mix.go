@@ -193,7 +193,7 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 	// or not one is due (docs/scale-out.md, section 3.9); an epoch
 	// between two generations gets none.
 	damaged := slices.Contains(x.cfg.Damaged, b.Epoch)
-	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || damaged
+	due := (every > 0 && labeled/every > x.lastSnap.labeled/every) || x.snapshotOverdue() || damaged || x.regrouped()
 	// A promotion is written at once, for compare, inspect and the next
 	// cutter to see (docs/scale-out.md, section 3.11).
 	promoted := false
@@ -210,6 +210,15 @@ func (x *Epochs) snapshot(ctx context.Context, b *epochlog.Boundary, sha [32]byt
 		return x.awaitGeneration()
 	}
 	return nil
+}
+
+// regrouped reports whether this worker mixed epochs from results it
+// held, above its newest generation, and is alone no longer: a worker
+// that joined would learn those epochs' ranges again, or wait for the
+// next boundary to tell it the results will not come (docs/scale-out.md,
+// section 3.12). A generation of the newest mixed model spares it both.
+func (x *Epochs) regrouped() bool {
+	return x.heldMixed > x.written && x.cfg.Alone != nil && !x.cfg.Alone()
 }
 
 // writeGeneration writes the mixed model of b's epoch as its generation,

@@ -33,14 +33,4 @@ func (x *Epochs) HeadPositions(shard shardid.ID) map[string]int64 {
 
 // HeldResults is how many results of epoch e this worker holds and has
 // not written.
-func (x *Epochs) HeldResults(e uint64) int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	n := 0
-	for k := range x.held {
-		if k.epoch == e {
-			n++
-		}
-	}
-	return n
-}
+func (x *Epochs) HeldResults(e uint64) int { return x.heldResults(e) }
