@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -59,7 +60,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	// and only when asked for.
 	usage := fs.Usage
 	fs.Usage = func() {}
+	restore := describeValues(fs)
 	err := fs.Parse(config.JoinBoolValues(fs, args))
+	restore()
 	fs.Usage = usage
 	if errors.Is(err, flag.ErrHelp) {
 		usage()
@@ -70,6 +73,76 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// describeValues has every flag of fs whose value the flag package parses
+// (an int, a float, a duration, a boolean) say what a bad value is not,
+// as the configuration's keys do, instead of the package's bare "parse
+// error"; the function it returns puts the values back, so that the usage
+// still names their types.
+func describeValues(fs *flag.FlagSet) (restore func()) {
+	var wrapped []*flag.Flag
+	var values []flag.Value
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		var what string
+		switch g.Get().(type) {
+		case int, int64:
+			what = "an integer"
+		case uint, uint64:
+			what = "a non-negative integer"
+		case float64:
+			what = "a number"
+		case time.Duration:
+			what = "a duration such as 30s or 5m"
+		case bool:
+			what = "a boolean (want true or false)"
+		default:
+			return
+		}
+		wrapped, values = append(wrapped, f), append(values, f.Value)
+		d := describedValue{Value: f.Value, what: what}
+		if config.IsBoolFlag(f) {
+			f.Value = describedBool{d}
+		} else {
+			f.Value = d
+		}
+	})
+	return func() {
+		for i, f := range wrapped {
+			f.Value = values[i]
+		}
+	}
+}
+
+// describedValue is a flag value of the flag package whose Set says what
+// a value it cannot parse is not.
+type describedValue struct {
+	flag.Value
+	what string
+}
+
+func (v describedValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err == nil {
+		return nil
+	}
+	switch err.Error() {
+	case "parse error":
+		return fmt.Errorf("%q is not %s", s, v.what)
+	case "value out of range":
+		return fmt.Errorf("%q is out of range", s)
+	}
+	return err
+}
+
+// describedBool is a describedValue of a boolean flag, which stands alone
+// for true.
+type describedBool struct{ describedValue }
+
+func (describedBool) IsBoolFlag() bool { return true }
 
 // noArgs is a usage error naming the first argument left on fs after its
 // flags, if any, for a command that takes flags only: the flag package

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"reflect"
@@ -87,6 +88,42 @@ func TestFlagMistakePrintsNoUsage(t *testing.T) {
 	}
 	if out != "" || stderr != "" {
 		t.Errorf("printed %q and %q besides the error", out, stderr)
+	}
+}
+
+// TestFlagBadValueSaysWhatItIsNot: a command's own flag given a value it
+// cannot parse says what the value is not, as a key does, and not the flag
+// package's bare "parse error"; its -h still names the flags' types.
+func TestFlagBadValueSaysWhatItIsNot(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "-label-delay", "5"}, `"5" is not a duration such as 30s or 5m`},
+		{[]string{"gen", "-examples", "abc"}, `"abc" is not an integer`},
+		{[]string{"gen", "-seed", "-1"}, `"-1" is not a non-negative integer`},
+		{[]string{"gen", "-noise", "x"}, `"x" is not a number`},
+		{[]string{"gen", "-examples", "99999999999999999999"}, `"99999999999999999999" is out of range`},
+		{[]string{"train", "-input", "-", "-normalize=maybe"}, `"maybe" is not a boolean (want true or false)`},
+		{[]string{"train", "-input", "-", "-eta", "fast"}, `"fast" is not a number`},
+		{[]string{"setup", "--retention", "7"}, `"7" is not a duration such as 30s or 5m`},
+	}
+	for _, c := range cases {
+		_, _, err := runCmd(t, "", c.args...)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: got %v, want a usage error", c.args, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "parse error") {
+			t.Errorf("%q: %q, want it to say %s", c.args, msg, c.want)
+		}
+	}
+	out := mustRun(t, "", "gen", "-h")
+	for _, want := range []string{"-examples int", "-noise float", "-label-delay duration", "-seed uint"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gen -h lacks %q after a bad value:\n%s", want, out)
+		}
 	}
 }
 
