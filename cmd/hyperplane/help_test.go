@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
 // TestHelpPrintsUsageOnce: every command's -h prints its usage once, on
@@ -75,6 +77,36 @@ func TestHelpShowsTheCommandsDefaults(t *testing.T) {
 		}
 		if strings.Contains(out, "(default perceptron)") {
 			t.Errorf("%s -h says perceptron, the default learner is arow:\n%s", c.command, out)
+		}
+	}
+}
+
+// TestCommandsPageNamesEveryFlag: docs/commands.md names every flag a
+// command's -h lists, but the model's flags of demo and train, which the
+// page documents as the model.learner keys they set.
+func TestCommandsPageNamesEveryFlag(t *testing.T) {
+	page, err := os.ReadFile("../../docs/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]bool{}
+	fs := flag.NewFlagSet("model", flag.ContinueOnError)
+	config.LearnerFlags(fs, &learner.Config{})
+	fs.VisitAll(func(f *flag.Flag) { model[f.Name] = true })
+	listed := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+	for _, c := range commands() {
+		out, _, err := runCmd(t, "", c.name, "-h")
+		if err != nil {
+			t.Fatalf("%s -h: %v", c.name, err)
+		}
+		for _, m := range listed.FindAllStringSubmatch(out, -1) {
+			name := m[1]
+			if model[name] {
+				continue
+			}
+			if !regexp.MustCompile(`(^|[^a-z.-])--?` + regexp.QuoteMeta(name) + `($|[^a-z0-9-])`).Match(page) {
+				t.Errorf("docs/commands.md does not name %s's flag -%s", c.name, name)
+			}
 		}
 	}
 }
