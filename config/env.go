@@ -78,6 +78,13 @@ func unknownEnvWarning(name string, known []string) string {
 	return fmt.Sprintf("%s is not a setting and is ignored (hyperplane config --defaults lists every variable)", name)
 }
 
+// Nearest returns the name among known nearest to name by edit distance,
+// if it is near enough to be the one meant, as for a key's flag: a
+// command's flags of its own name their typos with it.
+func Nearest(name string, known []string) (string, bool) {
+	return nearest(name, known, len(name))
+}
+
 // nearest returns the name among known nearest to name by edit distance,
 // if it is near enough to be the one meant: at most a third of size, the
 // length of the part of name that is the user's own, and at least 2 edits,

@@ -69,9 +69,59 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return errHelp
 	}
 	if err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return &usageError{msg: unknownOwnFlag(fs, "-"+name)}
+		}
 		return &usageError{msg: err.Error()}
 	}
 	return nil
+}
+
+// unknownOwnFlag says that arg, a flag as the user wrote it, is none of
+// fs's, and names the one of fs probably meant, or else where the flags
+// are listed.
+func unknownOwnFlag(fs *flag.FlagSet, arg string) string {
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	if best, ok := config.Nearest(name, known); ok {
+		return fmt.Sprintf("unknown flag %s; did you mean %s%s?", arg, arg[:len(arg)-len(strings.TrimLeft(arg, "-"))], best)
+	}
+	return fmt.Sprintf("unknown flag %s (hyperplane %s -h lists the flags)", arg, fs.Name())
+}
+
+// loadCommandConfig loads the configuration from args as loadConfig does,
+// for a command whose own flags are those of fs: a flag that is no key,
+// refused and near no key but near one of fs's (setup --partitons), is
+// named as a typo of that flag.
+func loadCommandConfig(e *env, fs *flag.FlagSet, args []string) (config.Config, error) {
+	cfg, err := loadConfig(e, args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return cfg, err
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "did you mean") {
+		return cfg, err // a key's typo
+	}
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name == "" {
+			continue
+		}
+		i := strings.Index(msg, "unknown flag --"+name)
+		if i < 0 {
+			continue
+		}
+		if rest := msg[i+len("unknown flag --"+name):]; rest != "" && !strings.ContainsAny(rest[:1], ":; ") {
+			continue
+		}
+		var known []string
+		fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+		if best, ok := config.Nearest(name, known); ok {
+			return cfg, fmt.Errorf("flags: unknown flag %s; did you mean %s%s?", strings.SplitN(a, "=", 2)[0], a[:len(a)-len(strings.TrimLeft(a, "-"))], best)
+		}
+	}
+	return cfg, err
 }
 
 // describeValues has every flag of fs whose value the flag package parses
@@ -217,7 +267,7 @@ func commandConfig(e *env, fs *flag.FlagSet, args []string) (config.Config, erro
 	if err := parseFlags(fs, own); err != nil {
 		return config.Config{}, err
 	}
-	cfg, err := loadConfig(e, cfgArgs)
+	cfg, err := loadCommandConfig(e, fs, cfgArgs)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
 		return config.Config{}, errHelp

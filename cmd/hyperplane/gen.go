@@ -173,7 +173,7 @@ Keys in the subject (with -to jetstream:... or nats:...):
 // and checks the broker connections; -kafka-brokers and -nats-url override
 // kafka.brokers and nats.url when given, and stand in for them when empty.
 func genConfig(e *env, fs *flag.FlagSet, args []string, brokers, natsURL string) (config.Config, error) {
-	cfg, err := loadConfig(e, args)
+	cfg, err := loadCommandConfig(e, fs, args)
 	if err != nil {
 		return config.Config{}, &usageError{msg: err.Error()}
 	}

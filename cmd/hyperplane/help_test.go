@@ -159,6 +159,37 @@ func TestFlagBadValueSaysWhatItIsNot(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagNamesTheCommandsFlag: a typo of a command's own flag is
+// refused naming that flag, whether the command takes configuration keys
+// beside its flags (setup, gen, replay, compare, backtest) or not (train,
+// inspect, predict), and a typo of a key still names the key.
+func TestUnknownFlagNamesTheCommandsFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"setup", "--partitons", "3"}, "unknown flag --partitons; did you mean --partitions?"},
+		{[]string{"gen", "-exmples", "3"}, "unknown flag -exmples; did you mean -examples?"},
+		{[]string{"gen", "--label-dely=3s"}, "unknown flag --label-dely; did you mean --label-delay?"},
+		{[]string{"replay", "--publsh"}, "unknown flag --publsh; did you mean --publish?"},
+		{[]string{"compare", "--jsno"}, "unknown flag --jsno; did you mean --json?"},
+		{[]string{"backtest", "--inptu", "x"}, "unknown flag --inptu; did you mean --input?"},
+		{[]string{"train", "-inptu", "x"}, "unknown flag -inptu; did you mean -input?"},
+		{[]string{"inspect", "-tp", "3", "x"}, "unknown flag -tp; did you mean -top?"},
+		{[]string{"predict", "-modle", "x"}, "unknown flag -modle; did you mean -model?"},
+		{[]string{"train", "-zzzzzz"}, "unknown flag -zzzzzz (hyperplane train -h lists the flags)"},
+		{[]string{"setup", "--brokers", "x"}, "unknown flag --brokers; did you mean --kafka.brokers?"},
+		{[]string{"setup", "--nats.ulr", "x"}, "unknown flag --nats.ulr; did you mean --nats.url?"},
+	}
+	for _, c := range cases {
+		_, _, err := runCmd(t, "", c.args...)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want a usage error saying %s", c.args, err, c.want)
+		}
+	}
+}
+
 // TestOwnBoolFlagTakesTrueOrFalse: a command's own boolean flag, like a
 // key, takes the next word as its value when it is true or false, and
 // leaves the keys after it to the configuration.

@@ -269,7 +269,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "-input", data, "-passes", "0"}, "-passes: must be at least 1"},
 		{[]string{"train", "-input", "-", "-passes", "2"}, "-passes: 2 passes need a file"},
 		{[]string{"train", "-input", data, "-classes", "a"}, "-classes: one class"},
-		{[]string{"train", "-input", data, "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"train", "-input", data, "-nope"}, "unknown flag -nope"},
 		{[]string{"train", "-input", data, "-out", filepath.Join(dir, "none", "m.msgpack")}, "-out " + filepath.Join(dir, "none", "m.msgpack") + ": directory"},
 		{[]string{"train", "-input", data, "-curve", filepath.Join(data, "c.csv")}, "-curve " + filepath.Join(data, "c.csv") + ": " + data + " is not a directory"},
 		{[]string{"predict", "-input", data}, "-model: required"},

@@ -93,7 +93,7 @@ func runSetup(ctx context.Context, e *env, args []string) error {
 	if err := validateSetup(o); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e, cfgArgs) // -h went to fs
+	cfg, err := loadCommandConfig(e, fs, cfgArgs) // -h went to fs
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
