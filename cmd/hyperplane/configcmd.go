@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -17,19 +16,28 @@ import (
 // otherwise the one that run would use with the same arguments and
 // environment, validated, secrets redacted.
 func runConfig(_ context.Context, e *env, args []string) error {
-	if i := slices.Index(args, "--defaults"); i >= 0 {
-		if len(args) > 1 {
-			return usagef("config: --defaults takes no other arguments")
-		}
-		return config.WriteYAML(e.stdout, config.Default())
-	}
-	cfg, err := loadConfig(e, args)
-	if errors.Is(err, flag.ErrHelp) {
+	fs := newFlagSet("config", "", e)
+	defaults := fs.Bool("defaults", false, "print every key at its default")
+	fs.Usage = func() {
 		fmt.Fprintln(e.stdout, "Usage: hyperplane config --defaults")
 		fmt.Fprintln(e.stdout, "       hyperplane config [--config FILE] [--key value ...]")
 		fmt.Fprintln(e.stdout)
 		fmt.Fprintln(e.stdout, "Prints every key at its default, or the configuration run would use with the same")
 		fmt.Fprintln(e.stdout, "file, HYPERPLANE_* variables and flags, as a commented YAML config file.")
+	}
+	own, rest := splitOwnFlags(fs, args)
+	if err := parseFlags(fs, own); err != nil {
+		return ignoreHelp(err)
+	}
+	if *defaults {
+		if len(rest) > 0 {
+			return usagef("config: --defaults takes no other arguments")
+		}
+		return config.WriteYAML(e.stdout, config.Default())
+	}
+	cfg, err := loadCommandConfig(e, fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
 		return nil
 	}
 	if err != nil {

@@ -43,6 +43,25 @@ func runEnv(t *testing.T, env map[string]string, args ...string) (stdout, stderr
 	return out.String(), errOut.String(), err
 }
 
+// TestConfigDefaultsAsAnyFlag: --defaults is a flag as every command's
+// are: -defaults and --defaults=true print the defaults too, and a typo
+// of it names it, not "hyperplane config --defaults" as the list of keys.
+func TestConfigDefaultsAsAnyFlag(t *testing.T) {
+	want := mustRun(t, "", "config", "--defaults")
+	for _, args := range [][]string{{"-defaults"}, {"--defaults=true"}, {"-defaults", "true"}} {
+		if got := mustRun(t, "", append([]string{"config"}, args...)...); got != want {
+			t.Errorf("config %q printed another configuration than config --defaults", args)
+		}
+	}
+	_, _, err := runCmd(t, "", "config", "--defualts")
+	if err == nil || !strings.Contains(err.Error(), "unknown flag --defualts; did you mean --defaults?") {
+		t.Errorf("config --defualts: got %v", err)
+	}
+	if _, _, err := runCmd(t, "", "config", "-defaults", "--source.kind", "kafka"); err == nil {
+		t.Error("config -defaults with other arguments succeeded")
+	}
+}
+
 // TestConfigNeverShowsSecrets gives every secret-bearing key, as "run -h"
 // lists them from the keys table (marked "(secret)", or "(credentials in
 // it are never shown)" for URLs), values carrying a secret, from a flag,
