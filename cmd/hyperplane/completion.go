@@ -89,10 +89,6 @@ func completionSpecs(ctx context.Context) ([]completion.Command, []completion.Fl
 			})
 		}
 		cc.Keys = strings.Contains(help.String(), "--key value")
-		if c.name == "config" {
-			// Not a flag of a flag set: runConfig looks for it itself.
-			cc.Flags = append(cc.Flags, completion.Flag{Name: "defaults", Bool: true, Help: "every key at its default"})
-		}
 		cmds = append(cmds, cc)
 	}
 	var usage bytes.Buffer
