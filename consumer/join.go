@@ -125,6 +125,9 @@ type Join struct {
 	learn int64 // sequence in exs of the next example to learn
 
 	held fifo[heldLabel]
+	// unresolved counts the held labels that no example has resolved:
+	// held keeps a resolved label until those before it go.
+	unresolved int
 
 	counts JoinCounts
 	// reused counts the delayed examples read while an example with the
@@ -191,7 +194,7 @@ func (j *Join) Pending() int { return int(j.exs.end() - j.learn) }
 // Held is the number of labels held: read before their examples, or for
 // ids no example read has, until the examples' watermark passes their
 // time plus the window.
-func (j *Join) Held() int { return j.held.len() }
+func (j *Join) Held() int { return j.unresolved }
 
 // Reused is how many delayed examples this Join was given while an
 // example with the same id was still held (pending, or decided within
@@ -212,7 +215,7 @@ func (j *Join) Full() bool { return j.Pending() >= j.cfg.MaxPending }
 // Before the first example the examples' watermark is below every
 // label's: MaxPending labels held then are as far ahead as any.
 func (j *Join) LabelsAhead() bool {
-	return j.held.len() >= j.cfg.MaxPending && j.wL > j.wE+j.window
+	return j.unresolved >= j.cfg.MaxPending && j.wL > j.wE+j.window
 }
 
 // Example records an example read at the head, at offset in its log with
@@ -248,6 +251,7 @@ func (j *Join) Example(offset, t int64, delayed bool, id []byte, served Served) 
 			continue
 		}
 		l.resolved = true
+		j.unresolved--
 		j.decide(out, id, l.label, l.offset, l.t, ep)
 	}
 	return j.outs
@@ -276,6 +280,7 @@ func (j *Join) Label(offset, t int64, mark bool, id []byte, label int) []Decided
 		return j.outs
 	}
 	j.held.push(id, heldLabel{offset: offset, t: t, b: b, label: int32(label)})
+	j.unresolved++
 	j.evictHeld()
 	return j.outs
 }
@@ -331,6 +336,7 @@ func (j *Join) evictHeld() {
 				return
 			}
 			j.decide(LabelUnknown, j.held.idBytes(s), l.label, l.offset, l.t, nil)
+			j.unresolved--
 		}
 		j.held.pop()
 	}
@@ -643,6 +649,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	for _, l := range st.Labels {
 		j.held.push([]byte(l.ID), heldLabel{offset: l.Offset, t: l.T, b: l.B, label: l.Label})
 	}
+	j.unresolved = len(st.Labels)
 	return j, nil
 }
 

@@ -342,3 +342,45 @@ func TestJoinLabelsAheadBeforeAnyExample(t *testing.T) {
 		t.Errorf("%d labels unknown, want the %d held", got, maxPending)
 	}
 }
+
+// TestJoinHeldCountsLabelsWaiting: Held (hyperplane_join_held_labels)
+// and LabelsAhead count the labels that wait for their examples, not
+// those their examples took already. A label for an id never seen stays
+// at the front of the held labels for a window, and the labels read
+// before their examples behind it stayed counted after they joined:
+// 200,000 labels that all joined left the gauge at 7,996, and the
+// labels' reader could wait on labels no longer held.
+func TestJoinHeldCountsLabelsWaiting(t *testing.T) {
+	const n = 10
+	j := NewJoin(JoinConfig{Window: testWindow, MaxPending: n})
+	j.Label(0, 1000, false, []byte("never"), 1)
+	for i := range n {
+		j.Label(int64(1+i), 1000+int64(i), false, fmt.Appendf(nil, "e%d", i), 1)
+	}
+	if got := j.Held(); got != n+1 {
+		t.Fatalf("%d labels held, want %d", got, n+1)
+	}
+	// A label a window and more ahead of the examples: the reader waits.
+	j.Label(n+1, 1000+2*testWindow.Milliseconds(), false, []byte("ahead"), 1)
+	if !j.LabelsAhead() {
+		t.Fatal("more than MaxPending labels held a window ahead, and the labels' reader reads on")
+	}
+	for i := range n {
+		if d := j.Example(int64(i), 1000+int64(i), true, fmt.Appendf(nil, "e%d", i), Served{}); len(d) != 1 || d[0].Outcome != LabelJoined {
+			t.Fatalf("example e%d: %+v, want its held label joined", i, d)
+		}
+	}
+	if got := j.Held(); got != 2 {
+		t.Errorf("every example took its label: %d labels held, want 2 (an id never seen, and one ahead)", got)
+	}
+	if j.LabelsAhead() {
+		t.Error("2 labels held, below MaxPending, and the labels' reader waits")
+	}
+	r, err := RestoreJoin(JoinConfig{Window: testWindow, MaxPending: n}, j.State(n), learner.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Held(); got != 2 {
+		t.Errorf("restored: %d labels held, want 2", got)
+	}
+}
