@@ -106,6 +106,9 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 		// written as soon as a snapshot is due, not when data comes, and
 		// its last epochs are logged.
 		x.mixes.flushDue(x.log)
+		if err := x.idleHeads(ctx); err != nil {
+			return nil, sha, err
+		}
 		if x.prev != nil && x.written < x.prev.Epoch {
 			if err := x.snapshot(ctx, x.prev, x.prevSHA); err != nil {
 				return nil, sha, err

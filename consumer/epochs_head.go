@@ -132,6 +132,33 @@ func (x *Epochs) ensureHead(wctx context.Context, r epochlog.Range) error {
 	return nil
 }
 
+// idleHeads starts the head of every shard this worker owns that has
+// none, at the model's reached end and where its labels' next range
+// begins, while no epoch is due: a head starts with a range, and a
+// worker that resumed from a generation of the newest epoch (or gained a
+// shard) with every shard waiting for labels that never come cut no
+// range, so no head wrote the marks that close those windows
+// (docs/labels.md, sections 5 and 11.4), and nothing was learned again.
+func (x *Epochs) idleHeads(ctx context.Context) error {
+	if !x.heads() {
+		return nil
+	}
+	for shard, from := range x.from {
+		if !x.owns(shard) {
+			continue
+		}
+		lfrom, err := x.labelsFrom(ctx, shard)
+		if err != nil {
+			return err
+		}
+		r := epochlog.Range{Shard: shard, From: from, To: from, Labels: &epochlog.LabelsRange{From: lfrom, To: lfrom}}
+		if err := x.ensureHead(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stopHeads stops the heads of the shards keep rejects (every head for
 // nil), and waits for them.
 func (x *Epochs) stopHeads(keep func(shard shardid.ID) bool) {

@@ -552,6 +552,51 @@ func TestEpochsHeadPredictsScoresAndMarks(t *testing.T) {
 	}
 }
 
+// TestEpochsIdleHeadsMark: a worker that resumes from a generation of
+// the newest epoch, with every shard waiting for labels that never come,
+// cuts no range; the heads started only with a range, so none wrote the
+// marks that close those windows, and the quiet examples were never
+// learned. The heads of the owned shards start while no epoch is due.
+func TestEpochsIdleHeadsMark(t *testing.T) {
+	j := newJoinedEpochs(t, 200)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	sink := memory.NewSink()
+	// The first run writes no mark (its windows were not due yet) and
+	// stops once the epochs wait for the quiet examples' windows.
+	cfg := j.config(store, sink, "idle")
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, cfg, store)
+	stopAt(t, x, done, cancel, j.waitLast(store))
+	for p := range joinPartitions {
+		if got := x.Positions()[j.ex.Key(p)]; got == int64(j.ex.Len(p)) {
+			t.Fatalf("partition %d learned to its end without a mark", p)
+		}
+	}
+	marks := &partitionMarks{log: j.labels}
+	cfg.Labels.Marks = func(shard shardid.ID) (consumer.Destination, error) {
+		for p := range joinPartitions {
+			if j.ex.Shard(p) == shard {
+				return consumer.Destination{Sink: marks, Topic: "marks", Partition: int32(p), HasPartition: true}, nil
+			}
+		}
+		return consumer.Destination{}, fmt.Errorf("no partition for %s", shard)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	x, done = j.start(ctx, cfg, store)
+	j.awaitLearned(t, x)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for p := range joinPartitions {
+		if marks.marks[p] == 0 {
+			t.Errorf("partition %d: no mark in its labels' partition", p)
+		}
+	}
+}
+
 // TestEpochsHeadBackPressure: a head whose join holds labels.max_pending
 // examples, for labels that do not come, reads no more of its shard, and
 // the epochs report the worker not ready with the join's reason.
