@@ -73,6 +73,12 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		shard = r.Header.Get(ShardHeader)
 	}
 	rc := http.NewResponseController(rw)
+	// bodyRead says the body was read to its end. A request refused
+	// before that closes its connection: net/http would otherwise read
+	// what is left of the body before it replies, with no deadline, so
+	// that a client slow to send it would hold the connection and never
+	// hear why it was refused.
+	bodyRead := false
 	read := func(ctx context.Context, buf []byte) (request, []byte, error) {
 		req := request{msgpack: msgpack, generation: generation, shard: shard}
 		if queryErr != nil {
@@ -98,6 +104,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			return req, body, errorf(StatusBadRequest, "reading the body: %v", err)
 		}
+		bodyRead = true
 		return req, body, nil
 	}
 	s.handle(r.Context(), "http", read, func(a answer, err error) {
@@ -105,6 +112,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		// have passed already, as when it is refused with 408 for it.
 		rc.SetWriteDeadline(time.Now().Add(s.opts.Timeout)) //nolint:errcheck // as above
 		if err != nil {
+			if !bodyRead {
+				rw.Header().Set("Connection", "close")
+			}
 			writeError(rw, err)
 			return
 		}

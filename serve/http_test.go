@@ -376,12 +376,18 @@ type slowRequest struct {
 
 func startSlowRequest(t testing.TB, addr string, body []byte, sent int) *slowRequest {
 	t.Helper()
+	return startSlowRequestTo(t, addr, serve.PredictPath, body, sent)
+}
+
+// startSlowRequestTo is startSlowRequest to target, a path and query.
+func startSlowRequestTo(t testing.TB, addr, target string, body []byte, sent int) *slowRequest {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", serve.PredictPath, len(body))
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", target, len(body))
 	if _, err := conn.Write(append([]byte(head), body[:sent]...)); err != nil {
 		t.Fatal(err)
 	}
