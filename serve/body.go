@@ -46,6 +46,11 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 	if i == len(b) {
 		return 0, nil, fmt.Errorf("empty body: want a JSON object, an array of objects or JSON lines")
 	}
+	if k := msgpackscan.Kind(b[i]); k == "map" || k == "array" {
+		// No JSON text begins with these bytes: the body is msgpack sent
+		// without its content type.
+		return 0, nil, fmt.Errorf("the body begins with %s, as a msgpack %s does, and no JSON text does: it is read as JSON; send msgpack with Content-Type: %s", jsonscan.DescribeByte(b[i]), k, ContentTypeMsgpack)
+	}
 	if b[i] == '[' {
 		i = jsonscan.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == ']' {
@@ -95,6 +100,12 @@ func (s *splitter) trailing(b []byte, i int) error {
 func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
 	if len(b) == 0 {
 		return 0, nil, fmt.Errorf("empty body: want a msgpack map, an array of maps or maps end to end")
+	}
+	if j := jsonscan.SkipSpace(b, 0); j < len(b) && (b[j] == '{' || b[j] == '[') {
+		// No msgpack map or array begins with '{' or '[' (positive
+		// integers), nor with white space: the body is JSON sent as
+		// msgpack.
+		return 0, nil, fmt.Errorf("the body begins with %q, as JSON does, and no msgpack map or array does: it is read as msgpack (Content-Type: %s); send JSON with Content-Type: application/json", b[j], ContentTypeMsgpack)
 	}
 	i := 0
 	if !msgpackscan.IsMap(b[0]) {

@@ -76,7 +76,12 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"an array not closed", "", jsonArray(js)[:len(jsonArray(js))-1], []string{"not closed"}},
 		{"an array without commas", "", []byte("[" + good + " " + good + "]"), []string{"after example 1"}},
 		{"bytes after the array", "", append(jsonArray(js), " []"...), []string{"follow the array"}},
-		{"JSON sent as msgpack", serve.ContentTypeMsgpack, []byte(good), []string{"msgpack"}},
+		// A body of the other format than its content type says: the
+		// message names the content type to send.
+		{"JSON sent as msgpack", serve.ContentTypeMsgpack, []byte(good), []string{"as JSON does", "Content-Type: application/json"}},
+		{"a JSON array sent as msgpack", serve.ContentTypeMsgpack, append([]byte("\n "), jsonArray(js)...), []string{"'['", "Content-Type: application/json"}},
+		{"msgpack sent as JSON", "", mp[0], []string{"msgpack map", "Content-Type: application/msgpack"}},
+		{"a msgpack array sent as JSON", "application/json", msgpackArray(mp), []string{"msgpack array", "Content-Type: application/msgpack"}},
 		{"empty msgpack", serve.ContentTypeMsgpack, nil, []string{"empty body"}},
 		{"a msgpack field error", serve.ContentTypeMsgpack, badMsgpack, []string{"features.x"}},
 		{"the 3rd map of a msgpack array", serve.ContentTypeMsgpack, msgpackArray([][]byte{mp[0], mp[1], badMsgpack}), []string{"example 3", "features.x"}},
