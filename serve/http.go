@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -107,7 +108,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		bodyRead = true
 		return req, body, nil
 	}
-	s.handle(r.Context(), "http", read, func(a answer, err error) {
+	s.handle(r.Context(), "http", read, func(a answer, err error) error {
 		// Writing the reply gets a timeout of its own: the request's may
 		// have passed already, as when it is refused with 408 for it.
 		rc.SetWriteDeadline(time.Now().Add(s.opts.Timeout)) //nolint:errcheck // as above
@@ -116,7 +117,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				rw.Header().Set("Connection", "close")
 			}
 			writeError(rw, err)
-			return
+			return nil
 		}
 		h := rw.Header()
 		switch {
@@ -132,7 +133,17 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			h.Set(GenerationHeader, generation)
 		}
 		h.Set("Content-Length", strconv.Itoa(len(a.body)))
-		rw.Write(a.body) //nolint:errcheck // the client is gone; nothing to do
+		// A reply larger than the connection's buffer is written here,
+		// and an error says the client did not take it: it is no
+		// answer, and is not counted as one.
+		switch _, werr := rw.Write(a.body); {
+		case werr == nil:
+			return nil
+		case errors.Is(werr, os.ErrDeadlineExceeded):
+			return errorf(StatusTimeout, "the reply was not read within serve.timeout, %s", s.opts.Timeout)
+		default:
+			return fmt.Errorf("writing the reply: %w (%w)", context.Canceled, werr)
+		}
 	})
 }
 

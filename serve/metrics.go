@@ -14,7 +14,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperplane_serve_requests_total",
-			Help: "Prediction requests, by interface (http, nats) and outcome: ok, bad_request, not_found, timeout, too_large, unavailable (over serve.max_in_flight, or over 4 × serve.max_in_flight HTTP bodies being received, no room among serve.generations for a stored generation, or no model yet), cancelled (the client left while a stored generation loaded) or error (a stored generation that could not be read).",
+			Help: "Prediction requests, by interface (http, nats) and outcome: ok, bad_request, not_found, timeout (also a reply the client did not read within serve.timeout), too_large, unavailable (over serve.max_in_flight, or over 4 × serve.max_in_flight HTTP bodies being received, no room among serve.generations for a stored generation, or no model yet), cancelled (the client left while a stored generation loaded, or before it took its reply) or error (a stored generation that could not be read).",
 		}, []string{"interface", "outcome"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hyperplane_serve_request_seconds",

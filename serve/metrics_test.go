@@ -1,7 +1,12 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +147,46 @@ func TestMetricsClientLeft(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", "error")); got != 0 {
 		t.Errorf("requests{outcome=\"error\"} = %v, want 0", got)
+	}
+}
+
+// TestMetricsReplyNotRead: a reply the client does not read within
+// serve.timeout is counted as a timeout, not as an answer.
+func TestMetricsReplyNotRead(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	met := serve.NewMetrics(prometheus.NewRegistry())
+	const examples = 100000 // a reply of some 10 MB, more than the sockets buffer
+	srv := serve.New(serve.Options{Model: modelName, MaxExamples: examples, Timeout: time.Second}, cfg, liveOf(m), nil, met)
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	done := make(chan struct{}, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(rw, r)
+		done <- struct{}{}
+	}))
+	t.Cleanup(hs.Close)
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("{}\n"), examples)
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n", serve.PredictPath, len(body))
+	if _, err := conn.Write(append([]byte(head), body...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a guard: the write gives up after a second
+		t.Fatal("the server still writes the reply nobody reads")
+	}
+	for outcome, want := range map[string]float64{"ok": 0, "timeout": 1} {
+		if got := testutil.ToFloat64(met.Requests.WithLabelValues("http", outcome)); got != want {
+			t.Errorf("outcome %s counted %v times, want %v", outcome, got, want)
+		}
 	}
 }

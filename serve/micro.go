@@ -88,7 +88,7 @@ func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 			shard:      headerValue(hs, ShardHeader),
 			maxReply:   maxReply,
 		}, buf, nil
-	}, func(a answer, err error) {
+	}, func(a answer, err error) error {
 		if err != nil {
 			status := 500
 			var e *Error
@@ -96,7 +96,7 @@ func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 				status = e.Status
 			}
 			r.Error(strconv.Itoa(status), err.Error(), nil) //nolint:errcheck // the requester is gone; nothing to do
-			return
+			return nil
 		}
 		h := micro.Headers{VersionHeader: []string{strconv.FormatUint(a.version, 10)}}
 		if generation != "" {
@@ -106,6 +106,7 @@ func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 			h["Content-Type"] = []string{ContentTypeMsgpack}
 		}
 		r.Respond(a.body, micro.WithHeaders(h)) //nolint:errcheck // as above
+		return nil
 	})
 }
 

@@ -470,8 +470,9 @@ func (d *decoders) put(x *wire.Decoder) { d.pool.Put(x) }
 // token, so that clients slow to send their bodies do not keep others
 // from being answered; answering it has the timeout again. reply
 // receives the answer while the request's memory is still held, and must
-// not keep it.
-func (s *Server) handle(ctx context.Context, iface string, read func(ctx context.Context, buf []byte) (request, []byte, error), reply func(answer, error)) {
+// not keep it; an error it returns says the answer did not reach the
+// client, and is the request's outcome in the metrics.
+func (s *Server) handle(ctx context.Context, iface string, read func(ctx context.Context, buf []byte) (request, []byte, error), reply func(answer, error) error) {
 	start := time.Now()
 	var err error
 	defer func() {
@@ -497,7 +498,9 @@ func (s *Server) handle(ctx context.Context, iface string, read func(ctx context
 	defer cancel()
 	var a answer
 	a, err = s.answer(ctx, req, st)
-	reply(a, err)
+	if rerr := reply(a, err); err == nil {
+		err = rerr
+	}
 }
 
 // maxPooledReply bounds the reply buffer a pooled state keeps: one large
