@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,13 +66,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	msgpack := isMsgpack(r.Header.Get("Content-Type"))
 	query, queryErr := readQuery(r.URL.RawQuery)
-	generation := query.Get("generation")
-	if generation == "" {
-		generation = r.Header.Get(GenerationHeader)
-	}
-	shard := query.Get("shard")
-	if shard == "" {
-		shard = r.Header.Get(ShardHeader)
+	generation, genErr := namedOnce(query, "generation", r.Header, GenerationHeader)
+	shard, shardErr := namedOnce(query, "shard", r.Header, ShardHeader)
+	if queryErr == nil {
+		queryErr = cmp.Or(genErr, shardErr)
 	}
 	rc := http.NewResponseController(rw)
 	// bodyRead says the body was read to its end. A request refused
@@ -162,6 +160,28 @@ func readQuery(raw string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// namedOnce is the value the query parameter key names or else, if it
+// names none, the header: "" for neither. A header given more than once
+// with different values is refused, as readQuery refuses a parameter
+// given twice: answering from one would have another model answer than
+// the one the other names.
+func namedOnce(q url.Values, key string, h http.Header, header string) (string, error) {
+	if v := q.Get(key); v != "" {
+		return v, nil
+	}
+	var v string
+	for _, x := range h.Values(header) {
+		switch {
+		case x == "" || x == v:
+		case v == "":
+			v = x
+		default:
+			return "", errorf(StatusBadRequest, "%s: the header %s names both %q and %q, want one", key, header, v, x)
+		}
+	}
+	return v, nil
 }
 
 // writeError writes err as a text reply with its status.

@@ -168,6 +168,39 @@ func TestHTTPShardInGlobalScope(t *testing.T) {
 	post(t, hs.URL+"?generation=1", "", body).ok(t, "application/json", m.Version())
 }
 
+// TestHTTPModelNamedTwice gives the header naming a generation, or a
+// shard, twice with different values: each is refused with 400, as a
+// query string naming either twice is, rather than answered by one of
+// the two; the same value given twice is answered.
+func TestHTTPModelNamedTwice(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	store := memStore(t)
+	writeGeneration(t, store, 1, trained(t, cfg, 50).State())
+	writeGeneration(t, store, 2, trained(t, cfg, 80).State())
+	hs := httpServer(t, serve.New(serve.Options{Model: modelName}, cfg, liveOf(m), loadFrom(store), nil))
+	body := encodeJSON(t, probes(cfg))[0]
+	postTwice := func(header, first, second string) reply {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, hs.URL+serve.PredictPath, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add(header, first)
+		req.Header.Add(header, second)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header, b, resp.Close}
+	}
+	postTwice(serve.GenerationHeader, "2", "1").refused(t, http.StatusBadRequest, "generation", `"2" and "1"`)
+	postTwice(serve.ShardHeader, "a", "b").refused(t, http.StatusBadRequest, "shard", `"a" and "b"`)
+	postTwice(serve.GenerationHeader, "1", "1").ok(t, "application/json", 50)
+}
+
 // TestHTTPMalformedQuery sends query strings that do not parse, or name
 // generation or shard twice: each is refused with 400, not answered by a
 // model other than the one asked for.
