@@ -1,10 +1,12 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,7 +74,8 @@ func (s *Server) AddService(nc *nats.Conn, opts ServiceOptions) (micro.Service, 
 func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 	hs := r.Headers()
 	msgpack := isMsgpack(headerValue(hs, "Content-Type"))
-	generation := headerValue(hs, GenerationHeader)
+	generation, genErr := headerOnce(hs, "generation", GenerationHeader)
+	shard, shardErr := headerOnce(hs, "shard", ShardHeader)
 	// A reply over the server's max_payload (0: unknown) is not sent, and
 	// the requester would only time out: it is refused with 413 instead.
 	maxReply := 0
@@ -80,12 +83,15 @@ func (s *Server) serveNATS(r micro.Request, maxPayload int64) {
 		maxReply = max(1, int(maxPayload)-replyHeaderRoom-len(generation))
 	}
 	s.handle(context.Background(), "nats", func(_ context.Context, buf []byte) (request, []byte, error) {
+		if err := cmp.Or(genErr, shardErr); err != nil {
+			return request{}, buf, err
+		}
 		// The body is not copied: the message is this request's alone.
 		return request{
 			body:       r.Data(),
 			msgpack:    msgpack,
 			generation: generation,
-			shard:      headerValue(hs, ShardHeader),
+			shard:      shard,
 			maxReply:   maxReply,
 		}, buf, nil
 	}, func(a answer, err error) error {
@@ -134,6 +140,38 @@ func headerValue(h micro.Headers, name string) string {
 		return ""
 	}
 	return h[key][0]
+}
+
+// headerOnce is the value of the header name in h, whatever the case of
+// the name as sent (as headerValue), that names the model's key: "" for
+// none. Values that differ, under one spelling or several, are refused,
+// as the HTTP server refuses them: answering from one would have another
+// model answer than the one the other names.
+func headerOnce(h micro.Headers, key, name string) (string, error) {
+	// The name as given first, then the other spellings in order, so
+	// that an error names the values in the same order every time.
+	vals := slices.Clone(h[name])
+	var others []string
+	for k := range h {
+		if k != name && strings.EqualFold(k, name) {
+			others = append(others, k)
+		}
+	}
+	slices.Sort(others)
+	for _, k := range others {
+		vals = append(vals, h[k]...)
+	}
+	var v string
+	for _, x := range vals {
+		switch {
+		case x == "" || x == v:
+		case v == "":
+			v = x
+		default:
+			return "", errorf(StatusBadRequest, "%s: the header %s names both %q and %q, want one", key, name, v, x)
+		}
+	}
+	return v, nil
 }
 
 // semver is v as a SemVer version: "v1.2.3" is 1.2.3, anything else that

@@ -200,6 +200,60 @@ func TestNATSErrors(t *testing.T) {
 	}
 }
 
+// TestNATSModelNamedTwice: a request whose headers name the generation
+// or the shard twice, with different values, under one spelling of the
+// name or two, is refused with 400 naming both, as over HTTP; the same
+// value twice is answered.
+func TestNATSModelNamedTwice(t *testing.T) {
+	cfg := binaryConfig()
+	store := memStore(t)
+	writeGeneration(t, store, 1, trained(t, cfg, 50).State())
+	writeGeneration(t, store, 2, trained(t, cfg, 80).State())
+	srv := serve.New(serve.Options{Model: modelName}, cfg, liveOf(trained(t, cfg, 100)), loadFrom(store), nil)
+	nc := testbroker.NATS(t).Conn(t)
+	startService(t, srv, nc)
+	body := encodeJSON(t, probes(cfg))[0]
+	send := func(h nats.Header) *nats.Msg {
+		t.Helper()
+		msg := nats.NewMsg(subject)
+		msg.Data, msg.Header = body, h
+		reply, err := nc.RequestMsgWithContext(t.Context(), msg)
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		return reply
+	}
+	for _, tc := range []struct {
+		name   string
+		header nats.Header
+		parts  []string
+	}{
+		{"a generation twice", nats.Header{serve.GenerationHeader: {"2", "1"}}, []string{"generation", `"2" and "1"`}},
+		{"a generation under two spellings", nats.Header{serve.GenerationHeader: {"2"}, strings.ToLower(serve.GenerationHeader): {"1"}}, []string{"generation", `"2" and "1"`}},
+		{"a shard twice", nats.Header{serve.ShardHeader: {"a", "b"}}, []string{"shard", `"a" and "b"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := send(tc.header)
+			if code := got.Header.Get(micro.ErrorCodeHeader); code != "400" {
+				t.Fatalf("%s %q (%s), want 400", micro.ErrorCodeHeader, code, got.Header.Get(micro.ErrorHeader))
+			}
+			desc := got.Header.Get(micro.ErrorHeader)
+			for _, p := range tc.parts {
+				if !strings.Contains(desc, p) {
+					t.Errorf("%s %q does not say %q", micro.ErrorHeader, desc, p)
+				}
+			}
+		})
+	}
+	got := send(nats.Header{serve.GenerationHeader: {"1"}, strings.ToLower(serve.GenerationHeader): {"1"}})
+	if code := got.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("the same generation twice: error %s (%s)", code, got.Header.Get(micro.ErrorHeader))
+	}
+	if g := got.Header.Get(serve.GenerationHeader); g != "1" {
+		t.Fatalf("the same generation twice answered from %q, want generation 1", g)
+	}
+}
+
 // TestNATSReplyOverMaxPayload sends a request within the server's
 // max_payload whose reply is not (each example's reply is longer than the
 // example): it is refused with 413 naming max_payload, not left without a
