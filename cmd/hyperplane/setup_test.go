@@ -333,6 +333,30 @@ outputs:
 	if p, _ := kafkaTopic(t, cl, "predictions"); p != 1 {
 		t.Errorf("setup created an output topic with %d partitions, want 1 (--partitions' default)", p)
 	}
+
+	// A labels' topic that exists with another count is reported failed,
+	// naming the key and both counts, and setup fails: run would refuse it.
+	c.CreateTopic(t, "taps", 1)
+	path = writeSetupConfig(t, dir, fmt.Sprintf(`
+kafka:
+  brokers: [%s]
+source:
+  kind: kafka
+  topics: [impressions]
+labels:
+  kind: kafka
+  topics: [taps]
+  window: 1m
+outputs:
+  predictions: kafka:predictions
+`, c.ListenAddrs()[0]))
+	out, _, err := runCmd(t, "", "setup", "--config", path)
+	if err == nil {
+		t.Fatalf("setup over a labels' topic of 1 partition beside a source of 4 succeeded:\n%s", out)
+	}
+	if line := oneSpaced(out); !strings.Contains(line, "failed kafka topic taps exists with 1 partition, and the source's topics have 4: labels.topics") {
+		t.Errorf("setup does not report the labels' topic of 1 partition failed, naming labels.topics and both counts:\n%s", out)
+	}
 }
 
 func writeSetupConfig(t *testing.T, dir, brokers string) string {

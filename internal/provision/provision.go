@@ -198,6 +198,11 @@ func setupKafka(ctx context.Context, b Brokers, ts []Target, o kafkaio.TopicOpti
 	results := make([]Result, len(rs))
 	for i, r := range rs {
 		results[i] = Result{State: string(r.State), What: "kafka topic " + r.Topic, Detail: describeTopic(r), Keys: ts[i].Keys}
+		if n := lo.Partitions; isLabels(ts[i]) && r.State == kafkaio.Exists && r.Partitions > 0 && r.Partitions != n && sourcePartitions(ts, rs) > 0 {
+			results[i].State = string(kafkaio.Failed)
+			results[i].Detail = fmt.Sprintf("exists with %s, and the source's topics have %d: labels.topics must have as many partitions (docs/labels.md, section 9), "+
+				"and run refuses it; use a labels' topic of %d partitions", plural(r.Partitions, "partition"), n, n)
+		}
 	}
 	return results, nil
 }
