@@ -308,3 +308,77 @@ func TestEpochsAloneWriteAGenerationOnceNotAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone: a worker
+// alone that mixed epochs from results it held, and loses a shard in the
+// middle of the next epoch, writes a generation of its newest mixed model
+// while its barrier waits for the other worker's result, though none is
+// due by the count or the clock: the other worker needs that result to
+// come from the newest generation, and would otherwise learn every range
+// above it again first. The worker that joins starts from it and both end
+// at the model of one worker.
+func TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone(t *testing.T) {
+	data := epochLog(600)
+	want := oneWorkerDigest(t, data)
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var alone atomic.Bool
+	alone.Store(true)
+	all := []string{"memory:ex/0", "memory:ex/1", "memory:ex/2", "memory:ex/3", "memory:ex/4", "memory:ex/5"}
+	var owned atomic.Pointer[[]string]
+	owned.Store(&all)
+	changed := make(chan struct{})
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	held := &heldOutputs{EpochLog: cfg.Log, Sink: cfg.Worker.Predictions.Sink, at: 3, prefix: "memory:ex/5/", held: make(chan struct{})}
+	cfg.Log = held
+	cfg.Worker.Predictions.Sink, cfg.Worker.Misclassifications.Sink, cfg.Worker.DeadLetter.Sink = held, held, held
+	cfg.Alone = alone.Load
+	cfg.Owned = func() []shardid.ID { return shardIDs(*owned.Load()) }
+	cfg.Changed = func() <-chan struct{} { return changed }
+	cfg.SnapshotEvery, cfg.SnapshotInterval = 1<<40, 0
+	cfg.Worker.ShutdownTimeout = 2 * time.Second
+	x, done := runUntilHeld(t, ctx, cfg, held.held, "an output of shard 5 in epoch 3 was published")
+	newest := func() uint64 {
+		gens, err := store.Generations(context.Background(), "mixed")
+		if err != nil || len(gens) == 0 {
+			return 0
+		}
+		return gens[len(gens)-1]
+	}
+	mixed := x.Mixed()
+	if mixed < 2 || newest() >= mixed {
+		t.Fatalf("epoch %d mixed, generation %d: the test wants epochs mixed from held results above the newest generation", mixed, newest())
+	}
+
+	// Another worker takes shard 5: the first waits for its result.
+	rest := all[:5]
+	alone.Store(false)
+	owned.Store(&rest)
+	close(changed)
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the newest mixed epoch", func() bool { return newest() >= mixed })
+
+	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
+	cfg2.SnapshotEvery = 1 << 40
+	cfg2.Owned = func() []shardid.ID { return shardIDs([]string{"memory:ex/5"}) }
+	y, ydone := startEpochs(t, ctx, cfg2, store)
+	if y.Mixed() < mixed {
+		t.Fatalf("the second worker starts at epoch %d, below the first's newest mixed, %d", y.Mixed(), mixed)
+	}
+	last := waitComplete(t, store, data)
+	for _, w := range []*consumer.Epochs{x, y} {
+		wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return w.Mixed() >= last })
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, w := range []*consumer.Epochs{x, y} {
+		if got := w.Model().State().Digest(); got != want {
+			t.Fatalf("worker %d holds %x, one worker %x", i, got, want)
+		}
+	}
+}

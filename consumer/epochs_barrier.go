@@ -39,6 +39,9 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 		if err := x.writeHeld(ctx, b, sha); err != nil {
 			return nil, 0, err
 		}
+		if err := x.writeRegrouped(ctx); err != nil {
+			return nil, 0, err
+		}
 	}
 	found := func(shard shardid.ID) {
 		delete(waiting, shard)
@@ -115,6 +118,9 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			// Ranges learned here while alone, and held, are needed by
 			// the worker this one waits for.
 			if err := x.writeHeld(ctx, b, sha); err != nil {
+				return nil, 0, err
+			}
+			if err := x.writeRegrouped(ctx); err != nil {
 				return nil, 0, err
 			}
 			if err := pause(ctx, &bo, changed); err != nil {
@@ -281,6 +287,20 @@ func (x *Epochs) writeHeld(ctx context.Context, b *epochlog.Boundary, sha [32]by
 		x.mu.Unlock()
 	}
 	return nil
+}
+
+// writeRegrouped starts writing the newest mixed model, W_{e-1}, as its
+// generation if this worker mixed epochs from results it held, above its
+// newest generation, and is alone no longer (regrouped): the barrier
+// calls it while it waits for another worker's result, which that worker
+// would otherwise learn only after the ranges of every epoch above the
+// newest generation (docs/scale-out.md, section 3.12). The mix, which
+// changes the vectors the generation holds, waits for it.
+func (x *Epochs) writeRegrouped(ctx context.Context) error {
+	if x.writing != nil || x.prev == nil || x.written >= x.prev.Epoch || !x.regrouped() {
+		return nil
+	}
+	return x.startGeneration(ctx, x.prev, x.prevSHA)
 }
 
 // soleOwner reports whether this worker learns every non-empty range of
