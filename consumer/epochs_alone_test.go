@@ -2,12 +2,16 @@ package consumer_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -379,6 +383,105 @@ func TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone(t *testing.T) {
 	for i, w := range []*consumer.Epochs{x, y} {
 		if got := w.Model().State().Digest(); got != want {
 			t.Fatalf("worker %d holds %x, one worker %x", i, got, want)
+		}
+	}
+}
+
+// heldShardOutputs holds the first batch of outputs whose first key
+// begins with prefix until release is closed, and closes held when it
+// does.
+type heldShardOutputs struct {
+	consumer.Sink
+	prefix  string
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (s *heldShardOutputs) Publish(ctx context.Context, batch []consumer.Output) error {
+	hold := false
+	if len(batch) > 0 && strings.HasPrefix(string(batch[0].Key), s.prefix) {
+		s.once.Do(func() { hold = true })
+	}
+	if hold {
+		close(s.held)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Sink.Publish(ctx, batch)
+}
+
+// TestEpochsJumpDropsTheShardsGauges: a worker that learned a range of
+// an epoch and then continues from a newer generation (overtaken) holds
+// no range of the shard any more: its hyperplane_shard_position (and the
+// shard's other gauges) must not go on saying how far that old range
+// was learned, below the model it holds.
+func TestEpochsJumpDropsTheShardsGauges(t *testing.T) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var alone atomic.Bool
+	alone.Store(true)
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	cfg.Alone = alone.Load
+	cfg.SnapshotEvery, cfg.SnapshotInterval = 1<<40, 0
+	x, done := startEpochs(t, ctx, cfg, store)
+	last := waitComplete(t, store, data)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return x.Mixed() >= last })
+
+	// A second worker learns the first epoch's ranges again, and is held
+	// in shard 1's.
+	sink := &heldShardOutputs{Sink: memory.NewSink(), prefix: data.Key(1) + "/", held: make(chan struct{}), release: make(chan struct{})}
+	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
+	cfg2.Worker.Predictions.Sink, cfg2.Worker.Misclassifications.Sink, cfg2.Worker.DeadLetter.Sink = sink, sink, sink
+	cfg2.Owned = func() []shardid.ID { return shardIDs([]string{data.Key(1), data.Key(3), data.Key(5)}) }
+	m, e, prev, pos, err := consumer.Continue(nil, epochLearner(), cfg2.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := consumer.NewMetrics(nil)
+	y := consumer.NewEpochs(cfg2, m, e, prev, pos, metrics, zaptest.NewLogger(t))
+	ydone := make(chan error, 1)
+	go func() { ydone <- y.Run(ctx) }()
+	select {
+	case <-sink.held:
+	case err := <-ydone:
+		t.Fatalf("the second worker stopped (%v) before it learned shard 1's first range", err)
+	}
+	// The first is alone no longer: it writes a generation of the last
+	// epoch, which the second continues from once its range is learned.
+	alone.Store(false)
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool {
+		gens, err := store.Generations(context.Background(), "mixed")
+		return err == nil && len(gens) > 0 && gens[len(gens)-1] >= last
+	})
+	close(sink.release)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the second worker at the last epoch", func() bool { return y.Mixed() >= last })
+
+	ch := make(chan prometheus.Metric, 16)
+	go func() {
+		metrics.ShardPosition.Collect(ch)
+		close(ch)
+	}()
+	for pm := range ch {
+		var d dto.Metric
+		if err := pm.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		shard := d.GetLabel()[0].GetValue()
+		p := slices.IndexFunc([]int{0, 1, 2, 3, 4, 5}, func(p int) bool { return data.Key(p) == shard })
+		if got := d.GetGauge().GetValue(); p < 0 || got != float64(data.Len(p)) {
+			t.Errorf("hyperplane_shard_position{shard=%q} is %v after the jump to generation %d, whose model holds the shard to %d", shard, got, last, data.Len(p))
+		}
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

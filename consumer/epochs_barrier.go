@@ -466,6 +466,7 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	}
 	x.forgetResults(e - 1)
 	x.atLogEnd = false
+	x.dropRanges()
 	x.setModel(m, snap.BaseDigest)
 	x.mixed.Store(e - 1)
 	x.metrics.Epoch.Set(float64(e - 1))

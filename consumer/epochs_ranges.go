@@ -160,6 +160,19 @@ func (x *Epochs) dropLost() {
 	}
 }
 
+// dropRanges removes the gauges of every shard's range: after a jump to
+// a newer generation none of them describes a range of the epochs the
+// model goes on from. A shard's next range sets them again.
+func (x *Epochs) dropRanges() {
+	x.mu.Lock()
+	shards := slices.Collect(maps.Keys(x.shardMetrics))
+	clear(x.shardMetrics)
+	x.mu.Unlock()
+	for _, shard := range shards {
+		x.metrics.dropShard(shard.String())
+	}
+}
+
 // learnRange learns shard r.Shard's range of epoch b.Epoch from a copy of
 // the mixed model with an ordinary Worker, which publishes every output
 // of the range before it returns; then it writes the shard's result. If
