@@ -63,7 +63,9 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	// keeps the worker from warning that it will.
 	cfg.Snapshot = config.Default().Snapshot
 	cfg.Snapshot.URL, cfg.HTTP.Addr = "mem://", ""
-	cfg.Model.Challengers = nil // learned here, not by a worker
+	// Learned here, not by a worker, and never promoted: without them the
+	// worker's own validation would refuse model.compare.promote: auto.
+	cfg.Model.Challengers, cfg.Model.Compare.Promote = nil, config.PromoteManual
 	if err := cfg.Validate(); err != nil {
 		return nil, configErr(err, map[string]string{"source.start": "-from"})
 	}

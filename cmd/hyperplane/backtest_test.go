@@ -121,6 +121,13 @@ func TestBacktestFromKafka(t *testing.T) {
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.topics: two: 2 partitions") {
 		t.Errorf("backtest of topic two: error %v, want a usage error naming source.topics and its 2 partitions", err)
 	}
+	// The configuration of a worker that promotes by itself is backtested
+	// as it is, as over a file: its challengers are there to compare.
+	auto := append(args, "--model.compare.promote", "auto", "--source.topics", "one")
+	out, stderr, err = runCmd(t, "", auto...)
+	if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Examples != 300 {
+		t.Errorf("backtest of topic one with model.compare.promote auto: %s (%v), want 300 examples\n%s", out, err, stderr)
+	}
 }
 
 // TestBacktestNothingLabeled: a file without a labeled example (every
