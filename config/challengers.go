@@ -134,6 +134,11 @@ func (cs *Challengers) UnmarshalText(text []byte) error {
 			if err != nil {
 				return fmt.Errorf("challenger %d (%s): %s: %w", i, c.Name, strings.TrimSpace(k), err)
 			}
+			// As in the file: of a key given twice, which value is meant
+			// is not said.
+			if slices.ContainsFunc(c.Changes, func(p Change) bool { return p.Key == ch.Key }) {
+				return fmt.Errorf("challenger %d (%s): %s: given twice", i, c.Name, ch.Key)
+			}
 			c.Changes = append(c.Changes, ch)
 		}
 		out = append(out, c)

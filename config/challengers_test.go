@@ -74,6 +74,8 @@ func TestChallengersRefusedByLoad(t *testing.T) {
 		{"repeated key", "model:\n  challengers:\n    - name: a\n      eta: 1\n      eta: 2\n", "", "model.challengers[0].eta is given twice"},
 		{"variable", "", "a:hash_seed=x", `HYPERPLANE_MODEL_CHALLENGERS: challenger 0 (a): hash_seed: "x" is not a non-negative integer`},
 		{"variable without a colon", "", "a", "want name:key=value"},
+		{"variable with a repeated key", "", "a:eta=1,eta=2", "HYPERPLANE_MODEL_CHALLENGERS: challenger 0 (a): eta: given twice"},
+		{"text in the file with a repeated key", "model:\n  challengers: 'a:eta=1;b:eta=1,eta=1'\n", "", "challenger 1 (b): eta: given twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
