@@ -29,12 +29,13 @@ func TestLagOfEveryPartition(t *testing.T) {
 			c := testbroker.Kafka(t)
 			c.CreateTopic(t, "lagged", partitions)
 			produce(t, c, "lagged", partitions, lines)
-			addr := freeAddr(t)
 			w := startRun(t, []string{"run", "--model.name", "lagged", "--model.scope", scope,
 				"--source.kind", "kafka", "--source.topics", "lagged", "--kafka.brokers", c.ListenAddrs()[0],
 				"--snapshot.url", "file://" + filepath.Join(t.TempDir(), "store") + "?create_dir=1",
 				"--snapshot.interval", "100ms", "--model.mixing.epoch_examples", "100",
-				"--http.addr", addr, "--log.format", "json"})
+				"--http.addr", "127.0.0.1:0", "--log.format", "json"})
+			var addr string
+			w.wait(t, time.Minute, "the http listening line", func() bool { addr = listenedAddr(w.stderr); return addr != "" })
 
 			re := regexp.MustCompile(`(?m)^hyperplane_lag\{source="kafka:lagged/(\d+)"\} (\S+)$`)
 			var lag map[int]float64

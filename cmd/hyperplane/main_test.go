@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -35,6 +36,21 @@ func mustRun(t *testing.T, stdin string, args ...string) string {
 		t.Fatalf("hyperplane %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
 	return out
+}
+
+// listening finds the address in a run's "http listening" line, in
+// either log format.
+var listening = regexp.MustCompile(`http listening.*"addr": ?"([^"]+)"`)
+
+// listenedAddr is the address a run with --http.addr 127.0.0.1:0 listens
+// on, once its log says, or "" before. The system chooses the port as the
+// run listens: a port chosen by the test and freed for the run could be
+// taken by another process in between.
+func listenedAddr(log fmt.Stringer) string {
+	if m := listening.FindStringSubmatch(log.String()); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // waitRunning waits for cond as wait.For does while a run goes on: it

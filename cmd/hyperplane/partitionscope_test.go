@@ -40,10 +40,9 @@ func TestPartitionScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeDir := filepath.Join(dir, "store")
-	addr := freeAddr(t)
 	args := []string{"run", "--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
 		"--source.kind", "kafka", "--source.topics", "keyed", "--snapshot.url", "file://" + storeDir + "?create_dir=1",
-		"--snapshot.every", "300", "--snapshot.interval", "100ms", "--http.addr", addr, "--serve.refresh", "0s"}
+		"--snapshot.every", "300", "--snapshot.interval", "100ms", "--http.addr", "127.0.0.1:0", "--serve.refresh", "0s"}
 	cfg, err := config.Load(args[1:], func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -51,15 +50,17 @@ func TestPartitionScope(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr bytes.Buffer
+	stderr := &lockedBuffer{}
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
 	}()
+	var addr string
+	waitRunning(t, time.Minute, "the http listening line", stopped, stderr, func() bool { addr = listenedAddr(stderr); return addr != "" })
 	store := openStore(t, storeDir)
 	chain := func(p int) *snapshot.Store { return store.Sub(fmt.Sprintf("per/partition/kafka.keyed.%d", p)) }
 	for p := range 3 {
-		waitRunning(t, time.Minute, fmt.Sprintf("partition %d learned", p), stopped, &stderr, func() bool {
+		waitRunning(t, time.Minute, fmt.Sprintf("partition %d learned", p), stopped, stderr, func() bool {
 			newest, err := chain(p).Latest(context.Background(), "per", nil)
 			return err == nil && newest.Positions[fmt.Sprintf("kafka:keyed/%d", p)] == int64(len(parts[p]))
 		})

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,18 +21,6 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
-
-// freeAddr is a loopback address no one listens on, for a server the test
-// starts next.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestServeAnswersAsPredict runs the worker over a JetStream stream until
 // it has learned all of it and snapshotted the result, then asks it for
@@ -70,35 +57,36 @@ func TestServeAnswersAsPredict(t *testing.T) {
 	// snapshot is written would not leave.
 	half := len(lines) / 2
 	publish(lines[:half])
-	addr := freeAddr(t)
 	storeDir := filepath.Join(dir, "store")
 	args := []string{"run", "--model.name", "served", "--model.learner.algorithm", "averaged",
 		"--source.kind", "jetstream", "--source.stream", "EXAMPLES", "--nats.url", ns.URL(),
-		"--http.addr", addr, "--serve.nats=true", "--serve.refresh", "0s",
+		"--http.addr", "127.0.0.1:0", "--serve.nats=true", "--serve.refresh", "0s",
 		"--snapshot.url", "file://" + storeDir + "?create_dir=1", "--snapshot.every", "1000", "--snapshot.interval", "200ms",
 		// Every generation kept: the pinned check asks for the first.
 		"--snapshot.keep", "1000"}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr bytes.Buffer
+	stderr := &lockedBuffer{}
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
 	}()
+	var addr string
+	waitRunning(t, time.Minute, "the http listening line", stopped, stderr, func() bool { addr = listenedAddr(stderr); return addr != "" })
 	store, err := snapshot.OpenStore(context.Background(), "file://"+storeDir+"?create_dir=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	waitRunning(t, time.Minute, "a snapshot of the first half", stopped, &stderr, func() bool {
+	waitRunning(t, time.Minute, "a snapshot of the first half", stopped, stderr, func() bool {
 		first, _ := store.Latest(context.Background(), "served", nil)
 		return first != nil && first.Positions["jetstream:EXAMPLES"] >= int64(half)
 	})
 	publish(lines[half:])
 	// The model is idle once its newest snapshot covers the whole stream.
 	var newest *snapshot.Snapshot
-	waitRunning(t, time.Minute, "a snapshot of the whole stream", stopped, &stderr, func() bool {
+	waitRunning(t, time.Minute, "a snapshot of the whole stream", stopped, stderr, func() bool {
 		newest, _ = store.Latest(context.Background(), "served", nil)
 		return newest != nil && newest.Positions["jetstream:EXAMPLES"] == int64(len(lines))
 	})
