@@ -171,8 +171,15 @@ func namedOnce(q url.Values, key string, h http.Header, header string) (string, 
 	if v := q.Get(key); v != "" {
 		return v, nil
 	}
+	return oneValue(key, header, h.Values(header))
+}
+
+// oneValue is the value the header named header gives key among vals,
+// its values in the order they came: "" for none. Values that differ are
+// refused with 400 naming both.
+func oneValue(key, header string, vals []string) (string, error) {
 	var v string
-	for _, x := range h.Values(header) {
+	for _, x := range vals {
 		switch {
 		case x == "" || x == v:
 		case v == "":

@@ -161,17 +161,7 @@ func headerOnce(h micro.Headers, key, name string) (string, error) {
 	for _, k := range others {
 		vals = append(vals, h[k]...)
 	}
-	var v string
-	for _, x := range vals {
-		switch {
-		case x == "" || x == v:
-		case v == "":
-			v = x
-		default:
-			return "", errorf(StatusBadRequest, "%s: the header %s names both %q and %q, want one", key, name, v, x)
-		}
-	}
-	return v, nil
+	return oneValue(key, name, vals)
 }
 
 // semver is v as a SemVer version: "v1.2.3" is 1.2.3, anything else that
