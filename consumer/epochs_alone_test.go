@@ -23,9 +23,9 @@ import (
 )
 
 // heldOutputs holds the first batch of outputs published once the
-// boundary of epoch at is in the log, whose first key begins with prefix
-// ("" for any), until release is closed (nil: never), or fails it when
-// its context is done first. Epoch at-1 is mixed then, which waits for
+// boundary of epoch at is in the log (or at once, armed by the test),
+// whose first key begins with prefix ("" for any), until release is
+// closed (nil: never), or fails it when its context is done first. Epoch at-1 is mixed then, which waits for
 // every output of it: the batch held is one of epoch at. It counts the
 // results of epoch at written.
 type heldOutputs struct {
@@ -275,19 +275,12 @@ func TestEpochsAloneWriteAGenerationOnceNotAlone(t *testing.T) {
 	x, done := startEpochs(t, ctx, cfg, store)
 	last := waitComplete(t, store, data)
 	wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return x.Mixed() >= last })
-	newest := func() uint64 {
-		gens, err := store.Generations(context.Background(), "mixed")
-		if err != nil || len(gens) == 0 {
-			return 0
-		}
-		return gens[len(gens)-1]
-	}
-	if g := newest(); g >= last {
+	if g := latestGeneration(store); g >= last {
 		t.Fatalf("generation %d was written with none due: the test wants the epochs above the newest generation held", g)
 	}
 
 	alone.Store(false)
-	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool { return newest() >= last })
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool { return latestGeneration(store) >= last })
 
 	second := &writeCountingLog{EpochLog: epochlog.New(store)}
 	bcfg := epochConfig(data, store, memory.NewSink(), "second")
@@ -344,16 +337,9 @@ func TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone(t *testing.T) {
 	cfg.SnapshotEvery, cfg.SnapshotInterval = 1<<40, 0
 	cfg.Worker.ShutdownTimeout = 2 * time.Second
 	x, done := runUntilHeld(t, ctx, cfg, held.held, "an output of shard 5 in epoch 3 was published")
-	newest := func() uint64 {
-		gens, err := store.Generations(context.Background(), "mixed")
-		if err != nil || len(gens) == 0 {
-			return 0
-		}
-		return gens[len(gens)-1]
-	}
 	mixed := x.Mixed()
-	if mixed < 2 || newest() >= mixed {
-		t.Fatalf("epoch %d mixed, generation %d: the test wants epochs mixed from held results above the newest generation", mixed, newest())
+	if mixed < 2 || latestGeneration(store) >= mixed {
+		t.Fatalf("epoch %d mixed, generation %d: the test wants epochs mixed from held results above the newest generation", mixed, latestGeneration(store))
 	}
 
 	// Another worker takes shard 5: the first waits for its result.
@@ -361,7 +347,7 @@ func TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone(t *testing.T) {
 	alone.Store(false)
 	owned.Store(&rest)
 	close(changed)
-	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the newest mixed epoch", func() bool { return newest() >= mixed })
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the newest mixed epoch", func() bool { return latestGeneration(store) >= mixed })
 
 	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
 	cfg2.SnapshotEvery = 1 << 40
@@ -387,33 +373,6 @@ func TestEpochsAloneWriteAGenerationAtTheBarrierOnceNotAlone(t *testing.T) {
 	}
 }
 
-// heldShardOutputs holds the first batch of outputs whose first key
-// begins with prefix until release is closed, and closes held when it
-// does.
-type heldShardOutputs struct {
-	consumer.Sink
-	prefix  string
-	once    sync.Once
-	held    chan struct{}
-	release chan struct{}
-}
-
-func (s *heldShardOutputs) Publish(ctx context.Context, batch []consumer.Output) error {
-	hold := false
-	if len(batch) > 0 && strings.HasPrefix(string(batch[0].Key), s.prefix) {
-		s.once.Do(func() { hold = true })
-	}
-	if hold {
-		close(s.held)
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return s.Sink.Publish(ctx, batch)
-}
-
 // TestEpochsJumpDropsTheShardsGauges: a worker that learned a range of
 // an epoch and then continues from a newer generation (overtaken) holds
 // no range of the shard any more: its hyperplane_shard_position (and the
@@ -435,7 +394,8 @@ func TestEpochsJumpDropsTheShardsGauges(t *testing.T) {
 
 	// A second worker learns the first epoch's ranges again, and is held
 	// in shard 1's.
-	sink := &heldShardOutputs{Sink: memory.NewSink(), prefix: data.Key(1) + "/", held: make(chan struct{}), release: make(chan struct{})}
+	sink := &heldOutputs{Sink: memory.NewSink(), prefix: data.Key(1) + "/", held: make(chan struct{}), release: make(chan struct{})}
+	sink.armed.Store(true)
 	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
 	cfg2.Worker.Predictions.Sink, cfg2.Worker.Misclassifications.Sink, cfg2.Worker.DeadLetter.Sink = sink, sink, sink
 	cfg2.Owned = func() []shardid.ID { return shardIDs([]string{data.Key(1), data.Key(3), data.Key(5)}) }
@@ -455,10 +415,7 @@ func TestEpochsJumpDropsTheShardsGauges(t *testing.T) {
 	// The first is alone no longer: it writes a generation of the last
 	// epoch, which the second continues from once its range is learned.
 	alone.Store(false)
-	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool {
-		gens, err := store.Generations(context.Background(), "mixed")
-		return err == nil && len(gens) > 0 && gens[len(gens)-1] >= last
-	})
+	wait.For(t, time.Minute, 5*time.Millisecond, "a generation of the last epoch", func() bool { return latestGeneration(store) >= last })
 	close(sink.release)
 	wait.For(t, time.Minute, 5*time.Millisecond, "the second worker at the last epoch", func() bool { return y.Mixed() >= last })
 

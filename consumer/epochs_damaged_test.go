@@ -58,6 +58,16 @@ func newestGeneration(t *testing.T, store *snapshot.Store) uint64 {
 	return gens[len(gens)-1]
 }
 
+// latestGeneration is the newest generation of "mixed" in store, 0 while
+// there is none.
+func latestGeneration(store *snapshot.Store) uint64 {
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) == 0 {
+		return 0
+	}
+	return gens[len(gens)-1]
+}
+
 // ranStore is a store in which a worker learned every epoch of
 // epochLog(600) with epochConfig, changed by edit if set: the log, the
 // store's bucket, the store, the configuration and the model it ended at.
