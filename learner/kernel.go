@@ -122,12 +122,17 @@ func (k *kernelPerceptron) predict(x *Example, out []float64, _ uint64) {
 
 // score is f(x) for x in canonical form with squared norm n2. It reads k's
 // support set and bias and nothing else, so a copy of them scores
-// concurrently (see View).
+// concurrently (see View). Each kernel value is clamped to ±maxKernel:
+// for an example the model may learn (K(x,x) <= maxKernel) that changes
+// nothing (Cauchy–Schwarz), and an example beyond the bound, whose poly
+// kernel overflows, still scores a finite number rather than ±Inf, or
+// NaN where infinities of both signs meet (see MaxValue).
 func (k *kernelPerceptron) score(x []feature, n2 float64) float64 {
 	f := k.b
 	for i := range k.sv {
 		sv := &k.sv[i]
-		f += float64(sv.Coef * k.kernel(dotSV(sv, x), sv.Norm2, n2))
+		kv := min(max(k.kernel(dotSV(sv, x), sv.Norm2, n2), -maxKernel), maxKernel)
+		f += float64(sv.Coef * kv)
 	}
 	return f
 }

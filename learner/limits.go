@@ -47,8 +47,9 @@ package learner
 //     rule too, and |b| <= 2^927.7. A kernel of two such examples is at
 //     most maxKernel (Cauchy–Schwarz), and at most 2^42 support vectors fit
 //     in memory, so a score is below 2^928 for any example with
-//     K(x,x) <= maxKernel; an example beyond it (poly kernel) may score
-//     ±Inf but is not learned.
+//     K(x,x) <= maxKernel. An example beyond it (poly kernel) is not
+//     learned, and scores with each kernel value clamped to ±maxKernel,
+//     so that its score is below 2^928 too.
 //
 // Every quantity stays below 2^928, far from the largest float64
 // (2^1024). No NaN can arise: every division is by a positive number or

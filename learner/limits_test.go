@@ -198,9 +198,9 @@ func TestStateStaysFiniteAtTheBounds(t *testing.T) {
 				for _, s := range o.Scores {
 					finiteScores = finiteScores && !math.IsNaN(s) && !math.IsInf(s, 0)
 				}
-				// The poly kernel may overflow on an example whose
-				// K(x,x) is beyond its bound: it does not learn those.
-				if o.Labeled && !finiteScores && (cfg.Algorithm != learner.Kernel || o.Updated) {
+				// Every score is finite, a poly kernel's on an example
+				// whose K(x,x) is beyond its bound (not learned) too.
+				if !finiteScores {
 					t.Fatalf("example %d: score %v, scores %v", e, o.Score, o.Scores)
 				}
 				// Whatever the scores, even infinite or NaN, the
@@ -227,6 +227,43 @@ func TestStateStaysFiniteAtTheBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestPolyKernelScoresBeyondItsBoundAreFinite: an example within MaxValue
+// whose poly kernel with the support vectors overflows (degree 16, a value
+// of 1e20) scored +Inf or -Inf against each of them, and NaN where support
+// vectors of both labels met, which a prediction event published as
+// "score": null. Its kernel values are clamped, so its score is a number,
+// and the model does not learn it.
+func TestPolyKernelScoresBeyondItsBoundAreFinite(t *testing.T) {
+	cfg := perceptronConfig()
+	cfg.HashBits = 8
+	cfg.Algorithm, cfg.Kernel, cfg.Degree = learner.Kernel, learner.PolynomialKernel, 16
+	m := mustNew(t, cfg)
+	var x learner.Example
+	for i := range 40 {
+		x.Reset()
+		y := 1 - 2*(i%2)
+		x.Add(1, float64(y)*0.5)
+		x.Add(2, 0.25)
+		x.Label, x.Labeled = y, true
+		m.Learn(&x)
+	}
+	if m.State().Updates < 2 {
+		t.Fatal("fewer than two support vectors: the test says nothing")
+	}
+	for _, v := range []float64{1e20, -1e20, learner.MaxValue} {
+		x.Reset()
+		x.Add(1, v)
+		if p := m.Predict(&x); math.IsNaN(p.Score) || math.IsInf(p.Score, 0) || !(p.Probability >= 0 && p.Probability <= 1) {
+			t.Fatalf("value %g: score %v, probability %v", v, p.Score, p.Probability)
+		}
+		before := m.State().Updates
+		x.Label, x.Labeled = 1, true
+		if o := m.Learn(&x); math.IsNaN(o.Score) || math.IsInf(o.Score, 0) || o.Updated || m.State().Updates != before {
+			t.Fatalf("value %g learned: score %v, updated %v", v, o.Score, o.Updated)
+		}
 	}
 }
 
