@@ -19,6 +19,14 @@ import (
 //   - three or more: multiclass, with labels the class indexes 0 to n-1,
 //     written as a class name or an integer index.
 //
+// A class whose name is an integer in decimal ("3", "-1") or a boolean
+// ("true") is what that number or boolean means as a label, so that a
+// label means one class however it is written: with classes 1, 2 and 3,
+// the label 1 is class "1" (index 0), not index 1. A multiclass model
+// with such a name reads every integer label as a name, never as an
+// index; a binary one reads a number or boolean that no class is named by
+// as above.
+//
 // The Parse methods do not allocate, so that a decoder may call them for
 // every example. When one refuses a value, the Problem method of the same
 // kind of value says why, in a sentence fit for an error message.
@@ -34,6 +42,11 @@ type labelRules struct {
 	classes    []string
 	multiclass bool
 	index      map[string]int // multiclass models only
+	// named are the labels of the classes whose names are integers in
+	// decimal, by that integer, and bools those of the classes named
+	// true or false: nil when none is.
+	named map[int64]int
+	bools map[bool]int
 }
 
 // Labels returns the label rules of a model of c, which must be valid (see
@@ -49,8 +62,36 @@ func (c Config) Labels() Labels {
 			r.index[name] = i
 		}
 	}
+	for i, name := range r.classes {
+		label := i
+		if !r.multiclass {
+			label = 2*i - 1 // the first name -1, the second +1
+		}
+		if n, ok := decimal(name); ok {
+			if r.named == nil {
+				r.named = map[int64]int{}
+			}
+			r.named[n] = label
+		}
+		if b, err := strconv.ParseBool(name); err == nil && strconv.FormatBool(b) == name {
+			if r.bools == nil {
+				r.bools = map[bool]int{}
+			}
+			r.bools[b] = label
+		}
+	}
 	return Labels{r: r}
 }
+
+// decimal is the integer name writes in decimal, as a number label of
+// that value is written: no sign but a leading minus, no leading zeros.
+func decimal(name string) (int64, bool) {
+	n, err := strconv.ParseInt(name, 10, 64)
+	return n, err == nil && strconv.FormatInt(n, 10) == name
+}
+
+// numbered reports whether a class of l is named by an integer.
+func (l Labels) numbered() bool { return l.r != nil && len(l.r.named) > 0 }
 
 // Multiclass reports whether labels are class indexes rather than ±1.
 func (l Labels) Multiclass() bool { return l.r != nil && l.r.multiclass }
@@ -79,10 +120,16 @@ func (l Labels) Class(label int) (name string, ok bool) {
 	return "", false
 }
 
-// ParseNumber is the label that the number v stands for: for a binary
-// model, +1 for 1 and -1 for -1 or 0; for a multiclass model, the class
-// index v. ok is false for any other number (see NumberProblem).
+// ParseNumber is the label that the number v stands for: the class named
+// v, if one is; else for a binary model, +1 for 1 and -1 for -1 or 0; for
+// a multiclass model none of whose classes is named by an integer, the
+// class index v. ok is false for any other number (see NumberProblem).
 func (l Labels) ParseNumber(v float64) (label int, ok bool) {
+	if l.numbered() && v == math.Trunc(v) && math.Abs(v) < 1<<63 {
+		if label, ok := l.r.named[int64(v)]; ok {
+			return label, true
+		}
+	}
 	if !l.Multiclass() {
 		switch v {
 		case 1:
@@ -92,16 +139,21 @@ func (l Labels) ParseNumber(v float64) (label int, ok bool) {
 		}
 		return 0, false
 	}
-	if v != math.Trunc(v) || v < 0 || v >= float64(len(l.names())) {
+	if l.numbered() || v != math.Trunc(v) || v < 0 || v >= float64(len(l.names())) {
 		return 0, false
 	}
 	return int(v), true
 }
 
-// ParseBool is the label that a boolean stands for in a binary model: +1
-// for true, -1 for false. ok is false for a multiclass model, whose
-// classes are not booleans (see BoolProblem).
+// ParseBool is the label that a boolean stands for: the class named v, if
+// one is; else in a binary model +1 for true, -1 for false. ok is false
+// for a multiclass model without such a class (see BoolProblem).
 func (l Labels) ParseBool(v bool) (label int, ok bool) {
+	if l.r != nil {
+		if label, ok := l.r.bools[v]; ok {
+			return label, true
+		}
+	}
 	switch {
 	case l.Multiclass():
 		return 0, false
@@ -136,6 +188,8 @@ func (l Labels) NumberProblem(v float64, text string) string {
 		return l.notBinary(text)
 	case v != math.Trunc(v):
 		return l.notClass(text)
+	case l.numbered():
+		return fmt.Sprintf("%s is not a class (want a class name: the classes named by numbers are read by name, not by index)", text)
 	}
 	return fmt.Sprintf("class %s is out of range (%s)", text, l.want())
 }

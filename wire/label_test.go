@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,4 +108,54 @@ func TestAppendLabel(t *testing.T) {
 	if got := string(AppendLabel(nil, FormatJSON, "7", -1)); got != `{"id":"7","label":-1}` {
 		t.Errorf("JSON label record %s", got)
 	}
+}
+
+// TestDecodeLabelNamedByANumber checks that with classes named by
+// numbers (ratings 1 to 5), an example's or a label record's label means
+// the same class whether it is written as a number or as a string, in
+// JSON and in msgpack.
+func TestDecodeLabelNamedByANumber(t *testing.T) {
+	d := labelDecoder(t, "1", "2", "3", "4", "5")
+	for stars := 1; stars <= 5; stars++ {
+		want := stars - 1 // the class named stars
+		for _, data := range [][]byte{
+			[]byte(`{"features":{"f":1},"label":` + strconv.Itoa(stars) + `}`),
+			[]byte(`{"features":{"f":1},"label":"` + strconv.Itoa(stars) + `"}`),
+			mustMsgpack(t, map[string]any{"features": map[string]float64{"f": 1}, "label": stars}),
+			mustMsgpack(t, map[string]any{"features": map[string]float64{"f": 1}, "label": strconv.Itoa(stars)}),
+		} {
+			var x learner.Example
+			if _, err := d.Decode(data, &x); err != nil {
+				t.Fatalf("%q: %v", data, err)
+			}
+			if !x.Labeled || x.Label != want {
+				t.Errorf("%q: label %d (labeled %v), want %d, the class named %d", data, x.Label, x.Labeled, want, stars)
+			}
+		}
+		for _, data := range [][]byte{
+			[]byte(`{"id":"a","label":` + strconv.Itoa(stars) + `}`),
+			[]byte(`{"id":"a","label":"` + strconv.Itoa(stars) + `"}`),
+			mustMsgpack(t, map[string]any{"id": "a", "label": stars}),
+		} {
+			var x learner.Example
+			rec, err := d.DecodeLabel(data, FormatAuto, &x)
+			if err != nil || rec.Label != want {
+				t.Errorf("label record %q: label %d, %v; want %d, the class named %d", data, rec.Label, err, want, stars)
+			}
+		}
+	}
+	var x learner.Example
+	_, err := d.Decode([]byte(`{"features":{"f":1},"label":0}`), &x)
+	if err == nil || !strings.Contains(err.Error(), "read by name, not by index") {
+		t.Errorf("label 0 with classes 1 to 5: %v, want it refused as no class", err)
+	}
+}
+
+func mustMsgpack(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
