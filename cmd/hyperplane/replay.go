@@ -36,7 +36,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	fs.TextVar(&from, "from", from, "where to begin, `START`: earliest, offset:N or time:RFC3339")
 	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N, exclusive: the replay stops before offset N (of each Kafka partition; a JetStream stream sequence) and leaves it out")
 	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, the model is kept in memory for the summary only)")
-	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would")
+	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would (the live events, byte for byte, only from the live model's start and with its settings: docs/commands.md, replay)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
 		return ignoreHelp(err)
