@@ -264,9 +264,13 @@ func (d *Decoder) sizeError(n int) *DecodeError {
 	return decodeErr("payload", "%d bytes exceed the limit of %d", n, d.maxBytes).because(ReasonTooLarge)
 }
 
-// tooManyFeatures is the error for an example with more than MaxFeatures.
-func (d *Decoder) tooManyFeatures() *DecodeError {
-	return decodeErr("features", "more than %d features", d.maxFeatures).because(ReasonTooManyFeatures)
+// tooManyFeatures is the error for an example with more than MaxFeatures,
+// found in field: features, or x, whose values count as features too.
+func (d *Decoder) tooManyFeatures(field string) *DecodeError {
+	if field == "x" {
+		return decodeErr(field, "more than %d features, features and x together", d.maxFeatures).because(ReasonTooManyFeatures)
+	}
+	return decodeErr(field, "more than %d features", d.maxFeatures).because(ReasonTooManyFeatures)
 }
 
 // full reports whether x already holds MaxFeatures features.
@@ -285,7 +289,7 @@ func (d *Decoder) addDense(x *learner.Example, v float64) *DecodeError {
 		return d.tooManyValues()
 	}
 	if d.full(x) {
-		return d.tooManyFeatures()
+		return d.tooManyFeatures("x")
 	}
 	x.Dense = append(x.Dense, v)
 	return nil

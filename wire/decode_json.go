@@ -270,7 +270,7 @@ func (d *Decoder) jsonFeatures(b []byte, i int, x *learner.Example) (int, *Decod
 			return i, syntaxError(featureField(name), b, i, "a value")
 		}
 		if room == 0 {
-			return i, d.tooManyFeatures()
+			return i, d.tooManyFeatures("features")
 		}
 		room--
 		switch c := b[i]; {
@@ -355,7 +355,7 @@ func (d *Decoder) jsonFeatureNames(b []byte, i int, x *learner.Example) (int, *D
 			return i, syntaxError(featureField(name), b, i, "a value")
 		}
 		if room == 0 {
-			return i, d.tooManyFeatures()
+			return i, d.tooManyFeatures("features")
 		}
 		room--
 		switch c := b[i]; {

@@ -205,7 +205,7 @@ func (d *Decoder) mpFeatures(b []byte, i int, x *learner.Example) (int, *DecodeE
 		return i, mpError("features", b, i, st, "a map")
 	}
 	if n > d.maxFeatures-len(x.Index)-len(x.Dense) {
-		return i, d.tooManyFeatures()
+		return i, d.tooManyFeatures("features")
 	}
 	index, value := x.Index, x.Value
 	for range n {
@@ -273,7 +273,7 @@ func (d *Decoder) mpFeatureNames(b []byte, i int, x *learner.Example) (int, *Dec
 		return i, mpError("features", b, i, st, "a map")
 	}
 	if n > d.maxFeatures-len(x.Index)-len(x.Dense) {
-		return i, d.tooManyFeatures()
+		return i, d.tooManyFeatures("features")
 	}
 	index, value := x.Index, x.Value
 	for range n {
@@ -366,7 +366,7 @@ func (d *Decoder) mpDense(b []byte, i int, x *learner.Example) (int, *DecodeErro
 		return i, d.tooManyValues()
 	}
 	if n > d.maxFeatures-len(x.Index)-len(x.Dense) {
-		return i, d.tooManyFeatures()
+		return i, d.tooManyFeatures("x")
 	}
 	for k := range n {
 		v, j, st := msgpackscan.Number(b, i)

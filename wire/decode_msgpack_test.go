@@ -243,6 +243,7 @@ func TestMsgpackErrors(t *testing.T) {
 		{"duplicate bin and str key", binaryConfig(), DecoderOptions{}, mpMap{"x", []any{}, mpBin("x"), []any{}}, "x", "duplicate key", false},
 		{"dense header over the dimension", small, DecoderOptions{}, mpMap{"x", []any{1, 2, 3, 4, 5}}, "x", "more than 4 values (the model's dimension)", false},
 		{"map header over MaxFeatures", binaryConfig(), DecoderOptions{MaxFeatures: 2}, mpMap{"features", mpMap{"a", 1, "b", 2, "c", 3}}, "features", "more than 2 features", false},
+		{"array header over MaxFeatures", binaryConfig(), DecoderOptions{MaxFeatures: 2}, mpMap{"x", []any{1, 2, 3}}, "x", "more than 2 features, features and x together", false},
 		{"map32 header beyond the data", binaryConfig(), DecoderOptions{}, mpRaw{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'a'}, "example", "unexpected end of data at byte 0", true},
 		{"features map32 header beyond the data", binaryConfig(), DecoderOptions{}, mpMap{"features", mpRaw{0xdf, 0xff, 0xff, 0xff, 0xff}}, "features", "unexpected end of data", true},
 		{"dense array32 header beyond the data", binaryConfig(), DecoderOptions{}, mpMap{"x", mpRaw{0xdd, 0x7f, 0xff, 0xff, 0xff, 1}}, "x", "unexpected end of data", true},
