@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -157,6 +158,9 @@ func Open(ctx context.Context, opts Options) (_ *Pipeline, err error) {
 	if err := p.resume(ctx); err != nil {
 		return nil, err
 	}
+	if err := p.checkScope(ctx); err != nil {
+		return nil, err
+	}
 	if p.conn, err = opts.Connect(ctx); err != nil {
 		return nil, err
 	}
@@ -184,6 +188,47 @@ func (p *Pipeline) resume(ctx context.Context) error {
 		return err
 	}
 	p.resumed = r
+	return nil
+}
+
+// checkScope refuses a store that holds the model in the other scope
+// than Options.PartitionScope: generations of the model itself (global
+// scope) for a worker in partition scope, or, with none of those, chains
+// of its partitions (partition scope, docs/scale-out.md, section 6) for
+// one in global scope. Either worker would otherwise not see the stored model, learn
+// every example again from source.start to another model, and publish
+// its events again under the same event ids with other contents.
+func (p *Pipeline) checkScope(ctx context.Context) error {
+	store, model := p.opts.Store, p.opts.Model
+	if store == nil {
+		return nil
+	}
+	if p.opts.PartitionScope {
+		gens, err := store.Generations(ctx, model)
+		if err != nil {
+			return err
+		}
+		if len(gens) > 0 {
+			return fmt.Errorf("model.scope: the store holds generations %d to %d of model %s learned in global scope, and this worker learns it in partition scope, which would start a new model for each partition from source.start and publish every event again: set model.scope back to global, or give the model a new model.name",
+				gens[0], gens[len(gens)-1], model)
+		}
+		return nil
+	}
+	if gens, err := store.Generations(ctx, model); err != nil || len(gens) > 0 {
+		return err
+	}
+	shards, err := store.PartitionShards(ctx, model)
+	if err != nil {
+		return err
+	}
+	if len(shards) > 0 {
+		names := make([]string, len(shards))
+		for i, s := range shards {
+			names[i] = s.String()
+		}
+		return fmt.Errorf("model.scope: the store holds model %s learned in partition scope, one model for each of %s (under %s/partition/), and this worker learns it in global scope, which would not continue them and would learn every example again: set model.scope: partition, or give the model a new model.name",
+			model, strings.Join(names, ", "), model)
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
@@ -159,5 +160,39 @@ func TestReplayPartitionScope(t *testing.T) {
 		if s := summary.Partitions[shard]; s.StateSHA256 != fmt.Sprintf("%x", want) || s.Examples != uint64(len(parts[p])) {
 			t.Errorf("partition %d: the summary says %+v, want %d examples and %x", p, s, len(parts[p]), want)
 		}
+	}
+}
+
+// TestScopeChangeRefused: a model stored in one scope is refused at
+// start-up by a worker of the other, naming model.scope, rather than
+// learned again from source.start as a new model (or new models) beside
+// the stored one, its events published again with other contents.
+func TestScopeChangeRefused(t *testing.T) {
+	t.Parallel()
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "ex", 2)
+	dir := t.TempDir()
+	// A model learned in global scope: a generation of its own.
+	writeSnapshot(t, "file://"+dir+"?create_dir=1", "glob", learner.DefaultConfig())
+	// A model learned in partition scope: a chain for partition 0.
+	writeSnapshot(t, "file://"+filepath.Join(dir, "per", "partition", "kafka.ex.0")+"?create_dir=1", "per", learner.DefaultConfig())
+
+	for _, tc := range []struct {
+		model, scope, want string
+	}{
+		{"glob", "partition", "learned in global scope"},
+		{"per", "global", "learned in partition scope"},
+	} {
+		t.Run(tc.scope, func(t *testing.T) {
+			args := []string{"run", "--model.name", tc.model, "--model.scope", tc.scope, "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+				"--source.kind", "kafka", "--source.topics", "ex", "--snapshot.url", "file://" + dir, "--http.addr", "127.0.0.1:0"}
+			// A worker not refused learns until the context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "model.scope") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run in %s scope over a model %s: %v; want a refusal naming model.scope", tc.scope, tc.want, err)
+			}
+		})
 	}
 }
