@@ -33,6 +33,11 @@ type EngineConfig struct {
 	// GrowthCheck is how often a model learned from one shard looks for
 	// more; 0 means DefaultGrowthCheck.
 	GrowthCheck time.Duration
+	// Recheck, if not nil, is called with every GrowthCheck while a
+	// model is learned from one shard: an error stops that worker, as at
+	// shutdown, and the engine with it (a labels' topic that gained a
+	// partition the worker would never read).
+	Recheck func(ctx context.Context) error
 
 	// Single builds the worker that learns a source of one shard as it
 	// comes, from the model's newest generation and with its snapshots
@@ -328,11 +333,24 @@ func (e *Engine) runSingle(ctx context.Context, fenced *Worker) (w *Worker, grew
 				stop(errGrew)
 				return
 			}
+			if e.cfg.Recheck != nil {
+				if err := e.cfg.Recheck(wctx); err != nil {
+					stop(err)
+					return
+				}
+			}
 		}
 	}()
 	err = w.Run(wctx)
 	stop(nil)
 	<-watched
+	if cause := context.Cause(wctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, errGrew) && !errors.Is(cause, context.Canceled) {
+		// Recheck stopped the worker.
+		if err != nil {
+			return w, false, fmt.Errorf("%w (and the worker did not stop cleanly: %w)", cause, err)
+		}
+		return w, false, cause
+	}
 	if ctx.Err() != nil || !errors.Is(context.Cause(wctx), errGrew) {
 		return w, false, err
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// partition scope, whose logger is Log with the shard's name.
 	Resume snapshot.ResumeOptions
 
+	// Recheck, if not nil, checks while a worker of one shard runs that
+	// it can go on (EngineConfig.Recheck).
+	Recheck func(ctx context.Context) error
+
 	// Connect opens what the model is learned from, called once the
 	// model is resumed, so that a store that cannot be read, or holds an
 	// incompatible model, is reported before any broker is dialled.
@@ -367,6 +371,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		Shards:         p.conn.Shards,
 		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || knownShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
+		Recheck:        p.opts.Recheck,
 		Single: func(ctx context.Context, fenced *Worker) (*Worker, error) {
 			if fenced != nil {
 				if p.opts.Labels != nil {

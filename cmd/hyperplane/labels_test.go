@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
@@ -143,6 +146,45 @@ func TestLabelsPartitionScopeCoPartitioned(t *testing.T) {
 	err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
 	if err == nil || !strings.HasPrefix(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), "has 3 partitions") || !strings.Contains(err.Error(), "has 4") {
 		t.Fatalf("run: %v, want a refusal naming labels.topics and both counts\n%s", err, stderr.String())
+	}
+}
+
+// TestLabelsTopicGainsAPartition: a worker of a source of one partition
+// reads its labels' topic's partition 0 alone; when that topic gains a
+// partition while it runs, it stops naming labels.topics (as a start-up
+// over such a topic is refused) rather than go on without joining the
+// labels produced to the new partition.
+func TestLabelsTopicGainsAPartition(t *testing.T) {
+	t.Parallel()
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "impressions", "clicks"))
+	args := []string{"run", "--model.name", "one", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+		"--model.mixing.interval", "50ms", "--snapshot.url", "file://" + t.TempDir(), "--http.addr", ""}
+	// A worker that goes on learns until the context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stderr := &lockedBuffer{}
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
+	}()
+	waitRunning(t, time.Minute, "the labels' partition opened", stopped, stderr, func() bool {
+		return strings.Contains(stderr.String(), "kafka:clicks/0")
+	})
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = "clicks", 2
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), c.Client(t))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create partitions: %v", err)
+	}
+	err = <-stopped
+	if err == nil || !strings.HasPrefix(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), "has 2 partitions now") {
+		t.Fatalf("run: %v, want a stop naming labels.topics and its partitions\n%s", err, stderr.String())
 	}
 }
 

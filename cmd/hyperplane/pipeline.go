@@ -117,6 +117,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		Log:            log,
 	}
 	if cfg.Labels.Enabled() {
+		opts.Recheck = func(ctx context.Context) error { return p.brokers.LabelsGrew(ctx, cfg) }
 		opts.Labels = func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
 			return p.labels(ctx, cfg, shard, positions, marks)
 		}

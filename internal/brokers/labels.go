@@ -247,3 +247,21 @@ func (b *Clients) OnePartition(ctx context.Context, cfg config.Config) error {
 	}
 	return nil
 }
+
+// LabelsGrew is OnePartition's refusal of a Kafka labels' topic of
+// several partitions, for a worker of one partition that is running: nil
+// while the topic has one, and when it cannot be listed (the labels'
+// reader reports an outage). The worker reads the labels' partition 0
+// alone, so the labels produced to a partition added meanwhile would
+// never be joined.
+func (b *Clients) LabelsGrew(ctx context.Context, cfg config.Config) error {
+	if cfg.Source.Kind != config.KindKafka || !cfg.Labels.Enabled() {
+		return nil
+	}
+	src := cfg.Labels.Source(cfg.Source)
+	n, err := b.kafkaPartitions(ctx, "labels", src)
+	if err != nil || n <= 1 {
+		return nil
+	}
+	return fmt.Errorf("labels.topics: topic %s has %d partitions now, and the worker of a source of one partition reads its partition 0 alone: the labels of the others would never be joined; a source of one partition joins a labels' topic of one (a source of several joins a labels' topic co-partitioned with it, in epochs or in partition scope: docs/labels.md, sections 9 and 11)", src.Topics[0], n)
+}
