@@ -90,6 +90,15 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 				if cut, err := x.nextCut(ctx, b.Epoch); err != nil {
 					return nil, 0, err
 				} else if cut {
+					// The result may have been written, and the next
+					// boundary cut from it, since the look above: only
+					// a result missing once the cut is seen is missing
+					// for good.
+					if ok, err := x.shardExists(ctx, b.Epoch, r.Shard); err != nil {
+						return nil, 0, err
+					} else if ok {
+						break
+					}
 					if by, err := x.overtaking(ctx, b.Epoch); err != nil || by != nil {
 						return nil, 0, overtakenOr(by, err)
 					}

@@ -2,7 +2,10 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
+	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -70,5 +74,121 @@ func TestEpochsBarrierNamesTheMissingShards(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(metrics.MissingShards); got != 0 {
 		t.Errorf("hyperplane_epoch_missing_shards %v once the worker stopped waiting, want 0", got)
+	}
+}
+
+// lateLook is an epoch log whose first look for the result of shard at
+// epoch e answers only once the boundary of e+1 is in the log: a look
+// that missed the result just before its owner wrote it, and whose answer
+// came after the owner cut the next boundary. It closes looked when the
+// look has missed, and counts the results written of shard.
+type lateLook struct {
+	consumer.EpochLog
+	e      uint64
+	shard  shardid.ID
+	once   sync.Once
+	looked chan struct{}
+	wrote  atomic.Int64
+}
+
+func (l *lateLook) ShardExists(ctx context.Context, model string, e uint64, shard shardid.ID) (bool, error) {
+	ok, err := l.EpochLog.ShardExists(ctx, model, e, shard)
+	if err != nil || ok || e != l.e || shard != l.shard {
+		return ok, err
+	}
+	first := false
+	l.once.Do(func() { first = true })
+	if !first {
+		return ok, err
+	}
+	close(l.looked)
+	for {
+		_, _, err := l.EpochLog.Boundary(ctx, model, e+1)
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, snapshot.ErrNotFound) {
+			return false, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (l *lateLook) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	if r.Shard == l.shard {
+		l.wrote.Add(1)
+	}
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
+// writeAfter is an epoch log that writes the result of shard at epoch e
+// only once after is closed.
+type writeAfter struct {
+	consumer.EpochLog
+	e     uint64
+	shard shardid.ID
+	after <-chan struct{}
+}
+
+func (l writeAfter) WriteShard(ctx context.Context, r *epochlog.ShardResult, base *epochlog.Base) error {
+	if r.Epoch == l.e && r.Shard == l.shard {
+		select {
+		case <-l.after:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.EpochLog.WriteShard(ctx, r, base)
+}
+
+// TestEpochsBarrierLooksAgainOnceCut: a barrier that misses another
+// worker's result, and then finds the next boundary cut, looks for the
+// result again before it takes it for lost: the owner may have written
+// it and cut the boundary between the two looks (docs/scale-out.md,
+// section 3.12). It reads that result rather than learn its range again.
+func TestEpochsBarrierLooksAgainOnceCut(t *testing.T) {
+	data := epochLog(600)
+	want := oneWorkerDigest(t, data)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	last := shardid.Memory("ex", 5)
+	var rest []shardid.ID
+	for p := range 5 {
+		rest = append(rest, shardid.Memory("ex", p))
+	}
+	cfg := epochConfig(data, store, memory.NewSink(), "first")
+	looks := &lateLook{EpochLog: cfg.Log, e: 2, shard: last, looked: make(chan struct{})}
+	cfg.Log = looks
+	cfg.Owned = func() []shardid.ID { return rest }
+	// No generation is written, which the barrier would jump to.
+	cfg.SnapshotEvery = 1 << 40
+	x, done := startEpochs(t, ctx, cfg, store)
+	cfg2 := epochConfig(data, store, memory.NewSink(), "second")
+	cfg2.Log = writeAfter{EpochLog: cfg2.Log, e: 2, shard: last, after: looks.looked}
+	cfg2.Owned = func() []shardid.ID { return []shardid.ID{last} }
+	cfg2.SnapshotEvery = 1 << 40
+	y, ydone := startEpochs(t, ctx, cfg2, store)
+	end := waitComplete(t, store, data)
+	for _, w := range []*consumer.Epochs{x, y} {
+		wait.For(t, time.Minute, 5*time.Millisecond, "the last epoch mixed", func() bool { return w.Mixed() >= end })
+	}
+	cancel()
+	for _, d := range []<-chan error{done, ydone} {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := looks.wrote.Load(); n != 0 {
+		t.Errorf("the first worker learned shard 5's range again and wrote %d results of it; its owner had written it", n)
+	}
+	for i, w := range []*consumer.Epochs{x, y} {
+		if got := w.Model().State().Digest(); got != want {
+			t.Errorf("worker %d holds %x, one worker %x", i, got, want)
+		}
 	}
 }
