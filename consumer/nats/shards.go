@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -262,8 +263,10 @@ func (s *JetStreamShards) Start(ctx context.Context, shard shardid.ID, start wir
 // nothing and Close deletes the consumer. It fails, naming the shard, if
 // shard is no partition of the stream, if the stream's transform no
 // longer partitions it as it did, or if from is negative or beyond the
-// stream's last sequence (the stream was recreated). ctx bounds only what
-// Open itself asks the server.
+// stream's last sequence (the stream was recreated). The source's Fetch
+// fails, naming the stream, once the stream's transform changes or its
+// last sequence falls below the sequence read (the stream was recreated
+// under it). ctx bounds only what Open itself asks the server.
 func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64) (consumer.Source, error) {
 	k, err := s.partition(shard)
 	if err != nil {
@@ -284,15 +287,29 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    uint64(from) + 1,
 	}
+	// A stream deleted and created again while the partition is read:
+	// the ordered consumer goes on at the sequence after the last one
+	// read, and would skip, without a word, every new message before it.
+	// read is loaded before the stream's last sequence, which is at
+	// least every sequence read before it was looked up.
+	read := new(atomic.Int64)
+	read.Store(from)
 	check := func(ctx context.Context) error {
-		_, err := s.current(ctx)
-		return err
+		seq := read.Load()
+		info, err := s.current(ctx)
+		if err != nil {
+			return err
+		}
+		if last := int64(info.State.LastSeq); seq > last {
+			return &repartitionedError{fmt.Errorf("jetstream %s: %s: sequence %d was read, and the stream's last sequence is now %d: was the stream recreated? Its messages are not those read before (a new model.name learns them from the start)", s.stream, shard, seq, last)}
+		}
+		return nil
 	}
 	every := s.PartitioningCheck
 	if every <= 0 {
 		every = DefaultPartitioningCheck
 	}
-	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, nil, s.log)
+	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, read, s.log)
 }
 
 // CoShard is the partition of s co-partitioned with shard, a partition of

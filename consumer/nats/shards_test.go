@@ -611,6 +611,37 @@ func TestJetStreamShardsRepartitionedWhileOpen(t *testing.T) {
 	}
 }
 
+// TestJetStreamShardsRecreatedWhileOpen: a partition's source open when
+// the stream is deleted and created again with fewer messages than were
+// read ends, its Fetch naming the stream and both sequences, where it
+// waited without a word for the new stream to pass the sequence read and
+// skipped every new message before it (docs/operations.md).
+func TestJetStreamShardsRecreatedWhileOpen(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	partitionedStream(t, js, "anew", "anew.*", 3)
+	s := newShards(t, nc, "anew", 3)
+	s.PartitioningCheck = 10 * time.Millisecond
+	msgs := publishKeys(t, js, "anew", 3, numberedKeys(0, 30)...)
+	want := after(msgs, 1, 0)
+	src := openShard(t, s, s.Shard(1), 0)
+	checkDelivered(t, s.Shard(1), consumertest.FetchN(t, src, len(want)), want)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	if err := js.DeleteStream(ctx, "anew"); err != nil {
+		t.Fatal(err)
+	}
+	partitionedStream(t, js, "anew", "anew.*", 3)
+	publishKeys(t, js, "anew", 3, keysIn(1, 3, 2)...)
+	msgs2, err := src.Fetch(ctx, 10)
+	read := want[len(want)-1].seq
+	for _, w := range []string{"jetstream anew", fmt.Sprintf("sequence %d was read", read), "last sequence is now 2", "recreated"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("Fetch after the stream was recreated with 2 messages, %d read: %d messages, %v, want an error saying %q", read, len(msgs2), err, w)
+		}
+	}
+}
+
 // TestJetStreamShardsClosedConnection: lookups on a closed connection
 // fail rather than report no messages.
 func TestJetStreamShardsClosedConnection(t *testing.T) {
