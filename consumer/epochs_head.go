@@ -47,7 +47,21 @@ func (x *Epochs) ensureHead(wctx context.Context, r epochlog.Range) error {
 	h := x.runningHeads[r.Shard]
 	ctx := x.runCtx
 	x.mu.Unlock()
-	if h != nil || ctx == nil {
+	if h != nil {
+		// A head that stopped of itself (its labels' stream recreated or
+		// partitioned otherwise, a fetch that failed) reads nothing more:
+		// its shard's examples would wait for labels for ever, the
+		// worker ready. Its error stops the epochs.
+		select {
+		case <-h.stopped:
+			if err := h.err; err != nil && ctx != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("the head of shard %s stopped: %w", r.Shard, err)
+			}
+		default:
+		}
+		return nil
+	}
+	if ctx == nil {
 		return nil
 	}
 	l := x.cfg.Labels

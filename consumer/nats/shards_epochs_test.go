@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,4 +206,103 @@ func learnedTo(ctx context.Context, store *snapshot.Store, end map[string]int64,
 		}
 	}
 	return true
+}
+
+// TestJetStreamEpochsLabelsRecreated: a labels' stream deleted and
+// created again under epochs that join it stops them, naming the stream,
+// where the shard's head stopped without a word and its examples waited
+// for labels for ever, the worker ready (docs/operations.md).
+func TestJetStreamEpochsLabelsRecreated(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	partitionedStream(t, js, "jx", "jx.*", 2)
+	partitionedStream(t, js, "jl", "jl.*", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	publishN := func(n int, subject func(int) string, body func(int) string) {
+		for i := range n {
+			if _, err := js.Publish(ctx, subject(i), []byte(body(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const n = 60
+	publishN(n, func(i int) string { return fmt.Sprintf("jl.e%d", i) }, func(i int) string { return fmt.Sprintf(`{"id":"e%d","label":%d}`, i, 1-2*(i%2)) })
+	publishN(n, func(i int) string { return fmt.Sprintf("jx.e%d", i) }, func(i int) string { return fmt.Sprintf(`{"id":"e%d","features":{"a":1,"b%d":0.5}}`, i, i%7) })
+	ex := newShards(t, nc, "jx", 2)
+	lb := newShards(t, nc, "jl", 2)
+	lb.PartitioningCheck = 10 * time.Millisecond
+	end := map[string]int64{}
+	for shard, e := range ends(t, ex) {
+		end[shard.String()] = e
+	}
+
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	sink := memory.NewSink()
+	cfg := consumer.EpochConfig{
+		Worker: consumer.WorkerConfig{
+			Model:       "mixed",
+			Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
+			DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
+			Batch:       32,
+		},
+		Shards:        ex,
+		Log:           epochlog.New(store),
+		Writer:        "w",
+		ConfigDigest:  sha256.Sum256([]byte("history")),
+		EpochExamples: 60,
+		Interval:      10 * time.Millisecond,
+		Weights:       learner.MixExamples,
+		SnapshotEvery: 200,
+		Keep:          1000,
+		Labels: &consumer.EpochLabels{
+			Join:   consumer.JoinConfig{Window: time.Hour},
+			Format: wire.FormatJSON,
+			Shards: lb,
+			CoShard: func(shard shardid.ID) (shardid.ID, error) {
+				co, _, err := lb.CoShard(shard)
+				return co, err
+			},
+		},
+	}
+	lcfg := learner.DefaultConfig()
+	lcfg.HashBits = 12
+	m, e, prev, pos, err := consumer.Continue(nil, lcfg, cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	wait.For(t, time.Minute, 10*time.Millisecond, "every example learned", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the epochs stopped: %v", err)
+		default:
+		}
+		p := x.Positions()
+		for shard, e := range end {
+			if p[shard] != e {
+				return false
+			}
+		}
+		return true
+	})
+
+	if err := js.DeleteStream(ctx, "jl"); err != nil {
+		t.Fatal(err)
+	}
+	partitionedStream(t, js, "jl", "jl.*", 2)
+	publishN(2, func(i int) string { return fmt.Sprintf("jl.e%d", n+i) }, func(i int) string { return fmt.Sprintf(`{"id":"e%d","label":1}`, n+i) })
+	publishN(2, func(i int) string { return fmt.Sprintf("jx.e%d", n+i) }, func(i int) string { return fmt.Sprintf(`{"id":"e%d","features":{"a":1}}`, n+i) })
+	select {
+	case err := <-done:
+		for _, w := range []string{"jetstream jl", "recreated"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Fatalf("the epochs after the labels' stream was recreated: %v, want an error saying %q", err, w)
+			}
+		}
+	case <-ctx.Done():
+		t.Fatal("the epochs went on after the labels' stream was recreated under them, its new labels never read")
+	}
 }
