@@ -263,7 +263,8 @@ func (s *JetStreamShards) Start(ctx context.Context, shard shardid.ID, start wir
 // nothing and Close deletes the consumer. It fails, naming the shard, if
 // shard is no partition of the stream, if the stream's transform no
 // longer partitions it as it did, or if from is negative or beyond the
-// stream's last sequence (the stream was recreated). The source's Fetch
+// stream's last sequence (the stream was recreated: an error that wraps
+// consumer.ErrFatal, since no retry mends it). The source's Fetch
 // fails, naming the stream, once the stream's transform changes or its
 // last sequence falls below the sequence read (the stream was recreated
 // under it). ctx bounds only what Open itself asks the server.
@@ -280,7 +281,9 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 		return nil, err
 	}
 	if q := int64(info.State.LastSeq); from > q {
-		return nil, fmt.Errorf("jetstream: %s: range start %d is beyond the stream's last sequence %d: was the stream recreated?", shard, from, q)
+		// No retry mends it: the stream's last sequence never goes back
+		// but when the stream is created again.
+		return nil, fmt.Errorf("%w: jetstream: %s: range start %d is beyond the stream's last sequence %d: was the stream recreated?", consumer.ErrFatal, shard, from, q)
 	}
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.parts.filter(k)},

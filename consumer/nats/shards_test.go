@@ -576,8 +576,8 @@ func TestJetStreamShardsRefuse(t *testing.T) {
 		}
 		partitionedStream(t, js, "again", "again.*", 2)
 		_, err := s.Open(ctx, s.Shard(msgs[20].part), msgs[20].seq)
-		if err == nil || !strings.Contains(err.Error(), "recreated") {
-			t.Fatalf("open at a sequence the new stream has not reached: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "recreated") || !errors.Is(err, consumer.ErrFatal) {
+			t.Fatalf("open at a sequence the new stream has not reached: %v, want an error naming it that wraps consumer.ErrFatal (no retry mends it)", err)
 		}
 	})
 }
