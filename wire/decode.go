@@ -395,6 +395,18 @@ func quoteField(name []byte) string {
 	return s + cut
 }
 
+// numberText renders a number as the input wrote it, b, for a message:
+// cut after 64 bytes, as quoteValue cuts a string, so that a number of a
+// million digits gives an error of a few dozen bytes, which a dead letter
+// has room for beside the payload.
+func numberText(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
+}
+
 // quoteValue renders a string value from the input for a message.
 func quoteValue(value []byte) string {
 	const max = 64

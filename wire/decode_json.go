@@ -175,7 +175,7 @@ func (d *Decoder) jsonLabel(b []byte, i int, x *learner.Example) (int, *DecodeEr
 			return j, numberError("label", b, i, j, st)
 		}
 		if !d.labelNumber(x, v) {
-			return j, d.badLabelNumber(v, string(b[i:j]))
+			return j, d.badLabelNumber(v, numberText(b[i:j]))
 		}
 		return j, nil
 	case c == 't':
@@ -211,7 +211,7 @@ func (d *Decoder) jsonWeight(b []byte, i int, x *learner.Example) (int, *DecodeE
 			return j, notANumber(numberError("weight", b, i, j, st), b, i)
 		}
 		if !setWeight(x, v) {
-			return j, badWeight(string(b[i:j]))
+			return j, badWeight(numberText(b[i:j]))
 		}
 		return j, nil
 	case c == 'n':
@@ -477,7 +477,7 @@ func valueError(field string, b []byte, i int) *DecodeError {
 // out of range for a feature value, or malformed.
 func numberError(field string, b []byte, i, j int, st jsonscan.NumStatus) *DecodeError {
 	if st == jsonscan.NumRange {
-		return outOfRange(field, string(b[i:j]))
+		return outOfRange(field, numberText(b[i:j]))
 	}
 	return jsonError(field, jsonscan.NumberError(b, i, j))
 }
