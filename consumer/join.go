@@ -564,6 +564,11 @@ func DecodeJoinState(b []byte) (*JoinState, error) {
 	if err := msgpack.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("the join's state in the snapshot: %w", err)
 	}
+	// The worker reads the examples again from the head: before the
+	// log's start, it would take the offset for messages deleted.
+	if st.Head < 0 {
+		return nil, fmt.Errorf("the join's state in the snapshot: its head is at offset %d, before the log's start", st.Head)
+	}
 	return &st, nil
 }
 
@@ -626,6 +631,11 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	}
 	learning := false
 	for i, e := range st.Examples {
+		// The head is where the join read up to: every example it holds
+		// was read before it.
+		if e.Offset < 0 || e.Offset >= st.Head {
+			return nil, fmt.Errorf("join: example %d at offset %d, outside the examples read before its head at offset %d", i, e.Offset, st.Head)
+		}
 		if i > 0 && e.Offset <= st.Examples[i-1].Offset {
 			return nil, fmt.Errorf("join: example %d at offset %d follows offset %d: not in the log's order", i, e.Offset, st.Examples[i-1].Offset)
 		}

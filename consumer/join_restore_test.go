@@ -23,7 +23,9 @@ import (
 // of a multiclass model was served a class the model has not, before a
 // label joining it would name that class in a misclassification; and
 // so does one whose served probability or log-loss no prediction gives,
-// before the served log-loss would turn NaN.
+// before the served log-loss would turn NaN; and so does one whose head
+// is before the log's start, or which holds an example at or past its
+// head, which the head would push again behind it out of the log's order.
 func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -46,6 +48,13 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 		{"served log-loss", consumer.JoinState{
 			Counts: consumer.JoinCountsState{Served: 1, ServedLogLoss: math.Inf(1)},
 		}, nil, "served log-loss is +Inf"},
+		{"example past the head", consumer.JoinState{
+			WE: 1, Examples: []consumer.JoinedExample{
+				{ID: "e0", Offset: 0, T: 1, A: 1, Predicted: 1},
+				{ID: "e1", Offset: 3, T: 1, A: 1, Predicted: 1},
+			},
+		}, nil, "example 1 at offset 3, outside the examples read before its head at offset 1"},
+		{"head before the log", consumer.JoinState{Head: -1}, nil, "head is at offset -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
@@ -63,7 +72,10 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 			}
 			restored, err := consumer.DecodeJoinState(b)
 			if err != nil {
-				t.Fatal(err)
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("DecodeJoinState = %v, want an error naming %s", err, tc.want)
+				}
+				return
 			}
 			lcfg := learner.DefaultConfig()
 			lcfg.HashBits = 10

@@ -222,7 +222,7 @@ func TestJoinIsAFunctionOfTheLogs(t *testing.T) {
 			i, k := 0, 0
 			for i < len(ex) || k < len(labels) {
 				if rng.IntN(50) == 0 {
-					j, err := RestoreJoin(cfg, r.j.State(0), learner.DefaultConfig())
+					j, err := RestoreJoin(cfg, r.j.State(r.headOffset), learner.DefaultConfig())
 					if err != nil {
 						t.Fatal(err)
 					}
