@@ -759,7 +759,7 @@ func unseal(data []byte) ([]byte, int, error) {
 const maxDepth = 64
 
 // checkShape refuses data, what of a stored object, if its first value
-// nests deeper than maxDepth, or is not whole: a length or count that
+// nests deeper than maxDepth, is followed by more bytes, or is not whole: a length or count that
 // runs past the end of data, or a byte that is no msgpack type. The
 // decoder allocates an array's elements as its count says before it
 // reads them, so a count of billions in a few bytes would exhaust memory,
@@ -775,6 +775,13 @@ func checkShape(what string, data []byte) error {
 		return fmt.Errorf("%w: %s is truncated: it ends inside a value, or a length or count runs past its end (%d bytes)", ErrCorrupt, what, len(data))
 	case msgpackscan.Invalid:
 		return fmt.Errorf("%w: %s has a byte that is no msgpack type at byte %d", ErrCorrupt, what, i)
+	case msgpackscan.OK:
+		// A writer writes one value and nothing after it: bytes that
+		// follow it (two objects written into one, or a copy gone wrong)
+		// are damage, which the checksum of the body alone does not see.
+		if i != len(data) {
+			return fmt.Errorf("%w: %d bytes follow %s, which ends at byte %d of %d", ErrCorrupt, len(data)-i, what, i, len(data))
+		}
 	}
 	return nil
 }
