@@ -631,10 +631,11 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	}
 	learning := false
 	for i, e := range st.Examples {
-		// The head is where the join read up to: every example it holds
-		// was read before it.
-		if e.Offset < 0 || e.Offset >= st.Head {
-			return nil, fmt.Errorf("join: example %d at offset %d, outside the examples read before its head at offset %d", i, e.Offset, st.Head)
+		// The head is where the join read up to, a resume position:
+		// every example it holds was read by then. (A Kafka offset's
+		// resume is the next offset; a JetStream sequence's is itself.)
+		if e.Offset < 0 || e.Offset > st.Head {
+			return nil, fmt.Errorf("join: example %d at offset %d, beyond its head at %d, where the join stopped reading", i, e.Offset, st.Head)
 		}
 		if i > 0 && e.Offset <= st.Examples[i-1].Offset {
 			return nil, fmt.Errorf("join: example %d at offset %d follows offset %d: not in the log's order", i, e.Offset, st.Examples[i-1].Offset)

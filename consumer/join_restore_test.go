@@ -53,7 +53,7 @@ func TestJoinedWorkerRefusesAStoredLabelOutOfRange(t *testing.T) {
 				{ID: "e0", Offset: 0, T: 1, A: 1, Predicted: 1},
 				{ID: "e1", Offset: 3, T: 1, A: 1, Predicted: 1},
 			},
-		}, nil, "example 1 at offset 3, outside the examples read before its head at offset 1"},
+		}, nil, "example 1 at offset 3, beyond its head at 1"},
 		{"head before the log", consumer.JoinState{Head: -1}, nil, "head is at offset -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
