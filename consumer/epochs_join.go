@@ -327,6 +327,22 @@ func newRangeJoin(join *Join, cfg learner.Config, opts wire.DecoderOptions, form
 	return &rangeJoin{join: join, dec: wire.NewDecoder(cfg, opts), format: format, to: to, placed: from, stop: math.MaxInt64}
 }
 
+// reached is where the range reached once complete: returned, the Resume
+// of the last message it delivered, of delivered; or its end when it
+// delivered none and its join stopped before no example. Such a range
+// holds no message of its shard (they were deleted, by a purge or
+// retention, or its positions are those of other shards of a stream):
+// ended at its start, it would be cut again as it was, and the shard
+// would stop there for ever.
+func (j *rangeJoin) reached(returned int64, delivered uint64) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if delivered == 0 && j.stop == math.MaxInt64 {
+		return j.to
+	}
+	return returned
+}
+
 // end places m against the range's end (Range.End).
 func (j *rangeJoin) end(m *Message) (in, last bool) {
 	j.mu.Lock()

@@ -895,3 +895,36 @@ func labelsRanges(t *testing.T, store *snapshot.Store) ([]map[shardid.ID]int64, 
 	}
 	return out, reasons
 }
+
+// TestEpochsJoinGoesOnPastAPurge: a shard whose examples below an
+// offset were deleted (a purge, or retention) where the model's position
+// lay: its ranges there hold no message, and each reaches its end rather
+// than its start, so the epochs go on to the examples after the purge,
+// and every shard reaches where it would have without the purge. Ended at
+// its start, each such range was cut again as it was, for ever.
+func TestEpochsJoinGoesOnPastAPurge(t *testing.T) {
+	run := func(purge int64) joinedOutcome {
+		t.Helper()
+		j := newJoinedEpochs(t, 500)
+		if purge > 0 {
+			j.ex.Purge(0, purge)
+		}
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		t.Cleanup(func() { store.Close() })
+		cfg := j.config(store, memory.NewSink(), "w")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		x, done := j.start(ctx, cfg, store)
+		return stopAt(t, x, done, cancel, j.waitLast(store))
+	}
+	want := run(0)
+	// More than an epoch's limit: the first ranges of shard 0 are
+	// empty.
+	got := run(400)
+	if got.positions != want.positions {
+		t.Errorf("with shard 0 purged below 400 the shards reached %s, without %s", got.positions, want.positions)
+	}
+	if got.counts.Labels[consumer.LabelJoined] >= want.counts.Labels[consumer.LabelJoined] {
+		t.Errorf("%d labels joined with 400 examples purged, %d without", got.counts.Labels[consumer.LabelJoined], want.counts.Labels[consumer.LabelJoined])
+	}
+}

@@ -309,7 +309,7 @@ func (x *Epochs) learnAgain(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	// reads on with the same reader.
 	end := r.To
 	if rj != nil {
-		end = rs.Returned()
+		end = rj.reached(rs.Returned(), rs.Messages())
 	}
 	x.readers.park(src, end)
 	parked = true

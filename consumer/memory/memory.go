@@ -31,6 +31,7 @@ type Log struct {
 	mu         sync.Mutex
 	partitions [][][]byte
 	times      map[int][]time.Time // by partition, when any message has a time of its own
+	purged     map[int]int64       // by partition, the first offset not deleted (Purge)
 	grew       chan struct{}       // closed and replaced whenever a message is appended
 }
 
@@ -46,6 +47,20 @@ func (l *Log) AddPartitions(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.partitions = append(l.partitions, make([][][]byte, n)...)
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
+// Purge deletes the messages of partition p below offset before, as a
+// purge or retention does: their offsets stay theirs, and a source that
+// reads below before goes on from there without a word.
+func (l *Log) Purge(p int, before int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.purged == nil {
+		l.purged = map[int]int64{}
+	}
+	l.purged[p] = max(l.purged[p], before)
 	close(l.grew)
 	l.grew = make(chan struct{})
 }
@@ -250,6 +265,9 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]consumer.Message, error)
 			j := (s.round + i) % len(s.next)
 			p := s.parts[j]
 			part := s.log.partitions[p]
+			if first := s.log.purged[p]; s.next[j] < first {
+				s.next[j] = first
+			}
 			for s.next[j] < int64(len(part)) && len(s.buf) < max {
 				off := s.next[j]
 				s.buf = append(s.buf, consumer.Message{
