@@ -244,7 +244,7 @@ func (x *Epochs) cut(ctx context.Context) (*epochlog.Boundary, error) {
 			}
 		}
 		if end < from {
-			return nil, fmt.Errorf("%w: shard %s ends at %d, before %d, where the model is: was the topic recreated?", ErrFatal, shard, end, from)
+			return nil, fmt.Errorf("%w: shard %s ends at %d, before %d, where the model is: was the topic or stream recreated, or its messages deleted?", ErrFatal, shard, end, from)
 		}
 		spans = append(spans, waiting{shard, from, end})
 	}
