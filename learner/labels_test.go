@@ -61,6 +61,25 @@ func TestLabelsParse(t *testing.T) {
 		{"multi cat", multi, name("cat"), 0},
 		{"multi bird", multi, name("bird"), 2},
 		{"multi fish", multi, name("fish"), refused},
+		{"stars 1", classes("1", "2", "3"), num(1), 0},
+		{"stars 3", classes("1", "2", "3"), num(3), 2},
+		{"stars name 3", classes("1", "2", "3"), name("3"), 2},
+		{"stars 0 is no index", classes("1", "2", "3"), num(0), refused},
+		{"stars 3.5", classes("1", "2", "3"), num(3.5), refused},
+		{"stars 1e300", classes("1", "2", "3"), num(1e300), refused},
+		{"indexes 1", classes("0", "1", "2"), num(1), 1},
+		{"negative -1", classes("-1", "0", "1"), num(-1), 0},
+		{"a zero-padded name is not a number", classes("01", "02", "03"), num(1), 1},
+		{"mixed 1", classes("cat", "1", "dog"), num(1), 1},
+		{"mixed 0 is no index", classes("cat", "1", "dog"), num(0), refused},
+		{"binary 1 named first", classes("1", "0"), num(1), -1},
+		{"binary 0 named second", classes("1", "0"), num(0), 1},
+		{"binary -1 by convention", classes("1", "0"), num(-1), -1},
+		{"binary in order", classes("0", "1"), num(1), 1},
+		{"binary true named first", classes("true", "false"), boolean(true), -1},
+		{"binary false named second", classes("true", "false"), boolean(false), 1},
+		{"multi named true", classes("false", "true", "unsure"), boolean(true), 1},
+		{"multi named false", classes("false", "true", "unsure"), boolean(false), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,68 +267,32 @@ func ExampleConfig_Labels() {
 }
 
 // TestLabelsNamedByNumbers checks that a class named by an integer or a
-// boolean is that label however it is written: as a name, a number or a
-// boolean, never as another class's index.
+// boolean is the same label as a name and as a number (TestLabelsParse
+// has the cases of each kind).
 func TestLabelsNamedByNumbers(t *testing.T) {
-	cfg := func(classes ...string) learner.Config {
-		c := perceptronConfig()
-		c.Classes = classes
+	for _, names := range [][]string{{"1", "2", "3"}, {"1", "0"}, {"0", "1"}, {"3", "1", "2", "0"}, {"-1", "1"}} {
+		c := classes(names...)
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		return c
-	}
-	const refused = math.MinInt
-	tests := []struct {
-		name  string
-		cfg   learner.Config
-		parse func(learner.Labels) (int, bool)
-		want  int
-	}{
-		{"stars 1", cfg("1", "2", "3"), num(1), 0},
-		{"stars 3", cfg("1", "2", "3"), num(3), 2},
-		{"stars name 3", cfg("1", "2", "3"), name("3"), 2},
-		{"stars 0 is no index", cfg("1", "2", "3"), num(0), refused},
-		{"stars 3.5", cfg("1", "2", "3"), num(3.5), refused},
-		{"stars 1e300", cfg("1", "2", "3"), num(1e300), refused},
-		{"indexes 1", cfg("0", "1", "2"), num(1), 1},
-		{"negative -1", cfg("-1", "0", "1"), num(-1), 0},
-		{"a zero-padded name is not a number", cfg("01", "02", "03"), num(1), 1},
-		{"mixed 1", cfg("cat", "1", "dog"), num(1), 1},
-		{"mixed 0 is no index", cfg("cat", "1", "dog"), num(0), refused},
-		{"binary 1 named first", cfg("1", "0"), num(1), -1},
-		{"binary 0 named second", cfg("1", "0"), num(0), 1},
-		{"binary -1 by convention", cfg("1", "0"), num(-1), -1},
-		{"binary in order", cfg("0", "1"), num(1), 1},
-		{"binary true named first", cfg("true", "false"), boolean(true), -1},
-		{"binary false named second", cfg("true", "false"), boolean(false), 1},
-		{"multi named true", cfg("false", "true", "unsure"), boolean(true), 1},
-		{"multi named false", cfg("false", "true", "unsure"), boolean(false), 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.parse(tt.cfg.Labels())
-			switch {
-			case tt.want == refused && ok:
-				t.Errorf("label %d, want the value refused", got)
-			case tt.want != refused && (!ok || got != tt.want):
-				t.Errorf("label %d (ok %v), want %d", got, ok, tt.want)
-			}
-		})
-	}
-	// Every class is the same label as a name and as a number.
-	for _, classes := range [][]string{{"1", "2", "3"}, {"1", "0"}, {"0", "1"}, {"3", "1", "2", "0"}, {"-1", "1"}} {
-		l := cfg(classes...).Labels()
-		for _, c := range classes {
-			byName, ok1 := l.ParseName([]byte(c))
-			v, _ := strconv.ParseFloat(c, 64)
+		l := c.Labels()
+		for _, name := range names {
+			byName, ok1 := l.ParseName([]byte(name))
+			v, _ := strconv.ParseFloat(name, 64)
 			byNumber, ok2 := l.ParseNumber(v)
 			if !ok1 || !ok2 || byName != byNumber {
-				t.Errorf("classes %v: %q is label %d (%v) as a name, %d (%v) as a number", classes, c, byName, ok1, byNumber, ok2)
+				t.Errorf("classes %v: %q is label %d (%v) as a name, %d (%v) as a number", names, name, byName, ok1, byNumber, ok2)
 			}
 		}
 	}
-	if got, want := cfg("1", "2", "3").Labels().NumberProblem(0, "0"), "0 is not a class (want a class name: the classes named by numbers are read by name, not by index)"; got != want {
+	if got, want := classes("1", "2", "3").Labels().NumberProblem(0, "0"), "0 is not a class (want a class name: the classes named by numbers are read by name, not by index)"; got != want {
 		t.Errorf("problem %q, want %q", got, want)
 	}
+}
+
+// classes is a model of the classes names.
+func classes(names ...string) learner.Config {
+	c := perceptronConfig()
+	c.Classes = names
+	return c
 }

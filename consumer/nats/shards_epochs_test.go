@@ -90,23 +90,7 @@ func learnEpochs(t *testing.T, s *nats.JetStreamShards, end map[string]int64, ow
 	errs := make([]error, len(owners))
 	var wg sync.WaitGroup
 	for i, owned := range owners {
-		cfg := consumer.EpochConfig{
-			Worker: consumer.WorkerConfig{
-				Model:       "mixed",
-				Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
-				DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
-				Batch:       32,
-			},
-			Shards:        s,
-			Log:           epochlog.New(store),
-			Writer:        fmt.Sprintf("w%d", i),
-			ConfigDigest:  sha256.Sum256([]byte("history")),
-			EpochExamples: 60,
-			Interval:      10 * time.Millisecond,
-			Weights:       learner.MixExamples,
-			SnapshotEvery: 200,
-			Keep:          1000,
-		}
+		cfg := shardsEpochConfig(s, store, sink, fmt.Sprintf("w%d", i))
 		if owned != nil {
 			cfg.Owned = func() []shardid.ID { return owned }
 		}
@@ -239,30 +223,14 @@ func TestJetStreamEpochsLabelsRecreated(t *testing.T) {
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 	t.Cleanup(func() { store.Close() })
 	sink := memory.NewSink()
-	cfg := consumer.EpochConfig{
-		Worker: consumer.WorkerConfig{
-			Model:       "mixed",
-			Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
-			DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
-			Batch:       32,
-		},
-		Shards:        ex,
-		Log:           epochlog.New(store),
-		Writer:        "w",
-		ConfigDigest:  sha256.Sum256([]byte("history")),
-		EpochExamples: 60,
-		Interval:      10 * time.Millisecond,
-		Weights:       learner.MixExamples,
-		SnapshotEvery: 200,
-		Keep:          1000,
-		Labels: &consumer.EpochLabels{
-			Join:   consumer.JoinConfig{Window: time.Hour},
-			Format: wire.FormatJSON,
-			Shards: lb,
-			CoShard: func(shard shardid.ID) (shardid.ID, error) {
-				co, _, err := lb.CoShard(shard)
-				return co, err
-			},
+	cfg := shardsEpochConfig(ex, store, sink, "w")
+	cfg.Labels = &consumer.EpochLabels{
+		Join:   consumer.JoinConfig{Window: time.Hour},
+		Format: wire.FormatJSON,
+		Shards: lb,
+		CoShard: func(shard shardid.ID) (shardid.ID, error) {
+			co, _, err := lb.CoShard(shard)
+			return co, err
 		},
 	}
 	lcfg := learner.DefaultConfig()
@@ -304,5 +272,28 @@ func TestJetStreamEpochsLabelsRecreated(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the epochs went on after the labels' stream was recreated under them, its new labels never read")
+	}
+}
+
+// shardsEpochConfig is the epochs of model "mixed" over the partitions
+// of s, with the store's log, in epochs of at most 60 examples a shard
+// and a generation every 200 labeled examples, writing as writer.
+func shardsEpochConfig(s consumer.Shards, store *snapshot.Store, sink *memory.Sink, writer string) consumer.EpochConfig {
+	return consumer.EpochConfig{
+		Worker: consumer.WorkerConfig{
+			Model:       "mixed",
+			Predictions: consumer.Destination{Sink: sink, Topic: "pred"},
+			DeadLetter:  consumer.Destination{Sink: sink, Topic: "dead"},
+			Batch:       32,
+		},
+		Shards:        s,
+		Log:           epochlog.New(store),
+		Writer:        writer,
+		ConfigDigest:  sha256.Sum256([]byte("history")),
+		EpochExamples: 60,
+		Interval:      10 * time.Millisecond,
+		Weights:       learner.MixExamples,
+		SnapshotEvery: 200,
+		Keep:          1000,
 	}
 }
