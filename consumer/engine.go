@@ -34,9 +34,9 @@ type EngineConfig struct {
 	// more; 0 means DefaultGrowthCheck.
 	GrowthCheck time.Duration
 	// Recheck, if not nil, is called with every GrowthCheck while a
-	// model is learned from one shard: an error stops that worker, as at
-	// shutdown, and the engine with it (a labels' topic that gained a
-	// partition the worker would never read).
+	// model is learned from one shard or in epochs: an error stops the
+	// worker or the epochs, as at shutdown, and the engine with it (a
+	// labels' topic that gained a partition the worker would never read).
 	Recheck func(ctx context.Context) error
 
 	// Single builds the worker that learns a source of one shard as it
@@ -250,7 +250,44 @@ func (e *Engine) Run(ctx context.Context) error {
 		return stopped(ctx, err)
 	}
 	e.set(x)
-	return x.Run(ctx)
+	return e.runChecked(ctx, x.Run)
+}
+
+// runChecked runs run, calling Recheck with every GrowthCheck: an error
+// of Recheck stops run, as at shutdown, and is what runChecked returns.
+func (e *Engine) runChecked(ctx context.Context, run func(context.Context) error) error {
+	if e.cfg.Recheck == nil {
+		return run(ctx)
+	}
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		t := time.NewTicker(e.cfg.GrowthCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if err := e.cfg.Recheck(rctx); err != nil {
+					stop(err)
+					return
+				}
+			}
+		}
+	}()
+	err := run(rctx)
+	stop(nil)
+	<-checked
+	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		if err != nil {
+			return fmt.Errorf("%w (and the worker did not stop cleanly: %w)", cause, err)
+		}
+		return cause
+	}
+	return err
 }
 
 // waitReload logs err, the failure of an attempt to build the worker of

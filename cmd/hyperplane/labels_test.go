@@ -149,42 +149,48 @@ func TestLabelsPartitionScopeCoPartitioned(t *testing.T) {
 	}
 }
 
-// TestLabelsTopicGainsAPartition: a worker of a source of one partition
-// reads its labels' topic's partition 0 alone; when that topic gains a
-// partition while it runs, it stops naming labels.topics (as a start-up
-// over such a topic is refused) rather than go on without joining the
-// labels produced to the new partition.
+// TestLabelsTopicGainsAPartition: a labels' topic that gains a partition
+// beyond the examples' while the worker runs (over one partition, or
+// several in epochs) stops it, naming labels.topics and both counts: the
+// labels produced to the new partition would never be joined, as a
+// start-up over such topics is refused.
 func TestLabelsTopicGainsAPartition(t *testing.T) {
 	t.Parallel()
-	c := testbroker.Kafka(t, kfake.SeedTopics(1, "impressions", "clicks"))
-	args := []string{"run", "--model.name", "one", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
-		"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
-		"--model.mixing.interval", "50ms", "--snapshot.url", "file://" + t.TempDir(), "--http.addr", ""}
-	// A worker that goes on learns until the context ends.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stderr := &lockedBuffer{}
-	stopped := make(chan error, 1)
-	go func() {
-		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
-	}()
-	waitRunning(t, time.Minute, "the labels' partition opened", stopped, stderr, func() bool {
-		return strings.Contains(stderr.String(), "kafka:clicks/0")
-	})
-	req := kmsg.NewPtrCreatePartitionsRequest()
-	rt := kmsg.NewCreatePartitionsRequestTopic()
-	rt.Topic, rt.Count = "clicks", 2
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), c.Client(t))
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create partitions: %v", err)
-	}
-	err = <-stopped
-	if err == nil || !strings.HasPrefix(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), "has 2 partitions now") {
-		t.Fatalf("run: %v, want a stop naming labels.topics and its partitions\n%s", err, stderr.String())
+	for _, n := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("partitions=%d", n), func(t *testing.T) {
+			t.Parallel()
+			c := testbroker.Kafka(t, kfake.SeedTopics(n, "impressions", "clicks"))
+			args := []string{"run", "--model.name", "one", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+				"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+				"--model.mixing.interval", "50ms", "--snapshot.url", "file://" + t.TempDir(), "--http.addr", ""}
+			// A worker that goes on learns until the context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			stderr := &lockedBuffer{}
+			stopped := make(chan error, 1)
+			go func() {
+				stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
+			}()
+			waitRunning(t, time.Minute, "the labels' partition opened", stopped, stderr, func() bool {
+				return strings.Contains(stderr.String(), "kafka:clicks/0")
+			})
+			req := kmsg.NewPtrCreatePartitionsRequest()
+			rt := kmsg.NewCreatePartitionsRequestTopic()
+			rt.Topic, rt.Count = "clicks", n+1
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(context.Background(), c.Client(t))
+			if err == nil {
+				err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+			}
+			if err != nil {
+				t.Fatalf("create partitions: %v", err)
+			}
+			err = <-stopped
+			want := fmt.Sprintf("has %d partitions now, and source.topics' topic impressions has %d", n+1, n)
+			if err == nil || !strings.HasPrefix(err.Error(), "labels.topics: ") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("run: %v, want a stop naming labels.topics and saying %q\n%s", err, want, stderr.String())
+			}
+		})
 	}
 }
 

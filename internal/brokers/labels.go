@@ -248,12 +248,14 @@ func (b *Clients) OnePartition(ctx context.Context, cfg config.Config) error {
 	return nil
 }
 
-// LabelsGrew is OnePartition's refusal of a Kafka labels' topic of
-// several partitions, for a worker of one partition that is running: nil
-// while the topic has one, and when it cannot be listed (the labels'
-// reader reports an outage). The worker reads the labels' partition 0
-// alone, so the labels produced to a partition added meanwhile would
-// never be joined.
+// LabelsGrew is the start-up's refusal of a Kafka labels' topic of more
+// partitions than the examples' (OnePartition, CoPartitioned), for a
+// worker that is running: nil while the labels' topic has no more, and
+// when either cannot be listed (the readers report an outage). The
+// worker joins partition p of the labels to partition p of the examples
+// alone, so the labels produced to a partition added meanwhile beyond
+// the examples' would never be joined. (The examples' topic gaining a
+// partition first is waited for: docs/labels.md, section 11.6.)
 func (b *Clients) LabelsGrew(ctx context.Context, cfg config.Config) error {
 	if cfg.Source.Kind != config.KindKafka || !cfg.Labels.Enabled() {
 		return nil
@@ -263,5 +265,9 @@ func (b *Clients) LabelsGrew(ctx context.Context, cfg config.Config) error {
 	if err != nil || n <= 1 {
 		return nil
 	}
-	return fmt.Errorf("labels.topics: topic %s has %d partitions now, and the worker of a source of one partition reads its partition 0 alone: the labels of the others would never be joined; a source of one partition joins a labels' topic of one (a source of several joins a labels' topic co-partitioned with it, in epochs or in partition scope: docs/labels.md, sections 9 and 11)", src.Topics[0], n)
+	nex, err := b.kafkaPartitions(ctx, "source", cfg.Source)
+	if err != nil || n <= nex {
+		return nil
+	}
+	return fmt.Errorf("labels.topics: topic %s has %d partitions now, and source.topics' topic %s has %d: partition p of the labels joins partition p of the examples, so the labels of the others would never be joined; add partitions to the examples' topic first, then to the labels' (docs/labels.md, sections 9 and 11)", src.Topics[0], n, cfg.Source.Topics[0], nex)
 }
