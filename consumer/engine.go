@@ -344,7 +344,7 @@ func (e *Engine) runSingle(ctx context.Context, fenced *Worker) (w *Worker, grew
 	}
 	e.set(w)
 	if e.cfg.Shards == nil {
-		return w, false, w.Run(wctx)
+		return w, false, e.runChecked(wctx, w.Run)
 	}
 	watched := make(chan struct{})
 	go func() {
@@ -370,24 +370,11 @@ func (e *Engine) runSingle(ctx context.Context, fenced *Worker) (w *Worker, grew
 				stop(errGrew)
 				return
 			}
-			if e.cfg.Recheck != nil {
-				if err := e.cfg.Recheck(wctx); err != nil {
-					stop(err)
-					return
-				}
-			}
 		}
 	}()
-	err = w.Run(wctx)
+	err = e.runChecked(wctx, w.Run)
 	stop(nil)
 	<-watched
-	if cause := context.Cause(wctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, errGrew) && !errors.Is(cause, context.Canceled) {
-		// Recheck stopped the worker.
-		if err != nil {
-			return w, false, fmt.Errorf("%w (and the worker did not stop cleanly: %w)", cause, err)
-		}
-		return w, false, cause
-	}
 	if ctx.Err() != nil || !errors.Is(context.Cause(wctx), errGrew) {
 		return w, false, err
 	}
