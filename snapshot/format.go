@@ -759,12 +759,12 @@ func unseal(data []byte) ([]byte, int, error) {
 const maxDepth = 64
 
 // checkShape refuses data, what of a stored object, if its first value
-// nests deeper than maxDepth, is followed by more bytes, or is not whole: a length or count that
-// runs past the end of data, or a byte that is no msgpack type. The
-// decoder allocates an array's elements as its count says before it
-// reads them, so a count of billions in a few bytes would exhaust memory,
-// which no recover catches either; within data, every element takes at
-// least a byte. Other damage is left to the decoder, which then recurses
+// nests deeper than maxDepth, is followed by more bytes, or is not
+// whole: a length or count that runs past the end of data, or a byte
+// that is no msgpack type. The decoder allocates an array's elements as
+// its count says before it reads them, so a count of billions in a few
+// bytes would exhaust memory, which no recover catches either; within
+// data, every element takes at least a byte. Other damage is left to the decoder, which then recurses
 // no deeper than maxDepth.
 func checkShape(what string, data []byte) error {
 	s := msgpackscan.Skipper{MaxDepth: maxDepth}

@@ -383,12 +383,8 @@ func featureField(name []byte) string { return "features." + quoteField(name) }
 // names longer than 64 bytes are cut, and names with bytes that would not
 // read well in a message are quoted.
 func quoteField(name []byte) string {
-	const max = 64
-	s := string(name)
-	cut := ""
-	if len(s) > max {
-		s, cut = s[:max], "..."
-	}
+	b, cut := clip(name)
+	s := string(b)
 	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == '"' || r == 0x7f || r == 0xfffd }) {
 		return strconv.Quote(s) + cut
 	}
@@ -396,24 +392,28 @@ func quoteField(name []byte) string {
 }
 
 // numberText renders a number as the input wrote it, b, for a message:
-// cut after 64 bytes, as quoteValue cuts a string, so that a number of a
-// million digits gives an error of a few dozen bytes, which a dead letter
-// has room for beside the payload.
+// cut as quoteValue cuts a string, so that a number of a million digits
+// gives an error of a few dozen bytes, which a dead letter has room for
+// beside the payload.
 func numberText(b []byte) string {
+	b, cut := clip(b)
+	return string(b) + cut
+}
+
+// clip is b cut after the 64 bytes of an input's name or value that a
+// message repeats, and "..." if it was cut.
+func clip(b []byte) ([]byte, string) {
 	const max = 64
 	if len(b) > max {
-		return string(b[:max]) + "..."
+		return b[:max], "..."
 	}
-	return string(b)
+	return b, ""
 }
 
 // quoteValue renders a string value from the input for a message.
 func quoteValue(value []byte) string {
-	const max = 64
-	if len(value) > max {
-		return strconv.Quote(string(value[:max])) + "..."
-	}
-	return strconv.Quote(string(value))
+	b, cut := clip(value)
+	return strconv.Quote(string(b)) + cut
 }
 
 // labelNumber sets the label of x from the number v and reports whether v
