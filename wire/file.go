@@ -49,7 +49,9 @@ type ReadOptions struct {
 	// Workers is the number of decoding goroutines; 0 means GOMAXPROCS.
 	Workers int
 	// ChunkSize is how many bytes are read and handed to a worker at a
-	// time; 0 means 1 MiB. A record longer than a chunk grows it.
+	// time; 0 means 1 MiB. A record longer than a chunk grows it, up to
+	// the decoder's limit (DecoderOptions.MaxBytes); a longer one is
+	// refused as too large, with its size, without being held.
 	ChunkSize int
 	// Also makes decoders for examples wanted under other model
 	// configurations, which differ from the reader's only in their hashing
@@ -199,6 +201,9 @@ type chunk struct {
 // ids.
 type span struct {
 	start, end, n, id int
+	// size is the length of a record over the decoder's limit, whose
+	// bytes are not held (start and end are 0); 0 for every other.
+	size int
 	// hash is set when the record's feature names are still to hash.
 	hash bool
 }
@@ -276,6 +281,31 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 		}
 		carry = buf[used:]
 		if used == 0 && !eof {
+			if d == nil {
+				d = newDecoder()
+			}
+			if len(buf) > d.maxBytes {
+				// A record longer than any example may be: it is refused
+				// as a message over the limit is, without holding it, and
+				// the records after it are read on.
+				var err error
+				if carry, eof, err = c.skipRecord(ctx, r, record, d); err != nil {
+					return err
+				}
+				record++
+				select {
+				case p.chunks <- c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				seq++
+				if eof && len(carry) == 0 {
+					return nil
+				}
+				continue
+			}
+		}
+		if used == 0 && !eof {
 			// One record fills the buffer: read on into a larger one.
 			p.free <- c
 			size = 2 * cap(buf)
@@ -302,6 +332,65 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			return fmt.Errorf("record %d: the input ends inside it (truncated msgpack)", record)
 		}
 	}
+}
+
+// skipRecord reads r on to the end of the record c.data begins with,
+// which fills it and is longer than d's limit, reading into c.data
+// without holding what it read, and makes c a chunk of that one record,
+// numbered record, refused as too large. It returns the bytes read after
+// the record's end, which are the end of c.data, and whether r ended. A
+// msgpack value that is no value, or that the input ends inside, is an
+// error, as where the values are held.
+func (c *chunk) skipRecord(ctx context.Context, r io.Reader, record int, d *Decoder) (rest []byte, eof bool, err error) {
+	buf := c.data[:cap(c.data)]
+	var value msgpackscan.Stream
+	size, n := 0, len(c.data) // the record's bytes walked; bytes in buf to walk
+	for {
+		k, done := n, false
+		if c.format == FormatJSON {
+			if nl := bytes.IndexByte(buf[:n], '\n'); nl >= 0 {
+				k, done = nl+1, true
+			}
+		} else {
+			var st msgpackscan.Status
+			if k, done, st = value.Feed(buf[:n]); st != msgpackscan.OK {
+				return nil, false, fmt.Errorf("record %d: %w", record, decodeErr("example", "invalid msgpack type byte 0x%02x at byte %d", buf[k], size+k))
+			}
+		}
+		size += k
+		if done {
+			rest = buf[k:n]
+			break
+		}
+		if eof {
+			if c.format == FormatJSON {
+				break // the last line, without its newline
+			}
+			return nil, false, fmt.Errorf("record %d: the input ends inside it (truncated msgpack)", record)
+		}
+		// A msgpack header the read cut is walked again with what follows.
+		held := copy(buf, buf[k:n])
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		m, err := io.ReadFull(r, buf[held:])
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			eof = true
+		case err != nil:
+			return nil, false, fmt.Errorf("read: %w", err)
+		}
+		n = held + m
+	}
+	c.data = buf[:0]
+	c.spans = append(c.spans[:0], span{n: record, size: size})
+	if c.decoded {
+		c.xs = append(c.xs[:0], learner.Example{})
+		c.recs = append(c.recs[:0], Record{N: record, Err: d.sizeError(size)})
+		c.ids = c.ids[:0]
+		c.rebase()
+	}
+	return rest, eof, nil
 }
 
 // detect is the format of the first non-space byte, or FormatAuto if there
@@ -483,6 +572,9 @@ func (c *chunk) decode(d *Decoder, also []*Decoder, errs []error) {
 		var meta Meta
 		var err error
 		switch {
+		case s.size > 0:
+			d.start(x)
+			err = d.sizeError(s.size)
 		case len(also) > 0:
 			if meta, err = d.DecodeHashings(payload, c.format, x, also, r.Also, errs); err == nil {
 				err = firstErr(errs)

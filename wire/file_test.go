@@ -3,11 +3,16 @@ package wire_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/learner/synth"
@@ -311,5 +316,88 @@ func TestReadExamplesRefusesJSONAsMsgpack(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d records of JSON text read as msgpack, want none", n)
+	}
+}
+
+// repeated reads n copies of b.
+type repeated struct {
+	b byte
+	n int
+}
+
+func (r *repeated) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), r.n)
+	for i := range k {
+		p[i] = r.b
+	}
+	r.n -= k
+	return k, nil
+}
+
+// TestReadExamplesSkipsARecordOverTheLimit: a JSON line or msgpack value
+// far longer than an example may be is refused as too large, naming its
+// size, without being held, and the records after it are read on; a
+// msgpack value the input ends inside is an error naming it.
+func TestReadExamplesSkipsARecordOverTheLimit(t *testing.T) {
+	const pad = 64 << 20
+	mp := func(v map[string]any) string {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	str32 := string(binary.BigEndian.AppendUint32([]byte{0xdb}, pad))
+	for _, tc := range []struct {
+		name                      string
+		first, open, close, after string
+		want                      string // the error, if any
+	}{
+		{name: "jsonl", first: "{\"label\":1,\"features\":{\"a\":1}}\n", open: "{\"label\":1,\"pad\":\"", close: "\"}\n",
+			after: "{\"label\":-1,\"features\":{\"c\":1}}\n"},
+		{name: "jsonl, the last line", first: "{\"label\":1,\"features\":{\"a\":1}}\n", open: "{\"label\":1,\"pad\":\"", close: "\"}"},
+		{name: "msgpack", first: mp(map[string]any{"label": 1, "features": map[string]any{"a": 1}}),
+			open: "\x82\xa5label\x01\xa3pad" + str32, after: mp(map[string]any{"label": -1, "features": map[string]any{"c": 1}})},
+		{name: "msgpack, truncated", first: mp(map[string]any{"label": 1, "features": map[string]any{"a": 1}}),
+			open: "\x82\xa5label\x01\xa3pad" + str32[:3] + "\xff\xff" + str32[3:], want: "record 2: the input ends inside it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := io.MultiReader(strings.NewReader(tc.first+tc.open), &repeated{'x', pad}, strings.NewReader(tc.close+tc.after))
+			var got []string
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := wire.ReadExamples(context.Background(), in, decoders(), wire.ReadOptions{}, func(r *wire.Record) error {
+				if r.Err != nil {
+					got = append(got, fmt.Sprintf("%d:%v", r.N, r.Err))
+				} else {
+					got = append(got, fmt.Sprintf("%d:%d", r.N, r.Example.Label))
+				}
+				return nil
+			})
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > pad/4 {
+				t.Fatalf("reading a record of %d MiB allocated %d MiB: it was held", pad>>20, alloc>>20)
+			}
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !slices.Equal(got, []string{"1:1"}) {
+					t.Fatalf("got %q and %v, want record 1 and an error naming %q", got, err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := len(tc.open) + pad + len(tc.close)
+			want := []string{"1:1", fmt.Sprintf("2:payload: %d bytes exceed the limit of %d", size, wire.DefaultMaxBytes)}
+			if tc.after != "" {
+				want = append(want, "3:-1")
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -77,57 +77,9 @@ func walk(b []byte, i, maxDepth int, outer []int) (int, Status, []int) {
 			i += 1 + int(c&0x1f)
 			continue
 		}
-		var (
-			header int    // bytes of the type and length
-			length uint64 // bytes of data after the header
-			items  uint64 // values inside a container
-		)
-		switch c {
-		case 0xc0, 0xc2, 0xc3: // nil, false, true
-			header = 1
-		case 0xc1:
-			return i, Invalid, outer
-		case 0xcc, 0xd0: // 8-bit integers
-			header, length = 1, 1
-		case 0xcd, 0xd1:
-			header, length = 1, 2
-		case 0xca, 0xce, 0xd2:
-			header, length = 1, 4
-		case 0xcb, 0xcf, 0xd3:
-			header, length = 1, 8
-		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext: type byte and 1 to 16 bytes
-			header, length = 2, 1<<(c-0xd4)
-		case 0xc4, 0xd9: // bin8, str8
-			header = 2
-		case 0xc5, 0xda, 0xdc, 0xde: // bin16, str16, array16, map16
-			header = 3
-		case 0xc6, 0xdb, 0xdd, 0xdf: // bin32, str32, array32, map32
-			header = 5
-		case 0xc7: // ext8: length and type
-			header = 3
-		case 0xc8:
-			header = 4
-		case 0xc9:
-			header = 6
-		}
-		if len(b)-i < header {
-			return i, Truncated, outer
-		}
-		switch c {
-		case 0xc4, 0xd9, 0xc7:
-			length = uint64(b[i+1])
-		case 0xc5, 0xda, 0xc8:
-			length = uint64(binary.BigEndian.Uint16(b[i+1:]))
-		case 0xc6, 0xdb, 0xc9:
-			length = uint64(binary.BigEndian.Uint32(b[i+1:]))
-		case 0xdc:
-			items = uint64(binary.BigEndian.Uint16(b[i+1:]))
-		case 0xdd:
-			items = uint64(binary.BigEndian.Uint32(b[i+1:]))
-		case 0xde:
-			items = 2 * uint64(binary.BigEndian.Uint16(b[i+1:]))
-		case 0xdf:
-			items = 2 * uint64(binary.BigEndian.Uint32(b[i+1:]))
+		header, length, items, st := head(b, i)
+		if st != OK {
+			return i, st, outer
 		}
 		left := uint64(len(b) - i - header)
 		if length > left || items > left {
@@ -146,6 +98,123 @@ func walk(b []byte, i, maxDepth int, outer []int) (int, Status, []int) {
 		return len(b), Truncated, outer
 	}
 	return i, OK, outer
+}
+
+// head reads the header of the value at b[i], whose type byte is none
+// of the fixed ones (fixint, fixmap, fixarray, fixstr): how many bytes
+// the type and length take, how many bytes of data follow them, and how
+// many values a container holds. It is Truncated if b ends inside the
+// header, and Invalid at 0xc1.
+func head(b []byte, i int) (header int, length, items uint64, st Status) {
+	c := b[i]
+	switch c {
+	case 0xc0, 0xc2, 0xc3: // nil, false, true
+		header = 1
+	case 0xc1:
+		return 0, 0, 0, Invalid
+	case 0xcc, 0xd0: // 8-bit integers
+		header, length = 1, 1
+	case 0xcd, 0xd1:
+		header, length = 1, 2
+	case 0xca, 0xce, 0xd2:
+		header, length = 1, 4
+	case 0xcb, 0xcf, 0xd3:
+		header, length = 1, 8
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext: type byte and 1 to 16 bytes
+		header, length = 2, 1<<(c-0xd4)
+	case 0xc4, 0xd9: // bin8, str8
+		header = 2
+	case 0xc5, 0xda, 0xdc, 0xde: // bin16, str16, array16, map16
+		header = 3
+	case 0xc6, 0xdb, 0xdd, 0xdf: // bin32, str32, array32, map32
+		header = 5
+	case 0xc7: // ext8: length and type
+		header = 3
+	case 0xc8:
+		header = 4
+	case 0xc9:
+		header = 6
+	}
+	if len(b)-i < header {
+		return 0, 0, 0, Truncated
+	}
+	switch c {
+	case 0xc4, 0xd9, 0xc7:
+		length = uint64(b[i+1])
+	case 0xc5, 0xda, 0xc8:
+		length = uint64(binary.BigEndian.Uint16(b[i+1:]))
+	case 0xc6, 0xdb, 0xc9:
+		length = uint64(binary.BigEndian.Uint32(b[i+1:]))
+	case 0xdc:
+		items = uint64(binary.BigEndian.Uint16(b[i+1:]))
+	case 0xdd:
+		items = uint64(binary.BigEndian.Uint32(b[i+1:]))
+	case 0xde:
+		items = 2 * uint64(binary.BigEndian.Uint16(b[i+1:]))
+	case 0xdf:
+		items = 2 * uint64(binary.BigEndian.Uint32(b[i+1:]))
+	}
+	return header, length, items, OK
+}
+
+// Stream walks one msgpack value given in pieces, for a reader that
+// steps over a value without holding it: a value too large to keep. Its
+// zero value is at the value's start.
+type Stream struct {
+	started bool
+	pending uint64 // values still to begin
+	skip    uint64 // bytes of data of the value begun still to pass
+}
+
+// Feed walks b, the next bytes of the value, and returns how many of
+// them belong to it and whether it ends there. A header that b cuts is
+// not walked: n stops at its first byte, and the caller gives it again
+// with the bytes that follow. The Status is Invalid at a byte that is no
+// msgpack type, n its index.
+func (s *Stream) Feed(b []byte) (n int, done bool, st Status) {
+	if !s.started {
+		s.started, s.pending = true, 1
+	}
+	i := 0
+	for {
+		if s.skip > 0 {
+			k := min(s.skip, uint64(len(b)-i))
+			i += int(k)
+			s.skip -= k
+			if s.skip > 0 {
+				return i, false, OK
+			}
+		}
+		if s.pending == 0 {
+			return i, true, OK
+		}
+		if i == len(b) {
+			return i, false, OK
+		}
+		var (
+			header        = 1
+			length, items uint64
+		)
+		switch c := b[i]; {
+		case c <= 0x7f || c >= 0xe0: // fixint
+		case c <= 0x8f: // fixmap
+			items = 2 * uint64(c&0x0f)
+		case c <= 0x9f: // fixarray
+			items = uint64(c & 0x0f)
+		case c <= 0xbf: // fixstr
+			length = uint64(c & 0x1f)
+		default:
+			var st Status
+			if header, length, items, st = head(b, i); st == Truncated {
+				return i, false, OK
+			} else if st != OK {
+				return i, false, st
+			}
+		}
+		i += header
+		s.pending += items - 1
+		s.skip = length
+	}
 }
 
 // enter records, for walk, a container of items values met with pending

@@ -83,6 +83,51 @@ func TestSkipAgreesWithTheLibrary(t *testing.T) {
 	}
 }
 
+// streamed walks data with a Stream, given in pieces of at most piece
+// bytes, as a reader does that gives again a header a piece cut: the
+// index after the value, whether it ended, and the status.
+func streamed(data []byte, piece int) (int, bool, Status) {
+	var s Stream
+	at, held := 0, 0 // bytes walked; bytes given again
+	for at+held < len(data) || held > 0 {
+		end := min(at+held+piece, len(data))
+		n, done, st := s.Feed(data[at:end])
+		at += n
+		if done || st != OK {
+			return at, done, st
+		}
+		held = end - at
+		if end == len(data) {
+			break
+		}
+	}
+	return at, false, OK
+}
+
+// TestStreamAgreesWithSkip: a Stream given a value in pieces of any size
+// ends where Skip does, and a proper prefix does not end.
+func TestStreamAgreesWithSkip(t *testing.T) {
+	rng := newRand(7)
+	for range 200 {
+		v, err := msgpack.Marshal(randomValue(rng, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := append(bytes.Clone(v), 0xc1)
+		for _, piece := range []int{1, 2, 3, 5, 9, 64, 4096, len(data)} {
+			if end, done, st := streamed(data, piece); !done || st != OK || end != len(v) {
+				t.Fatalf("pieces of %d: %d, done %v, status %d; want %d, done", piece, end, done, st, len(v))
+			}
+		}
+		if _, done, _ := streamed(v[:len(v)-1], 3); done {
+			t.Fatalf("%d of %d bytes: done", len(v)-1, len(v))
+		}
+	}
+	if end, _, st := streamed([]byte{0x93, 0x01, 0x91, 0xc1, 0x02}, 2); st != Invalid || end != 3 {
+		t.Errorf("Stream: %d, status %d; want 3, Invalid", end, st)
+	}
+}
+
 func TestSkipInvalid(t *testing.T) {
 	data := []byte{0x93, 0x01, 0x91, 0xc1, 0x02}
 	end, st := Skip(data, 0)
@@ -170,6 +215,12 @@ func FuzzSkip(f *testing.F) {
 		}
 		if st == Invalid && data[end] != 0xc1 {
 			t.Fatalf("Invalid at byte %d, 0x%02x", end, data[end])
+		}
+		for _, piece := range []int{1, 7} {
+			sEnd, done, sSt := streamed(data, piece)
+			if done != (st == OK) || (st == OK || st == Invalid) && (sSt != st || sEnd != end) {
+				t.Fatalf("Stream in pieces of %d: %d, done %v, status %d; Skip: %d, status %d", piece, sEnd, done, sSt, end, st)
+			}
 		}
 		s := Skipper{MaxDepth: 16}
 		bEnd, bSt := s.Skip(data, 0)
