@@ -466,8 +466,15 @@ func (x *Epochs) jump(snap *snapshot.Snapshot) error {
 	x.epoch, x.prev, x.prevSHA, x.from, x.cur = e, prev, snap.BoundarySHA256, maps.Clone(positions), nil
 	if x.cfg.Labels != nil {
 		joins, err := DecodeJoins(snap.Joins)
+		for s, st := range joins {
+			if err == nil {
+				if err = st.check(m.Config()); err != nil {
+					err = fmt.Errorf("shard %s: %w", s, err)
+				}
+			}
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("generation %d: %w", snap.Generation, err)
 		}
 		x.mu.Lock()
 		x.joins, x.labelsAt = joins, labelsEnds(prev)

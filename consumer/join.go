@@ -616,10 +616,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	if err := st.checkSettings(cfg); err != nil {
 		return nil, err
 	}
-	if err := st.checkLabels(mcfg); err != nil {
-		return nil, err
-	}
-	if err := st.checkServed(); err != nil {
+	if err := st.check(mcfg); err != nil {
 		return nil, err
 	}
 	j := NewJoin(cfg)
@@ -629,21 +626,7 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 		Labels: [labelOutcomes]uint64{LabelJoined: c.Joined, LabelLate: c.Late, LabelUnknown: c.Unknown, LabelDuplicate: c.Duplicate},
 		Marks:  c.Marks, Expired: c.Expired, Served: c.Served, ServedCorrect: c.ServedCorrect, ServedLogLoss: c.ServedLogLoss,
 	}
-	learning := false
-	for i, e := range st.Examples {
-		// The head is where the join read up to, a resume position:
-		// every example it holds was read by then. (A Kafka offset's
-		// resume is the next offset; a JetStream sequence's is itself.)
-		if e.Offset < 0 || e.Offset > st.Head {
-			return nil, fmt.Errorf("join: example %d at offset %d, beyond its head at %d, where the join stopped reading", i, e.Offset, st.Head)
-		}
-		if i > 0 && e.Offset <= st.Examples[i-1].Offset {
-			return nil, fmt.Errorf("join: example %d at offset %d follows offset %d: not in the log's order", i, e.Offset, st.Examples[i-1].Offset)
-		}
-		if e.Learned && learning {
-			return nil, fmt.Errorf("join: example %d at offset %d is learned after one that is not", i, e.Offset)
-		}
-		learning = learning || !e.Learned
+	for _, e := range st.Examples {
 		x := joinExample{
 			offset: e.Offset, t: e.T, a: e.A,
 			served: Served{Version: e.Version, Probability: e.Probability, Predicted: e.Predicted},
@@ -662,6 +645,36 @@ func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, err
 	}
 	j.unresolved = len(st.Labels)
 	return j, nil
+}
+
+// check refuses a state that no join of a model of mcfg records (a
+// damaged or foreign generation or shard result), whatever the join's
+// settings: a label or served number no such model gives (checkLabels,
+// checkServed), or examples out of the log's order.
+func (st *JoinState) check(mcfg learner.Config) error {
+	if err := st.checkLabels(mcfg); err != nil {
+		return err
+	}
+	if err := st.checkServed(); err != nil {
+		return err
+	}
+	learning := false
+	for i, e := range st.Examples {
+		// The head is where the join read up to, a resume position:
+		// every example it holds was read by then. (A Kafka offset's
+		// resume is the next offset; a JetStream sequence's is itself.)
+		if e.Offset < 0 || e.Offset > st.Head {
+			return fmt.Errorf("join: example %d at offset %d, beyond its head at %d, where the join stopped reading", i, e.Offset, st.Head)
+		}
+		if i > 0 && e.Offset <= st.Examples[i-1].Offset {
+			return fmt.Errorf("join: example %d at offset %d follows offset %d: not in the log's order", i, e.Offset, st.Examples[i-1].Offset)
+		}
+		if e.Learned && learning {
+			return fmt.Errorf("join: example %d at offset %d is learned after one that is not", i, e.Offset)
+		}
+		learning = learning || !e.Learned
+	}
+	return nil
 }
 
 // checkSettings refuses to restore st under a window or default other

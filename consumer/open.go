@@ -302,10 +302,18 @@ func (p *Pipeline) waitLag() {
 // joinState is the state of the join of labels that come later that the
 // resumed generation recorded; nil for none.
 func (p *Pipeline) joinState() (*JoinState, error) {
-	if p.resumed.Snapshot == nil || p.resumed.Snapshot.Join == nil {
+	snap := p.resumed.Snapshot
+	if snap == nil || snap.Join == nil {
 		return nil, nil
 	}
-	return DecodeJoinState(p.resumed.Snapshot.Join)
+	st, err := DecodeJoinState(snap.Join)
+	if err == nil {
+		err = st.check(p.resumed.Model.Config())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generation %d: %w", snap.Generation, err)
+	}
+	return st, nil
 }
 
 // HeadPositions are where a worker reads the examples from: the model's
@@ -616,6 +624,9 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 			if err := l.State[s].checkSettings(l.Join); err != nil {
 				return nil, fmt.Errorf("%w (generation %d, shard %s)", err, snap.Generation, s)
 			}
+			if err := l.State[s].check(m.Config()); err != nil {
+				return nil, fmt.Errorf("generation %d, shard %s: %w", snap.Generation, s, err)
+			}
 		}
 		labels = l
 	}
@@ -722,8 +733,11 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 				c.Snapshots = workerSnapshots{r.Snapshotter}
 			}
 			if p.opts.Labels != nil && r.Snapshot != nil && r.Snapshot.Join != nil {
-				if c.Join, err = DecodeJoinState(r.Snapshot.Join); err != nil {
-					return Chain{}, fmt.Errorf("shard %s: %w", shard, err)
+				if c.Join, err = DecodeJoinState(r.Snapshot.Join); err == nil {
+					err = c.Join.check(r.Model.Config())
+				}
+				if err != nil {
+					return Chain{}, fmt.Errorf("shard %s: generation %d: %w", shard, r.Snapshot.Generation, err)
 				}
 			}
 			return c, nil

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +18,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
@@ -444,4 +449,75 @@ func TestLabelsSettingsChangeRefusedInEpochs(t *testing.T) {
 	r = startRun(t, args())
 	r.wait(t, time.Minute, "a generation under the recorded settings", func() bool { return generations() > before })
 	r.stop(t)
+}
+
+// TestLabelsDamagedJoinNamesTheGeneration: a generation whose join holds
+// what no join records (here a served log-loss that is no sum of
+// log-losses), sealed as a whole generation is, stops the worker at
+// start-up with an error that names the generation to remove, over one
+// partition and over several.
+func TestLabelsDamagedJoinNamesTheGeneration(t *testing.T) {
+	for _, partitions := range []int32{1, 2} {
+		t.Run(fmt.Sprint(partitions), func(t *testing.T) {
+			c := testbroker.Kafka(t, kfake.SeedTopics(partitions, "impressions", "clicks"))
+			brokers := strings.Join(c.ListenAddrs(), ",")
+			if _, stderr, err := runCmd(t, "", "gen", "-examples", "400", "-seed", "5", "-to", "kafka:impressions",
+				"-labels-to", "kafka:clicks", "-label-delay", "20ms", "-kafka-brokers", brokers); err != nil {
+				t.Fatalf("gen: %v\n%s", err, stderr)
+			}
+			dir := t.TempDir()
+			args := []string{"run", "--model.name", "joined", "--kafka.brokers", brokers,
+				"--source.kind", "kafka", "--source.topics", "impressions", "--labels.kind", "kafka", "--labels.topics", "clicks",
+				"--labels.window", "10m", "--snapshot.url", "file://" + dir, "--snapshot.interval", "100ms", "--http.addr", ""}
+			store := storetest.OpenStore(t, "file://"+dir)
+			ctx := context.Background()
+			r := startRun(t, args)
+			r.wait(t, time.Minute, "a generation of the joined model", func() bool {
+				gens, err := store.Generations(ctx, "joined")
+				return err == nil && len(gens) > 0
+			})
+			r.stop(t)
+			snap, err := store.Latest(ctx, "joined", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage := func(b []byte) []byte {
+				st, err := consumer.DecodeJoinState(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Counts.ServedLogLoss = math.Inf(1)
+				if b, err = msgpack.Marshal(st); err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			if snap.Join != nil {
+				snap.Join = damage(snap.Join)
+			}
+			for s, b := range snap.Joins {
+				snap.Joins[s] = damage(b)
+			}
+			if snap.Join == nil && len(snap.Joins) == 0 {
+				t.Fatalf("generation %d holds no join", snap.Generation)
+			}
+			// The generation is written again in place, sealed as a whole
+			// one is: what is wrong is inside the join, not the object.
+			b, err := snapshot.Marshal(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, snapshot.Key("", "joined", snap.Generation)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			var stderr strings.Builder
+			err = run(rctx, args, func(string) string { return "" }, strings.NewReader(""), &stderr, &stderr)
+			want := fmt.Sprintf("generation %d", snap.Generation)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "served log-loss is +Inf") {
+				t.Fatalf("run on the damaged generation: %v, want an error naming %s and the log-loss\n%s", err, want, stderr.String())
+			}
+		})
+	}
 }
