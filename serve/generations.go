@@ -185,6 +185,12 @@ func (c *generations) fill(ctx context.Context, g *generation) {
 	switch {
 	case err == nil:
 		g.view, g.decoders = view, decs
+	case errors.As(err, new(*Error)):
+		// The load said what is wrong, and with which status: a shard
+		// that names no partition.
+		g.err = err
+	case errors.Is(err, ErrNotFound) && g.shard != "":
+		g.err = errorf(StatusNotFound, "shard %s: generation %d: not stored", g.shard, g.n)
 	case errors.Is(err, ErrNotFound):
 		g.err = errorf(StatusNotFound, "generation %d: not stored", g.n)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):

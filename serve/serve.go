@@ -173,7 +173,7 @@ func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadSha
 		s.loadFrom(func(ctx context.Context, shard string, gen uint64) (*learner.State, error) {
 			id, err := shardid.Parse(shard)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+				return nil, errorf(StatusNotFound, "generation %d: %v", gen, err)
 			}
 			return load(ctx, id, gen)
 		})

@@ -2,14 +2,17 @@ package serve_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/shardid"
+	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
 // shardViews are the live views of partition scope, by shard.
@@ -70,4 +73,51 @@ func TestShardedNamesTheShard(t *testing.T) {
 		t.Errorf("a name no shard has was loaded: %v", asked[1:])
 	}
 	post(t, query(a.String())+"&generation=1", "", raws[0]).refused(t, http.StatusNotFound, "generation 1")
+}
+
+// TestShardedGenerationNamesTheShard: a stored generation asked of a
+// shard whose chain does not hold it is refused with 404 naming the
+// shard, and one asked of a name no shard has with 404 saying why the
+// name is none, as the live model's refusal does: "generation 1: not
+// stored" alone left the client to guess which was wrong.
+func TestShardedGenerationNamesTheShard(t *testing.T) {
+	ctx := context.Background()
+	cfg := binaryConfig()
+	a, b := shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 1)
+	store := memStore(t)
+	chain, err := store.PartitionChain(modelName, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := trained(t, cfg, 200)
+	if err := chain.Write(ctx, &snapshot.Snapshot{
+		Model: modelName, Generation: 1, Created: time.Now(), Writer: "test",
+		Positions: map[string]int64{b.String(): 200}, State: stored.State(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	load := func(ctx context.Context, shard shardid.ID, gen uint64) (*learner.State, error) {
+		snap, err := store.LoadPartition(ctx, modelName, shard, gen)
+		if errors.Is(err, snapshot.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w", serve.ErrNotFound, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return snap.State, nil
+	}
+	views := shardViews{a: trained(t, cfg, 100)}
+	hs := httpServer(t, serve.NewSharded(serve.Options{Model: modelName}, cfg, views, load, nil))
+	raw := encodeJSON(t, probes(cfg))[0]
+	query := func(shard string, gen int) string {
+		return fmt.Sprintf("%s?shard=%s&generation=%d", hs.URL, url.QueryEscape(shard), gen)
+	}
+
+	post(t, query(b.String(), 1), "", raw).ok(t, "application/json", stored.Version())
+	for _, shard := range []string{a.String(), "kafka:clicks/2"} {
+		post(t, query(shard, 1), "", raw).refused(t, http.StatusNotFound, "shard "+shard, "generation 1", "not stored")
+	}
+	post(t, query(b.String(), 2), "", raw).refused(t, http.StatusNotFound, "shard "+b.String(), "generation 2", "not stored")
+	post(t, query("kafka:clicks/01", 1), "", raw).refused(t, http.StatusNotFound, `"kafka:clicks/01"`, "leading zeros")
+	post(t, query("clicks", 1), "", raw).refused(t, http.StatusNotFound, `"clicks"`, "kafka:<topic>/<partition>")
 }
