@@ -515,9 +515,11 @@ func (out *State) copyParameters(st *State) {
 }
 
 // configDiff is the configuration key of the first field in which a and
-// b differ, or "".
+// b differ, or "". Settings the algorithm does not read do not count
+// (Config.Canonical): a state learned when their default was another,
+// by an earlier release, mixes with one learned after.
 func configDiff(a, b Config) string {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	va, vb := reflect.ValueOf(a.Canonical()), reflect.ValueOf(b.Canonical())
 	for i := range va.NumField() {
 		fa, fb := va.Field(i), vb.Field(i)
 		var equal bool

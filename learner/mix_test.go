@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -635,6 +636,42 @@ func TestMixMulticlass(t *testing.T) {
 	}
 	if !sameBits(out.Bias, []float64{2, 2, 2}) {
 		t.Fatalf("bias %v, want [2 2 2]", out.Bias)
+	}
+}
+
+// TestMixSettingsNotRead: the results of an epoch learned by a release
+// whose arow_r defaulted to 1 mix with a base of this release's default
+// (a worker that continues an epoch log an earlier release began, whose
+// first epoch's results are stored and its generation not yet) when the
+// algorithm does not read the setting, to the bits of states that agree;
+// where it reads the setting, they still do not mix.
+func TestMixSettingsNotRead(t *testing.T) {
+	old := perceptronConfig()
+	old.AROWR = 1
+	now := perceptronConfig()
+	xs := streamFor(now, 7, 200)
+	learned := func(cfg learner.Config, xs []learner.Example) *learner.State {
+		m := mustNew(t, cfg)
+		for i := range xs {
+			m.Learn(&xs[i])
+		}
+		return m.State()
+	}
+	base := fresh(t, now)
+	got, err := learner.Mix(base, []*learner.State{learned(old, xs[:100]), learned(old, xs[100:])}, []float64{1, 1})
+	if err != nil {
+		t.Fatalf("perceptron states of arow_r 1 over a base of arow_r 10: %v", err)
+	}
+	want := mustMix(t, base, []*learner.State{learned(now, xs[:100]), learned(now, xs[100:])}, []float64{1, 1})
+	if got.Digest() != want.Digest() || !reflect.DeepEqual(got.Config, base.Config) {
+		t.Fatal("the mix of states that differ only by a setting the perceptron does not read is not the mix of states that agree")
+	}
+	arow := now
+	arow.Algorithm = learner.AROW
+	arowOld := arow
+	arowOld.AROWR = 1
+	if _, err := learner.Mix(fresh(t, arow), []*learner.State{fresh(t, arowOld)}, []float64{1}); err == nil || !strings.Contains(err.Error(), "config arow_r differs from the base's") {
+		t.Fatalf("AROW states of r 1 and 10: got %v, want arow_r named", err)
 	}
 }
 
