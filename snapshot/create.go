@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -37,7 +36,7 @@ func (s *Store) create(ctx context.Context, key string, data []byte) error {
 	if s.dir != "" {
 		return s.link(ctx, key, data)
 	}
-	err := s.bucket.Upload(ctx, key, bytes.NewReader(data), &blob.WriterOptions{
+	err := s.upload(ctx, key, data, &blob.WriterOptions{
 		ContentType: "application/msgpack",
 		IfNotExist:  true,
 	})

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -265,5 +267,44 @@ func TestFileDeleteRemovesStrandedFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "clicks", "epochs", "00000000000000000007")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the retired epoch's directory is still there (%v)", err)
+	}
+}
+
+// TestStoreGivesUpOnAStoreThatHangs holds every request of an S3 server
+// that stops answering, as a stopped MinIO's connections are held: each
+// operation of the store fails once it has moved nothing for
+// stallTimeout, with an error that says so and is not the caller's
+// context's, rather than waiting for as long as the connection lives.
+func TestStoreGivesUpOnAStoreThatHangs(t *testing.T) {
+	srv, hang, held := s3test.StartHanging(t)
+	s, err := OpenStore(context.Background(), srv.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateIfAbsent(ctx, "models/a", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { stallTimeout = d }(stallTimeout)
+	stallTimeout = 200 * time.Millisecond
+	hang()
+	for name, op := range map[string]func(context.Context) error{
+		"create": func(ctx context.Context) error { return s.CreateIfAbsent(ctx, "models/b", []byte("x")) },
+		"read":   func(ctx context.Context) error { _, err := s.ReadObject(ctx, "models/a"); return err },
+		"exists": func(ctx context.Context) error { _, err := s.ObjectExists(ctx, "models/a"); return err },
+		"list":   func(ctx context.Context) error { _, err := s.ListDirs(ctx, "models/"); return err },
+		"delete": func(ctx context.Context) error { return s.Delete(ctx, "models/a") },
+	} {
+		// The caller's own bound, far beyond the store's: an operation
+		// still waiting at it was never given up on.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := op(ctx)
+		cancel()
+		<-held
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+			!strings.Contains(err.Error(), "the store did not answer for 200") {
+			t.Errorf("%s on a store that hangs: %v, want the store's failure to answer", name, err)
+		}
 	}
 }

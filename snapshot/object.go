@@ -50,7 +50,7 @@ func (s *Store) CreateIfAbsent(ctx context.Context, key string, data []byte) (er
 // wrapping ErrNotFound and the driver's error.
 func (s *Store) ReadObject(ctx context.Context, key string) (_ []byte, err error) {
 	defer s.hide(&err)
-	data, err := s.bucket.ReadAll(ctx, key)
+	data, err := s.readAll(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
@@ -61,7 +61,7 @@ func (s *Store) ReadObject(ctx context.Context, key string) (_ []byte, err error
 // request and without reading it.
 func (s *Store) ObjectExists(ctx context.Context, key string) (_ bool, err error) {
 	defer s.hide(&err)
-	return s.bucket.Exists(ctx, key)
+	return s.exists(ctx, key)
 }
 
 // ListDirs lists, in the store's order, the directories directly under
@@ -93,20 +93,31 @@ const listRestarts = 100
 // begins again, so that two workers retaining at once do not fail each
 // other.
 func (s *Store) list(ctx context.Context, opts *blob.ListOptions) ([]*blob.ListObject, error) {
+	w := s.watch(ctx, 0)
+	objs, err := s.listWatched(w, opts)
+	if err = w.done(err); err != nil {
+		return nil, fmt.Errorf("snapshot: list %s: %w", opts.Prefix, err)
+	}
+	return objs, nil
+}
+
+// listWatched is list under the watch w, each object listed its progress.
+func (s *Store) listWatched(w *watch, opts *blob.ListOptions) ([]*blob.ListObject, error) {
 	for restarts := 0; ; restarts++ {
 		var objs []*blob.ListObject
 		it := s.bucket.List(opts)
 		for {
-			obj, err := it.Next(ctx)
+			obj, err := it.Next(w.ctx)
 			if errors.Is(err, io.EOF) {
 				return objs, nil
 			}
 			if err != nil {
-				if gcerrors.Code(err) == gcerrors.NotFound && restarts < listRestarts && ctx.Err() == nil {
+				if gcerrors.Code(err) == gcerrors.NotFound && restarts < listRestarts && w.ctx.Err() == nil {
 					break
 				}
-				return nil, fmt.Errorf("snapshot: list %s: %w", opts.Prefix, err)
+				return nil, err
 			}
+			w.progress()
 			objs = append(objs, obj)
 		}
 	}
@@ -123,11 +134,11 @@ func (s *Store) list(ctx context.Context, opts *blob.ListOptions) ([]*blob.ListO
 // read finds other bytes; err is that of the read or of the write.
 func (s *Store) ReplaceDamaged(ctx context.Context, key string, damaged, own []byte) (replaced bool, err error) {
 	defer s.hide(&err)
-	again, err := s.bucket.ReadAll(ctx, key)
+	again, err := s.readAll(ctx, key)
 	if err != nil || !bytes.Equal(again, damaged) {
 		return false, err
 	}
-	if err := s.bucket.WriteAll(ctx, key, own, nil); err != nil {
+	if err := s.upload(ctx, key, own, &blob.WriterOptions{ContentType: "application/msgpack"}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -143,7 +154,7 @@ func (s *Store) Delete(ctx context.Context, key string) (err error) {
 // deleteKey deletes the object at key, already gone or not, and in a
 // file:// store its stranded temporary files.
 func (s *Store) deleteKey(ctx context.Context, key string) error {
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err := s.delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return err
 	}
 	s.removeStranded(key)
@@ -200,7 +211,7 @@ func (s *Store) DeleteAll(ctx context.Context, prefix string) (err error) {
 		return err
 	}
 	for _, obj := range objs {
-		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := s.delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("snapshot %s: delete: %w", obj.Key, err)
 		}
 	}

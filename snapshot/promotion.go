@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -112,7 +113,7 @@ func (s *Store) RequestPromotion(ctx context.Context, model string, r PromotionR
 		return err
 	}
 	key := ModelDir(s.prefix, model) + promotionObject
-	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
+	if err := s.upload(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("promotion request %s: %w", key, err)
 	}
 	return nil
@@ -126,7 +127,7 @@ func (s *Store) PromotionRequest(ctx context.Context, model string) (_ *Promotio
 		return nil, err
 	}
 	key := ModelDir(s.prefix, model) + promotionObject
-	data, err := s.bucket.ReadAll(ctx, key)
+	data, err := s.readAll(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, nil
 	}

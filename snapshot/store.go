@@ -241,7 +241,7 @@ func (s *Store) Write(ctx context.Context, snap *Snapshot) (err error) {
 // The exception is the mixed model of an epoch found damaged at rest:
 // see replaceDamaged. own is snap marshalled.
 func (s *Store) fencedUnlessOwn(ctx context.Context, snap *Snapshot, key string, own []byte) error {
-	data, err := s.bucket.ReadAll(ctx, key)
+	data, err := s.readAll(ctx, key)
 	if err != nil {
 		// Not an answer: a store may serve a key that another writer
 		// is creating at this moment unreadably. The caller tries again.
@@ -369,7 +369,7 @@ func (s *Store) Load(ctx context.Context, model string, gen uint64) (_ *Snapshot
 		return nil, err
 	}
 	key := Key(s.prefix, model, gen)
-	data, err := s.bucket.ReadAll(ctx, key)
+	data, err := s.readAll(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("snapshot %s: %w", key, ErrNotFound)
 	}

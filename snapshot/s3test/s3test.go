@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,6 +129,36 @@ func StartRefusingWrites(t testing.TB) (srv Server, heal func()) {
 		})
 	})
 	return srv, func() { healed.Store(true) }
+}
+
+// StartHanging starts an in-process server that serves requests until
+// hang is called, and from then on holds every request it receives
+// without answering, as a stopped or hung S3 server does whose
+// connections the kernel still accepts, until the client gives up or the
+// test ends. held is closed when the first request is held.
+func StartHanging(t testing.TB) (srv Server, hang func(), held <-chan struct{}) {
+	t.Helper()
+	var hanging atomic.Bool
+	var once sync.Once
+	first := make(chan struct{})
+	stop := make(chan struct{})
+	srv = startInProcess(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hanging.Load() {
+				once.Do(func() { close(first) })
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	// Registered after the server's Close, so run before it: Close
+	// waits for the requests held.
+	t.Cleanup(func() { close(stop) })
+	return srv, func() { hanging.Store(true) }, first
 }
 
 // startInProcess serves gofakes3 on loopback through wrap, for as long as
