@@ -141,16 +141,22 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			return nil
 		}, func(error) { close(stop) })
 	}
+	// stopped is closed once the worker has stopped.
+	stopped := make(chan struct{})
 	{ // The worker: it stops reading, flushes and writes a last snapshot.
 		wctx, stop := context.WithCancel(ctx)
-		g.Add(func() error { return w.Run(wctx) }, func(error) { stop() })
+		g.Add(func() error {
+			defer close(stopped)
+			return w.Run(wctx)
+		}, func(error) { stop() })
 	}
 	if ln != nil {
 		var predict *serve.Server
 		if cfg.Serve.HTTP {
 			predict = srv
 		}
-		srv := &http.Server{Handler: handler(reg, w, predict), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
+		ready := stopping{w, ctx}
+		srv := &http.Server{Handler: handler(reg, ready, predict), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
 		g.Add(func() error {
 			log.Info("http listening", zap.String("addr", ln.Addr().String()))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -158,6 +164,10 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			}
 			return nil
 		}, func(error) {
+			// Requests sent before the signal reached the load balancer
+			// are still answered while the worker stops (/readyz says
+			// it is stopping): the server closes once the worker has.
+			<-stopped
 			ctx, done := context.WithTimeout(context.Background(), httpShutdownTimeout)
 			defer done()
 			srv.Shutdown(ctx) //nolint:errcheck // the listener is gone either way
@@ -173,6 +183,20 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 	}
 	log.Info("worker stopped", append(fields, zap.Any("positions", w.Positions()))...)
 	return nil
+}
+
+// stopping is the worker's readiness, and once ctx, the worker's, is
+// done (a signal), not ready because it stops.
+type stopping struct {
+	w   interface{ NotReady() []string }
+	ctx context.Context
+}
+
+func (s stopping) NotReady() []string {
+	if s.ctx.Err() != nil {
+		return append([]string{"shutdown: the worker is stopping (a signal)"}, s.w.NotReady()...)
+	}
+	return s.w.NotReady()
 }
 
 // shardViews serves the models of partition scope, shard by shard.
