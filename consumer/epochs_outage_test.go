@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -322,4 +323,65 @@ func TestEpochsStopOnWhatNoRetryMends(t *testing.T) {
 			})
 		})
 	}
+}
+
+// errOutputDown is what an output in an outage answers.
+var errOutputDown = errors.New("output topic unreachable")
+
+// TestEpochsWaitOutAnOutputOutage: outputs that fail while the ranges of
+// an epoch reach their ends make the epochs not ready for their outputs,
+// and they wait, however long: a range that is complete but whose
+// outputs are not durable is no shutdown, so shutdown.timeout does not
+// bound it and Run does not return. Once the outputs are back the
+// epochs go on to the model of a run without the outage, every
+// prediction published.
+func TestEpochsWaitOutAnOutputOutage(t *testing.T) {
+	keys := func(sink *memory.Sink) map[string]bool {
+		ids := map[string]bool{}
+		for _, o := range sink.Outputs("pred") {
+			ids[string(o.Key)] = true
+		}
+		return ids
+	}
+	calm := memory.NewSink()
+	want := func() [32]byte {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		return runEpochs(t, data, epochConfig(data, store, calm, "calm"), store)
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		sink := memory.NewSink()
+		sink.Fail(errOutputDown)
+		cfg := epochConfig(data, store, sink, "w")
+		cfg.Worker.ShutdownTimeout = 3 * time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		x, done := startEpochs(t, ctx, cfg, store)
+		// Every range of the first epoch is read and waits for its
+		// outputs, retrying, far longer than shutdown.timeout.
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned during the outputs' outage: %v", err)
+		default:
+		}
+		reasons := strings.Join(x.NotReady(), "\n")
+		if !strings.Contains(reasons, consumer.NotReadyOutputs+": ") || !strings.Contains(reasons, errOutputDown.Error()) {
+			t.Fatalf("during the outage the epochs say %q, want the outputs failing and why", reasons)
+		}
+		if x.Mixed() != 0 {
+			t.Fatalf("epoch %d mixed while no output was durable", x.Mixed())
+		}
+		sink.Fail(nil)
+		got := finalDigest(t, x, done, cancel, waitComplete(t, store, data))
+		if got != want {
+			t.Fatalf("after the outage the model is %x, without one %x", got, want)
+		}
+		if got, want := keys(sink), keys(calm); !maps.Equal(got, want) {
+			t.Fatalf("%d examples' predictions published, %d without the outage", len(got), len(want))
+		}
+	})
 }

@@ -500,10 +500,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelFlush()
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
 	defer stopConsuming()
-	// The limit runs from the moment consuming stops, not from when the
+	// The limit runs from the moment consuming stops for a shutdown (ctx
+	// done, a failed source, a fatal snapshot error), not from when the
 	// reading loop has handed over its last batch: that hand-over itself
-	// waits while the outputs fail.
-	stopLimit := context.AfterFunc(consumeCtx, func() {
+	// waits while the outputs fail. A range read to its end
+	// (ErrRangeDone) is no shutdown: its outputs are retried until they
+	// are durable or ctx ends, and the limit runs from then.
+	limitCtx, startLimit := context.WithCancel(ctx)
+	defer startLimit()
+	stopLimit := context.AfterFunc(limitCtx, func() {
 		t := time.AfterFunc(w.cfg.ShutdownTimeout, cancelFlush)
 		context.AfterFunc(flushCtx, func() { t.Stop() })
 	})
@@ -521,6 +526,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		err := w.snapshotLoop(flushCtx, snapStop)
 		if err != nil {
 			stopConsuming()
+			startLimit()
 		}
 		snapDone <- err
 	}()
@@ -532,6 +538,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.readiness.fail(NotReadySource, "stopped consuming")
 	stopConsuming()
+	if !errors.Is(err, ErrRangeDone) {
+		startLimit()
+	}
 	close(queue)
 	left := <-pubDone
 	// What the publisher did not get to is still queued.
