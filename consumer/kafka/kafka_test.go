@@ -374,6 +374,45 @@ func failWhile(c *testbroker.KafkaCluster, key kmsg.Key, on *atomic.Bool, failur
 	})
 }
 
+// TestSinkNamesTheFailingTopic: a publish that fails because an output
+// topic was deleted names that topic, and says what to do, in its error
+// (the worker's /readyz reason and log): the broker's answer alone
+// ("Unknown Topic Or Partition") does not say which output is missing.
+func TestSinkNamesTheFailingTopic(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "out", 1)
+	c.CreateTopic(t, "kept", 1)
+	sink, err := kafka.NewSink(config(c), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	outputs := []consumer.Output{
+		{Topic: "kept", Key: []byte("k0"), Value: []byte("v0")},
+		{Topic: "out", Key: []byte("k1"), Value: []byte("v1")},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sink.Publish(ctx, outputs); err != nil {
+		t.Fatal(err)
+	}
+	c.DeleteTopic(t, "out")
+	err = sink.Publish(ctx, outputs)
+	if err == nil {
+		t.Fatal("Publish succeeded to a deleted topic")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Publish failed only at its deadline: %v", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `topic "out"`) || strings.Contains(msg, `"kept"`) || !strings.Contains(msg, "1 of 2 outputs failed") {
+		t.Fatalf("Publish error %q, want the deleted topic named, alone, and a count", msg)
+	}
+	if !strings.Contains(msg, "hyperplane setup") {
+		t.Fatalf("Publish error %q, want what to do about a missing topic", msg)
+	}
+}
+
 func TestSinkProduceOutage(t *testing.T) {
 	c := testbroker.Kafka(t)
 	c.CreateTopic(t, "out", 2)

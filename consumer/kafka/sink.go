@@ -12,6 +12,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"go.uber.org/zap"
 
@@ -352,14 +353,25 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 	}
 	failed := 0
 	var first error
+	var topics []string
 	for _, r := range runs {
+		if r.failed == 0 {
+			continue
+		}
 		failed += r.failed
+		topics = append(topics, strconv.Quote(r.msgs[0].Topic))
 		if first == nil {
 			first = r.err
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("kafka: publish: %d of %d outputs failed: %w", failed, len(batch), first)
+		// Name the topics: the broker's error alone does not say which
+		// output fails.
+		hint := ""
+		if errors.Is(first, kafkago.UnknownTopicOrPartition) || errors.Is(first, protocol.ErrNoTopic) {
+			hint = " (the topic does not exist: create it, with hyperplane setup)"
+		}
+		return fmt.Errorf("kafka: publish to topic %s: %d of %d outputs failed: %w%s", strings.Join(topics, ", "), failed, len(batch), first, hint)
 	}
 	return nil
 }
