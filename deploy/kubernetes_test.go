@@ -1261,3 +1261,42 @@ func TestKubernetesAlerts(t *testing.T) {
 		t.Error("prometheusrule.yaml: no alert on hyperplane_last_snapshot_timestamp_seconds")
 	}
 }
+
+// TestAlertsQuoteTheWorkersLogLines: a log line an alert's description
+// quotes for the operator to look for (`"snapshot failed; retrying"`) is
+// a message the worker logs, word for word: a search of the logs for one
+// it never writes finds nothing during the outage the alert is about.
+func TestAlertsQuoteTheWorkersLogLines(t *testing.T) {
+	o := readKube(t)
+	var src strings.Builder
+	for _, dir := range []string{"../consumer", "../cmd", "../serve", "../snapshot"} {
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			src.Write(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := src.String()
+	quoted := regexp.MustCompile(`"([a-z][^"{}]*)"`)
+	n := 0
+	for _, g := range o.rules.Spec.Groups {
+		for _, r := range g.Rules {
+			for _, m := range quoted.FindAllStringSubmatch(r.Annotations["description"], -1) {
+				n++
+				// A message, or how one begins.
+				if !strings.Contains(code, `"`+m[1]) {
+					t.Errorf("prometheusrule.yaml: %s tells to look for the log line %q, which the worker never logs", r.Alert, m[1])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("prometheusrule.yaml: no description quotes a log line: the test reads none")
+	}
+}
