@@ -458,7 +458,7 @@ func (x *Epochs) Model() *learner.Model { return x.model }
 // whole range from its start, from the same W_{e-1}, so the model learns
 // the range once. The epoch then waits for the new owner's result. A
 // shard gained while the epoch waits is learned at once.
-func (x *Epochs) Run(ctx context.Context) error {
+func (x *Epochs) Run(ctx context.Context) (rerr error) {
 	x.readiness.ok(NotReadySource)
 	defer x.readiness.fail(NotReadySource, "stopped consuming")
 	if !x.cfg.Follow {
@@ -482,6 +482,19 @@ func (x *Epochs) Run(ctx context.Context) error {
 	defer stop()
 	x.grace = grace
 	err := x.run(ctx)
+	var shut *ShutdownError
+	if ctx.Err() != nil && errors.As(err, &shut) {
+		// A range stopped with outputs it could not publish within the
+		// shutdown's limit: say so, as a worker of one partition does,
+		// whatever the rest of the stop writes (docs/operations.md,
+		// "Stopping").
+		unpublished := err
+		defer func() {
+			if rerr == nil {
+				rerr = unpublished
+			}
+		}()
+	}
 	// A generation being written is waited for: its vectors are the
 	// mixed model's, and what follows may mix into them or write it.
 	// One that failed for the stop is written again below.

@@ -385,3 +385,34 @@ func TestEpochsWaitOutAnOutputOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestEpochsShutdownDuringAnOutputOutage: a worker stopped while its
+// outputs are down returns within its shutdown timeout with an error
+// saying what it could not publish, as a worker of one partition does
+// (docs/operations.md, "Stopping": exit status 1), not nil.
+func TestEpochsShutdownDuringAnOutputOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := epochLog(600)
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		sink := memory.NewSink()
+		sink.Fail(errOutputDown)
+		cfg := epochConfig(data, store, sink, "w")
+		cfg.Worker.ShutdownTimeout = 3 * time.Second
+		x := newEpochs(t, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- x.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		start := time.Now()
+		cancel()
+		err := <-done
+		if took := time.Since(start); took > cfg.Worker.ShutdownTimeout {
+			t.Errorf("the shutdown took %v, over its timeout of %v", took, cfg.Worker.ShutdownTimeout)
+		}
+		var shut *consumer.ShutdownError
+		if !errors.As(err, &shut) || !strings.Contains(err.Error(), "were not published") || !strings.Contains(err.Error(), errOutputDown.Error()) {
+			t.Fatalf("Run returned %v, want what was not published, and why", err)
+		}
+	})
+}
