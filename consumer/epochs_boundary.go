@@ -31,7 +31,21 @@ func (x *Epochs) boundary(ctx context.Context) (*epochlog.Boundary, [32]byte, er
 			return err
 		})
 		if err == nil {
-			return b, sha, x.check(b)
+			err := x.check(b)
+			if err == nil || !x.ofAnotherMix(b) {
+				return b, sha, err
+			}
+			// No worker holds the model it learns from, and none will:
+			// the history ends there, as at a damaged boundary.
+			if x.cfg.Follow {
+				err = x.followHistoryAbove(ctx, err)
+			} else {
+				err = x.damagedBoundary(ctx, err)
+			}
+			if err != nil {
+				return nil, sha, err
+			}
+			continue
 		}
 		if x.cfg.Follow && (errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, epochlog.ErrDamagedLog)) {
 			// The live workers begin a new history above a boundary
@@ -165,6 +179,14 @@ func (x *Epochs) check(b *epochlog.Boundary) error {
 			ErrFatal, b.Epoch, b.Cut.Writer, b.BaseStateSHA256, x.digest)
 	}
 	return x.checkFollows(b)
+}
+
+// ofAnotherMix reports whether b, which check refused, follows the
+// boundary before it but learns from another model than the one held:
+// its cutter mixed the epoch before otherwise, as a worker of another
+// release does (docs/scale-out.md, section 3.9).
+func (x *Epochs) ofAnotherMix(b *epochlog.Boundary) bool {
+	return x.prev != nil && b.ConfigDigest == x.cfg.ConfigDigest && b.BaseStateSHA256 != x.digest && x.checkFollows(b) == nil
 }
 
 // checkFollows verifies that b follows the previous boundary, if any.

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -539,5 +540,97 @@ func TestEpochsNoHistoryAboveTheLastEpoch(t *testing.T) {
 	}
 	if !errors.Is(err, consumer.ErrFatal) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "no new history can begin above it") {
 		t.Fatalf("Run: %v, want a fatal error naming %s", err, key)
+	}
+}
+
+// TestEpochsNewHistoryOverABoundaryOfAnotherMix: a boundary above the
+// newest generation that follows that generation's boundary but learns
+// from another model (cut by a worker of another release, whose mix of
+// the epoch before differs, in a rolling upgrade) stopped every worker at
+// every start. A worker now begins a new history from the generation
+// held, above it, and learns every example after it once: the model it
+// ends at is that of the same runs without the boundary.
+func TestEpochsNewHistoryOverABoundaryOfAnotherMix(t *testing.T) {
+	run := func(craft bool) [32]byte {
+		data := memory.NewLog("ex", 6)
+		full := make([][][]byte, 6)
+		for p := range full {
+			full[p], _ = messages(600 + 7*p)
+			data.Append(p, full[p][:len(full[p])/2]...)
+		}
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "w"), store)
+		ctx := context.Background()
+		lg := epochlog.New(store)
+		var held *epochlog.Boundary
+		if craft {
+			snap, err := store.Latest(ctx, "mixed", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochs, err := lg.Epochs(ctx, "mixed")
+			if err != nil || epochs[len(epochs)-1] != snap.Epoch {
+				t.Fatalf("the log ends at %v (%v), the newest generation is of epoch %d", epochs, err, snap.Epoch)
+			}
+			if held, _, err = lg.Boundary(ctx, "mixed", snap.Epoch); err != nil {
+				t.Fatal(err)
+			}
+			other := *held
+			other.Epoch++
+			other.BaseStateSHA256 = sha256.Sum256([]byte("another release's mix"))
+			other.Cut = epochlog.Cut{Writer: "older", Created: time.Now(), Reason: epochlog.CutExamples}
+			other.Shards = nil
+			for _, r := range held.Shards {
+				other.Shards = append(other.Shards, snapshot.Range{Shard: r.Shard, From: r.To, To: r.To + 10})
+			}
+			if _, _, err := lg.CreateBoundary(ctx, &other); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p := range full {
+			data.Append(p, full[p][len(full[p])/2:]...)
+		}
+		got := runEpochs(t, data, epochConfig(data, store, memory.NewSink(), "w2"), store)
+		if craft {
+			epochs, err := lg.Epochs(ctx, "mixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var begins []uint64
+			for _, e := range epochs {
+				if e <= held.Epoch+1 {
+					continue
+				}
+				b, _, err := lg.Boundary(ctx, "mixed", e)
+				if err != nil {
+					t.Fatalf("epoch %d: %v", e, err)
+				}
+				if b.Shards[0].From == held.Shards[0].To {
+					begins = append(begins, e)
+				}
+			}
+			if len(begins) != 1 || begins[0] <= held.Epoch+1 {
+				t.Fatalf("new histories begin at epochs %v, want one above epoch %d", begins, held.Epoch+1)
+			}
+			// A replay follows the log past the boundary into the new
+			// history, to the live model.
+			begin, err := consumer.FollowStart(ctx, lg, "mixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+				epochLearner(), nil, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, last := f.Model.State().Digest(), epochs[len(epochs)-1]; d != got || f.Mixed != last {
+				t.Fatalf("the replay ended at epoch %d with %x; the live log ends at %d, with %x", f.Mixed, d, last, got)
+			}
+		}
+		return got
+	}
+	if got, want := run(true), run(false); got != want {
+		t.Fatalf("the new history's model %x, want that of the same runs without the boundary %x", got, want)
 	}
 }

@@ -164,6 +164,26 @@ func (x *Epochs) followNewHistory(ctx context.Context, cause error) error {
 	if _, _, err := x.cfg.Log.Boundary(ctx, model, e); err == nil {
 		return nil
 	}
+	return x.followAbove(ctx, epochs, cause)
+}
+
+// followHistoryAbove is followNewHistory for a boundary that reads but
+// learns from another model than the one held (Epochs.ofAnotherMix):
+// the live workers began a new history above it.
+func (x *Epochs) followHistoryAbove(ctx context.Context, cause error) error {
+	epochs, err := x.logEpochs(ctx)
+	if err != nil {
+		return err
+	}
+	return x.followAbove(ctx, epochs, cause)
+}
+
+// followAbove continues the epochs at the first boundary of epochs above
+// x.epoch that begins a history from the model held, or stops saying
+// that the log cannot be followed to the live model (cause, why epoch
+// x.epoch's boundary cannot be).
+func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) error {
+	e := x.epoch
 	prev := x.prev
 	x.prev = nil
 	s, err := x.historyAbove(ctx, epochs, e)
@@ -179,14 +199,18 @@ func (x *Epochs) followNewHistory(ctx context.Context, cause error) error {
 		return nil
 	}
 	x.prev = prev
-	return fmt.Errorf("%w: epoch %d's boundary is damaged or missing (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
-		"the log cannot be followed to the live model (if the live workers' retention removed it meanwhile, replay again)", ErrFatal, e, cause, epochs[len(epochs)-1], e-1)
+	last := e
+	if n := len(epochs); n > 0 {
+		last = max(last, epochs[n-1])
+	}
+	return fmt.Errorf("%w: epoch %d's boundary cannot be followed (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
+		"the log cannot be followed to the live model (if the live workers' retention removed it meanwhile, replay again)", ErrFatal, e, cause, last, e-1)
 }
 
 // damagedBoundary begins a new history when epoch x.epoch's boundary,
-// which the model held does not include, is damaged or was deleted
-// (docs/scale-out.md, section 3.9): nothing else records the ranges it
-// cut, so the history above the model held cannot be continued.
+// which the model held does not include, is damaged or was deleted, or
+// learns from a model no worker holds (docs/scale-out.md, section 3.9):
+// the history above the model held cannot be continued.
 //
 // A generation at or beyond the epoch that reads is no damage: the other
 // workers went on, and retention deleted the log below it. The worker
@@ -200,7 +224,7 @@ func (x *Epochs) damagedBoundary(ctx context.Context, cause error) error {
 	if err != nil {
 		return err
 	}
-	x.log.Warn("a boundary of the epoch log is damaged or missing: a new history begins from the model held, at its positions; "+newHistoryRepeats,
+	x.log.Warn("a boundary of the epoch log is damaged or missing, or learns from another mix of the epoch before (a worker of another release cut it): a new history begins from the model held, at its positions; "+newHistoryRepeats,
 		zap.Uint64("damaged_epoch", e), zap.Uint64("held_epoch", e-1), zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)), zap.Error(cause))
 	return nil
 }
