@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,6 +34,15 @@ type Options struct {
 	// Resume configures the resume of the model and of each chain of
 	// partition scope, whose logger is Log with the shard's name.
 	Resume snapshot.ResumeOptions
+	// WaitForStore makes Open wait for a store that does not answer the
+	// resume (snapshot.ErrUnavailable: down, throttling, cut off), trying
+	// again with backoff and a warning each time, as a worker does at
+	// start-up (docs/operations.md, Outages). A store that refuses the
+	// request (snapshot.Refused: credentials, a bucket that does not
+	// exist) and any other error still fail Open at once. Without it, a
+	// store that does not answer fails Open too: a command that reads
+	// the store once.
+	WaitForStore bool
 
 	// Recheck, if not nil, checks while a worker of one shard runs that
 	// it can go on (EngineConfig.Recheck).
@@ -159,10 +169,7 @@ func (p *Pipeline) replayed(ctx context.Context, shard shardid.ID) ([]learner.Pr
 // connects to what it is learned from (Options.Connect).
 func Open(ctx context.Context, opts Options) (_ *Pipeline, err error) {
 	p := &Pipeline{opts: opts}
-	if err := p.resume(ctx); err != nil {
-		return nil, err
-	}
-	if err := p.checkScope(ctx); err != nil {
+	if err := p.start(ctx); err != nil {
 		return nil, err
 	}
 	if p.conn, err = opts.Connect(ctx); err != nil {
@@ -172,6 +179,35 @@ func Open(ctx context.Context, opts Options) (_ *Pipeline, err error) {
 		p.conn.Worker.Snapshots = p.singleSnapshots()
 	}
 	return p, nil
+}
+
+// start resumes the model and checks the store's scope, again with
+// backoff while the store does not answer when Options.WaitForStore is
+// set. A ctx done meanwhile ends the wait at once with its error.
+func (p *Pipeline) start(ctx context.Context) error {
+	op := func(ctx context.Context) error {
+		if err := p.resume(ctx); err != nil {
+			return err
+		}
+		return p.checkScope(ctx)
+	}
+	if !p.opts.WaitForStore {
+		return op(ctx)
+	}
+	bo := retry.Backoff{Min: time.Second, Max: retryMaxDelay}
+	err := retry.Do(ctx, &bo, func(ctx context.Context) error {
+		err := op(ctx)
+		if err != nil && (!errors.Is(err, snapshot.ErrUnavailable) || snapshot.Refused(err)) {
+			return retry.Permanent(err)
+		}
+		return err
+	}, func(err error) {
+		p.opts.Log.Warn("snapshot.url: the store does not answer at start-up; waiting for it", zap.Error(err))
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("stopped while waiting for snapshot.url: %w", ctx.Err())
+	}
+	return err
 }
 
 // Resumed is the model as resumed: at Open, or later when epochs go on
@@ -210,7 +246,7 @@ func (p *Pipeline) checkScope(ctx context.Context) error {
 	if p.opts.PartitionScope {
 		gens, err := store.Generations(ctx, model)
 		if err != nil {
-			return err
+			return unanswered(err)
 		}
 		if len(gens) > 0 {
 			return fmt.Errorf("model.scope: the store holds generations %d to %d of model %s learned in global scope, and this worker learns it in partition scope, which would start a new model for each partition from source.start and publish every event again: set model.scope back to global, or give the model a new model.name",
@@ -219,11 +255,11 @@ func (p *Pipeline) checkScope(ctx context.Context) error {
 		return nil
 	}
 	if gens, err := store.Generations(ctx, model); err != nil || len(gens) > 0 {
-		return err
+		return unanswered(err)
 	}
 	shards, err := store.PartitionShards(ctx, model)
 	if err != nil {
-		return err
+		return unanswered(err)
 	}
 	if len(shards) > 0 {
 		names := make([]string, len(shards))
@@ -234,6 +270,15 @@ func (p *Pipeline) checkScope(ctx context.Context) error {
 			model, strings.Join(names, ", "), model)
 	}
 	return nil
+}
+
+// unanswered marks err, a store's failure to read, as Resume marks its
+// own (snapshot.ErrUnavailable); nil stays nil.
+func unanswered(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("snapshot.url: %w: %w", snapshot.ErrUnavailable, err)
 }
 
 // challenge gives the model r resumed its challengers: Options.Challengers,

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
@@ -577,4 +579,93 @@ func (r *grownRig) learnBoth(t *testing.T, ctx context.Context, a *consumer.Pipe
 		t.Fatalf("A: %v", err)
 	}
 	return want
+}
+
+// TestOpenWaitsForAStoreThatDoesNotAnswer: with WaitForStore, Open over a
+// store nothing answers at (every connection refused) waits for it,
+// warning with snapshot.url, in either scope, and resumes once it is up;
+// a ctx done meanwhile ends the wait with its error; a store that refuses
+// the request (403) fails Open at once; and without WaitForStore a store
+// that does not answer fails it at once too.
+func TestOpenWaitsForAStoreThatDoesNotAnswer(t *testing.T) {
+	const warning = "snapshot.url: the store does not answer at start-up; waiting for it"
+	storeAt := func(t *testing.T, url string) *snapshot.Store {
+		t.Helper()
+		store, err := snapshot.OpenStore(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		return store
+	}
+	open := func(ctx context.Context, store *snapshot.Store, partitionScope, waitForStore bool, log *zap.Logger) (*consumer.Pipeline, error) {
+		return consumer.Open(ctx, consumer.Options{
+			Model:          "m",
+			Learner:        epochLearner(),
+			Store:          store,
+			WaitForStore:   waitForStore,
+			PartitionScope: partitionScope,
+			Resume:         snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: log},
+			Connect: func(context.Context) (consumer.Connection, error) {
+				return consumer.Connection{}, nil
+			},
+			Log: log,
+		})
+	}
+	for _, scope := range []string{"global", "partition"} {
+		t.Run(scope, func(t *testing.T) {
+			core, logs := observer.New(zap.WarnLevel)
+			srv, up := s3test.StartDown(t)
+			store := storeAt(t, srv.URL(t))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan error, 1)
+			go func() {
+				_, err := open(ctx, store, scope == "partition", true, zap.New(core))
+				stopped <- err
+			}()
+			wait.For(t, time.Minute, 5*time.Millisecond, "a warning that Open waits", func() bool { return logs.FilterMessage(warning).Len() > 0 })
+			cancel()
+			if err := <-stopped; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Open stopped during the wait: %v, want context.Canceled", err)
+			}
+
+			opened := make(chan error, 1)
+			go func() {
+				p, err := open(context.Background(), store, scope == "partition", true, zap.New(core))
+				if err == nil {
+					p.Close()
+				}
+				opened <- err
+			}()
+			n := logs.FilterMessage(warning).Len()
+			wait.For(t, time.Minute, 5*time.Millisecond, "another warning", func() bool { return logs.FilterMessage(warning).Len() > n })
+			up()
+			if err := <-opened; err != nil {
+				t.Fatalf("Open once the store is up: %v", err)
+			}
+			for _, e := range logs.FilterMessage(warning).All() {
+				if err := e.ContextMap()["error"]; !strings.Contains(fmt.Sprint(err), "snapshot.url: the store did not answer") {
+					t.Errorf("the warning's error is %q, want one naming snapshot.url and the store's", err)
+				}
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		core, logs := observer.New(zap.WarnLevel)
+		_, err := open(context.Background(), storeAt(t, s3test.StartRefusing(t).URL(t)), false, true, zap.New(core))
+		if err == nil || !strings.HasPrefix(err.Error(), "snapshot.url: ") {
+			t.Fatalf("Open over a store that refuses: %v, want an error naming snapshot.url", err)
+		}
+		if n := logs.FilterMessage(warning).Len(); n > 0 {
+			t.Errorf("a store that refuses was waited for (%d warnings)", n)
+		}
+	})
+	t.Run("without WaitForStore", func(t *testing.T) {
+		srv, _ := s3test.StartDown(t)
+		_, err := open(context.Background(), storeAt(t, srv.URL(t)), false, false, zaptest.NewLogger(t))
+		if !errors.Is(err, snapshot.ErrUnavailable) {
+			t.Fatalf("Open over a store that is down: %v, want snapshot.ErrUnavailable", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -40,6 +41,27 @@ var ErrNotFound = errors.New("no snapshot")
 // answer a read (it is down, throttling, or cut off): unlike the refusal
 // of what it holds, the same resume may succeed once the store is back.
 var ErrUnavailable = errors.New("the store did not answer")
+
+// Refused reports whether err, from the store, is its refusal of the
+// request itself rather than a failure to answer it: credentials it does
+// not accept or that may not use the bucket, a bucket or container that
+// does not exist, a request it calls invalid (an HTTP status 4xx other
+// than 408 and 429). Another attempt is refused alike, where a store that
+// is down, throttles or fails (5xx) may answer the next.
+func Refused(err error) bool {
+	switch gcerrors.Code(err) {
+	case gcerrors.PermissionDenied, gcerrors.NotFound, gcerrors.InvalidArgument:
+		return true
+	}
+	// S3 servers name their refusals in codes the driver does not map
+	// (InvalidAccessKeyId, SignatureDoesNotMatch): their status says.
+	var resp interface{ HTTPStatusCode() int }
+	if errors.As(err, &resp) {
+		c := resp.HTTPStatusCode()
+		return c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests
+	}
+	return false
+}
 
 // keyExt ends every snapshot key.
 const keyExt = ".msgpack"

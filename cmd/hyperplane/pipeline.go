@@ -72,8 +72,10 @@ const storeHint = "a file:// directory must exist, or add ?create_dir=1; an s3:/
 // when the engine needs it; otherwise every partition is read by one
 // source, opened now. With labels, marks says whether the worker writes
 // marks to their input (a replay reads the logs and writes nothing to
-// them).
-func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs, marks bool) (_ *pipeline, err error) {
+// them). wait says whether a store that does not answer is waited for
+// (consumer.Options.WaitForStore), as a worker does at start-up, rather
+// than reported at once, as a command that reads it once does.
+func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs, marks, wait bool) (_ *pipeline, err error) {
 	p := &pipeline{brokers: brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)}
 	defer func() {
 		if err != nil {
@@ -86,9 +88,10 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		}
 	}
 	opts := consumer.Options{
-		Model:   cfg.Model.Name,
-		Learner: cfg.Model.Learner,
-		Store:   p.store,
+		Model:        cfg.Model.Name,
+		Learner:      cfg.Model.Learner,
+		Store:        p.store,
+		WaitForStore: wait,
 		Resume: snapshot.ResumeOptions{
 			Writer: cfg.SnapshotWriter(),
 			Keep:   cfg.Snapshot.Keep,

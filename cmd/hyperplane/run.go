@@ -68,8 +68,13 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		}
 		defer ln.Close()
 	}
-	p, err := openPipeline(ctx, cfg, log, true, true)
+	p, err := openPipeline(ctx, cfg, log, true, true, true)
 	if err != nil {
+		// A signal while it waits for the store is a stop, not a failure.
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			log.Info("worker stopped before it started", zap.Error(err))
+			return nil
+		}
 		return err
 	}
 	defer p.close()

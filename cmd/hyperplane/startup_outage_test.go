@@ -74,3 +74,58 @@ func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 	waitCovered(t, []*runner{w}, store, "m", want, time.Minute)
 	w.stop(t)
 }
+
+// TestStartWhileTheStoreIsDown: a worker that starts while nothing
+// answers at the store's address (a stopped server: every connection
+// refused) waits for it, warning at each attempt with snapshot.url and
+// the store's error, instead of exiting; stopped then, it stops cleanly;
+// once the store is up it resumes and learns its source to the end: of
+// several partitions in epochs, and of one.
+func TestStartWhileTheStoreIsDown(t *testing.T) {
+	dir := t.TempDir()
+	const n = 400
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", fmt.Sprint(n), "-seed", "7"))), "\n")
+	c := testbroker.Kafka(t)
+	for _, parts := range []int{2, 1} {
+		t.Run(fmt.Sprintf("%d partitions", parts), func(t *testing.T) {
+			topic := fmt.Sprintf("down%d", parts)
+			c.CreateTopic(t, topic, parts)
+			produce(t, c, topic, parts, lines)
+			srv, up := s3test.StartDown(t)
+			storeURL := srv.URL(t)
+			args := func(writer string) []string {
+				return []string{"run", "--model.name", "m",
+					"--source.kind", "kafka", "--source.topics", topic, "--source.group", topic,
+					"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+					"--snapshot.url", storeURL, "--snapshot.interval", "100ms", "--snapshot.writer", writer}
+			}
+			waiting := func(w *runner) {
+				t.Helper()
+				w.wait(t, time.Minute, "a warning that the worker waits for the store", func() bool {
+					log := w.log()
+					return strings.Contains(log, "snapshot.url: the store does not answer at start-up; waiting for it") &&
+						strings.Contains(log, "connection refused")
+				})
+			}
+			// A worker stopped while it waits stops cleanly.
+			quit := startRun(t, args("quit"))
+			waiting(quit)
+			quit.stop(t)
+
+			w := startRun(t, args("w"))
+			waiting(w)
+			up()
+			store, err := snapshot.OpenStore(context.Background(), storeURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			want := map[string]int64{}
+			for p := range parts {
+				want[fmt.Sprintf("kafka:%s/%d", topic, p)] = int64(n / parts)
+			}
+			waitCovered(t, []*runner{w}, store, "m", want, time.Minute)
+			w.stop(t)
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -159,6 +160,37 @@ func StartHanging(t testing.TB) (srv Server, hang func(), held <-chan struct{}) 
 	// waits for the requests held.
 	t.Cleanup(func() { close(stop) })
 	return srv, func() { hanging.Store(true) }, first
+}
+
+// StartDown returns an in-process server that is down, as a stopped S3
+// server is: nothing listens at its address, so every connection to it
+// is refused, until up starts it there, with its bucket empty. It lives
+// as long as the test.
+func StartDown(t testing.TB) (srv Server, up func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	mem := s3mem.New()
+	const bucket = "hyperplane"
+	if err := mem.CreateBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	setCredentials(t, "test-access", "test-secret")
+	up = func() {
+		t.Helper()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("start the S3 server at %s: %v", addr, err)
+		}
+		hs := &http.Server{Handler: gofakes3.New(mem).Server(), ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln) //nolint:errcheck // Close ends it
+		t.Cleanup(func() { hs.Close() })
+	}
+	return Server{Endpoint: "http://" + addr, Bucket: bucket}, up
 }
 
 // startInProcess serves gofakes3 on loopback through wrap, for as long as
