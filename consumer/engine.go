@@ -161,6 +161,16 @@ func (e *Engine) ShardView(shard shardid.ID) *learner.View {
 	return nil
 }
 
+// LearnsShard reports whether, in partition scope, this worker learns
+// shard or may once its first assignment comes (Partitions.Learns);
+// false otherwise.
+func (e *Engine) LearnsShard(shard shardid.ID) bool {
+	if p, ok := e.current().(*Partitions); ok {
+		return p.Learns(shard)
+	}
+	return false
+}
+
 // Model is the model learned, in global scope: only safe to use once Run
 // returned; nil in partition scope.
 func (e *Engine) Model() *learner.Model {

@@ -793,6 +793,6 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 	if err != nil {
 		return nil, err
 	}
-	pcfg.Owned, pcfg.Changed = own.Owned, own.Changed
+	pcfg.Owned, pcfg.Changed, pcfg.Settled = own.Owned, own.Changed, own.Settled
 	return NewPartitions(pcfg, metrics, log), nil
 }

@@ -33,6 +33,10 @@ type PartitionsConfig struct {
 	// may have changed (kafka.Group.Changed); Run calls it before Owned.
 	// nil means ownership never changes.
 	Changed func() <-chan struct{}
+	// Settled, if set, reports whether Owned is an assignment: false
+	// before the first (the consumer group not joined yet) and between
+	// two (kafka.Group.Settled). nil means Owned always is one.
+	Settled func() bool
 	// Open opens the shard's chain (Chain). The caller builds it with
 	// snapshot.Resume on store.Sub of the shard's tree
 	// (docs/scale-out.md, section 6), marking the snapshotter's fatal
@@ -106,6 +110,11 @@ type Partitions struct {
 	// from is where each shard's newest worker began, kept as workers
 	// is, for the lag before the worker has learned a batch.
 	from map[shardid.ID]int64
+	// owned is what Owned last returned, and assigned whether that was
+	// an assignment (PartitionsConfig.Settled): until the first, every
+	// shard may be this worker's.
+	owned    []shardid.ID
+	assigned bool
 }
 
 // NewPartitions returns the runner of cfg's shards. metrics may be nil.
@@ -136,6 +145,15 @@ func (p *Partitions) View(shard shardid.ID) *learner.View {
 		return nil
 	}
 	return w.View()
+}
+
+// Learns reports whether this worker learns shard, or may once its
+// first assignment comes: a shard it learns whose View is nil is being
+// opened, one it does not is another replica's.
+func (p *Partitions) Learns(shard shardid.ID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.assigned || slices.Contains(p.owned, shard)
 }
 
 // Model is the model of shard's newest worker, nil when the shard is not
@@ -190,6 +208,9 @@ func (p *Partitions) NotReady() []string {
 	reasons := p.readiness.reasons()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.assigned && len(reasons) == 0 {
+		reasons = append(reasons, NotReadySource+": waiting for the first assignment of the source's partitions")
+	}
 	for w, shard := range p.active {
 		for _, r := range w.NotReady() {
 			reason, why, _ := strings.Cut(r, ": ")
@@ -256,6 +277,10 @@ func (p *Partitions) Run(ctx context.Context) error {
 		if p.cfg.Owned != nil {
 			owned = p.cfg.Owned()
 		}
+		p.mu.Lock()
+		p.owned = owned
+		p.assigned = p.assigned || p.cfg.Settled == nil || p.cfg.Settled()
+		p.mu.Unlock()
 		p.follow(ctx, owned, running, restarts, exits)
 
 		var wake <-chan time.Time

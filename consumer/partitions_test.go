@@ -817,3 +817,36 @@ func shardOf(t *testing.T, name string) shardid.ID {
 	}
 	return id
 }
+
+// TestPartitionsBeforeTheFirstAssignment: until its first assignment (a
+// consumer group not joined yet) a worker of partition scope is not
+// ready, saying so, and may learn any shard (Learns), so that a request
+// for one is told to try again rather than that another replica learns
+// it; once assigned it learns its shards alone, and is ready.
+func TestPartitionsBeforeTheFirstAssignment(t *testing.T) {
+	r := newPartitionRig(t)
+	s0, s1 := r.log.Key(0), r.log.Key(1)
+	own := newOwnership()
+	var settled atomic.Bool
+	cfg := r.config(t, "a")
+	cfg.Owned, cfg.Changed, cfg.Settled = own.owned("a"), own.changes, settled.Load
+	p := consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPartitions(ctx, p)
+	dones := map[string]<-chan error{"a": done}
+	waitRunning(t, "not ready, waiting for the first assignment", dones, func() bool {
+		return slices.ContainsFunc(p.NotReady(), func(r string) bool { return strings.Contains(r, "waiting for the first assignment") })
+	})
+	if !p.Learns(shardOf(t, s0)) || !p.Learns(shardOf(t, s1)) {
+		t.Fatal("before its first assignment, the worker says it learns no shard")
+	}
+	settled.Store(true)
+	own.set(map[string]string{s0: "a", s1: "b", r.log.Key(2): "b"})
+	waitRunning(t, "ready, learning its shard", dones, func() bool {
+		return len(p.NotReady()) == 0 && p.View(shardOf(t, s0)) != nil
+	})
+	if !p.Learns(shardOf(t, s0)) || p.Learns(shardOf(t, s1)) {
+		t.Fatalf("assigned %s, the worker says it learns %s: %v, %s: %v", s0, s0, p.Learns(shardOf(t, s0)), s1, p.Learns(shardOf(t, s1)))
+	}
+	stopPartitions(t, "a", cancel, done)
+}

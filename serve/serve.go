@@ -133,6 +133,10 @@ func New(opts Options, cfg learner.Config, live Live, load LoadGeneration, metri
 // shard this worker does not learn.
 type ShardViews interface {
 	View(shard shardid.ID) *learner.View
+	// Learns reports whether this worker learns shard, or may once its
+	// partitions are assigned: a shard it learns whose View is nil is
+	// not loaded yet (503), one it does not is another replica's (404).
+	Learns(shard shardid.ID) bool
 }
 
 // LoadShardGeneration reads the state of a stored generation of a
@@ -165,6 +169,9 @@ func NewSharded(opts Options, cfg learner.Config, views ShardViews, load LoadSha
 		if id, err := shardid.Parse(shard); err == nil {
 			if v := views.View(id); v != nil {
 				return v, nil
+			}
+			if views.Learns(id) {
+				return nil, errorf(StatusUnavailable, "shard %s: its model is not loaded yet: try again", shard)
 			}
 		}
 		return nil, errorf(StatusNotFound, "shard %s: this worker does not learn it (another replica does, or it is no partition of the source)", shard)

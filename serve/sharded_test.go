@@ -15,8 +15,14 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// shardViews are the live views of partition scope, by shard.
+// shardViews are the live views of partition scope, by shard: a shard
+// with a nil model is learned here and not loaded yet.
 type shardViews map[shardid.ID]*learner.Model
+
+func (v shardViews) Learns(shard shardid.ID) bool {
+	_, ok := v[shard]
+	return ok
+}
 
 func (v shardViews) View(shard shardid.ID) *learner.View {
 	if m := v[shard]; m != nil {
@@ -28,12 +34,13 @@ func (v shardViews) View(shard shardid.ID) *learner.View {
 // TestShardedNamesTheShard: a server of partition scope answers a request
 // from the model of the shard it names, live or from a stored generation
 // of that shard's chain, which it is given as a shardid.ID; a request
-// that names no shard is refused with 400, live or stored, and one that names a shard
-// this worker does not learn, or a name no shard has, with 404.
+// that names no shard is refused with 400, live or stored, one that names a shard
+// this worker does not learn, or a name no shard has, with 404, and one
+// that names a shard it learns whose model is not loaded yet with 503.
 func TestShardedNamesTheShard(t *testing.T) {
 	cfg := binaryConfig()
-	a, b := shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 1)
-	views := shardViews{a: trained(t, cfg, 100), b: trained(t, cfg, 300)}
+	a, b, opening := shardid.Kafka("clicks", 0), shardid.Kafka("clicks", 1), shardid.Kafka("clicks", 3)
+	views := shardViews{a: trained(t, cfg, 100), b: trained(t, cfg, 300), opening: nil}
 	raws := encodeJSON(t, probes(cfg))
 	stored := trained(t, cfg, 200)
 	var asked []shardid.ID
@@ -47,6 +54,7 @@ func TestShardedNamesTheShard(t *testing.T) {
 	hs := httpServer(t, serve.NewSharded(serve.Options{Model: modelName}, cfg, views, load, nil))
 	query := func(shard string) string { return hs.URL + "?shard=" + url.QueryEscape(shard) }
 
+	post(t, query(opening.String()), "", raws[0]).refused(t, http.StatusServiceUnavailable, "shard "+opening.String()+": its model is not loaded yet")
 	for _, shard := range []shardid.ID{a, b} {
 		m := views[shard]
 		r := post(t, query(shard.String()), "", jsonArray(raws))

@@ -208,3 +208,5 @@ func (s stopping) NotReady() []string {
 type shardViews struct{ e *consumer.Engine }
 
 func (v shardViews) View(shard shardid.ID) *learner.View { return v.e.ShardView(shard) }
+
+func (v shardViews) Learns(shard shardid.ID) bool { return v.e.LearnsShard(shard) }
