@@ -168,10 +168,17 @@ func readQuery(raw string) (url.Values, error) {
 // given twice: answering from one would have another model answer than
 // the one the other names.
 func namedOnce(q url.Values, key string, h http.Header, header string) (string, error) {
-	if v := q.Get(key); v != "" {
-		return v, nil
+	v, err := oneValue(key, header, h.Values(header))
+	if err != nil {
+		return "", err
 	}
-	return oneValue(key, header, h.Values(header))
+	if qv := q.Get(key); qv != "" {
+		if v != "" && v != qv {
+			return "", errorf(StatusBadRequest, "%s: the query names %q and the header %s %q, want one", key, qv, header, v)
+		}
+		return qv, nil
+	}
+	return v, nil
 }
 
 // oneValue is the value the header named header gives key among vals,

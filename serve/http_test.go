@@ -138,12 +138,14 @@ func TestHTTPGenerationErrors(t *testing.T) {
 			post(t, tc.url, "", body, serve.GenerationHeader, tc.generation).refused(t, tc.status, tc.parts...)
 		})
 	}
-	// The query parameter wins over the header.
-	r := post(t, withStore.URL+"?generation=1", "", body, serve.GenerationHeader, "2")
+	// The query parameter and the header may name one generation, not
+	// two: a client would not know which answered.
+	r := post(t, withStore.URL+"?generation=1", "", body, serve.GenerationHeader, "1")
 	r.ok(t, "application/json", m.Version())
 	if got := r.header.Get(serve.GenerationHeader); got != "1" {
 		t.Errorf("%s %q, want 1", serve.GenerationHeader, got)
 	}
+	post(t, withStore.URL+"?generation=1", "", body, serve.GenerationHeader, "2").refused(t, http.StatusBadRequest, "generation", `"1"`, `"2"`)
 }
 
 // TestHTTPShardInGlobalScope names a shard of a worker that learns one
