@@ -66,7 +66,7 @@ func newJoinMetrics() JoinMetrics {
 		}),
 		Held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperplane_join_held_labels",
-			Help: "Labels read and held for examples not read yet: a label before its example, or one for an id no example has, until the examples' watermark passes its time plus labels.window. labels.max_pending does not bound them while the labels' watermark is within a window of the examples'.",
+			Help: "Labels read and held for examples not read yet: a label before its example, one for an id no example has, or one more than two windows after its example (which is forgotten by then), until the examples' watermark passes its time plus labels.window. labels.max_pending does not bound them while the labels' watermark is within a window of the examples'.",
 		}),
 		Delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hyperplane_label_delay_seconds",
