@@ -110,9 +110,9 @@ type Partitions struct {
 	// from is where each shard's newest worker began, kept as workers
 	// is, for the lag before the worker has learned a batch.
 	from map[shardid.ID]int64
-	// owned is what Owned last returned, and assigned whether that was
-	// an assignment (PartitionsConfig.Settled): until the first, every
-	// shard may be this worker's.
+	// owned is the last assignment Owned returned
+	// (PartitionsConfig.Settled), and assigned whether there was one:
+	// until the first, every shard may be this worker's.
 	owned    []shardid.ID
 	assigned bool
 }
@@ -277,10 +277,13 @@ func (p *Partitions) Run(ctx context.Context) error {
 		if p.cfg.Owned != nil {
 			owned = p.cfg.Owned()
 		}
-		p.mu.Lock()
-		p.owned = owned
-		p.assigned = p.assigned || p.cfg.Settled == nil || p.cfg.Settled()
-		p.mu.Unlock()
+		if p.cfg.Settled == nil || p.cfg.Settled() {
+			// Between two assignments Owned is empty: the shards of the
+			// last are kept, for Learns, until the next.
+			p.mu.Lock()
+			p.owned, p.assigned = owned, true
+			p.mu.Unlock()
+		}
 		p.follow(ctx, owned, running, restarts, exits)
 
 		var wake <-chan time.Time
