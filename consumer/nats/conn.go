@@ -64,8 +64,10 @@ type Config struct {
 // reconnects forever, backing off from 100ms to 2s between rounds over the
 // servers, and logs each disconnect, reconnect and asynchronous error (such
 // as a slow consumer dropping core NATS messages). While it is
-// reconnecting, publishes are buffered by the client (up to its
-// reconnect buffer) and the sources wait. The caller owns the connection and
+// reconnecting, publishes fail at once and the sources wait: the client
+// buffers nothing to send when it reconnects, since a server that came
+// back with a smaller max_payload closes the connection for good on a
+// buffered message over it, and the callers publish again anyway. The caller owns the connection and
 // closes it after the sources and sinks that use it. Nothing is logged
 // once Close has returned: nats.go runs its handlers on a goroutine of its
 // own, so the connection's close is the caller's to report.
@@ -78,6 +80,7 @@ func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 		natsgo.Name(cfg.Name),
 		natsgo.MaxReconnects(-1),
 		natsgo.CustomReconnectDelay(reconnectDelay),
+		natsgo.ReconnectBufSize(-1),
 		natsgo.DisconnectErrHandler(func(nc *natsgo.Conn, err error) {
 			if nc.IsClosed() {
 				return // closed on purpose, by its owner

@@ -896,6 +896,36 @@ func TestServerRestart(t *testing.T) {
 	}
 }
 
+// TestServerBackWithSmallerMaxPayload restarts the server with a smaller
+// max_payload while a message over it was published during the outage:
+// the connection reconnects and stays usable. A client that held the
+// message to send on reconnecting would have the server close the
+// connection for good (Maximum Payload Violation), and the worker would
+// never publish again.
+func TestServerBackWithSmallerMaxPayload(t *testing.T) {
+	ts := testbroker.NATS(t)
+	nc := connect(t, ts)
+	ts.Shutdown()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
+	if err := nc.Publish("core.big", make([]byte, 2000)); err == nil {
+		t.Log("the client took a publish while reconnecting")
+	}
+	ts.SetMaxPayload(1000)
+	ts.Start()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the client to reconnect", func() bool { return nc.IsConnected() || nc.IsClosed() })
+	// A round trip: the server has read whatever the client sent on
+	// reconnecting by the time it answers.
+	if err := nc.FlushTimeout(30 * time.Second); err != nil {
+		t.Fatalf("flush after the restart: %v (connection %s, last error %v)", err, nc.Status(), nc.LastError())
+	}
+	if nc.IsClosed() {
+		t.Fatalf("connection closed after the restart: %v", nc.LastError())
+	}
+	if got := nc.MaxPayload(); got != 1000 {
+		t.Fatalf("max_payload after the restart %d, want 1000", got)
+	}
+}
+
 func TestConnectErrors(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -104,6 +104,16 @@ func (n *NATSServer) Start() {
 	n.url = srv.ClientURL()
 }
 
+// SetMaxPayload sets the max_payload the server has from its next Start,
+// as a server restarted with a changed configuration.
+func (n *NATSServer) SetMaxPayload(bytes int32) {
+	n.t.Helper()
+	if n.opts == nil {
+		n.t.Fatal("testbroker: a standalone NATS server cannot be configured")
+	}
+	n.opts.MaxPayload = bytes
+}
+
 // Shutdown stops the server and waits until it has. Clients see it go
 // away, as in an outage; Start brings it back. Shutting down a server
 // that is down does nothing.
