@@ -215,6 +215,9 @@ func (x *Epochs) awaitHead(ctx context.Context, r epochlog.Range, reached int64)
 	if h == nil {
 		return fmt.Errorf("shard %s has no head", r.Shard)
 	}
+	// The range read its labels to r.Labels.To: the head reads them too,
+	// however far ahead of its examples they are.
+	h.w.readLabelsTo(r.Labels.To)
 	t := time.NewTicker(headEvery)
 	defer t.Stop()
 	published := func() bool {

@@ -928,3 +928,51 @@ func TestEpochsJoinGoesOnPastAPurge(t *testing.T) {
 		t.Errorf("%d labels joined with 400 examples purged, %d without", got.counts.Labels[consumer.LabelJoined], want.counts.Labels[consumer.LabelJoined])
 	}
 }
+
+// TestEpochsHeadReadsTheLabelsOfItsRanges: a shard's head whose join holds
+// labels.max_pending labels for ids no example has, with its labels'
+// watermark more than a window past its examples' (a mark, the examples
+// quiet), stops reading labels; a range of its shard that reads labels
+// past where the head stopped must still be written, where it waited
+// for the head for ever, the worker ready and the examples after it
+// never learned.
+func TestEpochsHeadReadsTheLabelsOfItsRanges(t *testing.T) {
+	const n, ghosts, bound = 1500, 30, 20
+	ex, labels := memory.NewLog("examples", joinPartitions), memory.NewLog("labels", joinPartitions)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for p := range joinPartitions {
+		o := synth.DefaultOptions()
+		o.Vocab, o.Features, o.Seed = 500, 12, uint64(41+p)
+		s := synth.New(o)
+		for i := range n {
+			rec := s.Next()
+			rec.Labeled = false
+			b := synth.AppendJSON(nil, rec)
+			ex.AppendAt(p, base.Add(time.Duration(i)*10*time.Millisecond), b[:len(b)-1])
+		}
+		last := base.Add((n - 1) * 10 * time.Millisecond)
+		// Labels for ids no example has, at the examples' last time:
+		// held, as no example comes a window after them.
+		for i := range ghosts {
+			labels.AppendAt(p, last, fmt.Appendf(nil, `{"id":"ghost%d","label":1}`, i))
+		}
+		// A mark an hour on closes every window: each example is
+		// decided, learned with the default.
+		labels.AppendAt(p, last.Add(time.Hour), []byte(`{"mark":"w"}`))
+		for i := range 100 * ghosts {
+			labels.AppendAt(p, last.Add(time.Hour), fmt.Appendf(nil, `{"id":"after%d","label":1}`, i))
+		}
+	}
+	j := &joinedEpochs{t: t, ex: ex, labels: labels}
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	t.Cleanup(func() { store.Close() })
+	cfg := j.config(store, memory.NewSink(), "w")
+	cfg.Labels.Join.MaxPending = bound
+	ctx, cancel := context.WithCancel(context.Background())
+	x, done := j.start(ctx, cfg, store)
+	j.awaitLearned(t, x)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

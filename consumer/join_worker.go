@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,6 +87,16 @@ type joined struct {
 	examples, labels *reader
 	last             *fetched
 
+	// lbRead is the Resume of the last label read. readTo is where an
+	// epochs' range of this head's shard read the labels to, and waits for
+	// the head to have published what they decide (Epochs.awaitHead): the
+	// labels' reader does not stop for labels ahead (Join.LabelsAhead)
+	// below it, as the range would wait for ever. wake tells fetch that
+	// readTo moved.
+	lbRead int64
+	readTo atomic.Int64
+	wake   chan struct{}
+
 	// tailSrc reads the examples again from the tail (nil until needed);
 	// tailBuf[tailNext:] is what it fetched and the tail has not taken
 	// yet.
@@ -152,7 +163,7 @@ func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions,
 	if cfg.CacheBytes <= 0 {
 		cfg.CacheBytes = DefaultJoinCache
 	}
-	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}, initial: maps.Clone(positions)}
+	j := &joined{cfg: cfg, dec: wire.NewDecoder(model.Config(), opts), labelKeys: map[string]bool{}, initial: maps.Clone(positions), wake: make(chan struct{}, 1)}
 	if cfg.State != nil {
 		var err error
 		if j.join, err = RestoreJoin(cfg.Join, cfg.State, model.Config()); err != nil {
@@ -160,6 +171,7 @@ func newJoined(cfg LabelsConfig, model *learner.Model, opts wire.DecoderOptions,
 		}
 		j.head, j.exSource, j.lbSource = cfg.State.Head, cfg.State.Source, cfg.State.LabelsSource
 		j.tail = positions[j.exSource]
+		j.lbRead = positions[j.lbSource]
 		if j.lbSource != "" {
 			j.labelKeys[j.lbSource] = true
 		}
@@ -411,26 +423,31 @@ func startReader(ctx context.Context, src Source, batch int) *reader {
 
 // fetch returns the next batch of either input: of the examples unless the
 // join is full, of the labels unless they are more than a window ahead
-// (docs/labels.md, section 3). The batch before it is released.
+// (docs/labels.md, section 3) and read to readTo. The batch before it is
+// released.
 func (j *joined) fetch(ctx context.Context) (fetched, error) {
 	if j.last != nil {
 		j.last.from.ack <- struct{}{}
 		j.last = nil
 	}
-	exCh, lbCh := j.examples.ch, j.labels.ch
-	if j.join.Full() {
-		exCh = nil
-	}
-	if j.join.LabelsAhead() {
-		lbCh = nil
-	}
 	var f fetched
-	select {
-	case f = <-exCh:
-	case f = <-lbCh:
-		f.label = true
-	case <-ctx.Done():
-		return fetched{}, ctx.Err()
+	for got := false; !got; {
+		exCh, lbCh := j.examples.ch, j.labels.ch
+		if j.join.Full() {
+			exCh = nil
+		}
+		if j.join.LabelsAhead() && j.lbRead >= j.readTo.Load() {
+			lbCh = nil
+		}
+		select {
+		case f = <-exCh:
+			got = true
+		case f = <-lbCh:
+			f.label, got = true, true
+		case <-j.wake:
+		case <-ctx.Done():
+			return fetched{}, ctx.Err()
+		}
 	}
 	j.last = &f
 	if f.label {
@@ -444,6 +461,21 @@ func (j *joined) fetch(ctx context.Context) (fetched, error) {
 		j.mu.Unlock()
 	}
 	return f, f.err
+}
+
+// readLabelsTo has the labels read at least to resume (a Resume value),
+// however far ahead of the examples they are.
+func (j *joined) readLabelsTo(resume int64) {
+	for {
+		old := j.readTo.Load()
+		if resume <= old || j.readTo.CompareAndSwap(old, resume) {
+			break
+		}
+	}
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
 }
 
 // commit splits a commit between the two inputs.
@@ -620,6 +652,7 @@ func (w *Worker) processLabel(m *Message, x *learner.Example, b *outBatch, scrat
 	j := w.joined
 	b.resume[m.Position.Source] = m.Resume
 	j.lbSource = m.Position.Source
+	j.lbRead = m.Resume
 	t := Millis(m.Time)
 	w.checkFuture(m, t, true, b.fetched)
 	rec, err := j.dec.DecodeLabel(m.Value, j.cfg.Format, x)

@@ -392,6 +392,15 @@ func (w *Worker) Published() map[string]int64 {
 	return maps.Clone(w.published)
 }
 
+// readLabelsTo has a worker with labels read them at least to resume (a
+// Resume value of its labels' source), however far ahead of its examples
+// they are: an epochs' range read them so far, and waits for the head.
+func (w *Worker) readLabelsTo(resume int64) {
+	if w.joined != nil {
+		w.joined.readLabelsTo(resume)
+	}
+}
+
 // Metrics are the model's metrics as of the last batch processed. Unlike
 // the model's own, they are safe to read while the worker runs.
 func (w *Worker) Metrics() learner.Metrics {
