@@ -41,7 +41,7 @@ func (d *Decoder) DecodeLabel(data []byte, format Format, x *learner.Example) (L
 	}
 	switch {
 	case x.NNZ() > 0:
-		return LabelRecord{}, &DecodeError{Field: "features", Problem: "a label record carries an id and a label, not features (is labels.topics the examples' topic?)"}
+		return LabelRecord{}, &DecodeError{Field: "features", Problem: "a label record carries an id and a label, not features (do labels.topics or labels.stream name the examples' input?)"}
 	case !meta.HasID && !x.Labeled && d.hasUnknownKey(markKey):
 		return LabelRecord{Mark: true}, nil
 	case !meta.HasID:

@@ -66,6 +66,17 @@ func TestDecodeLabel(t *testing.T) {
 	}
 }
 
+// TestDecodeLabelWithFeaturesNamesEitherInput: the hint of a label record
+// with features names the key of either kind of labels' input, where it
+// named labels.topics to a worker whose labels are a JetStream stream.
+func TestDecodeLabelWithFeaturesNamesEitherInput(t *testing.T) {
+	var x learner.Example
+	_, err := labelDecoder(t).DecodeLabel([]byte(`{"id":"a","label":1,"features":{"f":1}}`), FormatAuto, &x)
+	if err == nil || !strings.Contains(err.Error(), "labels.topics") || !strings.Contains(err.Error(), "labels.stream") {
+		t.Fatalf("got %v, want an error naming labels.topics and labels.stream", err)
+	}
+}
+
 // FuzzDecodeLabel: a label record of any bytes decodes or is refused with
 // a DecodeError, and never panics.
 func FuzzDecodeLabel(f *testing.F) {
