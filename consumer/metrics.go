@@ -185,6 +185,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for r := range numReasons {
 		m.deadLetters[r] = m.DeadLetters.WithLabelValues(r.String())
 	}
+	// So is every result of the examples: HyperplaneNotConsuming takes
+	// rate() over them, which over no series is no alert.
+	for _, r := range []string{"correct", "mistake", "unlabeled"} {
+		m.Examples.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.Examples, m.Updates, m.RollingAccuracy, m.DecodeErrors, m.DeadLetters, m.Drifts, m.Promotions, m.PublishErrors, m.Position, m.Lag, m.BatchLatency, m.ModelVersion, m.Snapshots, m.SnapshotErrors, m.LastSnapshot, m.ServedVersion,
 			m.Epoch, m.ShardsOwned, m.MissingShards, m.Barrier, m.Mixing,
