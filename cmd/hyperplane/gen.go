@@ -89,6 +89,21 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if !labels.to.IsZero() && to.IsZero() {
 		return usagef("-labels-to: needs -to, where the examples go")
 	}
+	// A flag of publishing given without its destination would be
+	// ignored: the stream written would not be the one asked for.
+	var unused error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case unused != nil:
+		case (f.Name == "label-delay" || f.Name == "label-missing") && labels.to.IsZero():
+			unused = usagef("-%s: needs -labels-to, where the labels go (-unlabeled P leaves examples without their label)", f.Name)
+		case (f.Name == "rate" || f.Name == "keys" || f.Name == "kafka-brokers" || f.Name == "nats-url") && to.IsZero():
+			unused = usagef("-%s: is for publishing: add -to", f.Name)
+		}
+	})
+	if unused != nil {
+		return unused
+	}
 	if !to.IsZero() || len(cfgArgs) > 0 {
 		cfg, err := genConfig(e, fs, cfgArgs, brokers, natsURL)
 		if err != nil {

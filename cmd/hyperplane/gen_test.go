@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -343,5 +344,38 @@ func TestStreamIDWithoutDrift(t *testing.T) {
 	d.DriftWidth = 10
 	if a, b := d.StreamID("jsonl"), func() string { d.DriftWidth = 0; return d.StreamID("jsonl") }(); a == b {
 		t.Error("a gradual drift has the id of an abrupt one")
+	}
+}
+
+// TestGenRefusesFlagsItWouldIgnore: a flag of publishing without the
+// destination it is for (-label-missing without -labels-to, -rate
+// without -to) is refused, naming it and what it needs, with exit
+// status 2 and nothing written: ignored, it left a stream other than the
+// one asked for (every example labeled, when half were to lose theirs).
+func TestGenRefusesFlagsItWouldIgnore(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-label-missing", "0.5"}, "-label-missing: needs -labels-to"},
+		{[]string{"-label-delay", "1s"}, "-label-delay: needs -labels-to"},
+		{[]string{"-rate", "100"}, "-rate: is for publishing: add -to"},
+		{[]string{"-keys", "8"}, "-keys: is for publishing: add -to"},
+		{[]string{"-kafka-brokers", "b:9092"}, "-kafka-brokers: is for publishing: add -to"},
+		{[]string{"-nats-url", "nats://h:4222"}, "-nats-url: is for publishing: add -to"},
+	} {
+		out, _, err := runCmd(t, "", append([]string{"gen", "-examples", "10"}, c.args...)...)
+		var u *usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gen %s: %v, want a usage error saying %q", strings.Join(c.args, " "), err, c.want)
+		}
+		if out != "" {
+			t.Errorf("gen %s wrote %d bytes, want none", strings.Join(c.args, " "), len(out))
+		}
+	}
+	// Unchanged: the same flags where they apply, and -unlabeled alone.
+	if out := mustRun(t, "", "gen", "-examples", "10", "-unlabeled", "0.5"); strings.Count(out, "\n") != 10 {
+		t.Errorf("gen -unlabeled 0.5 wrote %q, want 10 lines", out)
 	}
 }
