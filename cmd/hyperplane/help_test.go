@@ -234,3 +234,25 @@ func TestCommandsPageListsEveryCommand(t *testing.T) {
 		t.Errorf("docs/commands.md has a row for %q, which is no command", name)
 	}
 }
+
+// TestHelpOfACommand: `hyperplane help CMD` prints what `hyperplane CMD
+// -h` prints, for every command, where it printed the list of commands;
+// a command that does not exist is a usage error naming it.
+func TestHelpOfACommand(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		want, _, err := runCmd(t, "", c.name, "-h")
+		if err != nil || want == "" {
+			t.Fatalf("%s -h: %v, printed %q", c.name, err, want)
+		}
+		got, _, err := runCmd(t, "", "help", c.name)
+		if err != nil || got != want {
+			t.Errorf("help %s: %v\n%s\nwant what %s -h prints:\n%s", c.name, err, got, c.name, want)
+		}
+	}
+	_, _, err := runCmd(t, "", "help", "rnu")
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown command "rnu"`) {
+		t.Errorf("help rnu: %v, want a usage error naming the command", err)
+	}
+}

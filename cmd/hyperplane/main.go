@@ -73,6 +73,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if name == "help" && len(args) > 1 {
+			// help CMD is CMD -h.
+			for _, c := range commands() {
+				if c.name == args[1] {
+					return c.run(ctx, e, []string{"-h"})
+				}
+			}
+			return usagef("help: unknown command %q (run hyperplane help)", args[1])
+		}
 		printUsage(stdout)
 		return nil
 	case "--version", "-version", "-v":
@@ -94,7 +103,7 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "hyperplane <command> -h" for a command's flags.`)
+	fmt.Fprintln(w, `Run "hyperplane <command> -h" (or "hyperplane help <command>") for a command's flags.`)
 }
 
 // usageError is a mistake in the command line: the process exits 2.
