@@ -46,8 +46,11 @@ a starting point for your own; ` + "`hyperplane config --config FILE`" + ` print
 lists the same keys in the terminal.
 
 Secrets are never printed, by ` + "`config`" + `, ` + "`run -h`" + `, the logs or the errors: a password is
-shown as ` + "`[redacted]`" + `, and so are the credentials in a URL (` + "`nats://alice:[redacted]@host`" + `)
-and every query parameter of a store URL other than the drivers' documented settings such as
+shown as ` + "`[redacted]`" + `, except by ` + "`config`" + `, which writes one that is set as
+` + "`password: \"\" # set, not shown`" + ` (its output stays a config file, the password to come from the
+environment or a file), and ` + "`run -h`" + `, which shows none; the credentials in a URL are
+shown as ` + "`[redacted]`" + ` (` + "`nats://alice:[redacted]@host`" + `), and so is every query parameter
+of a store URL other than the drivers' documented settings such as
 ` + "`region`" + ` or ` + "`endpoint`" + `. Pass credentials in the environment or a mounted file, never in a
 flag: [operations.md](operations.md#credentials) says where each kind goes.
 
