@@ -485,8 +485,10 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			if p.conn.Shards != nil {
 				// The source may have gained partitions since it was
 				// connected to: what is said of it counts them now.
+				// Ends leaves out a JetStream partition that holds no
+				// message yet: it counts, and partitions are only gained.
 				if ends, err := p.conn.Shards.Ends(ctx); err == nil {
-					p.conn.ShardCount = len(ends)
+					p.conn.ShardCount = max(p.conn.ShardCount, len(ends))
 				}
 			}
 			x, err := p.epochs(ctx, metrics)

@@ -171,3 +171,22 @@ func TestPartitionedJetStreamLearnedInEpochsFromItsStart(t *testing.T) {
 		t.Fatalf("generation %d has a position of the stream read as one source, %v: its first partition was learned alone", newest.Generation, newest.Positions)
 	}
 }
+
+// TestPartitionedJetStreamCountsItsEmptyPartitions: a worker of a
+// partitioned stream whose partitions hold no message yet says it learns
+// all of them in epochs ("partitions":4), not the ones that hold a
+// message (it said 0, and a kernel model was refused "over 2").
+func TestPartitionedJetStreamCountsItsEmptyPartitions(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	common := []string{"--nats.url", ns.URL(), "--model.name", "empty", "--source.kind", "jetstream",
+		"--source.stream", "EMPTY", "--source.subject", "em.*", "--source.stream_partitions", "4",
+		"--snapshot.url", "file://" + filepath.Join(t.TempDir(), "store") + "?create_dir=1", "--http.addr", "", "--log.format", "json"}
+	mustRun(t, "", append([]string{"setup"}, common...)...)
+	r := startRun(t, append([]string{"run"}, common...))
+	r.wait(t, time.Minute, "the learning in epochs line", func() bool { return strings.Contains(r.log(), `"learning in epochs"`) })
+	r.stop(t)
+	if !strings.Contains(r.log(), `"learning in epochs","partitions":4,`) {
+		t.Fatalf("the worker did not say it learns the stream's 4 partitions:\n%s", r.log())
+	}
+}
