@@ -350,12 +350,7 @@ func TestEpochsWaitOutAnOutputOutage(t *testing.T) {
 		return runEpochs(t, data, epochConfig(data, store, calm, "calm"), store)
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		data := epochLog(600)
-		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-		sink := memory.NewSink()
-		sink.Fail(errOutputDown)
-		cfg := epochConfig(data, store, sink, "w")
-		cfg.Worker.ShutdownTimeout = 3 * time.Second
+		data, store, sink, cfg := outputsDown()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		x, done := startEpochs(t, ctx, cfg, store)
@@ -386,18 +381,26 @@ func TestEpochsWaitOutAnOutputOutage(t *testing.T) {
 	})
 }
 
+// outputsDown is a worker's epochs over a log of its own, with a store
+// of its own, whose outputs' sink fails every publish with errOutputDown,
+// and a shutdown timeout of 3 s.
+func outputsDown() (*memory.Log, *snapshot.Store, *memory.Sink, consumer.EpochConfig) {
+	data := epochLog(600)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	sink := memory.NewSink()
+	sink.Fail(errOutputDown)
+	cfg := epochConfig(data, store, sink, "w")
+	cfg.Worker.ShutdownTimeout = 3 * time.Second
+	return data, store, sink, cfg
+}
+
 // TestEpochsShutdownDuringAnOutputOutage: a worker stopped while its
 // outputs are down returns within its shutdown timeout with an error
 // saying what it could not publish, as a worker of one partition does
 // (docs/operations.md, "Stopping": exit status 1), not nil.
 func TestEpochsShutdownDuringAnOutputOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		data := epochLog(600)
-		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-		sink := memory.NewSink()
-		sink.Fail(errOutputDown)
-		cfg := epochConfig(data, store, sink, "w")
-		cfg.Worker.ShutdownTimeout = 3 * time.Second
+		_, _, _, cfg := outputsDown()
 		x := newEpochs(t, cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -54,14 +54,23 @@ func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 		})
 		waited = true
 	}
-	// A worker stopped while it waits stops cleanly.
+	waitsThenLearns(t, args, waitProbe, heal, storeURL, "outage", parts, n)
+}
+
+// waitsThenLearns starts a worker of args(writer) during a store outage
+// and stops it once waiting says it waits, which must stop it cleanly;
+// then starts another, ends the outage with mend once it waits, and
+// waits until the model covers every one of the n examples, split evenly
+// over the topic's parts partitions.
+func waitsThenLearns(t *testing.T, args func(writer string) []string, waiting func(*runner), mend func(), storeURL, topic string, parts, n int) {
+	t.Helper()
 	quit := startRun(t, args("quit"))
-	waitProbe(quit)
+	waiting(quit)
 	quit.stop(t)
 
 	w := startRun(t, args("w"))
-	waitProbe(w)
-	heal()
+	waiting(w)
+	mend()
 	store, err := snapshot.OpenStore(context.Background(), storeURL)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +78,7 @@ func TestEpochsStartDuringAStoreOutage(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	want := map[string]int64{}
 	for p := range parts {
-		want[fmt.Sprintf("kafka:outage/%d", p)] = n / parts
+		want[fmt.Sprintf("kafka:%s/%d", topic, p)] = int64(n / parts)
 	}
 	waitCovered(t, []*runner{w}, store, "m", want, time.Minute)
 	w.stop(t)
@@ -107,25 +116,7 @@ func TestStartWhileTheStoreIsDown(t *testing.T) {
 						strings.Contains(log, "connection refused")
 				})
 			}
-			// A worker stopped while it waits stops cleanly.
-			quit := startRun(t, args("quit"))
-			waiting(quit)
-			quit.stop(t)
-
-			w := startRun(t, args("w"))
-			waiting(w)
-			up()
-			store, err := snapshot.OpenStore(context.Background(), storeURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { store.Close() })
-			want := map[string]int64{}
-			for p := range parts {
-				want[fmt.Sprintf("kafka:%s/%d", topic, p)] = int64(n / parts)
-			}
-			waitCovered(t, []*runner{w}, store, "m", want, time.Minute)
-			w.stop(t)
+			waitsThenLearns(t, args, waiting, up, storeURL, topic, parts, n)
 		})
 	}
 }

@@ -174,12 +174,7 @@ func StartDown(t testing.TB) (srv Server, up func()) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	mem := s3mem.New()
-	const bucket = "hyperplane"
-	if err := mem.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	setCredentials(t, "test-access", "test-secret")
+	mem := newBucket(t)
 	up = func() {
 		t.Helper()
 		ln, err := net.Listen("tcp", addr)
@@ -190,22 +185,32 @@ func StartDown(t testing.TB) (srv Server, up func()) {
 		go hs.Serve(ln) //nolint:errcheck // Close ends it
 		t.Cleanup(func() { hs.Close() })
 	}
-	return Server{Endpoint: "http://" + addr, Bucket: bucket}, up
+	return Server{Endpoint: "http://" + addr, Bucket: inProcessBucket}, up
+}
+
+// inProcessBucket is the bucket of every in-process server.
+const inProcessBucket = "hyperplane"
+
+// newBucket is the backend of an in-process server, holding its bucket,
+// empty, with the AWS credential variables set to the server's.
+func newBucket(t testing.TB) *s3mem.Backend {
+	t.Helper()
+	mem := s3mem.New()
+	if err := mem.CreateBucket(inProcessBucket); err != nil {
+		t.Fatal(err)
+	}
+	setCredentials(t, "test-access", "test-secret")
+	return mem
 }
 
 // startInProcess serves gofakes3 on loopback through wrap, for as long as
 // the test lasts.
 func startInProcess(t testing.TB, wrap func(http.Handler) http.Handler) Server {
 	t.Helper()
-	mem := s3mem.New()
+	mem := newBucket(t)
 	srv := httptest.NewServer(wrap(gofakes3.New(mem).Server()))
 	t.Cleanup(srv.Close)
-	const bucket = "hyperplane"
-	if err := mem.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	setCredentials(t, "test-access", "test-secret")
-	return Server{Endpoint: srv.URL, Bucket: bucket}
+	return Server{Endpoint: srv.URL, Bucket: inProcessBucket}
 }
 
 // setCredentials points the AWS credential variables at a server and
