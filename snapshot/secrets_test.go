@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"reflect"
 	"strings"
@@ -20,25 +19,13 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
 )
 
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestOpenStoreHidesCredentials opens stores that cannot be opened with
 // credentials in their URLs: the error names the store by its redacted
 // URL, and shows no credential, whatever the driver's error quotes.
 func TestOpenStoreHidesCredentials(t *testing.T) {
 	srv := s3test.Start(t)
 	creds := "access_key_id=" + storetest.AccessKeyID + "&secret_access_key=" + storetest.SecretKey + "&session_token=" + storetest.SessionToken
-	down := "endpoint=http://" + closedAddr(t) + "&region=us-east-1&use_path_style=true"
+	down := "endpoint=http://" + s3test.ClosedAddr(t) + "&region=us-east-1&use_path_style=true"
 	cases := []struct{ name, url, shows string }{
 		{"credentials in the query", "s3://" + srv.Bucket + "/prod?" + srv.Query() + "&" + creds, srv.Bucket},
 		{"credentials escaped in the query", "s3://" + srv.Bucket + "/prod?" + srv.Query() +
@@ -46,7 +33,7 @@ func TestOpenStoreHidesCredentials(t *testing.T) {
 		{"server unreachable", "s3://models/prod?" + down + "&" + creds, "models"},
 		{"bucket missing", "s3://missing/prod?" + srv.Query() + "&" + creds, "missing"},
 		{"a bad parameter", "s3://models?dualstack=maybe&" + creds, "models"},
-		{"a password in the endpoint", "s3://models?region=us-east-1&fips=maybe&endpoint=http://alice:" + storetest.Password + "@" + closedAddr(t), "alice"},
+		{"a password in the endpoint", "s3://models?region=us-east-1&fips=maybe&endpoint=http://alice:" + storetest.Password + "@" + s3test.ClosedAddr(t), "alice"},
 		{"user info that does not parse", "s3://" + storetest.AccessKeyID + ":" + storetest.SecretKey + "@models/prod?" + down, "endpoint"},
 		{"user info that parses badly", "s3://" + storetest.AccessKeyID + ":1234/" + storetest.SecretKey + "@models?region=us-east-1&profile=none&" + creds, "region"},
 		{"a signature", "azblob://container?storage_account=acct&sig=" + storetest.Signature + "&se=2030-01-01", "container"},

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
 
 // TestSetupJetStream: setup creates the source stream and a stream per
@@ -149,7 +150,7 @@ outputs:
 // is a failed line and a non-zero exit, and what exists is left as it is.
 func TestSetupReportsProblems(t *testing.T) {
 	srv := testbroker.NATS(t)
-	closed := closedAddr(t)
+	closed := s3test.ClosedAddr(t)
 
 	t.Run("help", func(t *testing.T) {
 		out := mustRun(t, "", "setup", "-h")
@@ -283,7 +284,7 @@ func TestSetupRefusesOldNATSServer(t *testing.T) {
 	old := testbroker.OldNATS(t, "2.9.10")
 	_, _, err := runCmd(t, "", "setup", "--nats.url", old.URL(),
 		"--source.kind", "jetstream", "--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4",
-		"--outputs.predictions", "kafka:predictions", "--kafka.brokers", closedAddr(t))
+		"--outputs.predictions", "kafka:predictions", "--kafka.brokers", s3test.ClosedAddr(t))
 	var u *usageError
 	if err == nil || errors.As(err, &u) {
 		t.Fatalf("setup against nats-server 2.9.10: error %v, want a failure", err)

@@ -48,7 +48,7 @@ func TestStartupErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	closed := closedAddr(t)
+	closed := s3test.ClosedAddr(t)
 
 	// A store holding a model trained with 2^16 weights.
 	store := "file://" + t.TempDir()
@@ -188,18 +188,6 @@ func TestRunHidesStoreCredentials(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // writeSnapshot writes a new model of cfg as generation 1 of model in the

@@ -168,12 +168,7 @@ func StartHanging(t testing.TB) (srv Server, hang func(), held <-chan struct{}) 
 // as long as the test.
 func StartDown(t testing.TB) (srv Server, up func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := ClosedAddr(t)
 	mem := newBucket(t)
 	up = func() {
 		t.Helper()
@@ -186,6 +181,19 @@ func StartDown(t testing.TB) (srv Server, up func()) {
 		t.Cleanup(func() { hs.Close() })
 	}
 	return Server{Endpoint: "http://" + addr, Bucket: inProcessBucket}, up
+}
+
+// ClosedAddr is a loopback address where nothing listens: every
+// connection to it is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // inProcessBucket is the bucket of every in-process server.
