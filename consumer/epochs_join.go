@@ -437,10 +437,7 @@ func (x *Epochs) mixJoins(b *epochlog.Boundary, sha [32]byte) error {
 		st := jr.state
 		if st == nil {
 			var err error
-			if st, err = DecodeJoinState(jr.join); err == nil {
-				err = st.check(x.model.Config())
-			}
-			if err != nil {
+			if st, err = DecodeJoinState(jr.join); err != nil {
 				return fmt.Errorf("%w: epoch %d, shard %s: %w", ErrFatal, b.Epoch, r.Shard, err)
 			}
 		}
