@@ -232,3 +232,27 @@ func FuzzSkip(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSkip steps over values of every type, as the decoder steps over
+// the values of keys it does not know.
+func BenchmarkSkip(b *testing.B) {
+	rng := newRand(9)
+	var values [][]byte
+	size := 0
+	for range 64 {
+		v, err := msgpack.Marshal(randomValue(rng, 2))
+		if err != nil {
+			b.Fatal(err)
+		}
+		values, size = append(values, v), size+len(v)
+	}
+	var s Skipper
+	s.MaxDepth = 1000
+	b.SetBytes(int64(size / len(values)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, st := s.Skip(values[i%len(values)], 0); st != OK {
+			b.Fatal(st)
+		}
+	}
+}
