@@ -405,8 +405,13 @@ func TestEpochsShutdownDuringAnOutputOutage(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- x.Run(ctx) }()
+		// A minute of the bubble's clock: every goroutine of the epochs
+		// is blocked retrying its outputs when Wait returns.
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		if reasons := strings.Join(x.NotReady(), "\n"); !strings.Contains(reasons, consumer.NotReadyOutputs+": ") {
+			t.Fatalf("before the stop the epochs say %q, want the outputs failing", reasons)
+		}
 		start := time.Now()
 		cancel()
 		err := <-done
