@@ -67,10 +67,11 @@ type Config struct {
 // reconnecting, publishes fail at once and the sources wait: the client
 // buffers nothing to send when it reconnects, since a server that came
 // back with a smaller max_payload closes the connection for good on a
-// buffered message over it, and the callers publish again anyway. The caller owns the connection and
-// closes it after the sources and sinks that use it. Nothing is logged
-// once Close has returned: nats.go runs its handlers on a goroutine of its
-// own, so the connection's close is the caller's to report.
+// buffered message over it, and the callers publish again anyway. The
+// caller owns the connection and closes it after the sources and sinks
+// that use it. Nothing is logged once Close has returned: nats.go runs its
+// handlers on a goroutine of its own, so the connection's close is the
+// caller's to report.
 func Connect(cfg Config, log *zap.Logger) (*natsgo.Conn, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("nats: no server URL")
