@@ -74,7 +74,7 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if err := onePartition(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	p, err := openPipeline(ctx, cfg, log, false, false, false)
+	p, err := openPipeline(ctx, cfg, log, onceUse)
 	if err != nil {
 		return nil, err
 	}

@@ -64,18 +64,35 @@ type pipeline struct {
 // storeHint says what a snapshot store URL that cannot be opened needs.
 const storeHint = "a file:// directory must exist, or add ?create_dir=1; an s3:// URL needs a bucket"
 
-// openPipeline builds the pipeline of cfg, which is valid. The model comes
-// first: a store that cannot be read, or holds an incompatible model, is
-// reported before any broker is dialled. With epochs, a source of
-// partitions is opened as shards, for the engine (consumer.Pipeline.Engine)
-// to learn as its partitions say, and the source of one stream is opened
-// when the engine needs it; otherwise every partition is read by one
-// source, opened now. With labels, marks says whether the worker writes
-// marks to their input (a replay reads the logs and writes nothing to
-// them). wait says whether a store that does not answer is waited for
-// (consumer.Options.WaitForStore), as a worker does at start-up, rather
-// than reported at once, as a command that reads it once does.
-func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epochs, marks, wait bool) (_ *pipeline, err error) {
+// pipelineUse is what a command asks of its pipeline.
+type pipelineUse struct {
+	// Epochs opens a source of partitions as shards, for the engine
+	// (consumer.Pipeline.Engine) to learn as its partitions say, and the
+	// source of one stream when the engine needs it. Without it, every
+	// partition is read by one source, opened with the pipeline.
+	Epochs bool
+	// Marks: with labels, the worker writes marks to their input. A
+	// replay reads the logs and writes nothing to them.
+	Marks bool
+	// WaitForStore waits for a store that does not answer
+	// (consumer.Options.WaitForStore), as a worker does at start-up,
+	// rather than reporting it at once, as a command that reads it once
+	// does.
+	WaitForStore bool
+}
+
+// The uses of a pipeline: the worker's, and the commands' that read the
+// logs once (a replay of every partition, or of one source).
+var (
+	workerUse = pipelineUse{Epochs: true, Marks: true, WaitForStore: true}
+	epochsUse = pipelineUse{Epochs: true}
+	onceUse   = pipelineUse{}
+)
+
+// openPipeline builds the pipeline of cfg, which is valid, for use. The
+// model comes first: a store that cannot be read, or holds an
+// incompatible model, is reported before any broker is dialled.
+func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, use pipelineUse) (_ *pipeline, err error) {
 	p := &pipeline{brokers: brokers.New(cfg, "hyperplane "+cfg.Model.Name, log)}
 	defer func() {
 		if err != nil {
@@ -91,7 +108,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		Model:        cfg.Model.Name,
 		Learner:      cfg.Model.Learner,
 		Store:        p.store,
-		WaitForStore: wait,
+		WaitForStore: use.WaitForStore,
 		Resume: snapshot.ResumeOptions{
 			Writer: cfg.SnapshotWriter(),
 			Keep:   cfg.Snapshot.Keep,
@@ -100,7 +117,7 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 			Log:    log,
 		},
 		Connect: func(ctx context.Context) (consumer.Connection, error) {
-			return p.connect(ctx, cfg, epochs)
+			return p.connect(ctx, cfg, use.Epochs)
 		},
 		OpenSource: func(ctx context.Context, positions map[string]int64) (consumer.Source, error) {
 			s := cfg.Source
@@ -122,11 +139,11 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 	if cfg.Labels.Enabled() {
 		opts.Recheck = func(ctx context.Context) error { return p.brokers.LabelsGrew(ctx, cfg) }
 		opts.Labels = func(ctx context.Context, shard shardid.ID, positions map[string]int64) (*consumer.LabelsConfig, error) {
-			return p.labels(ctx, cfg, shard, positions, marks)
+			return p.labels(ctx, cfg, shard, positions, use.Marks)
 		}
 		if (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) && !opts.PartitionScope {
 			opts.EpochLabels = func(ctx context.Context) (*consumer.EpochLabels, error) {
-				return p.brokers.EpochLabels(ctx, cfg, marks)
+				return p.brokers.EpochLabels(ctx, cfg, use.Marks)
 			}
 		}
 	}
@@ -134,11 +151,11 @@ func openPipeline(ctx context.Context, cfg config.Config, log *zap.Logger, epoch
 		return nil, err
 	}
 	if cfg.Labels.Enabled() && opts.PartitionScope {
-		if p.partitionJoin, err = p.brokers.OpenPartitionJoin(ctx, cfg, marks); err != nil {
+		if p.partitionJoin, err = p.brokers.OpenPartitionJoin(ctx, cfg, use.Marks); err != nil {
 			return nil, err
 		}
 	}
-	if !epochs && p.shards == nil {
+	if !use.Epochs && p.shards == nil {
 		head, err := p.HeadPositions()
 		if err != nil {
 			return nil, err

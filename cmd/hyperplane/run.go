@@ -68,7 +68,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		}
 		defer ln.Close()
 	}
-	p, err := openPipeline(ctx, cfg, log, true, true, true)
+	p, err := openPipeline(ctx, cfg, log, workerUse)
 	if err != nil {
 		// A signal while it waits for the store is a stop, not a failure.
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
