@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,4 +33,38 @@ func handler(reg *prometheus.Registry, w interface{ NotReady() []string }, predi
 		fmt.Fprintln(rw, "ready")
 	})
 	return mux
+}
+
+// startingHandler is handler while the worker starts (it resumes its
+// model, and waits for a store that does not answer): the process is
+// alive, /readyz says it starts, /metrics answers from reg, and, if
+// predicts, a prediction request is told to come back (503, Retry-After).
+func startingHandler(reg *prometheus.Registry, predicts bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", handler(reg, startingUp{}, nil))
+	if predicts {
+		mux.HandleFunc("POST "+serve.PredictPath, func(rw http.ResponseWriter, _ *http.Request) {
+			rw.Header().Set("Retry-After", "1")
+			http.Error(rw, "the worker is starting: its model is being resumed", http.StatusServiceUnavailable)
+		})
+	}
+	return mux
+}
+
+// startingUp is the readiness of a worker that has not started.
+type startingUp struct{}
+
+func (startingUp) NotReady() []string {
+	return []string{"starting: the model is being resumed from snapshot.url (the log says what it waits for)"}
+}
+
+// swapHandler serves with the handler it was last set to: the server
+// answers from its first moment, and the worker's routes once it is
+// built.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(rw, r)
 }

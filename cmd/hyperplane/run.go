@@ -68,6 +68,25 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		}
 		defer ln.Close()
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := consumer.NewMetrics(reg)
+	serving := serve.NewMetrics(reg)
+	// The probes and the metrics answer while the model is resumed, which
+	// takes time for a large one and waits for a store that does not
+	// answer: the process is alive, and not ready.
+	var front swapHandler
+	var httpSrv *http.Server
+	served := make(chan error, 1)
+	if ln != nil {
+		front.set(startingHandler(reg, cfg.Serving() && cfg.Serve.HTTP))
+		httpSrv = &http.Server{Handler: &front, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
+		go func() { served <- httpSrv.Serve(ln) }()
+		log.Info("http listening", zap.String("addr", ln.Addr().String()))
+		// Once the worker has stopped and the server has shut down, or
+		// when start-up fails: closing a closed server does nothing.
+		defer httpSrv.Close()
+	}
 	p, err := openPipeline(ctx, cfg, log, workerUse)
 	if err != nil {
 		// A signal while it waits for the store is a stop, not a failure.
@@ -93,9 +112,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			p.group.LeaveBy(time.Unix(0, at).Add(timeout))
 		}
 	}()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := consumer.NewMetrics(reg)
 	if created := p.Resumed().Created; !created.IsZero() {
 		metrics.LastSnapshot.Set(float64(created.UnixNano()) / 1e9)
 	}
@@ -113,7 +129,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		w.OnWorker(func(worker *consumer.Worker) { started <- worker })
 	}
 	var srv *serve.Server
-	serving := serve.NewMetrics(reg)
 	switch {
 	case !cfg.Serving():
 	case cfg.Model.Scope == config.ScopePartition:
@@ -160,11 +175,9 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 		if cfg.Serve.HTTP {
 			predict = srv
 		}
-		ready := stopping{w, ctx}
-		srv := &http.Server{Handler: handler(reg, ready, predict), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
+		front.set(handler(reg, stopping{w, ctx}, predict))
 		g.Add(func() error {
-			log.Info("http listening", zap.String("addr", ln.Addr().String()))
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
 			}
 			return nil
@@ -175,7 +188,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started 
 			<-stopped
 			ctx, done := context.WithTimeout(context.Background(), httpShutdownTimeout)
 			defer done()
-			srv.Shutdown(ctx) //nolint:errcheck // the listener is gone either way
+			httpSrv.Shutdown(ctx) //nolint:errcheck // the listener is gone either way
 		})
 	}
 	if err := g.Run(); err != nil {

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/internal/wait"
+	"github.com/hyperplane-ml/hyperplane/serve"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/s3test"
 )
@@ -119,4 +121,57 @@ func TestStartWhileTheStoreIsDown(t *testing.T) {
 			waitsThenLearns(t, args, waiting, up, storeURL, topic, parts, n)
 		})
 	}
+}
+
+// TestProbesAnswerWhileWaitingForTheStore: a worker that starts while the
+// store is down answers on http.addr from the start: /healthz 200, as the
+// process is alive, /readyz 503 saying it starts, /metrics, and a
+// prediction request 503 with Retry-After; once the store is up it
+// resumes and is ready.
+func TestProbesAnswerWhileWaitingForTheStore(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "probed", 1)
+	srv, up := s3test.StartDown(t)
+	w := startRun(t, []string{"run", "--model.name", "m",
+		"--source.kind", "kafka", "--source.topics", "probed", "--source.group", "probed",
+		"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "127.0.0.1:0", "--log.format", "json",
+		"--snapshot.url", srv.URL(t), "--snapshot.interval", "100ms"})
+	w.wait(t, time.Minute, "a warning that the worker waits for the store", func() bool {
+		return strings.Contains(w.log(), "snapshot.url: the store does not answer at start-up; waiting for it")
+	})
+	addr := listenedAddr(w.stderr)
+	if addr == "" {
+		t.Fatalf("no http listening line while the worker waits for the store:\n%s", w.log())
+	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s while the worker waits for the store: %v", path, err)
+		}
+		return resp.StatusCode, string(readReply(t, resp, resp.StatusCode))
+	}
+	if code, body := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while the worker waits for the store: %d %q, want 200", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting: ") {
+		t.Errorf("/readyz while the worker waits for the store: %d %q, want 503 saying it starts", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `hyperplane_examples_total{result="correct"} 0`) {
+		t.Errorf("/metrics while the worker waits for the store: %d, want 200 with hyperplane_examples_total", code)
+	}
+	resp, err := http.Post("http://"+addr+serve.PredictPath, "application/json", strings.NewReader(`{"features":{"a":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readReply(t, resp, http.StatusServiceUnavailable); resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a prediction request while the worker waits for the store: %q without Retry-After", body)
+	}
+
+	up()
+	w.wait(t, time.Minute, "/readyz ready once the store is up", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+	w.stop(t)
 }
