@@ -654,8 +654,8 @@ func TestOpenWaitsForAStoreThatDoesNotAnswer(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		core, logs := observer.New(zap.WarnLevel)
 		_, err := open(context.Background(), storeAt(t, s3test.StartRefusing(t).URL(t)), false, true, zap.New(core))
-		if err == nil || !strings.HasPrefix(err.Error(), "snapshot.url: ") {
-			t.Fatalf("Open over a store that refuses: %v, want an error naming snapshot.url", err)
+		if err == nil || !strings.HasPrefix(err.Error(), "snapshot.url: the store refused") || errors.Is(err, snapshot.ErrUnavailable) {
+			t.Fatalf("Open over a store that refuses: %v, want an error naming snapshot.url and the refusal, not that the store did not answer", err)
 		}
 		if n := logs.FilterMessage(warning).Len(); n > 0 {
 			t.Errorf("a store that refuses was waited for (%d warnings)", n)

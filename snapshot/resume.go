@@ -96,7 +96,11 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	}
 	gens, err := store.Generations(ctx, model)
 	if err != nil {
-		return Resumed{}, fmt.Errorf("snapshot.url: %w: %w (check that the bucket or directory exists and that the credentials may list, read and write it)", ErrUnavailable, err)
+		const hint = "check that the bucket or directory exists and that the credentials may list, read and write it"
+		if Refused(err) {
+			return Resumed{}, fmt.Errorf("snapshot.url: the store refused to list the model's generations: %w (%s)", err, hint)
+		}
+		return Resumed{}, fmt.Errorf("snapshot.url: %w: %w (%s)", ErrUnavailable, err, hint)
 	}
 	var next uint64 = 1
 	if len(gens) > 0 {
