@@ -634,3 +634,50 @@ func TestEpochsNewHistoryOverABoundaryOfAnotherMix(t *testing.T) {
 		t.Fatalf("the new history's model %x, want that of the same runs without the boundary %x", got, want)
 	}
 }
+
+// TestEpochsRetainOverAStrayDamagedGeneration: a damaged generation far
+// above every epoch in the log (a stray key: no worker wrote it) is not
+// one the epochs rebuild. Continuing from a generation whose next
+// boundary the log holds (the worker that cut it killed before its
+// generation), they took it for one to rebuild and held retention until
+// they reached it, so the store kept every generation and the whole log;
+// now retention keeps snapshot.keep generations, the stray one among
+// them, as the epochs go on.
+func TestEpochsRetainOverAStrayDamagedGeneration(t *testing.T) {
+	data, bucket, store, cfg, _ := ranStore(t, func(c *consumer.EpochConfig) { c.Keep = 3 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := bucket.Delete(ctx, snapshot.Key("", "mixed", newestGeneration(t, store))); err != nil {
+		t.Fatal(err)
+	}
+	held := newestGeneration(t, store)
+	if _, _, err := epochlog.New(store).Boundary(ctx, "mixed", held+1); err != nil {
+		t.Fatalf("epoch %d's boundary: %v", held+1, err)
+	}
+	stray := held + 1_000_000
+	if err := bucket.WriteAll(ctx, snapshot.Key("", "mixed", stray), []byte("garbage"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 6 {
+		msgs, _ := messages(600)
+		data.Append(p, msgs...)
+	}
+
+	cfg.Damaged = []uint64{stray}
+	_, done := startEpochs(t, ctx, cfg, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, fmt.Sprintf("retention to delete generation %d and those below it", held), func() bool {
+		gens, err := store.Generations(ctx, "mixed")
+		return err == nil && len(gens) > 0 && gens[0] > held
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) > 3 || gens[len(gens)-1] != stray {
+		t.Fatalf("generations %v: want at most 3, the stray %d among them", gens, stray)
+	}
+}

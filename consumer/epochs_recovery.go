@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -22,15 +23,19 @@ import (
 // mixed. If it does not, the history above the model cannot be rebuilt,
 // and a new one begins from the model at its positions: at the first
 // epoch above the damaged ones whose boundary another worker began that
-// way, or else above every epoch in the log.
+// way, or else above every epoch in the log. Damaged generations above
+// every epoch in the log are not rebuilt (dropUnlogged).
 func (x *Epochs) overDamaged(ctx context.Context) error {
 	if len(x.cfg.Damaged) == 0 || x.cfg.Follow {
 		return nil
 	}
-	damaged := x.cfg.Damaged[len(x.cfg.Damaged)-1]
-	if damaged < x.epoch {
+	if x.cfg.Damaged[len(x.cfg.Damaged)-1] < x.epoch {
 		return nil
 	}
+	if err := x.dropUnlogged(ctx); err != nil || len(x.cfg.Damaged) == 0 {
+		return err
+	}
+	damaged := x.cfg.Damaged[len(x.cfg.Damaged)-1]
 	model := x.cfg.Worker.Model
 	held := zap.Uint64("generation", x.epoch-1)
 	if x.epoch == 1 {
@@ -67,6 +72,31 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 	}
 	x.log.Warn("damaged generations, and the epoch log no longer holds what they were learned from: a new history begins from the model held, at its positions; "+newHistoryRepeats,
 		zap.Uint64("damaged_up_to", damaged), held, zap.Uint64("epoch", start), zap.Any("positions", byName(x.from)))
+	return nil
+}
+
+// dropUnlogged takes out of cfg.Damaged the damaged generations above
+// every epoch in the log. No worker wrote them (a generation is written
+// after its epoch's boundary, which retention keeps while it is the
+// newest), so nothing rebuilds them; the epochs only pass them if they
+// reach them, writing over the one whose epoch's generation is due. Left
+// in, they would hold retention until then, and the store would keep
+// every generation and the whole log for as many epochs as they lie
+// ahead: for ever, for a stray key far above.
+func (x *Epochs) dropUnlogged(ctx context.Context) error {
+	epochs, err := x.logEpochs(ctx)
+	if err != nil || len(epochs) == 0 {
+		return err
+	}
+	last := epochs[len(epochs)-1]
+	i, _ := slices.BinarySearch(x.cfg.Damaged, last+1)
+	if i == len(x.cfg.Damaged) {
+		return nil
+	}
+	x.log.Warn("damaged generations above every epoch of the epoch log: no worker wrote them and nothing rebuilds them; "+
+		"retention counts them among snapshot.keep until they are deleted or written over: delete them from the store",
+		zap.String("model", x.cfg.Worker.Model), zap.Uint64("last_epoch", last), zap.Uint64s("generations", x.cfg.Damaged[i:]))
+	x.cfg.Damaged = x.cfg.Damaged[:i:i]
 	return nil
 }
 
