@@ -117,6 +117,16 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return configErr(err, map[string]string{"http.addr": "-http"})
 	}
+	// Bound before the previous demo's snapshots are removed, so that a
+	// taken port leaves them; the address is printed, since the default
+	// port is any free one.
+	ln, err := listenHTTP(cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("-http: %w (choose a free address, or -http '' to run without /metrics and the probes)", err)
+	}
+	if ln != nil {
+		defer ln.Close()
+	}
 	// Each demo streams a new stream: the previous demo's model would
 	// resume from positions this one does not have.
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
@@ -168,6 +178,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "hyperplane demo: an embedded NATS JetStream server at %s\n", ns.ClientURL())
+	if ln != nil {
+		fmt.Fprintf(e.stdout, "the worker's /metrics, /healthz, /readyz and POST /v1/predict at http://%s\n", ln.Addr())
+	}
 	fmt.Fprintf(e.stdout, "streaming %d generated examples (a hidden hyperplane, %.0f%% label noise) through the %s learner\n", n, o.Noise*100, cfg.Model.Learner.Algorithm)
 	var labels *feed.Labels
 	if labelDelay > 0 {
@@ -189,7 +202,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 
 	started := make(chan *consumer.Worker, 1)
 	served := make(chan error, 1)
-	go func() { served <- runWorker(ctx, cfg, zap.NewNop(), started) }()
+	go func() { served <- runWorker(ctx, cfg, zap.NewNop(), ln, started) }()
 	var w *consumer.Worker
 	select {
 	case w = <-started:

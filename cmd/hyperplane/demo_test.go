@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -235,6 +237,42 @@ func TestDemoWithClasses(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, stderr)
 	}
 	checkDemoSummary(t, out, 3000, 0)
+}
+
+// TestDemoPrintsHTTPAddress: the demo says where its HTTP server
+// answers, and it answers there. Its default -http is any free port of
+// 127.0.0.1, which the demo did not print: /metrics, the probes and
+// POST /v1/predict could not be reached.
+func TestDemoPrintsHTTPAddress(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut lockedBuffer
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, []string{"demo", "-examples", "1000000", "-rate", "2000", "-data", t.TempDir()},
+			func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+	}()
+	address := regexp.MustCompile(`POST /v1/predict at (http://127\.0\.0\.1:[0-9]+)\n`)
+	waitRunning(t, time.Minute, "the demo's first progress line", stopped, &errOut, func() bool {
+		return strings.Contains(errOut.String(), "/1000000 examples")
+	})
+	m := address.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("the demo does not say where its HTTP server answers:\n%s", out.String())
+	}
+	resp, err := http.Get(m[1] + "/metrics")
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", m[1], err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "hyperplane_examples_total") {
+		t.Fatalf("GET %s/metrics: %d, %v:\n%.500s", m[1], resp.StatusCode, err, body)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("the interrupted demo: %v\nstderr:\n%s", err, errOut.String())
+	}
 }
 
 // TestDemoInterrupted: Ctrl-C stops the demo as it stops run, cleanly and

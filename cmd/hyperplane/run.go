@@ -39,9 +39,23 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return invalidConfig(e, args, err)
 	}
+	// The port first: a taken one is the quickest start-up error to report.
+	ln, err := listenHTTP(cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("http.addr: %w (choose a free address, or set http.addr empty to run without /metrics and the probes)", err)
+	}
 	log := newLogger(cfg.Log, e.stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-	return runWorker(ctx, cfg, log, nil)
+	return runWorker(ctx, cfg, log, ln, nil)
+}
+
+// listenHTTP opens the listener of the worker's HTTP server on addr, or
+// none (nil) when addr is empty.
+func listenHTTP(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	return net.Listen("tcp", addr)
 }
 
 // httpShutdownTimeout bounds how long the HTTP server waits for the
@@ -57,15 +71,11 @@ const httpIdleTimeout = 2 * time.Minute
 // HTTP server (the probes, the metrics and prediction requests), its NATS
 // service and its lag reporter until ctx is done or one of them stops,
 // which stops the others; it returns the first error any of them stopped
-// with. started, if not nil, receives the worker once it is built.
-func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, started chan<- *consumer.Worker) error {
-	// The port first: a taken one is the quickest start-up error to report.
-	var ln net.Listener
-	if cfg.HTTP.Addr != "" {
-		var err error
-		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
-			return fmt.Errorf("http.addr: %w (choose a free address, or set http.addr empty to run without /metrics and the probes)", err)
-		}
+// with. The HTTP server answers on ln (listenHTTP's; nil: no HTTP server),
+// which runWorker closes. started, if not nil, receives the worker once it
+// is built.
+func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.Listener, started chan<- *consumer.Worker) error {
+	if ln != nil {
 		defer ln.Close()
 	}
 	reg := prometheus.NewRegistry()
