@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -205,8 +206,15 @@ func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, 
 		}
 		if len(gens) > 0 {
 			s, err := store.Latest(ctx, model, log)
-			if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				if other, gen := heldModel(dir, gens); other != "" && other != model {
+					return nil, fmt.Errorf("%s holds snapshots of model %s, and a model's directory is named after its model: rename it %s, or name one generation's file (%s)",
+						dir, other, other, filepath.Join(dir, generationFile(gen)))
+				}
 				return nil, fmt.Errorf("%s: %w (every generation there is damaged)", dir, err)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", dir, err)
 			}
 			return s, nil
 		}
@@ -221,6 +229,29 @@ func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, 
 	}
 	err := fmt.Errorf("no snapshot in %s (a model's directory holds <generation, 20 digits>.msgpack files)", dir)
 	return nil, withModelsNear(ctx, filepath.Dir(dir), err)
+}
+
+// heldModel is the model that the newest readable generation of gens in
+// dir names, and that generation; "" if none is readable. A model's
+// directory copied under another name holds snapshots that Store.Load
+// refuses for naming another model than their key.
+func heldModel(dir string, gens []uint64) (string, uint64) {
+	for _, gen := range slices.Backward(gens) {
+		data, err := os.ReadFile(filepath.Join(dir, generationFile(gen)))
+		if err != nil {
+			continue
+		}
+		if s, err := Unmarshal(data); err == nil {
+			return s.Model, gen
+		}
+	}
+	return "", 0
+}
+
+// generationFile is the name of generation gen's file in its model's
+// directory of a file store.
+func generationFile(gen uint64) string {
+	return fmt.Sprintf("%0*d%s", generationDigits, gen, keyExt)
 }
 
 // withModelsNear adds to err, which says that a model is not where it was

@@ -106,6 +106,38 @@ func TestLoadFindsSnapshots(t *testing.T) {
 	}
 }
 
+// TestLoadCopiedModelDirectory: a model's directory copied under another
+// name holds snapshots of the model it was copied from, which Load of the
+// copy refuses; the error says so and what to do, where it said that
+// every generation there was damaged.
+func TestLoadCopiedModelDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := learner.DefaultConfig()
+	cfg.HashBits = 6
+	s := snap(train(t, cfg, 100).State())
+	s.Model, s.Generation = "clicks", 2
+	copied := filepath.Join(dir, "clicks-backup")
+	if err := os.MkdirAll(copied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.WriteFile(filepath.Join(copied, "00000000000000000002.msgpack"), s); err != nil {
+		t.Fatal(err)
+	}
+	_, err := snapshot.Load(ctx, copied)
+	if err == nil {
+		t.Fatal("Load of a copied model directory: no error")
+	}
+	for _, w := range []string{copied + " holds snapshots of model clicks", "rename it clicks", filepath.Join(copied, "00000000000000000002.msgpack")} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Load of a copied model directory: %v\ndoes not say %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "damaged") {
+		t.Errorf("Load of a copied model directory: %v\ncalls an undamaged snapshot damaged", err)
+	}
+}
+
 // TestWriteFileReplaces: WriteFile over an existing file replaces it
 // whole and leaves no temporary file beside it; into a missing directory
 // it fails.
