@@ -167,6 +167,18 @@ func (p *proc) metric(name string) float64 {
 	return v
 }
 
+// hasMetric reports whether /metrics has a series name: the worker's
+// appear once it has resumed its model.
+func (p *proc) hasMetric(name string) bool {
+	resp, err := http.Get("http://" + p.httpAddr() + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` `).Match(body)
+}
+
 // ready reports /readyz.
 func (p *proc) ready() bool {
 	resp, err := http.Get("http://" + p.httpAddr() + "/readyz")

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +46,8 @@ snapshot:
 	}
 
 	second := start(t, "run", "--config", cfg)
-	wait.For(t, time.Minute, 50*time.Millisecond, "/metrics", func() bool { return !math.IsNaN(second.metric("hyperplane_model_version")) })
+	// The worker's metrics appear once it has resumed the model.
+	wait.For(t, time.Minute, 50*time.Millisecond, "the worker's /metrics", func() bool { return second.hasMetric("hyperplane_model_version") })
 	if got := second.metric("hyperplane_model_version"); got != version {
 		t.Errorf("after the restart hyperplane_model_version is %v, the restored model's %v", got, version)
 	}

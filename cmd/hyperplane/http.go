@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hyperplane-ml/hyperplane/serve"
@@ -37,9 +38,13 @@ func handler(reg *prometheus.Registry, w interface{ NotReady() []string }, predi
 
 // startingHandler is handler while the worker starts (it resumes its
 // model, and waits for a store that does not answer): the process is
-// alive, /readyz says it starts, /metrics answers from reg, and, if
-// predicts, a prediction request is told to come back (503, Retry-After).
-func startingHandler(reg *prometheus.Registry, predicts bool) http.Handler {
+// alive, /readyz says it starts, /metrics has the process's metrics alone
+// (the worker's appear once it has resumed the model they report on),
+// and, if predicts, a prediction request is told to come back (503,
+// Retry-After).
+func startingHandler(predicts bool) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/", handler(reg, startingUp{}, nil))
 	if predicts {

@@ -26,11 +26,16 @@ func TestExamplesTotalAtZeroBeforeTheFirstExample(t *testing.T) {
 		"--http.addr", "127.0.0.1:0", "--log.format", "json"})
 	var addr string
 	w.wait(t, time.Minute, "the http listening line", func() bool { addr = listenedAddr(w.stderr); return addr != "" })
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(readReply(t, resp, http.StatusOK))
+	// The worker's metrics appear once it has resumed its model.
+	var page string
+	w.wait(t, time.Minute, "the worker's metrics", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page = string(readReply(t, resp, http.StatusOK))
+		return strings.Contains(page, "hyperplane_model_version ")
+	})
 	for _, result := range []string{"correct", "mistake", "unlabeled"} {
 		line := `hyperplane_examples_total{result="` + result + `"} 0`
 		if !strings.Contains(page, line+"\n") {

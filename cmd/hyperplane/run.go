@@ -78,18 +78,14 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.L
 	if ln != nil {
 		defer ln.Close()
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := consumer.NewMetrics(reg)
-	serving := serve.NewMetrics(reg)
-	// The probes and the metrics answer while the model is resumed, which
-	// takes time for a large one and waits for a store that does not
-	// answer: the process is alive, and not ready.
+	// The probes answer while the model is resumed, which takes time for a
+	// large one and waits for a store that does not answer: the process is
+	// alive, and not ready.
 	var front swapHandler
 	var httpSrv *http.Server
 	served := make(chan error, 1)
 	if ln != nil {
-		front.set(startingHandler(reg, cfg.Serving() && cfg.Serve.HTTP))
+		front.set(startingHandler(cfg.Serving() && cfg.Serve.HTTP))
 		httpSrv = &http.Server{Handler: &front, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
 		go func() { served <- httpSrv.Serve(ln) }()
 		log.Info("http listening", zap.String("addr", ln.Addr().String()))
@@ -107,6 +103,10 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.L
 		return err
 	}
 	defer p.close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := consumer.NewMetrics(reg)
+	serving := serve.NewMetrics(reg)
 	// Leaving the consumer group, as p.close does, is part of the
 	// shutdown, which has shutdown.timeout from the signal on. The group
 	// is joined once the engine asks whose the shards are.
