@@ -5,6 +5,7 @@ package brokers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -126,6 +127,11 @@ func (b *Clients) openSource(ctx context.Context, section string, s config.Sourc
 			return nil, err
 		}
 		if src, err = kafkaio.NewSource(ctx, kc, s.Topics, group, positions, s.Start, b.log); err != nil {
+			if errors.Is(err, consumer.ErrFatal) {
+				// The brokers answered: the log no longer holds what
+				// the model needs, which no setting of theirs mends.
+				return nil, fmt.Errorf("%s: %w", section, err)
+			}
 			return nil, fmt.Errorf("%s: %w (check kafka.brokers, that the brokers are up, and that every topic of %s.topics exists)", section, err, section)
 		}
 	case config.KindJetStream:

@@ -6,9 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hyperplane-ml/hyperplane/config"
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 )
@@ -100,5 +104,42 @@ func TestLabelsTopicMissing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "every topic of labels.topics exists") || strings.Contains(err.Error(), "source") {
 			t.Errorf("source topic %s, labels' topic missing: %v, want an error that names labels.topics and not the source", topic, err)
 		}
+	}
+}
+
+// TestSourceRetentionGap: a model whose next offset the broker no longer
+// holds is refused with the offsets deleted, and without the advice for an
+// unreachable broker or a missing topic, since the broker answered.
+func TestSourceRetentionGap(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "examples", 1)
+	cl := c.Client(t)
+	for range 3 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "examples", Value: []byte(`{"label":1,"x":[1]}`)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "examples"
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Offset = 2
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	s := config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	_, err = b.Source(context.Background(), s, "", map[string]int64{"kafka:examples/0": 1})
+	if err == nil || !errors.Is(err, consumer.ErrFatal) || !strings.Contains(err.Error(), "refusing to skip") || strings.Contains(err.Error(), "check kafka.brokers") {
+		t.Errorf("resuming at offset 1 of a partition that begins at 2: %v, want the gap named, without advice about the brokers", err)
 	}
 }
