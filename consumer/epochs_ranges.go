@@ -20,10 +20,17 @@ import (
 // learnOwned learns every range of b this worker owns whose result is not
 // in the log yet, each on its own goroutine.
 func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.Shards))
+	// causes are the failures that came before any range was cancelled:
+	// the ranges a failure cancels return whatever their broker client
+	// makes of it ("context canceled", or worse), which says nothing of
+	// why they stopped.
+	var causesMu sync.Mutex
+	var causes []error
 	owned := 0
 	for _, r := range b.Shards {
 		if x.owns(r.Shard) {
@@ -53,7 +60,12 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 			err := x.learnRange(ctx, b, sha, r)
 			if err != nil && !errors.Is(err, errRevoked) {
 				errs[i] = err
+				causesMu.Lock()
+				if ctx.Err() == nil {
+					causes = append(causes, err)
+				}
 				cancel()
+				causesMu.Unlock()
 			}
 		}()
 	}
@@ -61,6 +73,9 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	close(finished)
 	if em != nil {
 		<-em.done
+	}
+	if parent.Err() == nil && len(causes) > 0 {
+		return errors.Join(causes...)
 	}
 	return errors.Join(errs...)
 }
