@@ -133,13 +133,13 @@ type body struct {
 
 	// Epoch keys, omitted when zero: a snapshot outside the epoch log
 	// encodes as it did before they existed.
-	Epoch          uint64  `msgpack:"epoch,omitempty"`
-	ConfigDigest   []byte  `msgpack:"config_digest,omitempty"`
-	Boundary       []Range `msgpack:"boundary,omitempty"`
-	BoundarySHA256 []byte  `msgpack:"boundary_sha256,omitempty"`
-	BaseSHA256     []byte  `msgpack:"base_sha256,omitempty"`
-	Scope          string  `msgpack:"scope,omitempty"`
-	Shard          string  `msgpack:"shard,omitempty"`
+	Epoch          uint64         `msgpack:"epoch,omitempty"`
+	ConfigDigest   []byte         `msgpack:"config_digest,omitempty"`
+	Boundary       records[Range] `msgpack:"boundary,omitempty"`
+	BoundarySHA256 []byte         `msgpack:"boundary_sha256,omitempty"`
+	BaseSHA256     []byte         `msgpack:"base_sha256,omitempty"`
+	Scope          string         `msgpack:"scope,omitempty"`
+	Shard          string         `msgpack:"shard,omitempty"`
 
 	Join  msgpack.RawMessage            `msgpack:"join,omitempty"`
 	Joins map[string]msgpack.RawMessage `msgpack:"joins,omitempty"`
@@ -163,20 +163,20 @@ type stateBody struct {
 	Window         []byte  `msgpack:"window"` // one byte per slot: 1 correct, 0 not
 	WindowNext     int     `msgpack:"window_next"`
 
-	Weights      []byte          `msgpack:"weights"`
-	Bias         []byte          `msgpack:"bias"`
-	Scale        float64         `msgpack:"scale,omitempty"`
-	VNorm2       float64         `msgpack:"vnorm2,omitempty"`
-	SumWeights   []byte          `msgpack:"sum_weights,omitempty"`
-	SumBias      []byte          `msgpack:"sum_bias,omitempty"`
-	Variance     []byte          `msgpack:"variance,omitempty"`
-	VarianceBias float64         `msgpack:"variance_bias,omitempty"`
-	PendingIndex []byte          `msgpack:"pending_index,omitempty"`
-	PendingValue []byte          `msgpack:"pending_value,omitempty"`
-	PendingBias  []byte          `msgpack:"pending_bias,omitempty"`
-	Support      []supportVector `msgpack:"support,omitempty"`
-	SupportNext  int             `msgpack:"support_next,omitempty"`
-	KernelR2     float64         `msgpack:"kernel_r2,omitempty"`
+	Weights      []byte                 `msgpack:"weights"`
+	Bias         []byte                 `msgpack:"bias"`
+	Scale        float64                `msgpack:"scale,omitempty"`
+	VNorm2       float64                `msgpack:"vnorm2,omitempty"`
+	SumWeights   []byte                 `msgpack:"sum_weights,omitempty"`
+	SumBias      []byte                 `msgpack:"sum_bias,omitempty"`
+	Variance     []byte                 `msgpack:"variance,omitempty"`
+	VarianceBias float64                `msgpack:"variance_bias,omitempty"`
+	PendingIndex []byte                 `msgpack:"pending_index,omitempty"`
+	PendingValue []byte                 `msgpack:"pending_value,omitempty"`
+	PendingBias  []byte                 `msgpack:"pending_bias,omitempty"`
+	Support      records[supportVector] `msgpack:"support,omitempty"`
+	SupportNext  int                    `msgpack:"support_next,omitempty"`
+	KernelR2     float64                `msgpack:"kernel_r2,omitempty"`
 	// Detector is the change detector's state, omitted when fresh.
 	Detector *detectorBody `msgpack:"detector,omitempty"`
 
@@ -191,12 +191,12 @@ type stateBody struct {
 
 	// Challengers are the model's challengers, omitted when it has
 	// none, so that such a model encodes as it did before they existed.
-	Challengers []challengerBody `msgpack:"challengers,omitempty"`
+	Challengers records[challengerBody] `msgpack:"challengers,omitempty"`
 
 	// Promotions are the model's history of promotions, omitted when it
 	// was never promoted, so that such a model encodes as it did before
 	// they existed.
-	Promotions []promotionBody `msgpack:"promotions,omitempty"`
+	Promotions records[promotionBody] `msgpack:"promotions,omitempty"`
 }
 
 // promotionBody is the wire form of a learner.Promotion.
@@ -783,6 +783,59 @@ func checkShape(what string, data []byte) error {
 			return fmt.Errorf("%w: %d bytes follow %s, which ends at byte %d of %d", ErrCorrupt, len(data)-i, what, i, len(data))
 		}
 	}
+	return nil
+}
+
+// records is an array of the body's structs (record names its key). The
+// decoder makes a whole struct for each element before anything checks
+// it, hundreds of bytes for a challenger, so that an array of one-byte
+// elements (nil, or an empty map) would have a stored object of a few
+// megabytes take gigabytes of memory, which no recover catches. An
+// element stored in fewer bytes than 1/recordGrowth of its struct, less
+// than a writer ever stores one in, is refused as soon as it is read:
+// decoded, the elements take at most recordGrowth times their bytes.
+type records[T record] []T
+
+// record is an element of records: its key names it in errors.
+type record interface{ recordKey() string }
+
+func (supportVector) recordKey() string  { return "support" }
+func (challengerBody) recordKey() string { return "challengers" }
+func (promotionBody) recordKey() string  { return "promotions" }
+func (Range) recordKey() string          { return "boundary" }
+
+// recordGrowth bounds the memory a decoded element of records takes, in
+// multiples of the bytes it is stored in.
+const recordGrowth = 8
+
+// DecodeMsgpack decodes the array element by element. It measures what
+// each takes when dec reads from memory, as msgpack.Unmarshal's does,
+// which is how every stored object is decoded.
+func (r *records[T]) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 0 {
+		*r = nil
+		return err
+	}
+	var zero T
+	least := max(1, int(reflect.TypeFor[T]().Size())/recordGrowth)
+	stored, measured := dec.Buffered().(interface{ Len() int })
+	var out []T
+	for i := range n {
+		var before int
+		if measured {
+			before = stored.Len()
+		}
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%s: element %d: %w", zero.recordKey(), i, err)
+		}
+		if measured && before-stored.Len() < least {
+			return fmt.Errorf("%s: element %d is stored in %d bytes, and every one takes at least %d", zero.recordKey(), i, before-stored.Len(), least)
+		}
+		out = append(out, v)
+	}
+	*r = out
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -608,6 +609,35 @@ func TestHugeCountIsCorrupt(t *testing.T) {
 	invalid := reseal(t, map[string]any{"x": msgpack.RawMessage{0xc1}})
 	if _, err := snapshot.Unmarshal(invalid); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "no msgpack type") {
 		t.Errorf("a body holding 0xc1: got %v, want ErrCorrupt naming the byte", err)
+	}
+}
+
+// TestTinyElementsAreCorrupt: an array of the body's structs whose
+// elements are one byte each (nil), in a body with a valid checksum, is
+// refused as corrupt, naming the key, without decoding a struct for each:
+// a body of a megabyte used to take a gigabyte for its challengers.
+func TestTinyElementsAreCorrupt(t *testing.T) {
+	const n = 1 << 18
+	valid, err := snapshot.Marshal(epochSnap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"challengers", "support", "boundary", "promotions"} {
+		t.Run(key, func(t *testing.T) {
+			body := bodyOf(t, valid)
+			body[key] = make([]any, n)
+			data := reseal(t, body)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := snapshot.Unmarshal(data)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), key+": element 0 is stored in 1 bytes") {
+				t.Errorf("%s of %d nils: got %v, want ErrCorrupt naming %s's element 0", key, n, err, key)
+			}
+			if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 8*uint64(len(data)) {
+				t.Errorf("%s of %d nils: %d bytes allocated for a snapshot of %d", key, n, allocated, len(data))
+			}
+		})
 	}
 }
 
