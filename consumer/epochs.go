@@ -62,7 +62,11 @@ type EpochConfig struct {
 	// range of an epoch keeps their results and writes none
 	// (docs/scale-out.md, E4). nil means others may.
 	Alone func() bool
-	Log   EpochLog
+	// Failure, if set, reports why this worker takes part in no
+	// assignment (kafka.Group.Failure): the worker is not ready while it
+	// is not nil.
+	Failure func() error
+	Log     EpochLog
 	// Writer names this worker in what it writes.
 	Writer string
 	// ConfigDigest is the digest of the history configuration
@@ -376,6 +380,7 @@ func (x *Epochs) Positions() map[string]int64 {
 // cannot publish its outputs.
 func (x *Epochs) NotReady() []string {
 	reasons := x.readiness.reasons()
+	reasons = withFailure(reasons, x.cfg.Failure)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	add := func(w *Worker) {

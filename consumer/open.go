@@ -121,6 +121,7 @@ type Ownership struct {
 	Changed func() <-chan struct{}
 	Settled func() bool
 	Alone   func() bool
+	Failure func() error
 }
 
 // Pipeline is a model resumed from its store, with what it is learned
@@ -710,7 +711,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	if err != nil {
 		return nil, err
 	}
-	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled, ecfg.Alone = own.Owned, own.Commit, own.Changed, own.Settled, own.Alone
+	ecfg.Owned, ecfg.Commit, ecfg.Changed, ecfg.Settled, ecfg.Alone, ecfg.Failure = own.Owned, own.Commit, own.Changed, own.Settled, own.Alone, own.Failure
 	return NewEpochs(ecfg, m, e, prev, positions, metrics, log), nil
 }
 
@@ -795,6 +796,6 @@ func (p *Pipeline) partitions(metrics *Metrics) (*Partitions, error) {
 	if err != nil {
 		return nil, err
 	}
-	pcfg.Owned, pcfg.Changed, pcfg.Settled = own.Owned, own.Changed, own.Settled
+	pcfg.Owned, pcfg.Changed, pcfg.Settled, pcfg.Failure = own.Owned, own.Changed, own.Settled, own.Failure
 	return NewPartitions(pcfg, metrics, log), nil
 }

@@ -37,6 +37,10 @@ type PartitionsConfig struct {
 	// before the first (the consumer group not joined yet) and between
 	// two (kafka.Group.Settled). nil means Owned always is one.
 	Settled func() bool
+	// Failure, if set, reports why this worker takes part in no
+	// assignment (kafka.Group.Failure): the worker is not ready while it
+	// is not nil.
+	Failure func() error
 	// Open opens the shard's chain (Chain). The caller builds it with
 	// snapshot.Resume on store.Sub of the shard's tree
 	// (docs/scale-out.md, section 6), marking the snapshotter's fatal
@@ -205,7 +209,7 @@ func (p *Partitions) learned() map[shardid.ID]int64 {
 // two workers, while ownership moves or its chain is reloaded, does not
 // make it not ready.
 func (p *Partitions) NotReady() []string {
-	reasons := p.readiness.reasons()
+	reasons := withFailure(p.readiness.reasons(), p.cfg.Failure)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.assigned && len(reasons) == 0 {

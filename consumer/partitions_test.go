@@ -850,3 +850,37 @@ func TestPartitionsBeforeTheFirstAssignment(t *testing.T) {
 	}
 	stopPartitions(t, "a", cancel, done)
 }
+
+// TestPartitionsNotReadyWhileTheGroupFails: a worker whose consumer group
+// fails to take it in (PartitionsConfig.Failure: another application's
+// consumers in the group, say) is not ready, with the group's error, and
+// ready again once it takes part.
+func TestPartitionsNotReadyWhileTheGroupFails(t *testing.T) {
+	r := newPartitionRig(t)
+	own := newOwnership()
+	own.set(map[string]string{r.log.Key(0): "a", r.log.Key(1): "a", r.log.Key(2): "a"})
+	var failure atomic.Pointer[error]
+	cfg := r.config(t, "a")
+	cfg.Owned, cfg.Changed = own.owned("a"), own.changes
+	cfg.Failure = func() error {
+		if err := failure.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
+	p := consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPartitions(ctx, p)
+	dones := map[string]<-chan error{"a": done}
+	waitRunning(t, "ready", dones, func() bool { return len(p.NotReady()) == 0 })
+	err := errors.New("consumer group g: [23] Inconsistent Group Protocol")
+	failure.Store(&err)
+	if got := p.NotReady(); !slices.Contains(got, "source: "+err.Error()) {
+		t.Fatalf("NotReady while the group fails: %q, want the group's error", got)
+	}
+	failure.Store(nil)
+	if got := p.NotReady(); len(got) != 0 {
+		t.Fatalf("NotReady once the group takes the worker in: %q", got)
+	}
+	stopPartitions(t, "a", cancel, done)
+}

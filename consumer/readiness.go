@@ -61,3 +61,15 @@ func (r *readiness) reasons() []string {
 	slices.Sort(out)
 	return out
 }
+
+// withFailure adds to reasons the source's reason for failure, why the
+// worker takes part in no assignment of its shards, if it reports one.
+func withFailure(reasons []string, failure func() error) []string {
+	if failure == nil {
+		return reasons
+	}
+	if err := failure(); err != nil {
+		reasons = append(reasons, NotReadySource+": "+err.Error())
+	}
+	return reasons
+}

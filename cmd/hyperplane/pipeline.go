@@ -299,7 +299,7 @@ func (p *pipeline) ownership(cfg config.Config, log *zap.Logger) (consumer.Owner
 			return consumer.Ownership{}, fmt.Errorf("source.group: %w", err)
 		}
 		p.group = group
-		return consumer.Ownership{Owned: group.Owned, Commit: group.Commit, Changed: group.Changed, Settled: group.Settled, Alone: group.Alone}, nil
+		return consumer.Ownership{Owned: group.Owned, Commit: group.Commit, Changed: group.Changed, Settled: group.Settled, Alone: group.Alone, Failure: group.Failure}, nil
 	}
 	// A partitioned stream's partitions are assigned statically.
 	owned, err := cfg.OwnedPartitions(config.Hostname())

@@ -175,6 +175,9 @@ type Group struct {
 	cur     *generation   // the current generation; nil between generations
 	changed chan struct{} // closed, and replaced, when cur changes
 	closed  bool
+	// failed is why the last attempt to take part in a generation failed,
+	// until one begins (Failure).
+	failed error
 }
 
 // generation is one generation of the group as this member sees it.
@@ -309,6 +312,7 @@ func (g *Group) run(ctx context.Context) {
 			// unreachable, say): a dynamic member leaves, so that its
 			// old member id waits for no session; a static member keeps
 			// its place for the next try.
+			g.fail(err)
 			if m.instance == "" {
 				g.leave(m)
 				m.id = ""
@@ -627,6 +631,7 @@ func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts 
 	}
 	g.mu.Lock()
 	g.cur = cur
+	g.failed = nil
 	g.signal()
 	g.mu.Unlock()
 	g.log.Info("kafka consumer group generation",
@@ -698,6 +703,28 @@ func (g *Group) debugf(format string, args ...any) {
 // warning, at most one every errorLogEvery.
 func (g *Group) errorf(format string, args ...any) {
 	g.errLog.Printf(format, args...)
+}
+
+// fail records err as why the member takes part in no generation.
+func (g *Group) fail(err error) {
+	if errors.Is(err, kafkago.InconsistentGroupProtocol) {
+		err = fmt.Errorf("%w (the group's other members consume by another protocol: another application's consumers in group %s? give this model a group of its own, source.group)", err, g.id)
+	}
+	g.mu.Lock()
+	g.failed = fmt.Errorf("consumer group %s: %w", g.id, err)
+	g.mu.Unlock()
+}
+
+// Failure reports why the member takes part in no generation: the error
+// of its last attempt (the coordinator unreachable, a group whose other
+// members consume by another protocol), until a generation begins. It is
+// nil while the member is in a generation, and while the group protocol
+// moves it from one to the next (a rebalance). It fits
+// consumer.Ownership.Failure.
+func (g *Group) Failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.failed
 }
 
 // Owned returns the shards "kafka:<topic>/<partition>" assigned to this

@@ -517,3 +517,41 @@ func TestGroupCoordinatorOutage(t *testing.T) {
 	_, took = settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return slices.Equal(owned[0], all) })
 	t.Logf("the member owned every partition again %v after the broker came back", took)
 }
+
+// TestGroupFailureInAGroupOfAnotherProtocol: a member whose group holds
+// another application's consumers, which consume by another protocol,
+// takes part in no generation and says why (Failure), naming the group
+// and source.group, where it owned nothing without a word; once they
+// leave, it joins, and Failure is nil again.
+func TestGroupFailureInAGroupOfAnotherProtocol(t *testing.T) {
+	c := groupCluster(t, 2)
+	other := c.Client(t, kgo.ConsumerGroup("shared"), kgo.ConsumeTopics("t"))
+	wait.For(t, settleWithin, 10*time.Millisecond, "the other application's consumer in the group", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		other.PollFetches(ctx)
+		_, generation := other.GroupMetadata()
+		return generation >= 0
+	})
+
+	g := join(t, c, "shared", "worker", "t")
+	wait.For(t, settleWithin, 10*time.Millisecond, "the member's failure to join", func() bool { return g.Failure() != nil })
+	err := g.Failure()
+	for _, w := range []string{"consumer group shared", "another protocol", "source.group"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Failure in a group of another protocol: %v, want it to say %q", err, w)
+		}
+	}
+	if !errors.Is(err, kerr.InconsistentGroupProtocol) && !strings.Contains(err.Error(), "Inconsistent Group Protocol") {
+		t.Errorf("Failure in a group of another protocol: %v, want the coordinator's error", err)
+	}
+	if g.Settled() || len(g.Owned()) != 0 {
+		t.Fatalf("a member of a group of another protocol is settled (%v) owning %q", g.Settled(), g.Owned())
+	}
+
+	other.LeaveGroup()
+	settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return len(owned[0]) == 2 })
+	if err := g.Failure(); err != nil {
+		t.Fatalf("Failure of a member in a generation: %v", err)
+	}
+}
