@@ -220,7 +220,7 @@ func (l Labels) notBinary(text string) string {
 	if len(l.names()) == 2 {
 		return fmt.Sprintf("%s is not a binary label (want 1/-1, 0/1, true/false or %q/%q)", text, l.names()[0], l.names()[1])
 	}
-	return text + " is not a binary label (want 1/-1, 0/1 or true/false; a model of more classes names them in model.learner.classes, or train's -classes)"
+	return text + " is not a binary label (want 1/-1, 0/1 or true/false; more classes are named in model.learner.classes, train's -classes)"
 }
 
 // notClass is the problem of text, which is no class of a multiclass

@@ -116,8 +116,8 @@ func TestLabelsProblems(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"binary number", binary.Labels().NumberProblem(2, "2"), "2 is not a binary label (want 1/-1, 0/1 or true/false; a model of more classes names them in model.learner.classes, or train's -classes)"},
-		{"binary name", binary.Labels().NameProblem(`"1"`), `"1" is not a binary label (want 1/-1, 0/1 or true/false; a model of more classes names them in model.learner.classes, or train's -classes)`},
+		{"binary number", binary.Labels().NumberProblem(2, "2"), "2 is not a binary label (want 1/-1, 0/1 or true/false; more classes are named in model.learner.classes, train's -classes)"},
+		{"binary name", binary.Labels().NameProblem(`"1"`), `"1" is not a binary label (want 1/-1, 0/1 or true/false; more classes are named in model.learner.classes, train's -classes)`},
 		{"binary type", binary.Labels().TypeProblem("array"), "value is not a number, boolean or class name (got array)"},
 		{"named number", named.Labels().NumberProblem(3, "3"), `3 is not a binary label (want 1/-1, 0/1, true/false or "neg"/"pos")`},
 		{"named name", named.Labels().NameProblem(`"maybe"`), `"maybe" is not a binary label (want 1/-1, 0/1, true/false or "neg"/"pos")`},
