@@ -98,7 +98,9 @@ func Resume(ctx context.Context, store *Store, model string, cfg learner.Config,
 	if err != nil {
 		const hint = "check that the bucket or directory exists and that the credentials may list, read and write it"
 		if Refused(err) {
-			return Resumed{}, fmt.Errorf("snapshot.url: the store refused to list the model's generations: %w (%s)", err, hint)
+			// Still ErrUnavailable to those who retry a read while it
+			// fails (credentials may be mended), worded as what it is.
+			return Resumed{}, unavailable{fmt.Errorf("snapshot.url: the store refused to list the model's generations: %w (%s)", err, hint)}
 		}
 		return Resumed{}, fmt.Errorf("snapshot.url: %w: %w (%s)", ErrUnavailable, err, hint)
 	}

@@ -42,6 +42,15 @@ var ErrNotFound = errors.New("no snapshot")
 // of what it holds, the same resume may succeed once the store is back.
 var ErrUnavailable = errors.New("the store did not answer")
 
+// unavailable is ErrUnavailable with the words of its error alone: a
+// refusal, which says what it is rather than that the store did not
+// answer.
+type unavailable struct{ error }
+
+func (u unavailable) Is(target error) bool { return target == ErrUnavailable }
+
+func (u unavailable) Unwrap() error { return u.error }
+
 // Refused reports whether err, from the store, is its refusal of the
 // request itself rather than a failure to answer it: credentials it does
 // not accept or that may not use the bucket, a bucket or container that
