@@ -38,10 +38,13 @@ func (r *readiness) fail(reason, why string) {
 	r.failing[reason] = why
 }
 
-func (r *readiness) ok(reason string) {
+// ok marks reason fine, and reports whether it was failing.
+func (r *readiness) ok(reason string) (was bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	_, was = r.failing[reason]
 	delete(r.failing, reason)
+	return was
 }
 
 func (r *readiness) ready() bool {

@@ -1394,7 +1394,9 @@ func (w *Worker) complete(ctx context.Context, bo *retry.Backoff, f *inFlight) e
 			}
 		}
 	}
-	w.readiness.ok(NotReadyOutputs)
+	if w.readiness.ok(NotReadyOutputs) {
+		w.log.Info("outputs are published again; consumption resumed")
+	}
 	w.mu.Lock()
 	for _, g := range f.group {
 		maps.Copy(w.published, g.resume)

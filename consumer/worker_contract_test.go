@@ -17,7 +17,10 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // These tests pin the worker's own promises on an in-memory source and
@@ -63,6 +66,8 @@ func (c *snapshots) newest() map[string]int64 {
 // memWorker is a worker over an in-memory log of msgs with one partition.
 type memWorker struct {
 	*consumer.Worker
+	// logs holds what the worker logged at Info and above.
+	logs *observer.ObservedLogs
 	log  *memory.Log
 	src  *memory.Source
 	sink *memory.Sink
@@ -81,7 +86,9 @@ func startMemWorker(t *testing.T, cfg consumer.WorkerConfig, msgs [][]byte) *mem
 	if cfg.Batch == 0 {
 		cfg.Batch = 16
 	}
-	m.Worker = consumer.NewWorker(cfg, m.src, newModel(t), nil, nil, zaptest.NewLogger(t))
+	core, logs := observer.New(zap.InfoLevel)
+	m.logs = logs
+	m.Worker = consumer.NewWorker(cfg, m.src, newModel(t), nil, nil, zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)))
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	go func() { m.done <- m.Run(ctx) }()
@@ -140,6 +147,8 @@ func TestReadinessIsEveryReason(t *testing.T) {
 		r := m.NotReady()
 		return hasReason(r, consumer.NotReadyOutputs) && hasReason(r, consumer.NotReadySnapshots)
 	})
+	const again = "outputs are published again; consumption resumed"
+	said := m.logs.FilterMessage(again).Len()
 	m.sink.Fail(nil)
 	snaps.setFail(nil)
 	total := 2*len(msgs) + 100
@@ -147,6 +156,9 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	wait.For(t, time.Minute, 5*time.Millisecond, "ready after the outage", m.Ready)
 	if n := len(m.sink.Outputs("pred")) + len(m.sink.Outputs("dead")); n != total {
 		t.Fatalf("%d outputs for %d messages", n, total)
+	}
+	if m.logs.FilterMessage(again).Len() == said {
+		t.Fatalf("the outputs published again after the outage, and the log does not say so (%q)", again)
 	}
 }
 
