@@ -117,7 +117,12 @@ func TestReadinessIsEveryReason(t *testing.T) {
 	m := startMemWorker(t, cfg, msgs)
 	key := m.log.Key(0)
 
-	wait.For(t, time.Minute, 5*time.Millisecond, "outputs of every message", func() bool { return m.Published()[key] == int64(len(msgs)) })
+	// The snapshots are written on a goroutine of their own, after the
+	// outputs they include are published: the first failure may come
+	// after every output is.
+	wait.For(t, time.Minute, 5*time.Millisecond, "outputs of every message, and a snapshot that failed", func() bool {
+		return m.Published()[key] == int64(len(msgs)) && hasReason(m.NotReady(), consumer.NotReadySnapshots)
+	})
 	reasons := m.NotReady()
 	if m.Ready() || !hasReason(reasons, consumer.NotReadySnapshots) || hasReason(reasons, consumer.NotReadyOutputs) {
 		t.Fatalf("snapshots failing, outputs fine: ready %v, reasons %q", m.Ready(), reasons)
