@@ -7,6 +7,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 )
 
+// CoordinatorTimeout bounds a request to the coordinator beyond the time
+// the coordinator may hold it on purpose.
+const CoordinatorTimeout = coordinatorTimeout
+
 // Crash ends g's membership without leaving the group, as a process
 // killed with SIGKILL does.
 func Crash(g *Group) { g.crash() }
