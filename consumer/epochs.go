@@ -109,6 +109,12 @@ type EpochConfig struct {
 	// Verify, if set, is given the learner.State.Digest of every epoch's
 	// mixed model, computed for it; an error stops Run.
 	Verify func(ctx context.Context, epoch uint64, digest [32]byte) error
+	// Resume is where epochs that follow a log go on when epoch e's
+	// boundary is damaged or missing and no history above it begins from
+	// the model held: a generation of the followed log at or above e
+	// that reads, nil when there is none (then they stop). Follow sets
+	// it.
+	Resume func(ctx context.Context, e uint64) (*snapshot.Snapshot, error)
 	// Damaged is the generations of the model after the one the epochs
 	// continue from, in order, when every one of them is damaged; empty
 	// when there is none: Run rebuilds them from the log and writes each

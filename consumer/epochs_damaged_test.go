@@ -456,6 +456,84 @@ func TestEpochsNewHistoryOverADamagedBoundary(t *testing.T) {
 	}
 }
 
+// TestFollowOverADeletedBoundary: a boundary deleted from the live log
+// below a generation that reads (an operator's rm, retention racing the
+// replay) is no new history: the live workers went on from that
+// generation. A replay goes on from the oldest generation at or above the
+// deleted boundary, names the epochs it did not learn, checks the epochs
+// above against their live generations, and ends at the live model,
+// where it stopped at the gap on every try.
+func TestFollowOverADeletedBoundary(t *testing.T) {
+	for _, below := range []bool{false, true} {
+		t.Run(fmt.Sprintf("below a generation %v", below), func(t *testing.T) {
+			data := epochLog(1200)
+			bucket := memblob.OpenBucket(nil)
+			store := snapshot.NewStore(bucket, "")
+			cfg := epochConfig(data, store, memory.NewSink(), "w")
+			// A generation every other epoch or so, as snapshot.every
+			// writes them.
+			cfg.SnapshotEvery = 1500
+			want := runEpochs(t, data, cfg, store)
+			ctx := context.Background()
+			gens, err := store.Generations(ctx, "mixed")
+			if err != nil || len(gens) < 4 {
+				t.Fatalf("generations %v (%v), want at least 4", gens, err)
+			}
+			// A generation with an epoch that has none below it, above
+			// the log's first epoch (retention deleted the boundaries
+			// up to the oldest generation), and a generation above it
+			// to check.
+			var at uint64
+			for i, g := range gens[2 : len(gens)-1] {
+				if g > gens[i+1]+1 {
+					at = g
+					break
+				}
+			}
+			if at == 0 {
+				t.Fatalf("generations %v: none with an epoch without a generation below it", gens)
+			}
+			deleted := at
+			if below {
+				deleted = at - 1
+			}
+			if err := bucket.Delete(ctx, epochlog.BoundaryKey("", "mixed", deleted)); err != nil {
+				t.Fatal(err)
+			}
+
+			lg := epochlog.New(store)
+			begin, err := consumer.FollowStart(ctx, lg, "mixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+				epochLearner(), nil, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatalf("Follow over epoch %d's deleted boundary, generation %d reading: %v", deleted, at, err)
+			}
+			newest := gens[len(gens)-1]
+			if got := f.Model.State().Digest(); got != want || f.Mixed != newest {
+				t.Fatalf("the replay ended at epoch %d with %x; the live model is at %d, with %x", f.Mixed, got, newest, want)
+			}
+			if want := []consumer.Gap{{From: deleted, To: at}}; !slices.Equal(f.Gaps, want) {
+				t.Fatalf("gaps %v, want %v (began %d, checked %v, unchecked %v, gens %v)", f.Gaps, want, f.Began, f.Checked, f.Unchecked, gens)
+			}
+			if !slices.Contains(f.Checked, newest) {
+				t.Fatalf("epochs checked %v: not the newest generation's, %d", f.Checked, newest)
+			}
+			for _, e := range append(slices.Clone(f.Checked), f.Unchecked...) {
+				if e >= deleted && e <= at {
+					t.Fatalf("epoch %d, in the gap %d-%d, is among those replayed: checked %v, unchecked %v", e, deleted, at, f.Checked, f.Unchecked)
+				}
+			}
+			if got := f.NotChecked(gens); !strings.Contains(got, fmt.Sprintf("went on from live generation %d, as stored", at)) {
+				t.Fatalf("NotChecked = %q, want the gap named", got)
+			}
+		})
+	}
+}
+
 // unwrittenLog is a log whose generations are never written, as if each
 // writer were killed just before: the epoch log alone holds the model.
 type unwrittenLog struct{ *epochlog.Log }

@@ -209,9 +209,11 @@ func (x *Epochs) followHistoryAbove(ctx context.Context, cause error) error {
 }
 
 // followAbove continues the epochs at the first boundary of epochs above
-// x.epoch that begins a history from the model held, or stops saying
-// that the log cannot be followed to the live model (cause, why epoch
-// x.epoch's boundary cannot be).
+// x.epoch that begins a history from the model held, else from the
+// generation at or above x.epoch that EpochConfig.Resume gives (the live
+// workers went on from it, as from any generation at or beyond a damaged
+// boundary), or stops saying that the log cannot be followed to the live
+// model (cause, why epoch x.epoch's boundary cannot be).
 func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) error {
 	e := x.epoch
 	prev := x.prev
@@ -229,12 +231,23 @@ func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) 
 		return nil
 	}
 	x.prev = prev
+	if x.cfg.Resume != nil {
+		snap, err := x.cfg.Resume(ctx, e)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			x.log.Warn("a boundary of the epoch log is damaged or missing, and no history above it begins from the model of the epoch before it: going on from the generation at or above it, as stored, without learning the epochs up to it",
+				zap.Uint64("damaged_epoch", e), zap.Uint64("generation", snap.Generation), zap.Error(cause))
+			return x.jump(snap)
+		}
+	}
 	last := e
 	if n := len(epochs); n > 0 {
 		last = max(last, epochs[n-1])
 	}
-	return fmt.Errorf("%w: epoch %d's boundary cannot be followed (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
-		"the log cannot be followed to the live model (if the live workers' retention removed it meanwhile, replay again)", ErrFatal, e, cause, last, e-1)
+	return fmt.Errorf("%w: epoch %d's boundary cannot be followed (%w), the log holds epochs up to %d, none above it begins a new history from the model of epoch %d, and no generation at or above epoch %d reads: "+
+		"the log cannot be followed to the live model (a replay goes on from such a generation: replay again once the live workers have written one)", ErrFatal, e, cause, last, e-1, e)
 }
 
 // damagedBoundary begins a new history when epoch x.epoch's boundary,

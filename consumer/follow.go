@@ -50,19 +50,28 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 
 // Followed is what following an epoch log learned: the model and its
 // positions, the last epoch mixed, the generation it began from (0: the
-// log's start), and the epochs checked against a live generation and those
-// that have none. With labels (EpochConfig.Labels), Joins are the
-// shards' joins of the last epoch and JoinCounts their outcomes, summed.
+// log's start), the gaps it went on over, and the epochs checked against
+// a live generation and those that have none. With labels
+// (EpochConfig.Labels), Joins are the shards' joins of the last epoch and
+// JoinCounts their outcomes, summed.
 type Followed struct {
 	Model      *learner.Model
 	Positions  map[string]int64
 	Mixed      uint64
 	Began      uint64
+	Gaps       []Gap
 	Checked    []uint64
 	Unchecked  []uint64
 	Joins      map[shardid.ID]*JoinState
 	JoinCounts JoinCounts
 }
+
+// Gap is a part of the live log that Follow could not learn: epoch
+// From's boundary is damaged or missing, no history above it begins from
+// the model of the epoch before, and Follow went on from live generation
+// To, the oldest at or above From that reads, as stored. Epochs From to
+// To are neither learned nor checked.
+type Gap struct{ From, To uint64 }
 
 // Follow learns the epochs that the live log records, from start (nil:
 // the log's first boundary; else a generation, FollowStart's), into out,
@@ -122,6 +131,27 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 		f.Checked = append(f.Checked, e)
 		return nil
 	}
+	cfg.Resume = func(ctx context.Context, e uint64) (*snapshot.Snapshot, error) {
+		gens, err := live.Generations(ctx, model)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gens {
+			if g < e {
+				continue
+			}
+			snap, err := live.Load(ctx, model, g)
+			if errors.Is(err, snapshot.ErrNotFound) || errors.Is(err, snapshot.ErrCorrupt) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			f.Gaps = append(f.Gaps, Gap{From: e, To: g})
+			return snap, nil
+		}
+		return nil, nil
+	}
 	x := NewEpochs(cfg, m, epoch, prev, positions, nil, log)
 	if err := x.Run(ctx); err != nil {
 		return nil, err
@@ -176,19 +206,29 @@ func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epoch
 	return nil, [32]byte{}, errors.New("replay: a replay never cuts an epoch")
 }
 
-// NotChecked says which of the epochs f learned it could not check
-// against the live model, and why: the live store holds no generation of
-// them. A generation is written only when a snapshot is due, and
-// retention removes the oldest. "" when every epoch learned was checked.
-// gens are the live generations, oldest first.
+// NotChecked says which epochs f could not check against the live
+// model, and why: those of its gaps, which it did not learn, and those
+// it learned of which the live store holds no generation. A generation
+// is written only when a snapshot is due, and retention removes the
+// oldest. "" when every epoch was learned and checked. gens are the live
+// generations, oldest first.
 func (f *Followed) NotChecked(gens []uint64) string {
-	if len(f.Checked)+len(f.Unchecked) == 0 {
+	var parts []string
+	for _, g := range f.Gaps {
+		epochs := fmt.Sprintf("epoch %d", g.From)
+		if g.To > g.From {
+			epochs = fmt.Sprintf("epochs %d-%d", g.From, g.To)
+		}
+		parts = append(parts, fmt.Sprintf("%s: not replayed (epoch %d's boundary is damaged or missing in the live log, and no history above it begins from the model of the epoch before): the replay went on from live generation %d, as stored", epochs, g.From, g.To))
+	}
+	if n := len(f.Gaps); n > 0 && f.Gaps[n-1].To == f.Mixed {
+		parts = append(parts, fmt.Sprintf("the log holds no epoch after generation %d: nothing after it was replayed or checked, and the state_sha256 is that generation's as stored", f.Mixed))
+	} else if n == 0 && len(f.Checked)+len(f.Unchecked) == 0 {
 		if f.Began == 0 {
 			return "the log holds no epoch: nothing was replayed or checked"
 		}
 		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the log before it went with the generations snapshot.keep removed): nothing was replayed or checked, and the state_sha256 is that generation's as stored", f.Began)
 	}
-	var parts []string
 	var before, between, after []uint64
 	for _, e := range f.Unchecked {
 		switch {

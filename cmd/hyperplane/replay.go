@@ -282,9 +282,13 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 		return err
 	}
 	mt := f.Model.Metrics()
-	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
+	var wentOn []uint64
+	for _, g := range f.Gaps {
+		wentOn = append(wentOn, g.To)
+	}
+	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"went_on_from_generations":[%s],"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
 		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(f.Positions), f.Mixed,
-		f.Began, len(f.Checked)+len(f.Unchecked), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
+		f.Began, consumer.JoinEpochs(wentOn, ","), len(f.Checked)+len(f.Unchecked), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
 	return nil
 }
 
