@@ -101,8 +101,8 @@ snapshot:
 }
 
 // killRepeatedly starts the worker and kills it with SIGKILL after a
-// random while, three times or until done says the running worker is
-// through the stream. It returns, for each kill, the position at source of
+// random while (the first time, after its first snapshot), three times or
+// until done says the running worker is through the stream. It returns, for each kill, the position at source of
 // the newest snapshot in store when the worker died (0 when there was
 // none): where the next run resumed.
 func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDelay int, done func(*proc) bool) []int64 {
@@ -116,7 +116,15 @@ func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDe
 	var snaps []int64
 	for len(snaps) < 3 {
 		p := start(t, "run", "--config", cfg, "--source.batch", "64")
-		// A kill at a random moment, not a wait.
+		// The first kill waits for a snapshot to resume from: kills
+		// before any would test no resume. Then a kill at a random
+		// moment, not a wait.
+		if len(snaps) == 0 {
+			wait.For(t, time.Minute, 10*time.Millisecond, "the worker's first snapshot", func() bool {
+				_, err := s.Latest(ctx, "e2e", nil)
+				return err == nil
+			})
+		}
 		time.Sleep(time.Duration(minDelay+r.IntN(400)) * time.Millisecond)
 		if done(p) {
 			t.Logf("the stream was done before kill %d", len(snaps)+1)
