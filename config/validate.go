@@ -311,6 +311,9 @@ func (c Config) validateSource() error {
 	default:
 		return fieldErr("source.kind", "%v", s.Kind.Validate())
 	}
+	if err := c.checkSourceKeysOfKind(); err != nil {
+		return err
+	}
 	if err := s.Start.Validate(); err != nil {
 		return fieldErr("source.start", "%v", err)
 	}
@@ -722,6 +725,34 @@ var ExampleIDOutputs = map[string]bool{
 	"outputs.dead_letter":        true,
 	"outputs.drift":              true,
 	"outputs.promotions":         true,
+}
+
+// checkSourceKeysOfKind refuses a key of source that another kind of
+// source reads: the worker would ignore it, and a Kafka worker given
+// source.partitions, say, would learn every partition it is assigned.
+func (c Config) checkSourceKeysOfKind() error {
+	s := c.Source
+	for _, f := range []struct {
+		name  string
+		set   bool
+		kinds []Kind // the kinds of source that read the key
+	}{
+		{"topics", len(s.Topics) > 0, []Kind{KindKafka}},
+		{"group", s.Group != "", []Kind{KindKafka}},
+		{"stream", s.Stream != "", []Kind{KindJetStream}},
+		{"stream_partitions", s.StreamPartitions != 0, []Kind{KindJetStream}},
+		{"partitions", len(s.Partitions) > 0, []Kind{KindJetStream}},
+		{"subject", s.Subject != "", []Kind{KindJetStream, KindNATS}},
+	} {
+		if f.set && !slices.Contains(f.kinds, s.Kind) {
+			names := make([]string, len(f.kinds))
+			for i, k := range f.kinds {
+				names[i] = string(k)
+			}
+			return fieldErr("source."+f.name, "set, but a %s source does not read it (only %s): remove it, or change source.kind", s.Kind, strings.Join(names, " or "))
+		}
+	}
+	return nil
 }
 
 // OwnedPartitions are the partitions of a partitioned stream that this

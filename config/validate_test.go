@@ -146,6 +146,16 @@ func TestValidate(t *testing.T) {
 		{name: "batch 100001", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 100001 }, field: "source.batch"},
 		{name: "batch 100000", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 100000 }},
 		{name: "batch 1", base: validKafka, mutate: func(c *Config) { c.Source.Batch = 1 }},
+		{name: "kafka source with partitions", base: validKafka, mutate: func(c *Config) { c.Source.Partitions = []string{"0"} }, field: "source.partitions", problem: "a kafka source does not read it"},
+		{name: "kafka source with stream_partitions", base: validKafka, mutate: func(c *Config) { c.Source.StreamPartitions = 4 }, field: "source.stream_partitions"},
+		{name: "kafka source with stream", base: validKafka, mutate: func(c *Config) { c.Source.Stream = "EXAMPLES" }, field: "source.stream"},
+		{name: "kafka source with subject", base: validKafka, mutate: func(c *Config) { c.Source.Subject = "examples" }, field: "source.subject", problem: "only jetstream or nats"},
+		{name: "kafka source with group", base: validKafka, mutate: func(c *Config) { c.Source.Group = "audit" }},
+		{name: "jetstream source with topics", base: validJetStream, mutate: func(c *Config) { c.Source.Topics = []string{"examples"} }, field: "source.topics", problem: "only kafka"},
+		{name: "jetstream source with group", base: validJetStream, mutate: func(c *Config) { c.Source.Group = "audit" }, field: "source.group"},
+		{name: "nats source with stream", base: validNATS, mutate: func(c *Config) { c.Source.Stream = "EXAMPLES" }, field: "source.stream"},
+		{name: "nats source with partitions", base: validNATS, mutate: func(c *Config) { c.Source.Partitions = []string{"replicas:2"} }, field: "source.partitions"},
+		{name: "nats source with stream_partitions", base: validNATS, mutate: func(c *Config) { c.Source.StreamPartitions = -1 }, field: "source.stream_partitions"},
 
 		// outputs
 		{name: "no outputs", base: validKafka, mutate: func(c *Config) { c.Outputs = Default().Outputs }},
