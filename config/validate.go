@@ -605,6 +605,11 @@ func checkNATSURL(s string) error {
 		// the client could dial no such host.
 		return fmt.Errorf("%q is not a URL: its host holds a colon (an IPv6 address goes in brackets: nats://[::1]:4222)", shown)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return fmt.Errorf("%q: port %q is not a number from 1 to 65535", shown, p)
+		}
+	}
 	return nil
 }
 
