@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
 // envPrefix starts every environment variable of a key.
@@ -54,11 +56,16 @@ func parseSecrecy(tag string) (secrecy, bool) {
 const classesKey = "model.learner.classes"
 
 // parse parses s, the text of k's variable or flag, as parseText does.
+// The error of a key with URLs shows them with their credentials hidden.
 func (k key) parse(s string) (reflect.Value, error) {
 	if k.path == classesKey {
 		return parseClasses(s)
 	}
-	return parseText(k.typ, s)
+	v, err := parseText(k.typ, s)
+	if err != nil && k.secret == secretInURLs {
+		err = redact.SecretsIn(s).HideError(err)
+	}
+	return v, err
 }
 
 // parseClasses reads the classes from a number N, up to 65536, as the

@@ -57,8 +57,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		return nil
 	})
 	flagged := make([]reflect.Value, len(ks)) // parsed flag values, applied last
+	var refused string                        // the text of a flag with URLs that did not parse
 	for i := range ks {
-		fs.Var(&flagValue{k: &ks[i], v: &flagged[i]}, ks[i].path, ks[i].help)
+		fs.Var(&flagValue{k: &ks[i], v: &flagged[i], refused: &refused}, ks[i].path, ks[i].help)
 	}
 	args = JoinBoolValues(fs, args)
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +69,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			return Config{}, fmt.Errorf("flags: %s", unknownFlag(ks, name))
 		}
-		return Config{}, fmt.Errorf("flags: %w", err)
+		// The flag package quotes the value it refused.
+		return Config{}, fmt.Errorf("flags: %w", redact.SecretsIn(refused).HideError(err))
 	}
 	if rest := fs.Args(); len(rest) > 0 {
 		i := len(args) - len(rest)
@@ -225,14 +227,20 @@ func shownArg(ks []key, args []string, i int) string {
 // flagValue is the flag of one key. Set parses its text at once, so a bad
 // value is reported by the flag package with the flag's name, and keeps it
 // in *v until the file and the environment have been applied beneath it.
+// The text of a key with URLs that does not parse is kept in *refused, for
+// its credentials to be hidden from the flag package's error.
 type flagValue struct {
-	k *key
-	v *reflect.Value
+	k       *key
+	v       *reflect.Value
+	refused *string
 }
 
 func (f *flagValue) Set(s string) error {
 	v, err := f.k.parse(s)
 	if err != nil {
+		if f.k.secret == secretInURLs && f.refused != nil {
+			*f.refused = s
+		}
 		return err
 	}
 	if f.k.typ.Kind() == reflect.Slice && f.v.IsValid() {

@@ -123,6 +123,42 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 }
 
+// TestRefusedSecretsNeverShown: a list of URLs that does not parse (an
+// empty element) is refused, from a flag or a variable, with its
+// credentials hidden, though the flag package quotes what it refuses.
+func TestRefusedSecretsNeverShown(t *testing.T) {
+	lists := 0
+	for _, k := range secretKeys(t) {
+		if k.secret != secretInURLs || k.typ.Kind() != reflect.Slice {
+			continue
+		}
+		lists++
+		for _, bad := range []string{",alice:" + leakText + "@k1:9092", "alice:" + leakText + "@k1:9092,,k2:9092"} {
+			for name, l := range map[string]struct {
+				args []string
+				env  map[string]string
+			}{
+				"flag":          {[]string{"--" + k.path, bad}, nil},
+				"flag, joined":  {[]string{"--" + k.path + "=" + bad}, nil},
+				"flag, twice":   {[]string{"--" + k.path, "k0:9092", "--" + k.path, bad}, nil},
+				"variable":      {nil, map[string]string{k.env: bad}},
+				"file and flag": {[]string{"--config", writeConfig(t, yamlAt(k.path, "[k0:9092]")), "--" + k.path, bad}, nil},
+			} {
+				_, err := Load(l.args, envOf(l.env))
+				if err == nil || !strings.Contains(err.Error(), "empty element") {
+					t.Errorf("%s %s %q: got %v, want an empty element refused", name, k.path, bad, err)
+				}
+				if err != nil && strings.Contains(err.Error(), leakText) {
+					t.Errorf("%s %s: the error shows the secret: %v", name, k.path, err)
+				}
+			}
+		}
+	}
+	if lists == 0 {
+		t.Fatal("no key holds a list of URLs: the test proves nothing")
+	}
+}
+
 // yamlAt is a config file setting the key at the dotted path to the YAML
 // value.
 func yamlAt(path, value string) string {
