@@ -317,6 +317,9 @@ func (c Config) validateSource() error {
 	if err := s.Start.Validate(); err != nil {
 		return fieldErr("source.start", "%v", err)
 	}
+	if s.Kind == KindNATS && (s.Start.Kind == wire.StartOffset || s.Start.Kind == wire.StartTime) {
+		return fieldErr("source.start", "%s: core NATS has no replay, and a nats source reads what arrives after it subscribes, whatever the start: leave source.start out, or read a jetstream source to start at an offset or a time", s.Start)
+	}
 	if s.Kind == KindJetStream && s.Start.Kind == wire.StartOffset && s.Start.Offset < 1 {
 		return fieldErr("source.start", "offset:%d: stream sequences start at 1 (offset:1 is the stream's first message; earliest is the first it still holds)", s.Start.Offset)
 	}

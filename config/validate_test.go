@@ -75,6 +75,11 @@ func TestValidate(t *testing.T) {
 		{name: "jetstream start offset 0", base: validJetStream, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset} }, field: "source.start", problem: "stream sequences start at 1"},
 		{name: "jetstream start offset 1", base: validJetStream, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset, Offset: 1} }},
 		{name: "kafka start offset 0", base: validKafka, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset} }},
+		{name: "nats start latest", base: validNATS, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartLatest} }},
+		{name: "nats start offset", base: validNATS, mutate: func(c *Config) { c.Source.Start = wire.Start{Kind: wire.StartOffset, Offset: 5} }, field: "source.start", problem: "core NATS has no replay"},
+		{name: "nats start time", base: validNATS, mutate: func(c *Config) {
+			c.Source.Start = wire.Start{Kind: wire.StartTime, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
+		}, field: "source.start"},
 		{name: "default has no source", base: Default, mutate: func(*Config) {}, field: "source.kind"},
 
 		// snapshot
