@@ -29,6 +29,8 @@ func TestValidateLabels(t *testing.T) {
 		}, ""},
 		{"core NATS", func(c *Config) { c.Labels.Kind = KindNATS }, "labels.kind"},
 		{"no labels", func(c *Config) { c.Labels = Labels{Format: "auto", Window: time.Minute, MaxPending: 1} }, ""},
+		{"no labels, a negative window", func(c *Config) { c.Labels = Labels{Format: "auto", Window: -time.Minute, MaxPending: 1} }, "labels.window"},
+		{"no labels, no bound", func(c *Config) { c.Labels = Labels{Format: "auto", Window: time.Minute} }, "labels.max_pending"},
 		{"a topic without a kind", func(c *Config) { c.Labels.Kind, c.Labels.Default = "", "" }, "labels.kind"},
 		{"a default without a kind", func(c *Config) { c.Labels.Kind, c.Labels.Topics = "", nil }, "labels.kind"},
 		{"a stream without a kind", func(c *Config) {

@@ -814,6 +814,13 @@ func (c Config) OwnedPartitions(host string) ([]int, error) {
 
 func (c Config) validateLabels() error {
 	l := c.Labels
+	// Checked with or without a kind, as every key is.
+	if l.Window < time.Millisecond {
+		return fieldErr("labels.window", "must be at least 1ms, got %s", formatDuration(l.Window))
+	}
+	if l.MaxPending < 1 {
+		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
+	}
 	switch l.Kind {
 	case "":
 		// Without a kind there is no join: a labels' topic, stream or
@@ -881,16 +888,10 @@ func (c Config) validateLabels() error {
 	if err := l.Format.Validate(); err != nil {
 		return fieldErr("labels.format", "%v", err)
 	}
-	if l.Window < time.Millisecond {
-		return fieldErr("labels.window", "must be at least 1ms, got %s", formatDuration(l.Window))
-	}
 	if l.Default != "" {
 		if _, err := c.DefaultLabel(); err != nil {
 			return fieldErr("labels.default", "%v", err)
 		}
-	}
-	if l.MaxPending < 1 {
-		return fieldErr("labels.max_pending", "must be at least 1, got %d", l.MaxPending)
 	}
 	// A challenger learns a delayed example at the join's tail, long
 	// after the model's prediction was served, and publishes nothing:
