@@ -21,7 +21,8 @@ import (
 // The file is named by --config PATH (also -config, --config=PATH) or,
 // without that flag, by HYPERPLANE_CONFIG. It is read strictly: an unknown
 // or repeated key, a value of the wrong type or a second YAML document is
-// an error naming the file, the line and the dotted key. A key given with
+// an error naming the file, the line and the dotted key (for an unknown
+// one, also the key probably meant, as for a flag). A key given with
 // no value (null) keeps the value beneath it.
 //
 // Every key model.learner.hash_bits is read from the variable
@@ -348,7 +349,11 @@ func (d yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) er
 		seen[kn.Value] = kn.Line
 		fi, ok := fieldByYAMLName(t, kn.Value)
 		if !ok {
-			return d.errorf(kn, "unknown key %s (%s has %s)", full, what, strings.Join(yamlNames(t), ", "))
+			hint := ""
+			if meant := meantKeys(full, kn.Value); len(meant) > 0 {
+				hint = "; did you mean " + strings.Join(meant, " or ") + "?"
+			}
+			return d.errorf(kn, "unknown key %s%s (%s has %s)", full, hint, what, strings.Join(yamlNames(t), ", "))
 		}
 		fv := v.Field(fi)
 		var err error
@@ -400,6 +405,41 @@ func (d yamlDecoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) erro
 		return d.errorf(n, "%s: %v", path, err)
 	}
 	v.Set(val)
+	return nil
+}
+
+// meantKeys are the keys or sections of the file probably meant by full,
+// the dotted path of an unknown key whose last segment is name, as for a
+// mistyped flag: the same in lower case; or those that end in name (the
+// key put in the wrong section: model.hash_bits for
+// model.learner.hash_bits); or else the nearest by edit distance.
+func meantKeys(full, name string) []string {
+	var known []string
+	seen := make(map[string]bool)
+	for _, k := range keys() {
+		segs := strings.Split(k.path, ".")
+		for i := range segs {
+			if p := strings.Join(segs[:i+1], "."); !seen[p] {
+				seen[p] = true
+				known = append(known, p)
+			}
+		}
+	}
+	var ends []string
+	for _, k := range known {
+		if k == strings.ToLower(full) {
+			return []string{k}
+		}
+		if k == name || strings.HasSuffix(k, "."+name) {
+			ends = append(ends, k)
+		}
+	}
+	if len(ends) > 0 {
+		return ends
+	}
+	if best, ok := nearest(full, known, len(name)); ok {
+		return []string{best}
+	}
 	return nil
 }
 

@@ -274,12 +274,27 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown top-level YAML key",
 			yaml: "modle:\n  name: m\n",
-			want: []string{"line 1: ", "unknown key modle"},
+			want: []string{"line 1: ", "unknown key modle; did you mean model?"},
 		},
 		{
 			name: "unknown learner key",
 			yaml: "model:\n  learner:\n    etta: 1\n",
-			want: []string{"line 3: ", "unknown key model.learner.etta"},
+			want: []string{"line 3: ", "unknown key model.learner.etta; did you mean model.learner.eta?"},
+		},
+		{
+			name: "YAML key in the wrong section",
+			yaml: "model:\n  hash_bits: 20\n",
+			want: []string{"line 2: ", "unknown key model.hash_bits; did you mean model.learner.hash_bits?", "model has name"},
+		},
+		{
+			name: "YAML key out of its section",
+			yaml: "kind: kafka\n",
+			want: []string{"line 1: ", "unknown key kind; did you mean source.kind or labels.kind?"},
+		},
+		{
+			name: "YAML key in upper case",
+			yaml: "snapshot:\n  URL: file:///tmp\n",
+			want: []string{"line 2: ", "unknown key snapshot.URL; did you mean snapshot.url?"},
 		},
 		{
 			name: "repeated YAML key",

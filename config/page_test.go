@@ -35,7 +35,8 @@ Every key is a YAML field, an ` + "`HYPERPLANE_*`" + ` environment variable and 
 - A boolean flag alone is true, and also takes ` + "`true`" + ` or ` + "`false`" + ` (` + "`--serve.nats false`" + `). A
   list is comma-separated in a flag or a variable (` + "`--kafka.brokers b1:9092,b2:9092`" + `).
   A duration is written as ` + "`30s`" + `, ` + "`5m`" + `, ` + "`1h`" + `.
-- A mistyped flag is refused with the key probably meant; a ` + "`HYPERPLANE_*`" + ` variable that is
+- A mistyped flag, or a key of the file that is unknown or in the wrong section
+  (` + "`model: {hash_bits: 20}`" + `), is refused with the key probably meant; a ` + "`HYPERPLANE_*`" + ` variable that is
   no key (` + "`HYPERPLANE_SNAPSHOT_UR`" + `) is ignored with a warning naming the variable
   probably meant.
 - A bad value stops start-up with the key named and what to do, exit status 2.
