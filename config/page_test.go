@@ -53,7 +53,8 @@ environment or a file), and ` + "`run -h`" + `, which shows none; the credential
 shown as ` + "`[redacted]`" + ` (` + "`nats://alice:[redacted]@host`" + `), and so is every query parameter
 of a store URL other than the drivers' documented settings such as
 ` + "`region`" + ` or ` + "`endpoint`" + `. Pass credentials in the environment or a mounted file, never in a
-flag: [operations.md](operations.md#credentials) says where each kind goes.
+flag: [operations.md](operations.md#credentials) says where each kind goes. A key holding
+` + "`[redacted]`" + ` (copied from that output or a log) is refused, naming the key.
 
 Snapshot URLs (` + "`snapshot.url`" + `): ` + "`file:///dir`" + `,
 ` + "`s3://bucket/prefix?endpoint=...&region=...&use_path_style=true`" + ` (S3 or MinIO; credentials

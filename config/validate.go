@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ func (c Config) Validate() error {
 		c.validateLabels,
 		c.validateReadBack,
 		c.validateSharedIDs,
+		c.validateNoHiddenText,
 		c.validateKafka,
 		c.validateNATS,
 		c.validateSnapshot,
@@ -68,6 +70,23 @@ func (c Config) ValidateBrokers() error {
 		return err
 	}
 	return c.validateNATS()
+}
+
+// validateNoHiddenText refuses a secret key whose value holds the text
+// that stands for what the configuration does not show: one copied from
+// hyperplane config or a log, whose credentials are missing (an S3 URL's
+// token would reach the store as a query parameter named [redacted]).
+func (c Config) validateNoHiddenText() error {
+	root := reflect.ValueOf(c)
+	for _, k := range keys() {
+		if k.secret == public {
+			continue
+		}
+		if strings.Contains(formatText(root.FieldByIndex(k.index)), redactedText) {
+			return fieldErr(k.path, "holds %s, which stands for credentials hyperplane config and the logs do not show: give the credentials themselves (docs/operations.md says where each kind goes)", redactedText)
+		}
+	}
+	return nil
 }
 
 func (c Config) validateSnapshot() error {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -75,6 +76,43 @@ func TestValidateURLs(t *testing.T) {
 		cfg.NATS.URL = ok
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+// TestValidateRefusesHiddenText: a configuration copied from the output of
+// hyperplane config, or from a log, holds [redacted] where credentials
+// were; it is refused naming the key, not read as if it were them.
+func TestValidateRefusesHiddenText(t *testing.T) {
+	c := validJetStream()
+	c.Snapshot.URL = "s3://models/prod?region=eu-west-1&token=hunter2"
+	var printed bytes.Buffer
+	if err := WriteYAML(&printed, c); err != nil {
+		t.Fatal(err)
+	}
+	read, err := Load([]string{"--config", writeConfig(t, printed.String())}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *FieldError
+	if err := read.Validate(); !errors.As(err, &fe) || fe.Field != "snapshot.url" || !strings.Contains(fe.Problem, "give the credentials themselves") {
+		t.Errorf("the printed configuration read back: got %v, want snapshot.url refused", err)
+	}
+
+	for _, tc := range []struct {
+		field string
+		set   func(*Config)
+	}{
+		{"nats.url", func(c *Config) { c.NATS.URL = "nats://alice:[redacted]@n1:4222" }},
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"k0:9092", "alice:[redacted]@k1:9092"} }},
+		{"kafka.sasl.password", func(c *Config) {
+			c.Kafka.SASL = SASL{Mechanism: "plain", Username: "alice", Password: "[redacted]"}
+		}},
+	} {
+		c := validJetStream()
+		tc.set(&c)
+		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s holding [redacted]: got %v, want an error about it", tc.field, err)
 		}
 	}
 }
