@@ -289,9 +289,12 @@ func (c Config) validateSource() error {
 		if len(s.Topics) == 0 {
 			return fieldErr("source.topics", "required when source.kind is kafka: the topics to read")
 		}
-		for _, t := range s.Topics {
+		for i, t := range s.Topics {
 			if err := checkTopic(t); err != nil {
 				return fieldErr("source.topics", "%v", err)
+			}
+			if slices.Contains(s.Topics[:i], t) {
+				return fieldErr("source.topics", "topic %q is named twice: name it once (a list flag given more than once collects every value)", t)
 			}
 		}
 	case KindJetStream:

@@ -126,6 +126,7 @@ func TestValidate(t *testing.T) {
 		{name: "kafka source without topics", base: validKafka, mutate: func(c *Config) { c.Source.Topics = nil }, field: "source.topics"},
 		{name: "kafka source bad topic", base: validKafka, mutate: func(c *Config) { c.Source.Topics = []string{"ok", "not ok"} }, field: "source.topics", problem: `"not ok"`},
 		{name: "kafka source empty topic", base: validKafka, mutate: func(c *Config) { c.Source.Topics = []string{""} }, field: "source.topics"},
+		{name: "kafka source topic twice", base: validKafka, mutate: func(c *Config) { c.Source.Topics = []string{"examples", "more", "examples"} }, field: "source.topics", problem: `"examples" is named twice`},
 		{name: "jetstream without url", base: validJetStream, mutate: func(c *Config) { c.NATS.URL = "" }, field: "nats.url"},
 		{name: "jetstream without stream", base: validJetStream, mutate: func(c *Config) { c.Source.Stream = "" }, field: "source.stream"},
 		{name: "jetstream bad stream", base: validJetStream, mutate: func(c *Config) { c.Source.Stream = "a.b" }, field: "source.stream"},
