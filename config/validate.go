@@ -128,6 +128,8 @@ func (c Config) validateServe() error {
 	switch {
 	case s.NATS && c.NATS.URL == "":
 		return fieldErr("serve.nats", "needs nats.url: the service answers on a NATS connection")
+	case s.Subject != "" && !s.NATS:
+		return fieldErr("serve.nats", "is false, but serve.subject is set: turn serve.nats on to answer there, or remove serve.subject")
 	case s.Subject != "" && !validSubject(s.Subject):
 		return fieldErr("serve.subject", "%q is not a NATS subject: dot-separated tokens, none empty, without spaces or wildcards", s.Subject)
 	case s.NATS && !validSubject(c.ServeSubject()):
