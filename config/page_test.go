@@ -32,6 +32,9 @@ Every key is a YAML field, an ` + "`HYPERPLANE_*`" + ` environment variable and 
 
 - The file is the one ` + "`--config FILE`" + ` names or, without that flag, the one
   ` + "`HYPERPLANE_CONFIG`" + ` names (handy in a container's environment).
+- A variable set to the empty string counts as not set: it leaves the key at the file's
+  value or the default. To empty a key (` + "`http.addr`" + `, say), give the flag
+  (` + "`--http.addr ''`" + `) or the file's field.
 - A boolean flag alone is true, and also takes ` + "`true`" + ` or ` + "`false`" + ` (` + "`--serve.nats false`" + `). A
   list is comma-separated in a flag or a variable (` + "`--kafka.brokers b1:9092,b2:9092`" + `).
   A duration is written as ` + "`30s`" + `, ` + "`5m`" + `, ` + "`1h`" + `.
