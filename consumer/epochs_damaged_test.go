@@ -534,6 +534,63 @@ func TestFollowOverADeletedBoundary(t *testing.T) {
 	}
 }
 
+// TestFollowStopsAtABoundaryOfAnotherMix: a boundary that reads and
+// learns from another model than the one the replay holds, below a
+// generation that reads, stops the replay, naming the base digests: it
+// may be the replay's divergence from the live workers, which a replay
+// exists to show, and it does not go on from the generation above as
+// over a damaged or deleted boundary.
+func TestFollowStopsAtABoundaryOfAnotherMix(t *testing.T) {
+	data := epochLog(1200)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.SnapshotEvery = 1500
+	runEpochs(t, data, cfg, store)
+	ctx := context.Background()
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil || len(gens) < 4 {
+		t.Fatalf("generations %v (%v), want at least 4", gens, err)
+	}
+	var at uint64 // an epoch with no generation, below one
+	for i, g := range gens[2 : len(gens)-1] {
+		if g > gens[i+1]+1 {
+			at = g - 1
+			break
+		}
+	}
+	if at == 0 {
+		t.Fatalf("generations %v: none with an epoch without a generation below it", gens)
+	}
+	lg := epochlog.New(store)
+	b, _, err := lg.Boundary(ctx, "mixed", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.Delete(ctx, epochlog.BoundaryKey("", "mixed", at)); err != nil {
+		t.Fatal(err)
+	}
+	other := *b
+	other.BaseStateSHA256 = sha256.Sum256([]byte("another mix"))
+	if _, _, err := lg.CreateBoundary(ctx, &other); err != nil {
+		t.Fatal(err)
+	}
+
+	begin, err := consumer.FollowStart(ctx, lg, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+		epochLearner(), nil, zaptest.NewLogger(t))
+	if err == nil {
+		t.Fatalf("Follow over epoch %d's boundary of another mix: went on (gaps %v, ended at %d)", at, f.Gaps, f.Mixed)
+	}
+	if !errors.Is(err, consumer.ErrFatal) || !strings.Contains(err.Error(), "base digest") {
+		t.Fatalf("Follow over epoch %d's boundary of another mix: %v, want a fatal error naming the base digests", at, err)
+	}
+}
+
 // unwrittenLog is a log whose generations are never written, as if each
 // writer were killed just before: the epoch log alone holds the model.
 type unwrittenLog struct{ *epochlog.Log }

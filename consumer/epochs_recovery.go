@@ -194,7 +194,7 @@ func (x *Epochs) followNewHistory(ctx context.Context, cause error) error {
 	if _, _, err := x.cfg.Log.Boundary(ctx, model, e); err == nil {
 		return nil
 	}
-	return x.followAbove(ctx, epochs, cause)
+	return x.followAbove(ctx, epochs, cause, true)
 }
 
 // followHistoryAbove is followNewHistory for a boundary that reads but
@@ -205,16 +205,20 @@ func (x *Epochs) followHistoryAbove(ctx context.Context, cause error) error {
 	if err != nil {
 		return err
 	}
-	return x.followAbove(ctx, epochs, cause)
+	// Not from a generation above it: a boundary that reads and learns
+	// from a model the replay does not hold may be the replay's
+	// divergence from the live workers, which it exists to show.
+	return x.followAbove(ctx, epochs, cause, false)
 }
 
 // followAbove continues the epochs at the first boundary of epochs above
-// x.epoch that begins a history from the model held, else from the
-// generation at or above x.epoch that EpochConfig.Resume gives (the live
-// workers went on from it, as from any generation at or beyond a damaged
-// boundary), or stops saying that the log cannot be followed to the live
-// model (cause, why epoch x.epoch's boundary cannot be).
-func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) error {
+// x.epoch that begins a history from the model held, else, if resume
+// (x.epoch's boundary is damaged or missing), from the generation at or
+// above x.epoch that EpochConfig.Resume gives (the live workers went on
+// from it, as from any generation at or beyond a damaged boundary), or
+// stops saying that the log cannot be followed to the live model (cause,
+// why epoch x.epoch's boundary cannot be).
+func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error, resume bool) error {
 	e := x.epoch
 	prev := x.prev
 	x.prev = nil
@@ -231,7 +235,7 @@ func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) 
 		return nil
 	}
 	x.prev = prev
-	if x.cfg.Resume != nil {
+	if resume && x.cfg.Resume != nil {
 		snap, err := x.cfg.Resume(ctx, e)
 		if err != nil {
 			return err
@@ -245,6 +249,10 @@ func (x *Epochs) followAbove(ctx context.Context, epochs []uint64, cause error) 
 	last := e
 	if n := len(epochs); n > 0 {
 		last = max(last, epochs[n-1])
+	}
+	if !resume {
+		return fmt.Errorf("%w: epoch %d's boundary cannot be followed (%w), the log holds epochs up to %d, and none above it begins a new history from the model of epoch %d: "+
+			"the log cannot be followed to the live model", ErrFatal, e, cause, last, e-1)
 	}
 	return fmt.Errorf("%w: epoch %d's boundary cannot be followed (%w), the log holds epochs up to %d, none above it begins a new history from the model of epoch %d, and no generation at or above epoch %d reads: "+
 		"the log cannot be followed to the live model (a replay goes on from such a generation: replay again once the live workers have written one)", ErrFatal, e, cause, last, e-1, e)
