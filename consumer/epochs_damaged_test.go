@@ -816,3 +816,31 @@ func TestEpochsRetainOverAStrayDamagedGeneration(t *testing.T) {
 		t.Fatalf("generations %v: want at most 3, the stray %d among them", gens, stray)
 	}
 }
+
+// TestEpochsNewModelOverStrayDamagedGenerations: a new model whose store
+// holds damaged keys no worker wrote (a stray generation, one at the
+// highest number a generation takes) and no epoch log learns from its
+// first epoch to the model one worker mixes, where it began a new history
+// above the stray key (epochs from 1001) or, above the highest, retried
+// an epoch 0 for ever.
+func TestEpochsNewModelOverStrayDamagedGenerations(t *testing.T) {
+	data := epochLog(600)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	ctx := context.Background()
+	strays := []uint64{1000, math.MaxUint64}
+	for _, g := range strays {
+		if err := bucket.WriteAll(ctx, snapshot.Key("", "mixed", g), []byte("garbage"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.Damaged = strays
+	if got, want := runEpochs(t, data, cfg, store), oneWorkerDigest(t, data); got != want {
+		t.Fatalf("the model over stray damaged generations %x, one worker's %x", got, want)
+	}
+	epochs, err := epochlog.New(store).Epochs(ctx, "mixed")
+	if err != nil || len(epochs) == 0 || epochs[len(epochs)-1] >= strays[0] {
+		t.Fatalf("the log's epochs %v (%v), want them counted from 1, below the stray generation %d", epochs, err, strays[0])
+	}
+}

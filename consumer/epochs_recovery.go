@@ -85,10 +85,16 @@ func (x *Epochs) overDamaged(ctx context.Context) error {
 // ahead: for ever, for a stray key far above.
 func (x *Epochs) dropUnlogged(ctx context.Context) error {
 	epochs, err := x.logEpochs(ctx)
-	if err != nil || len(epochs) == 0 {
+	if err != nil {
 		return err
 	}
-	last := epochs[len(epochs)-1]
+	var last uint64 // an empty log: every damaged generation is above it
+	if n := len(epochs); n > 0 {
+		last = epochs[n-1]
+	}
+	if last == math.MaxUint64 {
+		return nil
+	}
 	i, _ := slices.BinarySearch(x.cfg.Damaged, last+1)
 	if i == len(x.cfg.Damaged) {
 		return nil
@@ -114,6 +120,13 @@ func (x *Epochs) beginHistory(ctx context.Context, above uint64) (uint64, error)
 	// The new history has no boundary before it: only the model's digest
 	// and positions tie its first one to it.
 	x.prev = nil
+	if above == math.MaxUint64 {
+		// No epoch follows it: start would wrap to 0, which numbers no
+		// epoch.
+		return 0, fmt.Errorf("%w: a new history would begin above epoch %d, the last an epoch can number: "+
+			"delete the generations and epochs that high from snapshot.url (no worker counts that far), or give the model a new model.name",
+			ErrFatal, uint64(math.MaxUint64))
+	}
 	start := above + 1
 	if n := len(epochs); n > 0 {
 		if epochs[n-1] == math.MaxUint64 {
