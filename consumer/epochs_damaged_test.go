@@ -534,6 +534,46 @@ func TestFollowOverADeletedBoundary(t *testing.T) {
 	}
 }
 
+// TestFollowOverTheNewestDeletedBoundary: a replay whose last epoch's
+// boundary is deleted goes on to the newest generation, as stored, and
+// its output store holds that generation, the model it ends at, where
+// it held only the epochs below.
+func TestFollowOverTheNewestDeletedBoundary(t *testing.T) {
+	data := epochLog(1200)
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.SnapshotEvery = 1500
+	want := runEpochs(t, data, cfg, store)
+	ctx := context.Background()
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil || len(gens) < 2 {
+		t.Fatalf("generations %v (%v), want at least 2", gens, err)
+	}
+	newest := gens[len(gens)-1]
+	if err := bucket.Delete(ctx, epochlog.BoundaryKey("", "mixed", newest)); err != nil {
+		t.Fatal(err)
+	}
+	lg := epochlog.New(store)
+	begin, err := consumer.FollowStart(ctx, lg, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+		epochLearner(), nil, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Mixed != newest || f.Model.State().Digest() != want {
+		t.Fatalf("the replay ended at epoch %d; the live model is generation %d", f.Mixed, newest)
+	}
+	held, err := out.Latest(ctx, "mixed", nil)
+	if err != nil || held.Generation != newest || held.State.Digest() != want {
+		t.Fatalf("the replay's store holds %v (%v), want generation %d, the model it ended at", held, err, newest)
+	}
+}
+
 // TestFollowStopsAtABoundaryOfAnotherMix: a boundary that reads and
 // learns from another model than the one the replay holds, below a
 // generation that reads, stops the replay, naming the base digests: it

@@ -147,6 +147,11 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 			if err != nil {
 				return nil, err
 			}
+			// out holds the model the replay goes on from, as it holds
+			// every model it ends at: the epochs after it may be none.
+			if err := out.Write(ctx, snap); err != nil {
+				return nil, fmt.Errorf("replay: write generation %d, gone on from: %w", g, err)
+			}
 			f.Gaps = append(f.Gaps, Gap{From: e, To: g})
 			return snap, nil
 		}
