@@ -821,19 +821,27 @@ func (r *records[T]) DecodeMsgpack(dec *msgpack.Decoder) error {
 	least := max(1, int(reflect.TypeFor[T]().Size())/recordGrowth)
 	stored, measured := dec.Buffered().(interface{ Len() int })
 	var out []T
+	if measured {
+		// At most half as many as the bytes left can hold, each at least
+		// least (the bound the check below keeps): a crafted count takes
+		// no more than half the memory the check allows before the
+		// elements refute it, and a real array, whose elements take
+		// several times least, its count.
+		out = make([]T, 0, min(n, stored.Len()/(2*least)))
+	}
 	for i := range n {
 		var before int
 		if measured {
 			before = stored.Len()
 		}
-		var v T
-		if err := dec.Decode(&v); err != nil {
+		// Decoded in place: no copy of the element, which escapes.
+		out = append(out, zero)
+		if err := dec.Decode(&out[i]); err != nil {
 			return fmt.Errorf("%s: element %d: %w", zero.recordKey(), i, err)
 		}
 		if measured && before-stored.Len() < least {
 			return fmt.Errorf("%s: element %d is stored in %d bytes, and every one takes at least %d", zero.recordKey(), i, before-stored.Len(), least)
 		}
-		out = append(out, v)
 	}
 	*r = out
 	return nil

@@ -660,3 +660,25 @@ func TestNegativePositionIsRefused(t *testing.T) {
 		t.Errorf("Unmarshal: got %v, want ErrCorrupt naming the negative position", err)
 	}
 }
+
+// BenchmarkUnmarshalKernel decodes a kernel model holding its budget of
+// support vectors: the body's arrays of structs decode element by
+// element (records).
+func BenchmarkUnmarshalKernel(b *testing.B) {
+	cfg := learner.DefaultConfig()
+	cfg.Algorithm, cfg.HashBits, cfg.Budget = learner.Kernel, 12, 1000
+	m := train(b, cfg, 20_000)
+	if n := len(m.State().Support); n < cfg.Budget {
+		b.Fatalf("%d support vectors, want the budget, %d", n, cfg.Budget)
+	}
+	data, err := snapshot.Marshal(snap(m.State()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := snapshot.Unmarshal(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
