@@ -175,9 +175,11 @@ type Group struct {
 	cur     *generation   // the current generation; nil between generations
 	changed chan struct{} // closed, and replaced, when cur changes
 	closed  bool
-	// failed is why the last attempt to take part in a generation failed,
-	// until one begins (Failure).
-	failed error
+	// failed is why the attempts to take part in a generation fail, once
+	// they fail in a way that lasts, until one begins (Failure); failures
+	// counts the attempts that failed in a row.
+	failed   error
+	failures int
 }
 
 // generation is one generation of the group as this member sees it.
@@ -631,7 +633,7 @@ func (g *Group) begin(id int32, m membership, assigned map[string][]int, counts 
 	}
 	g.mu.Lock()
 	g.cur = cur
-	g.failed = nil
+	g.failed, g.failures = nil, 0
 	g.signal()
 	g.mu.Unlock()
 	g.log.Info("kafka consumer group generation",
@@ -705,21 +707,38 @@ func (g *Group) errorf(format string, args ...any) {
 	g.errLog.Printf(format, args...)
 }
 
-// fail records err as why the member takes part in no generation.
+// failuresToReport is how many attempts in a row must fail before a
+// failure that may clear on its own (a coordinator moving while brokers
+// restart, a timeout) is reported: each is followed by
+// GroupOptions.JoinGroupBackoff.
+const failuresToReport = 3
+
+// fail records err, an attempt's failure to take part in a generation:
+// reported by Failure at once if no retry mends it (a group of another
+// protocol, a group or topic the credentials may not use), else once
+// failuresToReport attempts in a row have failed.
 func (g *Group) fail(err error) {
+	lasting := errors.Is(err, kafkago.InconsistentGroupProtocol) ||
+		errors.Is(err, kafkago.GroupAuthorizationFailed) || errors.Is(err, kafkago.TopicAuthorizationFailed)
 	if errors.Is(err, kafkago.InconsistentGroupProtocol) {
 		err = fmt.Errorf("%w (the group's other members consume by another protocol: another application's consumers in group %s? give this model a group of its own, source.group)", err, g.id)
 	}
 	g.mu.Lock()
-	g.failed = fmt.Errorf("consumer group %s: %w", g.id, err)
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	g.failures++
+	if lasting || g.failures >= failuresToReport {
+		g.failed = fmt.Errorf("consumer group %s: %w", g.id, err)
+	}
 }
 
 // Failure reports why the member takes part in no generation: the error
-// of its last attempt (the coordinator unreachable, a group whose other
-// members consume by another protocol), until a generation begins. It is
-// nil while the member is in a generation, and while the group protocol
-// moves it from one to the next (a rebalance). It fits
+// of its last attempt, once the attempts fail in a way that lasts (a
+// group whose other members consume by another protocol, credentials the
+// group refuses, or failuresToReport attempts in a row, such as a
+// coordinator unreachable), until a generation begins. It is nil while
+// the member is in a generation, while the group protocol moves it from
+// one to the next (a rebalance), and after one failed attempt, such as a
+// heartbeat a moving coordinator refuses. It fits
 // consumer.Ownership.Failure.
 func (g *Group) Failure() error {
 	g.mu.Lock()

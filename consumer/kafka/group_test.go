@@ -576,3 +576,33 @@ func TestGroupFailureInAGroupOfAnotherProtocol(t *testing.T) {
 		t.Fatalf("Failure of a member in a generation: %v", err)
 	}
 }
+
+// TestGroupFailureNotReportedForOneRefusal: a heartbeat the coordinator
+// refuses once (NOT_COORDINATOR, as while brokers restart) ends the
+// generation and the member joins the next, with no Failure meanwhile:
+// one failed attempt is no reason to say the worker takes part in none.
+func TestGroupFailureNotReportedForOneRefusal(t *testing.T) {
+	c := groupCluster(t, 2)
+	g := join(t, c, "g", "a", "t")
+	settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return len(owned[0]) == 2 })
+	ended := g.Changed()
+	var refused atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Swap(true) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil, true
+	})
+	var failure error
+	wait.For(t, settleWithin, time.Millisecond, "the member in a generation again after the refusal", func() bool {
+		if err := g.Failure(); err != nil && failure == nil {
+			failure = err
+		}
+		return closed(ended) && g.Settled() && len(g.Owned()) == 2
+	})
+	if failure != nil {
+		t.Fatalf("Failure after one refused heartbeat: %v", failure)
+	}
+}
