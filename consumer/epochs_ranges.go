@@ -25,8 +25,8 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.Shards))
-	// causes are the failures that came before any range was cancelled:
-	// the ranges a failure cancels return whatever their broker client
+	// causes holds the failure that cancelled the other ranges, the
+	// first: the ranges it cancels return whatever their broker client
 	// makes of it ("context canceled", or worse), which says nothing of
 	// why they stopped.
 	var causesMu sync.Mutex

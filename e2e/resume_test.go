@@ -102,9 +102,10 @@ snapshot:
 
 // killRepeatedly starts the worker and kills it with SIGKILL after a
 // random while (the first time, after its first snapshot), three times or
-// until done says the running worker is through the stream. It returns, for each kill, the position at source of
-// the newest snapshot in store when the worker died (0 when there was
-// none): where the next run resumed.
+// until done says the running worker is through the stream. It returns,
+// for each kill, the position at source of the newest snapshot in store
+// when the worker died (0 when there was none): where the next run
+// resumed.
 func killRepeatedly(t *testing.T, cfg, store, source string, r *rand.Rand, minDelay int, done func(*proc) bool) []int64 {
 	t.Helper()
 	ctx := testContext(t)

@@ -74,7 +74,7 @@ func backtestLog(ctx context.Context, e *env, cfg config.Config, from, to wire.S
 	if err := onePartition(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	p, err := openPipeline(ctx, cfg, log, onceUse)
+	p, err := openPipeline(ctx, cfg, log, pipelineUse{})
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func startingHandler(predicts bool) http.Handler {
 type startingUp struct{}
 
 func (startingUp) NotReady() []string {
-	return []string{"starting: the model is being resumed from snapshot.url (the log says what it waits for)"}
+	return []string{"starting: the model is being resumed and its inputs opened (the log says what it waits for)"}
 }
 
 // swapHandler serves with the handler it was last set to: the server

@@ -81,14 +81,6 @@ type pipelineUse struct {
 	WaitForStore bool
 }
 
-// The uses of a pipeline: the worker's, and the commands' that read the
-// logs once (a replay of every partition, or of one source).
-var (
-	workerUse = pipelineUse{Epochs: true, Marks: true, WaitForStore: true}
-	epochsUse = pipelineUse{Epochs: true}
-	onceUse   = pipelineUse{}
-)
-
 // openPipeline builds the pipeline of cfg, which is valid, for use. The
 // model comes first: a store that cannot be read, or holds an
 // incompatible model, is reported before any broker is dialled.

@@ -96,7 +96,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	// Only the final snapshot: nothing periodic.
 	once := cfg
 	once.Snapshot.Every, once.Snapshot.Interval = 0, 0
-	p, err := openPipeline(ctx, once, log, onceUse)
+	p, err := openPipeline(ctx, once, log, pipelineUse{})
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if err != nil {
 		return err
 	}
-	p, err := openPipeline(ctx, cfg, log, epochsUse)
+	p, err := openPipeline(ctx, cfg, log, pipelineUse{Epochs: true})
 	if err != nil {
 		return err
 	}

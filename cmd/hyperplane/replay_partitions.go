@@ -22,7 +22,7 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64,
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	// Only the final snapshot of each chain: nothing periodic.
 	cfg.Snapshot.Every, cfg.Snapshot.Interval = 0, 0
-	p, err := openPipeline(ctx, cfg, log, epochsUse)
+	p, err := openPipeline(ctx, cfg, log, pipelineUse{Epochs: true})
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,9 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.L
 	}
 	// The probes answer while the model is resumed, which takes time for a
 	// large one and waits for a store that does not answer: the process is
-	// alive, and not ready.
+	// alive, and not ready. The server starts here, before the group that
+	// runs the rest, which needs the pipeline; the group's actor for it
+	// takes over its end, and every return before closes it.
 	var front swapHandler
 	var httpSrv *http.Server
 	served := make(chan error, 1)
@@ -93,7 +95,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.L
 		// when start-up fails: closing a closed server does nothing.
 		defer httpSrv.Close()
 	}
-	p, err := openPipeline(ctx, cfg, log, workerUse)
+	p, err := openPipeline(ctx, cfg, log, pipelineUse{Epochs: true, Marks: true, WaitForStore: true})
 	if err != nil {
 		// A signal while it waits for the store is a stop, not a failure.
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
