@@ -456,6 +456,39 @@ func TestEpochsNewHistoryOverADamagedBoundary(t *testing.T) {
 	}
 }
 
+// followedStore is a store of epochs learned over epochLog(1200) with a
+// generation every other epoch or so, as snapshot.every writes them: its
+// bucket, the model's digest and its generations, at least min.
+func followedStore(t *testing.T, data *memory.Log, min int) (*blob.Bucket, *snapshot.Store, [32]byte, []uint64) {
+	t.Helper()
+	bucket := memblob.OpenBucket(nil)
+	store := snapshot.NewStore(bucket, "")
+	cfg := epochConfig(data, store, memory.NewSink(), "w")
+	cfg.SnapshotEvery = 1500
+	want := runEpochs(t, data, cfg, store)
+	gens, err := store.Generations(context.Background(), "mixed")
+	if err != nil || len(gens) < min {
+		t.Fatalf("generations %v (%v), want at least %d", gens, err, min)
+	}
+	return bucket, store, want, gens
+}
+
+// followStore replays store's epoch log over data into a store of its
+// own, which it returns.
+func followStore(t *testing.T, data *memory.Log, store *snapshot.Store) (*consumer.Followed, *snapshot.Store, error) {
+	t.Helper()
+	ctx := context.Background()
+	lg := epochlog.New(store)
+	begin, err := consumer.FollowStart(ctx, lg, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
+		epochLearner(), nil, zaptest.NewLogger(t))
+	return f, out, err
+}
+
 // TestFollowOverADeletedBoundary: a boundary deleted from the live log
 // below a generation that reads (an operator's rm, retention racing the
 // replay) is no new history: the live workers went on from that
@@ -467,18 +500,8 @@ func TestFollowOverADeletedBoundary(t *testing.T) {
 	for _, below := range []bool{false, true} {
 		t.Run(fmt.Sprintf("below a generation %v", below), func(t *testing.T) {
 			data := epochLog(1200)
-			bucket := memblob.OpenBucket(nil)
-			store := snapshot.NewStore(bucket, "")
-			cfg := epochConfig(data, store, memory.NewSink(), "w")
-			// A generation every other epoch or so, as snapshot.every
-			// writes them.
-			cfg.SnapshotEvery = 1500
-			want := runEpochs(t, data, cfg, store)
+			bucket, store, want, gens := followedStore(t, data, 4)
 			ctx := context.Background()
-			gens, err := store.Generations(ctx, "mixed")
-			if err != nil || len(gens) < 4 {
-				t.Fatalf("generations %v (%v), want at least 4", gens, err)
-			}
 			// A generation with an epoch that has none below it, above
 			// the log's first epoch (retention deleted the boundaries
 			// up to the oldest generation), and a generation above it
@@ -501,14 +524,7 @@ func TestFollowOverADeletedBoundary(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			lg := epochlog.New(store)
-			begin, err := consumer.FollowStart(ctx, lg, "mixed")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := snapshot.NewStore(memblob.OpenBucket(nil), "")
-			f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
-				epochLearner(), nil, zaptest.NewLogger(t))
+			f, _, err := followStore(t, data, store)
 			if err != nil {
 				t.Fatalf("Follow over epoch %d's deleted boundary, generation %d reading: %v", deleted, at, err)
 			}
@@ -540,28 +556,13 @@ func TestFollowOverADeletedBoundary(t *testing.T) {
 // it held only the epochs below.
 func TestFollowOverTheNewestDeletedBoundary(t *testing.T) {
 	data := epochLog(1200)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	cfg.SnapshotEvery = 1500
-	want := runEpochs(t, data, cfg, store)
+	bucket, store, want, gens := followedStore(t, data, 2)
 	ctx := context.Background()
-	gens, err := store.Generations(ctx, "mixed")
-	if err != nil || len(gens) < 2 {
-		t.Fatalf("generations %v (%v), want at least 2", gens, err)
-	}
 	newest := gens[len(gens)-1]
 	if err := bucket.Delete(ctx, epochlog.BoundaryKey("", "mixed", newest)); err != nil {
 		t.Fatal(err)
 	}
-	lg := epochlog.New(store)
-	begin, err := consumer.FollowStart(ctx, lg, "mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
-		epochLearner(), nil, zaptest.NewLogger(t))
+	f, out, err := followStore(t, data, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,16 +583,8 @@ func TestFollowOverTheNewestDeletedBoundary(t *testing.T) {
 // over a damaged or deleted boundary.
 func TestFollowStopsAtABoundaryOfAnotherMix(t *testing.T) {
 	data := epochLog(1200)
-	bucket := memblob.OpenBucket(nil)
-	store := snapshot.NewStore(bucket, "")
-	cfg := epochConfig(data, store, memory.NewSink(), "w")
-	cfg.SnapshotEvery = 1500
-	runEpochs(t, data, cfg, store)
+	bucket, store, _, gens := followedStore(t, data, 4)
 	ctx := context.Background()
-	gens, err := store.Generations(ctx, "mixed")
-	if err != nil || len(gens) < 4 {
-		t.Fatalf("generations %v (%v), want at least 4", gens, err)
-	}
 	var at uint64 // an epoch with no generation, below one
 	for i, g := range gens[2 : len(gens)-1] {
 		if g > gens[i+1]+1 {
@@ -616,13 +609,7 @@ func TestFollowStopsAtABoundaryOfAnotherMix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	begin, err := consumer.FollowStart(ctx, lg, "mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	f, err := consumer.Follow(ctx, epochConfig(data, out, memory.NewSink(), "replay"), lg, epochlog.New(out), begin,
-		epochLearner(), nil, zaptest.NewLogger(t))
+	f, _, err := followStore(t, data, store)
 	if err == nil {
 		t.Fatalf("Follow over epoch %d's boundary of another mix: went on (gaps %v, ended at %d)", at, f.Gaps, f.Mixed)
 	}

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
@@ -63,20 +61,7 @@ func TestEpochsRetentionGapIsTheError(t *testing.T) {
 	}
 
 	produce(50)
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "ex"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 110
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
+	c.DeleteRecords(t, "ex", 0, 110)
 
 	sink := memory.NewSink()
 	sink.Fail(errors.New("outputs down"))

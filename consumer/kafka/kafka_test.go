@@ -190,7 +190,7 @@ func TestOpenErrors(t *testing.T) {
 	produce(t, cl, "t", 0, values("m", 0, 10)...)
 	produce(t, cl, "t", 1, values("m", 0, 3)...)
 	// Retention, as far as the broker is concerned: offsets below 4 are gone.
-	deleteRecords(t, cl, "t", 0, 4)
+	c.DeleteRecords(t, "t", 0, 4)
 
 	for _, tc := range []struct {
 		name   string
@@ -631,27 +631,6 @@ func TestSourceFetchOutage(t *testing.T) {
 	}
 }
 
-// deleteRecords moves the partition's first offset to before, as
-// retention would.
-func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, before int64) {
-	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = partition, before
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 5000
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
-}
-
 // TestSourceRetentionOvertakes deletes messages the source has not read
 // yet while it runs: Fetch must fail rather than skip them.
 func TestSourceRetentionOvertakes(t *testing.T) {
@@ -667,7 +646,7 @@ func TestSourceRetentionOvertakes(t *testing.T) {
 	})
 	src := openSource(t, config(c), []string{"t"}, "", nil, wire.Start{}, zaptest.NewLogger(t))
 	wait.For(t, time.Minute, 10*time.Millisecond, "two failed fetches", func() bool { return failures.Load() >= 2 })
-	deleteRecords(t, cl, "t", 0, 4)
+	c.DeleteRecords(t, "t", 0, 4)
 	failing.Store(false)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

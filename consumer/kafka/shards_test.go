@@ -108,7 +108,7 @@ func TestShardsEnds(t *testing.T) {
 	produce(t, cl, "t", 1, values("p1-m", 0, 3)...)
 	check(map[string]int64{"kafka:t/0": 5, "kafka:t/1": 3, "kafka:t/2": 12, "kafka:u/0": 2})
 	// Retention moves the first offset, not the end.
-	deleteRecords(t, cl, "t", 0, 3)
+	c.DeleteRecords(t, "t", 0, 3)
 	check(map[string]int64{"kafka:t/0": 5, "kafka:t/1": 3, "kafka:t/2": 12, "kafka:u/0": 2})
 
 	t.Run("missing topic", func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestShardsOpen(t *testing.T) {
 func TestShardsOpenErrors(t *testing.T) {
 	c, cl := shardsTopic(t)
 	// Retention, as far as the broker is concerned: offsets below 2 are gone.
-	deleteRecords(t, cl, "t", 0, 2)
+	c.DeleteRecords(t, "t", 0, 2)
 	shards := newShards(t, c, "t")
 	for _, tc := range []struct {
 		name  string
@@ -320,7 +320,7 @@ func TestShardsStart(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: "t", Partition: 1, Value: fmt.Appendf(nil, "m%d", j), Timestamp: base.Add(time.Duration(j) * time.Second)})
 	}
 	produceRecords(t, cl, recs...)
-	deleteRecords(t, cl, "t", 1, 3)
+	c.DeleteRecords(t, "t", 1, 3)
 	shards := newShards(t, c, "t")
 	for _, tc := range []struct {
 		name  string
@@ -370,7 +370,7 @@ func TestShardsStart(t *testing.T) {
 // TestShardsRetentionOvertakes deletes messages a shard's source has not
 // read yet while it runs: Fetch must fail rather than skip them.
 func TestShardsRetentionOvertakes(t *testing.T) {
-	c, cl := shardsTopic(t)
+	c, _ := shardsTopic(t)
 	var failing atomic.Bool
 	var failures atomic.Int64
 	failing.Store(true)
@@ -380,7 +380,7 @@ func TestShardsRetentionOvertakes(t *testing.T) {
 	shards := newShards(t, c, "t")
 	src := openShard(t, shards, shardid.Kafka("t", 2), 1)
 	wait.For(t, time.Minute, 10*time.Millisecond, "two failed fetches", func() bool { return failures.Load() >= 2 })
-	deleteRecords(t, cl, "t", 2, 6)
+	c.DeleteRecords(t, "t", 2, 6)
 	failing.Store(false)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hyperplane-ml/hyperplane/config"
@@ -119,26 +117,13 @@ func TestSourceRetentionGap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "examples"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Offset = 2
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
+	c.DeleteRecords(t, "examples", 0, 2)
 	cfg := config.Default()
 	cfg.Kafka.Brokers = c.ListenAddrs()
 	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
 	defer b.Close()
 	s := config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
-	_, err = b.Source(context.Background(), s, "", map[string]int64{"kafka:examples/0": 1})
+	_, err := b.Source(context.Background(), s, "", map[string]int64{"kafka:examples/0": 1})
 	if err == nil || !errors.Is(err, consumer.ErrFatal) || !strings.Contains(err.Error(), "refusing to skip") || strings.Contains(err.Error(), "check kafka.brokers") {
 		t.Errorf("resuming at offset 1 of a partition that begins at 2: %v, want the gap named, without advice about the brokers", err)
 	}

@@ -139,6 +139,29 @@ func (c *KafkaCluster) DeleteTopic(t testing.TB, topic string) {
 	}
 }
 
+// DeleteRecords moves the first offset of topic's partition to before,
+// as retention would.
+func (c *KafkaCluster) DeleteRecords(t testing.TB, topic string, partition int32, before int64) {
+	t.Helper()
+	cl := c.client(t)
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, before
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete the records of %s/%d before %d: %v", topic, partition, before, err)
+	}
+}
+
 // ReadTopic returns the values of every record topic holds when it is
 // called, partition by partition, each in offset order. It reads each
 // partition up to the end offset it asks for first, so it returns as soon
