@@ -411,6 +411,12 @@ func (p *Pipeline) Worker(ctx context.Context, src Source, metrics *Metrics) (*W
 // partition scope. metrics may be nil.
 func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 	log := p.opts.Log
+	if metrics != nil && p.resumed.Model != nil && !p.opts.PartitionScope {
+		// The gauges say the resumed model's version, accuracy and
+		// positions from the moment they are served, not zeros until
+		// its worker or epochs begin.
+		metrics.restored(p.resumed.Model.Metrics(), p.resumed.Positions)
+	}
 	// A source known to have several shards (a partitioned stream counts
 	// those that hold no message yet, which its Ends leaves out) is
 	// learned in epochs from the start. A join over one partition does

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -668,4 +669,46 @@ func TestOpenWaitsForAStoreThatDoesNotAnswer(t *testing.T) {
 			t.Fatalf("Open over a store that is down: %v, want snapshot.ErrUnavailable", err)
 		}
 	})
+}
+
+// TestEngineGaugesAreTheResumedModels: the engine of a resumed model
+// sets the gauges to the model's version and positions as it is built,
+// before any worker runs: a scrape of the worker's metrics never says
+// version 0 of a model restored at another.
+func TestEngineGaugesAreTheResumedModels(t *testing.T) {
+	ctx := context.Background()
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	logger := zaptest.NewLogger(t)
+	r, err := snapshot.Resume(ctx, store, "m", epochLearner(), snapshot.ResumeOptions{Writer: "w", Keep: 10, Log: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		x := learner.Example{Label: 1 - 2*(i%2), Labeled: true}
+		x.Add(uint32(i%7), 1)
+		r.Model.Learn(&x)
+	}
+	if err := r.Snapshotter.Snapshot(ctx, r.Model.State(), map[string]int64{"memory:ex/0": 50}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := consumer.Open(ctx, consumer.Options{
+		Model:   "m",
+		Learner: epochLearner(),
+		Store:   store,
+		Resume:  snapshot.ResumeOptions{Writer: "w2", Keep: 10, Log: logger},
+		Connect: func(context.Context) (consumer.Connection, error) { return consumer.Connection{}, nil },
+		Log:     logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	metrics := consumer.NewMetrics(nil)
+	p.Engine(metrics)
+	if got, want := testutil.ToFloat64(metrics.ModelVersion), float64(r.Model.Version()); got != want || want == 0 {
+		t.Fatalf("hyperplane_model_version %v once the engine is built, want the resumed model's %v", got, want)
+	}
+	if got := testutil.ToFloat64(metrics.Position.WithLabelValues("memory:ex/0")); got != 50 {
+		t.Fatalf("hyperplane_position %v once the engine is built, want the resumed model's 50", got)
+	}
 }
