@@ -94,6 +94,8 @@ func runWorker(ctx context.Context, cfg config.Config, log *zap.Logger, ln net.L
 		// Once the worker has stopped and the server has shut down, or
 		// when start-up fails: closing a closed server does nothing.
 		defer httpSrv.Close()
+	} else {
+		log.Info("no http server: http.addr is empty, so there are no probes, no /metrics and no prediction requests over HTTP")
 	}
 	p, err := openPipeline(ctx, cfg, log, pipelineUse{Epochs: true, Marks: true, WaitForStore: true})
 	if err != nil {

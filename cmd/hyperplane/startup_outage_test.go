@@ -177,3 +177,24 @@ func TestProbesAnswerWhileWaitingForTheStore(t *testing.T) {
 	})
 	w.stop(t)
 }
+
+// TestNoHTTPServerIsSaid: a worker whose http.addr is empty says at
+// start-up that it runs without probes, metrics and HTTP predictions,
+// rather than leaving an operator to find the port closed.
+func TestNoHTTPServerIsSaid(t *testing.T) {
+	t.Parallel()
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "dark", 1)
+	w := startRun(t, []string{"run", "--model.name", "m",
+		"--source.kind", "kafka", "--source.topics", "dark", "--source.group", "dark",
+		"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "", "--log.format", "json",
+		"--snapshot.url", "mem://"})
+	w.wait(t, time.Minute, "the worker starting", func() bool { return strings.Contains(w.log(), `"msg":"worker starting"`) })
+	w.stop(t)
+	if !strings.Contains(w.log(), "no http server: http.addr is empty") {
+		t.Fatalf("a worker without an HTTP server did not say so:\n%s", w.log())
+	}
+	if strings.Contains(w.log(), "http listening") {
+		t.Fatalf("a worker without an HTTP server logged a listening address:\n%s", w.log())
+	}
+}
