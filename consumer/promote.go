@@ -22,6 +22,9 @@ type promotion struct {
 	// requested is the newest request read, stored by the snapshot loop
 	// and taken by the reading loop.
 	requested atomic.Pointer[snapshot.PromotionRequest]
+	// seen is the id of the newest request read, which is logged once. It
+	// belongs to whoever reads requests: the start, then the snapshot loop.
+	seen string
 	// The fields below belong to the reading loop. refused is the id of
 	// the request last refused, so that it is refused once; replayed
 	// counts the WorkerConfig.Replayed made; adjust is what the batch's
@@ -41,8 +44,10 @@ type promotionRequests interface {
 // readRequest reads the model's promotion request, for the reading loop
 // to apply after its next example. It runs when the worker starts, before
 // the reading loop, and then in the snapshot loop after every generation,
-// never in the reading loop.
-func (w *Worker) readRequest(ctx context.Context) {
+// never in the reading loop. A request read for the first time is logged,
+// unless the history of the model it starts with holds it (atStart: the
+// reading loop has not begun, and the model is the start's to look at).
+func (w *Worker) readRequest(ctx context.Context, atStart bool) {
 	rs, ok := w.cfg.Snapshots.(promotionRequests)
 	if !ok || !w.promotion.requests {
 		return
@@ -52,6 +57,13 @@ func (w *Worker) readRequest(ctx context.Context) {
 	case err != nil:
 		w.log.Warn("promotion request not read; read again after the next snapshot", zap.Error(err))
 	case r != nil:
+		if r.ID != w.promotion.seen {
+			w.promotion.seen = r.ID
+			if !atStart || !r.Applied(w.model.Promotions()) {
+				w.log.Info("promotion request read: it takes effect after the next example the model learns",
+					zap.String("challenger", r.Challenger), zap.String("request", r.ID))
+			}
+		}
 		w.promotion.requested.Store(r)
 	}
 }

@@ -96,7 +96,11 @@ func TestWorkerPromotes(t *testing.T) {
 	// The same log, 600 examples longer.
 	at := in.Len(0)
 	in = challengedLog(1800)
-	w, n = promotedRun(t, in, store, sink, zap.NewNop())
+	core, logs = observer.New(zap.InfoLevel)
+	w, n = promotedRun(t, in, store, sink, zap.New(core))
+	if read := logs.FilterMessage("promotion request read: it takes effect after the next example the model learns").All(); len(read) != 1 || read[0].ContextMap()["request"] != r.ID {
+		t.Fatalf("reading the request logged %v, want it once with its id", read)
+	}
 	ps := w.Model().Promotions()
 	if n != 1 || len(ps) != 1 || ps[0].Challenger != "bits13" || ps[0].Replaced != "m" || ps[0].Request != r.ID || ps[0].Offset < int64(at) {
 		t.Fatalf("counted %v, history %+v; want bits13 promoted after an offset from %d on", n, ps, at)
@@ -127,7 +131,11 @@ func TestWorkerPromotes(t *testing.T) {
 		t.Fatalf("promotion events %+v", events)
 	}
 
-	w, n = promotedRun(t, in, store, sink, zap.NewNop())
+	core, logs = observer.New(zap.InfoLevel)
+	w, n = promotedRun(t, in, store, sink, zap.New(core))
+	if read := logs.FilterMessage("promotion request read: it takes effect after the next example the model learns").All(); len(read) != 0 {
+		t.Fatalf("a resumed worker logged the request its history holds as read: %v", read)
+	}
 	if n != 0 || len(w.Model().Promotions()) != 1 || w.Model().Config().HashBits != 13 {
 		t.Fatalf("resumed: %v promotions counted, history %+v", n, w.Model().Promotions())
 	}

@@ -524,7 +524,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopLimit()
 	// A request already in the store applies after the first example,
 	// however quickly the reading loop gets ahead of the snapshots.
-	w.readRequest(consumeCtx)
+	w.readRequest(consumeCtx, true)
 	var perr error
 	go func() {
 		left, err := w.publishLoop(flushCtx, queue)
@@ -678,7 +678,7 @@ func (w *Worker) snapshotLoop(ctx context.Context, stop <-chan struct{}) error {
 			w.readiness.ok(NotReadySnapshots)
 			w.metrics.Snapshots.Inc()
 			w.metrics.LastSnapshot.SetToCurrentTime()
-			w.readRequest(ctx)
+			w.readRequest(ctx, false)
 			if err := w.commit(ctx, snap.positions); err != nil && !errors.Is(err, context.Canceled) {
 				w.log.Warn("commit to the broker failed (lag monitoring only)", zap.Error(err))
 			}
