@@ -126,7 +126,8 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 			return err
 		}
 		if want := snap.State.Digest(); want != got {
-			return fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
+			err := fmt.Errorf("replay: epoch %d gives state_sha256 %x, the live generation %d holds %x", e, got, e, want)
+			return olderBase(ctx, live, model, e, err)
 		}
 		f.Checked = append(f.Checked, e)
 		return nil
@@ -164,6 +165,25 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 	f.Model, f.Positions, f.Mixed = x.Model(), x.Positions(), x.Mixed()
 	f.Joins, f.JoinCounts = x.Joins(), x.JoinCounts()
 	return f, nil
+}
+
+// olderBase is err, a replay's mixed model of epoch e that differs from
+// the live generation, said with its likely cause when the live
+// generation e goes on from, e-1, was written in an earlier snapshot
+// format: workers of that hyperplane learned the epochs up to it (and
+// maybe part of e) otherwise, and a replay reproduces the live bits only
+// from the first generation the upgraded workers wrote.
+func olderBase(ctx context.Context, live *epochlog.Log, model string, e uint64, err error) error {
+	if e < 2 {
+		return err
+	}
+	base, lerr := live.Load(ctx, model, e-1)
+	if lerr != nil || base.Format == 0 || base.Format >= snapshot.Format {
+		return err
+	}
+	return fmt.Errorf("%w: generation %d, which epoch %d goes on from, was written in snapshot format %d by an earlier hyperplane, "+
+		"which learned its epochs otherwise; replay from the first generation written in format %d (--from-generation; hyperplane inspect prints each generation's format)",
+		err, e-1, e, base.Format, snapshot.Format)
 }
 
 // Follow learns the epochs that the live log records from start

@@ -32,10 +32,12 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	to := wire.Start{Kind: wire.StartLatest}
 	var out string
 	var publish bool
-	fs := newFlagSet("replay", "--config FILE [--from START] [--to END] [--out URL] [--publish] [--key value ...]", e)
+	var fromGeneration uint64
+	fs := newFlagSet("replay", "--config FILE [--from START] [--to END] [--from-generation N] [--out URL] [--publish] [--key value ...]", e)
 	fs.TextVar(&from, "from", from, "where to begin, `START`: earliest, offset:N or time:RFC3339")
 	fs.TextVar(&to, "to", to, "where to end, `END`: latest (until the source has nothing more) or offset:N, exclusive: the replay stops before offset N (of each Kafka partition; a JetStream stream sequence) and leaves it out")
 	fs.StringVar(&out, "out", "", "snapshot store URL for the rebuilt model (default: none, the model is kept in memory for the summary only)")
+	fs.Uint64Var(&fromGeneration, "from-generation", 0, "a model learned in epochs only: begin from its live generation `N` rather than from the start of its epoch log (the first generation written by upgraded workers, say)")
 	fs.BoolVar(&publish, "publish", false, "publish the events as the live worker would (the live events, byte for byte, only from the live model's start and with its settings: docs/commands.md, replay)")
 	cfg, err := commandConfig(e, fs, args)
 	if err != nil {
@@ -85,7 +87,10 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		if from.Kind != wire.StartEarliest || to.Kind != wire.StartLatest {
 			return usagef("-from, -to: the model is learned in epochs, and replay follows its epoch log in %s from its start: leave them out", live)
 		}
-		return replayEpochs(ctx, e, cfg, log)
+		return replayEpochs(ctx, e, cfg, log, fromGeneration)
+	}
+	if fromGeneration != 0 {
+		return usagef("-from-generation: model %s has no epoch log in %s: only a model learned in epochs replays from a generation (use -from with the generation's positions)", cfg.Model.Name, live)
 	}
 	if cfg.Model.Scope == config.ScopePartition && (cfg.Source.Kind == config.KindKafka || cfg.Source.StreamPartitions > 0) {
 		return replayPartitions(ctx, e, cfg, end, live)
@@ -255,11 +260,18 @@ func epochLog(ctx context.Context, cfg config.Config, live string) (*epochlog.Lo
 
 // replayEpochs learns the epochs the live log records into the store of
 // --out (or memory), checking each mixed model against the live
-// generation of its epoch where there is one (consumer.Follow).
-func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog.Log) error {
+// generation of its epoch where there is one (consumer.Follow). It begins
+// from live generation from, or where the log begins when from is 0.
+func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog.Log, from uint64) error {
 	log := newLogger(config.Log{Level: config.LevelWarn, Format: cfg.Log.Format}, e.stderr)
 	model := cfg.Model.Name
-	start, err := consumer.FollowStart(ctx, live, model)
+	var start *snapshot.Snapshot
+	var err error
+	if from == 0 {
+		start, err = consumer.FollowStart(ctx, live, model)
+	} else if start, err = live.Load(ctx, model, from); errors.Is(err, snapshot.ErrNotFound) {
+		return usagef("-from-generation: the store holds no generation %d of %s (hyperplane inspect lists the generations)", from, model)
+	}
 	if err != nil {
 		return err
 	}

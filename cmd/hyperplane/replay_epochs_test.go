@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -86,6 +88,18 @@ func replayFollowsTheEpochLog(t *testing.T, extra ...string) ([]string, *snapsho
 	return replayFollowsTheEpochLogOf(t, nil, extra...)
 }
 
+// replaySummary is what replay prints for a model learned in epochs.
+type replaySummary struct {
+	Examples            int
+	Epoch               uint64
+	BeganFromGeneration uint64   `json:"began_from_generation"`
+	EpochsReplayed      int      `json:"epochs_replayed"`
+	GenerationsChecked  int      `json:"generations_checked"`
+	EpochsChecked       []uint64 `json:"epochs_checked"`
+	NotChecked          *string  `json:"not_checked"`
+	StateSHA256         string   `json:"state_sha256"`
+}
+
 // replayFollowsTheEpochLogOf is replayFollowsTheEpochLog over examples
 // that gen's flags add to those of hyperplane gen.
 func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]string, *snapshot.Store) {
@@ -155,17 +169,7 @@ func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]
 		t.Fatalf("the newest generation holds %d positions of %d", total, len(recs))
 	}
 
-	type summary struct {
-		Examples            int
-		Epoch               uint64
-		BeganFromGeneration uint64   `json:"began_from_generation"`
-		EpochsReplayed      int      `json:"epochs_replayed"`
-		GenerationsChecked  int      `json:"generations_checked"`
-		EpochsChecked       []uint64 `json:"epochs_checked"`
-		NotChecked          *string  `json:"not_checked"`
-		StateSHA256         string   `json:"state_sha256"`
-	}
-	replay := func(args ...string) summary {
+	replay := func(args ...string) replaySummary {
 		t.Helper()
 		out, stderr, err := runCmd(t, "", append([]string{"replay"}, args...)...)
 		if err != nil {
@@ -174,7 +178,7 @@ func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]
 		if strings.Contains(stderr, "lost when the worker stops") {
 			t.Errorf("replay warns as the worker does: %s", stderr)
 		}
-		var sum summary
+		var sum replaySummary
 		if err := json.Unmarshal([]byte(out), &sum); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
@@ -193,6 +197,8 @@ func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]
 	if sum.GenerationsChecked < 2 || sum.EpochsReplayed != sum.GenerationsChecked || *sum.NotChecked != "" {
 		t.Fatalf("replay from the log's start checked %d live generations of %d epochs (%q)", sum.GenerationsChecked, sum.EpochsReplayed, *sum.NotChecked)
 	}
+
+	replayFromAnUpgrade(t, dir, store, args, newest, replay)
 
 	// Retention keeps the newest generation alone, and the log from it
 	// on: the replay begins there, has nothing to learn or check, and
@@ -249,5 +255,90 @@ func TestPromoteInEpochs(t *testing.T) {
 	}
 	if line := logLine(stderr.String(), "worker starting"); !strings.Contains(line, `"algorithm":"arow"`) {
 		t.Errorf("the worker started again logged %q, want the promoted model's algorithm", line)
+	}
+}
+
+// replayFromAnUpgrade: a live log whose generation G was written in
+// snapshot format 2 (an upgraded model's last one before the upgrade),
+// and whose generation G+1 differs from what this binary learns from it
+// (workers of the earlier format learned that epoch): a replay from the
+// log's start stops at epoch G+1, naming generation G's format and the
+// way out, and one with --from-generation G+2 begins there and ends at
+// the live model. A generation the store does not hold is refused.
+func replayFromAnUpgrade(t *testing.T, dir string, store *snapshot.Store, args []string, newest *snapshot.Snapshot, replay func(args ...string) replaySummary) {
+	t.Helper()
+	ctx := context.Background()
+	gens, err := store.Generations(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) < 6 {
+		t.Fatalf("generations %v: too few for a replay from an upgrade", gens)
+	}
+	g := gens[len(gens)/2]
+	path := func(gen uint64) string {
+		return filepath.Join(dir, "live", "mixed", fmt.Sprintf("%020d.msgpack", gen))
+	}
+	// Generation G, as a hyperplane of format 2 wrote it: the same body.
+	var env map[string]any
+	if err := msgpack.Unmarshal([]byte(readFile(t, path(g))), &env); err != nil {
+		t.Fatal(err)
+	}
+	env["format"] = 2
+	older, err := msgpack.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Generation G+1, as the earlier workers learned it: other bits.
+	next, err := store.Load(ctx, "mixed", g+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.State.Mistakes++
+	other, err := snapshot.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen, data := range map[uint64][]byte{g: older, g + 1: other} {
+		if err := os.WriteFile(path(gen), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, err := store.Load(ctx, "mixed", g); err != nil || s.Format != 2 {
+		t.Fatalf("generation %d rewritten in format 2 reads as %v, %v", g, s, err)
+	}
+
+	_, stderr, err := runCmd(t, "", append([]string{"replay"}, args...)...)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("epoch %d gives state_sha256", g+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("generation %d, which epoch %d goes on from, was written in snapshot format 2", g, g+1)) ||
+		!strings.Contains(err.Error(), "--from-generation") {
+		t.Fatalf("replay over a generation of format 2: %v, want the mismatch at epoch %d naming generation %d's format and --from-generation\n%s", err, g+1, g, stderr)
+	}
+	sum := replay(append([]string{"--from-generation", fmt.Sprint(g + 2)}, args...)...)
+	if sum.BeganFromGeneration != g+2 || sum.Epoch != newest.Epoch || sum.GenerationsChecked != int(newest.Epoch-(g+2)) {
+		t.Fatalf("replay --from-generation %d: began from %d, ended at epoch %d, %d generations checked; want the live model's epoch %d and %d checked",
+			g+2, sum.BeganFromGeneration, sum.Epoch, sum.GenerationsChecked, newest.Epoch, newest.Epoch-(g+2))
+	}
+	_, _, err = runCmd(t, "", append([]string{"replay", "--from-generation", "999999"}, args...)...)
+	if err == nil || !strings.Contains(err.Error(), "-from-generation: the store holds no generation 999999 of mixed") {
+		t.Fatalf("replay --from-generation 999999: %v, want a refusal naming the generation", err)
+	}
+	// The generations as they were, for what follows.
+	for _, gen := range []uint64{g, g + 1} {
+		s, err := store.Load(ctx, "mixed", gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gen == g+1 {
+			s.State.Mistakes--
+		}
+		s.Format = 0
+		data, err := snapshot.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path(gen), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
