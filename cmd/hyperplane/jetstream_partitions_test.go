@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"hash/fnv"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 	"github.com/hyperplane-ml/hyperplane/snapshot/storetest"
@@ -188,5 +191,40 @@ func TestPartitionedJetStreamCountsItsEmptyPartitions(t *testing.T) {
 	r.stop(t)
 	if !strings.Contains(r.log(), `"learning in epochs","partitions":4,`) {
 		t.Fatalf("the worker did not say it learns the stream's 4 partitions:\n%s", r.log())
+	}
+}
+
+// TestPartitionedJetStreamOrdinalIsAConfigurationError: a host whose name
+// gives no ordinal of source.partitions' replicas:R (a StatefulSet scaled
+// beyond R, or no StatefulSet at all) is a wrong configuration value, as
+// operations.md says of exit status 2: run returns a usage error naming
+// the key, before it connects to anything or reads the store.
+func TestPartitionedJetStreamOrdinalIsAConfigurationError(t *testing.T) {
+	t.Parallel()
+	ns := testbroker.NATS(t)
+	common := []string{"--nats.url", ns.URL(), "--model.name", "ord", "--source.kind", "jetstream",
+		"--source.stream", "EX", "--source.subject", "ex.*", "--source.stream_partitions", "4", "--http.addr", ""}
+	mustRun(t, "", append([]string{"setup"}, common...)...)
+	replicas := 2
+	host := config.Hostname()
+	if i := strings.LastIndexByte(host, '-'); i >= 0 {
+		if n, err := strconv.Atoi(host[i+1:]); err == nil && n >= 0 {
+			replicas = max(n, 1)
+			if n == 0 {
+				t.Skipf("host %s is ordinal 0, which every replicas:R owns", host)
+			}
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	args := append(append([]string{"run"}, common...), "--snapshot.url", "file://"+dir+"?create_dir=1",
+		"--source.partitions", "replicas:"+strconv.Itoa(replicas))
+	var stderr bytes.Buffer
+	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "source.partitions") {
+		t.Fatalf("run on host %q with replicas:%d returned %v (%T), want a usage error (exit 2) naming source.partitions; log:\n%s", host, replicas, err, err, stderr.String())
+	}
+	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
+		t.Errorf("the store %s was opened before the configuration was refused (%v)", dir, statErr)
 	}
 }

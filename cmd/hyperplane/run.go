@@ -39,6 +39,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return invalidConfig(e, args, err)
 	}
+	// source.partitions' replicas:R against this host's ordinal: a pod
+	// beyond R is a wrong value, refused before anything is opened.
+	if _, err := cfg.OwnedPartitions(config.Hostname()); err != nil {
+		return invalidConfig(e, args, err)
+	}
 	// The port first: a taken one is the quickest start-up error to report.
 	ln, err := listenHTTP(cfg.HTTP.Addr)
 	if err != nil {
