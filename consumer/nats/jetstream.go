@@ -74,6 +74,10 @@ type JetStreamSource struct {
 	// recreated under it.
 	read *atomic.Int64
 
+	// gaps, when not nil, looks for messages the stream removed before
+	// the source read them; used by run's goroutine alone.
+	gaps *gapCheck
+
 	closeOnce sync.Once
 	mu        sync.Mutex
 	iter      jetstream.MessagesContext // the current one, stopped by Close
@@ -104,6 +108,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	key := shardid.Stream(stream).String()
 	cfg := jetstream.OrderedConsumerConfig{}
 	read := new(atomic.Int64)
+	gaps := &gapCheck{filter: subject}
 	if subject != "" {
 		if err := checkFilter(ctx, js, stream, subject); err != nil {
 			return nil, err
@@ -120,7 +125,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 		if err := checkBeyond(ctx, js, stream, seq); err != nil {
 			return nil, err
 		}
-		warnGone(ctx, js, stream, subject, cfg.OptStartSeq, log)
+		gaps.next = max(cfg.OptStartSeq, warnGone(ctx, js, stream, subject, cfg.OptStartSeq, log))
 	} else {
 		if err := start.Validate(); err != nil {
 			return nil, fmt.Errorf("jetstream %s: %w", stream, err)
@@ -137,6 +142,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 			}
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = st.CachedInfo().State.LastSeq + 1
+			gaps.next = cfg.OptStartSeq
 		case wire.StartOffset:
 			if start.Offset < 1 {
 				return nil, fmt.Errorf("jetstream %s: start offset %d: stream sequences start at 1", stream, start.Offset)
@@ -155,7 +161,7 @@ func NewJetStreamSource(ctx context.Context, nc *natsgo.Conn, stream, subject st
 	check := func(ctx context.Context) error {
 		return checkNotRecreated(ctx, js, stream, read.Load())
 	}
-	return newJetStreamSource(ctx, js, nc, stream, key, cfg, check, RecreatedCheck, read, log)
+	return newJetStreamSource(ctx, js, nc, stream, key, cfg, check, RecreatedCheck, read, gaps, log)
 }
 
 // RecreatedCheck is how often a source of a whole stream (or of
@@ -198,21 +204,78 @@ func checkBeyond(ctx context.Context, js jetstream.JetStream, stream string, seq
 // warnGone logs a warning when the stream no longer holds the messages
 // from sequence next on that the source resumes from: its limits (max age,
 // messages or bytes) or a purge removed them, and they cannot be learned.
-// A failed lookup says nothing: the consumer's creation will tell.
-func warnGone(ctx context.Context, js jetstream.JetStream, stream, subject string, next uint64, log *zap.Logger) {
+// It returns the stream's first sequence, or 0 if the lookup failed. A
+// failed lookup says nothing: the consumer's creation will tell.
+func warnGone(ctx context.Context, js jetstream.JetStream, stream, subject string, next uint64, log *zap.Logger) uint64 {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return
+		return 0
 	}
 	first := st.CachedInfo().State.FirstSeq
 	if first <= next {
-		return
+		return first
 	}
 	msg := "the stream no longer holds the messages after the model's position: they are not learned (the stream's limits or a purge removed them)"
 	fields := []zap.Field{zap.String("stream", stream), zap.Uint64("from_sequence", next), zap.Uint64("to_sequence", first-1), zap.Uint64("first_sequence", first)}
 	if subject != "" {
 		msg = "the stream no longer holds the messages after the model's position: those of the filter are not learned (the stream's limits or a purge removed them)"
 		fields = append(fields, zap.String("filter", subject))
+	}
+	log.Warn(msg, fields...)
+	return first
+}
+
+// gapLookupEvery bounds how often a filtered source asks the stream,
+// after a jump in the sequences it reads, whether messages were removed.
+const gapLookupEvery = time.Second
+
+// gapCheck finds, while a source of a whole stream (or of source.subject)
+// reads it, the messages the stream's limits or a purge removed before
+// the source read them: the ordered consumer goes on at the stream's
+// first message without a word, as it does at start-up, where warnGone
+// says so. A partitioned stream's partitions share its sequences, so a
+// jump there says nothing and is not checked.
+type gapCheck struct {
+	// filter is the source's subject filter, if any: a jump over other
+	// subjects' sequences is then no loss, and the stream is asked.
+	filter string
+	// next is the sequence expected next, 0 while unknown.
+	next uint64
+	// asked is when the stream was last asked, for a filtered source.
+	asked time.Time
+}
+
+// seen records that seq was read, and warns when the sequences from the
+// one expected up to seq were removed from the stream unread.
+func (g *gapCheck) seen(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, log *zap.Logger) {
+	next := g.next
+	g.next = seq + 1
+	if next == 0 || seq <= next {
+		return
+	}
+	to := seq - 1
+	if g.filter != "" {
+		if time.Since(g.asked) < gapLookupEvery {
+			return
+		}
+		g.asked = time.Now()
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		st, err := js.Stream(lctx, stream)
+		cancel()
+		if err != nil {
+			return
+		}
+		first := st.CachedInfo().State.FirstSeq
+		if first <= next {
+			return
+		}
+		to = min(to, first-1)
+	}
+	msg := "the stream no longer holds messages the source had not read yet: they are not learned (the stream's limits or a purge removed them)"
+	fields := []zap.Field{zap.String("stream", stream), zap.Uint64("from_sequence", next), zap.Uint64("to_sequence", to), zap.Uint64("next_sequence", seq)}
+	if g.filter != "" {
+		msg = "the stream no longer holds messages the source had not read yet: those of the filter are not learned (the stream's limits or a purge removed them)"
+		fields = append(fields, zap.String("filter", g.filter))
 	}
 	log.Warn(msg, fields...)
 }
@@ -246,7 +309,7 @@ func checkFilter(ctx context.Context, js jetstream.JetStream, stream, subject st
 // partition's subjects, would otherwise wait for ever on a stream whose
 // transform now stores elsewhere).
 func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.Conn, stream, key string, cfg jetstream.OrderedConsumerConfig,
-	check func(context.Context) error, checkEvery time.Duration, read *atomic.Int64, log *zap.Logger) (*JetStreamSource, error) {
+	check func(context.Context) error, checkEvery time.Duration, read *atomic.Int64, gaps *gapCheck, log *zap.Logger) (*JetStreamSource, error) {
 	s := &JetStreamSource{
 		js:     js,
 		nc:     nc,
@@ -256,6 +319,7 @@ func newJetStreamSource(ctx context.Context, js jetstream.JetStream, nc *natsgo.
 		msgs:   make(chan delivery, bufferSize),
 		done:   make(chan struct{}),
 		read:   read,
+		gaps:   gaps,
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -376,6 +440,9 @@ func (s *JetStreamSource) pump(ctx context.Context, iter jetstream.MessagesConte
 			return fmt.Errorf("jetstream %s: message metadata: %w", s.stream, err)
 		}
 		seq := int64(meta.Sequence.Stream)
+		if s.gaps != nil {
+			s.gaps.seen(ctx, s.js, s.stream, meta.Sequence.Stream, s.log)
+		}
 		d := delivery{
 			msg: consumer.Message{
 				Position: wire.Position{Source: s.key, Offset: seq},

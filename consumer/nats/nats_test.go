@@ -967,3 +967,64 @@ func newSink(t *testing.T, nc *natsgo.Conn, jetStream bool, log *zap.Logger) *na
 	t.Cleanup(func() { sink.Close() })
 	return sink
 }
+
+// TestJetStreamSourceGoneWhileReading: messages that the stream's limits or
+// a purge remove while the source reads, before it has read them, are
+// warned about with the sequences lost, as they are at start-up, rather
+// than skipped without a word; a filter that skips other subjects' sequences
+// is no loss.
+func TestJetStreamSourceGoneWhileReading(t *testing.T) {
+	_, nc, js := startJetStream(t)
+	for _, c := range []struct{ stream, filter string }{{"lost", ""}, {"lostf", "lostf.in"}} {
+		testbroker.CreateStream(t, js, jetstream.StreamConfig{Name: c.stream, Subjects: []string{c.stream + ".in", c.stream + ".other"}, Storage: jetstream.MemoryStorage})
+		publish(t, js, c.stream+".in", seqValues(0, 3)...)
+		core, logs := observer.New(zap.WarnLevel)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		src, err := nats.NewJetStreamSource(ctx, nc, c.stream, c.filter, nil, wire.Start{}, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		consumertest.FetchN(t, src, 3)
+		st, err := js.Stream(ctx, c.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		for n := range st.ConsumerNames(ctx).Name() {
+			name = n
+		}
+		// The consumer paused holds back what is published next, so the
+		// purge removes messages the source has not read.
+		if _, err := js.PauseConsumer(ctx, c.stream, name, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, js, c.stream+".in", seqValues(3, 8)...)
+		if err := st.Purge(ctx, jetstream.WithPurgeSequence(9)); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, js, c.stream+".in", "9")
+		publish(t, js, c.stream+".other", "o")
+		publish(t, js, c.stream+".in", "10")
+		if _, err := js.ResumeConsumer(ctx, c.stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatal(err)
+		}
+		want := []int64{9, 10, 11}
+		if c.filter != "" {
+			want = []int64{9, 11}
+		}
+		for i, m := range consumertest.FetchN(t, src, len(want)) {
+			if m.Position.Offset != want[i] {
+				t.Fatalf("%s: read %d after the purge, want %v", c.stream, m.Position.Offset, want)
+			}
+		}
+		warned := logs.FilterMessageSnippet("no longer holds").All()
+		if len(warned) != 1 {
+			t.Fatalf("%s: %d warnings that messages are gone, want 1: %v", c.stream, len(warned), warned)
+		}
+		if f := warned[0].ContextMap(); f["from_sequence"] != uint64(4) || f["to_sequence"] != uint64(8) || f["stream"] != c.stream {
+			t.Errorf("%s: warning with %v, want sequences 4 to 8 of the stream", c.stream, f)
+		}
+	}
+}

@@ -312,7 +312,7 @@ func (s *JetStreamShards) Open(ctx context.Context, shard shardid.ID, from int64
 	if every <= 0 {
 		every = DefaultPartitioningCheck
 	}
-	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, read, s.log)
+	return newJetStreamSource(ctx, s.js, s.nc, s.stream, shard.String(), cfg, check, every, read, nil, s.log)
 }
 
 // CoShard is the partition of s co-partitioned with shard, a partition of
