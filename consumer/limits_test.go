@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -373,6 +374,70 @@ func TestJoinedWorkerOversizedEvents(t *testing.T) {
 			}
 			if want := map[string]string{"SMALLLATE": "[small]", "LATE": "[uuuuu small]"}[late]; fmt.Sprint(ids) != want {
 				t.Errorf("late labels %v, want %s", ids, want)
+			}
+		})
+	}
+}
+
+// TestWorkerStopsWhenTheServerLowersItsLimit: outputs made while the
+// NATS server was away fit the max_payload the connection knew, and the
+// server comes back with a smaller one, which they are over. Publishing
+// them again fails alike for ever: the worker stops, saying why, rather
+// than stay not ready until someone restarts it, and no snapshot includes
+// the messages whose outputs were not published (the next start reads
+// them again and makes their outputs to the new limit).
+func TestWorkerStopsWhenTheServerLowersItsLimit(t *testing.T) {
+	for _, jetStream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "core", true: "jetstream"}[jetStream], func(t *testing.T) {
+			ts := testbroker.NATS(t)
+			if jetStream {
+				testbroker.CreateStream(t, ts.JetStream(t), jetstream.StreamConfig{Name: "PRED", Subjects: []string{"t.PRED"}})
+			}
+			log := zaptest.NewLogger(t)
+			nc, err := natsio.Connect(natsio.Config{URL: ts.URL(), Name: t.Name()}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			sink, err := natsio.NewSink(nc, jetStream, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			// The subject's stream limit is looked up while the server is up.
+			limit := sink.MaxOutputBytes("t.PRED")
+
+			ts.Shutdown()
+			wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
+			in := memory.NewLog("in", 1)
+			valid, _ := messages(10)
+			in.Append(0, valid...)
+			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+			defer store.Close()
+			w := consumer.NewWorker(consumer.WorkerConfig{
+				Model:       "m",
+				Predictions: consumer.Destination{Topic: "t.PRED", Sink: sink},
+				Snapshots:   snapshot.NewSnapshotter(store, "m", "test", 1, 100, log),
+			}, memory.NewSource(in, nil), newModel(t), nil, consumer.NewMetrics(nil), log)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool { return !w.Ready() })
+
+			ts.SetMaxPayload(100)
+			ts.Start()
+			var runErr error
+			select {
+			case runErr = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("the worker still runs a minute after the server came back with a max_payload of 100 bytes, its outputs made to %d", limit)
+			}
+			if !errors.Is(runErr, consumer.ErrOutputTooLarge) || !strings.Contains(runErr.Error(), "max_payload is 100 bytes") {
+				t.Fatalf("Run: %v, want an output too large for the server's max_payload of 100 bytes", runErr)
+			}
+			if latest, err := store.Latest(context.Background(), "m", nil); err == nil && latest.Positions["memory:in/0"] > 0 {
+				t.Fatalf("generation %d includes %d messages whose outputs were not published", latest.Generation, latest.Positions["memory:in/0"])
 			}
 		})
 	}

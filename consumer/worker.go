@@ -529,6 +529,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() {
 		left, err := w.publishLoop(flushCtx, queue)
 		perr = err
+		if errors.Is(err, ErrOutputTooLarge) {
+			// Nothing more can be published: the worker stops.
+			stopConsuming()
+			startLimit()
+		}
 		pubDone <- left
 	}()
 	go func() {
@@ -567,6 +572,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	if errors.Is(cerr, ErrFatal) {
 		return cerr
+	}
+	if errors.Is(perr, ErrOutputTooLarge) {
+		return fmt.Errorf("outputs: %w; the worker stops, and at its next start reads again what it had not published, "+
+			"making its outputs to the destination's limit now (those over it become dead letters)", perr)
 	}
 	var shut *ShutdownError
 	if len(left) > 0 || cerr != nil {
@@ -1140,6 +1149,15 @@ type limitedSink interface {
 	MaxOutputBytes(topic string) int
 }
 
+// ErrOutputTooLarge marks a sink's error for an output larger than its
+// destination takes now, though it fitted when the output was made: the
+// broker's limit was lowered since (a NATS server restarted with a smaller
+// max_payload). Publishing it again fails the same way, so the worker
+// stops rather than retry for ever: what it had not published is read
+// again at its next start, where the outputs are made to the new limit
+// and those over it become dead letters.
+var ErrOutputTooLarge = errors.New("an output is larger than its destination takes now")
+
 // maxOutputBytes is the largest output d takes (see limitedSink).
 func (d Destination) maxOutputBytes() int {
 	if s, ok := d.Sink.(limitedSink); ok {
@@ -1363,6 +1381,9 @@ func (w *Worker) publish(ctx context.Context, bo *retry.Backoff, sink Sink, outp
 		err := sink.Publish(ctx, outputs)
 		if err != nil {
 			w.publishFailed(err)
+		}
+		if errors.Is(err, ErrOutputTooLarge) {
+			return retry.Permanent(err)
 		}
 		return err
 	}, func(err error) { w.publishRetrying(err, len(outputs)) })

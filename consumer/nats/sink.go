@@ -294,7 +294,7 @@ func (s *Sink) sendJetStream(batch []consumer.Output) ([]jetstream.PubAckFuture,
 		}
 		ack, err := s.js.PublishMsgAsync(m, s.pubOpts...)
 		if err != nil {
-			return acks, fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, err)
+			return acks, fmt.Errorf("jetstream publish %s (%s): %w", o.Topic, o.Key, s.tooLarge(err))
 		}
 		acks = append(acks, ack)
 	}
@@ -316,7 +316,7 @@ func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
 	ids := keyStrings(batch)
 	for i, o := range batch {
 		if err := s.nc.PublishMsg(message(o, ids[i])); err != nil {
-			return fmt.Errorf("nats publish %s (%s): %w", o.Topic, o.Key, err)
+			return fmt.Errorf("nats publish %s (%s): %w", o.Topic, o.Key, s.tooLarge(err))
 		}
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -328,6 +328,17 @@ func (s *Sink) publishCore(ctx context.Context, batch []consumer.Output) error {
 		return fmt.Errorf("nats publish: flush: %w", err)
 	}
 	return nil
+}
+
+// tooLarge marks err, a publish's, with consumer.ErrOutputTooLarge when
+// the message was over the server's max_payload as the connection heard
+// it last: outputs are made to fit it (MaxOutputBytes), so the server
+// lowered it since they were, and every attempt fails alike.
+func (s *Sink) tooLarge(err error) error {
+	if errors.Is(err, natsgo.ErrMaxPayload) {
+		return fmt.Errorf("%w (the server's max_payload is %d bytes now): %w", consumer.ErrOutputTooLarge, s.nc.MaxPayload(), err)
+	}
+	return err
 }
 
 func message(o consumer.Output, id string) *natsgo.Msg {
