@@ -189,7 +189,7 @@ func (l Labels) NumberProblem(v float64, text string) string {
 	case v != math.Trunc(v):
 		return l.notClass(text)
 	case l.numbered():
-		return fmt.Sprintf("%s is not a class (want a class name: the classes named by numbers are read by name, not by index)", text)
+		return fmt.Sprintf("%s is not a class (%s)", text, l.want())
 	}
 	return fmt.Sprintf("class %s is out of range (%s)", text, l.want())
 }
@@ -209,6 +209,9 @@ func (l Labels) NameProblem(quoted string) string {
 // TypeProblem is the problem of a label value of a type that is no label,
 // got naming that type ("array", "object", "nil"...).
 func (l Labels) TypeProblem(got string) string {
+	if l.numbered() && l.Multiclass() {
+		return "value is not a class name (got " + got + ")"
+	}
 	if l.Multiclass() {
 		return "value is not a class name or index (got " + got + ")"
 	}
@@ -229,7 +232,11 @@ func (l Labels) notClass(text string) string {
 	return fmt.Sprintf("%s is not a class (%s)", text, l.want())
 }
 
-// want says what a multiclass model takes.
+// want says what a multiclass model takes: a class name, or an index
+// unless a class is named by a number.
 func (l Labels) want() string {
+	if l.numbered() {
+		return "want a class name: the classes named by numbers are read by name, not by index"
+	}
 	return fmt.Sprintf("want a class name or an integer from 0 to %d", len(l.names())-1)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -287,6 +288,26 @@ func TestLabelsNamedByNumbers(t *testing.T) {
 	}
 	if got, want := classes("1", "2", "3").Labels().NumberProblem(0, "0"), "0 is not a class (want a class name: the classes named by numbers are read by name, not by index)"; got != want {
 		t.Errorf("problem %q, want %q", got, want)
+	}
+}
+
+// A multiclass model with classes named by numbers reads no integer as an
+// index: a refusal of a fraction, a boolean or a value of the wrong type
+// does not offer the indexes as labels it would take.
+func TestLabelsProblemsNumberedOfferNoIndex(t *testing.T) {
+	l := classes("1", "2", "3", "4", "5").Labels()
+	const want = "want a class name: the classes named by numbers are read by name, not by index"
+	for _, got := range []string{l.NumberProblem(3.5, "3.5"), l.BoolProblem(true), l.BoolProblem(false)} {
+		if !strings.Contains(got, want) || strings.Contains(got, "from 0 to") {
+			t.Errorf("problem %q, want it to say %q", got, want)
+		}
+	}
+	if got, want := l.TypeProblem("array"), "value is not a class name (got array)"; got != want {
+		t.Errorf("type problem %q, want %q", got, want)
+	}
+	mixed := classes("red", "2", "blue").Labels()
+	if got := mixed.NumberProblem(0.5, "0.5"); strings.Contains(got, "from 0 to") {
+		t.Errorf("problem %q offers indexes a model with a class named by a number does not take", got)
 	}
 }
 
