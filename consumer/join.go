@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -613,7 +614,7 @@ func (j *Join) State(head int64) *JoinState {
 // foreign generation) is an error naming it: learned, it would stop the
 // worker with a panic.
 func RestoreJoin(cfg JoinConfig, st *JoinState, mcfg learner.Config) (*Join, error) {
-	if err := st.checkSettings(cfg); err != nil {
+	if err := st.checkSettings(cfg, mcfg); err != nil {
 		return nil, err
 	}
 	if err := st.check(mcfg); err != nil {
@@ -682,7 +683,7 @@ func (st *JoinState) check(mcfg learner.Config) error {
 // labels of the examples it holds, and of later ones, would be decided
 // otherwise than the logs decide them, and no replay would rebuild the
 // model.
-func (st *JoinState) checkSettings(cfg JoinConfig) error {
+func (st *JoinState) checkSettings(cfg JoinConfig, mcfg learner.Config) error {
 	if st.Window == 0 {
 		return nil
 	}
@@ -693,10 +694,10 @@ func (st *JoinState) checkSettings(cfg JoinConfig) error {
 	}
 	recorded, this := "none", "none"
 	if st.HasDefault {
-		recorded = fmt.Sprint(st.Default)
+		recorded = defaultText(mcfg, int(st.Default))
 	}
 	if cfg.HasDefault {
-		this = fmt.Sprint(cfg.Default)
+		this = defaultText(mcfg, cfg.Default)
 	}
 	if recorded != this {
 		return fmt.Errorf("labels.default: the model's join was recorded with the default label %s, and this worker's is %s: "+
@@ -704,6 +705,22 @@ func (st *JoinState) checkSettings(cfg JoinConfig) error {
 			"and no replay would rebuild the model; set labels.default back, or give the model a new model.name", recorded, this)
 	}
 	return nil
+}
+
+// defaultText is the default label as labels.default names it: the
+// quoted class name for a model with class names, else the number (also
+// for a label that is no class of the model, from a damaged generation,
+// which checkLabels refuses).
+func defaultText(mcfg learner.Config, label int) string {
+	labels := mcfg.Labels()
+	multi := labels.Multiclass() && label >= 0 && label < len(mcfg.Classes)
+	binary := !labels.Multiclass() && len(mcfg.Classes) == 2 && (label == 1 || label == -1)
+	if multi || binary {
+		if name, ok := labels.Class(label); ok {
+			return strconv.Quote(name)
+		}
+	}
+	return strconv.Itoa(label)
 }
 
 // checkServed refuses served numbers that no served prediction gives (a

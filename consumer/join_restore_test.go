@@ -146,3 +146,37 @@ func TestRestoreJoinUnderItsSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreJoinNamesTheDefaultsByClass: a model with class names is
+// refused another labels.default naming both defaults as its config and
+// its events write them, by class name, not by the label numbers the
+// join keeps.
+func TestRestoreJoinNamesTheDefaultsByClass(t *testing.T) {
+	for _, tc := range []struct {
+		classes            []string
+		recorded, this     int
+		recordedName, name string
+	}{
+		{[]string{"ham", "spam"}, -1, 1, `"ham"`, `"spam"`},
+		{[]string{"billing issue", "technical", "other"}, 2, 0, `"other"`, `"billing issue"`},
+	} {
+		mcfg := learner.DefaultConfig()
+		mcfg.Classes = tc.classes
+		b, err := msgpack.Marshal(consumer.NewJoin(consumer.JoinConfig{Window: time.Minute, Default: tc.recorded, HasDefault: true}).State(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := consumer.DecodeJoinState(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = consumer.RestoreJoin(consumer.JoinConfig{Window: time.Minute, Default: tc.this, HasDefault: true}, st, mcfg)
+		if err == nil || !strings.HasPrefix(err.Error(), "labels.default: ") {
+			t.Fatalf("classes %q: RestoreJoin = %v, want a refusal naming labels.default", tc.classes, err)
+		}
+		want := "the default label " + tc.recordedName + ", and this worker's is " + tc.name + ":"
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("classes %q: %v\nwant it to say %q", tc.classes, err, want)
+		}
+	}
+}

@@ -675,7 +675,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 		// before ContinueModel refuses the digest without naming them.
 		shards := slices.SortedFunc(maps.Keys(l.State), shardid.Compare)
 		for _, s := range shards {
-			if err := l.State[s].checkSettings(l.Join); err != nil {
+			if err := l.State[s].checkSettings(l.Join, m.Config()); err != nil {
 				return nil, fmt.Errorf("%w (generation %d, shard %s)", err, snap.Generation, s)
 			}
 			if err := l.State[s].check(m.Config()); err != nil {
