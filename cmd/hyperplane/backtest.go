@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
@@ -22,6 +23,8 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("backtest", "--config FILE (--input PATH | [--from START] [--to END]) [--json] [--curve FILE.svg] [--key value ...]", e)
 	in.bind(fs)
 	fs.Lookup("input").Usage = "file of examples, JSON lines or msgpack maps; - for stdin (default: the source's log)"
+	fs.Lookup("max-features").Usage = "most features an example of -input may have; when not given, source.max_features"
+	fs.Lookup("max-bytes").Usage = "largest example of -input in bytes; when not given, source.max_bytes"
 	fs.TextVar(&from, "from", from, "without -input, where in the source's log to begin, `START`: earliest, offset:N or time:RFC3339")
 	fs.TextVar(&to, "to", to, "without -input, where to end, `END`: latest or offset:N, exclusive")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON line per challenger instead of the table")
@@ -40,6 +43,16 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	// that is not there is said now, not after the whole input or log.
 	if err := checkOutputDir("-curve", curvePath); err != nil {
 		return err
+	}
+	// A file is read with the source's limits, as the worker reads the
+	// same records, unless the command's own flags say otherwise.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["max-features"] {
+		in.maxFeatures = cfg.Source.MaxFeatures
+	}
+	if !set["max-bytes"] {
+		in.maxBytes = cfg.Source.MaxBytes
 	}
 	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}
 	opts.Decoder.MaxFeatures, opts.Decoder.MaxBytes = in.maxFeatures, in.maxBytes

@@ -228,3 +228,49 @@ func TestBacktestAsCompareSays(t *testing.T) {
 		t.Errorf("backtest prints\n%s\ndocs/compare.md shows\n%s", out, want)
 	}
 }
+
+// TestBacktestFileTakesTheSourceLimits: a file is read with the
+// configuration's source.max_features and source.max_bytes, as the worker
+// reads the same records from its source, unless -max-features or
+// -max-bytes say otherwise.
+func TestBacktestFileTakesTheSourceLimits(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	data := `{"label":1,"features":{"a":1}}` + "\n" +
+		`{"label":-1,"features":{"a":1,"b":2,"c":3}}` + "\n" +
+		`{"label":1,"features":{"a":1},"note":"` + strings.Repeat("x", 200) + `"}` + "\n"
+	if err := os.WriteFile(in, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		args     []string
+		examples float64
+		refused  []string
+	}{
+		{"config", []string{"--source.max_features", "2", "--source.max_bytes", "100"}, 1,
+			[]string{"record 2: features: more than 2 features", "record 3: payload: "}},
+		{"flags over config", []string{"--source.max_features", "2", "--source.max_bytes", "100", "-max-features", "3", "-max-bytes", "1000"}, 3, nil},
+		{"defaults", nil, 3, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"backtest", "--input", in, "--model.challengers", "p:algorithm=perceptron", "--json"}, c.args...)
+			out, stderr, err := runCmd(t, "", args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			var line map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &line); err != nil {
+				t.Fatalf("%v: %q", err, out)
+			}
+			if line["examples"] != c.examples {
+				t.Errorf("%v examples compared, want %v\n%s", line["examples"], c.examples, stderr)
+			}
+			for _, r := range c.refused {
+				if !strings.Contains(stderr, r) {
+					t.Errorf("stderr does not say %q:\n%s", r, stderr)
+				}
+			}
+		})
+	}
+}
