@@ -375,7 +375,8 @@ func (c queryChecker) expand(q string) (string, error) {
 
 // check parses q with Prometheus's parser and returns what is wrong with
 // it: a series the worker does not export, a label it does not have, a
-// job that is not the scrape job, rate() of a gauge or deriv() of a
+// series of the model and its challengers that selects neither, a job
+// that is not the scrape job, rate() of a gauge or deriv() of a
 // counter, a range shorter than four scrapes, a histogram quantile that
 // does not keep le.
 func (c queryChecker) check(q string) []error {
@@ -397,6 +398,9 @@ func (c queryChecker) check(q string) []error {
 			if !ok {
 				fail("%s is not a series the worker exports (its own are %v)", n, c.own())
 				return nil
+			}
+			if slices.Contains(s.labels, "model") && !slices.ContainsFunc(n.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == "model" }) {
+				fail("%s: %s holds the model's series and each challenger's (label model): select model=\"\" for the model alone, or the challengers by name", n, name)
 			}
 			for _, m := range n.LabelMatchers {
 				switch {
@@ -541,7 +545,8 @@ func TestGrafanaQueryCheck(t *testing.T) {
 		vars:   []string{"instance"},
 	}
 	for _, q := range []string{
-		`sum by (result) (rate(hyperplane_examples_total{instance=~"$instance"}[$__rate_interval]))`,
+		`sum by (result) (rate(hyperplane_examples_total{model="",instance=~"$instance"}[$__rate_interval]))`,
+		`hyperplane_rolling_accuracy{model!=""}`,
 		`histogram_quantile(0.99, sum by (le, interface) (rate(hyperplane_serve_request_seconds_bucket[1m])))`,
 		`time() - (hyperplane_last_snapshot_timestamp_seconds{instance=~"${instance}"} > 0)`,
 		`up{job="hyperplane"}`,
@@ -561,6 +566,8 @@ func TestGrafanaQueryCheck(t *testing.T) {
 		{`sum by (partition) (hyperplane_lag)`, "by (partition)"},
 		{`up{job="prometheus"}`, `want job="hyperplane"`},
 		{`rate(hyperplane_rolling_accuracy[1m])`, "not a counter"},
+		{`hyperplane_rolling_accuracy{instance=~"$instance"}`, "each challenger's"},
+		{`sum by (result) (rate(hyperplane_examples_total[1m]))`, "each challenger's"},
 		{`deriv(hyperplane_updates_total[1m])`, "which is a counter"},
 		{`rate(hyperplane_updates_total[10s])`, "shorter than four scrapes"},
 		{`histogram_quantile(0.5, sum(rate(hyperplane_batch_latency_seconds_bucket[1m])))`, "does not keep le"},
