@@ -134,8 +134,9 @@ func (s *JetStreamShards) current(ctx context.Context) (*jetstream.StreamInfo, e
 	}
 	if p.n != s.parts.n || p.filter(0) != s.parts.filter(0) {
 		tr := info.Config.SubjectTransform
-		return nil, &repartitionedError{fmt.Errorf("jetstream %s: the stream's subject transform is now %s → %s (%d partitions on %s), no longer %d partitions on %s",
-			s.stream, tr.Source, tr.Destination, p.n, p.filter(0), s.parts.n, s.parts.filter(0))}
+		return nil, &repartitionedError{fmt.Errorf("jetstream %s: the stream's subject transform is now %s → %s (%d partitions, the first on %s), no longer %d partitions (the first on %s): "+
+			"the partition count is part of the model's history, so the stream's messages are another model's now: learn them under a new model.name with source.stream_partitions: %d, or put the transform back",
+			s.stream, tr.Source, tr.Destination, p.n, p.filter(0), s.parts.n, s.parts.filter(0), p.n)}
 	}
 	return info, nil
 }

@@ -605,7 +605,7 @@ func TestJetStreamShardsRepartitionedWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := src.Fetch(ctx, 10)
-	for _, want := range []string{"jetstream moved", "moved.{{partition(2,1)}}", "no longer 3 partitions"} {
+	for _, want := range []string{"jetstream moved", "moved.{{partition(2,1)}}", "no longer 3 partitions", "a new model.name with source.stream_partitions: 2"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Fetch after the stream was partitioned in 2: %v, want an error saying %q", err, want)
 		}
