@@ -685,13 +685,8 @@ func TestEpochsNoHistoryAboveTheLastEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Writer = "again"
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zap.NewNop())
+	x := continueEpochs(t, snap, cfg, nil, zap.NewNop())
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx) }()
 	select {

@@ -103,19 +103,7 @@ func (j *joinedEpochs) start(ctx context.Context, cfg consumer.EpochConfig, stor
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if snap != nil {
-		l := *cfg.Labels
-		if l.State, err = consumer.DecodeJoins(snap.Joins); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Labels = &l
-	}
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, j.metrics, zaptest.NewLogger(t))
+	x := continueEpochs(t, snap, cfg, j.metrics, zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() {
 		err := x.Run(ctx)
@@ -713,19 +701,9 @@ func TestEpochsJoinWithAPendingExampleIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := j.config(store, memory.NewSink(), "two")
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := *cfg.Labels
-	if l.State, err = consumer.DecodeJoins(snap.Joins); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Labels = &l
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t)).Run(ctx)
+	err = continueEpochs(t, snap, cfg, nil, zaptest.NewLogger(t)).Run(ctx)
 	want := fmt.Sprintf("join of shard %s: example %d at offset %d waits for its label", shard, len(st.Examples)-1, last.Offset)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Run: %v, want an error saying %q", err, want)

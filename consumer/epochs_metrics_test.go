@@ -151,13 +151,8 @@ func TestEpochsGaugesWhenIdleAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, consumer.NewMetrics(reg), zap.NewNop())
+	x := continueEpochs(t, snap, cfg, consumer.NewMetrics(reg), zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx) }()

@@ -71,12 +71,7 @@ func TestEpochsRetentionGapIsTheError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
-	x := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	x := continueEpochs(t, snap, cfg, nil, zaptest.NewLogger(t))
 	stopped := make(chan error, 1)
 	go func() { stopped <- x.Run(context.Background()) }()
 	select {

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/consumer/memory"
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/shardid"
@@ -185,12 +184,7 @@ func TestEpochsBoundaryCutMeanwhileIsNoGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
-	late := consumer.NewEpochs(cfg, m, e, prev, pos, nil, zaptest.NewLogger(t))
+	late := continueEpochs(t, snap, cfg, nil, zaptest.NewLogger(t))
 	ctx, cancel = context.WithCancel(context.Background())
 	lateDone := make(chan error, 1)
 	go func() { lateDone <- late.Run(ctx) }()

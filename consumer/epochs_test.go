@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"gocloud.dev/blob/memblob"
 
@@ -61,6 +62,27 @@ func epochLearner() learner.Config {
 	cfg := learner.DefaultConfig()
 	cfg.HashBits = 12
 	return cfg
+}
+
+// continueEpochs returns the epochs that go on from snap (nil: a new
+// model) as a resuming worker's do: the model Continue restores, of
+// epochLearner's configuration, its base digest, and, with labels in
+// cfg, the joins snap recorded.
+func continueEpochs(t *testing.T, snap *snapshot.Snapshot, cfg consumer.EpochConfig, metrics *consumer.Metrics, log *zap.Logger) *consumer.Epochs {
+	t.Helper()
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), cfg.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Labels != nil && snap != nil {
+		l := *cfg.Labels
+		if l.State, err = consumer.DecodeJoins(snap.Joins); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Labels = &l
+	}
+	cfg.BaseDigest = consumer.BaseDigestOf(snap, m)
+	return consumer.NewEpochs(cfg, m, e, prev, pos, metrics, log)
 }
 
 // startEpochs starts a worker continuing from the store's newest
