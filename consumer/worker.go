@@ -883,6 +883,14 @@ func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) 
 				}
 				continue
 			}
+			if !errors.Is(err, ErrRangeDone) {
+				// The source failed: what the model learned is written
+				// once its outputs are, so that a restart goes on from
+				// there rather than from the last snapshot due.
+				if snap := takeSnapshot(true); snap != nil && !sendSnapshot(snap) {
+					return unsent, fmt.Errorf("fetch: %w", err)
+				}
+			}
 			return nil, fmt.Errorf("fetch: %w", err)
 		}
 		dirty = true
