@@ -74,6 +74,19 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			if ok {
 				break
 			}
+			// The results of shards later in shard order may be in the
+			// log already: they are read once the barrier reaches them,
+			// and are no longer counted as missing.
+			for _, l := range b.Shards[i+1:] {
+				if !waiting[l.Shard] {
+					continue
+				}
+				if ok, err := x.shardExists(ctx, b.Epoch, l.Shard); err != nil {
+					return nil, 0, err
+				} else if ok {
+					found(l.Shard)
+				}
+			}
 			// A shard whose owner left is handed to another worker,
 			// maybe this one, while it waits.
 			if x.owns(r.Shard) {

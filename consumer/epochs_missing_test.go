@@ -192,3 +192,71 @@ func TestEpochsBarrierLooksAgainOnceCut(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochsBarrierCountsOnlyMissingResults: a worker whose barrier waits
+// for a lost owner's shards does not count as missing the results that
+// another worker has already written of shards later in shard order:
+// hyperplane_epoch_missing_shards is the lost owner's shards alone, as
+// the warning names them.
+func TestEpochsBarrierCountsOnlyMissingResults(t *testing.T) {
+	data := epochLog(300)
+	store, err := snapshot.OpenStore(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	shards := func(ps ...int) (ids []shardid.ID) {
+		for _, p := range ps {
+			ids = append(ids, shardid.Memory("ex", p))
+		}
+		return ids
+	}
+	// The last two shards' owner writes its results of epoch 1 first;
+	// the owner of shards 2 and 3 is gone.
+	later := epochConfig(data, store, memory.NewSink(), "later")
+	later.Owned = func() []shardid.ID { return shards(4, 5) }
+	_, laterDone := startEpochs(t, ctx, later, store)
+	wait.For(t, time.Minute, 5*time.Millisecond, "the results of shards 4 and 5 of epoch 1", func() bool {
+		for _, s := range shards(4, 5) {
+			if ok, err := later.Log.ShardExists(ctx, "mixed", 1, s); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	})
+
+	first := epochConfig(data, store, memory.NewSink(), "first")
+	first.Owned = func() []shardid.ID { return shards(0, 1) }
+	snap, err := store.Latest(ctx, "mixed", nil)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		snap, err = nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e, prev, pos, err := consumer.Continue(snap, epochLearner(), first.ConfigDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.BaseDigest = consumer.BaseDigestOf(snap, m)
+	core, logs := observer.New(zapcore.WarnLevel)
+	metrics := consumer.NewMetrics(nil)
+	x := consumer.NewEpochs(first, m, e, prev, pos, metrics, zap.New(core))
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+
+	warned := func() []observer.LoggedEntry { return logs.FilterMessageSnippet("barrier waits for the results").All() }
+	wait.For(t, time.Minute, 5*time.Millisecond, "the barrier to name what it waits for", func() bool { return len(warned()) > 0 })
+	want := []string{shardid.Memory("ex", 2).String(), shardid.Memory("ex", 3).String()}
+	got := warned()[0].ContextMap()["missing"]
+	if names, ok := got.([]any); !ok || !slices.EqualFunc(names, want, func(a any, b string) bool { return a == b }) {
+		t.Errorf("the warning names %v as missing, want %v", got, want)
+	}
+	if got := testutil.ToFloat64(metrics.MissingShards); got != float64(len(want)) {
+		t.Errorf("hyperplane_epoch_missing_shards %v while the results of shards 4 and 5 are in the log, want %d", got, len(want))
+	}
+	cancel()
+	<-done
+	<-laterDone
+}
