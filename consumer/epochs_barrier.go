@@ -76,15 +76,19 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			}
 			// The results of shards later in shard order may be in the
 			// log already: they are read once the barrier reaches them,
-			// and are no longer counted as missing.
-			for _, l := range b.Shards[i+1:] {
-				if !waiting[l.Shard] {
-					continue
-				}
-				if ok, err := x.shardExists(ctx, b.Epoch, l.Shard); err != nil {
-					return nil, 0, err
-				} else if ok {
-					found(l.Shard)
+			// and are no longer counted as missing. Looked for once the
+			// wait is a few polls long, so that a result that comes at
+			// once is not seen later for the look-ups of the others.
+			if polls >= 3 {
+				for _, l := range b.Shards[i+1:] {
+					if !waiting[l.Shard] {
+						continue
+					}
+					if ok, err := x.shardExists(ctx, b.Epoch, l.Shard); err != nil {
+						return nil, 0, err
+					} else if ok {
+						found(l.Shard)
+					}
 				}
 			}
 			// A shard whose owner left is handed to another worker,
