@@ -694,7 +694,10 @@ func (c *Calibration) validate(st *State) error {
 // when one did, base's when none did); the measures are base's plus every
 // state's delta, as the counters; the window's slots continue base's ring
 // with each state's new outcomes in order, as the window of outcomes.
-func mixCalibration(out, base *State, states []*State) {
+// When restarted, a state found a drift and the mix restarts the model
+// (see restart): the parameters are then those of the states that found
+// one, whose calibrators started afresh with their parameters.
+func mixCalibration(out, base *State, states []*State, restarted bool) {
 	zero := base.Calibration.IsZero()
 	for _, st := range states {
 		zero = zero && st.Calibration.IsZero()
@@ -721,7 +724,7 @@ func mixCalibration(out, base *State, states []*State) {
 	var learners []*State
 	var total float64
 	for _, st := range states {
-		if st.Labeled > base.Labeled {
+		if st.Labeled > base.Labeled && (!restarted || drifted(base, st)) {
 			learners = append(learners, st)
 			total += float64(st.Labeled - base.Labeled)
 		}

@@ -139,7 +139,7 @@ func TestMixCalibratorFormat2(t *testing.T) {
 	upgraded := upgradeCalibrator(states[0].Calibration.Parameters[:calibratorLengthPositives], 1)
 	states[0].Calibration.Parameters = states[0].Calibration.Parameters[:calibratorLengthPositives]
 	out := &State{Config: cfg}
-	mixCalibration(out, b, states)
+	mixCalibration(out, b, states, false)
 	got := out.Calibration.Parameters
 	if len(got) != calibratorLength(1) {
 		t.Fatalf("mixed into %d values, want %d", len(got), calibratorLength(1))
@@ -150,7 +150,7 @@ func TestMixCalibratorFormat2(t *testing.T) {
 			t.Errorf("bin %d expects %v positives, want %v", j, got[calExp+j], want)
 		}
 	}
-	mixCalibration(out, b, states[:1])
+	mixCalibration(out, b, states[:1], false)
 	if len(out.Calibration.Parameters) != calibratorLength(1) {
 		t.Errorf("one learner of format 2 mixed into %d values", len(out.Calibration.Parameters))
 	}

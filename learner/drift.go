@@ -186,8 +186,13 @@ func (m *Model) observe(correct bool) *Drift {
 // without recovery they trail it by 6.0, 0.7, 1.3 and 10.3 points (AROW's
 // variances and the averaged perceptron's average only grow more
 // attached to the old concept), and a reset of AROW's variances alone by
-// 1.5. The stationary stream raises no drift, so costs nothing.
-func (m *Model) recover() { m.eng = newEngine(m.cfg) }
+// 1.5. The stationary stream raises no drift, so costs nothing. The
+// calibrator starts afresh too: its scale and its outcomes are the old
+// model's, and read the new model's first scores as if they were as sure.
+func (m *Model) recover() {
+	m.eng = newEngine(m.cfg)
+	m.cal = newCalibrator(m.cfg.outputs())
+}
 
 // Drifts is the number of drifts the model's detector has found.
 func (m *Model) Drifts() uint64 { return m.detector.drifts }

@@ -363,7 +363,7 @@ func mix(rule MixRule, base *State, states []*State, weights []float64, n int) (
 		}
 	}
 	mixDetector(out, base, states, pbase != base)
-	mixCalibration(out, base, states)
+	mixCalibration(out, base, states, pbase != base)
 	if err := out.validate(n); err != nil {
 		// Not expected: the mix of valid states is valid.
 		return nil, fmt.Errorf("mix: the mixed state: %w", err)
