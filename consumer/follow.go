@@ -51,7 +51,8 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 // Followed is what following an epoch log learned: the model and its
 // positions, the last epoch mixed, the generation it began from (0: the
 // log's start), the gaps it went on over, and the epochs checked against
-// a live generation and those that have none. With labels
+// a live generation, those that have none and those whose live generation
+// is damaged. With labels
 // (EpochConfig.Labels), Joins are the shards' joins of the last epoch and
 // JoinCounts their outcomes, summed.
 type Followed struct {
@@ -62,6 +63,7 @@ type Followed struct {
 	Gaps       []Gap
 	Checked    []uint64
 	Unchecked  []uint64
+	Damaged    []uint64
 	Joins      map[shardid.ID]*JoinState
 	JoinCounts JoinCounts
 }
@@ -120,6 +122,13 @@ func Follow(ctx context.Context, cfg EpochConfig, live, out *epochlog.Log, start
 		snap, err := live.Load(ctx, model, e)
 		if errors.Is(err, snapshot.ErrNotFound) {
 			f.Unchecked = append(f.Unchecked, e)
+			return nil
+		}
+		if errors.Is(err, snapshot.ErrCorrupt) {
+			// The replay learned the epoch from its boundary: the live
+			// generation is only what it would have been checked against.
+			log.Warn("the live generation of an epoch is damaged: the epoch is learned, not checked", zap.Uint64("epoch", e), zap.Error(err))
+			f.Damaged = append(f.Damaged, e)
 			return nil
 		}
 		if err != nil {
@@ -233,9 +242,9 @@ func (l followedLog) CreateBoundary(context.Context, *epochlog.Boundary) (*epoch
 
 // NotChecked says which epochs f could not check against the live
 // model, and why: those of its gaps, which it did not learn, and those
-// it learned of which the live store holds no generation. A generation
-// is written only when a snapshot is due, and retention removes the
-// oldest. "" when every epoch was learned and checked. gens are the live
+// it learned of which the live store holds no generation, or a damaged
+// one. A generation is written only when a snapshot is due, and
+// retention removes the oldest. "" when every epoch was learned and checked. gens are the live
 // generations, oldest first.
 func (f *Followed) NotChecked(gens []uint64) string {
 	var parts []string
@@ -248,7 +257,7 @@ func (f *Followed) NotChecked(gens []uint64) string {
 	}
 	if n := len(f.Gaps); n > 0 && f.Gaps[n-1].To == f.Mixed {
 		parts = append(parts, fmt.Sprintf("the log holds no epoch after generation %d: nothing after it was replayed or checked, and the state_sha256 is that generation's as stored", f.Mixed))
-	} else if n == 0 && len(f.Checked)+len(f.Unchecked) == 0 {
+	} else if n == 0 && len(f.Checked)+len(f.Unchecked)+len(f.Damaged) == 0 {
 		if f.Began == 0 {
 			return "the log holds no epoch: nothing was replayed or checked"
 		}
@@ -270,6 +279,9 @@ func (f *Followed) NotChecked(gens []uint64) string {
 	}
 	if len(between) > 0 {
 		parts = append(parts, fmt.Sprintf("epochs %s: no live generation (one is written only when snapshot.every or snapshot.interval is due)", JoinEpochs(between, ", ")))
+	}
+	if len(f.Damaged) > 0 {
+		parts = append(parts, fmt.Sprintf("epochs %s: the live generation is damaged and does not read (the replay learned the epoch from its boundary, and the epochs after it from that)", JoinEpochs(f.Damaged, ", ")))
 	}
 	if len(after) > 0 {
 		newest := "none is stored"

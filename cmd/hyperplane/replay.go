@@ -300,7 +300,7 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	}
 	fmt.Fprintf(e.stdout, `{"examples":%d,"labeled":%d,"mistakes":%d,"accuracy":%v,"updates":%d,"seconds":%v,"positions":%s,"epoch":%d,"began_from_generation":%d,"went_on_from_generations":[%s],"epochs_replayed":%d,"generations_checked":%d,"epochs_checked":[%s],"not_checked":%q,"state_sha256":"%x"}`+"\n",
 		mt.Examples, mt.Labeled, mt.Mistakes, mt.Accuracy, mt.Updates, secs, positionsJSON(f.Positions), f.Mixed,
-		f.Began, consumer.JoinEpochs(wentOn, ","), len(f.Checked)+len(f.Unchecked), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
+		f.Began, consumer.JoinEpochs(wentOn, ","), len(f.Checked)+len(f.Unchecked)+len(f.Damaged), len(f.Checked), consumer.JoinEpochs(f.Checked, ","), f.NotChecked(gens), f.Model.State().Digest())
 	return nil
 }
 
