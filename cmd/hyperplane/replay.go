@@ -270,7 +270,15 @@ func replayEpochs(ctx context.Context, e *env, cfg config.Config, live *epochlog
 	if from == 0 {
 		start, err = consumer.FollowStart(ctx, live, model)
 	} else if start, err = live.Load(ctx, model, from); errors.Is(err, snapshot.ErrNotFound) {
-		return usagef("-from-generation: the store holds no generation %d of %s (hyperplane inspect lists the generations)", from, model)
+		gens, err := live.Generations(ctx, model)
+		if err != nil {
+			return err
+		}
+		held := "none"
+		if len(gens) > 0 {
+			held = "generations " + consumer.JoinEpochs(gens, ", ")
+		}
+		return usagef("-from-generation: the store holds no generation %d of %s: it holds %s", from, model, held)
 	}
 	if err != nil {
 		return err

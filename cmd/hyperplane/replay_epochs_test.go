@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
@@ -320,8 +321,9 @@ func replayFromAnUpgrade(t *testing.T, dir string, store *snapshot.Store, args [
 			g+2, sum.BeganFromGeneration, sum.Epoch, sum.GenerationsChecked, newest.Epoch, newest.Epoch-(g+2))
 	}
 	_, _, err = runCmd(t, "", append([]string{"replay", "--from-generation", "999999"}, args...)...)
-	if err == nil || !strings.Contains(err.Error(), "-from-generation: the store holds no generation 999999 of mixed") {
-		t.Fatalf("replay --from-generation 999999: %v, want a refusal naming the generation", err)
+	held := fmt.Sprintf("the store holds no generation 999999 of mixed: it holds generations %s", consumer.JoinEpochs(gens, ", "))
+	if err == nil || !strings.Contains(err.Error(), "-from-generation: "+held) {
+		t.Fatalf("replay --from-generation 999999: %v, want a refusal naming the generation and those the store holds (%q)", err, held)
 	}
 	// The generations as they were, for what follows.
 	for _, gen := range []uint64{g, g + 1} {
