@@ -36,16 +36,24 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 	if err != nil {
 		return nil, err
 	}
-	begin := gens[0]
+	at := 0
 	if len(epochs) > 0 {
-		for _, g := range gens {
+		for i, g := range gens {
 			if g+1 >= epochs[0] {
-				begin = g
+				at = i
 				break
 			}
 		}
 	}
-	return live.Load(ctx, model, begin)
+	start, err := live.Load(ctx, model, gens[at])
+	if errors.Is(err, snapshot.ErrCorrupt) {
+		on := "no generation above it"
+		if at+1 < len(gens) {
+			on = fmt.Sprintf("to begin from the next, --from-generation %d", gens[at+1])
+		}
+		return nil, fmt.Errorf("replay: generation %d, the oldest, where the replay of the epoch log begins, does not read (%w); %s", gens[at], err, on)
+	}
+	return start, err
 }
 
 // Followed is what following an epoch log learned: the model and its

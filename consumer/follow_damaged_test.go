@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -21,13 +22,13 @@ import (
 	"github.com/hyperplane-ml/hyperplane/snapshot"
 )
 
-// TestFollowOverADamagedGenerationItOnlyChecks: a live generation in the
-// middle of an intact epoch log that no longer reads is nothing the
-// replay learns from, only what it checks its epoch against. The replay
-// learns that epoch from its boundary as it learns the others, ends at
-// the live model, and names the epoch it could not check and why, where
-// it stopped at the damaged generation.
-func TestFollowOverADamagedGenerationItOnlyChecks(t *testing.T) {
+// learnedOverKafka is a store in which a worker learned 600 messages of
+// a topic of two partitions on kfake in epochs of 50 examples a
+// partition, each writing its generation: the store's bucket, the store,
+// its generations, the model's digest and a function that opens the
+// topic's shards again, for a replay.
+func learnedOverKafka(t *testing.T) (*blob.Bucket, *snapshot.Store, []uint64, [32]byte, func() *kafkaio.Shards) {
+	t.Helper()
 	c := testbroker.Kafka(t)
 	c.CreateTopic(t, "ex", 2)
 	cl := c.Client(t)
@@ -64,6 +65,17 @@ func TestFollowOverADamagedGenerationItOnlyChecks(t *testing.T) {
 	if err != nil || len(gens) < 3 {
 		t.Fatalf("generations %v (%v), want at least 3", gens, err)
 	}
+	return bucket, store, gens, want, newShards
+}
+
+// TestFollowOverADamagedGenerationItOnlyChecks: a live generation in the
+// middle of an intact epoch log that no longer reads is nothing the
+// replay learns from, only what it checks its epoch against. The replay
+// learns that epoch from its boundary as it learns the others, ends at
+// the live model, and names the epoch it could not check and why, where
+// it stopped at the damaged generation.
+func TestFollowOverADamagedGenerationItOnlyChecks(t *testing.T) {
+	bucket, store, gens, want, newShards := learnedOverKafka(t)
 	damaged := gens[len(gens)/2]
 	damage(t, bucket, damaged)
 
@@ -87,5 +99,27 @@ func TestFollowOverADamagedGenerationItOnlyChecks(t *testing.T) {
 	}
 	if got := f.NotChecked(gens); !strings.Contains(got, fmt.Sprintf("epochs %d: the live generation is damaged", damaged)) {
 		t.Fatalf("NotChecked = %q, want epoch %d named with its damaged generation", got, damaged)
+	}
+}
+
+// TestFollowStartAtADamagedGeneration: where retention removed the log's
+// start, a replay begins from the oldest generation; when that one does
+// not read, the refusal says so and names the way on, the next
+// generation as --from-generation, rather than the decode error alone.
+func TestFollowStartAtADamagedGeneration(t *testing.T) {
+	bucket, store, gens, _, _ := learnedOverKafka(t)
+	ctx := context.Background()
+	if err := store.Retain(ctx, "mixed", 3); err != nil {
+		t.Fatal(err)
+	}
+	if gens, err := store.Generations(ctx, "mixed"); err != nil || len(gens) != 3 {
+		t.Fatalf("generations after retention: %v, %v", gens, err)
+	}
+	oldest := gens[len(gens)-3]
+	damage(t, bucket, oldest)
+	_, err := consumer.FollowStart(ctx, epochlog.New(store), "mixed")
+	want := fmt.Sprintf("generation %d, the oldest, where the replay of the epoch log begins, does not read", oldest)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("--from-generation %d", oldest+1)) {
+		t.Fatalf("FollowStart over a damaged oldest generation: %v, want %q and --from-generation %d", err, want, oldest+1)
 	}
 }
