@@ -442,3 +442,56 @@ func TestWorkerStopsWhenTheServerLowersItsLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerStopsAtOnceWithAFullQueue: the worker that stops for an output
+// over a max_payload lowered since stops at once, though the batches it
+// processed while the server was away fill the queue to the publisher:
+// nothing publishes them any more, so waiting for room in the queue would
+// hold the stop until the shutdown limit.
+func TestWorkerStopsAtOnceWithAFullQueue(t *testing.T) {
+	ts := testbroker.NATS(t)
+	testbroker.CreateStream(t, ts.JetStream(t), jetstream.StreamConfig{Name: "PRED", Subjects: []string{"t.PRED"}})
+	log := zaptest.NewLogger(t)
+	nc, err := natsio.Connect(natsio.Config{URL: ts.URL(), Name: t.Name()}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sink, err := natsio.NewSink(nc, true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sink.MaxOutputBytes("t.PRED")
+
+	ts.Shutdown()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
+	in := memory.NewLog("in", 1)
+	valid, _ := messages(40)
+	in.Append(0, valid...)
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	defer store.Close()
+	w := consumer.NewWorker(consumer.WorkerConfig{
+		Model:           "m",
+		Batch:           1,
+		ShutdownTimeout: time.Hour,
+		Predictions:     consumer.Destination{Topic: "t.PRED", Sink: sink},
+		Snapshots:       snapshot.NewSnapshotter(store, "m", "test", 1, 100, log),
+	}, memory.NewSource(in, nil), newModel(t), nil, consumer.NewMetrics(nil), log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool { return !w.Ready() })
+
+	ts.SetMaxPayload(100)
+	ts.Start()
+	select {
+	case err := <-done:
+		if !errors.Is(err, consumer.ErrOutputTooLarge) {
+			t.Fatalf("Run: %v, want an output too large for the server's max_payload", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the worker still runs a minute after the server came back with a max_payload of 100 bytes: it waits for the shutdown limit")
+	}
+}

@@ -522,6 +522,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		context.AfterFunc(flushCtx, func() { t.Stop() })
 	})
 	defer stopLimit()
+	// handCtx ends the hand-over of processed batches to the publisher:
+	// at the shutdown limit, or once the publisher has stopped, when
+	// nothing reads the queue any more.
+	handCtx, stopHanding := context.WithCancel(flushCtx)
+	defer stopHanding()
 	// A request already in the store applies after the first example,
 	// however quickly the reading loop gets ahead of the snapshots.
 	w.readRequest(consumeCtx, true)
@@ -529,6 +534,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() {
 		left, err := w.publishLoop(flushCtx, queue)
 		perr = err
+		stopHanding()
 		if errors.Is(err, ErrOutputTooLarge) {
 			// Nothing more can be published: the worker stops.
 			stopConsuming()
@@ -546,7 +552,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	w.readiness.ok(NotReadySource)
-	unsent, err := w.consume(consumeCtx, flushCtx, queue)
+	unsent, err := w.consume(consumeCtx, handCtx, queue)
 	if w.cfg.learned != nil && unsent == nil && errors.Is(err, ErrRangeDone) {
 		w.cfg.learned()
 	}
@@ -727,8 +733,9 @@ func (w *Worker) handOver(snap *snapshotCopy) {
 
 // consume reads, processes and queues batches until ctx is done or the
 // source fails. A batch it has processed is in the model, so it is always
-// queued, even after ctx is done: only flushCtx, the shutdown limit, stops
-// that hand-over, and then consume returns the batch it could not queue.
+// queued, even after ctx is done: only flushCtx (the shutdown limit, or a
+// publisher that stopped) stops that hand-over, and then consume returns
+// the batch it could not queue.
 func (w *Worker) consume(ctx, flushCtx context.Context, queue chan<- *outBatch) (unsent *outBatch, err error) {
 	var x learner.Example
 	var line []byte
