@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
+	"github.com/hyperplane-ml/hyperplane/config"
 	"github.com/hyperplane-ml/hyperplane/learner/compare"
 	"github.com/hyperplane-ml/hyperplane/wire"
 )
@@ -49,9 +50,15 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["max-features"] {
+		if cfg.Source.MaxFeatures < 1 {
+			return invalidConfig(e, args, &config.FieldError{Field: "source.max_features", Problem: fmt.Sprintf("must be at least 1, got %d", cfg.Source.MaxFeatures)})
+		}
 		in.maxFeatures = cfg.Source.MaxFeatures
 	}
 	if !set["max-bytes"] {
+		if cfg.Source.MaxBytes < 1 {
+			return invalidConfig(e, args, &config.FieldError{Field: "source.max_bytes", Problem: fmt.Sprintf("must be at least 1, got %d", cfg.Source.MaxBytes)})
+		}
 		in.maxBytes = cfg.Source.MaxBytes
 	}
 	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}

@@ -274,3 +274,23 @@ func TestBacktestFileTakesTheSourceLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestBacktestFileRefusesASourceLimitByItsKey: a source.max_features or
+// source.max_bytes below 1, which backtest --input takes when its own
+// flags are not given, is refused naming the key, not the flag the user
+// did not give.
+func TestBacktestFileRefusesASourceLimitByItsKey(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"label":1,"features":{"a":1}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"source.max_features", "source.max_bytes"} {
+		t.Run(key, func(t *testing.T) {
+			_, stderr, err := runCmd(t, "", "backtest", "--input", in, "--model.challengers", "p:algorithm=perceptron", "--"+key, "0")
+			var u *usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), key+": must be at least 1, got 0") {
+				t.Fatalf("backtest --%s 0: %v, want a usage error naming %s\n%s", key, err, key, stderr)
+			}
+		})
+	}
+}
