@@ -139,7 +139,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 				}
 			}
 			if !logged && time.Since(start) > barrierWarnAfter*x.cfg.Interval {
-				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start))
+				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start), found)
 			}
 			// Ranges learned here while alone, and held, are needed by
 			// the worker this one waits for.
@@ -182,14 +182,21 @@ const barrierWarnAfter = 10
 // logMissing warns, naming them, of the shards among rest, the ranges of
 // b from the one the barrier polls on, whose results are neither held
 // here nor in the log: an owner that is slow, stuck or gone. It reports
-// whether it warned: not when every result has come meanwhile.
-func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration) bool {
+// whether it warned: not when every result has come meanwhile. The
+// results it finds, held or in the log, it passes to found: they are no
+// longer counted as missing, so that the gauge agrees with the warning.
+func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration, found func(shardid.ID)) bool {
 	var missing []string
 	for _, r := range rest {
-		if r.Empty() || x.result(b.Epoch, sha, r.Shard) != nil {
+		if r.Empty() {
+			continue
+		}
+		if x.result(b.Epoch, sha, r.Shard) != nil {
+			found(r.Shard)
 			continue
 		}
 		if ok, err := x.shardExists(ctx, b.Epoch, r.Shard); err == nil && ok {
+			found(r.Shard)
 			continue
 		}
 		missing = append(missing, r.Shard.String())
