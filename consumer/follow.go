@@ -51,7 +51,7 @@ func FollowStart(ctx context.Context, live *epochlog.Log, model string) (*snapsh
 		if at+1 < len(gens) {
 			on = fmt.Sprintf("to begin from the next, --from-generation %d", gens[at+1])
 		}
-		return nil, fmt.Errorf("replay: generation %d, the oldest, where the replay of the epoch log begins, does not read (%w); %s", gens[at], err, on)
+		return nil, fmt.Errorf("replay: generation %d, where the replay of the epoch log begins (the oldest the log goes on from), does not read (%w); %s", gens[at], err, on)
 	}
 	return start, err
 }

@@ -118,7 +118,7 @@ func TestFollowStartAtADamagedGeneration(t *testing.T) {
 	oldest := gens[len(gens)-3]
 	damage(t, bucket, oldest)
 	_, err := consumer.FollowStart(ctx, epochlog.New(store), "mixed")
-	want := fmt.Sprintf("generation %d, the oldest, where the replay of the epoch log begins, does not read", oldest)
+	want := fmt.Sprintf("generation %d, where the replay of the epoch log begins (the oldest the log goes on from), does not read", oldest)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("--from-generation %d", oldest+1)) {
 		t.Fatalf("FollowStart over a damaged oldest generation: %v, want %q and --from-generation %d", err, want, oldest+1)
 	}
