@@ -423,7 +423,11 @@ func TestWorkerStopsWhenTheServerLowersItsLimit(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool { return !w.Ready() })
+			// A worker is not ready from the start, until it consumes: the
+			// outputs' own reason shows that they were made, and failed.
+			wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool {
+				return hasReason(w.NotReady(), consumer.NotReadyOutputs)
+			})
 
 			ts.SetMaxPayload(100)
 			ts.Start()
