@@ -203,7 +203,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		n, err := e.shards(ctx)
 		if err != nil {
 			if after == nil {
-				return err
+				return stopped(ctx, err)
 			}
 			if e.waitReload(ctx, &reload, err) != nil {
 				return nil

@@ -319,3 +319,38 @@ func testEngineReload(t *testing.T, outages int32) {
 		t.Fatalf("the newest generation learned %d examples, the shard holds %d", got, want)
 	}
 }
+
+// listingShards are shards whose listing waits for its context, as a
+// broker that does not answer yet: listing is closed once it is asked.
+type listingShards struct {
+	*memory.Log
+	listing chan struct{}
+}
+
+func (l *listingShards) Ends(ctx context.Context) (map[shardid.ID]int64, error) {
+	close(l.listing)
+	<-ctx.Done()
+	return nil, fmt.Errorf("list offsets: %w", ctx.Err())
+}
+
+// TestEngineStoppedWhileListingTheShards: a worker stopped while it first
+// lists its source's partitions, before it built anything, stops cleanly,
+// as it does at any other moment, not with the listing's error.
+func TestEngineStoppedWhileListingTheShards(t *testing.T) {
+	shards := &listingShards{Log: memory.NewLog("ex", 1), listing: make(chan struct{})}
+	engine := consumer.NewEngine(consumer.EngineConfig{
+		Shards: shards,
+		Single: func(context.Context, *consumer.Worker) (*consumer.Worker, error) {
+			return nil, errors.New("built after the listing failed")
+		},
+	}, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	<-shards.listing
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run stopped while listing the shards: %v, want nil", err)
+	}
+}
