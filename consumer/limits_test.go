@@ -389,54 +389,7 @@ func TestJoinedWorkerOversizedEvents(t *testing.T) {
 func TestWorkerStopsWhenTheServerLowersItsLimit(t *testing.T) {
 	for _, jetStream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "core", true: "jetstream"}[jetStream], func(t *testing.T) {
-			ts := testbroker.NATS(t)
-			if jetStream {
-				testbroker.CreateStream(t, ts.JetStream(t), jetstream.StreamConfig{Name: "PRED", Subjects: []string{"t.PRED"}})
-			}
-			log := zaptest.NewLogger(t)
-			nc, err := natsio.Connect(natsio.Config{URL: ts.URL(), Name: t.Name()}, log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			sink, err := natsio.NewSink(nc, jetStream, log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sink.Close()
-			// The subject's stream limit is looked up while the server is up.
-			limit := sink.MaxOutputBytes("t.PRED")
-
-			ts.Shutdown()
-			wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
-			in := memory.NewLog("in", 1)
-			valid, _ := messages(10)
-			in.Append(0, valid...)
-			store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-			defer store.Close()
-			w := consumer.NewWorker(consumer.WorkerConfig{
-				Model:       "m",
-				Predictions: consumer.Destination{Topic: "t.PRED", Sink: sink},
-				Snapshots:   snapshot.NewSnapshotter(store, "m", "test", 1, 100, log),
-			}, memory.NewSource(in, nil), newModel(t), nil, consumer.NewMetrics(nil), log)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- w.Run(ctx) }()
-			// A worker is not ready from the start, until it consumes: the
-			// outputs' own reason shows that they were made, and failed.
-			wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool {
-				return hasReason(w.NotReady(), consumer.NotReadyOutputs)
-			})
-
-			ts.SetMaxPayload(100)
-			ts.Start()
-			var runErr error
-			select {
-			case runErr = <-done:
-			case <-time.After(time.Minute):
-				t.Fatalf("the worker still runs a minute after the server came back with a max_payload of 100 bytes, its outputs made to %d", limit)
-			}
+			store, runErr := stopsForALoweredLimit(t, jetStream, 10, nil)
 			if !errors.Is(runErr, consumer.ErrOutputTooLarge) || !strings.Contains(runErr.Error(), "max_payload is 100 bytes") {
 				t.Fatalf("Run: %v, want an output too large for the server's max_payload of 100 bytes", runErr)
 			}
@@ -453,49 +406,73 @@ func TestWorkerStopsWhenTheServerLowersItsLimit(t *testing.T) {
 // nothing publishes them any more, so waiting for room in the queue would
 // hold the stop until the shutdown limit.
 func TestWorkerStopsAtOnceWithAFullQueue(t *testing.T) {
+	_, err := stopsForALoweredLimit(t, true, 40, func(cfg *consumer.WorkerConfig) {
+		cfg.Batch, cfg.ShutdownTimeout = 1, time.Hour
+	})
+	if !errors.Is(err, consumer.ErrOutputTooLarge) {
+		t.Fatalf("Run: %v, want an output too large for the server's max_payload", err)
+	}
+}
+
+// stopsForALoweredLimit runs a worker over n valid examples whose
+// predictions go to t.PRED (a JetStream stream, or core NATS) while the
+// server is away, restarts the server with a max_payload of 100 bytes
+// once the outputs have failed, and returns what Run returned, within a
+// minute, with the worker's store. tune, if set, changes the worker's
+// configuration.
+func stopsForALoweredLimit(t *testing.T, jetStream bool, n int, tune func(*consumer.WorkerConfig)) (*snapshot.Store, error) {
+	t.Helper()
 	ts := testbroker.NATS(t)
-	testbroker.CreateStream(t, ts.JetStream(t), jetstream.StreamConfig{Name: "PRED", Subjects: []string{"t.PRED"}})
+	if jetStream {
+		testbroker.CreateStream(t, ts.JetStream(t), jetstream.StreamConfig{Name: "PRED", Subjects: []string{"t.PRED"}})
+	}
 	log := zaptest.NewLogger(t)
 	nc, err := natsio.Connect(natsio.Config{URL: ts.URL(), Name: t.Name()}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	sink, err := natsio.NewSink(nc, true, log)
+	t.Cleanup(nc.Close)
+	sink, err := natsio.NewSink(nc, jetStream, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
-	sink.MaxOutputBytes("t.PRED")
+	t.Cleanup(func() { sink.Close() })
+	// The subject's stream limit is looked up while the server is up.
+	limit := sink.MaxOutputBytes("t.PRED")
 
 	ts.Shutdown()
 	wait.For(t, time.Minute, 10*time.Millisecond, "the client to notice the shutdown", func() bool { return !nc.IsConnected() })
 	in := memory.NewLog("in", 1)
-	valid, _ := messages(40)
+	valid, _ := messages(n)
 	in.Append(0, valid...)
 	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
-	defer store.Close()
-	w := consumer.NewWorker(consumer.WorkerConfig{
-		Model:           "m",
-		Batch:           1,
-		ShutdownTimeout: time.Hour,
-		Predictions:     consumer.Destination{Topic: "t.PRED", Sink: sink},
-		Snapshots:       snapshot.NewSnapshotter(store, "m", "test", 1, 100, log),
-	}, memory.NewSource(in, nil), newModel(t), nil, consumer.NewMetrics(nil), log)
+	t.Cleanup(func() { store.Close() })
+	cfg := consumer.WorkerConfig{
+		Model:       "m",
+		Predictions: consumer.Destination{Topic: "t.PRED", Sink: sink},
+		Snapshots:   snapshot.NewSnapshotter(store, "m", "test", 1, 100, log),
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	w := consumer.NewWorker(cfg, memory.NewSource(in, nil), newModel(t), nil, consumer.NewMetrics(nil), log)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool { return !w.Ready() })
+	// A worker is not ready from the start, until it consumes: the
+	// outputs' own reason shows that they were made, and failed.
+	wait.For(t, time.Minute, 10*time.Millisecond, "the outputs failing while the server is away", func() bool {
+		return hasReason(w.NotReady(), consumer.NotReadyOutputs)
+	})
 
 	ts.SetMaxPayload(100)
 	ts.Start()
 	select {
 	case err := <-done:
-		if !errors.Is(err, consumer.ErrOutputTooLarge) {
-			t.Fatalf("Run: %v, want an output too large for the server's max_payload", err)
-		}
+		return store, err
 	case <-time.After(time.Minute):
-		t.Fatal("the worker still runs a minute after the server came back with a max_payload of 100 bytes: it waits for the shutdown limit")
+		t.Fatalf("the worker still runs a minute after the server came back with a max_payload of 100 bytes, its outputs made to %d", limit)
+		return nil, nil
 	}
 }
