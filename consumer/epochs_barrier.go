@@ -80,15 +80,8 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 			// wait is a few polls long, so that a result that comes at
 			// once is not seen later for the look-ups of the others.
 			if polls >= 3 {
-				for _, l := range b.Shards[i+1:] {
-					if !waiting[l.Shard] {
-						continue
-					}
-					if ok, err := x.shardExists(ctx, b.Epoch, l.Shard); err != nil {
-						return nil, 0, err
-					} else if ok {
-						found(l.Shard)
-					}
+				if _, err := x.lookFor(ctx, b, sha, b.Shards[i+1:], waiting, found); err != nil {
+					return nil, 0, err
 				}
 			}
 			// A shard whose owner left is handed to another worker,
@@ -139,7 +132,7 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 				}
 			}
 			if !logged && time.Since(start) > barrierWarnAfter*x.cfg.Interval {
-				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start), found)
+				logged = x.logMissing(ctx, b, sha, b.Shards[i:], time.Since(start), waiting, found)
 			}
 			// Ranges learned here while alone, and held, are needed by
 			// the worker this one waits for.
@@ -182,31 +175,42 @@ const barrierWarnAfter = 10
 // logMissing warns, naming them, of the shards among rest, the ranges of
 // b from the one the barrier polls on, whose results are neither held
 // here nor in the log: an owner that is slow, stuck or gone. It reports
-// whether it warned: not when every result has come meanwhile. The
-// results it finds, held or in the log, it passes to found: they are no
-// longer counted as missing, so that the gauge agrees with the warning.
-func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration, found func(shardid.ID)) bool {
-	var missing []string
-	for _, r := range rest {
-		if r.Empty() {
-			continue
-		}
-		if x.result(b.Epoch, sha, r.Shard) != nil {
-			found(r.Shard)
-			continue
-		}
-		if ok, err := x.shardExists(ctx, b.Epoch, r.Shard); err == nil && ok {
-			found(r.Shard)
-			continue
-		}
-		missing = append(missing, r.Shard.String())
-	}
-	if len(missing) == 0 {
+// whether it warned: not when every result has come meanwhile, nor when
+// a look-up failed (the next poll warns). The results it finds it passes
+// to found (lookFor), so that the gauge agrees with the warning.
+func (x *Epochs) logMissing(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range, waited time.Duration,
+	waiting map[shardid.ID]bool, found func(shardid.ID)) bool {
+	missing, err := x.lookFor(ctx, b, sha, rest, waiting, found)
+	if err != nil || len(missing) == 0 {
 		return false
 	}
 	x.log.Warn("the epoch's barrier waits for the results of shards that other workers own: a slow, stuck or lost owner holds the epoch for every worker",
 		zap.Uint64("epoch", b.Epoch), zap.Strings("missing", missing), zap.Duration("waited", waited.Round(time.Second)))
 	return true
+}
+
+// lookFor looks for the results of the shards of rest that the barrier
+// still waits for: each held here or in the log is passed to found, and
+// no longer counted as missing; it returns the others.
+func (x *Epochs) lookFor(ctx context.Context, b *epochlog.Boundary, sha [32]byte, rest []epochlog.Range,
+	waiting map[shardid.ID]bool, found func(shardid.ID)) (missing []string, err error) {
+	for _, r := range rest {
+		if !waiting[r.Shard] {
+			continue
+		}
+		if x.result(b.Epoch, sha, r.Shard) == nil {
+			ok, err := x.shardExists(ctx, b.Epoch, r.Shard)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				missing = append(missing, r.Shard.String())
+				continue
+			}
+		}
+		found(r.Shard)
+	}
+	return missing, nil
 }
 
 // resultKey names a range's result: its epoch, the digest of its
