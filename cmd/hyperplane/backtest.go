@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/hyperplane-ml/hyperplane/backtest"
@@ -47,19 +46,21 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	}
 	// A file is read with the source's limits, as the worker reads the
 	// same records, unless the command's own flags say otherwise.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["max-features"] {
-		if cfg.Source.MaxFeatures < 1 {
-			return invalidConfig(e, args, &config.FieldError{Field: "source.max_features", Problem: fmt.Sprintf("must be at least 1, got %d", cfg.Source.MaxFeatures)})
+	for _, l := range []struct {
+		flag, key string
+		from      int
+		to        *int
+	}{
+		{"max-features", "source.max_features", cfg.Source.MaxFeatures, &in.maxFeatures},
+		{"max-bytes", "source.max_bytes", cfg.Source.MaxBytes, &in.maxBytes},
+	} {
+		if flagGiven(fs, l.flag) {
+			continue
 		}
-		in.maxFeatures = cfg.Source.MaxFeatures
-	}
-	if !set["max-bytes"] {
-		if cfg.Source.MaxBytes < 1 {
-			return invalidConfig(e, args, &config.FieldError{Field: "source.max_bytes", Problem: fmt.Sprintf("must be at least 1, got %d", cfg.Source.MaxBytes)})
+		if l.from < 1 {
+			return invalidConfig(e, args, &config.FieldError{Field: l.key, Problem: fmt.Sprintf("must be at least 1, got %d", l.from)})
 		}
-		in.maxBytes = cfg.Source.MaxBytes
+		*l.to = l.from
 	}
 	opts := backtest.Options{Model: compare.Entrant{Name: cfg.Model.Name, Config: cfg.Model.Learner}, Alpha: cfg.Model.Compare.Alpha}
 	opts.Decoder.MaxFeatures, opts.Decoder.MaxBytes = in.maxFeatures, in.maxBytes
