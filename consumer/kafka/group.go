@@ -308,6 +308,10 @@ func (g *Group) run(ctx context.Context) {
 			// The coordinator dropped the member: join again as what
 			// it is (a static member's instance id finds its
 			// assignment if the coordinator still holds it).
+			if m.id != "" {
+				g.log.Warn("kafka consumer group: the coordinator dropped this member, whose heartbeats it missed for kafka.session_timeout (the process paused, or could not reach the coordinator): its partitions went to other members, and it joins the group again",
+					zap.String("member", m.id), zap.Duration("kafka.session_timeout", g.opts.SessionTimeout))
+			}
 			m.id = ""
 		default:
 			// Not worth a second try at once (the coordinator is

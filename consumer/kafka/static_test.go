@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/internal/wait"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 )
 
@@ -133,5 +135,46 @@ func TestGroupStaticFenced(t *testing.T) {
 	t.Logf("three members owned %q %v after a second member joined with the first's instance id", owned, took)
 	if n := logs.FilterMessageSnippet("another member joined with this instance id").Len(); n != 1 {
 		t.Fatalf("%d warnings of the fenced member, want 1", n)
+	}
+}
+
+// TestGroupDroppedMemberWarns: a member the coordinator no longer knows
+// (its session ran out while the process was paused, say: the coordinator
+// answers its next heartbeat with UNKNOWN_MEMBER_ID) says so once, as a
+// warning, since its partitions went to others meanwhile, and joins again.
+func TestGroupDroppedMemberWarns(t *testing.T) {
+	// A short session, so that the member the coordinator still holds
+	// (it answered one heartbeat as if it did not) leaves the next
+	// generation's join soon.
+	c := testbroker.Kafka(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	c.CreateTopic(t, "t", 2)
+	opts := groupOptions
+	opts.SessionTimeout, opts.RebalanceTimeout = 2*time.Second, time.Second
+	log, logs := observed(t, zapcore.WarnLevel)
+	g, err := kafka.NewGroupWith(config(c), "g", []string{"t"}, opts, log)
+	if err != nil {
+		t.Fatalf("NewGroupWith: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	settle(t, []*kafka.Group{g}, func(owned [][]shardid.ID) bool { return len(owned[0]) == 2 })
+	ended := g.Changed()
+	var dropped atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if dropped.Swap(true) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	wait.For(t, settleWithin, time.Millisecond, "the member in a generation again after it was dropped", func() bool {
+		return closed(ended) && g.Settled() && len(g.Owned()) == 2
+	})
+	warned := logs.FilterMessageSnippet("the coordinator dropped this member")
+	if warned.Len() != 1 {
+		t.Fatalf("%d warnings of a dropped member, want 1 (all warnings: %v)", warned.Len(), logs.All())
+	}
+	if f := warned.All()[0].ContextMap(); f["kafka.session_timeout"] == nil || f["member"] == "" {
+		t.Fatalf("the warning names neither the member nor the session timeout: %v", f)
 	}
 }
