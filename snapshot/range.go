@@ -59,8 +59,8 @@ func (r *Range) DecodeMsgpack(dec *msgpack.Decoder) error {
 // LabelsRange is the part of a labels' partition an epoch reads: the
 // positions p with From <= p < To, as a Kafka partition's offsets are.
 type LabelsRange struct {
-	From int64 `msgpack:"from"`
-	To   int64 `msgpack:"to"`
+	From int64 `msgpack:"from" json:"from"`
+	To   int64 `msgpack:"to" json:"to"`
 }
 
 // Equal reports whether r and o are the same range, of the same labels.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"cmp"
+	"encoding/hex"
 	"math"
 	"slices"
 	"time"
@@ -34,6 +35,29 @@ type Summary struct {
 	// Promotions are the model's history of promotions, oldest first
 	// (docs/compare.md, "Promotion").
 	Promotions []PromotionSummary `json:"promotions,omitempty"`
+
+	// The keys of a generation in an epoch log (docs/scale-out.md,
+	// section 2), omitted for a model learned by one worker alone.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Scope and Shard: "partition" and the shard of a model of one
+	// partition (model.scope: partition).
+	Scope string `json:"scope,omitempty"`
+	Shard string `json:"shard,omitempty"`
+	// Boundary is the ranges of the shards the epoch learned.
+	Boundary       []RangeSummary `json:"boundary,omitempty"`
+	BoundarySHA256 string         `json:"boundary_sha256,omitempty"`
+	BaseSHA256     string         `json:"base_sha256,omitempty"`
+	ConfigSHA256   string         `json:"config_sha256,omitempty"`
+}
+
+// RangeSummary is a shard's range of an epoch (Range): offsets From <= o <
+// To of a Kafka partition, sequences From < s <= To of a JetStream shard,
+// and the range of its labels' partition with labels that come later.
+type RangeSummary struct {
+	Shard  string       `json:"shard"`
+	From   int64        `json:"from"`
+	To     int64        `json:"to"`
+	Labels *LabelsRange `json:"labels,omitempty"`
 }
 
 // PromotionSummary is one promotion of the model's history
@@ -93,6 +117,7 @@ func Summarize(s *Snapshot, top int) Summary {
 	for _, p := range st.Promotions {
 		sum.Promotions = append(sum.Promotions, PromotionSummary(p))
 	}
+	sum.summarizeEpoch(s)
 	if m, err := learner.Restore(st); err == nil {
 		sum.Metrics = m.Metrics()
 		for _, c := range m.Challengers() {
@@ -141,4 +166,20 @@ func Summarize(s *Snapshot, top int) Summary {
 		sum.Largest = append(sum.Largest, w)
 	}
 	return sum
+}
+
+// summarizeEpoch sets the keys of sum that s has as a generation of an
+// epoch log; a zero digest is left out, as it is not stored.
+func (sum *Summary) summarizeEpoch(s *Snapshot) {
+	sum.Epoch, sum.Scope, sum.Shard = s.Epoch, s.Scope, s.Shard
+	for _, r := range s.Boundary {
+		sum.Boundary = append(sum.Boundary, RangeSummary{Shard: r.Shard.String(), From: r.From, To: r.To, Labels: r.Labels})
+	}
+	hexOf := func(d [32]byte) string {
+		if d == ([32]byte{}) {
+			return ""
+		}
+		return hex.EncodeToString(d[:])
+	}
+	sum.BoundarySHA256, sum.BaseSHA256, sum.ConfigSHA256 = hexOf(s.BoundarySHA256), hexOf(s.BaseDigest), hexOf(s.ConfigDigest)
 }

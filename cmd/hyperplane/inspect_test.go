@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +228,60 @@ func TestInspectSaysTheFilesFormat(t *testing.T) {
 		}
 		if sum.Format != want {
 			t.Errorf("inspect %s: format %d, want %d", path, sum.Format, want)
+		}
+	}
+}
+
+// TestInspectPrintsEpochKeys: a generation of an epoch log is shown with
+// its epoch, the ranges its boundary recorded and its digests, which an
+// operator auditing the log reads beside the boundaries; a model learned
+// by one worker alone shows none of them.
+func TestInspectPrintsEpochKeys(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "train.jsonl", "-examples", "200", "-seed", "2")
+	alone := filepath.Join(dir, "alone.model")
+	mustRun(t, "", "train", "-input", data, "-name", "clicks", "-hash-bits", "10", "-out", alone)
+	out := mustRun(t, "", "inspect", "-top", "0", alone)
+	for _, key := range []string{`"epoch"`, `"boundary"`, `"base_sha256"`, `"config_sha256"`, `"boundary_sha256"`} {
+		if strings.Contains(out, key) {
+			t.Fatalf("inspect of a model learned alone prints %s:\n%s", key, out)
+		}
+	}
+
+	s := readModel(t, alone)
+	s.Generation, s.Epoch = 3, 3
+	s.ConfigDigest = sha256.Sum256([]byte("history"))
+	s.BaseDigest = sha256.Sum256([]byte("base"))
+	s.BoundarySHA256 = sha256.Sum256([]byte("boundary"))
+	s.Boundary = []snapshot.Range{
+		{Shard: shardid.Kafka("clicks", 0), From: 100, To: 250, Labels: &snapshot.LabelsRange{From: 7, To: 9}},
+		{Shard: shardid.Kafka("clicks", 1), From: 90, To: 240},
+	}
+	store, err := snapshot.OpenStore(context.Background(), "file://"+filepath.ToSlash(filepath.Join(dir, "store"))+"?create_dir=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Write(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	var sum snapshot.Summary
+	if err := json.Unmarshal([]byte(mustRun(t, "", "inspect", "-top", "0", "file://"+filepath.ToSlash(filepath.Join(dir, "store", "clicks")))), &sum); err != nil {
+		t.Fatal(err)
+	}
+	want := []snapshot.RangeSummary{
+		{Shard: "kafka:clicks/0", From: 100, To: 250, Labels: &snapshot.LabelsRange{From: 7, To: 9}},
+		{Shard: "kafka:clicks/1", From: 90, To: 240},
+	}
+	if sum.Epoch != 3 || !reflect.DeepEqual(sum.Boundary, want) {
+		t.Fatalf("inspect: epoch %d, boundary %+v; want epoch 3, boundary %+v", sum.Epoch, sum.Boundary, want)
+	}
+	for key, got := range map[string]struct {
+		got  string
+		want [32]byte
+	}{"config_sha256": {sum.ConfigSHA256, s.ConfigDigest}, "base_sha256": {sum.BaseSHA256, s.BaseDigest}, "boundary_sha256": {sum.BoundarySHA256, s.BoundarySHA256}} {
+		if got.got != hex.EncodeToString(got.want[:]) {
+			t.Errorf("inspect: %s %q, want %x", key, got.got, got.want)
 		}
 	}
 }
