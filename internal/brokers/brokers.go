@@ -132,7 +132,7 @@ func (b *Clients) openSource(ctx context.Context, section string, s config.Sourc
 				// the model needs, which no setting of theirs mends.
 				return nil, fmt.Errorf("%s: %w", section, err)
 			}
-			return nil, fmt.Errorf("%s: %w (check kafka.brokers, that the brokers are up, and that every topic of %s.topics exists)", section, err, section)
+			return nil, fmt.Errorf("%s: %w (%s)", section, err, KafkaCheck(err, "that every topic of "+section+".topics exists"))
 		}
 	case config.KindJetStream:
 		nc, err := b.NATSConn()
@@ -178,7 +178,7 @@ func (b *Clients) kafkaShards(ctx context.Context, section string, s config.Sour
 	if err != nil || len(ends) < least {
 		shards.Close() //nolint:errcheck // not used
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w (check kafka.brokers, that the brokers are up, and that every topic of %s.topics exists)", section, err, section)
+			return nil, 0, fmt.Errorf("%s: %w (%s)", section, err, KafkaCheck(err, "that every topic of "+section+".topics exists"))
 		}
 		return nil, len(ends), nil
 	}

@@ -59,7 +59,7 @@ func (b *Clients) CheckOutputs(ctx context.Context, cfg config.Config) error {
 			return err
 		}
 		if topicErrs, err = kafkaio.TopicErrors(ctx, kc, kafka); err != nil {
-			return fmt.Errorf("%s: %w (check kafka.brokers and that the brokers are up)", strings.Join(kafkaKeys, ", "), err)
+			return fmt.Errorf("%s: %w (%s)", strings.Join(kafkaKeys, ", "), err, KafkaCheck(err, ""))
 		}
 	}
 	var problems []string

@@ -21,6 +21,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/config"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
 	natsio "github.com/hyperplane-ml/hyperplane/consumer/nats"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/internal/redact"
 )
 
@@ -178,7 +179,7 @@ func setupKafka(ctx context.Context, b Brokers, ts []Target, o kafkaio.TopicOpti
 		}
 		got, err := kafkaio.CreateTopics(ctx, kc, topics, o)
 		if err != nil {
-			return fmt.Errorf("kafka: %w (check kafka.brokers, the TLS and SASL settings, and that the brokers are up)", err)
+			return fmt.Errorf("kafka: %w (%s)", err, brokers.KafkaCheck(err, ""))
 		}
 		for j, r := range got {
 			rs[idx[j]] = r

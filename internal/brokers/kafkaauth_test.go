@@ -1,0 +1,149 @@
+package brokers_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hyperplane-ml/hyperplane/config"
+	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
+	"github.com/hyperplane-ml/hyperplane/internal/brokers"
+	"github.com/hyperplane-ml/hyperplane/internal/provision"
+	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+)
+
+// certificate is a self-signed certificate for 127.0.0.1 and the path of
+// a PEM file holding it, for kafka.tls.ca_file.
+func certificate(t *testing.T, name string) (tls.Certificate, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), name+".pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, file
+}
+
+// TestKafkaAuthErrorsNameTheKeys: a cluster that wants TLS and SASL,
+// reached with one setting wrong, is refused at once with an error naming
+// the kafka.tls or kafka.sasl key to check, for the source, the shards
+// and the outputs alike; the password is in none of them.
+func TestKafkaAuthErrorsNameTheKeys(t *testing.T) {
+	cert, caFile := certificate(t, "broker")
+	_, otherCA := certificate(t, "other")
+	c := testbroker.Kafka(t,
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "alice", "right-password"),
+		kfake.SeedTopics(1, "examples", "predictions"),
+	)
+	good := config.Default()
+	good.Kafka.Brokers = c.ListenAddrs()
+	good.Kafka.TLS = config.TLS{Enabled: true, CAFile: caFile}
+	good.Kafka.SASL = config.SASL{Mechanism: config.MechanismPlain, Username: "alice", Password: "right-password"}
+	good.Source = config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	good.Outputs.Predictions = config.Destination{Kind: config.KindKafka, Topic: "predictions"}
+
+	for _, tc := range []struct {
+		name   string
+		change func(*config.Kafka)
+		want   []string // each named in the error
+	}{
+		{"wrong password", func(k *config.Kafka) { k.SASL.Password = "wrong-password" }, []string{"kafka.sasl.password", "kafka.sasl.mechanism"}},
+		{"wrong mechanism", func(k *config.Kafka) { k.SASL.Mechanism = config.MechanismSCRAMSHA256 }, []string{"kafka.sasl.mechanism"}},
+		{"no SASL", func(k *config.Kafka) { k.SASL = config.SASL{Mechanism: config.MechanismNone} }, []string{"kafka.sasl.mechanism"}},
+		{"untrusted certificate", func(k *config.Kafka) { k.TLS.CAFile = otherCA }, []string{"kafka.tls.ca_file"}},
+		{"no TLS", func(k *config.Kafka) { k.TLS = config.TLS{} }, []string{"kafka.tls.enabled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			tc.change(&cfg.Kafka)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			check := func(what string, err error) {
+				t.Helper()
+				if err == nil {
+					t.Fatalf("%s succeeded", what)
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("%s: not refused at once: %v", what, err)
+				}
+				for _, key := range tc.want {
+					if !strings.Contains(err.Error(), key) {
+						t.Errorf("%s: %v\nwant it to name %s", what, err, key)
+					}
+				}
+				if strings.Contains(err.Error(), "password\"") || strings.Contains(err.Error(), "-password") {
+					t.Errorf("%s: %v\nshows the password", what, err)
+				}
+			}
+			b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+			defer b.Close()
+			src, err := b.Source(ctx, cfg.Source, "g", nil)
+			if src != nil {
+				defer src.Close()
+			}
+			check("Source", err)
+			_, err = b.KafkaPartitions(ctx, cfg.Source)
+			check("KafkaPartitions", err)
+			check("CheckOutputs", b.CheckOutputs(ctx, cfg))
+		})
+	}
+
+	b := brokers.New(good, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	if n, err := b.KafkaPartitions(context.Background(), good.Source); err != nil || n != 1 {
+		t.Fatalf("with the right settings: %d partitions, %v; want 1", n, err)
+	}
+}
+
+// TestSetupAuthErrorsNameTheKeys: setup, which creates the topics, names
+// the kafka.sasl keys as run does when the brokers refuse its password.
+func TestSetupAuthErrorsNameTheKeys(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "alice", "right-password"))
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	cfg.Kafka.SASL = config.SASL{Mechanism: config.MechanismPlain, Username: "alice", Password: "wrong-password"}
+	cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.KafkaConfig, NATS: b.NATSConn}, provision.Options{Topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: 1}})
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "kafka.sasl.password") {
+		t.Fatalf("Provision with a wrong password: %v; want it refused at once, naming kafka.sasl.password", err)
+	}
+}
