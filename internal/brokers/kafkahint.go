@@ -41,7 +41,7 @@ func KafkaCheck(err error, more string) string {
 	case errors.As(err, &kerr) && (kerr == kafkago.TopicAuthorizationFailed || kerr == kafkago.GroupAuthorizationFailed || kerr == kafkago.ClusterAuthorizationFailed):
 		return "the brokers' ACLs do not allow this to kafka.sasl.username"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "the broker closed the connection: check kafka.tls.enabled (a TLS listener closes a connection without TLS), " +
+		return "the broker closed the connection: check that the brokers are up, kafka.tls.enabled (a TLS listener closes a connection without TLS), " +
 			"and kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password (a broker that requires SASL closes a connection " +
 			"whose credentials it refused, or that gave none)"
 	}
