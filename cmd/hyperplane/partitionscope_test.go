@@ -163,6 +163,48 @@ func TestReplayPartitionScope(t *testing.T) {
 	}
 }
 
+// TestReplayPartitionScopeFromBeyondAPartition: --from offset:N starts
+// every partition at N; where one partition ends before N, the replay is
+// refused before it learns any, naming -from and that partition, and
+// --out holds no chain a second replay into it would be refused over.
+func TestReplayPartitionScopeFromBeyondAPartition(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lines := strings.Split(strings.TrimSpace(readFile(t, genFile(t, dir, "ex.jsonl", "-examples", "120", "-seed", "41"))), "\n")
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "uneven", 2)
+	var recs []*kgo.Record
+	for i, l := range lines {
+		p := int32(0)
+		if i%6 == 5 {
+			p = 1
+		}
+		recs = append(recs, &kgo.Record{Topic: "uneven", Partition: p, Value: []byte(l)})
+	}
+	if err := c.Client(t).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "out")
+	args := []string{"replay", "--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "uneven", "--from", "offset:50", "--out", "file://" + outDir + "?create_dir=1"}
+	_, stderr, err := runCmd(t, "", args...)
+	if err == nil {
+		t.Fatalf("a replay from offset 50 over a partition of 20 messages succeeded:\n%s", stderr)
+	}
+	for _, want := range []string{"-from offset:50", "kafka:uneven/1", "every partition"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "recreated") {
+		t.Errorf("the refusal blames the topic: %v", err)
+	}
+	store := openStore(t, outDir)
+	if shards, err := store.PartitionShards(context.Background(), "per"); err != nil || len(shards) > 0 {
+		t.Errorf("the refused replay left chains in --out: %v, %v", shards, err)
+	}
+}
+
 // TestScopeChangeRefused: a model stored in one scope is refused at
 // start-up by a worker of the other, naming model.scope, rather than
 // learned again from source.start as a new model (or new models) beside

@@ -39,6 +39,14 @@ func replayPartitions(ctx context.Context, e *env, cfg config.Config, end int64,
 	if err != nil {
 		return fmt.Errorf("replay: the source's partitions: %w", err)
 	}
+	// Every partition's start first: -from applies to each alike, and a
+	// partition it does not fit is refused before any chain is written
+	// into -out, which a second replay would then be refused over.
+	for _, shard := range shards {
+		if _, err := p.shards.Start(ctx, shard, cfg.Source.Start); err != nil {
+			return fmt.Errorf("replay: -from %s: %w", cfg.Source.Start, err)
+		}
+	}
 	start := time.Now()
 	var b strings.Builder
 	b.WriteString(`{"partitions":{`)

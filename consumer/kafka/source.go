@@ -287,6 +287,9 @@ type partitionStart struct {
 	partitionOffsets
 	offset int64
 	from   string // "resume", the start, ...: what offset is
+	// start is set when offset is the configured start resolved, which
+	// applies to every partition alike.
+	start bool
 }
 
 // check refuses a start below the partition's first offset or beyond its
@@ -300,6 +303,10 @@ func (ps partitionStart) check() error {
 		return fmt.Errorf("%w: kafka: %s: %s offset %d is below the partition's first offset %d: "+
 			"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
 			consumer.ErrFatal, ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
+	case ps.offset > ps.end && ps.start:
+		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
+			"an offset start applies to every partition, and this one has not reached it: "+
+			"start at an offset every partition has reached, or at a time", ps.key(), ps.from, ps.offset, ps.end)
 	case ps.offset > ps.end:
 		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
 			"was the topic recreated or its log truncated?", ps.key(), ps.from, ps.offset, ps.end)
@@ -310,7 +317,7 @@ func (ps partitionStart) check() error {
 // startAt resolves start (a valid one) on a partition whose offsets were
 // listed for start's time, if it has one.
 func startAt(po partitionOffsets, start wire.Start) partitionStart {
-	ps := partitionStart{partitionOffsets: po, from: "start " + start.String()}
+	ps := partitionStart{partitionOffsets: po, from: "start " + start.String(), start: true}
 	switch start.Kind {
 	case "", wire.StartEarliest:
 		ps.offset = po.first
