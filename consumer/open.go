@@ -221,6 +221,12 @@ func (p *Pipeline) Resumed() snapshot.Resumed { return p.resumed }
 func (p *Pipeline) resume(ctx context.Context) error {
 	ropts := p.opts.Resume
 	ropts.Challengers = p.opts.Challengers
+	if p.opts.PartitionScope && ropts.Log != nil {
+		// The model's own generations are none in partition scope
+		// (checkScope): each partition's chain says whether it resumes
+		// or begins, and "a new model" here would say it of them all.
+		ropts.Log = ropts.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	}
 	r, err := snapshot.Resume(ctx, p.opts.Store, p.opts.Model, p.opts.Learner, ropts)
 	if err != nil {
 		return err

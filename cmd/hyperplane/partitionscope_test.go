@@ -205,6 +205,41 @@ func TestReplayPartitionScopeFromBeyondAPartition(t *testing.T) {
 	}
 }
 
+// TestPartitionScopeStartSaysNoNewModel: a worker in partition scope
+// started over a store that holds its partitions' chains logs, for each
+// partition, whether it resumes its chain or begins a new one, and never
+// that the model as a whole is new: it has no model of its own.
+func TestPartitionScopeStartSaysNoNewModel(t *testing.T) {
+	t.Parallel()
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "ex", 2)
+	dir := t.TempDir()
+	writeSnapshot(t, "file://"+filepath.Join(dir, "per", "partition", "kafka.ex.0")+"?create_dir=1", "per", learner.DefaultConfig())
+	args := []string{"run", "--model.name", "per", "--model.scope", "partition", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
+		"--source.kind", "kafka", "--source.topics", "ex", "--snapshot.url", "file://" + dir, "--http.addr", "127.0.0.1:0", "--log.format", "json"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lockedBuffer{}
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
+	}()
+	waitRunning(t, time.Minute, "both partitions opened", stopped, stderr, func() bool {
+		log := stderr.String()
+		return strings.Contains(log, `"resuming from snapshot","shard":"kafka:ex/0"`) && strings.Contains(log, `"no snapshot: a new model","shard":"kafka:ex/1"`) &&
+			strings.Contains(log, `"kafka partition opened","source":"kafka:ex/0"`) && strings.Contains(log, `"kafka partition opened","source":"kafka:ex/1"`)
+	})
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, "a new model") && !strings.Contains(line, `"shard":`) {
+			t.Errorf("a worker in partition scope over stored chains says the model is new: %s", line)
+		}
+	}
+}
+
 // TestScopeChangeRefused: a model stored in one scope is refused at
 // start-up by a worker of the other, naming model.scope, rather than
 // learned again from source.start as a new model (or new models) beside
