@@ -500,7 +500,8 @@ func (p *Partitions) openChain(ctx context.Context, id shardid.ID) (ch Chain, er
 // ready for reason meanwhile; any other error is returned at once. A
 // shard the source does not list yet (ErrNoShard: a partition a
 // rebalance assigned before this worker's metadata shows it) is retried
-// so too, whatever the step.
+// so too, whatever the step. An error once ctx is done wraps ctx's, so
+// that a shard stopped while it was set up stops cleanly.
 func (p *Partitions) setUp(ctx context.Context, id shardid.ID, reason, what string, transient error, op func(ctx context.Context) error) error {
 	key := reason + ": " + id.String()
 	bo := retry.Backoff{Min: retryMinDelay, Max: retryMaxDelay}
@@ -523,6 +524,11 @@ func (p *Partitions) setUp(ctx context.Context, id shardid.ID, reason, what stri
 		if err == nil {
 			p.log.Info("the shard started after its retries", zap.Stringer("shard", id), zap.String("step", what))
 		}
+	}
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// A broker's client whose request is given up may fail with an
+		// error of its own: the shard was stopped while it was set up.
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return err
 }

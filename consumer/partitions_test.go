@@ -884,3 +884,42 @@ func TestPartitionsNotReadyWhileTheGroupFails(t *testing.T) {
 	}
 	stopPartitions(t, "a", cancel, done)
 }
+
+// stallingStart is a source's shards whose Start of one shard waits for
+// its context to end, then fails as a broker's client does when its
+// request is given up: with an error of its own, not the context's.
+type stallingStart struct {
+	consumer.Shards
+	shard shardid.ID
+}
+
+func (s stallingStart) Start(ctx context.Context, id shardid.ID, start wire.Start) (int64, error) {
+	if id != s.shard {
+		return s.Shards.Start(ctx, id, start)
+	}
+	<-ctx.Done()
+	return 0, errors.New("list offsets: [-1] Unknown: an unexpected server error occurred")
+}
+
+// TestPartitionsStopWhileAShardFindsItsStart: a worker stopped while a
+// shard of a new chain looks up where it begins stops cleanly, whatever
+// error the lookup given up returns, and the other shards write their
+// last generations.
+func TestPartitionsStopWhileAShardFindsItsStart(t *testing.T) {
+	r := newPartitionRig(t)
+	r.appendPart(0)
+	cfg := r.config(t, "a")
+	cfg.Shards = stallingStart{Shards: r.log, shard: r.log.Shard(2)}
+	p := consumer.NewPartitions(cfg, nil, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	runs := map[string]<-chan error{"a": runPartitions(ctx, p)}
+	waitRunning(t, "shards 0 and 1 at their ends", runs, func() bool {
+		return p.Positions()[r.log.Key(0)] == int64(len(r.data[0])) && p.Positions()[r.log.Key(1)] == int64(len(r.data[1]))
+	})
+	stopPartitions(t, "a", cancel, runs["a"])
+	for q := range 2 {
+		if snap := r.newest(r.log.Key(q)); snap == nil || snap.Positions[r.log.Key(q)] != int64(len(r.data[q])) {
+			t.Errorf("shard %d's chain: %+v, want a generation at %d", q, snap, len(r.data[q]))
+		}
+	}
+}
