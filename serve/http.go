@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,12 +35,14 @@ const retryAfter = "1"
 // read as JSON.
 const ContentTypeMsgpack = "application/msgpack"
 
-// isMsgpack reports whether a Content-Type names msgpack.
+// isMsgpack reports whether a Content-Type names msgpack. Only the media
+// type counts, in any case: parameters that do not parse (a name without
+// a value, one given twice) leave it what it is, where the body would
+// otherwise be read as JSON and refused with a reply asking for the
+// content type it had.
 func isMsgpack(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return false
-	}
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
 	return mt == ContentTypeMsgpack || mt == "application/x-msgpack" || mt == "application/vnd.msgpack"
 }
 

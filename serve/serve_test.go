@@ -742,6 +742,10 @@ func TestPredictShapes(t *testing.T) {
 				{"msgpack maps end to end", "application/msgpack", bytes.Join(mp, nil), mp, true, lines, serve.ContentTypeMsgpack},
 				{"x-msgpack with parameters", "application/x-msgpack; charset=binary", msgpackArray(mp[1:3]), mp[1:3], true, array, serve.ContentTypeMsgpack},
 				{"vnd.msgpack", "application/vnd.msgpack", mp[4], mp[4:5], true, one, serve.ContentTypeMsgpack},
+				// Parameters that do not parse leave the media type what it is.
+				{"msgpack with a parameter without a value", "application/msgpack; charset", mp[0], mp[:1], true, one, serve.ContentTypeMsgpack},
+				{"msgpack with a parameter given twice", "Application/MsgPack; a=1; a=2", msgpackArray(mp), mp, true, array, serve.ContentTypeMsgpack},
+				{"json with a parameter without a value", "application/json; charset", js[0], js[:1], false, one, "application/json"},
 			} {
 				t.Run(sc.name, func(t *testing.T) {
 					r := post(t, hs.URL, sc.contentType, sc.body)
