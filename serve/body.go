@@ -27,18 +27,51 @@ type splitter struct {
 	json    jsonscan.Skipper
 	msgpack msgpackscan.Skipper
 	spans   [][2]int
+	// max, if not 0, is the most examples a body may hold: past it the
+	// splitter counts examples without keeping their spans, so that a
+	// body of empty examples, three bytes or one each, takes no more
+	// memory than one within the bound.
+	max int
+	// count is the examples found so far.
+	count int
+}
+
+// tooManyError is a body of n examples, more than the splitter's max.
+type tooManyError struct{ n, max int }
+
+func (e *tooManyError) Error() string {
+	return fmt.Sprintf("the body's %d examples exceed serve.max_examples, %d", e.n, e.max)
 }
 
 // split returns the shape of body and the span of each example in it, in
 // order. msgpack says the body is msgpack; otherwise it is JSON. An error
-// names the byte where the body stops making sense.
+// names the byte where the body stops making sense; a body that makes
+// sense but holds more than max examples is a *tooManyError.
 func (s *splitter) split(body []byte, msgpack bool) (shape, [][2]int, error) {
 	s.json.MaxDepth, s.msgpack.MaxDepth = maxDepth, maxDepth
-	s.spans = s.spans[:0]
+	s.spans, s.count = s.spans[:0], 0
+	var (
+		shp   shape
+		spans [][2]int
+		err   error
+	)
 	if msgpack {
-		return s.splitMsgpack(body)
+		shp, spans, err = s.splitMsgpack(body)
+	} else {
+		shp, spans, err = s.splitJSON(body)
 	}
-	return s.splitJSON(body)
+	if err == nil && s.max > 0 && s.count > s.max {
+		return 0, nil, &tooManyError{n: s.count, max: s.max}
+	}
+	return shp, spans, err
+}
+
+// add notes the example b[start:end], keeping its span up to max.
+func (s *splitter) add(start, end int) {
+	s.count++
+	if s.max == 0 || s.count <= s.max {
+		s.spans = append(s.spans, [2]int{start, end})
+	}
 }
 
 func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
@@ -59,9 +92,9 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 		for {
 			end, err := s.json.Skip(b, i)
 			if err != nil {
-				return 0, nil, &exampleError{n: len(s.spans) + 1, start: i, err: err}
+				return 0, nil, &exampleError{n: s.count + 1, start: i, err: err}
 			}
-			s.spans = append(s.spans, [2]int{i, end})
+			s.add(i, end)
 			i = jsonscan.SkipSpace(b, end)
 			switch {
 			case i == len(b):
@@ -69,7 +102,7 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 			case b[i] == ']':
 				return shapeArray, s.spans, s.trailing(b, i+1)
 			case b[i] != ',':
-				return 0, nil, fmt.Errorf("after example %d: want ',' or ']' at byte %d, got %s", len(s.spans), i, jsonscan.DescribeByte(b[i]))
+				return 0, nil, fmt.Errorf("after example %d: want ',' or ']' at byte %d, got %s", s.count, i, jsonscan.DescribeByte(b[i]))
 			}
 			i++
 		}
@@ -77,12 +110,12 @@ func (s *splitter) splitJSON(b []byte) (shape, [][2]int, error) {
 	for i < len(b) {
 		end, err := s.json.Skip(b, i)
 		if err != nil {
-			return 0, nil, &exampleError{n: len(s.spans) + 1, start: i, err: err}
+			return 0, nil, &exampleError{n: s.count + 1, start: i, err: err}
 		}
-		s.spans = append(s.spans, [2]int{i, end})
+		s.add(i, end)
 		i = jsonscan.SkipSpace(b, end)
 	}
-	if len(s.spans) == 1 {
+	if s.count == 1 {
 		return shapeOne, s.spans, nil
 	}
 	return shapeLines, s.spans, nil
@@ -126,7 +159,7 @@ func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
 			if err != nil {
 				return 0, nil, err
 			}
-			s.spans = append(s.spans, [2]int{i, end})
+			s.add(i, end)
 			i = end
 		}
 		if i != len(b) {
@@ -139,10 +172,10 @@ func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		s.spans = append(s.spans, [2]int{i, end})
+		s.add(i, end)
 		i = end
 	}
-	if len(s.spans) == 1 {
+	if s.count == 1 {
 		return shapeOne, s.spans, nil
 	}
 	return shapeLines, s.spans, nil
@@ -150,7 +183,7 @@ func (s *splitter) splitMsgpack(b []byte) (shape, [][2]int, error) {
 
 // skipMsgpack returns the end of the example at b[i].
 func (s *splitter) skipMsgpack(b []byte, i int) (int, error) {
-	n := len(s.spans) + 1
+	n := s.count + 1
 	end, st := s.msgpack.Skip(b, i)
 	switch st {
 	case msgpackscan.OK:

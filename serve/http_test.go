@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,6 +406,52 @@ func TestHTTPTooManyExamples(t *testing.T) {
 	post(t, defaults.URL, "application/json", empties).refused(t, http.StatusRequestEntityTooLarge,
 		fmt.Sprintf("the body's %d examples exceed serve.max_examples, %d", len(empties)/3, serve.DefaultMaxExamples))
 	post(t, defaults.URL, "application/json", empties[:3*serve.DefaultMaxExamples]).ok(t, "application/x-ndjson", m.Version())
+}
+
+// TestHTTPTooManyExamplesInLittleMemory refuses bodies of a megabyte of
+// empty examples, hundreds of thousands of them, in every shape: each is
+// refused with 413 and its count, and refusing it takes memory of the
+// order of the body, not a record of every example it holds (16 bytes
+// each, 16 MB for a megabyte of empty msgpack maps, held by each request
+// in flight).
+func TestHTTPTooManyExamplesInLittleMemory(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const max = 10
+	srv := serve.New(serve.Options{Model: modelName, MaxExamples: max}, cfg, liveOf(m), nil, nil)
+	size := serve.DefaultMaxBytes - 8
+	n := size / 3
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+		examples          int
+	}{
+		{"msgpack maps end to end", serve.ContentTypeMsgpack, bytes.Repeat([]byte{0x80}, size), size},
+		{"a msgpack array", serve.ContentTypeMsgpack, append([]byte{0xdd, byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size)}, bytes.Repeat([]byte{0x80}, size)...), size},
+		{"JSON lines", "application/json", bytes.Repeat([]byte("{}\n"), n), n},
+		{"a JSON array", "application/json", []byte("[" + strings.TrimSuffix(strings.Repeat("{},", n), ",") + "]"), n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, serve.PredictPath, bytes.NewReader(tc.body))
+			req.Header.Set("Content-Type", tc.contentType)
+			rec := httptest.NewRecorder()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			srv.ServeHTTP(rec, req)
+			runtime.ReadMemStats(&after)
+			if rec.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d (%s), want 413", rec.Code, rec.Body)
+			}
+			if want := fmt.Sprintf("the body's %d examples exceed serve.max_examples, %d", tc.examples, max); !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("reply %q does not say %q", rec.Body, want)
+			}
+			// The body's buffer grows by steps as it is read: some five
+			// times the body in all.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(tc.body)) {
+				t.Errorf("refusing a body of %d bytes allocated %d bytes", len(tc.body), got)
+			}
+		})
+	}
 }
 
 // slowRequest starts a request on its own connection to hs and sends its

@@ -349,12 +349,14 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	defer done()
 	dec := decs.get()
 	defer decs.put(dec)
+	st.split.max = s.opts.MaxExamples
 	shp, spans, err := st.split.split(req.body, req.msgpack)
-	if err != nil {
+	var tooMany *tooManyError
+	switch {
+	case errors.As(err, &tooMany):
+		return answer{}, errorf(StatusTooLarge, "%v", err)
+	case err != nil:
 		return answer{}, errorf(StatusBadRequest, "%v", st.named(dec, req, err))
-	}
-	if len(spans) > s.opts.MaxExamples {
-		return answer{}, errorf(StatusTooLarge, "the body's %d examples exceed serve.max_examples, %d", len(spans), s.opts.MaxExamples)
 	}
 	labels := view.Labels()
 	out := st.out[:0]
