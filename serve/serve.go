@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -197,6 +198,9 @@ func newServer(opts Options, cfg learner.Config, metrics *Metrics) *Server {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
+	if opts.Decoder.MaxBytes <= 0 {
+		opts.Decoder.MaxBytes = wire.DefaultMaxBytes
+	}
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = DefaultMaxExamples
 	}
@@ -356,7 +360,7 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	case errors.As(err, &tooMany):
 		return answer{}, errorf(StatusTooLarge, "%v", err)
 	case err != nil:
-		return answer{}, errorf(StatusBadRequest, "%v", st.named(dec, req, err))
+		return answer{}, errorf(StatusBadRequest, "%v", st.named(dec, s.opts.Decoder.MaxBytes, req, err))
 	}
 	labels := view.Labels()
 	out := st.out[:0]
@@ -409,8 +413,8 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 // when err is an example the splitter cannot scan and the decoder, reading
 // that example from where it begins, names a field: the splitter only
 // says where the body stops making sense, as a worker's dead letter names
-// the field.
-func (st *state) named(dec *wire.Decoder, req request, err error) error {
+// the field. maxBytes is the most bytes the decoder takes for an example.
+func (st *state) named(dec *wire.Decoder, maxBytes int, req request, err error) error {
 	var ee *exampleError
 	if !errors.As(err, &ee) {
 		return err
@@ -420,7 +424,18 @@ func (st *state) named(dec *wire.Decoder, req request, err error) error {
 	if req.msgpack {
 		_, _, derr = dec.DecodeMsgpack(rest, &st.x)
 	} else {
+		// rest runs to the end of the body, over the examples after
+		// this one: only as many bytes as one example may have are
+		// read, lest their size be taken for its. An example the cut
+		// ends inside is over that size, and the splitter says where.
+		cut := len(rest) > maxBytes
+		if cut {
+			rest = rest[:maxBytes]
+		}
 		_, derr = dec.DecodeJSON(rest, &st.x)
+		if cut && errors.Is(derr, io.ErrUnexpectedEOF) {
+			return err
+		}
 	}
 	var de *wire.DecodeError
 	if !errors.As(derr, &de) || de.Field == "example" {

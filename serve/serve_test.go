@@ -804,6 +804,44 @@ func TestDecoderOptions(t *testing.T) {
 	}
 }
 
+// TestBadExampleInALongBody refuses a body whose third example does not
+// scan, followed by more bytes of good examples than Decoder.MaxBytes
+// allows one example: the reply names the third example's field and
+// what is wrong with it, as it does in a short body, not the size of the
+// rest of the body.
+func TestBadExampleInALongBody(t *testing.T) {
+	cfg := binaryConfig()
+	m := trained(t, cfg, 100)
+	const maxBytes = 2000
+	good := `{"features":{"f1":1}}`
+	for _, tc := range []struct {
+		name, contentType string
+		bad, good         []byte
+		parts             []string
+	}{
+		{"JSON lines", "application/json", []byte(`{"features":{"f1":NaN}}`), []byte(good + "\n"), []string{"example 3", "features.f1", "NaN"}},
+		{"a JSON array", "application/json", []byte(`{"features":{"f1":NaN}}`), []byte(good + ","), []string{"example 3", "features.f1", "NaN"}},
+		{"msgpack maps end to end", serve.ContentTypeMsgpack, append([]byte("\x81\xa8features\x81\xa2f1"), bytes.Repeat([]byte{0x91}, 1001)...), []byte("\x81\xa8features\x81\xa2f1\x01"), []string{"example 3", "features.f1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := serve.Options{Model: modelName, Decoder: wire.DecoderOptions{MaxBytes: maxBytes}}
+			hs := httpServer(t, serve.New(opts, cfg, liveOf(m), nil, nil))
+			rest := bytes.Repeat(tc.good, 2*maxBytes/len(tc.good))
+			var body []byte
+			if tc.contentType == "application/json" && tc.good[len(tc.good)-1] == ',' {
+				body = []byte("[" + good + "," + good + "," + string(tc.bad) + "," + string(rest) + good + "]")
+			} else {
+				body = bytes.Join([][]byte{tc.good, tc.good, tc.bad, rest}, nil)
+			}
+			r := post(t, hs.URL, tc.contentType, body)
+			r.refused(t, http.StatusBadRequest, tc.parts...)
+			if bytes.Contains(r.body, []byte("exceed")) {
+				t.Errorf("reply %q speaks of a size", r.body)
+			}
+		})
+	}
+}
+
 // TestPredictIDs shows how ids come back: a string as it was, unescaped
 // and escaped again, each byte that is not UTF-8 as U+FFFD; an integer as
 // its digits; an empty string as an empty id; null and no id as no id at
