@@ -50,6 +50,11 @@ func startingHandler(predicts bool) http.Handler {
 	if predicts {
 		mux.HandleFunc("POST "+serve.PredictPath, func(rw http.ResponseWriter, _ *http.Request) {
 			rw.Header().Set("Retry-After", "1")
+			// The body is not read: without Connection: close, net/http
+			// would read the rest of it, with no deadline, before it
+			// replies, and a client slow to send it would not hear why
+			// it was refused.
+			rw.Header().Set("Connection", "close")
 			http.Error(rw, "the worker is starting: its model is being resumed", http.StatusServiceUnavailable)
 		})
 	}

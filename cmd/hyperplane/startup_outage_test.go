@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -168,6 +170,18 @@ func TestProbesAnswerWhileWaitingForTheStore(t *testing.T) {
 	}
 	if body := readReply(t, resp, http.StatusServiceUnavailable); resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a prediction request while the worker waits for the store: %q without Retry-After", body)
+	}
+	// A client slow to send its body hears the 503 at once too: the
+	// server does not wait for the rest of the body before it replies.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", serve.PredictPath)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // a failed read below says it
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "503") {
+		t.Errorf("a prediction request whose body is slow, while the worker waits for the store: %q, %v; want 503 at once", line, err)
 	}
 
 	up()
