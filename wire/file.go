@@ -73,7 +73,10 @@ type ReadOptions struct {
 // fn. ReadExamples stops at the end of r, at fn's first error (which it
 // returns), or when ctx is done; bytes that cannot be split into records
 // (a msgpack stream with a bad type byte, a truncated last map) end it
-// with an error.
+// with an error. When ctx is done or fn fails, it returns at once, without
+// waiting for a Read of r in progress, which only r's writer may end
+// (standard input at a terminal, an idle pipe): that Read's bytes are
+// dropped, and r is not read again.
 func ReadExamples(ctx context.Context, r io.Reader, newDecoder func() *Decoder, opts ReadOptions, fn func(*Record) error) error {
 	return ReadRecords(ctx, r, newDecoder, opts, func(recs []Record) error {
 		for i := range recs {
@@ -152,13 +155,13 @@ func ReadRecords(ctx context.Context, r io.Reader, newDecoder func() *Decoder, o
 
 	err := p.deliver(ctx, fn)
 	cancel()
-	// Drain so that the reader and the workers can finish.
-	for range p.decoded {
-	}
-	wg.Wait()
 	if err != nil {
+		// The reader and the workers stop on ctx, the reader once a
+		// Read in progress returns: not waited for.
 		return err
 	}
+	// deliver saw p.decoded closed: the reader and the workers are done.
+	wg.Wait()
 	if readErr != nil && !errors.Is(readErr, context.Canceled) {
 		return readErr
 	}
@@ -234,6 +237,9 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 		// delivery already: append moves it to the front.
 		buf := append(c.data[:0], carry...)
 		if !eof && len(buf) < cap(buf) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			switch {
@@ -652,7 +658,17 @@ func (c *chunk) prepareAlso(k int) {
 func (p *pipeline) deliver(ctx context.Context, fn func([]Record) error) error {
 	pending := map[int]*chunk{}
 	next := 0
-	for c := range p.decoded {
+	for {
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-p.decoded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !ok {
+			return nil
+		}
 		pending[c.seq] = c
 		for {
 			c, ok := pending[next]
@@ -672,5 +688,4 @@ func (p *pipeline) deliver(ctx context.Context, fn func([]Record) error) error {
 			p.free <- c
 		}
 	}
-	return nil
 }

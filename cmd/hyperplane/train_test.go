@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hyperplane-ml/hyperplane/internal/train"
 	"github.com/hyperplane-ml/hyperplane/learner"
@@ -314,5 +317,49 @@ func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("train with a stray argument wrote %s", out)
+	}
+}
+
+// TestInterruptStopsCommandsReadingStdin has a command reading examples
+// from standard input stopped while a read waits for bytes that never come
+// (a terminal, or a pipe whose writer is idle): the interrupt ends it at
+// once, not when the writer closes its end.
+func TestInterruptStopsCommandsReadingStdin(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "g.jsonl", "-examples", "50", "-seed", "2")
+	model := filepath.Join(dir, "m.msgpack")
+	mustRun(t, "", "train", "-input", data, "-out", model)
+	for _, args := range [][]string{
+		{"train", "-input", "-", "-out", filepath.Join(dir, "stdin.msgpack")},
+		{"predict", "-model", model, "-input", "-"},
+		{"backtest", "--input", "-", "--model.challengers", "p:algorithm=perceptron"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer w.Close() // held open until the command has returned
+			if _, err := w.WriteString("{\"label\":1,\"features\":{\"a\":1}}\n"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				var out, errOut bytes.Buffer
+				done <- run(ctx, args, func(string) string { return "" }, r, &out, &errOut)
+			}()
+			time.Sleep(200 * time.Millisecond)
+			cancel()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Errorf("%s: interrupted and returned no error", strings.Join(args, " "))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: still reading standard input 5s after the interrupt", strings.Join(args, " "))
+			}
+		})
 	}
 }
