@@ -132,6 +132,8 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	var buf []byte
 	for i := range n {
 		if i%4096 == 0 && ctx.Err() != nil {
+			// w holds whole records: the output ends with a whole line.
+			w.Flush()
 			return ctx.Err()
 		}
 		buf = appendRecord(buf[:0], s.Next())

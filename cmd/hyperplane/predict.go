@@ -81,10 +81,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	})
 	invalid.summary()
+	// Every line is written whole to w: flushed, even on an interrupt,
+	// the output ends with a whole line.
+	ferr := w.Flush()
 	if err != nil {
 		return fmt.Errorf("%s: %w", in.input, err)
 	}
-	return w.Flush()
+	return ferr
 }
 
 func runInspect(ctx context.Context, e *env, args []string) error {

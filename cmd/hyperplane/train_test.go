@@ -363,3 +363,53 @@ func TestInterruptStopsCommandsReadingStdin(t *testing.T) {
 		})
 	}
 }
+
+// interruptingWriter is a standard output that interrupts the command
+// once it has received more than after bytes.
+type interruptingWriter struct {
+	bytes.Buffer
+	after  int
+	cancel context.CancelFunc
+}
+
+func (w *interruptingWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if w.Len() > w.after {
+		w.cancel()
+	}
+	return n, err
+}
+
+// TestInterruptedOutputEndsOnAWholeLine interrupts the commands that
+// write a JSON line per record to standard output while they write: what
+// they wrote ends with a whole line, for the tools that read it.
+func TestInterruptedOutputEndsOnAWholeLine(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "g.jsonl", "-examples", "3000", "-seed", "2")
+	model := filepath.Join(dir, "m.msgpack")
+	mustRun(t, "", "train", "-input", data, "-out", model)
+	for _, args := range [][]string{
+		{"predict", "-model", model, "-input", data},
+		{"gen", "-examples", "1000000", "-seed", "3"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &interruptingWriter{after: 1, cancel: cancel}
+			var errOut bytes.Buffer
+			err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), out, &errOut)
+			if err == nil {
+				t.Fatalf("%s: interrupted and returned no error", strings.Join(args, " "))
+			}
+			text := out.String()
+			if text == "" || !strings.HasSuffix(text, "\n") {
+				t.Fatalf("%s: interrupted output of %d bytes ends inside a line: ...%q", strings.Join(args, " "), len(text), text[max(0, len(text)-80):])
+			}
+			for i, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+				if !json.Valid([]byte(l)) {
+					t.Fatalf("%s: line %d is not JSON: %q", strings.Join(args, " "), i+1, l)
+				}
+			}
+		})
+	}
+}
