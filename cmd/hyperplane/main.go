@@ -89,7 +89,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			return c.run(ctx, e, args[1:])
+			err := c.run(ctx, e, args[1:])
+			if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				// Stopped by the interrupt before the end of its work: say
+				// so, rather than the "context canceled" of that work.
+				return fmt.Errorf("%s: interrupted (SIGINT or SIGTERM) before its end", name)
+			}
+			return err
 		}
 	}
 	return usagef("unknown command %q (run hyperplane help)", name)

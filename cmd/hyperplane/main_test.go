@@ -425,3 +425,33 @@ func TestGenIsReproducible(t *testing.T) {
 		t.Fatal("gen is not a reproducible function of its seed")
 	}
 }
+
+// TestInterruptedCommandsSaySo interrupts commands before their end: each
+// fails (exit status 1) saying that it was interrupted, not with the bare
+// "context canceled" of the work it stopped.
+func TestInterruptedCommandsSaySo(t *testing.T) {
+	dir := t.TempDir()
+	data := genFile(t, dir, "g.jsonl", "-examples", "300", "-seed", "2")
+	model := filepath.Join(dir, "m.msgpack")
+	mustRun(t, "", "train", "-input", data, "-out", model)
+	for _, args := range [][]string{
+		{"train", "-input", data, "-out", filepath.Join(dir, "i.msgpack")},
+		{"predict", "-model", model, "-input", data},
+		{"gen", "-examples", "1000"},
+		{"backtest", "--input", data, "--model.challengers", "p:algorithm=perceptron"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // Ctrl-C as the command starts
+			var out, errOut bytes.Buffer
+			err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+			var u *usageError
+			if err == nil || errors.As(err, &u) {
+				t.Fatalf("%s: interrupted, returned %v; want an error of exit status 1", strings.Join(args, " "), err)
+			}
+			if want := args[0] + ": interrupted"; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "context canceled") {
+				t.Errorf("%s: %q, want %q", strings.Join(args, " "), err, want+"...")
+			}
+		})
+	}
+}
