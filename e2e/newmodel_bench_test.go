@@ -96,13 +96,25 @@ const (
 	byKey
 )
 
+// brokerHeapPerByte is how many bytes of heap the broker is given at
+// start (kfakebroker -prefault) for each byte of the examples it is
+// loaded with: the examples, the outputs the worker publishes and the
+// slices kfake keeps them in.
+const brokerHeapPerByte = 3
+
 // loadedBroker starts a broker of its own with the topic examples of
 // partitions partitions holding msgs, spread as spread says, and returns
 // it with its addresses.
 func loadedBroker(b *testing.B, brokerBin string, msgs [][]byte, partitions int, spread spread) (*benchProc, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions"}, true)
+	size := 0
+	for _, m := range msgs {
+		size += len(m)
+	}
+	prefault := strconv.Itoa(brokerHeapPerByte * size >> 20)
+	b.Logf("the broker touches %s MiB first, for %d examples of %d MiB", prefault, len(msgs), size>>20)
+	br := startBenchProc(b, brokerBin, []string{"-partitions", strconv.Itoa(partitions), "-topics", "examples", "-outputs", "predictions", "-prefault", prefault}, true)
 	addrs := br.firstLine(b)
 	partitioner := kgo.ManualPartitioner()
 	if spread == byKey {

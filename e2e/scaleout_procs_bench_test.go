@@ -360,6 +360,9 @@ func startBenchProc(b *testing.B, path string, args []string, broker bool) *benc
 	b.Helper()
 	p := &benchProc{cmd: exec.Command(path, args...), done: make(chan struct{}), lines: make(chan string, 1)}
 	p.cmd.Env = append(os.Environ(), "HYPERPLANE_LOG_FORMAT=json")
+	if broker {
+		p.cmd.Env = append(p.cmd.Env, "GODEBUG=madvdontneed=0")
+	}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.stderr}
 	var stdout io.ReadCloser
 	if broker {
