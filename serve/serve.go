@@ -355,11 +355,13 @@ func (s *Server) answer(ctx context.Context, req request, st *state) (answer, er
 	defer decs.put(dec)
 	st.split.max = s.opts.MaxExamples
 	shp, spans, err := st.split.split(req.body, req.msgpack)
-	var tooMany *tooManyError
-	switch {
-	case errors.As(err, &tooMany):
-		return answer{}, errorf(StatusTooLarge, "%v", err)
-	case err != nil:
+	if err != nil {
+		// Declared here, where it is needed: errors.As moves it to the
+		// heap, which an answer without an error does not pay for.
+		var tooMany *tooManyError
+		if errors.As(err, &tooMany) {
+			return answer{}, errorf(StatusTooLarge, "%v", err)
+		}
 		return answer{}, errorf(StatusBadRequest, "%v", st.named(dec, s.opts.Decoder.MaxBytes, req, err))
 	}
 	labels := view.Labels()
