@@ -90,7 +90,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	for _, c := range commands() {
 		if c.name == name {
 			err := c.run(ctx, e, args[1:])
-			if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// run and demo stop on the interrupt, cleanly (nil): an error
+			// they return then says what their shutdown could not do (a
+			// snapshot not written, outputs not published), and is kept.
+			worker := name == "run" || name == "demo"
+			if err != nil && !worker && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				// Stopped by the interrupt before the end of its work: say
 				// so, rather than the "context canceled" of that work.
 				return fmt.Errorf("%s: interrupted (SIGINT or SIGTERM) before its end", name)
