@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -320,6 +321,22 @@ func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
 	}
 }
 
+// waitingStdin is standard input that says, by closing waiting, when a
+// command calls its Read again after the first: with the writer idle,
+// that Read waits for bytes that do not come.
+type waitingStdin struct {
+	io.Reader
+	reads   int // only the one goroutine reading calls Read
+	waiting chan struct{}
+}
+
+func (r *waitingStdin) Read(p []byte) (int, error) {
+	if r.reads++; r.reads == 2 {
+		close(r.waiting)
+	}
+	return r.Reader.Read(p)
+}
+
 // TestInterruptStopsCommandsReadingStdin has a command reading examples
 // from standard input stopped while a read waits for bytes that never come
 // (a terminal, or a pipe whose writer is idle): the interrupt ends it at
@@ -344,21 +361,28 @@ func TestInterruptStopsCommandsReadingStdin(t *testing.T) {
 			if _, err := w.WriteString("{\"label\":1,\"features\":{\"a\":1}}\n"); err != nil {
 				t.Fatal(err)
 			}
+			stdin := &waitingStdin{Reader: r, waiting: make(chan struct{})}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
 				var out, errOut bytes.Buffer
-				done <- run(ctx, args, func(string) string { return "" }, r, &out, &errOut)
+				done <- run(ctx, args, func(string) string { return "" }, stdin, &out, &errOut)
 			}()
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-stdin.waiting:
+			case err := <-done:
+				t.Fatalf("%s: returned %v before reading standard input to its idle end", strings.Join(args, " "), err)
+			case <-time.After(time.Minute):
+				t.Fatalf("%s: no second read of standard input in a minute", strings.Join(args, " "))
+			}
 			cancel()
 			select {
 			case err := <-done:
 				if err == nil {
 					t.Errorf("%s: interrupted and returned no error", strings.Join(args, " "))
 				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s: still reading standard input 5s after the interrupt", strings.Join(args, " "))
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s: still reading standard input 20s after the interrupt", strings.Join(args, " "))
 			}
 		})
 	}
