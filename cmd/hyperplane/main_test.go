@@ -431,9 +431,7 @@ func TestGenIsReproducible(t *testing.T) {
 // "context canceled" of the work it stopped.
 func TestInterruptedCommandsSaySo(t *testing.T) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "g.jsonl", "-examples", "300", "-seed", "2")
-	model := filepath.Join(dir, "m.msgpack")
-	mustRun(t, "", "train", "-input", data, "-out", model)
+	data, model := trainedOn(t, dir, 300)
 	for _, args := range [][]string{
 		{"train", "-input", data, "-out", filepath.Join(dir, "i.msgpack")},
 		{"predict", "-model", model, "-input", data},

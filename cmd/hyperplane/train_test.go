@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -300,9 +301,7 @@ func pairwiseAUC(pos, neg []float64) float64 {
 // stray argument is a usage error that names it.
 func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "g.jsonl", "-examples", "50", "-seed", "2")
-	model := filepath.Join(dir, "m.msgpack")
-	mustRun(t, "", "train", "-input", data, "-out", model)
+	data, model := trainedOn(t, dir, 50)
 	out := filepath.Join(dir, "stray.msgpack")
 	for _, args := range [][]string{
 		{"train", "-input", data, "stray", "-out", out},
@@ -343,9 +342,7 @@ func (r *waitingStdin) Read(p []byte) (int, error) {
 // once, not when the writer closes its end.
 func TestInterruptStopsCommandsReadingStdin(t *testing.T) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "g.jsonl", "-examples", "50", "-seed", "2")
-	model := filepath.Join(dir, "m.msgpack")
-	mustRun(t, "", "train", "-input", data, "-out", model)
+	_, model := trainedOn(t, dir, 50)
 	for _, args := range [][]string{
 		{"train", "-input", "-", "-out", filepath.Join(dir, "stdin.msgpack")},
 		{"predict", "-model", model, "-input", "-"},
@@ -409,9 +406,7 @@ func (w *interruptingWriter) Write(p []byte) (int, error) {
 // they wrote ends with a whole line, for the tools that read it.
 func TestInterruptedOutputEndsOnAWholeLine(t *testing.T) {
 	dir := t.TempDir()
-	data := genFile(t, dir, "g.jsonl", "-examples", "3000", "-seed", "2")
-	model := filepath.Join(dir, "m.msgpack")
-	mustRun(t, "", "train", "-input", data, "-out", model)
+	data, model := trainedOn(t, dir, 3000)
 	for _, args := range [][]string{
 		{"predict", "-model", model, "-input", data},
 		{"gen", "-examples", "1000000", "-seed", "3"},
@@ -436,4 +431,14 @@ func TestInterruptedOutputEndsOnAWholeLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trainedOn writes n generated examples (seed 2) to a file in dir and
+// trains a model on them, returning both files.
+func trainedOn(t *testing.T, dir string, n int) (data, model string) {
+	t.Helper()
+	data = genFile(t, dir, "g.jsonl", "-examples", strconv.Itoa(n), "-seed", "2")
+	model = filepath.Join(dir, "m.msgpack")
+	mustRun(t, "", "train", "-input", data, "-out", model)
+	return data, model
 }
