@@ -39,8 +39,7 @@ type Summary struct {
 	// The keys of a generation in an epoch log (docs/scale-out.md,
 	// section 2), omitted for a model learned by one worker alone.
 	Epoch uint64 `json:"epoch,omitempty"`
-	// Scope and Shard: "partition" and the shard of a model of one
-	// partition (model.scope: partition).
+	// Scope and Shard are the generation's own (Snapshot.Scope, Shard).
 	Scope string `json:"scope,omitempty"`
 	Shard string `json:"shard,omitempty"`
 	// Boundary is the ranges of the shards the epoch learned.
