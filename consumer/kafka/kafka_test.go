@@ -196,7 +196,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"below first offset", []string{"t"}, map[string]int64{"kafka:t/0": 2}, wire.Start{}, "kafka:t/0: resume offset 2 is below the partition's first offset 4: 2 messages were deleted"},
 		{"start below first offset", []string{"t"}, nil, wire.Start{Kind: "offset", Offset: 2}, "kafka:t/0: start offset:2 offset 2 is below the partition's first offset 4"},
-		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, wire.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3"},
+		{"beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 10, "kafka:t/1": 4}, wire.Start{}, "kafka:t/1: resume offset 4 is beyond the partition's end 3: was the topic recreated"},
 		{"start beyond end", []string{"t"}, map[string]int64{"kafka:t/0": 4}, wire.Start{Kind: "offset", Offset: 5}, "kafka:t/1: start offset:5 offset 5 is beyond the partition's end 3"},
 		{"missing topic", []string{"t", "nope"}, nil, wire.Start{}, "topic nope"},
 		{"no topics", nil, nil, wire.Start{}, "no topics"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,11 +287,12 @@ type partitionOffsets struct {
 type partitionStart struct {
 	partitionOffsets
 	offset int64
-	from   string // "resume", the start, ...: what offset is
-	// start is set when offset is the configured start resolved, which
-	// applies to every partition alike.
-	start bool
+	from   string // "resume", the start (fromStart ...), ...: what offset is
 }
+
+// fromStart begins partitionStart.from when the offset is the configured
+// start resolved, which applies to every partition alike.
+const fromStart = "start "
 
 // check refuses a start below the partition's first offset or beyond its
 // end (see NewSource), naming the partition. Messages deleted below the
@@ -303,7 +305,7 @@ func (ps partitionStart) check() error {
 		return fmt.Errorf("%w: kafka: %s: %s offset %d is below the partition's first offset %d: "+
 			"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
 			consumer.ErrFatal, ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
-	case ps.offset > ps.end && ps.start:
+	case ps.offset > ps.end && strings.HasPrefix(ps.from, fromStart):
 		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
 			"an offset start applies to every partition, and this one has not reached it: "+
 			"start at an offset every partition has reached, or at a time", ps.key(), ps.from, ps.offset, ps.end)
@@ -317,7 +319,7 @@ func (ps partitionStart) check() error {
 // startAt resolves start (a valid one) on a partition whose offsets were
 // listed for start's time, if it has one.
 func startAt(po partitionOffsets, start wire.Start) partitionStart {
-	ps := partitionStart{partitionOffsets: po, from: "start " + start.String(), start: true}
+	ps := partitionStart{partitionOffsets: po, from: fromStart + start.String()}
 	switch start.Kind {
 	case "", wire.StartEarliest:
 		ps.offset = po.first
