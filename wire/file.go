@@ -240,7 +240,7 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+			n, err := readAvailable(r, buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			switch {
 			case err == io.EOF || err == io.ErrUnexpectedEOF:
@@ -312,9 +312,12 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			}
 		}
 		if used == 0 && !eof {
-			// One record fills the buffer: read on into a larger one.
+			// No record ends in the buffer: read on, into a larger one
+			// if the record fills it.
 			p.free <- c
-			size = 2 * cap(buf)
+			if len(buf) == cap(buf) {
+				size = 2 * cap(buf)
+			}
 			continue
 		}
 		if c.decoded {
@@ -338,6 +341,28 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			return fmt.Errorf("record %d: the input ends inside it (truncated msgpack)", record)
 		}
 	}
+}
+
+// readAvailable reads r into buf until buf is full, r ends (io.EOF, or
+// io.ErrUnexpectedEOF when it read anything) or a read returns fewer
+// bytes than it had room for. A file fills buf; a pipe or a terminal
+// returns what its writer has written so far, and the records that holds
+// are delivered now, not once a whole chunk has come: a live stream of
+// examples is answered as it comes.
+func readAvailable(r io.Reader, buf []byte) (n int, err error) {
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		switch {
+		case err == io.EOF && n > 0:
+			return n, io.ErrUnexpectedEOF
+		case err != nil:
+			return n, err
+		case k > 0 && n < len(buf):
+			return n, nil
+		}
+	}
+	return n, nil
 }
 
 // skipRecord reads r on to the end of the record c.data begins with,

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -43,38 +46,93 @@ func stream(n int, format wire.Format) []byte {
 
 // TestReadExamplesKeepsOrder reads with chunks far smaller than a record,
 // so that records straddle chunks and the buffer grows, on several
-// workers: the records must still arrive once each, in order.
+// workers, and from a reader that returns a byte at a time, as a pipe
+// whose writer is slow does (each read is delivered as it comes): the
+// records must still arrive once each, in order.
 func TestReadExamplesKeepsOrder(t *testing.T) {
+	readers := map[string]func([]byte) io.Reader{
+		"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"bytewise": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+	}
 	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
 		for _, chunk := range []int{7, 100, 4096} {
 			for _, hint := range []wire.Format{format, wire.FormatAuto} {
-				t.Run(fmt.Sprintf("%s/chunk=%d/as=%s", format, chunk, hint), func(t *testing.T) {
-					data := stream(500, format)
-					var ids []string
-					err := wire.ReadExamples(context.Background(), bytes.NewReader(data), decoders(), wire.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *wire.Record) error {
-						if r.Err != nil {
-							return r.Err
+				for name, reader := range readers {
+					t.Run(fmt.Sprintf("%s/chunk=%d/as=%s/read=%s", format, chunk, hint, name), func(t *testing.T) {
+						data := stream(500, format)
+						var ids []string
+						err := wire.ReadExamples(context.Background(), reader(data), decoders(), wire.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *wire.Record) error {
+							if r.Err != nil {
+								return r.Err
+							}
+							if r.N != len(ids)+1 {
+								return fmt.Errorf("record %d arrived as number %d", len(ids)+1, r.N)
+							}
+							ids = append(ids, string(r.Meta.ID))
+							return nil
+						})
+						if err != nil {
+							t.Fatal(err)
 						}
-						if r.N != len(ids)+1 {
-							return fmt.Errorf("record %d arrived as number %d", len(ids)+1, r.N)
+						if len(ids) != 500 {
+							t.Fatalf("%d records, want 500", len(ids))
 						}
-						ids = append(ids, string(r.Meta.ID))
-						return nil
+						for i, id := range ids {
+							if id != fmt.Sprint(i+1) {
+								t.Fatalf("record %d has id %s", i+1, id)
+							}
+						}
 					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(ids) != 500 {
-						t.Fatalf("%d records, want 500", len(ids))
-					}
-					for i, id := range ids {
-						if id != fmt.Sprint(i+1) {
-							t.Fatalf("record %d has id %s", i+1, id)
-						}
-					}
-				})
+				}
 			}
 		}
+	}
+}
+
+// TestReadExamplesDeliversWhatAPipeHolds: the records a pipe's writer
+// has written reach fn while the writer holds the pipe open, not once a
+// chunk has filled or the pipe has closed.
+func TestReadExamplesDeliversWhatAPipeHolds(t *testing.T) {
+	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
+		t.Run(string(format), func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer w.Close()
+			got := make(chan int, 2)
+			done := make(chan error, 1)
+			go func() {
+				done <- wire.ReadExamples(context.Background(), r, decoders(), wire.ReadOptions{Format: format}, func(rec *wire.Record) error {
+					if rec.Err != nil {
+						return rec.Err
+					}
+					got <- rec.N
+					return nil
+				})
+			}()
+			data := stream(2, format)
+			if _, err := w.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			for want := 1; want <= 2; want++ {
+				select {
+				case n := <-got:
+					if n != want {
+						t.Fatalf("record %d where %d was due", n, want)
+					}
+				case err := <-done:
+					t.Fatalf("returned %v with the pipe open", err)
+				case <-time.After(time.Minute):
+					t.Fatalf("record %d of %d bytes written not delivered in a minute, the pipe still open", want, len(data))
+				}
+			}
+			w.Close()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

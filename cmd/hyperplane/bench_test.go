@@ -45,6 +45,51 @@ func BenchmarkTrain(b *testing.B) {
 	}
 }
 
+// BenchmarkTrainFromPipe is BenchmarkTrain with the file piped to
+// standard input (cat FILE | hyperplane train -input -): a pipe's reads
+// return at most what its buffer holds, not a whole chunk of input.
+func BenchmarkTrainFromPipe(b *testing.B) {
+	for _, format := range []string{"jsonl", "msgpack"} {
+		b.Run(format, func(b *testing.B) {
+			path := benchInput(b, format, 1_000_000)
+			var examples float64
+			before := cpuTime(b)
+			for b.Loop() {
+				r, w, err := os.Pipe()
+				if err != nil {
+					b.Fatal(err)
+				}
+				copied := make(chan error, 1)
+				go func() {
+					f, err := os.Open(path)
+					if err == nil {
+						_, err = io.Copy(w, f)
+						f.Close()
+					}
+					w.Close()
+					copied <- err
+				}()
+				var out bytes.Buffer
+				err = run(context.Background(), []string{"train", "-input", "-", "-format", format}, os.Getenv, r, &out, io.Discard)
+				r.Close()
+				if cerr := <-copied; err == nil {
+					err = cerr
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				var res train.Result
+				if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+					b.Fatal(err)
+				}
+				examples += float64(res.Examples)
+			}
+			b.ReportMetric(examples/b.Elapsed().Seconds(), "examples/s")
+			b.ReportMetric((cpuTime(b)-before).Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
+}
+
 func benchInput(b *testing.B, format string, n int) string {
 	b.Helper()
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("hyperplane-bench-%d.%s", n, format))

@@ -60,25 +60,32 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	w := bufio.NewWriterSize(e.stdout, 1<<16)
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var line []byte
-	err = wire.ReadExamples(ctx, f, in.decoders(cfg), ropts, func(rec *wire.Record) error {
-		if rec.Err != nil {
-			invalid.report(rec)
-			return nil
+	// The predictions of each run of records are flushed as it ends: read
+	// from a live pipe, every example is answered as it comes.
+	err = wire.ReadRecords(ctx, f, in.decoders(cfg), ropts, func(recs []wire.Record) error {
+		for i := range recs {
+			rec := &recs[i]
+			if rec.Err != nil {
+				invalid.report(rec)
+				continue
+			}
+			x := rec.Example
+			p := model.Predict(x)
+			ev := wire.Prediction{
+				Position: wire.Position{Source: source, Offset: int64(rec.N)},
+				Meta:     rec.Meta,
+				Outcome:  learner.Outcome{Prediction: p, Labeled: x.Labeled, Correct: x.Labeled && p.Label == x.Label},
+				Label:    x.Label,
+				Model:    s.Model,
+				Version:  version,
+			}
+			line = ev.AppendJSON(line[:0], labels)
+			line = append(line, '\n')
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
 		}
-		x := rec.Example
-		p := model.Predict(x)
-		ev := wire.Prediction{
-			Position: wire.Position{Source: source, Offset: int64(rec.N)},
-			Meta:     rec.Meta,
-			Outcome:  learner.Outcome{Prediction: p, Labeled: x.Labeled, Correct: x.Labeled && p.Label == x.Label},
-			Label:    x.Label,
-			Model:    s.Model,
-			Version:  version,
-		}
-		line = ev.AppendJSON(line[:0], labels)
-		line = append(line, '\n')
-		_, err := w.Write(line)
-		return err
+		return w.Flush()
 	})
 	invalid.summary()
 	// Every line is written whole to w: flushed, even on an interrupt,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,6 +383,78 @@ func TestInterruptStopsCommandsReadingStdin(t *testing.T) {
 				t.Fatalf("%s: still reading standard input 20s after the interrupt", strings.Join(args, " "))
 			}
 		})
+	}
+}
+
+// linesWriter is a standard output that sends each whole line written
+// to it on lines.
+type linesWriter struct {
+	mu      sync.Mutex
+	partial []byte
+	lines   chan string
+}
+
+func (w *linesWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.lines <- string(w.partial[:i])
+		w.partial = w.partial[i+1:]
+	}
+}
+
+// TestPredictAnswersAsExamplesCome has predict read a pipe whose writer
+// sends two examples and then waits: both predictions are written while
+// the pipe is still open, not once a chunk of input has filled or the
+// writer has closed it.
+func TestPredictAnswersAsExamplesCome(t *testing.T) {
+	dir := t.TempDir()
+	_, model := trainedOn(t, dir, 50)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	out := &linesWriter{lines: make(chan string, 16)}
+	done := make(chan error, 1)
+	go func() {
+		var errOut bytes.Buffer
+		done <- run(context.Background(), []string{"predict", "-model", model, "-input", "-"}, func(string) string { return "" }, r, out, &errOut)
+	}()
+	for i, ex := range []string{`{"label":1,"features":{"a":1}}`, `{"features":{"b":2}}`} {
+		if _, err := w.WriteString(ex + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-out.lines:
+			var p struct {
+				Position struct {
+					Offset int64 `json:"offset"`
+				} `json:"position"`
+			}
+			if err := json.Unmarshal([]byte(l), &p); err != nil || p.Position.Offset != int64(i+1) {
+				t.Fatalf("prediction %d: %q (offset %d, %v), want the prediction of example %d", i+1, l, p.Position.Offset, err, i+1)
+			}
+		case err := <-done:
+			t.Fatalf("predict returned %v with its input still open", err)
+		case <-time.After(time.Minute):
+			t.Fatalf("no prediction of example %d a minute after it was written, the pipe still open", i+1)
+		}
+	}
+	w.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("predict: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("predict still running a minute after its input closed")
 	}
 }
 
