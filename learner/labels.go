@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Labels are a model's label rules, set by Config.Classes: which label
@@ -201,7 +202,7 @@ func (l Labels) BoolProblem(v bool) string { return l.notClass(strconv.FormatBoo
 // NameProblem says why ParseName refused a name, which quoted shows.
 func (l Labels) NameProblem(quoted string) string {
 	if l.Multiclass() {
-		return "unknown class " + quoted
+		return fmt.Sprintf("unknown class %s (%s)", quoted, l.want())
 	}
 	return l.notBinary(quoted)
 }
@@ -236,7 +237,29 @@ func (l Labels) notClass(text string) string {
 // unless a class is named by a number.
 func (l Labels) want() string {
 	if l.numbered() {
-		return "want a class name: the classes named by numbers are read by name, not by index"
+		return "want a class name " + l.listed() + ": the classes named by numbers are read by name, not by index"
 	}
-	return fmt.Sprintf("want a class name or an integer from 0 to %d", len(l.names())-1)
+	return fmt.Sprintf("want a class name %s or an integer from 0 to %d", l.listed(), len(l.names())-1)
+}
+
+// maxListed is how many class names an error lists.
+const maxListed = 10
+
+// listed is the model's class names, quoted, for an error: the first
+// maxListed and how many more there are.
+func (l Labels) listed() string {
+	names := l.names()
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, n := range names[:min(len(names), maxListed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(n))
+	}
+	if more := len(names) - maxListed; more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	b.WriteByte(')')
+	return b.String()
 }

@@ -123,12 +123,12 @@ func TestLabelsProblems(t *testing.T) {
 		{"named number", named.Labels().NumberProblem(3, "3"), `3 is not a binary label (want 1/-1, 0/1, true/false or "neg"/"pos")`},
 		{"named name", named.Labels().NameProblem(`"maybe"`), `"maybe" is not a binary label (want 1/-1, 0/1, true/false or "neg"/"pos")`},
 		{"named type", named.Labels().TypeProblem("map"), "value is not a number, boolean or class name (got map)"},
-		{"multi fraction", multi.Labels().NumberProblem(1.5, "1.5"), "1.5 is not a class (want a class name or an integer from 0 to 2)"},
-		{"multi out of range", multi.Labels().NumberProblem(3, "3e0"), "class 3e0 is out of range (want a class name or an integer from 0 to 2)"},
-		{"multi negative", multi.Labels().NumberProblem(-1, "-1"), "class -1 is out of range (want a class name or an integer from 0 to 2)"},
-		{"multi true", multi.Labels().BoolProblem(true), "true is not a class (want a class name or an integer from 0 to 2)"},
-		{"multi false", multi.Labels().BoolProblem(false), "false is not a class (want a class name or an integer from 0 to 2)"},
-		{"multi name", multi.Labels().NameProblem(`"fish"`), `unknown class "fish"`},
+		{"multi fraction", multi.Labels().NumberProblem(1.5, "1.5"), `1.5 is not a class (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
+		{"multi out of range", multi.Labels().NumberProblem(3, "3e0"), `class 3e0 is out of range (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
+		{"multi negative", multi.Labels().NumberProblem(-1, "-1"), `class -1 is out of range (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
+		{"multi true", multi.Labels().BoolProblem(true), `true is not a class (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
+		{"multi false", multi.Labels().BoolProblem(false), `false is not a class (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
+		{"multi name", multi.Labels().NameProblem(`"fish"`), `unknown class "fish" (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
 		{"multi type", multi.Labels().TypeProblem("object"), "value is not a class name or index (got object)"},
 	}
 	for _, tt := range tests {
@@ -286,7 +286,7 @@ func TestLabelsNamedByNumbers(t *testing.T) {
 			}
 		}
 	}
-	if got, want := classes("1", "2", "3").Labels().NumberProblem(0, "0"), "0 is not a class (want a class name: the classes named by numbers are read by name, not by index)"; got != want {
+	if got, want := classes("1", "2", "3").Labels().NumberProblem(0, "0"), `0 is not a class (want a class name ("1", "2", "3"): the classes named by numbers are read by name, not by index)`; got != want {
 		t.Errorf("problem %q, want %q", got, want)
 	}
 }
@@ -296,7 +296,7 @@ func TestLabelsNamedByNumbers(t *testing.T) {
 // does not offer the indexes as labels it would take.
 func TestLabelsProblemsNumberedOfferNoIndex(t *testing.T) {
 	l := classes("1", "2", "3", "4", "5").Labels()
-	const want = "want a class name: the classes named by numbers are read by name, not by index"
+	const want = `want a class name ("1", "2", "3", "4", "5"): the classes named by numbers are read by name, not by index`
 	for _, got := range []string{l.NumberProblem(3.5, "3.5"), l.BoolProblem(true), l.BoolProblem(false)} {
 		if !strings.Contains(got, want) || strings.Contains(got, "from 0 to") {
 			t.Errorf("problem %q, want it to say %q", got, want)
@@ -316,4 +316,19 @@ func classes(names ...string) learner.Config {
 	c := perceptronConfig()
 	c.Classes = names
 	return c
+}
+
+// TestLabelsProblemsListTheClasses: a label that is no class is refused
+// with the model's classes listed, the first ten of a longer list and
+// how many more there are.
+func TestLabelsProblemsListTheClasses(t *testing.T) {
+	names := make([]string, 12)
+	for i := range names {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	got := classes(names...).Labels().NameProblem(`"x"`)
+	const want = `unknown class "x" (want a class name ("c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9" and 2 more) or an integer from 0 to 11)`
+	if got != want {
+		t.Errorf("problem %q, want %q", got, want)
+	}
 }

@@ -427,9 +427,9 @@ func TestDecodeLabels(t *testing.T) {
 		{"multi index 2.0", multiConfig(), "2.0", 2, ""},
 		{"multi null", multiConfig(), "null", unlabeled, ""},
 		{"multi unknown name", multiConfig(), `"fish"`, 0, `unknown class "fish"`},
-		{"multi index 3", multiConfig(), "3", 0, "class 3 is out of range (want a class name or an integer from 0 to 2)"},
+		{"multi index 3", multiConfig(), "3", 0, `class 3 is out of range (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
 		{"multi index -1", multiConfig(), "-1", 0, "class -1 is out of range"},
-		{"multi index 1.5", multiConfig(), "1.5", 0, "1.5 is not a class (want a class name or an integer from 0 to 2)"},
+		{"multi index 1.5", multiConfig(), "1.5", 0, `1.5 is not a class (want a class name ("cat", "dog", "bird") or an integer from 0 to 2)`},
 		{"multi boolean", multiConfig(), "true", 0, "true is not a class"},
 		{"multi object", multiConfig(), `{"a":1}`, 0, "value is not a class name or index (got "},
 	}
