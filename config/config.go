@@ -128,7 +128,7 @@ type Kafka struct {
 
 // SASL is Kafka authentication.
 type SASL struct {
-	Mechanism Mechanism `yaml:"mechanism" help:"none, plain, scram-sha-256 or scram-sha-512"`
+	Mechanism Mechanism `yaml:"mechanism" help:"none, plain (the password in clear text unless kafka.tls is enabled: warned at start), scram-sha-256 or scram-sha-512"`
 	Username  string    `yaml:"username" help:"SASL user name"`
 	Password  string    `yaml:"password" secret:"true" help:"SASL password (never logged)"`
 }

@@ -33,6 +33,8 @@ type Clients struct {
 	nc      *natsgo.Conn
 	sinks   map[config.Kind]consumer.Sink
 	closers []func() error
+	// warnedPlain is set once the clear-text password is warned of.
+	warnedPlain bool
 }
 
 // New returns the clients of cfg's brokers, connecting to none yet; name
@@ -63,6 +65,11 @@ func (b *Clients) KafkaConfig() (kafkaio.Config, error) {
 	mech, err := kafkaio.Mechanism(b.kafka.SASL.Mechanism).SASL(b.kafka.SASL.Username, b.kafka.SASL.Password)
 	if err != nil {
 		return kafkaio.Config{}, fmt.Errorf("kafka.sasl: %w", err)
+	}
+	if b.kafka.SASL.Mechanism == config.MechanismPlain && tc == nil && !b.warnedPlain {
+		b.warnedPlain = true
+		b.log.Warn("kafka.sasl.mechanism plain without kafka.tls.enabled: the password goes to the brokers in clear text; enable kafka.tls, or use scram-sha-256 or scram-sha-512",
+			zap.String("username", b.kafka.SASL.Username))
 	}
 	return kafkaio.Config{Brokers: b.kafka.Brokers, ClientID: b.kafka.ClientID, TLS: tc, SASL: mech}, nil
 }

@@ -3,6 +3,7 @@ package brokers_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hyperplane-ml/hyperplane/config"
 	kafkaio "github.com/hyperplane-ml/hyperplane/consumer/kafka"
@@ -119,5 +122,52 @@ func TestSetupAuthErrorsNameTheKeys(t *testing.T) {
 	_, err := provision.Provision(ctx, cfg, provision.Brokers{Kafka: b.KafkaConfig, NATS: b.NATSConn}, provision.Options{Topics: kafkaio.TopicOptions{Partitions: 1, ReplicationFactor: 1}})
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "kafka.sasl.password") {
 		t.Fatalf("Provision with a wrong password: %v; want it refused at once, naming kafka.sasl.password", err)
+	}
+}
+
+// TestPlainWithoutTLSWarns: SASL PLAIN over a connection without TLS
+// sends the password in clear text; the clients say so once, naming the
+// keys, and not with TLS.
+func TestPlainWithoutTLSWarns(t *testing.T) {
+	cert, caFile := certificate(t, "broker")
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plaintext", true: "tls"}[withTLS], func(t *testing.T) {
+			opts := []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", "alice", "right-password"), kfake.SeedTopics(1, "examples")}
+			if withTLS {
+				opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+			}
+			c := testbroker.Kafka(t, opts...)
+			cfg := config.Default()
+			cfg.Kafka.Brokers = c.ListenAddrs()
+			cfg.Kafka.SASL = config.SASL{Mechanism: config.MechanismPlain, Username: "alice", Password: "right-password"}
+			if withTLS {
+				cfg.Kafka.TLS = config.TLS{Enabled: true, CAFile: caFile}
+			}
+			cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+			core, logs := observer.New(zap.WarnLevel)
+			b := brokers.New(cfg, "test", zap.New(core))
+			defer b.Close()
+			for range 2 {
+				if n, err := b.KafkaPartitions(context.Background(), cfg.Source); err != nil || n != 1 {
+					t.Fatalf("KafkaPartitions: %d, %v; want 1 partition", n, err)
+				}
+			}
+			warned := logs.FilterMessageSnippet("clear text").All()
+			switch {
+			case withTLS && len(warned) != 0:
+				t.Errorf("with TLS, warned %q", warned[0].Message)
+			case !withTLS && len(warned) != 1:
+				t.Fatalf("without TLS, %d warnings of the clear-text password, want 1", len(warned))
+			case !withTLS:
+				for _, key := range []string{"kafka.sasl.mechanism", "kafka.tls.enabled"} {
+					if !strings.Contains(warned[0].Message, key) {
+						t.Errorf("warning %q does not name %s", warned[0].Message, key)
+					}
+				}
+				if strings.Contains(fmt.Sprint(warned[0].Context), "right-password") {
+					t.Errorf("warning shows the password: %v", warned[0].Context)
+				}
+			}
+		})
 	}
 }
