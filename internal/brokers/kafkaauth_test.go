@@ -171,3 +171,21 @@ func TestPlainWithoutTLSWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSToAPlaintextListenerNamesTLS: TLS to a listener without it is
+// not refused (the broker takes the handshake for the start of a request
+// and waits for the rest) but times out; the error names
+// kafka.tls.enabled among what to check.
+func TestTLSToAPlaintextListenerNamesTLS(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "examples"))
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	cfg.Kafka.TLS = config.TLS{Enabled: true, InsecureSkipVerify: true}
+	cfg.Source = config.Source{Kind: config.KindKafka, Topics: []string{"examples"}}
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	_, err := b.KafkaPartitions(context.Background(), cfg.Source)
+	if err == nil || !strings.Contains(err.Error(), "kafka.tls.enabled") {
+		t.Fatalf("TLS to a plaintext listener: %v; want an error naming kafka.tls.enabled", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"syscall"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -15,8 +16,10 @@ import (
 // kafka.sasl keys when the brokers refused the credentials, both when a
 // broker closed the connection (a TLS listener closes one without TLS, a
 // broker that requires SASL one it did not authenticate, and neither says
-// why); else kafka.brokers, that the brokers are up, and then more, if
-// not empty.
+// why); kafka.tls.enabled among others when the broker did not answer in
+// time (a listener without TLS waits for the rest of what it takes for a
+// request); else kafka.brokers, that the brokers are up, and then more,
+// if not empty.
 func KafkaCheck(err error, more string) string {
 	var (
 		unknown  x509.UnknownAuthorityError
@@ -26,6 +29,7 @@ func KafkaCheck(err error, more string) string {
 		header   tls.RecordHeaderError
 		alert    tls.AlertError
 		kerr     kafkago.Error
+		timeout  net.Error
 	)
 	switch {
 	case errors.As(err, &hostname):
@@ -40,6 +44,9 @@ func KafkaCheck(err error, more string) string {
 		return "the brokers refused the credentials: check kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password"
 	case errors.As(err, &kerr) && (kerr == kafkago.TopicAuthorizationFailed || kerr == kafkago.GroupAuthorizationFailed || kerr == kafkago.ClusterAuthorizationFailed):
 		return "the brokers' ACLs do not allow this to kafka.sasl.username"
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return "the broker did not answer in time: check kafka.brokers, that the brokers are up and reachable, and, with " +
+			"kafka.tls.enabled, that kafka.brokers names the brokers' TLS listener (a listener without TLS never answers a TLS handshake)"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the broker closed the connection: check that the brokers are up, kafka.tls.enabled (a TLS listener closes a connection without TLS), " +
 			"and kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password (a broker that requires SASL closes a connection " +
