@@ -60,6 +60,14 @@ type ReadOptions struct {
 	// in one pass on the workers, not decoded again. A record that one of
 	// them refuses has that decoder's error as its Err.
 	Also []func() *Decoder
+	// Live delivers the records of each read as soon as it returns,
+	// rather than once a chunk is full or the input ends: for an input
+	// whose records must be answered as they come (a pipe from a live
+	// stream, a terminal). A file fills its chunks either way; a pipe
+	// read live gives chunks of at most its buffer (64 KiB on Linux),
+	// which cost a piped train about a tenth of its rate (BENCHMARKS.md,
+	// "hyperplane train end to end").
+	Live bool
 }
 
 // ReadExamples reads JSON lines or a stream of msgpack maps from r,
@@ -121,7 +129,7 @@ func ReadRecords(ctx context.Context, r io.Reader, newDecoder func() *Decoder, o
 	go func() {
 		defer wg.Done()
 		defer close(p.chunks)
-		readErr = p.split(ctx, r, opts.Format, size, newDecoder)
+		readErr = p.split(ctx, r, opts.Format, size, opts.Live, newDecoder)
 	}()
 	var workersWG sync.WaitGroup
 	for range workers {
@@ -215,7 +223,7 @@ type span struct {
 // reads into the chunks' own buffers, each starting with the bytes the
 // previous chunk left over (the start of a record), and decodes msgpack
 // as it splits it: finding where a map ends takes as long as decoding it.
-func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size int, newDecoder func() *Decoder) error {
+func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size int, live bool, newDecoder func() *Decoder) error {
 	var (
 		carry  []byte // read but in no chunk yet: the start of a record
 		d      *Decoder
@@ -240,7 +248,13 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			n, err := readAvailable(r, buf[len(buf):cap(buf)])
+			var n int
+			var err error
+			if live {
+				n, err = readAvailable(r, buf[len(buf):cap(buf)])
+			} else {
+				n, err = io.ReadFull(r, buf[len(buf):cap(buf)])
+			}
 			buf = buf[:len(buf)+n]
 			switch {
 			case err == io.EOF || err == io.ErrUnexpectedEOF:
@@ -345,10 +359,9 @@ func (p *pipeline) split(ctx context.Context, r io.Reader, format Format, size i
 
 // readAvailable reads r into buf until buf is full, r ends (io.EOF, or
 // io.ErrUnexpectedEOF when it read anything) or a read returns fewer
-// bytes than it had room for. A file fills buf; a pipe or a terminal
-// returns what its writer has written so far, and the records that holds
-// are delivered now, not once a whole chunk has come: a live stream of
-// examples is answered as it comes.
+// bytes than it had room for (ReadOptions.Live). A file fills buf; a pipe
+// or a terminal returns what its writer has written so far, and the
+// records that holds are delivered now, not once a whole chunk has come.
 func readAvailable(r io.Reader, buf []byte) (n int, err error) {
 	for n < len(buf) {
 		k, err := r.Read(buf[n:])

@@ -47,8 +47,8 @@ func stream(n int, format wire.Format) []byte {
 // TestReadExamplesKeepsOrder reads with chunks far smaller than a record,
 // so that records straddle chunks and the buffer grows, on several
 // workers, and from a reader that returns a byte at a time, as a pipe
-// whose writer is slow does (each read is delivered as it comes): the
-// records must still arrive once each, in order.
+// whose writer is slow does (read live, each read is delivered as it
+// comes): the records must still arrive once each, in order.
 func TestReadExamplesKeepsOrder(t *testing.T) {
 	readers := map[string]func([]byte) io.Reader{
 		"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
@@ -58,40 +58,42 @@ func TestReadExamplesKeepsOrder(t *testing.T) {
 		for _, chunk := range []int{7, 100, 4096} {
 			for _, hint := range []wire.Format{format, wire.FormatAuto} {
 				for name, reader := range readers {
-					t.Run(fmt.Sprintf("%s/chunk=%d/as=%s/read=%s", format, chunk, hint, name), func(t *testing.T) {
-						data := stream(500, format)
-						var ids []string
-						err := wire.ReadExamples(context.Background(), reader(data), decoders(), wire.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk}, func(r *wire.Record) error {
-							if r.Err != nil {
-								return r.Err
+					for _, live := range []bool{false, true} {
+						t.Run(fmt.Sprintf("%s/chunk=%d/as=%s/read=%s/live=%t", format, chunk, hint, name, live), func(t *testing.T) {
+							data := stream(500, format)
+							var ids []string
+							err := wire.ReadExamples(context.Background(), reader(data), decoders(), wire.ReadOptions{Format: hint, Workers: 3, ChunkSize: chunk, Live: live}, func(r *wire.Record) error {
+								if r.Err != nil {
+									return r.Err
+								}
+								if r.N != len(ids)+1 {
+									return fmt.Errorf("record %d arrived as number %d", len(ids)+1, r.N)
+								}
+								ids = append(ids, string(r.Meta.ID))
+								return nil
+							})
+							if err != nil {
+								t.Fatal(err)
 							}
-							if r.N != len(ids)+1 {
-								return fmt.Errorf("record %d arrived as number %d", len(ids)+1, r.N)
+							if len(ids) != 500 {
+								t.Fatalf("%d records, want 500", len(ids))
 							}
-							ids = append(ids, string(r.Meta.ID))
-							return nil
+							for i, id := range ids {
+								if id != fmt.Sprint(i+1) {
+									t.Fatalf("record %d has id %s", i+1, id)
+								}
+							}
 						})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if len(ids) != 500 {
-							t.Fatalf("%d records, want 500", len(ids))
-						}
-						for i, id := range ids {
-							if id != fmt.Sprint(i+1) {
-								t.Fatalf("record %d has id %s", i+1, id)
-							}
-						}
-					})
+					}
 				}
 			}
 		}
 	}
 }
 
-// TestReadExamplesDeliversWhatAPipeHolds: the records a pipe's writer
-// has written reach fn while the writer holds the pipe open, not once a
-// chunk has filled or the pipe has closed.
+// TestReadExamplesDeliversWhatAPipeHolds: read live, the records a
+// pipe's writer has written reach fn while the writer holds the pipe
+// open, not once a chunk has filled or the pipe has closed.
 func TestReadExamplesDeliversWhatAPipeHolds(t *testing.T) {
 	for _, format := range []wire.Format{wire.FormatJSON, wire.FormatMsgpack} {
 		t.Run(string(format), func(t *testing.T) {
@@ -104,7 +106,7 @@ func TestReadExamplesDeliversWhatAPipeHolds(t *testing.T) {
 			got := make(chan int, 2)
 			done := make(chan error, 1)
 			go func() {
-				done <- wire.ReadExamples(context.Background(), r, decoders(), wire.ReadOptions{Format: format}, func(rec *wire.Record) error {
+				done <- wire.ReadExamples(context.Background(), r, decoders(), wire.ReadOptions{Format: format, Live: true}, func(rec *wire.Record) error {
 					if rec.Err != nil {
 						return rec.Err
 					}

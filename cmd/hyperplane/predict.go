@@ -39,6 +39,9 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Each example is answered as it comes from a pipe, not once a chunk
+	// of input has filled.
+	ropts.Live = true
 	s, err := snapshot.LoadLogged(ctx, modelPath, loadLogger(e))
 	if err != nil {
 		return err
@@ -60,8 +63,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	w := bufio.NewWriterSize(e.stdout, 1<<16)
 	invalid := &invalidReporter{w: e.stderr, input: in.input}
 	var line []byte
-	// The predictions of each run of records are flushed as it ends: read
-	// from a live pipe, every example is answered as it comes.
+	// The predictions of each run of records are flushed as it ends.
 	err = wire.ReadRecords(ctx, f, in.decoders(cfg), ropts, func(recs []wire.Record) error {
 		for i := range recs {
 			rec := &recs[i]
