@@ -140,11 +140,16 @@ func (r *rangeReader) Fetch(ctx context.Context, max int) ([]Message, error) {
 		}
 	}
 	// Messages beyond the end come after every message within it: the
-	// first one starts what the next range reads.
-	i := slices.IndexFunc(msgs, func(m Message) bool {
-		in, _ := r.end(&m)
-		return !in
-	})
+	// first one starts what the next range reads. The end is given each
+	// message in place: a copy's address would escape, one allocation a
+	// message.
+	i := -1
+	for n := range msgs {
+		if in, _ := r.end(&msgs[n]); !in {
+			i = n
+			break
+		}
+	}
 	if i >= 0 {
 		beyond := make([]Message, 0, len(msgs)-i+len(r.carried))
 		for _, m := range msgs[i:] {
