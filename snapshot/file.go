@@ -205,12 +205,16 @@ func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, 
 			return nil, err
 		}
 		if len(gens) > 0 {
+			held, gen := newestReadable(dir, gens)
+			switch {
+			case held != nil && held.Model != model:
+				return nil, fmt.Errorf("%s holds snapshots of model %s, and a model's directory is named after its model: rename it %s, or name one generation's file (%s)",
+					dir, held.Model, held.Model, filepath.Join(dir, generationFile(gen)))
+			case held != nil && held.Generation == gen && gen == gens[len(gens)-1]:
+				return held, nil
+			}
 			s, err := store.Latest(ctx, model, log)
 			if errors.Is(err, ErrNotFound) {
-				if other, gen := heldModel(dir, gens); other != "" && other != model {
-					return nil, fmt.Errorf("%s holds snapshots of model %s, and a model's directory is named after its model: rename it %s, or name one generation's file (%s)",
-						dir, other, other, filepath.Join(dir, generationFile(gen)))
-				}
 				return nil, fmt.Errorf("%s: %w (every generation there is damaged)", dir, err)
 			}
 			if err != nil {
@@ -231,21 +235,23 @@ func loadModelDir(ctx context.Context, dir string, log *zap.Logger) (*Snapshot, 
 	return nil, withModelsNear(ctx, filepath.Dir(dir), err)
 }
 
-// heldModel is the model that the newest readable generation of gens in
-// dir names, and that generation; "" if none is readable. A model's
-// directory copied under another name holds snapshots that Store.Load
-// refuses for naming another model than their key.
-func heldModel(dir string, gens []uint64) (string, uint64) {
+// newestReadable is the newest generation of gens in dir that reads, and
+// its number; nil if none does. A model's directory copied under another
+// name holds snapshots that Store.Load refuses for naming another model
+// than their key, and Store.Latest would warn of each as damaged; the
+// newest generation, read whole and of the directory's model, is the one
+// Store.Latest returns.
+func newestReadable(dir string, gens []uint64) (*Snapshot, uint64) {
 	for _, gen := range slices.Backward(gens) {
 		data, err := os.ReadFile(filepath.Join(dir, generationFile(gen)))
 		if err != nil {
 			continue
 		}
 		if s, err := Unmarshal(data); err == nil {
-			return s.Model, gen
+			return s, gen
 		}
 	}
-	return "", 0
+	return nil, 0
 }
 
 // generationFile is the name of generation gen's file in its model's

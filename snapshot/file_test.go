@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/hyperplane-ml/hyperplane/learner"
 	"github.com/hyperplane-ml/hyperplane/shardid"
 	"github.com/hyperplane-ml/hyperplane/snapshot"
@@ -109,7 +112,7 @@ func TestLoadFindsSnapshots(t *testing.T) {
 // TestLoadCopiedModelDirectory: a model's directory copied under another
 // name holds snapshots of the model it was copied from, which Load of the
 // copy refuses; the error says so and what to do, where it said that
-// every generation there was damaged.
+// every generation there was damaged, and no warning calls one damaged.
 func TestLoadCopiedModelDirectory(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -124,9 +127,13 @@ func TestLoadCopiedModelDirectory(t *testing.T) {
 	if err := snapshot.WriteFile(filepath.Join(copied, "00000000000000000002.msgpack"), s); err != nil {
 		t.Fatal(err)
 	}
-	_, err := snapshot.Load(ctx, copied)
+	core, logs := observer.New(zap.WarnLevel)
+	_, err := snapshot.LoadLogged(ctx, copied, zap.New(core))
 	if err == nil {
 		t.Fatal("Load of a copied model directory: no error")
+	}
+	for _, e := range logs.All() {
+		t.Errorf("Load of a copied model directory warned %q (%v): its snapshots are not damaged", e.Message, e.ContextMap()["error"])
 	}
 	for _, w := range []string{copied + " holds snapshots of model clicks", "rename it clicks", filepath.Join(copied, "00000000000000000002.msgpack")} {
 		if !strings.Contains(err.Error(), w) {
