@@ -294,6 +294,11 @@ type partitionStart struct {
 // start resolved, which applies to every partition alike.
 const fromStart = "start "
 
+// ErrBeyondEnd is wrapped by the error of a start or a resumed position
+// beyond its partition's end: the brokers answered, and the offset is
+// what is wrong.
+var ErrBeyondEnd = errors.New("is beyond the partition's end")
+
 // check refuses a start below the partition's first offset or beyond its
 // end (see NewSource), naming the partition. Messages deleted below the
 // first offset never come back, so that error wraps consumer.ErrFatal:
@@ -306,12 +311,12 @@ func (ps partitionStart) check() error {
 			"%d messages were deleted (retention?) before the model consumed them; refusing to skip them",
 			consumer.ErrFatal, ps.key(), ps.from, ps.offset, ps.first, ps.first-ps.offset)
 	case ps.offset > ps.end && strings.HasPrefix(ps.from, fromStart):
-		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
+		return fmt.Errorf("kafka: %s: %s offset %d %w %d: "+
 			"an offset start applies to every partition, and this one has not reached it: "+
-			"start at an offset every partition has reached, or at a time", ps.key(), ps.from, ps.offset, ps.end)
+			"start at an offset every partition has reached, or at a time", ps.key(), ps.from, ps.offset, ErrBeyondEnd, ps.end)
 	case ps.offset > ps.end:
-		return fmt.Errorf("kafka: %s: %s offset %d is beyond the partition's end %d: "+
-			"was the topic recreated or its log truncated?", ps.key(), ps.from, ps.offset, ps.end)
+		return fmt.Errorf("kafka: %s: %s offset %d %w %d: "+
+			"was the topic recreated or its log truncated?", ps.key(), ps.from, ps.offset, ErrBeyondEnd, ps.end)
 	}
 	return nil
 }

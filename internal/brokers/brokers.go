@@ -134,9 +134,10 @@ func (b *Clients) openSource(ctx context.Context, section string, s config.Sourc
 			return nil, err
 		}
 		if src, err = kafkaio.NewSource(ctx, kc, s.Topics, group, positions, s.Start, b.log); err != nil {
-			if errors.Is(err, consumer.ErrFatal) {
-				// The brokers answered: the log no longer holds what
-				// the model needs, which no setting of theirs mends.
+			if errors.Is(err, consumer.ErrFatal) || errors.Is(err, kafkaio.ErrBeyondEnd) {
+				// The brokers answered: the log does not hold what the
+				// model needs (no longer, or not yet), which no setting
+				// of theirs mends.
 				return nil, fmt.Errorf("%s: %w", section, err)
 			}
 			return nil, fmt.Errorf("%s: %w (%s)", section, err, KafkaCheck(err, "that every topic of "+section+".topics exists"))

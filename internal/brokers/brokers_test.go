@@ -13,6 +13,7 @@ import (
 	"github.com/hyperplane-ml/hyperplane/consumer"
 	"github.com/hyperplane-ml/hyperplane/internal/brokers"
 	"github.com/hyperplane-ml/hyperplane/internal/testbroker"
+	"github.com/hyperplane-ml/hyperplane/wire"
 )
 
 // TestClients: a destination of none needs no broker, one sink is made
@@ -101,6 +102,38 @@ func TestLabelsTopicMissing(t *testing.T) {
 		b.Close()
 		if err == nil || !strings.Contains(err.Error(), "every topic of labels.topics exists") || strings.Contains(err.Error(), "source") {
 			t.Errorf("source topic %s, labels' topic missing: %v, want an error that names labels.topics and not the source", topic, err)
+		}
+	}
+}
+
+// TestSourceBeyondEnd: a start offset or a resumed position beyond a
+// partition's end is refused naming the offsets, without the advice for an
+// unreachable broker or a missing topic, since the broker answered.
+func TestSourceBeyondEnd(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "examples", 1)
+	cl := c.Client(t)
+	for range 3 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "examples", Value: []byte(`{"label":1,"x":[1]}`)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Kafka.Brokers = c.ListenAddrs()
+	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
+	defer b.Close()
+	for _, tc := range []struct {
+		name      string
+		start     wire.Start
+		positions map[string]int64
+	}{
+		{"start", wire.Start{Kind: wire.StartOffset, Offset: 5}, nil},
+		{"resume", wire.Start{}, map[string]int64{"kafka:examples/0": 5}},
+	} {
+		s := config.Source{Kind: config.KindKafka, Topics: []string{"examples"}, Start: tc.start}
+		_, err := b.OpenSource(context.Background(), s, "", tc.positions)
+		if err == nil || !strings.Contains(err.Error(), "offset 5 is beyond the partition's end 3") || strings.Contains(err.Error(), "check kafka.brokers") {
+			t.Errorf("%s at offset 5 of a partition that ends at 3: %v, want the offsets named, without advice about the brokers", tc.name, err)
 		}
 	}
 }
