@@ -269,7 +269,7 @@ func (f *Followed) NotChecked(gens []uint64) string {
 		if f.Began == 0 {
 			return "the log holds no epoch: nothing was replayed or checked"
 		}
-		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the log before it went with the generations snapshot.keep removed): nothing was replayed or checked, and the state_sha256 is that generation's as stored", f.Began)
+		return fmt.Sprintf("the log holds no epoch after generation %d, where the replay began (the epoch log keeps nothing at or below its oldest live generation, whether or not snapshot.keep removed any before it): nothing was replayed or checked, and the state_sha256 is that generation's as stored", f.Began)
 	}
 	var before, between, after []uint64
 	for _, e := range f.Unchecked {

@@ -21,7 +21,7 @@ func TestFollowedNotChecked(t *testing.T) {
 		{0, 6, []uint64{1, 2, 3, 5}, []uint64{4, 6}, "epochs 1-3: before the oldest live generation, 4 (snapshot.keep removed theirs); epochs 5: no live generation"},
 		{0, 9, []uint64{7, 8, 9}, []uint64{3, 6}, "epochs 7-9: no live generation yet (the newest is 6;"},
 		{0, 2, []uint64{1, 2}, nil, "epochs 1, 2: no live generation yet (none is stored;"},
-		{5, 0, nil, []uint64{5}, "the log holds no epoch after generation 5, where the replay began"},
+		{5, 0, nil, []uint64{5}, "the log holds no epoch after generation 5, where the replay began (the epoch log keeps nothing at or below its oldest live generation"},
 	}
 	for _, c := range cases {
 		f := &consumer.Followed{Began: c.began, Unchecked: c.unchecked}
