@@ -12,7 +12,7 @@ import (
 // adds to each message it passes on.
 type batchSource struct{ msgs []Message }
 
-func (s *batchSource) Fetch(context.Context, int) ([]Message, error) { return s.msgs, nil }
+func (s *batchSource) Fetch(context.Context, int) ([]Message, error)  { return s.msgs, nil }
 func (s *batchSource) Commit(context.Context, map[string]int64) error { return nil }
 func (s *batchSource) Close() error                                   { return nil }
 
