@@ -21,23 +21,23 @@ import (
 // run (user and system), which a machine shared with other work disturbs
 // less. The files are generated once into the temporary directory and
 // kept for later runs.
-func BenchmarkTrain(b *testing.B) {
+func BenchmarkTrain(b *testing.B) { benchTrain(b, false) }
+
+// BenchmarkTrainFromPipe is BenchmarkTrain with the file piped to
+// standard input (cat FILE | hyperplane train -input -): a pipe's reads
+// return at most what its buffer holds, not a whole chunk of input.
+func BenchmarkTrainFromPipe(b *testing.B) { benchTrain(b, true) }
+
+// benchTrain runs BenchmarkTrain's ops, over each format's file named by
+// -input or, piped, on standard input.
+func benchTrain(b *testing.B, piped bool) {
 	for _, format := range []string{"jsonl", "msgpack"} {
 		b.Run(format, func(b *testing.B) {
 			path := benchInput(b, format, 1_000_000)
 			var examples float64
 			before := cpuTime(b)
 			for b.Loop() {
-				var out bytes.Buffer
-				err := run(context.Background(), []string{"train", "-input", path, "-format", format}, os.Getenv, nil, &out, io.Discard)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var res train.Result
-				if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-					b.Fatal(err)
-				}
-				examples += float64(res.Examples)
+				examples += float64(trainOnce(b, path, format, piped).Examples)
 			}
 			b.ReportMetric(examples/b.Elapsed().Seconds(), "examples/s")
 			b.ReportMetric((cpuTime(b)-before).Seconds()/float64(b.N), "cpu-s/op")
@@ -45,49 +45,44 @@ func BenchmarkTrain(b *testing.B) {
 	}
 }
 
-// BenchmarkTrainFromPipe is BenchmarkTrain with the file piped to
-// standard input (cat FILE | hyperplane train -input -): a pipe's reads
-// return at most what its buffer holds, not a whole chunk of input.
-func BenchmarkTrainFromPipe(b *testing.B) {
-	for _, format := range []string{"jsonl", "msgpack"} {
-		b.Run(format, func(b *testing.B) {
-			path := benchInput(b, format, 1_000_000)
-			var examples float64
-			before := cpuTime(b)
-			for b.Loop() {
-				r, w, err := os.Pipe()
-				if err != nil {
-					b.Fatal(err)
-				}
-				copied := make(chan error, 1)
-				go func() {
-					f, err := os.Open(path)
-					if err == nil {
-						_, err = io.Copy(w, f)
-						f.Close()
-					}
-					w.Close()
-					copied <- err
-				}()
-				var out bytes.Buffer
-				err = run(context.Background(), []string{"train", "-input", "-", "-format", format}, os.Getenv, r, &out, io.Discard)
-				r.Close()
-				if cerr := <-copied; err == nil {
-					err = cerr
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				var res train.Result
-				if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-					b.Fatal(err)
-				}
-				examples += float64(res.Examples)
+// trainOnce is one whole train over path, named by -input or, piped, on
+// standard input, and its result.
+func trainOnce(b *testing.B, path, format string, piped bool) train.Result {
+	input := path
+	var stdin io.Reader
+	copied := make(chan error, 1)
+	if piped {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		go func() {
+			f, err := os.Open(path)
+			if err == nil {
+				_, err = io.Copy(w, f)
+				f.Close()
 			}
-			b.ReportMetric(examples/b.Elapsed().Seconds(), "examples/s")
-			b.ReportMetric((cpuTime(b)-before).Seconds()/float64(b.N), "cpu-s/op")
-		})
+			w.Close()
+			copied <- err
+		}()
+		input, stdin = "-", r
+	} else {
+		copied <- nil
 	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"train", "-input", input, "-format", format}, os.Getenv, stdin, &out, io.Discard)
+	if cerr := <-copied; err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var res train.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		b.Fatal(err)
+	}
+	return res
 }
 
 func benchInput(b *testing.B, format string, n int) string {
