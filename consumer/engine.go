@@ -38,6 +38,9 @@ type EngineConfig struct {
 	// worker or the epochs, as at shutdown, and the engine with it (a
 	// labels' topic that gained a partition the worker would never read).
 	Recheck func(ctx context.Context) error
+	// SetUp, if not nil, lists why what the engine builds is not ready
+	// while it is built, as NotReady says them.
+	SetUp func() []string
 
 	// Single builds the worker that learns a source of one shard as it
 	// comes, from the model's newest generation and with its snapshots
@@ -124,12 +127,16 @@ func (e *Engine) current() learning {
 }
 
 // NotReady lists why the engine is not learning: what runs says, or that
-// nothing runs yet.
+// nothing runs yet, and what fails while the next is built (SetUp).
 func (e *Engine) NotReady() []string {
-	if l := e.current(); l != nil {
-		return l.NotReady()
+	var setUp []string
+	if e.cfg.SetUp != nil {
+		setUp = e.cfg.SetUp()
 	}
-	return []string{NotReadySource + ": not consuming yet"}
+	if l := e.current(); l != nil {
+		return append(l.NotReady(), setUp...)
+	}
+	return append([]string{NotReadySource + ": not consuming yet"}, setUp...)
 }
 
 // Positions are the positions of the model that runs, by shard.

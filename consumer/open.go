@@ -141,6 +141,9 @@ type Pipeline struct {
 	// promotions, when set, are the promotions a replay makes again
 	// (SetReplayed).
 	promotions func(ctx context.Context, model string, shard shardid.ID) ([]learner.Promotion, error)
+	// setUp is why what the engine builds is not ready yet, while it is
+	// built: the store refusing the epochs' start-up probe.
+	setUp readiness
 }
 
 // SetReplayed makes the workers of a replay make again the promotions
@@ -438,6 +441,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 		Epochs:         (p.resumed.Snapshot != nil && p.resumed.Snapshot.Epoch > 0) || knownShards,
 		GrowthCheck:    p.opts.Mixing.Interval,
 		Recheck:        p.opts.Recheck,
+		SetUp:          p.setUp.reasons,
 		Single: func(ctx context.Context, fenced *Worker) (*Worker, error) {
 			if fenced != nil {
 				if p.opts.Labels != nil {
@@ -707,7 +711,12 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 			return err
 		}, func(err error) {
 			log.Warn("the store refused the start-up probe of create-if-absent; retrying", zap.Error(err))
+			p.setUp.fail(NotReadySnapshots, "the start-up probe of create-if-absent: "+err.Error())
+			if metrics != nil {
+				metrics.SnapshotErrors.Inc()
+			}
 		})
+		p.setUp.ok(NotReadySnapshots)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot.url: %w", err)
 		}

@@ -212,3 +212,46 @@ func TestNoHTTPServerIsSaid(t *testing.T) {
 		t.Fatalf("a worker without an HTTP server logged a listening address:\n%s", w.log())
 	}
 }
+
+// TestStartUpProbeNamesTheStore: a worker of several partitions waiting
+// at its start-up probe of create-if-absent for a store that refuses
+// writes says so where an operator looks: /readyz 503 `snapshots: ...`
+// with the store's error, and hyperplane_snapshot_errors_total rising,
+// not `source: not consuming yet` alone; ready once the store takes
+// writes.
+func TestStartUpProbeNamesTheStore(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "probing", 2)
+	srv, heal := s3test.StartRefusingWrites(t)
+	w := startRun(t, []string{"run", "--model.name", "m",
+		"--source.kind", "kafka", "--source.topics", "probing", "--source.group", "probing",
+		"--kafka.brokers", c.ListenAddrs()[0], "--http.addr", "127.0.0.1:0", "--log.format", "json",
+		"--snapshot.url", srv.URL(t), "--snapshot.interval", "100ms"})
+	w.wait(t, time.Minute, "a retried probe", func() bool {
+		return strings.Contains(w.log(), "the store refused the start-up probe of create-if-absent; retrying")
+	})
+	addr := listenedAddr(w.stderr)
+	if addr == "" {
+		t.Fatalf("no http listening line:\n%s", w.log())
+	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return resp.StatusCode, string(readReply(t, resp, resp.StatusCode))
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "snapshots: ") {
+		t.Errorf("/readyz while the store refuses the start-up probe: %d %q, want 503 naming the snapshots", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "hyperplane_snapshot_errors_total") || strings.Contains(body, "hyperplane_snapshot_errors_total 0\n") {
+		t.Errorf("hyperplane_snapshot_errors_total while the store refuses the start-up probe is not above 0:\n%s", body)
+	}
+	heal()
+	w.wait(t, time.Minute, "/readyz ready once the store takes writes", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+	w.stop(t)
+}
