@@ -3,7 +3,9 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hyperplane-ml/hyperplane/consumer"
@@ -217,4 +220,45 @@ func denyDescribeConfigs(c *testbroker.KafkaCluster) (allow func()) {
 		return resp, nil, true
 	})
 	return func() { allowed.Store(true) }
+}
+
+// TestSinkTopicLimitLowered: a topic whose max.message.bytes is lowered
+// below an output made to its old limit fails the publish with
+// consumer.ErrOutputTooLarge, which stops the worker rather than retry
+// for ever: its next start makes the outputs to the new limit.
+func TestSinkTopicLimitLowered(t *testing.T) {
+	c := testbroker.Kafka(t)
+	c.CreateTopic(t, "shrinks", 1, "max.message.bytes", "20000")
+	sink, err := kafka.NewSink(config(c), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := consumer.Output{Topic: "shrinks", Key: []byte("kafka:in/0/1"), Value: bytes.Repeat([]byte{'v'}, 10000)}
+	if err := sink.Publish(ctx, []consumer.Output{out}); err != nil {
+		t.Fatalf("publishing under the limit: %v", err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "shrinks"
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "max.message.bytes", kmsg.StringPtr("1000")
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, c.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatal(err)
+	}
+	err = sink.Publish(ctx, []consumer.Output{out})
+	if !errors.Is(err, consumer.ErrOutputTooLarge) {
+		t.Fatalf("publishing over the lowered limit: %v, want consumer.ErrOutputTooLarge", err)
+	}
+	if !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Errorf("the error does not name max.message.bytes: %v", err)
+	}
 }

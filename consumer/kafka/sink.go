@@ -102,7 +102,8 @@ type topicWriter struct {
 	// maxMessageBytes is the topic's max.message.bytes as looked up (or
 	// FallbackMaxMessageBytes). A limit that was looked up never changes:
 	// a topic whose limit is changed keeps the old one until the sink is
-	// created again.
+	// created again (a lowered one fails Publish with
+	// consumer.ErrOutputTooLarge, which stops the worker).
 	maxMessageBytes int
 	// retryLookup, when the lookup failed and maxMessageBytes is the
 	// fallback, is when to look the limit up again.
@@ -370,6 +371,13 @@ func (s *Sink) Publish(ctx context.Context, batch []consumer.Output) error {
 		hint := ""
 		if errors.Is(first, kafkago.UnknownTopicOrPartition) || errors.Is(first, protocol.ErrNoTopic) {
 			hint = " (the topic does not exist: create it, with hyperplane setup)"
+		}
+		if errors.Is(first, kafkago.MessageSizeTooLarge) {
+			// Outputs are made to fit the limit looked up: the topic's
+			// max.message.bytes was lowered since, and every attempt
+			// fails alike.
+			return fmt.Errorf("%w (the topic's max.message.bytes was lowered since): kafka: publish to topic %s: %d of %d outputs failed: %w",
+				consumer.ErrOutputTooLarge, strings.Join(topics, ", "), failed, len(batch), first)
 		}
 		return fmt.Errorf("kafka: publish to topic %s: %d of %d outputs failed: %w%s", strings.Join(topics, ", "), failed, len(batch), first, hint)
 	}
