@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,9 @@ func (s *Start) UnmarshalText(text []byte) error {
 		if err != nil {
 			return fmt.Errorf("%q: time:T needs an RFC 3339 time such as 2024-05-01T12:00:00Z: %w", str, err)
 		}
+		if err := checkStartTime(t); err != nil {
+			return fmt.Errorf("%q: %w", str, err)
+		}
 		v = Start{Kind: k, Time: t}
 	default:
 		return fmt.Errorf("unknown start %q (want earliest, latest, offset:N or time:RFC3339)", str)
@@ -101,8 +105,31 @@ func (s Start) Validate() error {
 		if s.Time.IsZero() {
 			return errors.New("start time: no time given")
 		}
+		if err := checkStartTime(s.Time); err != nil {
+			return fmt.Errorf("start %s: %w", s, err)
+		}
 	default:
 		return oneof.Check("start", s.Kind, StartKinds()...)
+	}
+	return nil
+}
+
+// The times a time start may name: a record's time, on Kafka and
+// JetStream alike, counts nanoseconds or milliseconds from the Unix epoch
+// in an int64 that the clients fill from a time's UnixNano, so a time out
+// of this range would reach the broker as another time, or as none.
+var (
+	minStartTime = time.Unix(0, 0).UTC()
+	maxStartTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Second)
+)
+
+// checkStartTime reports a time start's time that no record can have.
+func checkStartTime(t time.Time) error {
+	switch {
+	case t.Before(minStartTime):
+		return fmt.Errorf("time:T is before %s, when record times begin: earliest reads from the first message", minStartTime.Format(time.RFC3339))
+	case t.After(maxStartTime):
+		return fmt.Errorf("time:T is after %s, the last time a record can have: latest reads only the messages that arrive", maxStartTime.Format(time.RFC3339))
 	}
 	return nil
 }

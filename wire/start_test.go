@@ -33,6 +33,12 @@ func TestStartUnmarshalText(t *testing.T) {
 		{in: "time:", err: true},
 		{in: "time:2024-05-01", err: true},
 		{in: "time:1714564800", err: true},
+		{in: "time:1970-01-01T00:00:00Z", want: wire.Start{Kind: wire.StartTime, Time: time.Unix(0, 0)}},
+		{in: "time:2262-04-11T23:47:16Z", want: wire.Start{Kind: wire.StartTime, Time: time.Date(2262, 4, 11, 23, 47, 16, 0, time.UTC)}},
+		{in: "time:1969-12-31T23:59:59Z", err: true},
+		{in: "time:1900-01-01T00:00:00Z", err: true},
+		{in: "time:2262-04-11T23:47:17Z", err: true},
+		{in: "time:2999-01-01T00:00:00Z", err: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
@@ -81,6 +87,8 @@ func TestStartValidate(t *testing.T) {
 		{wire.Start{Kind: "newest"}, `unknown start "newest"`},
 		{wire.Start{Kind: wire.StartOffset, Offset: -1}, "negative"},
 		{wire.Start{Kind: wire.StartTime}, "no time"},
+		{wire.Start{Kind: wire.StartTime, Time: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}, "before 1970-01-01T00:00:00Z"},
+		{wire.Start{Kind: wire.StartTime, Time: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}, "after 2262-04-11T23:47:16Z"},
 	} {
 		err := tc.start.Validate()
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {

@@ -193,3 +193,20 @@ func TestConfigWarnsAboutUnknownVariables(t *testing.T) {
 		t.Errorf("config with an empty getenv: %v, warns %q", err, stderr)
 	}
 }
+
+// TestConfigRefusesStartTimesNoRecordHas: a source.start time before 1970
+// or past 2262 reached Kafka as a negative timestamp (an "Unsupported
+// Version" error blaming the brokers) and JetStream as a time before
+// every message (the whole stream read for a time in the future). It
+// stops start-up, naming the key and the start that reads what was meant.
+func TestConfigRefusesStartTimesNoRecordHas(t *testing.T) {
+	for start, want := range map[string]string{
+		"time:1900-01-01T00:00:00Z": "earliest reads from the first message",
+		"time:2999-01-01T00:00:00Z": "latest reads only the messages that arrive",
+	} {
+		_, _, err := runCmd(t, "", "config", "--source.kind", "jetstream", "--source.stream", "EX", "--nats.url", "nats://n:4222", "--source.start", start)
+		if err == nil || !strings.Contains(err.Error(), "source.start") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--source.start %s: got %v, want an error naming source.start and %q", start, err, want)
+		}
+	}
+}
