@@ -3,7 +3,9 @@ package config
 import (
 	"encoding"
 	"fmt"
+	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -230,6 +232,11 @@ func typeName(t reflect.Type) string {
 	return "string"
 }
 
+// durationForm is the form of a Go duration, which time.ParseDuration
+// refuses, as it refuses any other text, once it is beyond an int64 of
+// nanoseconds.
+var durationForm = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // parseText parses s, the text of an environment variable, a flag or a
 // YAML scalar, as a value of type t. Numbers, booleans and durations may
 // be surrounded by spaces; a list is comma-separated, each element
@@ -246,6 +253,9 @@ func parseText(t reflect.Type, s string) (reflect.Value, error) {
 		return v, err
 	case isDuration(t):
 		d, err := time.ParseDuration(trimmed)
+		if err != nil && durationForm.MatchString(trimmed) {
+			return v, fmt.Errorf("%q is longer than a duration can be (%s)", s, time.Duration(math.MaxInt64))
+		}
 		if err != nil {
 			return v, fmt.Errorf("%q is not a duration such as 30s or 5m", s)
 		}

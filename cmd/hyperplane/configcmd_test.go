@@ -210,3 +210,17 @@ func TestConfigRefusesStartTimesNoRecordHas(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigSaysADurationIsTooLong: a duration in the form of one but
+// beyond what a duration holds (about 292 years) is named as too long,
+// not as a text that is no duration.
+func TestConfigSaysADurationIsTooLong(t *testing.T) {
+	_, _, err := runCmd(t, "", "config", "--source.kind", "kafka", "--kafka.brokers", "b:9092", "--source.topics", "t", "--snapshot.interval", "10000000h")
+	if err == nil || !strings.Contains(err.Error(), `"10000000h" is longer than a duration can be (2562047h47m16.854775807s)`) {
+		t.Errorf("--snapshot.interval 10000000h: got %v", err)
+	}
+	_, _, err = runCmd(t, "", "config", "--source.kind", "kafka", "--kafka.brokers", "b:9092", "--source.topics", "t", "--snapshot.interval", "5d")
+	if err == nil || !strings.Contains(err.Error(), `"5d" is not a duration such as 30s or 5m`) {
+		t.Errorf("--snapshot.interval 5d: got %v", err)
+	}
+}
