@@ -106,10 +106,10 @@ func TestLabelsTopicMissing(t *testing.T) {
 	}
 }
 
-// TestSourceBeyondEnd: a start offset or a resumed position beyond a
-// partition's end is refused naming the offsets, without the advice for an
-// unreachable broker or a missing topic, since the broker answered.
-func TestSourceBeyondEnd(t *testing.T) {
+// examplesOfThree is a broker whose topic examples, of one partition,
+// holds three examples.
+func examplesOfThree(t *testing.T) *testbroker.KafkaCluster {
+	t.Helper()
 	c := testbroker.Kafka(t)
 	c.CreateTopic(t, "examples", 1)
 	cl := c.Client(t)
@@ -118,6 +118,14 @@ func TestSourceBeyondEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return c
+}
+
+// TestSourceBeyondEnd: a start offset or a resumed position beyond a
+// partition's end is refused naming the offsets, without the advice for an
+// unreachable broker or a missing topic, since the broker answered.
+func TestSourceBeyondEnd(t *testing.T) {
+	c := examplesOfThree(t)
 	cfg := config.Default()
 	cfg.Kafka.Brokers = c.ListenAddrs()
 	b := brokers.New(cfg, "test", zaptest.NewLogger(t))
@@ -142,14 +150,7 @@ func TestSourceBeyondEnd(t *testing.T) {
 // holds is refused with the offsets deleted, and without the advice for an
 // unreachable broker or a missing topic, since the broker answered.
 func TestSourceRetentionGap(t *testing.T) {
-	c := testbroker.Kafka(t)
-	c.CreateTopic(t, "examples", 1)
-	cl := c.Client(t)
-	for range 3 {
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "examples", Value: []byte(`{"label":1,"x":[1]}`)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := examplesOfThree(t)
 	c.DeleteRecords(t, "examples", 0, 2)
 	cfg := config.Default()
 	cfg.Kafka.Brokers = c.ListenAddrs()
