@@ -16,6 +16,7 @@ type JoinMetrics struct {
 	Delay                 prometheus.Histogram
 	Marks                 prometheus.Counter
 	Future                *prometheus.CounterVec // by input: examples, labels
+	Untimed               *prometheus.CounterVec // by input: examples, labels
 	Reused                prometheus.Counter
 	ServedAccuracy        prometheus.Gauge
 	ServedLogLoss         prometheus.Gauge
@@ -23,8 +24,10 @@ type JoinMetrics struct {
 	RollingServedLogLoss  prometheus.Gauge
 
 	outcomes [labelOutcomes]prometheus.Counter
-	// futureExamples and futureLabels are Future's two series.
-	futureExamples, futureLabels prometheus.Counter
+	// futureExamples and futureLabels are Future's two series,
+	// untimedExamples and untimedLabels Untimed's.
+	futureExamples, futureLabels   prometheus.Counter
+	untimedExamples, untimedLabels prometheus.Counter
 	// totals is shared by the copies of the metrics that the joins of one
 	// process use (one a partition in partition scope, one a head in
 	// epochs).
@@ -81,6 +84,10 @@ func newJoinMetrics() JoinMetrics {
 			Name: "hyperplane_join_future_records_total",
 			Help: "Records of the join's inputs stamped more than labels.window ahead of this worker's clock, by input (examples, labels): each moves its input's watermark there, closing windows early (docs/labels.md, section 8).",
 		}, []string{"input"}),
+		Untimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperplane_join_untimed_records_total",
+			Help: "Records of the join's inputs without a time (a Kafka timestamp of -1 or 0), by input (examples, labels): the join takes each as stamped before every other record (docs/labels.md, section 8).",
+		}, []string{"input"}),
 		Reused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hyperplane_join_reused_ids_total",
 			Help: "Delayed examples this process read whose id an earlier example the join still held has (pending, or decided within two windows): labels join the earliest, so these are learned with labels.default or not at all (docs/labels.md, section 2).",
@@ -106,12 +113,13 @@ func newJoinMetrics() JoinMetrics {
 		m.outcomes[o] = m.Labels.WithLabelValues(o.String())
 	}
 	m.futureExamples, m.futureLabels = m.Future.WithLabelValues("examples"), m.Future.WithLabelValues("labels")
+	m.untimedExamples, m.untimedLabels = m.Untimed.WithLabelValues("examples"), m.Untimed.WithLabelValues("labels")
 	m.totals = &joinTotals{shards: map[string]*joinShard{}}
 	return m
 }
 
 func (m *JoinMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Held, m.Delay, m.Marks, m.Future, m.Reused,
+	return []prometheus.Collector{m.Labels, m.Expired, m.Pending, m.Held, m.Delay, m.Marks, m.Future, m.Untimed, m.Reused,
 		m.ServedAccuracy, m.ServedLogLoss, m.RollingServedAccuracy, m.RollingServedLogLoss}
 }
 

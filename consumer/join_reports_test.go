@@ -57,6 +57,51 @@ func TestJoinedWorkerReportsRecordsFromTheFuture(t *testing.T) {
 	}
 }
 
+// TestJoinedWorkerReportsUntimedRecords: a record of either input
+// without a time (a Kafka timestamp of -1 or 0, which the client gives as
+// the zero time) is taken as stamped before every other record, so an
+// example's window has closed when its label comes. The worker counts
+// each such record, by input, in hyperplane_join_untimed_records_total
+// and warns of it, naming where it is; records stamped now are not
+// counted.
+func TestJoinedWorkerReportsUntimedRecords(t *testing.T) {
+	ex, labels := memory.NewLog("examples", 1), memory.NewLog("labels", 1)
+	now := time.Now()
+	for i := range 20 {
+		ex.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","features":{"a":%d}}`, i, i%3))
+		labels.AppendAt(0, now, fmt.Appendf(nil, `{"id":"e%d","label":1}`, i))
+	}
+	ex.AppendAt(0, time.Time{}, []byte(`{"id":"u1","features":{"a":1}}`))
+	ex.AppendAt(0, time.Time{}, []byte(`{"id":"u2","features":{"a":2}}`))
+	ex.AppendAt(0, now, []byte(`{"id":"e20","features":{"a":1}}`))
+	labels.AppendAt(0, now, []byte(`{"id":"u1","label":1}`))
+	labels.AppendAt(0, time.Time{}, []byte(`{"id":"e20","label":1}`))
+
+	core, logs := observer.New(zapcore.WarnLevel)
+	metrics := consumer.NewMetrics(nil)
+	untimed := func(input string) float64 { return testutil.ToFloat64(metrics.Join.Untimed.WithLabelValues(input)) }
+	store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+	w := runJoinedLogged(t, ex, labels, store, nil, false, zap.New(core), metrics, func(w *consumer.Worker) bool {
+		head, _, _, _ := w.JoinProgress()
+		// u1 and u2 expire: their windows closed before any label came.
+		return head == int64(ex.Len(0)) && untimed("labels") == 1 && untimed("examples") == 2 && w.JoinCounts().Expired == 2
+	})
+	if c := w.JoinCounts(); c.Labels[consumer.LabelJoined] < 20 {
+		t.Errorf("%d labels joined, want the 20 stamped now", c.Labels[consumer.LabelJoined])
+	}
+	if got := testutil.ToFloat64(metrics.Join.Future.WithLabelValues("examples")) + testutil.ToFloat64(metrics.Join.Future.WithLabelValues("labels")); got != 0 {
+		t.Errorf("%v records counted as stamped ahead, want none", got)
+	}
+	warned := logs.FilterMessageSnippet("has no time").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of a record without a time, want 1 (at most one a minute): %v", len(warned), logs.All())
+	}
+	fields := warned[0].ContextMap()
+	if named := fmt.Sprint(fields["input"], " ", fields["source"]); named != "labels "+labels.Key(0) && named != "examples "+ex.Key(0) {
+		t.Errorf("the warning names %q, want %s or %s", named, labels.Key(0), ex.Key(0))
+	}
+}
+
 // TestJoinedWorkerReportsReusedIDs: an example whose id an earlier example
 // the join still holds has is joined by none of the labels after it (each
 // is decided against the earlier one, docs/labels.md, section 2). The

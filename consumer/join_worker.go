@@ -128,6 +128,9 @@ type joined struct {
 	// futureWarned is when the last warning of a record stamped ahead
 	// of this worker's clock was logged (checkFuture).
 	futureWarned time.Time
+	// untimedWarned is when the last warning of a record without a time
+	// was logged (checkFuture).
+	untimedWarned time.Time
 	// reusedWarned is when the last warning of an example whose id an
 	// earlier held example has was logged (checkReused).
 	reusedWarned time.Time
@@ -612,8 +615,17 @@ func (w *Worker) reusedID(m *Message, id []byte, now time.Time) {
 // or no label is related to a later example (an example). A producer's
 // clock far ahead, or a time in micro- rather than milliseconds, is the
 // usual cause; docs/labels.md, section 8, says how to keep it out.
+//
+// A record without a time (a Kafka timestamp of -1 or 0, which the client
+// gives as the zero time) is counted and warned of apart: the join takes
+// it as stamped before every other record, so an example's window has
+// closed before its label comes.
 func (w *Worker) checkFuture(m *Message, t int64, label bool, now time.Time) {
 	j := w.joined
+	if t <= 0 {
+		w.untimed(m, label, now)
+		return
+	}
 	if t <= now.UnixMilli()+j.join.window {
 		return
 	}
@@ -629,6 +641,23 @@ func (w *Worker) checkFuture(m *Message, t int64, label bool, now time.Time) {
 	w.log.Warn("a record of the join's input is stamped more than labels.window ahead of this worker's clock: the join follows record times, so its windows follow this one (fix the producer's clock, or have the broker stamp records: docs/labels.md, section 8)",
 		zap.String("input", input), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset),
 		zap.Time("stamped", time.UnixMilli(t)), zap.Duration("ahead", time.UnixMilli(t).Sub(now).Round(time.Second)))
+}
+
+// untimed counts a record of the join's inputs (of the labels' if label)
+// without a time, and warns of it at most once a minute.
+func (w *Worker) untimed(m *Message, label bool, now time.Time) {
+	j := w.joined
+	input, c := "examples", w.metrics.Join.untimedExamples
+	if label {
+		input, c = "labels", w.metrics.Join.untimedLabels
+	}
+	c.Inc()
+	if now.Sub(j.untimedWarned) < time.Minute {
+		return
+	}
+	j.untimedWarned = now
+	w.log.Warn("a record of the join's input has no time (a Kafka timestamp of -1 or 0): the join follows record times and takes it as stamped before every other record, so an example's window has closed before its label comes (have the producer stamp records, or the broker: docs/labels.md, section 8)",
+		zap.String("input", input), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset))
 }
 
 // margin is y·f(x) of a binary prediction, the label's score minus the
