@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hyperplane-ml/hyperplane/consumer/retry"
@@ -629,15 +630,10 @@ func (w *Worker) checkFuture(m *Message, t int64, label bool, now time.Time) {
 	if t <= now.UnixMilli()+j.join.window {
 		return
 	}
-	input, c := "examples", w.metrics.Join.futureExamples
-	if label {
-		input, c = "labels", w.metrics.Join.futureLabels
-	}
-	c.Inc()
-	if now.Sub(j.futureWarned) < time.Minute {
+	input, warn := countRecord(label, w.metrics.Join.futureExamples, w.metrics.Join.futureLabels, &j.futureWarned, now)
+	if !warn {
 		return
 	}
-	j.futureWarned = now
 	w.log.Warn("a record of the join's input is stamped more than labels.window ahead of this worker's clock: the join follows record times, so its windows follow this one (fix the producer's clock, or have the broker stamp records: docs/labels.md, section 8)",
 		zap.String("input", input), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset),
 		zap.Time("stamped", time.UnixMilli(t)), zap.Duration("ahead", time.UnixMilli(t).Sub(now).Round(time.Second)))
@@ -646,18 +642,28 @@ func (w *Worker) checkFuture(m *Message, t int64, label bool, now time.Time) {
 // untimed counts a record of the join's inputs (of the labels' if label)
 // without a time, and warns of it at most once a minute.
 func (w *Worker) untimed(m *Message, label bool, now time.Time) {
-	j := w.joined
-	input, c := "examples", w.metrics.Join.untimedExamples
-	if label {
-		input, c = "labels", w.metrics.Join.untimedLabels
-	}
-	c.Inc()
-	if now.Sub(j.untimedWarned) < time.Minute {
+	input, warn := countRecord(label, w.metrics.Join.untimedExamples, w.metrics.Join.untimedLabels, &w.joined.untimedWarned, now)
+	if !warn {
 		return
 	}
-	j.untimedWarned = now
 	w.log.Warn("a record of the join's input has no time (a Kafka timestamp of -1 or 0): the join follows record times and takes it as stamped before every other record, so an example's window has closed before its label comes (have the producer stamp records, or the broker: docs/labels.md, section 8)",
 		zap.String("input", input), zap.String("source", m.Position.Source), zap.Int64("offset", m.Position.Offset))
+}
+
+// countRecord counts a record of the join's inputs in examples, or in
+// labels if label, and returns its input's name and whether to warn of
+// it: at most once a minute, last being when it was warned of last.
+func countRecord(label bool, examples, labels prometheus.Counter, last *time.Time, now time.Time) (input string, warn bool) {
+	input, c := "examples", examples
+	if label {
+		input, c = "labels", labels
+	}
+	c.Inc()
+	if now.Sub(*last) < time.Minute {
+		return input, false
+	}
+	*last = now
+	return input, true
 }
 
 // margin is y·f(x) of a binary prediction, the label's score minus the
