@@ -109,7 +109,7 @@ type Mixing struct {
 	// Rule is how the partitions' models are combined.
 	Rule learner.MixRule `yaml:"rule" help:"how the partitions' models are combined: auto (the rule measured best for the algorithm), mean, touched (each weight the mean over the partitions that changed it), damped, pegasos (Pegasos only) or arow (AROW only)"`
 	// Growth makes epochs grow with the model (see Growth).
-	Growth Growth `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it (since a drift restarted the model), from 250 examples up to epoch_examples; 0: every epoch holds epoch_examples; auto: 8 when the model and its challengers learn by AROW, else 16"`
+	Growth Growth `yaml:"growth" help:"an epoch holds 1/growth of what a partition learned before it (since a drift restarted the model), from 1,000 examples when the model and its challengers learn by AROW (250 otherwise) up to epoch_examples; 0: every epoch holds epoch_examples; auto: 8 when the model and its challengers learn by AROW, else 16"`
 }
 
 // Kafka is how to reach the Kafka cluster.

@@ -10,8 +10,8 @@ import (
 
 // Growth is model.mixing.growth: an epoch holds 1/Growth of the examples
 // a partition learned before it (since a drift restarted the model), at
-// least 250 and at most epoch_examples; 0 makes every epoch
-// epoch_examples. GrowthAuto, the default, is the growth measured for the
+// least Config.EpochMinExamples and at most epoch_examples; 0 makes every
+// epoch epoch_examples. GrowthAuto, the default, is the growth measured for the
 // model's learners (Config.EpochGrowth).
 type Growth int
 
@@ -24,6 +24,13 @@ const GrowthAuto Growth = -1
 const (
 	growthAROW  = 8
 	growthOther = 16
+)
+
+// The least examples of a partition in an epoch that grows, which
+// EpochMinExamples chooses between by the same learners.
+const (
+	minEpochAROW  = 1000
+	minEpochOther = 250
 )
 
 // MarshalText writes g as UnmarshalText reads it.
@@ -56,13 +63,32 @@ func (c Config) EpochGrowth() int {
 	if g := c.Model.Mixing.Growth; g != GrowthAuto {
 		return int(g)
 	}
+	if c.allAROW() {
+		return growthAROW
+	}
+	return growthOther
+}
+
+// EpochMinExamples is the least examples of a partition in an epoch that
+// grows: 1,000 when the model and every challenger learn by AROW, whose
+// mix keeps its accuracy with a new model's epochs that large, 250
+// otherwise (BENCHMARKS.md, "Mixing at the defaults").
+func (c Config) EpochMinExamples() int {
+	if c.allAROW() {
+		return minEpochAROW
+	}
+	return minEpochOther
+}
+
+// allAROW reports whether the model and every challenger learn by AROW.
+func (c Config) allAROW() bool {
 	if c.Model.Learner.Algorithm != learner.AROW {
-		return growthOther
+		return false
 	}
 	for _, ch := range c.ChallengerConfigs() {
 		if ch.Config.Algorithm != learner.AROW {
-			return growthOther
+			return false
 		}
 	}
-	return growthAROW
+	return true
 }

@@ -53,3 +53,32 @@ func TestGrowthText(t *testing.T) {
 		t.Errorf(`UnmarshalText("-3") = %v, leaving %d; want an error and 8`, err, g)
 	}
 }
+
+func TestEpochMinExamples(t *testing.T) {
+	arow := func(c *Config) { c.Model.Learner.Algorithm = learner.AROW }
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   int
+	}{
+		{"default: AROW", func(*Config) {}, 1000},
+		{"perceptron", func(c *Config) { c.Model.Learner.Algorithm = learner.Perceptron }, 250},
+		{"AROW with an AROW challenger", func(c *Config) {
+			arow(c)
+			c.Model.Challengers = Challengers{{Name: "seed", Changes: []Change{{Key: "hash_seed", Value: uint64(7)}}}}
+		}, 1000},
+		{"AROW with a Pegasos challenger", func(c *Config) {
+			arow(c)
+			c.Model.Challengers = Challengers{{Name: "pegasos", Changes: []Change{{Key: "algorithm", Value: learner.Pegasos}}}}
+		}, 250},
+		{"AROW, growth set", func(c *Config) { c.Model.Mixing.Growth = 16 }, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.change(&c)
+			if got := c.EpochMinExamples(); got != tc.want {
+				t.Errorf("EpochMinExamples() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

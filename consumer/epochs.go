@@ -77,13 +77,15 @@ type EpochConfig struct {
 	EpochExamples int64
 	Interval      time.Duration
 	// Growth, when more than 0, makes an epoch hold 1/Growth of the
-	// examples each shard learned before it, at least minEpochExamples
+	// examples each shard learned before it, at least MinEpochExamples
 	// and at most EpochExamples: small epochs while the model learns
 	// fast, when mixing costs most accuracy, and few barriers later.
 	// Both count a shard's messages, not its positions, where the
-	// shards share their positions (JetStream).
-	Growth  int
-	Weights learner.MixWeights
+	// shards share their positions (JetStream). MinEpochExamples 0 is
+	// DefaultMinEpochExamples.
+	Growth           int
+	MinEpochExamples int64
+	Weights          learner.MixWeights
 	// Rule is how the shards' models are combined (learner.MixWithRule);
 	// empty is the mean.
 	Rule learner.MixRule

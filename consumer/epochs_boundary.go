@@ -381,12 +381,12 @@ func (x *Epochs) joinBacklog(shard shardid.ID) bool {
 	return ok && reached == r.To && clipped(b, shard)
 }
 
-// minEpochExamples is the least examples of a shard in an epoch that
-// grows (EpochConfig.Growth), unless EpochExamples is less: small, since
-// mixing costs most accuracy while a model is new or has just started
-// afresh at a drift, and only those first epochs are this small
-// (docs/scale-out.md, section 12).
-const minEpochExamples = 250
+// DefaultMinEpochExamples is the least examples of a shard in an epoch
+// that grows (EpochConfig.Growth) when EpochConfig.MinEpochExamples is 0,
+// unless EpochExamples is less: small, since mixing costs most accuracy
+// while a model is new or has just started afresh at a drift, and only
+// those first epochs are this small (docs/scale-out.md, section 12).
+const DefaultMinEpochExamples = 250
 
 // restartShrink is how much smaller than the epochs of the model's
 // whole history (Growth) the epochs are at least once a change of concept
@@ -435,7 +435,7 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 			// from the floor.
 			grown = max(int64(since)/int64(shards)/k, grown/restartShrink)
 		}
-		limit = min(limit, max(minEpochExamples, grown))
+		limit = min(limit, max(x.minEpochExamples(), grown))
 	}
 	if every := int64(x.cfg.SnapshotEvery); every > 0 {
 		n := int64(0)
@@ -456,6 +456,15 @@ func (x *Epochs) epochLimit(spans []waiting, shards int) (int64, string) {
 		}
 	}
 	return limit * spread(x.cfg.Shards), reason
+}
+
+// minEpochExamples is EpochConfig.MinEpochExamples, or
+// DefaultMinEpochExamples when that is 0.
+func (x *Epochs) minEpochExamples() int64 {
+	if n := x.cfg.MinEpochExamples; n > 0 {
+		return n
+	}
+	return DefaultMinEpochExamples
 }
 
 // spread is the positions per message of a shard of s (Shards.Spread),

@@ -67,3 +67,48 @@ func TestEpochsGrowAgainAfterADrift(t *testing.T) {
 		t.Fatal("the mixed model found no drift")
 	}
 }
+
+// TestEpochsStartAtTheirFloor: a growing epoch holds at least
+// EpochConfig.MinEpochExamples positions a shard, the default floor when
+// it is 0, and 1/Growth of what each shard learned before it once that
+// is more. Two partitions of 20,000 examples, growth 8.
+func TestEpochsStartAtTheirFloor(t *testing.T) {
+	const n, shards, growth = 20000, 2, 8
+	for _, floor := range []int64{0, 600} {
+		want := floor
+		if want == 0 {
+			want = consumer.DefaultMinEpochExamples
+		}
+		log := memory.NewLog("ex", shards)
+		s := synth.New(synth.DefaultOptions())
+		for i := range n {
+			b := synth.AppendJSON(nil, s.Next())
+			log.Append(i%shards, b[:len(b)-1])
+		}
+		store, last, _ := learnAll(t, log, func(cfg *consumer.EpochConfig) {
+			cfg.EpochExamples, cfg.Growth, cfg.MinEpochExamples, cfg.SnapshotEvery, cfg.Keep = 100000, growth, floor, 0, 0
+		})
+		lg := epochlog.New(store)
+		var limits []int
+		for e := uint64(1); e <= last; e++ {
+			b, _, err := lg.Boundary(context.Background(), "mixed", e)
+			if err != nil {
+				t.Fatalf("floor %d: boundary %d: %v", floor, e, err)
+			}
+			if b.Cut.Reason != epochlog.CutExamples {
+				continue
+			}
+			learned := int64(0)
+			for _, r := range b.Shards {
+				learned += r.From
+			}
+			if l, w := int64(b.Cut.EpochExamples), max(want, learned/shards/growth); l != w {
+				t.Fatalf("floor %d: epoch %d, after %d examples: the limit is %d, want %d", floor, e, learned, l, w)
+			}
+			limits = append(limits, b.Cut.EpochExamples)
+		}
+		if len(limits) < 2 || int64(limits[0]) != want || int64(limits[len(limits)-1]) <= want {
+			t.Fatalf("floor %d: epoch limits %v: want them to start at %d and grow beyond it", floor, limits, want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func BenchmarkDriftRecoveryMixed(b *testing.B) {
 // from the mixed model's last restart, as from a new model's start
 // (defaultEpochs, the worker's schedule), rather than from the stream's.
 func epochsFrom(b *testing.B, cfg learner.Config, rule learner.MixRule, xs []learner.Example, shards [][]int32, from int32, regrow bool) (float64, []int) {
-	size := epochLimits(16, 100_000, 0, regrow)
+	size := epochLimits(16, minEpochExamples, 100_000, 0, regrow)
 	m0, err := learner.New(cfg)
 	if err != nil {
 		b.Fatal(err)

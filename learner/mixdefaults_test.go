@@ -10,9 +10,10 @@ import (
 
 // minEpochExamples, minSnapshotShare and restartShrink are
 // consumer/epochs_boundary.go's: the least examples of a shard in an
-// epoch that grows, and in one that ends where a snapshot falls due; and
-// how much smaller than the whole history's the epochs are at least once
-// a drift has restarted the model.
+// epoch that grows (unless the configuration sets another:
+// autoMinEpochExamples), and in one that ends where a snapshot falls
+// due; and how much smaller than the whole history's the epochs are at
+// least once a drift has restarted the model.
 const (
 	minEpochExamples = 250
 	minSnapshotShare = 1000
@@ -28,6 +29,23 @@ func autoGrowth(a learner.Algorithm) int {
 	return 16
 }
 
+// autoMinEpochExamples is the least examples of a shard in an epoch that
+// grows for a model of algorithm a without challengers
+// (config.Config.EpochMinExamples).
+func autoMinEpochExamples(a learner.Algorithm) int {
+	if a == learner.AROW {
+		return 1000
+	}
+	return minEpochExamples
+}
+
+// autoEpochs is the worker's epoch schedule at the defaults for a model
+// of algorithm a without challengers: defaultEpochs at the growth and
+// the floor the configuration gives it, epoch_examples 100,000.
+func autoEpochs(a learner.Algorithm, every int) epochSchedule {
+	return epochLimits(autoGrowth(a), autoMinEpochExamples(a), 100_000, every, true)
+}
+
 // defaultEpochs is the worker's epoch schedule at the defaults
 // (consumer/epochs.go epochLimit), a function of the mixed model W_{e-1}
 // and of the shards' data left, as the worker's is: each epoch holds
@@ -40,13 +58,14 @@ func autoGrowth(a learner.Algorithm) int {
 // shared among the shards with data left, each share minSnapshotShare at
 // least (every epoch costs a barrier).
 func defaultEpochs(growth, epochExamples, every int) epochSchedule {
-	return epochLimits(growth, epochExamples, every, true)
+	return epochLimits(growth, minEpochExamples, epochExamples, every, true)
 }
 
-// epochLimits is defaultEpochs with regrow; without it, the epochs grow
-// from the model's examples even after a restart, as the worker's did
-// before they grew again from a drift.
-func epochLimits(growth, epochExamples, every int, regrow bool) epochSchedule {
+// epochLimits is defaultEpochs with the floor of a growing epoch and
+// regrow; without regrow, the epochs grow from the model's examples even
+// after a restart, as the worker's did before they grew again from a
+// drift.
+func epochLimits(growth, floor, epochExamples, every int, regrow bool) epochSchedule {
 	return func(_ int, w *learner.State, left []int) int {
 		c := countsOf(w)
 		limit := epochExamples
@@ -55,7 +74,7 @@ func epochLimits(growth, epochExamples, every int, regrow bool) epochSchedule {
 			if c.restarted && regrow {
 				grown = max(int(c.since)/shards/growth, grown/restartShrink)
 			}
-			limit = min(limit, max(minEpochExamples, grown))
+			limit = min(limit, max(floor, grown))
 		}
 		if every > 0 {
 			n := 0
@@ -102,7 +121,9 @@ func countsOf(w *learner.State) modelCounts {
 // where snapshot.every (100,000 labeled examples) falls due, each shard's
 // share 1,000 at least, as epochLimit does; E=auto+every100k is the
 // latter at the growth model.mixing.growth auto gives the algorithm
-// (autoGrowth), run where it is not 16. All grow from the mixed model's
+// (autoGrowth) and from the floor the configuration gives it
+// (autoMinEpochExamples: 1,000 for AROW), run where the growth is not
+// 16. All grow from the mixed model's
 // examples, or from its labeled examples since a drift last restarted it
 // (defaultEpochs). The time-based cuts (model.mixing.interval,
 // snapshot.interval) are not simulated. S=1 is sequential learning, which
@@ -175,11 +196,8 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int, drift strin
 				continue
 			}
 			for _, alg := range algs {
-				growth := 16
-				if sched == "auto+every100k" {
-					if growth = autoGrowth(alg); growth == 16 {
-						continue
-					}
+				if sched == "auto+every100k" && autoGrowth(alg) == 16 {
+					continue
 				}
 				rule := learner.MixAuto.For(alg)
 				b.Run(fmt.Sprintf("S=%d/E=%s/alg=%s", shards, sched, alg), func(b *testing.B) {
@@ -202,7 +220,11 @@ func benchmarkMixingDefaults(b *testing.B, opt synth.Options, n int, drift strin
 						if sched != "grow16" {
 							every = 100_000
 						}
-						r = simulateSchedule(b, cfg, s.xs, split, defaultEpochs(growth, 100_000, every), mix, cutBacklog)
+						schedule := defaultEpochs(16, 100_000, every)
+						if sched == "auto+every100k" {
+							schedule = autoEpochs(alg, every)
+						}
+						r = simulateSchedule(b, cfg, s.xs, split, schedule, mix, cutBacklog)
 					}
 					b.ReportMetric(r.accuracy(), "accuracy")
 					b.ReportMetric(seq[alg].accuracy(), "seq-accuracy")

@@ -237,6 +237,7 @@ func mixing(cfg config.Config) consumer.EpochConfig {
 		EpochExamples:    int64(cfg.Model.Mixing.EpochExamples),
 		Interval:         cfg.Model.Mixing.Interval,
 		Growth:           cfg.EpochGrowth(),
+		MinEpochExamples: int64(cfg.EpochMinExamples()),
 		Weights:          cfg.Model.Mixing.Weights,
 		Rule:             cfg.MixRule(),
 		ChallengerRule:   cfg.Model.Mixing.Rule,

@@ -119,7 +119,7 @@ func replayFollowsTheEpochLogOf(t *testing.T, gen []string, extra ...string) ([]
 	storeURL := "file://" + filepath.Join(dir, "live") + "?create_dir=1"
 	args := []string{"--model.name", "mixed", "--kafka.brokers", strings.Join(c.ListenAddrs(), ","),
 		"--source.kind", "kafka", "--source.topics", "examples", "--snapshot.url", storeURL,
-		"--model.mixing.epoch_examples", "400", "--model.mixing.interval", "50ms", "--snapshot.every", "1"}
+		"--model.mixing.epoch_examples", "200", "--model.mixing.interval", "50ms", "--snapshot.every", "1"}
 	args = append(args, extra...)
 
 	ctx, cancel := context.WithCancel(context.Background())
