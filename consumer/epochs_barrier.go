@@ -85,9 +85,13 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 				}
 			}
 			// A shard whose owner left is handed to another worker,
-			// maybe this one, while it waits.
+			// maybe this one, while it waits; so may others of the
+			// epoch (a worker that joined before the group gave it
+			// anything, or that takes over a departed worker's shards):
+			// each is learned beside the others, not when the barrier
+			// reaches it.
 			if x.owns(r.Shard) {
-				if err := x.learnRange(ctx, b, sha, r); err != nil && !errors.Is(err, errRevoked) {
+				if err := x.learnRanges(ctx, b, sha, x.ownedMissing(b, sha, b.Shards[i:])); err != nil {
 					return nil, 0, err
 				}
 				continue
@@ -165,6 +169,18 @@ func (x *Epochs) barrier(ctx context.Context, b *epochlog.Boundary, sha [32]byte
 	waited = time.Since(start)
 	x.metrics.Barrier.Observe(waited.Seconds())
 	return states, waited, nil
+}
+
+// ownedMissing is the non-empty ranges among ranges, of b, whose shards
+// this worker owns and whose results it does not hold.
+func (x *Epochs) ownedMissing(b *epochlog.Boundary, sha [32]byte, ranges []epochlog.Range) []epochlog.Range {
+	var out []epochlog.Range
+	for _, r := range ranges {
+		if !r.Empty() && x.owns(r.Shard) && x.result(b.Epoch, sha, r.Shard) == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // barrierWarnAfter is how many times model.mixing.interval a barrier

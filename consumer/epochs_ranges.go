@@ -20,17 +20,6 @@ import (
 // learnOwned learns every range of b this worker owns whose result is not
 // in the log yet, each on its own goroutine.
 func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]byte) error {
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(b.Shards))
-	// causes holds the failure that cancelled the other ranges, the
-	// first: the ranges it cancels return whatever their broker client
-	// makes of it ("context canceled", or worse), which says nothing of
-	// why they stopped.
-	var causesMu sync.Mutex
-	var causes []error
 	owned := 0
 	for _, r := range b.Shards {
 		if x.owns(r.Shard) {
@@ -50,10 +39,36 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 	if em != nil {
 		go em.run(x, b, finished)
 	}
-	for i, r := range b.Shards {
-		if r.Empty() || !x.owns(r.Shard) {
-			continue
+	var ranges []epochlog.Range
+	for _, r := range b.Shards {
+		if !r.Empty() && x.owns(r.Shard) {
+			ranges = append(ranges, r)
 		}
+	}
+	err := x.learnRanges(ctx, b, sha, ranges)
+	close(finished)
+	if em != nil {
+		<-em.done
+	}
+	return err
+}
+
+// learnRanges learns ranges, ranges of b, each beside the others. A range
+// whose shard is revoked meanwhile is left to its new owner; the first
+// failure of another stops them all and is what learnRanges returns.
+func (x *Epochs) learnRanges(ctx context.Context, b *epochlog.Boundary, sha [32]byte, ranges []epochlog.Range) error {
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ranges))
+	// causes holds the failure that cancelled the other ranges, the
+	// first: the ranges it cancels return whatever their broker client
+	// makes of it ("context canceled", or worse), which says nothing of
+	// why they stopped.
+	var causesMu sync.Mutex
+	var causes []error
+	for i, r := range ranges {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -70,10 +85,6 @@ func (x *Epochs) learnOwned(ctx context.Context, b *epochlog.Boundary, sha [32]b
 		}()
 	}
 	wg.Wait()
-	close(finished)
-	if em != nil {
-		<-em.done
-	}
 	if parent.Err() == nil && len(causes) > 0 {
 		return errors.Join(causes...)
 	}
