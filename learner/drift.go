@@ -189,8 +189,16 @@ func (m *Model) observe(correct bool) *Drift {
 // 1.5. The stationary stream raises no drift, so costs nothing. The
 // calibrator starts afresh too: its scale and its outcomes are the old
 // model's, and read the new model's first scores as if they were as sure.
+// A linear model's parameters start afresh in their own vectors: a new
+// engine's would be new memory, faulted in page by page as it is first
+// written (a 4 MiB AROW model at the defaults, and one for every range of
+// an epoch that finds the drift).
 func (m *Model) recover() {
-	m.eng = newEngine(m.cfg)
+	if l, ok := m.eng.(*linear); ok {
+		l.reset()
+	} else {
+		m.eng = newEngine(m.cfg)
+	}
 	m.cal = newCalibrator(m.cfg.outputs())
 }
 

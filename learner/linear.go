@@ -71,6 +71,43 @@ func newLinear(cfg Config) *linear {
 	return l
 }
 
+// reset gives l a new model's parameters, those newLinear makes, in l's
+// own vectors where they have the length newLinear gives them.
+func (l *linear) reset() {
+	cfg := l.cfg
+	k, d := cfg.outputs(), cfg.Dimension()
+	fill := func(v []float64, n int, x float64) []float64 {
+		if len(v) != n {
+			v = make([]float64, n)
+		}
+		if x == 0 {
+			clear(v)
+			return v
+		}
+		for i := range v {
+			v[i] = x
+		}
+		return v
+	}
+	u, ub, sigma, sigmaB, pw, pb := l.u, l.ub, l.sigma, l.sigmaB, l.pw, l.pb
+	l.k = k
+	l.w, l.b, l.raw = fill(l.w, d*k, 0), fill(l.b, k, 0), fill(l.raw, k, 0)
+	l.u, l.ub, l.sigma, l.sigmaB, l.pw, l.pb = nil, nil, nil, nil, nil, nil
+	l.scale, l.vnorm2 = 0, 0
+	l.touched = l.touched[:0]
+	switch cfg.Algorithm {
+	case Averaged:
+		l.u, l.ub = fill(u, d*k, 0), fill(ub, k, 0)
+	case Pegasos:
+		l.scale = 1
+	case AROW:
+		l.sigma, l.sigmaB = fill(sigma, d*k, 1), fill(sigmaB, k, 1)
+	}
+	if cfg.Batch > 1 {
+		l.pw, l.pb = fill(pw, d*k, 0), fill(pb, k, 0)
+	}
+}
+
 // dot is w·x for a binary layout. The explicit float64 conversions keep
 // the compiler from fusing multiply and add, which would round
 // differently on platforms with FMA and break bit-identical results.
