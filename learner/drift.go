@@ -305,9 +305,12 @@ func restart(base *State, states []*State, mu []float64) (*State, []float64) {
 		// Not expected: the mix checked base.
 		panic("learner: mix: a new model of a valid base's config: " + err.Error())
 	}
-	fresh := base.clone()
-	fresh.copyParameters(m.State())
-	return fresh, kept
+	// base's counters, with the new model's parameters handed over
+	// rather than copied: one model's vectors made, not four.
+	fresh := *base
+	fresh.Config, fresh.Window = cloneConfig(base.Config), clone(base.Window)
+	fresh.takeParameters(m.Release())
+	return &fresh, kept
 }
 
 // mixDetector sets out.Detector from the states' detectors. The

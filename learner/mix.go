@@ -504,8 +504,11 @@ func mixWindow(out, base *State, states []*State) {
 
 // copyParameters sets out's parameters, everything but the configuration
 // and the counters, to a deep copy of st's.
-func (out *State) copyParameters(st *State) {
-	c := st.clone()
+func (out *State) copyParameters(st *State) { out.takeParameters(st.clone()) }
+
+// takeParameters is copyParameters of c itself rather than a copy: c
+// must not be used afterwards.
+func (out *State) takeParameters(c *State) {
 	c.Config = out.Config
 	c.Examples, c.Labeled, c.Mistakes, c.Updates, c.R2 = out.Examples, out.Labeled, out.Mistakes, out.Updates, out.R2
 	c.TruePositives, c.FalsePositives = out.TruePositives, out.FalsePositives

@@ -84,3 +84,25 @@ func BenchmarkUnionCoords(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMixChangedDrift is BenchmarkMixChanged's epoch at 2,500
+// examples a shard when every shard found a change of concept: the mix
+// of the whole state, from a new model's parameters (docs/scale-out.md,
+// section 12), which an epoch that holds a change pays once.
+//
+//	go test ./learner/ -run '^$' -bench BenchmarkMixChangedDrift -benchmem -count 8
+func BenchmarkMixChangedDrift(b *testing.B) {
+	base, states, _ := epochStates(b, 100_000, 4, 2_500)
+	for _, st := range states {
+		st.Detector.Drifts++
+	}
+	weights := []float64{1, 1, 1, 1}
+	for b.Loop() {
+		b.StopTimer()
+		into := base.State()
+		b.StartTimer()
+		if _, err := learner.MixChanged(learner.MixAuto, into, states, weights, learner.AllCoords); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
