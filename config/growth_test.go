@@ -6,32 +6,39 @@ import (
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
 
-func TestEpochGrowth(t *testing.T) {
+// TestEpochSchedule: the growth and the floor of the epochs follow the
+// learners, AROW's (the model's and every challenger's) or another's; a
+// growth set is kept, and the floor follows the learners whatever the
+// growth.
+func TestEpochSchedule(t *testing.T) {
 	arow := func(c *Config) { c.Model.Learner.Algorithm = learner.AROW }
 	for _, tc := range []struct {
-		name   string
-		change func(*Config)
-		want   int
+		name            string
+		change          func(*Config)
+		growth, minimum int
 	}{
-		{"default: AROW", func(*Config) {}, growthAROW},
-		{"auto, AROW", arow, growthAROW},
-		{"auto, perceptron", func(c *Config) { c.Model.Learner.Algorithm = learner.Perceptron }, growthOther},
+		{"default: AROW", func(*Config) {}, growthAROW, 1000},
+		{"auto, AROW", arow, growthAROW, 1000},
+		{"auto, perceptron", func(c *Config) { c.Model.Learner.Algorithm = learner.Perceptron }, growthOther, 250},
 		{"auto, AROW with an AROW challenger", func(c *Config) {
 			arow(c)
 			c.Model.Challengers = Challengers{{Name: "seed", Changes: []Change{{Key: "hash_seed", Value: uint64(7)}}}}
-		}, growthAROW},
+		}, growthAROW, 1000},
 		{"auto, AROW with a Pegasos challenger", func(c *Config) {
 			arow(c)
 			c.Model.Challengers = Challengers{{Name: "pegasos", Changes: []Change{{Key: "algorithm", Value: learner.Pegasos}}}}
-		}, growthOther},
-		{"set", func(c *Config) { c.Model.Mixing.Growth = 16 }, 16},
-		{"set to 0", func(c *Config) { c.Model.Mixing.Growth = 0 }, 0},
+		}, growthOther, 250},
+		{"set", func(c *Config) { c.Model.Mixing.Growth = 16 }, 16, 1000},
+		{"set to 0", func(c *Config) { c.Model.Mixing.Growth = 0 }, 0, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
 			tc.change(&c)
-			if got := c.EpochGrowth(); got != tc.want {
-				t.Errorf("EpochGrowth() = %d, want %d", got, tc.want)
+			if got := c.EpochGrowth(); got != tc.growth {
+				t.Errorf("EpochGrowth() = %d, want %d", got, tc.growth)
+			}
+			if got := c.EpochMinExamples(); got != tc.minimum {
+				t.Errorf("EpochMinExamples() = %d, want %d", got, tc.minimum)
 			}
 		})
 	}
@@ -51,34 +58,5 @@ func TestGrowthText(t *testing.T) {
 	g := Growth(8)
 	if err := g.UnmarshalText([]byte("-3")); err == nil || g != 8 {
 		t.Errorf(`UnmarshalText("-3") = %v, leaving %d; want an error and 8`, err, g)
-	}
-}
-
-func TestEpochMinExamples(t *testing.T) {
-	arow := func(c *Config) { c.Model.Learner.Algorithm = learner.AROW }
-	for _, tc := range []struct {
-		name   string
-		change func(*Config)
-		want   int
-	}{
-		{"default: AROW", func(*Config) {}, 1000},
-		{"perceptron", func(c *Config) { c.Model.Learner.Algorithm = learner.Perceptron }, 250},
-		{"AROW with an AROW challenger", func(c *Config) {
-			arow(c)
-			c.Model.Challengers = Challengers{{Name: "seed", Changes: []Change{{Key: "hash_seed", Value: uint64(7)}}}}
-		}, 1000},
-		{"AROW with a Pegasos challenger", func(c *Config) {
-			arow(c)
-			c.Model.Challengers = Challengers{{Name: "pegasos", Changes: []Change{{Key: "algorithm", Value: learner.Pegasos}}}}
-		}, 250},
-		{"AROW, growth set", func(c *Config) { c.Model.Mixing.Growth = 16 }, 1000},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := Default()
-			tc.change(&c)
-			if got := c.EpochMinExamples(); got != tc.want {
-				t.Errorf("EpochMinExamples() = %d, want %d", got, tc.want)
-			}
-		})
 	}
 }
