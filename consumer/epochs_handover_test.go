@@ -88,12 +88,21 @@ func (s *gatedSource) Fetch(ctx context.Context, max int) ([]consumer.Message, e
 // message is published once and the model is the one the epoch makes.
 func TestEpochsLearnShardsHandedOverTogether(t *testing.T) {
 	const n = 500
-	synctest.Test(t, func(t *testing.T) {
+	handoverLog := func() *memory.Log {
 		data := memory.NewLog("ex", 3)
 		for p := range 3 {
 			msgs, _ := messages(n + 5*p)
 			data.Append(p, msgs...)
 		}
+		return data
+	}
+	want := func() [32]byte {
+		data := handoverLog()
+		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
+		return runEpochs(t, data, revokeConfig(data, store, memory.NewSink(), "one"), store)
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		data := handoverLog()
 		store := snapshot.NewStore(memblob.OpenBucket(nil), "")
 		own := &rebalancing{ownership: newOwnership()}
 		sink := memory.NewSink()
@@ -122,6 +131,9 @@ func TestEpochsLearnShardsHandedOverTogether(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+		if got := a.Model().State().Digest(); got != want {
+			t.Errorf("the worker holds %x, one that owned every shard from the start %x", got, want)
 		}
 		if gate.apart.Load() {
 			t.Error("the shards handed over at the barrier were read one after another")
