@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -516,7 +515,7 @@ func (p *Pipeline) Engine(metrics *Metrics) *Engine {
 			m := p.opts.Mixing
 			log.Info("learning in epochs", zap.Int("partitions", p.conn.ShardCount), zap.Uint64("epoch", x.Mixed()+1),
 				zap.Int("epoch_examples", int(m.EpochExamples)), zap.Int("growth", m.Growth),
-				zap.Int("min_epoch_examples", int(cmp.Or(m.MinEpochExamples, DefaultMinEpochExamples))),
+				zap.Int("min_epoch_examples", int(x.minEpochExamples())),
 				zap.Stringer("weights", m.Weights))
 			return x, nil
 		},

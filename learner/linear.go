@@ -39,53 +39,28 @@ type linear struct {
 }
 
 func newLinear(cfg Config) *linear {
-	k := cfg.outputs()
-	d := cfg.Dimension()
-	l := &linear{
-		cfg: cfg,
-		k:   k,
-		w:   make([]float64, d*k),
-		b:   make([]float64, k),
-		raw: make([]float64, k),
-	}
-	switch cfg.Algorithm {
-	case Averaged:
-		l.u = make([]float64, d*k)
-		l.ub = make([]float64, k)
-	case Pegasos:
-		l.scale = 1
-	case AROW:
-		l.sigma = make([]float64, d*k)
-		for i := range l.sigma {
-			l.sigma[i] = 1
-		}
-		l.sigmaB = make([]float64, k)
-		for c := range l.sigmaB {
-			l.sigmaB[c] = 1
-		}
-	}
-	if cfg.Batch > 1 {
-		l.pw = make([]float64, d*k)
-		l.pb = make([]float64, k)
-	}
+	l := &linear{cfg: cfg}
+	l.reset()
 	return l
 }
 
-// reset gives l a new model's parameters, those newLinear makes, in l's
-// own vectors where they have the length newLinear gives them.
+// reset gives l a new model's parameters for l.cfg: in l's own vectors
+// where they have the length the configuration gives them, in new ones
+// otherwise (newLinear's, whose zeros are left as the allocator gives
+// them rather than written).
 func (l *linear) reset() {
 	cfg := l.cfg
 	k, d := cfg.outputs(), cfg.Dimension()
 	fill := func(v []float64, n int, x float64) []float64 {
 		if len(v) != n {
 			v = make([]float64, n)
-		}
-		if x == 0 {
+		} else {
 			clear(v)
-			return v
 		}
-		for i := range v {
-			v[i] = x
+		if x != 0 {
+			for i := range v {
+				v[i] = x
+			}
 		}
 		return v
 	}
