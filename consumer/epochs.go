@@ -95,6 +95,12 @@ type EpochConfig struct {
 	ChallengerRule learner.MixRule
 	// Start is where a shard that no boundary has yet begins.
 	Start wire.Start
+	// ReadyShards, when more than 0, is how many shards the worker may
+	// learn ranges of in its first epoch (the source's, at start): as
+	// many models' memory, and one for the early mix, is made ready as
+	// Run begins, while the group forms, rather than faulted in while
+	// the first examples are learned (makeReady).
+	ReadyShards int
 	// SnapshotEvery and SnapshotInterval say when the mixed model of an
 	// epoch is written as a generation (either may be 0); Keep is how
 	// many generations are kept.
@@ -249,6 +255,11 @@ type Epochs struct {
 	baseDiff  learner.Coords
 	// baseChallengersDiff are baseDiff for each of the model's challengers.
 	baseChallengersDiff []learner.Coords
+	// ready are spares of W_{e-1}'s shape made as the worker starts, for
+	// the first epoch's ranges and early mix (makeReady); readyDone is set
+	// once that epoch is mixed, and no more are made.
+	ready     []*learner.State
+	readyDone bool
 	// mixSpare is the W_{e-1} that the last early mix installed left
 	// whole (its vectors differ from the new one's at most at baseDiff),
 	// for the next early mix to write into; nil when none is kept. The
@@ -486,6 +497,9 @@ func (x *Epochs) Run(ctx context.Context) (rerr error) {
 	defer rstop()
 	defer x.readers.close(rgrace)
 	defer x.labelReaders.close(rgrace)
+	if !x.cfg.Follow && x.cfg.ReadyShards > 0 {
+		defer x.makeReady(ctx, x.cfg.ReadyShards+1)()
+	}
 	x.mu.Lock()
 	x.runCtx = ctx
 	x.mu.Unlock()

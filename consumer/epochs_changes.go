@@ -1,6 +1,9 @@
 package consumer
 
 import (
+	"context"
+	"math"
+
 	"github.com/hyperplane-ml/hyperplane/epochlog"
 	"github.com/hyperplane-ml/hyperplane/learner"
 )
@@ -25,13 +28,85 @@ func (x *Epochs) rangeModel() (*learner.Model, error) {
 	if n := len(x.spares); n > 0 {
 		spare, x.spares = x.spares[n-1], x.spares[:n-1]
 	}
+	diff, cdiffs := x.baseDiff, x.baseChallengersDiff
+	if spare == nil {
+		if spare = x.takeReady(); spare != nil {
+			diff, cdiffs = learner.AllCoords, nil
+		}
+	}
 	x.mu.Unlock()
-	m, err := learner.RestoreInto(x.base.State(), spare, x.baseDiff, x.baseChallengersDiff...)
+	m, err := learner.RestoreInto(x.base.State(), spare, diff, cdiffs...)
 	if err != nil {
 		return nil, err
 	}
 	m.TrackChanges()
 	return m, nil
+}
+
+// makeReady makes n spares of W_{e-1}'s shape (learner.SpareFor) for the
+// first epoch's ranges and its early mix, which would otherwise learn in
+// new memory and fault it in page by page while the examples wait: they
+// are made as the worker starts, while its consumer group forms and its
+// readers open, on a goroutine of their own. Each is handed over as it
+// is made, none beyond what the worker's assignment can use once it is
+// known, and none once the first epoch is mixed, whose results are the
+// spares from then on. The returned function waits for the goroutine.
+func (x *Epochs) makeReady(ctx context.Context, n int) (wait func()) {
+	shape := shapeOf(x.base.State())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for made := range n {
+			if ctx.Err() != nil || made > x.knownOwned() {
+				return
+			}
+			sp := learner.SpareFor(shape)
+			x.mu.Lock()
+			over := x.readyDone
+			if !over {
+				x.ready = append(x.ready, sp)
+			}
+			x.mu.Unlock()
+			if over {
+				return
+			}
+		}
+	}()
+	return func() { <-done }
+}
+
+// knownOwned is how many shards this worker owns once its group has
+// assigned them, and every shard until then: makeReady makes no more
+// spares than the first epoch's ranges and early mix can use.
+func (x *Epochs) knownOwned() int {
+	if x.cfg.Owned == nil || (x.cfg.Settled != nil && !x.cfg.Settled()) {
+		return math.MaxInt
+	}
+	return len(x.cfg.Owned())
+}
+
+// takeReady is a spare that makeReady made, nil when none is left. x.mu
+// must be held.
+func (x *Epochs) takeReady() *learner.State {
+	n := len(x.ready)
+	if n == 0 {
+		return nil
+	}
+	sp := x.ready[n-1]
+	x.ready[n-1] = nil
+	x.ready = x.ready[:n-1]
+	return sp
+}
+
+// shapeOf is a copy of st's configuration and vectors' lengths, its
+// challengers' too, for learner.SpareFor on another goroutine: the copy
+// shares st's vectors but is not changed when st is.
+func shapeOf(st *learner.State) *learner.State {
+	c := &learner.State{Config: st.Config, Weights: st.Weights, SumWeights: st.SumWeights, Variance: st.Variance}
+	for _, ch := range st.Challengers {
+		c.Challengers = append(c.Challengers, learner.ChallengerState{Name: ch.Name, State: shapeOf(ch.State)})
+	}
+	return c
 }
 
 // noteChanged records the coordinates at which the state of res, a result
@@ -120,4 +195,5 @@ func (x *Epochs) spareStates(states []*learner.State) {
 	defer x.mu.Unlock()
 	x.spares = append(x.spares[:0], states...)
 	clear(x.changedAt)
+	x.ready, x.readyDone = nil, true
 }

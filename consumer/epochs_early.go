@@ -142,15 +142,22 @@ func (em *earlyMix) usable(b *epochlog.Boundary, sha [32]byte, states []*learner
 // mixTarget is a state equal to W_{e-1} in vectors of its own, for a mix
 // that must leave W_{e-1} whole: the previous W_{e-1}, kept by the last
 // early mix installed, brought up to date where the last mix changed it,
-// or else a copy.
+// or a spare made ready at the start, or else a copy.
 func (x *Epochs) mixTarget() (*learner.State, error) {
 	base := x.base.State()
 	spare := x.mixSpare
 	x.mixSpare = nil
+	diff, cdiffs := x.baseDiff, x.baseChallengersDiff
+	if spare == nil {
+		x.mu.Lock()
+		spare = x.takeReady()
+		x.mu.Unlock()
+		diff, cdiffs = learner.AllCoords, nil
+	}
 	var m *learner.Model
 	var err error
 	if spare != nil {
-		m, err = learner.RestoreInto(base, spare, x.baseDiff, x.baseChallengersDiff...)
+		m, err = learner.RestoreInto(base, spare, diff, cdiffs...)
 	} else {
 		m, err = learner.Restore(base)
 	}

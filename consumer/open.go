@@ -724,6 +724,7 @@ func (p *Pipeline) epochs(ctx context.Context, metrics *Metrics) (*Epochs, error
 	}
 	ecfg.Worker = p.conn.Worker
 	ecfg.Shards = p.conn.Shards
+	ecfg.ReadyShards = p.conn.ShardCount
 	ecfg.Log = elog
 	ecfg.Labels = labels
 	ecfg.Damaged = damaged

@@ -167,6 +167,33 @@ func (m *Model) Changed() Coords {
 	return Coords{Index: idx}
 }
 
+// SpareFor is a spare for RestoreInto with AllCoords: a state holding
+// per-weight vectors of st's lengths and nothing else, its challengers
+// spares of theirs. Every page of its vectors is written once here, so
+// the memory is the process's before a model learns in it: a spare made
+// while little else runs (a worker's start, while its consumer group
+// forms) takes the first touch of new memory, a fault per page, off the
+// path of the first examples. A kernel model has no such vectors: its
+// spare is empty, and RestoreInto copies st as Restore does.
+func SpareFor(st *State) *State {
+	fresh := func(src []float64) []float64 {
+		if len(src) == 0 {
+			return nil
+		}
+		v := make([]float64, len(src))
+		clear(v)
+		return v
+	}
+	sp := &State{Config: st.Config}
+	if st.Config.Algorithm != Kernel {
+		sp.Weights, sp.SumWeights, sp.Variance = fresh(st.Weights), fresh(st.SumWeights), fresh(st.Variance)
+	}
+	for _, c := range st.Challengers {
+		sp.Challengers = append(sp.Challengers, ChallengerState{Name: c.Name, State: SpareFor(c.State)})
+	}
+	return sp
+}
+
 // RestoreInto is Restore(st) built in the per-weight vectors of spare, a
 // state that Release returned from a model of st's configuration, so that
 // no vector is allocated: spare's vectors take st's values at the
